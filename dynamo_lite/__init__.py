@@ -1,0 +1,21 @@
+"""dynamo_lite: a readable frame-evaluation JIT for PyTorch.
+
+Public API (see docs/api.md):
+    compile(fn_or_module, *, backend="inductor", fullgraph=False, dynamic=None)
+    optimize(backend)            context manager and decorator
+    disable(fn)                  run without capture
+    reset()                      forget compiled code
+    explain(fn)(*args, **kw)     what was captured, where it broke, the guards
+    Unsupported                  raised by fullgraph=True
+    config                       every knob (config.patch(...))
+"""
+from . import config
+from .api import OptimizedModule, compile, disable, optimize, reset
+from .backends import list_backends, register_backend
+from .exc import Unsupported
+from .report.explain import ExplainOutput, explain
+
+__all__ = [
+    "compile", "optimize", "disable", "reset", "explain", "ExplainOutput", "Unsupported",
+    "OptimizedModule", "config", "register_backend", "list_backends",
+]

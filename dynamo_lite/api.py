@@ -1,0 +1,134 @@
+"""The public API: compile(), optimize(), disable(), reset(), explain().
+
+    compile(fn_or_module, backend=..., fullgraph=..., dynamic=...)
+      function -> a wrapper that runs fn with a FrameConverter as the hook callback
+      module   -> an OptimizedModule: the same module (shared state) whose calls are captured
+    optimize(backend) -> context manager / decorator capturing every frame started inside
+    disable(fn)       -> fn runs with the hook off (and nothing it calls is captured)
+    reset()           -> forget every compiled entry
+Tested by tests/test_api.py.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import weakref
+from typing import Callable, Optional, Union
+
+import torch
+
+from . import _C, config
+from .backends import lookup_backend
+from .convert_frame import FrameConverter, _ENTRIES, reset_state
+from .eval_frame import enable
+
+_COMPILED_CODES: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _make_converter(backend, fullgraph, dynamic) -> FrameConverter:
+    fn, name = lookup_backend(backend if backend is not None else config.default_backend)
+    return FrameConverter(fn, name, fullgraph=fullgraph, dynamic=dynamic)
+
+
+class OptimizedModule(torch.nn.Module):
+    """Mixin of the class returned by compile(module): calls go through the hook.
+
+    The instance shares ``__dict__`` with the original module, so parameters,
+    buffers, submodules, state_dict keys, train()/eval() and attribute access
+    are the original's.  ``_orig_mod`` is the original module.
+    """
+
+    _dl_converter: FrameConverter
+
+    def __call__(self, *args, **kwargs):
+        prev = _C.set_callback(self._dl_converter)
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            _C.set_callback(prev)
+
+    @property
+    def _orig_mod(self):
+        return self.__dict__["_dl_orig_mod"]
+
+    def __reduce_ex__(self, protocol):
+        return self._orig_mod.__reduce_ex__(protocol)
+
+
+def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch.nn.Module:
+    if isinstance(module, OptimizedModule):
+        module = module._orig_mod
+    cls = type(module)
+    opt_cls = type(f"Optimized{cls.__name__}", (OptimizedModule, cls), {"_dl_converter": converter,
+                                                                       "__module__": cls.__module__})
+    new = object.__new__(opt_cls)
+    object.__setattr__(new, "__dict__", module.__dict__)
+    # __dict__ is shared, so this one key is visible on the original too; it is
+    # the only trace compile() leaves on the module.
+    module.__dict__["_dl_orig_mod"] = module
+    return new
+
+
+def compile(model: Optional[Union[Callable, torch.nn.Module]] = None, *, backend: Union[str, Callable, None] = None,
+            fullgraph: bool = False, dynamic: Optional[bool] = None, mode=None, options=None):
+    """Capture ``model``'s tensor work into graphs compiled by ``backend``.
+
+    Returns a callable with the same behaviour (or a module sharing the
+    original's state).  With ``fullgraph=True`` any graph break raises
+    ``dynamo_lite.Unsupported`` instead of falling back.  ``dynamic`` is
+    accepted for torch.compile compatibility; shapes are always specialised.
+    """
+    if model is None:
+        return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    if mode is not None or options is not None:
+        raise TypeError("dynamo_lite.compile() does not take mode= or options=; pass backend=")
+    converter = _make_converter(backend, fullgraph, dynamic)
+    if isinstance(model, torch.nn.Module):
+        return _compile_module(model, converter)
+    if not callable(model):
+        raise TypeError(f"dynamo_lite.compile() expects a function or an nn.Module, got {type(model).__name__}")
+    if getattr(model, "_dl_compiled", False):
+        model = model.__wrapped__
+    if inspect.iscoroutinefunction(model) or inspect.isgeneratorfunction(model) or \
+            inspect.isasyncgenfunction(model):
+        return model  # generator and coroutine frames are never captured: behaviour is eager's
+    if isinstance(model, type):
+        return model
+
+    @functools.wraps(model)
+    def compiled(*args, **kwargs):
+        prev = _C.set_callback(converter)
+        try:
+            return model(*args, **kwargs)
+        finally:
+            _C.set_callback(prev)
+
+    compiled._dl_compiled = True
+    compiled._dl_converter = converter
+    return compiled
+
+
+class optimize(enable):
+    """Capture every frame that starts inside the block (or the decorated function)."""
+
+    def __init__(self, backend=None, *, fullgraph: bool = False, dynamic=None):
+        super().__init__(_make_converter(backend, fullgraph, dynamic))
+
+
+def disable(fn: Optional[Callable] = None):
+    """Run ``fn`` (and everything it calls) without capture.  Also a context manager."""
+    if fn is None:
+        return enable(None)
+    wrapped = _C.DisabledCall(fn)
+    functools.update_wrapper(wrapped, fn)
+    return wrapped
+
+
+def reset() -> None:
+    """Forget every compiled entry (the next call of each function compiles again)."""
+    for code in list(_ENTRIES.keys()):
+        _C.set_cache(code, None)
+    reset_state()
+
+
+__all__ = ["compile", "optimize", "disable", "reset", "OptimizedModule"]

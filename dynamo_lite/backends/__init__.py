@@ -1,0 +1,85 @@
+"""Backends: ``backend(gm, example_inputs) -> callable``, the torch.compile contract.
+
+Registry of named backends ("eager", "aot_eager", "inductor") plus any user
+callable.  Third-party packages can add names through the
+``dynamo_lite.backends`` entry-point group.
+
+    lookup_backend(name_or_callable)
+      -> registered name      -> the registered function
+      -> entry point name     -> loaded once, then registered
+      -> callable             -> used as it is
+Tested by tests/test_backends.py.
+"""
+from __future__ import annotations
+
+from typing import Callable, Union
+
+import torch
+
+_BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(name: str, fn: Callable = None):
+    """Register ``fn`` under ``name`` (usable as a decorator)."""
+    def deco(f):
+        if name in _BACKENDS:
+            raise ValueError(f"backend {name!r} is already registered")
+        _BACKENDS[name] = f
+        return f
+    return deco(fn) if fn is not None else deco
+
+
+def list_backends() -> list[str]:
+    _load_entry_points()
+    return sorted(_BACKENDS)
+
+
+def _load_entry_points() -> None:
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="dynamo_lite.backends"):
+        if ep.name not in _BACKENDS:
+            try:
+                _BACKENDS[ep.name] = ep.load()
+            except Exception:  # noqa: BLE001 - a broken plugin must not break us
+                continue
+
+
+def lookup_backend(backend: Union[str, Callable]) -> tuple[Callable, str]:
+    """(backend function, display name)."""
+    if isinstance(backend, str):
+        if backend not in _BACKENDS:
+            _load_entry_points()
+        if backend not in _BACKENDS:
+            raise ValueError(f"unknown dynamo_lite backend {backend!r}; known: {', '.join(sorted(_BACKENDS))}")
+        return _BACKENDS[backend], backend
+    if not callable(backend):
+        raise TypeError(f"backend must be a name or a callable (gm, example_inputs) -> callable, got {backend!r}")
+    name = getattr(backend, "__name__", None) or type(backend).__name__
+    return backend, name
+
+
+@register_backend("eager")
+def eager(gm: torch.fx.GraphModule, example_inputs):
+    """Run the captured graph as it is (no compilation): for testing capture."""
+    return gm.forward
+
+
+@register_backend("aot_eager")
+def aot_eager(gm: torch.fx.GraphModule, example_inputs):
+    """Trace forward and backward with AOTAutograd, run them without compiling."""
+    from functorch.compile import make_boxed_func
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    def run(g, _inputs):
+        return make_boxed_func(g.forward)
+
+    return aot_module_simplified(gm, example_inputs, fw_compiler=run, bw_compiler=run)
+
+
+@register_backend("inductor")
+def inductor(gm: torch.fx.GraphModule, example_inputs):
+    """torch._inductor's compile_fx: generated C++/OpenMP kernels on CPU."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(gm, example_inputs)

@@ -1,0 +1,1 @@
+"""Code generation: transformed frame code and resume functions (with the `bytecode` package)."""

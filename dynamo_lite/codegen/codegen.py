@@ -1,0 +1,241 @@
+"""PyCodegen: emits abstract instructions (``bytecode.Instr``) that rebuild values.
+
+Sources and trackers call back into a PyCodegen to load themselves
+(``load_local``, ``load_global``, ``load_attr``, ``load_const``, ``call``...).
+It runs in two passes over the same emission: a collecting pass records which
+tensors must come out of the graph (``graph_outputs``), then the real pass
+loads them from the graph's result tuple.  Trackers of mutable objects built
+during the trace are rebuilt once and reused through a temporary local, so
+aliasing is preserved.  Codegen never imports the interpreter loop.
+Tested by tests/test_codegen.py.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Optional
+
+import torch
+from bytecode import CellVar, FreeVar, Instr, Label
+
+from ..exc import SkipFrame
+from ..variables.base import NullVariable, VariableTracker
+
+GRAPH_OUT = "___graph_out"
+
+
+class CodegenFailed(SkipFrame):
+    """A value cannot be rebuilt by generated code: the frame runs eagerly."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason, "DL0006")
+
+
+class PyCodegen:
+    """Emission state of one piece of generated code.
+
+    Attributes:
+        instrs: the abstract instructions emitted so far.
+        cellvars / freevars: names of the code's cell and free variables (loads
+            of those names go through LOAD_DEREF).
+        collecting: first pass (graph outputs not known yet).
+        graph_outputs: tensor nodes the graph must return, in order.
+        output_index: node -> index in the graph's result tuple.
+        tempvars: id(tracker) -> temporary local holding its rebuilt value.
+        lineno: line number given to emitted instructions.
+    """
+
+    def __init__(self, code: types.CodeType, collecting: bool,
+                 output_index: Optional[dict] = None, temp_prefix: str = "___tmp"):
+        self.instrs: list[Any] = []
+        self.cellvars = set(code.co_cellvars)
+        self.freevars = set(code.co_freevars)
+        self.collecting = collecting
+        self.graph_outputs: list[torch.fx.Node] = []
+        self.output_index: dict = dict(output_index or {})
+        self.tempvars: dict[int, str] = {}
+        self._keepalive: list[VariableTracker] = []
+        self._in_progress: set[int] = set()
+        self._temp_prefix = temp_prefix
+        self._temp_count = 0
+        self.lineno = code.co_firstlineno
+
+    # ---- raw emission -------------------------------------------------------
+    def emit(self, opname: str, arg: Any = None) -> None:
+        if arg is None and opname not in ("LOAD_CONST",):
+            self.instrs.append(Instr(opname, lineno=self.lineno))
+        else:
+            self.instrs.append(Instr(opname, arg, lineno=self.lineno))
+
+    def label(self, label: Label) -> None:
+        self.instrs.append(label)
+
+    def new_temp(self) -> str:
+        self._temp_count += 1
+        return f"{self._temp_prefix}{self._temp_count}"
+
+    # ---- loads and stores --------------------------------------------------
+    def load_const(self, value: Any) -> None:
+        self.instrs.append(Instr("LOAD_CONST", value, lineno=self.lineno))
+
+    def load_fast(self, name: str) -> None:
+        self.emit("LOAD_FAST", name)
+
+    def store_fast(self, name: str) -> None:
+        self.emit("STORE_FAST", name)
+
+    def _cell(self, name: str):
+        if name in self.cellvars:
+            return CellVar(name)
+        if name in self.freevars:
+            return FreeVar(name)
+        return None
+
+    def load_local(self, name: str) -> None:
+        cell = self._cell(name)
+        if cell is not None:
+            self.emit("LOAD_DEREF", cell)
+        else:
+            self.emit("LOAD_FAST", name)
+
+    def store_local(self, name: str) -> None:
+        cell = self._cell(name)
+        if cell is not None:
+            self.emit("STORE_DEREF", cell)
+        else:
+            self.emit("STORE_FAST", name)
+
+    def load_deref(self, name: str) -> None:
+        self.emit("LOAD_DEREF", self._cell(name))
+
+    def store_deref(self, name: str) -> None:
+        self.emit("STORE_DEREF", self._cell(name))
+
+    def emit_load_closure(self, name: str) -> None:
+        self.emit("LOAD_CLOSURE", self._cell(name))
+
+    def load_global(self, name: str) -> None:
+        self.emit("LOAD_GLOBAL", (False, name))
+
+    def load_attr(self, name: str) -> None:
+        self.emit("LOAD_ATTR", name)
+
+    def load_method(self, name: str) -> None:
+        self.emit("LOAD_METHOD", name)
+
+    def load_callable(self, obj: Any) -> None:
+        """Push NULL and a constant callable (start of a call sequence)."""
+        self.emit("PUSH_NULL")
+        self.load_const(obj)
+
+    def call(self, nargs: int, kwnames: tuple = ()) -> None:
+        """Call: the stack holds NULL, callable, nargs arguments (last len(kwnames) by keyword)."""
+        if kwnames:
+            self.emit("KW_NAMES", tuple(kwnames))
+        self.emit("PRECALL", nargs)
+        self.emit("CALL", nargs)
+
+    def call_method(self, nargs: int) -> None:
+        """Call after LOAD_METHOD."""
+        self.emit("PRECALL", nargs)
+        self.emit("CALL", nargs)
+
+    # ---- trackers -----------------------------------------------------------
+    def reconstruct(self, var: VariableTracker) -> None:
+        name = self.tempvars.get(id(var))
+        if name is not None:
+            self.load_fast(name)
+            return
+        if isinstance(var, NullVariable):
+            self.emit("PUSH_NULL")
+            return
+        if var.source is None and var.mutable_local:
+            if id(var) in self._in_progress:
+                raise CodegenFailed(f"{var.describe()} contains itself; cannot rebuild it")
+            self._in_progress.add(id(var))
+            try:
+                var.reconstruct(self)
+            finally:
+                self._in_progress.discard(id(var))
+            name = self.new_temp()
+            self.emit("COPY", 1)
+            self.store_fast(name)
+            self.tempvars[id(var)] = name
+            self._keepalive.append(var)
+            return
+        try:
+            var.reconstruct(self)
+        except CodegenFailed:
+            raise
+        except Exception as e:  # GraphBreak from a tracker that cannot rebuild itself
+            raise CodegenFailed(f"cannot rebuild {var.describe()}: {e}") from e
+
+    def reconstruct_tensor(self, var) -> None:
+        node = var.node
+        if var.source is not None and node.op == "placeholder":
+            var.source.reconstruct(self)
+            return
+        index = self.output_index.get(node)
+        if index is None:
+            if not self.collecting:
+                raise CodegenFailed(f"tensor {node.name} is not a graph output")
+            index = len(self.graph_outputs)
+            self.output_index[node] = index
+            self.graph_outputs.append(node)
+        self.load_fast(GRAPH_OUT)
+        self.load_const(index)
+        self.emit("BINARY_SUBSCR")
+
+    def reconstruct_contents(self, var) -> None:
+        """Build a fresh list/dict/set with the current items of a tracked container."""
+        from ..variables.containers import DictVariable, ListVariable, SetVariable, key_to_var
+
+        if isinstance(var, ListVariable):
+            for item in var.items:
+                self.reconstruct(item)
+            self.emit("BUILD_LIST", len(var.items))
+        elif isinstance(var, DictVariable):
+            for k, v in var.items.items():
+                self.reconstruct(key_to_var(k))
+                self.reconstruct(v)
+            self.emit("BUILD_MAP", len(var.items))
+        elif isinstance(var, SetVariable):
+            for v in var.items.values():
+                self.reconstruct(v)
+            self.emit("BUILD_SET", len(var.items))
+        else:
+            raise CodegenFailed(f"cannot rebuild contents of {var.describe()}")
+
+    def reconstruct_new_object(self, var) -> None:
+        attrs = self.side_effects.new_object_attrs(var)
+        self.load_callable(_new_object)
+        self.load_const(var.value_type)
+        for name, value in attrs.items():
+            self.load_const(name)
+            self.reconstruct(value)
+        self.emit("BUILD_MAP", len(attrs))
+        self.call(2)
+
+    def make_function(self, fn_var) -> None:
+        flags = 0
+        if fn_var.defaults is not None:
+            self.reconstruct(fn_var.defaults)
+            flags |= 0x01
+        if fn_var.kwdefaults is not None:
+            self.reconstruct(fn_var.kwdefaults)
+            flags |= 0x02
+        if fn_var.closure:
+            for cell in fn_var.closure:
+                if not cell.can_reconstruct_as_cell():
+                    raise CodegenFailed("a function closing over a variable of an inlined call")
+                self.emit_load_closure(cell.name)
+            self.emit("BUILD_TUPLE", len(fn_var.closure))
+            flags |= 0x08
+        self.load_const(fn_var.code)
+        self.emit("MAKE_FUNCTION", flags)
+
+
+def _new_object(cls, attrs):
+    obj = object.__new__(cls)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    return obj

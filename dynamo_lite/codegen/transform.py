@@ -1,0 +1,181 @@
+"""The code that replaces a compiled frame.
+
+Full capture (the trace reached RETURN_VALUE)::
+
+    <prologue: COPY_FREE_VARS / MAKE_CELL as in the original; RESUME>
+    ___graph_out = compiled_graph(<graph inputs loaded from their sources>)
+    <replay side effects>  <restore cell contents>
+    return <rebuilt return value>
+
+Graph break before instruction k::
+
+    <prologue> ___graph_out = compiled_graph(...)  <replay side effects>
+    <store every live local>  <push the value stack>  JUMP k
+    <a copy of the original code>   # k runs natively, with its exception table
+    ...after k: either a stub that calls __resume_at_<next>(stack..., locals...)
+       and returns its result, or (inside loops) the original code just goes on
+
+Both are made with the `bytecode` package from the original code object;
+the new code takes all of the frame's arguments positionally (the calling
+convention of csrc/eval_frame.c).
+Tested by tests/test_codegen.py and tests/test_graph_breaks.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Callable, Optional
+
+from bytecode import Bytecode, Instr, Label
+
+from .. import bytecode_compat
+from ..variables.base import VariableTracker
+from .codegen import GRAPH_OUT, CodegenFailed, PyCodegen
+from . import resume as resume_mod
+
+_PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME", "NOP")
+
+
+@dataclasses.dataclass
+class FrameState:
+    """What the trace left behind, to be rebuilt by generated code."""
+
+    code: types.CodeType
+    side_effects: object
+    root_cells: dict  # name -> CellVariable of the root frame's cellvars
+    symbolic_locals: dict  # name -> tracker
+    stack: list  # value stack at the break (empty for a full capture)
+    return_value: Optional[VariableTracker]  # set for a full capture
+    break_index: Optional[int] = None  # index into bytecode_compat.instructions(code)
+
+
+def emit_body(cg: PyCodegen, state: FrameState) -> None:
+    """Everything after the graph call (shared by both passes)."""
+    cg.side_effects = state.side_effects
+    state.side_effects.codegen(cg)
+    for name, cell in state.root_cells.items():
+        if cell.contents is not None:
+            cg.reconstruct(cell.contents)
+            cg.store_deref(name)
+    if state.return_value is not None:
+        cg.reconstruct(state.return_value)
+        cg.emit("RETURN_VALUE")
+        return
+    for name, var in state.symbolic_locals.items():
+        cg.reconstruct(var)
+        cg.store_fast(name)
+    for var in state.stack:
+        cg.reconstruct(var)
+
+
+def collect_graph_outputs(state: FrameState) -> list:
+    """First pass: which graph nodes the generated code needs."""
+    cg = PyCodegen(state.code, collecting=True)
+    emit_body(cg, state)
+    return cg.graph_outputs
+
+
+def _original_prologue(code: types.CodeType) -> list:
+    out = []
+    for inst in Bytecode.from_code(code):
+        if isinstance(inst, Instr) and inst.name in _PROLOGUE_OPS:
+            out.append(Instr(inst.name, inst.arg, lineno=code.co_firstlineno)
+                       if inst.name != "RESUME" else Instr("RESUME", 0, lineno=code.co_firstlineno))
+            if inst.name == "RESUME":
+                break
+        elif isinstance(inst, Instr):
+            break
+    return out
+
+
+def _graph_call(cg: PyCodegen, compiled, graph_inputs) -> None:
+    cg.load_callable(compiled)
+    for gi in graph_inputs:
+        gi.source.reconstruct(cg)
+    cg.call(len(graph_inputs))
+    cg.store_fast(GRAPH_OUT)
+
+
+def _finish(code: types.CodeType, instrs: list, extra_name: str = "") -> types.CodeType:
+    bc = Bytecode(instrs)
+    bc.name = code.co_name
+    bc.qualname = code.co_qualname
+    bc.filename = code.co_filename
+    bc.first_lineno = code.co_firstlineno
+    bc.argnames = list(bytecode_compat.arg_names(code))
+    bc.argcount = len(bc.argnames)
+    bc.posonlyargcount = 0
+    bc.kwonlyargcount = 0
+    bc.flags = code.co_flags & ~(bytecode_compat.CO_VARARGS | bytecode_compat.CO_VARKEYWORDS)
+    bc.cellvars = list(code.co_cellvars)
+    bc.freevars = list(code.co_freevars)
+    try:
+        return bc.to_code()
+    except Exception as e:  # noqa: BLE001 - a codegen bug: fall back to eager
+        raise CodegenFailed(f"assembling transformed code failed: {type(e).__name__}: {e}") from e
+
+
+def build_code(state: FrameState, compiled, graph_inputs, output_index: dict,
+               resume_maker: Optional[Callable] = None) -> types.CodeType:
+    """Second pass: the transformed code object."""
+    code = state.code
+    cg = PyCodegen(code, collecting=False, output_index=output_index)
+    cg.lineno = code.co_firstlineno
+    cg.instrs.extend(_original_prologue(code))
+    if compiled is not None:
+        _graph_call(cg, compiled, graph_inputs)
+    emit_body(cg, state)
+    if state.return_value is not None:
+        return _finish(code, cg.instrs)
+    return _finish(code, cg.instrs + _continue_at_break(cg, state))
+
+
+def _continue_at_break(cg: PyCodegen, state: FrameState) -> list:
+    """Jump into a copy of the original code at the break, with stubs after it."""
+    code = state.code
+    insts = bytecode_compat.instructions(code)
+    k = state.break_index
+    start = k
+    while start > 0 and insts[start - 1].opname in bytecode_compat.CALL_PREFIX and \
+            insts[k].opname == "CALL":
+        start -= 1
+    copy = list(Bytecode.from_code(code))
+    positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
+    if len(positions) != len(insts) or any(copy[p].name != i.opname for p, i in zip(positions, insts)):
+        raise CodegenFailed("bytecode and dis disagree on this code's instructions")
+    # the copy's own prologue is unreachable; make it inert
+    for p in positions:
+        if copy[p].name in ("COPY_FREE_VARS", "MAKE_CELL"):
+            copy[p] = Instr("NOP", lineno=copy[p].lineno if copy[p].lineno else code.co_firstlineno)
+        elif copy[p].name == "RESUME":
+            copy[p] = Instr("NOP", lineno=code.co_firstlineno)
+            break
+    entry = Label()
+    copy.insert(positions[start], entry)
+    positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
+    jump_in = [Instr("JUMP_FORWARD", entry, lineno=cg.lineno)]
+    plan = resume_mod.plan_successors(code, insts, k, state.stack)
+    if plan is None:
+        return jump_in + copy  # the rest of the frame runs natively
+    stubs: list = []
+    inst_pos = positions[k]
+    k_inst = copy[inst_pos]
+    for succ in plan:
+        stub_label = Label()
+        stub = PyCodegen(code, collecting=False)
+        stub.lineno = k_inst.lineno or code.co_firstlineno
+        stub.label(stub_label)
+        resume_mod.emit_resume_call(stub, code, succ, state)
+        stubs.extend(stub.instrs)
+        succ.label = stub_label
+    jump_succ = next((s for s in plan if s.is_jump_target), None)
+    fall_succ = next((s for s in plan if not s.is_jump_target), None)
+    if jump_succ is not None:
+        copy[inst_pos] = Instr(bytecode_compat.forward_variant(k_inst.name), jump_succ.label,
+                               lineno=k_inst.lineno)
+    if fall_succ is not None:
+        copy.insert(inst_pos + 1, Instr("JUMP_FORWARD", fall_succ.label, lineno=k_inst.lineno))
+    return jump_in + copy + stubs
+
+
+__all__ = ["FrameState", "collect_graph_outputs", "build_code"]

@@ -1,0 +1,61 @@
+"""Every knob of dynamo_lite in one place.
+
+Read as ``config.NAME``; change for a block with ``config.patch(NAME=value)``
+(a context manager and decorator).  Tested by tests/test_api.py.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+
+# Maximum number of cache entries (compiled variants) per code object; past it
+# the frame runs eagerly, with one warning.
+cache_size_limit: int = 8
+# Deprecated alias kept in step with cache_size_limit by patch().
+recompile_limit: int = cache_size_limit
+
+# Log internal errors and run eagerly (True), or raise them (False).
+suppress_errors: bool = os.environ.get("DYNAMO_LITE_SUPPRESS_ERRORS", "1") != "0"
+
+# Re-raise InternalError instead of falling back (the test-suite sets this).
+raise_internal_errors: bool = os.environ.get("DYNAMO_LITE_RAISE_INTERNAL", "0") == "1"
+
+# Largest number of instructions one frame may execute symbolically (unrolled
+# loops count every iteration) before the frame falls back to eager.
+max_traced_instructions: int = 50_000
+
+# Deepest chain of inlined user calls before the call site breaks the graph.
+max_inline_depth: int = 32
+
+# Default backend of compile()/optimize().
+default_backend: str = "inductor"
+
+
+def patch(**changes):
+    """Temporarily set config values: ``with config.patch(cache_size_limit=2): ...``."""
+    return _Patch(changes)
+
+
+class _Patch(contextlib.ContextDecorator):
+    def __init__(self, changes):
+        module = sys.modules[__name__]
+        for name in changes:
+            if not hasattr(module, name) or name.startswith("_"):
+                raise AttributeError(f"dynamo_lite.config has no setting {name!r}")
+        self.changes = changes
+        self.saved: list[dict] = []
+
+    def __enter__(self):
+        module = sys.modules[__name__]
+        self.saved.append({k: getattr(module, k) for k in self.changes})
+        for k, v in self.changes.items():
+            setattr(module, k, v)
+        return self
+
+    def __exit__(self, *exc):
+        module = sys.modules[__name__]
+        for k, v in self.saved.pop().items():
+            setattr(module, k, v)
+        return False

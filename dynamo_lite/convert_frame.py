@@ -1,0 +1,265 @@
+"""One frame -> a cache entry, or "run it eagerly".
+
+``FrameConverter`` is the Python callback the C hook calls on a cache miss:
+``converter(code, f_locals, func)`` returns ``None`` (run eagerly this time),
+``_C.SKIP`` (never look at this code again) or ``(check_fn, new_code)``.
+
+    __call__
+      -> _skip_reason            files we never trace; our own generated code
+      -> cache-size limit        eager once the limit is reached (one warning)
+      -> _compile
+           -> _trace             InstructionTranslator.run(); on GraphBreak trace
+                                 again, stopping before the breaking step
+           -> collect outputs    first codegen pass
+           -> OutputGraph.finalize + backend
+           -> build_code         transformed bytecode (+ resume functions)
+           -> guards.compile
+Errors: GraphBreak with fullgraph -> Unsupported; SkipFrame -> eager (SKIP);
+internal errors -> logged, eager (raised when config.raise_internal_errors).
+Tested by tests/test_convert_frame.py and tests/test_recompiles.py.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+import traceback
+import types
+import weakref
+from typing import Optional
+
+import torch
+
+from . import _C, bytecode_compat, config
+from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
+from .report import events
+from .skipfiles import skip_reason
+
+log = logging.getLogger("dynamo_lite")
+breaks_log = logging.getLogger("dynamo_lite.graph_breaks")
+recompiles_log = logging.getLogger("dynamo_lite.recompiles")
+guards_log = logging.getLogger("dynamo_lite.guards")
+graph_code_log = logging.getLogger("dynamo_lite.graph_code")
+bytecode_log = logging.getLogger("dynamo_lite.bytecode")
+
+_frame_ids: dict = {}
+_frame_counter = itertools.count()
+# code -> list of CacheEntryInfo (what each C cache entry was built from), newest first
+_ENTRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_GENERATED: "weakref.WeakSet" = weakref.WeakSet()
+_LIMIT_WARNED: "weakref.WeakSet" = weakref.WeakSet()
+
+
+class CacheEntryInfo:
+    """Python-side record of one cache entry (the C side holds (check_fn, code))."""
+
+    def __init__(self, guard, code, compile_id, graph_module):
+        self.guard = guard  # CompiledGuard
+        self.code = code  # transformed code or None
+        self.compile_id = compile_id
+        self.graph_module = graph_module
+
+
+def _frame_id(code) -> int:
+    key = id(code)
+    if key not in _frame_ids:
+        _frame_ids[key] = next(_frame_counter)
+    return _frame_ids[key]
+
+
+def reset_state() -> None:
+    _ENTRIES.clear()
+    _LIMIT_WARNED.clear()
+    _frame_ids.clear()
+
+
+def entries_for(code) -> list:
+    return _ENTRIES.get(code, [])
+
+
+class FrameConverter:
+    """The hook callback for one compile() / optimize() configuration."""
+
+    def __init__(self, backend, backend_name: str, fullgraph: bool = False, dynamic=None):
+        self.backend = backend
+        self.backend_name = backend_name
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+
+    def __call__(self, code: types.CodeType, f_locals: dict, func):
+        if code in _GENERATED:
+            return _C.SKIP
+        reason = skip_reason(code.co_filename, code.co_name)
+        if reason is not None:
+            return _C.SKIP
+        if not bytecode_compat.SUPPORTED:
+            return _C.SKIP
+        existing = entries_for(code)
+        if existing:
+            reasons = [e.guard.explain_failure(tuple(f_locals[n] for n in bytecode_compat.arg_names(code)
+                                                     if n in f_locals), func.__globals__, func) or "guards passed?"
+                       for e in existing]
+            if len(existing) >= config.cache_size_limit:
+                if code not in _LIMIT_WARNED:
+                    _LIMIT_WARNED.add(code)
+                    log.warning("dynamo_lite: %s (%s:%d) hit config.cache_size_limit=%d; it now runs eagerly "
+                                "when no compiled entry matches. Last guard failure: %s",
+                                code.co_name, code.co_filename, code.co_firstlineno, config.cache_size_limit,
+                                reasons[0])
+                    events.emit(events.CacheLimitEvent(code.co_name, code.co_filename, code.co_firstlineno,
+                                                       config.cache_size_limit, reasons))
+                return None
+            compile_id = f"{_frame_id(code)}/{len(existing)}"
+            recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, code.co_name,
+                                code.co_filename, code.co_firstlineno, reasons[0])
+            events.emit(events.RecompileEvent(code.co_name, code.co_filename, code.co_firstlineno,
+                                              compile_id, reasons))
+        else:
+            compile_id = f"{_frame_id(code)}/0"
+        if not self.fullgraph and not _has_tensor_or_module(f_locals, func):
+            return None
+        return self._compile(code, f_locals, func, compile_id)
+
+    # ---- compile one frame ------------------------------------------------
+    def _compile(self, code, f_locals, func, compile_id):
+        try:
+            return self._compile_inner(code, f_locals, func, compile_id)
+        except Unsupported:
+            raise
+        except SkipFrame as e:
+            self._fallback(code, e.reason, e.break_id, e.user_stack or [_code_frame(code)], compile_id)
+            if self.fullgraph:
+                raise Unsupported(e.reason, e.break_id, e.user_stack or [_code_frame(code)]) from None
+            return _C.SKIP
+        except BackendCompilerFailed as e:
+            if not config.suppress_errors or self.fullgraph:
+                raise
+            self._fallback(code, str(e), "DL0027", [_code_frame(code)], compile_id)
+            return None
+        except Exception as e:  # noqa: BLE001 - a dynamo_lite bug: never the user's problem
+            if config.raise_internal_errors:
+                raise
+            text = f"internal error {type(e).__name__}: {e}"
+            log.warning("dynamo_lite: %s while converting %s (%s:%d); running it eagerly.\n%s", text,
+                        code.co_name, code.co_filename, code.co_firstlineno, traceback.format_exc())
+            self._fallback(code, text, "DL0026", [_code_frame(code)], compile_id)
+            return _C.SKIP
+
+    def _fallback(self, code, reason, break_id, user_stack, compile_id):
+        breaks_log.info("[%s] %s runs eagerly: [%s] %s", compile_id, code.co_name, break_id, reason)
+        events.emit(events.FallbackEvent(break_id, reason, list(user_stack), code.co_name, compile_id))
+
+    def _compile_inner(self, code, f_locals, func, compile_id):
+        from .codegen import transform
+        from .guards import GuardSet  # noqa: F401 - documents the dependency
+
+        start = time.perf_counter()
+        tx, brk = self._trace(code, f_locals, func, None)
+        if brk is not None:
+            if self.fullgraph:
+                raise Unsupported(brk.reason, brk.break_id, brk.user_stack)
+            step = tx.break_step
+            tx, again = self._trace(code, f_locals, func, step)
+            if again is not None or not tx.stopped:
+                raise SkipFrame(f"trace was not reproducible up to the graph break ({brk.reason})", "DL0026")
+            index = tx.ip
+            event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), code.co_name,
+                                           compile_id, tx.instructions[index].opname)
+            breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, code.co_name, brk.break_id,
+                            brk.reason, "\n".join(str(f) for f in brk.user_stack))
+            events.emit(event)
+            state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
+                                         dict(tx.symbolic_locals), list(tx.stack), None, index)
+        else:
+            state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
+                                         dict(tx.symbolic_locals), [], tx.return_value)
+        trace_seconds = time.perf_counter() - start
+        output = tx.output
+        outputs = transform.collect_graph_outputs(state)
+        compiled = None
+        gm = None
+        compile_seconds = 0.0
+        graph_inputs = []
+        if output.count_ops() or outputs:
+            graph_inputs = output.finalize(outputs)
+            gm, compiled_fn, compile_seconds = output.compile(self.backend, self.backend_name)
+            compiled = _C.DisabledCall(compiled_fn)
+        output_index = {node: i for i, node in enumerate(outputs)}
+        if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells:
+            new_code = None  # nothing captured: guards pass -> run the original frame
+        else:
+            new_code = transform.build_code(state, compiled, graph_inputs, output_index)
+            _GENERATED.add(new_code)
+            _C.set_cache(new_code, _C.SKIP)
+        guard = output.guards.compile(bytecode_compat.arg_names(code))
+        info = CacheEntryInfo(guard, new_code, compile_id, gm)
+        _ENTRIES.setdefault(code, []).insert(0, info)
+        if gm is not None:
+            graph_code_log.debug("[%s] Graph of %s:\n%s", compile_id, code.co_name, gm.print_readable(
+                print_output=False))
+            events.emit(events.GraphEvent(compile_id, code.co_name, code.co_filename, code.co_firstlineno, gm,
+                                          output.count_ops(), output.guards.render(), compile_seconds,
+                                          trace_seconds, self.backend_name))
+        guards_log.debug("[%s] Guards of %s:\n%s", compile_id, code.co_name,
+                         "\n".join(output.guards.render()))
+        if new_code is not None and bytecode_log.isEnabledFor(logging.DEBUG):
+            import dis
+            import io
+
+            buf = io.StringIO()
+            dis.dis(new_code, file=buf)
+            bytecode_log.debug("[%s] Transformed code of %s:\n%s", compile_id, code.co_name, buf.getvalue())
+        output.release_examples()
+        return (guard.fn, new_code)
+
+    def _trace(self, code, f_locals, func, stop_at_step):
+        from .graph.output_graph import OutputGraph
+        from .symbolic.translator import InstructionTranslator
+
+        output = OutputGraph(code, func.__globals__, func, "")
+        grad = torch.is_grad_enabled()
+        try:
+            try:
+                tx = InstructionTranslator(output, code, func, f_locals, stop_at_step)
+            except GraphBreak as e:
+                raise SkipFrame(f"cannot read the frame's arguments: {e.reason}", e.break_id) from e
+            tx.run()
+        except GraphBreak as e:
+            return tx, e
+        finally:
+            torch._C._set_grad_enabled(grad)
+        return tx, None
+
+
+def _root_cells(tx, code) -> dict:
+    return {name: tx.cells[name] for name in code.co_cellvars}
+
+
+def _code_frame(code) -> UserFrame:
+    import linecache
+
+    return UserFrame(code.co_filename, code.co_firstlineno, code.co_name,
+                     linecache.getline(code.co_filename, code.co_firstlineno).strip())
+
+
+def _has_tensor_or_module(f_locals: dict, func) -> bool:
+    """Is there anything to capture?  Tensors or modules in the arguments (one level deep),
+    or a function that reads globals/closures (which may hold them)."""
+    def interesting(v, depth=0):
+        if isinstance(v, (torch.Tensor, torch.nn.Module)):
+            return True
+        if depth < 2 and isinstance(v, (list, tuple)):
+            return any(interesting(x, depth + 1) for x in v[:16])
+        if depth < 2 and isinstance(v, dict):
+            return any(interesting(x, depth + 1) for x in list(v.values())[:16])
+        if depth < 1 and hasattr(v, "__dict__") and not isinstance(v, type):
+            try:
+                return any(interesting(x, depth + 1) for x in list(vars(v).values())[:32])
+            except TypeError:
+                return False
+        return False
+
+    if any(interesting(v) for v in f_locals.values()):
+        return True
+    code = func.__code__
+    return bool(code.co_names or code.co_freevars)

@@ -1,0 +1,159 @@
+"""Side effects: mutations the trace made to the world outside the graph.
+
+The graph holds only tensor work.  Everything else the frame did to objects
+that outlive it (list/dict/set contents, object and module attributes,
+globals, closure cells) is logged here during tracing and replayed by
+generated code after the graph runs, in the order it happened, so that
+compiled and eager runs leave the world in the same state.
+Objects created during the trace are rebuilt only if they escape.
+Tested by tests/test_side_effects.py.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..variables.base import VariableTracker
+
+
+class SideEffects:
+    """The mutation log of one trace (shared by the root and inlined frames).
+
+    Attributes:
+        attr_values: id(obj tracker) -> {attr name: value tracker}, the current
+            value of every attribute written during the trace.
+        attr_objects: id(obj tracker) -> obj tracker, in first-write order.
+        mutated: id(container tracker) -> tracker, for containers with a source
+            whose contents changed.
+        global_stores: global name -> value tracker.
+        cell_stores: id(cell tracker) -> (cell tracker, value tracker), for
+            cells outside the trace (the frame's free variables, real cells).
+        new_objects: objects created during the trace, in creation order.
+    """
+
+    def __init__(self):
+        self.attr_values: dict[int, dict[str, VariableTracker]] = {}
+        self.attr_objects: dict[int, VariableTracker] = {}
+        self.mutated: dict[int, VariableTracker] = {}
+        self.global_stores: dict[str, VariableTracker] = {}
+        self.cell_stores: dict[int, tuple] = {}
+        self.new_objects: list[VariableTracker] = []
+        self.order: list[tuple[str, int]] = []  # ("attr"|"container"|"global"|"cell", key)
+
+    def is_empty(self) -> bool:
+        return not (self.attr_objects or self.mutated or self.global_stores or self.cell_stores)
+
+    def _note(self, kind: str, key) -> None:
+        entry = (kind, key)
+        if entry not in self._seen():
+            self.order.append(entry)
+
+    def _seen(self):
+        return set(self.order)
+
+    # ---- recording ----------------------------------------------------------
+    def mutate(self, var: VariableTracker) -> None:
+        if var.source is not None:
+            self.mutated[id(var)] = var
+            self._note("container", id(var))
+
+    def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
+        self.attr_objects.setdefault(id(obj), obj)
+        self.attr_values.setdefault(id(obj), {})[name] = value
+        if obj.source is not None:
+            self._note("attr", id(obj))
+
+    def load_attr(self, obj: VariableTracker, name: str) -> Optional[VariableTracker]:
+        return self.attr_values.get(id(obj), {}).get(name)
+
+    def new_object_attrs(self, obj: VariableTracker) -> dict[str, VariableTracker]:
+        return self.attr_values.get(id(obj), {})
+
+    def track_new_object(self, obj: VariableTracker) -> None:
+        self.new_objects.append(obj)
+
+    def store_global(self, name: str, value: VariableTracker) -> None:
+        self.global_stores[name] = value
+        self._note("global", name)
+
+    def load_global(self, name: str) -> Optional[VariableTracker]:
+        return self.global_stores.get(name)
+
+    def store_cell(self, cell, value: VariableTracker) -> None:
+        self.cell_stores[id(cell)] = (cell, value)
+        self._note("cell", id(cell))
+
+    def describe(self) -> list[str]:
+        out = []
+        for kind, key in self.order:
+            if kind == "container":
+                out.append(f"mutate {self.mutated[key].source.name()}")
+            elif kind == "attr":
+                obj = self.attr_objects[key]
+                for name in self.attr_values[key]:
+                    out.append(f"setattr {obj.source.name()}.{name}")
+            elif kind == "global":
+                out.append(f"global {key}")
+            else:
+                out.append(f"cell {self.cell_stores[key][0].name}")
+        return out
+
+    # ---- replay -------------------------------------------------------------
+    def codegen(self, cg) -> None:
+        """Emit code that applies every logged effect to the real objects."""
+        from ..variables.containers import DictVariable, ListVariable, SetVariable
+
+        for kind, key in self.order:
+            if kind == "container":
+                var = self.mutated[key]
+                if isinstance(var, ListVariable):
+                    cg.reconstruct_contents(var)
+                    var.source.reconstruct(cg)
+                    cg.load_const(slice(None, None))
+                    cg.emit("STORE_SUBSCR")
+                elif isinstance(var, (DictVariable, SetVariable)):
+                    cg.reconstruct_contents(var)
+                    tmp = cg.new_temp()
+                    cg.store_fast(tmp)
+                    var.source.reconstruct(cg)
+                    cg.load_method("clear")
+                    cg.call_method(0)
+                    cg.emit("POP_TOP")
+                    var.source.reconstruct(cg)
+                    cg.load_method("update")
+                    cg.load_fast(tmp)
+                    cg.call_method(1)
+                    cg.emit("POP_TOP")
+                else:
+                    raise AssertionError(f"cannot replay mutation of {var}")
+            elif kind == "attr":
+                obj = self.attr_objects[key]
+                for name, value in self.attr_values[key].items():
+                    cg.reconstruct(value)
+                    obj.source.reconstruct(cg)
+                    cg.emit("STORE_ATTR", name)
+            elif kind == "global":
+                cg.reconstruct(self.global_stores[key])
+                cg.emit("STORE_GLOBAL", key)
+            else:
+                cell, value = self.cell_stores[key]
+                cg.reconstruct(value)
+                if cell.kind == "root":
+                    cg.emit("STORE_DEREF", cell.name)
+                else:
+                    cell.source.reconstruct(cg)
+                    cg.emit("STORE_ATTR", "cell_contents")
+
+    def values_to_reconstruct(self) -> list[VariableTracker]:
+        """Every tracker the replay will rebuild (for collecting graph outputs)."""
+        out = []
+        for kind, key in self.order:
+            if kind == "container":
+                var = self.mutated[key]
+                out.extend(var.items.values() if isinstance(var.items, dict) else var.items)
+            elif kind == "attr":
+                out.extend(self.attr_values[key].values())
+            elif kind == "global":
+                out.append(self.global_stores[key])
+            else:
+                out.append(self.cell_stores[key][1])
+        return out

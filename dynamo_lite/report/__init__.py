@@ -1,0 +1,1 @@
+"""Structured events (graph compiled, graph break, fallback, recompile) and their sinks."""

@@ -1,0 +1,72 @@
+"""Which code dynamo_lite traces, by file.
+
+Two questions, asked with the code's file name:
+- ``skip_reason(file, name)``: should a *frame* of this code be left alone by
+  the hook?  Yes for the standard library, torch's own Python code, dynamo_lite
+  itself and test/packaging infrastructure.
+- ``skip_reason(file, name, inline=True)``: may the interpreter *inline* a call
+  to it?  Same list today.
+torch.nn's module code (``forward`` of nn.Linear, nn.Sequential, ...) is
+traced like user code, so its tensor work enters the graph, except
+``torch/nn/modules/module.py`` (``Module.__call__`` and its hook machinery).
+
+Third-party model libraries (transformers, ...) are traced like user code.
+The answer for a file never changes while the process runs, so it is cached.
+Tested by tests/test_skipfiles.py.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sysconfig
+from typing import Optional
+
+import torch
+
+_DYNAMO_LITE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_TORCH_INLINE_DIRS = (
+    os.path.join(_TORCH_DIR, "nn", "modules") + os.sep,
+)
+_MODULE_PY = os.path.join("nn", "modules", "module.py")  # Module.__call__ machinery: never traced
+_STDLIB_DIRS = tuple(
+    {os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")}
+)
+_INFRA_PACKAGES = (
+    "_pytest", "pytest", "pluggy", "numpy", "bytecode", "hypothesis", "typing_extensions",
+    "sympy", "triton", "filelock", "fsspec", "jinja2", "networkx", "setuptools", "pip",
+    "_distutils_hack", "tqdm", "huggingface_hub", "safetensors", "tokenizers", "regex",
+    "packaging", "yaml", "attr", "attrs", "coverage", "py", "iniconfig", "sortedcontainers",
+    "depyf", "pydot", "IPython", "traitlets", "mpmath", "opt_einsum", "optree",
+)
+
+
+@functools.lru_cache(maxsize=None)
+def _file_reason(filename: str, inline: bool) -> Optional[str]:
+    if filename.startswith("<frozen"):
+        return "frozen standard-library module"
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    if path.startswith(_DYNAMO_LITE_DIR):
+        return "dynamo_lite's own code"
+    if path.startswith(_TORCH_DIR):
+        if path.startswith(_TORCH_INLINE_DIRS) and not path.endswith(_MODULE_PY):
+            return None  # forward() of torch.nn's modules: traced like user code
+        return "torch's own Python code"
+    for marker in ("site-packages", "dist-packages"):
+        idx = path.find(os.sep + marker + os.sep)
+        if idx >= 0:
+            rest = path[idx + len(marker) + 2:]
+            top = rest.split(os.sep, 1)[0]
+            if top.endswith(".py"):
+                top = top[:-3]
+            if top in _INFRA_PACKAGES:
+                return f"library {top!r} is not traced"
+            return None
+    if path.startswith(_STDLIB_DIRS):
+        return "standard-library code"
+    return None
+
+
+def skip_reason(filename: str, name: str = "", inline: bool = False) -> Optional[str]:
+    """Why code from ``filename`` is not traced (None when it is)."""
+    return _file_reason(filename, inline)

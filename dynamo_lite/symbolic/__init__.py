@@ -1,0 +1,1 @@
+"""The symbolic bytecode interpreter (translator, inliner, opcode handlers)."""

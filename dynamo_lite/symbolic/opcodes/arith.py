@@ -1,0 +1,87 @@
+"""Operators: BINARY_OP (every variant), UNARY_*, COMPARE_OP, IS_OP, CONTAINS_OP, subscripts."""
+from __future__ import annotations
+
+from ... import bytecode_compat
+from ...exc import GraphBreak
+from ...variables import arith
+from ...variables.constant import ConstantVariable
+from . import register
+from .helpers import store_subscript, subscript
+
+
+@register("BINARY_OP")
+def BINARY_OP(tx, inst):
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(arith.binary_op(tx, bytecode_compat.binary_op_name(inst), a, b))
+
+
+@register("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")
+def UNARY(tx, inst):
+    tx.push(arith.unary_op(tx, inst.opname, tx.pop()))
+
+
+@register("UNARY_NOT")
+def UNARY_NOT(tx, inst):
+    import operator
+
+    tx.push(arith.apply_operator(tx, operator.not_, [tx.pop()]))
+
+
+@register("COMPARE_OP")
+def COMPARE_OP(tx, inst):
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(arith.compare(tx, inst.argval, a, b))
+
+
+@register("IS_OP")
+def IS_OP(tx, inst):
+    import operator
+
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(arith.apply_operator(tx, operator.is_not if inst.arg else operator.is_, [a, b]))
+
+
+@register("CONTAINS_OP")
+def CONTAINS_OP(tx, inst):
+    container = tx.pop()
+    item = tx.pop()
+    result = arith.contains(tx, item, container)
+    if inst.arg:
+        result = ConstantVariable(not arith.truth(tx, result))
+    tx.push(result)
+
+
+@register("BINARY_SUBSCR")
+def BINARY_SUBSCR(tx, inst):
+    key = tx.pop()
+    obj = tx.pop()
+    tx.push(subscript(tx, obj, key))
+
+
+@register("STORE_SUBSCR")
+def STORE_SUBSCR(tx, inst):
+    key = tx.pop()
+    obj = tx.pop()
+    value = tx.pop()
+    store_subscript(tx, obj, key, value)
+
+
+@register("DELETE_SUBSCR")
+def DELETE_SUBSCR(tx, inst):
+    from ...variables.tensor import TensorVariable
+
+    key = tx.pop()
+    obj = tx.pop()
+    if isinstance(obj, TensorVariable):
+        raise GraphBreak("DL0010", "del on a tensor item")
+    obj.call_method(tx, "__delitem__", [key], {})
+
+
+@register("GET_LEN")
+def GET_LEN(tx, inst):
+    from ...variables.builtin import BuiltinVariable
+
+    tx.push(BuiltinVariable(len).call_function(tx, [tx.peek()], {}))

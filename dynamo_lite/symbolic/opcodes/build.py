@@ -1,0 +1,154 @@
+"""Building and unpacking containers and strings."""
+from __future__ import annotations
+
+from ...exc import GraphBreak
+from ...variables.constant import ConstantVariable
+from ...variables.containers import (
+    DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable,
+)
+from . import register
+
+
+@register("BUILD_TUPLE")
+def BUILD_TUPLE(tx, inst):
+    tx.push(TupleVariable(tx.popn(inst.arg)))
+
+
+@register("BUILD_LIST")
+def BUILD_LIST(tx, inst):
+    tx.push(ListVariable(tx.popn(inst.arg)))
+
+
+@register("BUILD_SET")
+def BUILD_SET(tx, inst):
+    tx.push(SetVariable(tx.popn(inst.arg)))
+
+
+@register("BUILD_MAP")
+def BUILD_MAP(tx, inst):
+    items = tx.popn(2 * inst.arg)
+    d = DictVariable({})
+    for k, v in zip(items[::2], items[1::2]):
+        d.items[d._key(k)] = v
+    tx.push(d)
+
+
+@register("BUILD_CONST_KEY_MAP")
+def BUILD_CONST_KEY_MAP(tx, inst):
+    keys = tx.pop().as_python_constant()
+    values = tx.popn(inst.arg)
+    tx.push(DictVariable(dict(zip(keys, values))))
+
+
+@register("BUILD_SLICE")
+def BUILD_SLICE(tx, inst):
+    parts = tx.popn(inst.arg)
+    if all(p.is_python_constant() for p in parts):
+        tx.push(ConstantVariable(slice(*[p.as_python_constant() for p in parts])))
+    else:
+        tx.push(SliceVariable(parts))
+
+
+@register("BUILD_STRING")
+def BUILD_STRING(tx, inst):
+    parts = tx.popn(inst.arg)
+    if not all(p.is_python_constant() for p in parts):
+        raise GraphBreak("DL0009", "f-string with values not known at trace time")
+    tx.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
+
+
+@register("FORMAT_VALUE")
+def FORMAT_VALUE(tx, inst):
+    flags = inst.arg
+    spec = tx.pop().as_python_constant() if flags & 0x04 else ""
+    value = tx.pop()
+    if not value.is_python_constant():
+        raise GraphBreak("DL0009", f"formatting {value.describe()} in an f-string")
+    v = value.as_python_constant()
+    conv = flags & 0x03
+    if conv == 1:
+        v = str(v)
+    elif conv == 2:
+        v = repr(v)
+    elif conv == 3:
+        v = ascii(v)
+    try:
+        tx.push(ConstantVariable(format(v, spec)))
+    except Exception as e:  # noqa: BLE001 - raise it for real
+        raise GraphBreak("DL0010", f"format() raised {type(e).__name__}") from e
+
+
+@register("LIST_APPEND")
+def LIST_APPEND(tx, inst):
+    v = tx.pop()
+    tx.peek(inst.arg).call_method(tx, "append", [v], {})
+
+
+@register("SET_ADD")
+def SET_ADD(tx, inst):
+    v = tx.pop()
+    tx.peek(inst.arg).call_method(tx, "add", [v], {})
+
+
+@register("MAP_ADD")
+def MAP_ADD(tx, inst):
+    v = tx.pop()
+    k = tx.pop()
+    tx.peek(inst.arg).call_method(tx, "__setitem__", [k, v], {})
+
+
+@register("LIST_EXTEND")
+def LIST_EXTEND(tx, inst):
+    v = tx.pop()
+    tx.peek(inst.arg).call_method(tx, "extend", [v], {})
+
+
+@register("SET_UPDATE")
+def SET_UPDATE(tx, inst):
+    v = tx.pop()
+    tx.peek(inst.arg).call_method(tx, "update", [v], {})
+
+
+@register("DICT_UPDATE", "DICT_MERGE")
+def DICT_UPDATE(tx, inst):
+    v = tx.pop()
+    target = tx.peek(inst.arg)
+    if inst.opname == "DICT_MERGE" and isinstance(v, DictVariable):
+        dup = set(v.items) & set(target.items)
+        if dup:
+            raise GraphBreak("DL0010", f"got multiple values for keyword argument {sorted(map(str, dup))[0]!r}")
+    if not isinstance(v, DictVariable):
+        keys = v.call_method(tx, "keys", [], {}).unpack(tx)
+        v = DictVariable({k.as_python_constant(): v.call_method(tx, "__getitem__", [k], {}) for k in keys})
+    target.call_method(tx, "update", [v], {})
+
+
+@register("LIST_TO_TUPLE")
+def LIST_TO_TUPLE(tx, inst):
+    tx.push(TupleVariable(tx.pop().unpack(tx)))
+
+
+@register("UNPACK_SEQUENCE")
+def UNPACK_SEQUENCE(tx, inst):
+    seq = tx.pop()
+    items = seq.unpack(tx)
+    if len(items) != inst.arg:
+        raise GraphBreak("DL0010", f"cannot unpack {len(items)} values into {inst.arg} (ValueError)")
+    for item in reversed(items):
+        tx.push(item)
+
+
+@register("UNPACK_EX")
+def UNPACK_EX(tx, inst):
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    items = tx.pop().unpack(tx)
+    if len(items) < before + after:
+        raise GraphBreak("DL0010", "not enough values to unpack (ValueError)")
+    middle = ListVariable(items[before:len(items) - after])
+    for item in reversed(items[len(items) - after:]):
+        tx.push(item)
+    tx.push(middle)
+    for item in reversed(items[:before]):
+        tx.push(item)
+
+

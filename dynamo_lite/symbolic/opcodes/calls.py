@@ -1,0 +1,108 @@
+"""Calls and function objects: KW_NAMES, CALL, CALL_FUNCTION_EX, MAKE_FUNCTION,
+BEFORE_WITH, and the generator protocol used when inlining generators."""
+from __future__ import annotations
+
+from ... import bytecode_compat
+from ...exc import GraphBreak
+from ...variables.base import NullVariable
+from ...variables.constant import NONE
+from ...variables.containers import DictVariable, TupleVariable
+from ...variables.functions import NestedUserFunctionVariable
+from . import register
+from .helpers import call
+
+
+@register("KW_NAMES")
+def KW_NAMES(tx, inst):
+    tx.kw_names = tx.code.co_consts[inst.arg]  # dis shows no argval for KW_NAMES in 3.11
+
+
+@register("CALL")
+def CALL(tx, inst):
+    n = inst.arg
+    items = tx.popn(n + 2)
+    first, second, args = items[0], items[1], items[2:]
+    if isinstance(first, NullVariable):
+        fn = second
+    else:  # [callable, self, args...]: a method call (or 3.11 comprehension call)
+        fn, args = first, [second, *args]
+    kwargs = {}
+    if tx.kw_names:
+        names = tx.kw_names
+        kw_values = args[len(args) - len(names):]
+        args = args[:len(args) - len(names)]
+        kwargs = dict(zip(names, kw_values))
+        tx.kw_names = None
+    tx.push(call(tx, fn, list(args), kwargs))
+
+
+@register("CALL_FUNCTION_EX")
+def CALL_FUNCTION_EX(tx, inst):
+    kwargs_var = tx.pop() if inst.arg & 1 else None
+    args_var = tx.pop()
+    fn = tx.pop()
+    tx.pop()  # 3.11 always has a NULL below the callable here
+    args = args_var.unpack(tx)
+    kwargs = {}
+    if kwargs_var is not None:
+        if not isinstance(kwargs_var, DictVariable):
+            raise GraphBreak("DL0009", "** argument is not a dict known at trace time")
+        for k, v in kwargs_var.items.items():
+            if not isinstance(k, str):
+                raise GraphBreak("DL0010", "keywords must be strings")
+            kwargs[k] = v
+    tx.push(call(tx, fn, list(args), kwargs))
+
+
+@register("MAKE_FUNCTION")
+def MAKE_FUNCTION(tx, inst):
+    flags = inst.arg
+    code = tx.pop().as_python_constant()
+    closure = tx.pop().items if flags & bytecode_compat.MF_CLOSURE else None
+    annotations = tx.pop() if flags & bytecode_compat.MF_ANNOTATIONS else None
+    kwdefaults = tx.pop() if flags & bytecode_compat.MF_KWDEFAULTS else None
+    defaults = tx.pop() if flags & bytecode_compat.MF_DEFAULTS else None
+    if defaults is not None and not isinstance(defaults, TupleVariable):
+        defaults = TupleVariable(defaults.unpack(tx))
+    tx.push(NestedUserFunctionVariable(code, tx.f_globals, code.co_qualname, defaults, kwdefaults,
+                                       closure, annotations))
+
+
+@register("BEFORE_WITH")
+def BEFORE_WITH(tx, inst):
+    from ...variables.misc import GradModeExitVariable, GradModeVariable
+    from ...variables.functions import UserMethodVariable
+    from ...variables.user_objects import _ObjectLike
+
+    ctx = tx.pop()
+    if isinstance(ctx, GradModeVariable):
+        result = ctx.enter(tx)
+        tx.push(GradModeExitVariable(ctx))
+        tx.push(result)
+        return
+    if isinstance(ctx, _ObjectLike) and ctx.has_class_attr("__enter__") and ctx.has_class_attr("__exit__"):
+        exit_fn = ctx.var_getattr(tx, "__exit__")
+        enter = ctx.var_getattr(tx, "__enter__")
+        if isinstance(exit_fn, UserMethodVariable) and isinstance(enter, UserMethodVariable):
+            result = enter.call_function(tx, [], {})
+            tx.push(exit_fn)
+            tx.push(result)
+            return
+    raise GraphBreak("DL0024", f"`with` on {ctx.describe()} is not supported")
+
+
+@register("RETURN_GENERATOR")
+def RETURN_GENERATOR(tx, inst):
+    if not getattr(tx, "is_generator", False):
+        raise GraphBreak("DL0021", "generator frame")
+    tx.push(NONE)  # what the first resume sends; popped by the POP_TOP that follows
+
+
+@register("YIELD_VALUE")
+def YIELD_VALUE(tx, inst):
+    if not getattr(tx, "is_generator", False):
+        raise GraphBreak("DL0021", "yield outside an inlined generator")
+    tx.generated.append(tx.pop())
+    tx.push(NONE)
+
+

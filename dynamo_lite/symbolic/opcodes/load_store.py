@@ -1,0 +1,124 @@
+"""Loads and stores: fast locals, constants, globals, attributes, closure cells, imports."""
+from __future__ import annotations
+
+import sys
+
+from ...exc import GraphBreak
+from ...variables.base import NullVariable
+from ...variables.constant import ConstantVariable
+from . import register
+from .helpers import store_attr
+
+
+@register("LOAD_FAST")
+def LOAD_FAST(tx, inst):
+    name = inst.argval
+    if name in tx.cells:  # an argument that is also a cell (before MAKE_CELL ran)
+        tx.push(tx.cell_load(name))
+        return
+    var = tx.symbolic_locals.get(name)
+    if var is None:
+        raise GraphBreak("DL0020", f"local variable {name!r} referenced before assignment")
+    tx.push(var)
+
+
+@register("STORE_FAST")
+def STORE_FAST(tx, inst):
+    tx.symbolic_locals[inst.argval] = tx.pop()
+
+
+@register("DELETE_FAST")
+def DELETE_FAST(tx, inst):
+    if inst.argval not in tx.symbolic_locals:
+        raise GraphBreak("DL0020", f"local variable {inst.argval!r} referenced before assignment")
+    del tx.symbolic_locals[inst.argval]
+
+
+@register("LOAD_CONST")
+def LOAD_CONST(tx, inst):
+    from ...variables.containers import wrap_constant_result
+
+    value = inst.argval
+    if type(value) in (tuple, frozenset):
+        tx.push(wrap_constant_result(value))
+    else:
+        tx.push(ConstantVariable(value))
+
+
+@register("LOAD_GLOBAL")
+def LOAD_GLOBAL(tx, inst):
+    name = inst.argval
+    if inst.arg & 1:
+        tx.push(NullVariable())
+    tx.push(tx.load_global(name))
+
+
+@register("STORE_GLOBAL")
+def STORE_GLOBAL(tx, inst):
+    tx.store_global(inst.argval, tx.pop())
+
+
+@register("LOAD_ATTR")
+def LOAD_ATTR(tx, inst):
+    obj = tx.pop()
+    tx.push(obj.var_getattr(tx, inst.argval))
+
+
+@register("LOAD_METHOD")
+def LOAD_METHOD(tx, inst):
+    # Modelled as NULL + bound attribute: the unbound-method form of 3.11's
+    # LOAD_METHOD is an optimisation with the same meaning.
+    obj = tx.pop()
+    attr = obj.var_getattr(tx, inst.argval)
+    tx.push(NullVariable())
+    tx.push(attr)
+
+
+@register("STORE_ATTR")
+def STORE_ATTR(tx, inst):
+    obj = tx.pop()
+    value = tx.pop()
+    store_attr(tx, obj, inst.argval, value)
+
+
+@register("LOAD_DEREF")
+def LOAD_DEREF(tx, inst):
+    tx.push(tx.cell_load(inst.argval))
+
+
+@register("STORE_DEREF")
+def STORE_DEREF(tx, inst):
+    tx.cell_store(inst.argval, tx.pop())
+
+
+@register("LOAD_CLOSURE")
+def LOAD_CLOSURE(tx, inst):
+    tx.push(tx.cells[inst.argval])
+
+
+@register("MAKE_CELL", "COPY_FREE_VARS")
+def MAKE_CELL(tx, inst):
+    pass  # cells were created when the translator was set up
+
+
+@register("IMPORT_NAME")
+def IMPORT_NAME(tx, inst):
+    from ...variables.builder import wrap
+
+    fromlist = tx.pop()
+    level = tx.pop()
+    name = inst.argval
+    if level.as_python_constant() != 0:
+        raise GraphBreak("DL0023", "relative import inside a compiled function")
+    module = sys.modules.get(name)
+    if module is None:
+        raise GraphBreak("DL0023", f"import of {name!r}, which is not imported yet (imports run module code)")
+    if not fromlist.as_python_constant() and "." in name:
+        module = sys.modules.get(name.split(".")[0])
+    tx.push(wrap(tx, module, None))
+
+
+@register("IMPORT_FROM")
+def IMPORT_FROM(tx, inst):
+    module = tx.peek()
+    tx.push(module.var_getattr(tx, inst.argval))

@@ -1,0 +1,31 @@
+"""Stack shuffling and instructions with no symbolic effect."""
+from __future__ import annotations
+
+from ...variables.base import NullVariable
+from . import register
+
+
+@register("NOP", "RESUME", "EXTENDED_ARG", "PRECALL")
+def NOP(tx, inst):
+    pass
+
+
+@register("POP_TOP")
+def POP_TOP(tx, inst):
+    tx.pop()
+
+
+@register("PUSH_NULL")
+def PUSH_NULL(tx, inst):
+    tx.push(NullVariable())
+
+
+@register("COPY")
+def COPY(tx, inst):
+    tx.push(tx.stack[-inst.arg])
+
+
+@register("SWAP")
+def SWAP(tx, inst):
+    i = inst.arg
+    tx.stack[-1], tx.stack[-i] = tx.stack[-i], tx.stack[-1]

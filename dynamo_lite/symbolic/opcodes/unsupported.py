@@ -1,0 +1,52 @@
+"""Opcodes the interpreter does not trace, each with the reason.
+
+Reaching one breaks the graph at that instruction (Python runs it) with
+break id DL0017, instead of failing with a missing-handler error.  Most are
+unreachable in normal-flow tracing (exception handlers, module and class
+bodies, async code).
+"""
+from __future__ import annotations
+
+from ...exc import GraphBreak
+from . import register
+
+UNSUPPORTED = {
+    "PUSH_EXC_INFO": "exception handler code runs in Python",
+    "POP_EXCEPT": "exception handler code runs in Python",
+    "CHECK_EXC_MATCH": "exception handler code runs in Python",
+    "CHECK_EG_MATCH": "except* runs in Python",
+    "PREP_RERAISE_STAR": "except* runs in Python",
+    "RERAISE": "re-raising runs in Python",
+    "WITH_EXCEPT_START": "with-block exception exit runs in Python",
+    "BEFORE_ASYNC_WITH": "async code is not traced",
+    "GET_AWAITABLE": "async code is not traced",
+    "GET_AITER": "async code is not traced",
+    "GET_ANEXT": "async code is not traced",
+    "END_ASYNC_FOR": "async code is not traced",
+    "ASYNC_GEN_WRAP": "async code is not traced",
+    "SEND": "yield from / await is not traced",
+    "GET_YIELD_FROM_ITER": "yield from is not traced",
+    "LOAD_NAME": "module and class bodies are not traced",
+    "STORE_NAME": "module and class bodies are not traced",
+    "DELETE_NAME": "module and class bodies are not traced",
+    "LOAD_CLASSDEREF": "class bodies are not traced",
+    "LOAD_BUILD_CLASS": "defining a class inside a compiled function",
+    "SETUP_ANNOTATIONS": "module and class bodies are not traced",
+    "IMPORT_STAR": "import * is not traced",
+    "PRINT_EXPR": "interactive mode is not traced",
+    "DELETE_GLOBAL": "deleting a global",
+    "DELETE_ATTR": "deleting an attribute",
+    "DELETE_DEREF": "deleting a closure variable",
+    "MATCH_CLASS": "match statements are not traced",
+    "MATCH_MAPPING": "match statements are not traced",
+    "MATCH_SEQUENCE": "match statements are not traced",
+    "MATCH_KEYS": "match statements are not traced",
+    "LOAD_ASSERTION_ERROR": "assert failed: the AssertionError is raised by Python",
+}
+
+
+def _unsupported(tx, inst):
+    raise GraphBreak("DL0017", f"{inst.opname}: {UNSUPPORTED[inst.opname]}")
+
+
+register(*UNSUPPORTED)(_unsupported)

@@ -1,0 +1,286 @@
+"""The symbolic interpreter: runs a frame's bytecode over VariableTrackers.
+
+``InstructionTranslatorBase`` holds the state of one frame being interpreted
+(value stack, locals, closure cells, instruction pointer) and the step loop;
+each instruction is handled by the function registered for its opname in
+``symbolic/opcodes``.  ``InstructionTranslator`` is the frame being compiled:
+its locals come from the real arguments, and it can stop *before* a given
+step so that a graph break compiles exactly the work done up to there.
+``InliningTranslator`` (inliner.py) runs a called user function over the same
+OutputGraph.
+
+Graph breaks restart: the first trace runs until a ``GraphBreak`` escapes;
+convert_frame then traces again with ``stop_at_step`` set to the root step at
+which it happened, so the state at the stop is exactly "before that
+instruction" even when the break came from deep inside an inlined call.
+Tested by tests/test_opcodes.py and tests/test_graph_breaks.py.
+"""
+from __future__ import annotations
+
+import builtins
+import dis
+import linecache
+import types
+from typing import Optional
+
+from .. import bytecode_compat, config
+from ..exc import GraphBreak, SkipFrame, UserFrame
+from ..source import ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
+from ..variables.base import NullVariable, VariableTracker
+from ..variables.misc import CellVariable
+from .opcodes import HANDLERS
+
+
+class _StopTracing(Exception):
+    """Raised inside the loop when the root reaches its stop step."""
+
+
+class InstructionTranslatorBase:
+    """State and step loop shared by the root frame and inlined frames.
+
+    Attributes:
+        output: the OutputGraph shared by the whole trace.
+        code: the code object being interpreted.
+        instructions: real instructions (no CACHE/EXTENDED_ARG), in order.
+        offset_to_index: instruction offset -> index into ``instructions``.
+        ip: index of the next instruction.
+        current_inst: the instruction being executed.
+        stack: the value stack (NullVariable stands for 3.11's NULL).
+        symbolic_locals: fast locals by name (unbound names are absent).
+        cells: CellVariable per cell and free variable name.
+        kw_names: the tuple set by KW_NAMES for the next CALL.
+        parent: the translator of the calling frame (None for the root).
+    """
+
+    def __init__(self, output, code: types.CodeType, f_globals: dict, symbolic_locals: dict,
+                 cells: dict, parent: Optional["InstructionTranslatorBase"]):
+        self.output = output
+        self.code = code
+        self.f_globals = f_globals
+        self.instructions = bytecode_compat.instructions(code)
+        self.offset_to_index = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.ip = 0
+        self.current_inst: Optional[dis.Instruction] = None
+        self.stack: list[VariableTracker] = []
+        self.symbolic_locals = symbolic_locals
+        self.cells = cells
+        self.kw_names: Optional[tuple] = None
+        self.parent = parent
+        self.lineno = code.co_firstlineno
+        self.done = False
+        self.return_value: Optional[VariableTracker] = None
+        self.depth = 0 if parent is None else parent.depth + 1
+
+    # ---- stack ------------------------------------------------------------
+    def push(self, v: VariableTracker) -> None:
+        assert isinstance(v, VariableTracker), v
+        self.stack.append(v)
+
+    def pop(self) -> VariableTracker:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def peek(self, depth: int = 1) -> VariableTracker:
+        return self.stack[-depth]
+
+    # ---- control ----------------------------------------------------------
+    def jump_to(self, offset: int) -> None:
+        self.ip = self.offset_to_index[offset]
+
+    def step(self) -> None:
+        inst = self.instructions[self.ip]
+        self.current_inst = inst
+        if inst.starts_line:
+            self.lineno = inst.starts_line
+        self.ip += 1
+        handler = HANDLERS.get(inst.opname)
+        if handler is None:
+            raise GraphBreak("DL0017", f"opcode {inst.opname} is not supported")
+        handler(self, inst)
+
+    def run(self) -> None:
+        while not self.done:
+            self.count_step()
+            self.step()
+
+    def count_step(self) -> None:
+        root = self.root()
+        root.total_steps += 1
+        if root.total_steps > config.max_traced_instructions:
+            raise SkipFrame(
+                f"trace exceeded config.max_traced_instructions={config.max_traced_instructions} "
+                "(a very long unrolled loop?)", "DL0018")
+
+    def root(self) -> "InstructionTranslator":
+        tx = self
+        while tx.parent is not None:
+            tx = tx.parent
+        return tx
+
+    # ---- where are we -----------------------------------------------------
+    def frame_summary(self) -> UserFrame:
+        line = linecache.getline(self.code.co_filename, self.lineno).strip() if self.lineno else ""
+        name = self.code.co_name
+        return UserFrame(self.code.co_filename, self.lineno, name, line)
+
+    def user_stack(self) -> list[UserFrame]:
+        frames = []
+        tx = self
+        while tx is not None:
+            frames.append(tx.frame_summary())
+            tx = tx.parent
+        return list(reversed(frames))
+
+    # ---- names ------------------------------------------------------------
+    def load_global(self, name: str) -> VariableTracker:
+        from ..variables.builder import wrap, wrap_builtin_name
+
+        pending = self.output.side_effects.load_global(name) if self.f_globals is self.output.f_globals else None
+        if pending is not None:
+            return pending
+        if name in self.f_globals:
+            return wrap(self, self.f_globals[name], self.global_source(name))
+        builtins_dict = self.f_globals.get("__builtins__", builtins)
+        if isinstance(builtins_dict, types.ModuleType):
+            builtins_dict = builtins_dict.__dict__
+        if name in builtins_dict:
+            if builtins_dict is builtins.__dict__:
+                if self.f_globals is self.output.f_globals:
+                    return wrap_builtin_name(self, name)
+                from ..variables.builder import wrap as _wrap
+
+                return _wrap(self, builtins_dict[name], None)
+            raise GraphBreak("DL0019", "frame uses a non-standard __builtins__")
+        raise GraphBreak("DL0020", f"name {name!r} is not defined (NameError)")
+
+    def global_source(self, name: str):
+        import sys
+
+        if self.f_globals is self.output.f_globals:
+            return GlobalSource(name)
+        module = self.f_globals.get("__name__")
+        mod = sys.modules.get(module) if isinstance(module, str) else None
+        if mod is not None and getattr(mod, "__dict__", None) is self.f_globals:
+            return ModuleGlobalSource(module, name)
+        return None
+
+    def store_global(self, name: str, value: VariableTracker) -> None:
+        if self.f_globals is not self.output.f_globals:
+            raise GraphBreak("DL0008", "assigning a global of another module")
+        self.output.side_effects.store_global(name, value)
+
+    def cell_load(self, name: str) -> VariableTracker:
+        cell = self.cells[name]
+        if cell.contents is None:
+            if cell.kind == "root" and cell.source is not None:
+                from ..variables.builder import wrap
+
+                real = cell.real_cell
+                try:
+                    value = real.cell_contents
+                except ValueError as e:
+                    raise GraphBreak("DL0020", f"free variable {name!r} referenced before assignment") from e
+                cell.contents = wrap(self, value, cell.source)
+            elif cell.kind == "real":
+                from ..source import AttrSource
+                from ..variables.builder import wrap
+
+                try:
+                    value = cell.real_cell.cell_contents
+                except ValueError as e:
+                    raise GraphBreak("DL0020", f"free variable {name!r} referenced before assignment") from e
+                cell.contents = wrap(self, value, AttrSource(cell.source, "cell_contents") if cell.source else None)
+            else:
+                raise GraphBreak("DL0020", f"local variable {name!r} referenced before assignment")
+        return cell.contents
+
+    def cell_store(self, name: str, value: VariableTracker) -> None:
+        cell = self.cells[name]
+        cell.contents = value
+        if cell.kind == "real" or (cell.kind == "root" and cell.source is not None):
+            if cell.kind == "real" and cell.source is None:
+                raise GraphBreak("DL0008", "assigning a closure variable of a function without a source")
+            self.output.side_effects.store_cell(cell, value)
+
+    def zero_arg_super(self):
+        code = self.code
+        if "__class__" not in self.cells or not code.co_argcount:
+            raise GraphBreak("DL0003", "super() without arguments outside a method")
+        cls = self.cell_load("__class__").as_python_constant()
+        first = code.co_varnames[0]
+        obj = self.cells[first].contents if first in self.cells else self.symbolic_locals.get(first)
+        if obj is None:
+            raise GraphBreak("DL0003", "super(): first argument is unbound")
+        return cls, obj
+
+    # ---- calls ------------------------------------------------------------
+    def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:
+        from .inliner import inline_call
+
+        return inline_call(self, fn_var, args, kwargs)
+
+
+class InstructionTranslator(InstructionTranslatorBase):
+    """The root frame: the one whose code is being compiled.
+
+    Attributes:
+        func: the real function object of the frame (for closures and guards).
+        stop_at_step: stop before the root step with this number (graph break).
+        steps: root instructions executed so far; total_steps counts inlined ones too.
+        stopped: True when tracing stopped for a graph break.
+    """
+
+    def __init__(self, output, code, func, f_locals: dict, stop_at_step: Optional[int] = None):
+        from ..variables.builder import wrap
+
+        cells: dict[str, CellVariable] = {}
+        super().__init__(output, code, func.__globals__, {}, cells, None)
+        self.func = func
+        self.stop_at_step = stop_at_step
+        self.steps = 0
+        self.total_steps = 0
+        self.stopped = False
+        self.break_step: Optional[int] = None
+        output.user_stack_fn = self._current_user_stack
+        self._active = self
+        for name in bytecode_compat.arg_names(code):
+            if name in f_locals:
+                if not name.isidentifier():
+                    raise SkipFrame(f"argument name {name!r} is not an identifier (comprehension frame)", "DL0001")
+                var = wrap(self, f_locals[name], LocalSource(name))
+                if name in code.co_cellvars:
+                    cells[name] = CellVariable("root", contents=var, name=name)
+                else:
+                    self.symbolic_locals[name] = var
+        for name in code.co_cellvars:
+            cells.setdefault(name, CellVariable("root", name=name))
+        for i, name in enumerate(code.co_freevars):
+            cell = func.__closure__[i]
+            cells[name] = CellVariable("root", name=name, real_cell=cell, source=ClosureSource(name, i))
+
+    def _current_user_stack(self):
+        return self._active.user_stack()
+
+    def run(self) -> None:
+        try:
+            while not self.done:
+                if self.stop_at_step is not None and self.steps == self.stop_at_step:
+                    self.stopped = True
+                    self.current_inst = self.instructions[self.ip]
+                    return
+                self.count_step()
+                self.step()
+                self.steps += 1
+        except GraphBreak as e:
+            if not e.user_stack:
+                e.user_stack = self._active.user_stack()
+            self.break_step = self.steps
+            raise
+
+

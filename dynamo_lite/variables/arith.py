@@ -1,0 +1,239 @@
+"""Operators: one table for every binary, unary, comparison and `in` operation.
+
+BINARY_OP (all 26 variants), COMPARE_OP, IS_OP, CONTAINS_OP, UNARY_* and the
+``operator`` module all come here.  Constants fold exactly; anything involving
+a tensor becomes a graph node; containers concatenate and repeat; user objects
+with operator dunders are inlined.
+Tested by tests/test_opcodes.py.
+"""
+from __future__ import annotations
+
+import operator
+
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+BINARY = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
+    "&": operator.and_, "|": operator.or_, "^": operator.xor, "<<": operator.lshift,
+    ">>": operator.rshift,
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+}
+_DUNDER = {
+    operator.add: ("__add__", "__radd__"), operator.sub: ("__sub__", "__rsub__"),
+    operator.mul: ("__mul__", "__rmul__"), operator.truediv: ("__truediv__", "__rtruediv__"),
+    operator.floordiv: ("__floordiv__", "__rfloordiv__"), operator.mod: ("__mod__", "__rmod__"),
+    operator.pow: ("__pow__", "__rpow__"), operator.matmul: ("__matmul__", "__rmatmul__"),
+    operator.and_: ("__and__", "__rand__"), operator.or_: ("__or__", "__ror__"),
+    operator.xor: ("__xor__", "__rxor__"), operator.lshift: ("__lshift__", "__rlshift__"),
+    operator.rshift: ("__rshift__", "__rrshift__"),
+}
+_INPLACE_TO_PLAIN = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+    operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift, operator.irshift: operator.rshift,
+}
+COMPARE = {
+    "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+    ">": operator.gt, ">=": operator.ge,
+}
+_COMPARE_DUNDER = {
+    operator.lt: ("__lt__", "__gt__"), operator.le: ("__le__", "__ge__"),
+    operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"),
+    operator.gt: ("__gt__", "__lt__"), operator.ge: ("__ge__", "__le__"),
+}
+UNARY = {
+    "UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos,
+    "UNARY_INVERT": operator.invert,
+}
+
+
+def _is_tensor(v) -> bool:
+    from .tensor import TensorVariable
+
+    return isinstance(v, TensorVariable)
+
+
+def apply_operator(tx, fn, args: list) -> VariableTracker:
+    """Apply an ``operator`` function (binary, compare, unary) to trackers."""
+    from .tensor import record_op
+
+    if any(_is_tensor(a) for a in args):
+        if fn is operator.not_:
+            raise GraphBreak("DL0007", "`not tensor` depends on tensor data")
+        if fn in _INPLACE_TO_PLAIN and not _is_tensor(args[0]):
+            fn = _INPLACE_TO_PLAIN[fn]
+        if fn in (operator.is_, operator.is_not):
+            return ConstantVariable(_identity_compare(fn, *args))
+        return record_op(tx, "call_function", fn, args, {})
+    if all(a.is_python_constant() for a in args):
+        values = [a.as_python_constant() for a in args]
+        try:
+            result = fn(*values)
+        except Exception as e:  # noqa: BLE001 - let Python raise it for real
+            raise GraphBreak("DL0010", f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} at trace time") from e
+        from .containers import wrap_constant_result
+
+        return wrap_constant_result(result)
+    if fn in (operator.is_, operator.is_not):
+        return ConstantVariable(_identity_compare(fn, *args))
+    return _sequence_or_object_op(tx, fn, args)
+
+
+def _identity_compare(fn, a, b) -> bool:
+    same = _same_object(a, b)
+    if same is None:
+        raise GraphBreak("DL0009", "identity of these values is not known at trace time")
+    return same if fn is operator.is_ else not same
+
+
+def _same_object(a, b):
+    from .user_objects import identity_key
+
+    if a is b:
+        return True
+    if a.is_python_constant() and b.is_python_constant():
+        va, vb = a.as_python_constant(), b.as_python_constant()
+        if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):
+            return va is vb
+    ka, kb = identity_key(a), identity_key(b)
+    if ka is not None and kb is not None:
+        return ka == kb
+    ta, tb = _type_or_none(a), _type_or_none(b)
+    if ta is not None and tb is not None and ta is not tb:
+        return False
+    if (a.is_python_constant() and b.mutable_local) or (b.is_python_constant() and a.mutable_local):
+        return False
+    if a.mutable_local and b.mutable_local:
+        return False
+    return None
+
+
+def _type_or_none(v):
+    try:
+        return v.python_type()
+    except GraphBreak:
+        return None
+
+
+def _sequence_or_object_op(tx, fn, args):
+    from .containers import BaseListVariable, ListVariable, TupleVariable
+
+    if len(args) == 2:
+        a, b = args
+        plain = _INPLACE_TO_PLAIN.get(fn, fn)
+        if plain is operator.add and isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
+            if fn is operator.iadd and isinstance(a, ListVariable):
+                a.call_method(tx, "extend", [b], {})
+                return a
+            if a.python_type() is b.python_type() or (
+                    isinstance(a, TupleVariable) and isinstance(b, TupleVariable)):
+                result_type = type(a) if a.python_type() in (list, tuple) else TupleVariable
+                if a.python_type() is list and b.python_type() is not list:
+                    raise GraphBreak("DL0010", "can only concatenate list to list")
+                if result_type not in (ListVariable, TupleVariable):
+                    result_type = ListVariable if a.python_type() is list else TupleVariable
+                return result_type([*a.items, *b.items])
+        if plain is operator.mul and isinstance(a, BaseListVariable) and b.is_python_constant():
+            n = b.as_python_constant()
+            if isinstance(n, int):
+                return (ListVariable if a.python_type() is list else TupleVariable)(a.items * n)
+        if plain is operator.mul and isinstance(b, BaseListVariable) and a.is_python_constant():
+            return _sequence_or_object_op(tx, fn, [b, a])
+        if fn in COMPARE.values() and isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
+            if fn in (operator.eq, operator.ne) and len(a.items) != len(b.items):
+                return ConstantVariable(fn is operator.ne)
+            if all(i.is_python_constant() for i in a.items + b.items):
+                return ConstantVariable(fn(a.as_python_constant(), b.as_python_constant()))
+        if fn in (operator.eq, operator.ne):
+            same = _same_object(a, b)
+            if same is True:
+                return ConstantVariable(fn is operator.eq)
+        return _user_dunder(tx, fn, a, b)
+    if len(args) == 1 and fn is operator.not_:
+        t = args[0].truthiness(tx)
+        if t is None:
+            raise GraphBreak("DL0007", f"truth value of {args[0].describe()} is not known at trace time")
+        return ConstantVariable(not t)
+    raise GraphBreak("DL0009", f"operator {getattr(fn, '__name__', fn)} on {', '.join(a.describe() for a in args)}")
+
+
+def _user_dunder(tx, fn, a, b):
+    from .user_objects import UserDefinedObjectVariable
+
+    plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    names = _DUNDER.get(plain) or _COMPARE_DUNDER.get(plain)
+    if names is None:
+        raise GraphBreak("DL0009", f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+    if fn in _INPLACE_TO_PLAIN and isinstance(a, UserDefinedObjectVariable) and a.has_class_attr("__i" + names[0][2:]):
+        return a.call_method(tx, "__i" + names[0][2:], [b], {})
+    if isinstance(a, UserDefinedObjectVariable) and a.has_class_attr(names[0]):
+        result = a.call_method(tx, names[0], [b], {})
+        if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
+            return result
+    if isinstance(b, UserDefinedObjectVariable) and b.has_class_attr(names[1]):
+        result = b.call_method(tx, names[1], [a], {})
+        if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
+            return result
+    if plain in (operator.eq, operator.ne):
+        same = _same_object(a, b)
+        if same is not None:
+            return ConstantVariable(same if plain is operator.eq else not same)
+    raise GraphBreak("DL0009", f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+
+
+def binary_op(tx, symbol: str, a, b):
+    return apply_operator(tx, BINARY[symbol], [a, b])
+
+
+def compare(tx, symbol: str, a, b):
+    return apply_operator(tx, COMPARE[symbol], [a, b])
+
+
+def contains(tx, item, container) -> VariableTracker:
+    """``item in container``."""
+    from .containers import BaseListVariable, DictVariable, DictViewVariable, SetVariable
+
+    if _is_tensor(container):
+        raise GraphBreak("DL0007", "`in` on a tensor depends on tensor data")
+    if isinstance(container, (DictVariable, SetVariable, DictViewVariable)):
+        return container.call_method(tx, "__contains__", [item], {})
+    if isinstance(container, BaseListVariable) or container.is_python_constant():
+        items = container.unpack(tx)
+        for candidate in items:
+            same = _same_object(candidate, item)
+            if same:
+                return ConstantVariable(True)
+            if _is_tensor(candidate) or _is_tensor(item):
+                raise GraphBreak("DL0007", "`in` with tensors compares tensor data")
+            result = apply_operator(tx, operator.eq, [candidate, item])
+            truth = result.truthiness(tx)
+            if truth is None:
+                raise GraphBreak("DL0007", "`in` comparison not known at trace time")
+            if truth:
+                return ConstantVariable(True)
+        return ConstantVariable(False)
+    return container.call_method(tx, "__contains__", [item], {})
+
+
+def unary_op(tx, opname: str, v):
+    return apply_operator(tx, UNARY[opname], [v])
+
+
+def truth(tx, v) -> bool:
+    t = v.truthiness(tx)
+    if t is None:
+        raise GraphBreak("DL0007", f"truth value of {v.describe()} is not known at trace time")
+    return t
+
+
+__all__ = ["apply_operator", "binary_op", "compare", "contains", "unary_op", "truth",
+           "BINARY", "COMPARE", "UNARY"]

@@ -1,0 +1,117 @@
+"""VariableTracker: the symbolic value the interpreter keeps for every Python value.
+
+Each kind of value the interpreter understands has a subclass (one file per
+family in this package).  A tracker knows:
+
+- ``source``: where its value came from outside the frame (None when the value
+  was created during the trace).  A tracker with a source can always be
+  reloaded in generated code; one without must know how to rebuild itself.
+- ``python_type()``: the Python type of the value it stands for.
+- how to answer operations (``call_function``, ``call_method``,
+  ``var_getattr``) by recording graph nodes, returning other trackers, or
+  raising ``GraphBreak`` when it cannot.
+- ``reconstruct(cg)``: emit bytecode that rebuilds the real value after the
+  graph ran.
+
+Trackers of immutable values are never changed after construction.  Mutable
+containers (list, dict, set, new objects) are mutated in place; every alias
+of the same real object shares one tracker (see builder.py), so a mutation is
+seen through all names.  Variables never import the translator.
+Tested through tests/test_opcodes.py and tests/test_values.py.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, TYPE_CHECKING
+
+from ..exc import GraphBreak
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..source import Source
+
+
+class VariableTracker:
+    """Base class of every symbolic value.
+
+    Attributes:
+        source: where the real value is loaded from (None: created in the trace).
+        mutable_local: True for containers/objects created during the trace
+            that may be mutated; codegen builds them once and reuses the copy.
+    """
+
+    mutable_local = False
+
+    def __init__(self, source: Optional["Source"] = None):
+        self.source = source
+
+    # ---- what the value is ------------------------------------------------
+    def python_type(self) -> type:
+        raise GraphBreak("DL0002", f"type of {self.describe()} is unknown at trace time")
+
+    def is_python_constant(self) -> bool:
+        try:
+            self.as_python_constant()
+            return True
+        except (GraphBreak, NotImplementedError):
+            return False
+
+    def as_python_constant(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} is not a constant")
+
+    def describe(self) -> str:
+        return type(self).__name__.replace("Variable", "").lower() or "value"
+
+    def __repr__(self) -> str:
+        src = f" source={self.source.name()}" if self.source is not None else ""
+        return f"{type(self).__name__}({self._repr_body()}{src})"
+
+    def _repr_body(self) -> str:
+        return ""
+
+    # ---- operations -------------------------------------------------------
+    def var_getattr(self, tx, name: str) -> "VariableTracker":
+        raise GraphBreak("DL0004", f"attribute {name!r} of {self.describe()} is not supported")
+
+    def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
+        raise GraphBreak("DL0003", f"calling {self.describe()} is not supported")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> "VariableTracker":
+        if name == "__getattribute__" and len(args) == 1 and args[0].is_python_constant():
+            return self.var_getattr(tx, args[0].as_python_constant())
+        method = self.var_getattr(tx, name)
+        return method.call_function(tx, args, kwargs)
+
+    def truthiness(self, tx) -> Optional[bool]:
+        """bool(value) if it is known at trace time, else None."""
+        if self.is_python_constant():
+            return bool(self.as_python_constant())
+        return None
+
+    def unpack(self, tx) -> list["VariableTracker"]:
+        """Items of an iterable whose length is known at trace time."""
+        raise GraphBreak("DL0005", f"cannot iterate over {self.describe()} at trace time")
+
+    def has_len(self) -> bool:
+        return False
+
+    # ---- codegen -----------------------------------------------------------
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            self.source.reconstruct(cg)
+            return
+        raise GraphBreak("DL0006", f"cannot rebuild {self.describe()} in generated code")
+
+    def can_reconstruct(self) -> bool:
+        return self.source is not None
+
+
+class NullVariable(VariableTracker):
+    """The NULL that 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL)."""
+
+    def reconstruct(self, cg):
+        cg.emit("PUSH_NULL")
+
+    def can_reconstruct(self):
+        return True
+
+    def describe(self):
+        return "NULL"

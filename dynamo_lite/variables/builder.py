@@ -1,0 +1,194 @@
+"""Wrapping real values read from outside the frame into trackers.
+
+``wrap(tx, value, source)`` is the one entry point.  It picks the tracker kind
+for the value, installs the guards the trace will rely on (type, identity,
+constant value, length, tensor metadata), and makes every alias of the same
+mutable object share one tracker, so mutations are seen through every name.
+Tested by tests/test_guards.py and tests/test_values.py.
+"""
+from __future__ import annotations
+
+import builtins
+import enum
+import functools
+import types
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from ..exc import GraphBreak
+from ..source import AttrSource, ItemSource, Source
+from .base import VariableTracker
+from .constant import ConstantVariable, is_constant_value
+
+
+def _is_torch_callable(value) -> bool:
+    module = getattr(value, "__module__", None) or ""
+    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    if module.startswith("torch") and callable(value):
+        return True
+    if isinstance(value, types.BuiltinFunctionType) and (getattr(value, "__self__", None) is not None) and \
+            type(value.__self__).__name__ == "module" and value.__self__.__name__.startswith("torch"):
+        return True
+    return False
+
+
+def wrap(tx, value: Any, source: Optional[Source]) -> VariableTracker:
+    """The tracker for a real ``value`` found at ``source`` (None: a trusted constant place)."""
+    output = tx.output
+    if source is not None:
+        cached = output.source_cache.get(source)
+        if cached is not None:
+            return cached
+    var = _wrap(tx, value, source)
+    if source is not None:
+        output.source_cache[source] = var
+    return var
+
+
+def _aliased(tx, value, source, make):
+    """Return the tracker already made for this object, or make one."""
+    output = tx.output
+    existing = output.object_cache.get(id(value))
+    if existing is not None and existing[0] is value:
+        var = existing[1]
+        if source is not None and var.source is not None and var.source != source:
+            output.add_expr_guard(f"{source.name()} is {var.source.name()}")
+        return var
+    var = make()
+    output.object_cache[id(value)] = (value, var)
+    return var
+
+
+def _wrap(tx, value, source):
+    from .builtin import BuiltinVariable, is_builtin_callable
+    from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
+    from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+    from .misc import ObjectVariable, PythonModuleVariable
+    from .nn_module import NNModuleVariable
+    from .torch_vars import TorchVariable, is_torch_class
+    from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
+
+    output = tx.output
+    guard = output.add_guard if source is not None else (lambda *a, **k: None)
+
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            raise GraphBreak("DL0009", "a tensor reached without a source (e.g. a class attribute) is not supported")
+        return _aliased(tx, value, source, lambda: output.add_graph_input(source, value))
+    if isinstance(value, torch.Size):
+        guard("CONST", source, value)
+        return SizeVariable([ConstantVariable(int(v)) for v in value], source)
+    if isinstance(value, enum.Enum):
+        guard("ID", source, value)
+        return ConstantVariable(value, source)
+    if is_constant_value(value):
+        if type(value) in (slice, range):
+            guard("CONST", source, value)
+        else:
+            guard("CONST", source, value)
+        return ConstantVariable(value, source)
+    if type(value) is tuple or (isinstance(value, tuple) and hasattr(type(value), "_fields")):
+        guard("TYPE", source, type(value))
+        guard("LENGTH", source, len(value))
+        items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+        if type(value) is tuple:
+            return TupleVariable(items, source)
+        return NamedTupleVariable(type(value), items, source)
+    if type(value) is list:
+        def make():
+            guard("TYPE", source, list)
+            guard("LENGTH", source, len(value))
+            items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+            return ListVariable(items, source)
+        return _aliased(tx, value, source, make)
+    if type(value) in (dict,) or (isinstance(value, dict) and type(value).__module__ in ("collections",)):
+        if all(type(k) in (str, int, bool, type(None), float) for k in value):
+            def make():
+                guard("TYPE", source, type(value))
+                guard("DICT_KEYS", source, tuple(value.keys()))
+                items = {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
+                return DictVariable(items, source, dict_type=type(value))
+            return _aliased(tx, value, source, make)
+        guard("TYPE", source, type(value))
+        return ObjectVariable(value, source)
+    if type(value) in (set, frozenset):
+        if all(is_constant_value(v) for v in value):
+            def make():
+                guard("CONST", source, frozenset(value)) if type(value) is frozenset else guard(
+                    "EXPR", source, (f"type({source.name()}) is set and {source.name()} == {{v}}",
+                                     (("v", set(value)),)))
+                return SetVariable([ConstantVariable(v) for v in value], source, frozen=type(value) is frozenset)
+            return _aliased(tx, value, source, make)
+        guard("TYPE", source, type(value))
+        return ObjectVariable(value, source)
+    if isinstance(value, nn.Module):
+        guard("ID", source, value)
+        if source is not None:
+            guard("EXPR", source, (f"{AttrSource(source, 'training').name()} is {value.training!r}", ()))
+        return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))
+    if isinstance(value, types.FunctionType):
+        guard("ID", source, value)
+        if _is_torch_callable(value) and value.__module__.split(".")[0] == "torch" and not _inline_torch(value):
+            return TorchVariable(value, source)
+        return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType):
+        guard("ID", source, value.__func__) if source is None else guard(
+            "EXPR", source, (f"{source.name()}.__func__ is {{f}}", (("f", value.__func__),)))
+        self_var = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
+        if isinstance(value.__func__, types.FunctionType):
+            return UserMethodVariable(value.__func__, self_var, source)
+        return ObjectVariable(value, source)
+    if isinstance(value, functools.partial):
+        guard("TYPE", source, functools.partial)
+        fn = wrap(tx, value.func, AttrSource(source, "func") if source else None)
+        args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None)
+                for i, a in enumerate(value.args)]
+        guard("LENGTH", AttrSource(source, "args") if source else None, len(value.args))
+        kwargs = {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source else None)
+                  for k, v in value.keywords.items()}
+        if source is not None:
+            guard("DICT_KEYS", AttrSource(source, "keywords"), tuple(value.keywords))
+        return PartialVariable(fn, args, kwargs, source)
+    if isinstance(value, types.ModuleType):
+        guard("ID", source, value)
+        return PythonModuleVariable(value, source)
+    if is_builtin_callable(value):
+        guard("ID", source, value)
+        return BuiltinVariable(value, source)
+    if is_torch_class(value) or _is_torch_callable(value):
+        guard("ID", source, value)
+        return TorchVariable(value, source)
+    if isinstance(value, type):
+        guard("ID", source, value)
+        return UserDefinedClassVariable(value, source)
+    if isinstance(value, (torch.finfo, torch.iinfo)):
+        return ConstantVariable(value, source)
+    if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType,
+                          types.WrapperDescriptorType, types.MethodDescriptorType)):
+        guard("ID", source, value)
+        return BuiltinVariable(value, source)
+    if isinstance(value, types.CellType):
+        raise GraphBreak("DL0009", "a raw closure cell")
+    guard("TYPE", source, type(value))
+    if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
+        return ObjectVariable(value, source)
+    return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
+
+
+def _inline_torch(fn) -> bool:
+    from ..skipfiles import skip_reason
+
+    return skip_reason(fn.__code__.co_filename, fn.__name__, inline=True) is None
+
+
+def wrap_builtin_name(tx, name: str) -> VariableTracker:
+    """A builtin read by LOAD_GLOBAL (not shadowed by a global)."""
+    from ..source import BuiltinSource
+
+    value = getattr(builtins, name)
+    tx.output.add_guard("NOT_IN", None, name)
+    return wrap(tx, value, None) if not isinstance(value, type) or value.__module__ == "builtins" else wrap(
+        tx, value, BuiltinSource(name))

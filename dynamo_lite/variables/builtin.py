@@ -1,0 +1,650 @@
+"""Builtin functions and types (len, isinstance, range, zip, int, list, ...),
+plus pure C functions of ``math``, ``operator``, ``itertools`` and ``functools``.
+
+Each supported builtin has one handler in ``_HANDLERS``; pure functions fold
+when every argument is a constant; anything else breaks the graph so Python
+calls it for real.  ``print`` always breaks: printing is a side effect that
+must happen at the right moment.
+Tested by tests/test_builtins.py.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import itertools
+import math
+import operator
+import types
+from typing import Any, Callable
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable, NONE, FALSE, TRUE
+
+_HANDLERS: dict[Any, Callable] = {}
+_PURE_MODULES = ("math", "operator", "cmath", "_operator")
+
+
+def _handler(*fns):
+    def deco(impl):
+        for fn in fns:
+            _HANDLERS[fn] = impl
+        return impl
+    return deco
+
+
+def is_builtin_callable(value) -> bool:
+    try:
+        if value in _HANDLERS:
+            return True
+    except TypeError:
+        return False
+    if isinstance(value, type) and value.__module__ == "builtins":
+        return True
+    if isinstance(value, (types.BuiltinFunctionType,)) and getattr(value, "__module__", None) in (
+            "builtins", "math", "cmath", "_operator", "operator", "itertools", "functools", "_functools"):
+        return True
+    return False
+
+
+class BuiltinVariable(VariableTracker):
+    """A builtin function or type."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def _repr_body(self):
+        return getattr(self.value, "__name__", repr(self.value))
+
+    def describe(self):
+        return f"builtin {getattr(self.value, '__name__', self.value)}"
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def is_python_constant(self):
+        return True
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.value
+        handler = _HANDLERS.get(fn)
+        if handler is not None:
+            result = handler(tx, *args, **kwargs)
+            if result is not None:
+                return result
+        if fn in _ARITH_FNS:
+            return _arith_call(tx, fn, args, kwargs)
+        if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()) \
+                and _is_pure(fn):
+            try:
+                value = fn(*[a.as_python_constant() for a in args],
+                           **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # noqa: BLE001 - raise it for real, from Python
+                raise GraphBreak("DL0010", f"{_name(fn)}() raised {type(e).__name__} at trace time") from e
+            from .containers import wrap_constant_result
+
+            return wrap_constant_result(value)
+        if isinstance(fn, type) and issubclass(fn, BaseException):
+            raise GraphBreak("DL0015", f"creating exception {fn.__name__}")
+        raise GraphBreak("DL0003", f"builtin {_name(fn)}() with arguments ({', '.join(a.describe() for a in args)})")
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+
+        value = getattr(self.value, name, None)
+        if value is None:
+            raise GraphBreak("DL0011", f"{_name(self.value)} has no attribute {name!r}")
+        return wrap(tx, value, None)
+
+    def call_method(self, tx, name, args, kwargs):
+        if self.value is dict and name == "fromkeys":
+            from .containers import DictVariable
+
+            keys = args[0].unpack(tx)
+            value = args[1] if len(args) > 1 else NONE
+            return DictVariable({k.as_python_constant(): value for k in keys})
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.value)
+
+    def can_reconstruct(self):
+        return True
+
+
+def _name(fn):
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+_IMPURE = {builtins.print, builtins.input, builtins.open, builtins.exec, builtins.eval, builtins.compile,
+           builtins.globals, builtins.locals, builtins.vars, builtins.id, builtins.breakpoint,
+           builtins.__import__, builtins.setattr, builtins.delattr, builtins.exit if hasattr(builtins, "exit") else print}
+
+
+def _is_pure(fn) -> bool:
+    if fn in _IMPURE:
+        return False
+    if isinstance(fn, type):
+        return fn.__module__ == "builtins" and not issubclass(fn, BaseException) and fn not in (object, type)
+    module = getattr(fn, "__module__", None)
+    return module in ("builtins", *_PURE_MODULES)
+
+
+# ---- arithmetic functions that may meet tensors -------------------------------------
+_ARITH_FNS = {
+    **{getattr(operator, n): getattr(operator, n) for n in (
+        "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
+        "lshift", "rshift", "neg", "pos", "invert", "lt", "le", "eq", "ne", "gt", "ge", "not_",
+        "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul", "iand", "ior",
+        "ixor", "abs", "is_", "is_not")},
+}
+
+
+def _arith_call(tx, fn, args, kwargs):
+    from .arith import apply_operator
+
+    if kwargs:
+        raise GraphBreak("DL0003", f"operator.{fn.__name__} with keyword arguments")
+    return apply_operator(tx, fn, list(args))
+
+
+@_handler(operator.getitem)
+def _getitem(tx, obj, key):
+    from ..symbolic.opcodes.helpers import subscript
+
+    return subscript(tx, obj, key)
+
+
+@_handler(operator.setitem)
+def _setitem(tx, obj, key, value):
+    from ..symbolic.opcodes.helpers import store_subscript
+
+    store_subscript(tx, obj, key, value)
+    return NONE
+
+
+@_handler(operator.contains)
+def _op_contains(tx, container, item):
+    from .arith import contains
+
+    return contains(tx, item, container)
+
+
+@_handler(operator.truth)
+def _op_truth(tx, v):
+    from .arith import truth
+
+    return ConstantVariable(truth(tx, v))
+
+
+@_handler(operator.itemgetter, operator.attrgetter, operator.methodcaller)
+def _op_getters(tx, *args, **kwargs):
+    if all(a.is_python_constant() for a in args) and not kwargs:
+        return None  # folded as a pure call; the result is a constant callable
+    raise GraphBreak("DL0003", "operator getters with non-constant arguments")
+
+
+@_handler(builtins.len)
+def _len(tx, obj):
+    from .tensor import TensorVariable
+
+    if isinstance(obj, TensorVariable):
+        if obj.example.dim() == 0:
+            raise GraphBreak("DL0010", "len() of a 0-d tensor")
+        return ConstantVariable(int(obj.example.shape[0]))
+    if obj.is_python_constant() and not hasattr(obj, "items"):
+        value = obj.as_python_constant()
+        try:
+            return ConstantVariable(len(value))
+        except TypeError as e:
+            raise GraphBreak("DL0010", f"len() of {type(value).__name__}") from e
+    if hasattr(obj, "items") and isinstance(getattr(obj, "items"), (list, dict)):
+        return ConstantVariable(len(obj.items))
+    return obj.call_method(tx, "__len__", [], {})
+
+
+def _python_type(tx, obj):
+    return obj.python_type()
+
+
+@_handler(builtins.isinstance)
+def _isinstance(tx, obj, classes):
+    if not classes.is_python_constant():
+        from .containers import TupleVariable
+
+        if isinstance(classes, TupleVariable):
+            classes = ConstantVariable(tuple(c.as_python_constant() for c in classes.items))
+        else:
+            raise GraphBreak("DL0009", "isinstance() with a class not known at trace time")
+    cls = classes.as_python_constant()
+    t = _python_type(tx, obj)
+    try:
+        from .tensor import TensorVariable
+
+        if isinstance(obj, TensorVariable):
+            import torch
+
+            # a FakeTensor is a torch.Tensor; report the user-visible type
+            return ConstantVariable(issubclass(getattr(obj, "real_type", torch.Tensor), cls))
+        return ConstantVariable(issubclass(t, cls))
+    except TypeError as e:
+        raise GraphBreak("DL0010", "isinstance() arg 2 must be a type or tuple of types") from e
+
+
+@_handler(builtins.issubclass)
+def _issubclass(tx, a, b):
+    if a.is_python_constant() and b.is_python_constant():
+        try:
+            return ConstantVariable(issubclass(a.as_python_constant(), b.as_python_constant()))
+        except TypeError as e:
+            raise GraphBreak("DL0010", "issubclass() raised TypeError") from e
+    return None
+
+
+@_handler(builtins.type)
+def _type(tx, *args):
+    from .builder import wrap
+    from .tensor import TensorVariable
+    import torch
+
+    if len(args) != 1:
+        raise GraphBreak("DL0003", "type() with 3 arguments creates a class")
+    obj = args[0]
+    if isinstance(obj, TensorVariable):
+        return wrap(tx, getattr(obj, "real_type", torch.Tensor), None)
+    return wrap(tx, _python_type(tx, obj), None)
+
+
+@_handler(builtins.getattr)
+def _getattr(tx, obj, name, *default):
+    if not name.is_python_constant():
+        raise GraphBreak("DL0009", "getattr() with a name not known at trace time")
+    try:
+        return obj.var_getattr(tx, name.as_python_constant())
+    except GraphBreak as e:
+        if default and e.break_id == "DL0011":
+            return default[0]
+        raise
+
+
+@_handler(builtins.hasattr)
+def _hasattr(tx, obj, name):
+    if not name.is_python_constant():
+        raise GraphBreak("DL0009", "hasattr() with a name not known at trace time")
+    try:
+        obj.var_getattr(tx, name.as_python_constant())
+        return TRUE
+    except GraphBreak as e:
+        if e.break_id == "DL0011":
+            return FALSE
+        raise
+
+
+@_handler(builtins.setattr)
+def _setattr(tx, obj, name, value):
+    from ..symbolic.opcodes.helpers import store_attr
+
+    if not name.is_python_constant():
+        raise GraphBreak("DL0009", "setattr() with a name not known at trace time")
+    store_attr(tx, obj, name.as_python_constant(), value)
+    return NONE
+
+
+@_handler(builtins.callable)
+def _callable(tx, obj):
+    from .functions import BaseUserFunctionVariable, BoundMethodOfVariable, UserMethodVariable
+    from .nn_module import NNModuleVariable
+    from .torch_vars import TorchVariable
+
+    if isinstance(obj, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable, TorchVariable,
+                        NNModuleVariable, BoundMethodOfVariable)):
+        return TRUE
+    return ConstantVariable(callable(_python_type(tx, obj)) and hasattr(_python_type(tx, obj), "__call__")
+                            if not isinstance(_python_type(tx, obj), type) else
+                            any("__call__" in k.__dict__ for k in _python_type(tx, obj).__mro__[:-1]))
+
+
+@_handler(builtins.range)
+def _range(tx, *args):
+    if all(a.is_python_constant() for a in args):
+        try:
+            return ConstantVariable(range(*[a.as_python_constant() for a in args]))
+        except (TypeError, ValueError) as e:
+            raise GraphBreak("DL0010", f"range() raised {type(e).__name__}") from e
+    raise GraphBreak("DL0009", "range() with arguments not known at trace time")
+
+
+def _iter_items(tx, obj) -> list:
+    return obj.unpack(tx)
+
+
+@_handler(builtins.enumerate)
+def _enumerate(tx, iterable, start=None):
+    from .containers import ListIteratorVariable, TupleVariable
+
+    s = start.as_python_constant() if start is not None else 0
+    return ListIteratorVariable([TupleVariable([ConstantVariable(i + s), v])
+                                 for i, v in enumerate(_iter_items(tx, iterable))])
+
+
+@_handler(builtins.zip)
+def _zip(tx, *iterables, strict=None):
+    from .containers import ListIteratorVariable, TupleVariable
+
+    lists = [_iter_items(tx, it) for it in iterables]
+    if strict is not None and strict.as_python_constant() and len({len(x) for x in lists}) > 1:
+        raise GraphBreak("DL0010", "zip(strict=True) with unequal lengths")
+    return ListIteratorVariable([TupleVariable(list(group)) for group in zip(*lists)])
+
+
+@_handler(builtins.reversed)
+def _reversed(tx, seq):
+    from .containers import ListIteratorVariable
+
+    return ListIteratorVariable(list(reversed(_iter_items(tx, seq))))
+
+
+@_handler(builtins.iter)
+def _iter(tx, obj, *sentinel):
+    from .containers import ListIteratorVariable
+
+    if sentinel:
+        raise GraphBreak("DL0003", "iter() with a sentinel")
+    if isinstance(obj, ListIteratorVariable):
+        return obj
+    return ListIteratorVariable(_iter_items(tx, obj))
+
+
+@_handler(builtins.next)
+def _next(tx, it, *default):
+    from .containers import ListIteratorVariable
+
+    if not isinstance(it, ListIteratorVariable):
+        raise GraphBreak("DL0003", f"next() on {it.describe()}")
+    item = it.next_item(tx)
+    if item is None:
+        if default:
+            return default[0]
+        raise GraphBreak("DL0010", "next() raised StopIteration")
+    return item
+
+
+def sort_items(tx, items, kwargs):
+    key = kwargs.get("key")
+    reverse = kwargs.get("reverse", FALSE).as_python_constant()
+    if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
+        keys = [key.call_function(tx, [i], {}) for i in items]
+    else:
+        keys = items
+    if not all(k.is_python_constant() for k in keys):
+        raise GraphBreak("DL0009", "sorting values not known at trace time")
+    order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
+    return [items[i] for i in order]
+
+
+@_handler(builtins.sorted)
+def _sorted(tx, iterable, **kwargs):
+    from .containers import ListVariable
+
+    return ListVariable(sort_items(tx, _iter_items(tx, iterable), kwargs))
+
+
+def _minmax(fn):
+    def impl(tx, *args, **kwargs):
+        from .tensor import TensorVariable
+
+        items = list(args) if len(args) > 1 else _iter_items(tx, args[0])
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            raise GraphBreak("DL0010", f"{fn.__name__}() of an empty sequence")
+        if any(isinstance(i, TensorVariable) for i in items):
+            raise GraphBreak("DL0007", f"{fn.__name__}() of tensors compares tensor data")
+        key = kwargs.get("key")
+        keys = [key.call_function(tx, [i], {}) for i in items] if key is not None else items
+        if not all(k.is_python_constant() for k in keys):
+            raise GraphBreak("DL0009", f"{fn.__name__}() of values not known at trace time")
+        values = [k.as_python_constant() for k in keys]
+        return items[values.index(fn(values))]
+    return impl
+
+
+_HANDLERS[builtins.min] = _minmax(min)
+_HANDLERS[builtins.max] = _minmax(max)
+
+
+@_handler(builtins.sum)
+def _sum(tx, iterable, start=None):
+    from .arith import binary_op
+
+    total = start if start is not None else ConstantVariable(0)
+    for item in _iter_items(tx, iterable):
+        total = binary_op(tx, "+", total, item)
+    return total
+
+
+@_handler(builtins.abs)
+def _abs(tx, x):
+    from .arith import apply_operator
+
+    return apply_operator(tx, operator.abs, [x])
+
+
+def _make_all_any(fn):
+    def impl(tx, iterable):
+        from .arith import truth
+
+        for item in _iter_items(tx, iterable):
+            t = truth(tx, item)
+            if fn is builtins.all and not t:
+                return FALSE
+            if fn is builtins.any and t:
+                return TRUE
+        return ConstantVariable(fn is builtins.all)
+    return impl
+
+
+_HANDLERS[builtins.all] = _make_all_any(builtins.all)
+_HANDLERS[builtins.any] = _make_all_any(builtins.any)
+
+
+@_handler(builtins.map)
+def _map(tx, fn, *iterables):
+    from .containers import ListIteratorVariable
+
+    lists = [_iter_items(tx, it) for it in iterables]
+    return ListIteratorVariable([fn.call_function(tx, list(group), {}) for group in zip(*lists)])
+
+
+@_handler(builtins.filter)
+def _filter(tx, fn, iterable):
+    from .arith import truth
+    from .containers import ListIteratorVariable
+
+    out = []
+    for item in _iter_items(tx, iterable):
+        keep = item if fn.is_python_constant() and fn.as_python_constant() is None else fn.call_function(tx, [item], {})
+        if truth(tx, keep):
+            out.append(item)
+    return ListIteratorVariable(out)
+
+
+@_handler(builtins.tuple)
+def _tuple(tx, iterable=None):
+    from .containers import TupleVariable
+
+    return TupleVariable(_iter_items(tx, iterable) if iterable is not None else [])
+
+
+@_handler(builtins.list)
+def _list(tx, iterable=None):
+    from .containers import ListVariable
+
+    return ListVariable(_iter_items(tx, iterable) if iterable is not None else [])
+
+
+def _make_set(frozen):
+    def impl(tx, iterable=None):
+        from .containers import SetVariable
+
+        return SetVariable(_iter_items(tx, iterable) if iterable is not None else [], frozen=frozen)
+    return impl
+
+
+_HANDLERS[builtins.set] = _make_set(False)
+_HANDLERS[builtins.frozenset] = _make_set(True)
+
+
+@_handler(builtins.dict)
+def _dict(tx, *args, **kwargs):
+    from .containers import DictVariable
+
+    result = DictVariable({})
+    if args:
+        src = args[0]
+        if isinstance(src, DictVariable):
+            result.items.update(src.items)
+        else:
+            for pair in _iter_items(tx, src):
+                k, v = pair.unpack(tx)
+                result.items[result._key(k)] = v
+    result.items.update(kwargs)
+    return result
+
+
+def _scalar_conversion(fn):
+    def impl(tx, *args, **kwargs):
+        from .tensor import TensorVariable
+
+        if args and isinstance(args[0], TensorVariable):
+            raise GraphBreak("DL0007", f"{fn.__name__}(tensor) reads a value out of the tensor")
+        if args and not args[0].is_python_constant():
+            if fn is bool:
+                from .arith import truth
+
+                return ConstantVariable(truth(tx, args[0]))
+            if fn is str:
+                raise GraphBreak("DL0003", f"str() of {args[0].describe()}")
+        return None  # fold as a pure builtin
+    return impl
+
+
+for _fn in (int, float, bool, str, complex):
+    _HANDLERS[_fn] = _scalar_conversion(_fn)
+
+
+@_handler(builtins.print)
+def _print(tx, *args, **kwargs):
+    raise GraphBreak("DL0014", "print() writes to stdout")
+
+
+@_handler(builtins.super)
+def _super(tx, *args):
+    from .user_objects import SuperVariable
+
+    if args:
+        if len(args) != 2:
+            raise GraphBreak("DL0003", "super() with one argument")
+        return SuperVariable(args[0].as_python_constant(), args[1])
+    cls, obj = tx.zero_arg_super()
+    return SuperVariable(cls, obj)
+
+
+@_handler(object.__setattr__)
+def _object_setattr(tx, obj, name, value):
+    from .user_objects import _ObjectLike
+
+    if isinstance(obj, _ObjectLike) and name.is_python_constant():
+        tx.output.side_effects.store_attr(obj, name.as_python_constant(), value)
+        return NONE
+    raise GraphBreak("DL0008", "object.__setattr__ on this value")
+
+
+@_handler(object.__init__)
+def _object_init(tx, *args, **kwargs):
+    return NONE
+
+
+@_handler(builtins.id)
+def _id(tx, obj):
+    raise GraphBreak("DL0003", "id() of a traced value")
+
+
+@_handler(builtins.hash)
+def _hash(tx, obj):
+    return None
+
+
+def _make_numeric(fn):
+    def impl(tx, *args):
+        from .arith import apply_operator
+        from .tensor import TensorVariable, record_op
+
+        if not any(isinstance(a, TensorVariable) for a in args):
+            return None  # fold as a pure builtin
+        if fn is builtins.pow and len(args) == 2:
+            return apply_operator(tx, operator.pow, list(args))
+        if fn is builtins.round and len(args) == 1:
+            return record_op(tx, "call_method", "round", [args[0]], {})
+        raise GraphBreak("DL0003", f"{fn.__name__}() on a tensor")
+    return impl
+
+
+for _fn in (builtins.divmod, builtins.pow, builtins.round):
+    _HANDLERS[_fn] = _make_numeric(_fn)
+
+
+@_handler(functools.reduce)
+def _reduce(tx, fn, iterable, *initial):
+    items = _iter_items(tx, iterable)
+    if initial:
+        acc = initial[0]
+    elif items:
+        acc, items = items[0], items[1:]
+    else:
+        raise GraphBreak("DL0010", "reduce() of empty iterable")
+    for item in items:
+        acc = fn.call_function(tx, [acc, item], {})
+    return acc
+
+
+@_handler(functools.partial)
+def _partial(tx, fn, *args, **kwargs):
+    from .functions import PartialVariable
+
+    return PartialVariable(fn, list(args), dict(kwargs))
+
+
+@_handler(itertools.chain)
+def _chain(tx, *iterables):
+    from .containers import ListIteratorVariable
+
+    out = []
+    for it in iterables:
+        out.extend(_iter_items(tx, it))
+    return ListIteratorVariable(out)
+
+
+@_handler(itertools.product)
+def _product(tx, *iterables, repeat=None):
+    from .containers import ListIteratorVariable, TupleVariable
+
+    lists = [_iter_items(tx, it) for it in iterables]
+    r = repeat.as_python_constant() if repeat is not None else 1
+    return ListIteratorVariable([TupleVariable(list(p)) for p in itertools.product(*lists, repeat=r)])
+
+
+@_handler(math.prod)
+def _prod(tx, iterable, start=None):
+    from .arith import binary_op
+
+    total = start if start is not None else ConstantVariable(1)
+    for item in _iter_items(tx, iterable):
+        total = binary_op(tx, "*", total, item)
+    return total

@@ -1,0 +1,115 @@
+"""Python constants: None, bool, int, float, complex, str, bytes, Ellipsis,
+slices, ranges, torch.dtype, torch.device, torch.layout, torch.memory_format.
+
+Operations on constants are folded at trace time by calling the real
+operation on the real values (they are immutable, so this is exact).
+Tested by tests/test_values.py.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+
+CONSTANT_TYPES = (
+    type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
+    torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
+)
+
+
+def is_constant_value(value: Any) -> bool:
+    if isinstance(value, (range, slice)):
+        return True
+    if type(value) in CONSTANT_TYPES:
+        return True
+    if type(value) in (tuple, frozenset) and all(is_constant_value(v) for v in value):
+        return False  # containers are tracked as containers, not constants
+    return False
+
+
+# Methods that never mutate and never depend on anything but their arguments.
+_PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice,
+               torch.dtype, torch.device)
+
+
+class ConstantVariable(VariableTracker):
+    """An immutable value known exactly at trace time."""
+
+    def __init__(self, value: Any, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def _repr_body(self):
+        return repr(self.value)
+
+    def describe(self):
+        return f"constant {self.value!r}"
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def is_python_constant(self):
+        return True
+
+    def truthiness(self, tx):
+        return bool(self.value)
+
+    def has_len(self):
+        return isinstance(self.value, (str, bytes, range))
+
+    def unpack(self, tx):
+        if isinstance(self.value, (str, bytes, range)):
+            return [ConstantVariable(v) for v in self.value]
+        raise GraphBreak("DL0005", f"cannot iterate over {self.describe()}")
+
+    def var_getattr(self, tx, name):
+        try:
+            value = getattr(self.value, name)
+        except AttributeError as e:
+            raise GraphBreak("DL0011", f"{type(self.value).__name__} has no attribute {name!r}") from e
+        if callable(value) and not isinstance(value, CONSTANT_TYPES):
+            from .functions import ConstantMethodVariable
+
+            return ConstantMethodVariable(self, name)
+        return ConstantVariable(value)
+
+    def call_method(self, tx, name, args, kwargs):
+        from .containers import wrap_constant_result
+
+        if all(a.is_python_constant() for a in args) and all(
+            v.is_python_constant() for v in kwargs.values()
+        ) and isinstance(self.value, _PURE_TYPES):
+            fn = getattr(self.value, name, None)
+            if fn is None:
+                raise GraphBreak("DL0011", f"{type(self.value).__name__} has no attribute {name!r}")
+            try:
+                result = fn(*[a.as_python_constant() for a in args],
+                            **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # noqa: BLE001 - the real call raises: let Python raise it
+                raise GraphBreak("DL0010", f"{type(self.value).__name__}.{name} raised {type(e).__name__}") from e
+            return wrap_constant_result(result)
+        if name in ("__eq__", "__ne__") and len(args) == 1:
+            from .arith import compare
+
+            return compare(tx, "==" if name == "__eq__" else "!=", self, args[0])
+        if name == "format" and isinstance(self.value, str):
+            raise GraphBreak("DL0010", "str.format with non-constant arguments")
+        raise GraphBreak("DL0003", f"method {type(self.value).__name__}.{name} with these arguments")
+
+    def reconstruct(self, cg):
+        cg.load_const(self.value)
+
+    def can_reconstruct(self):
+        return True
+
+
+TRUE = ConstantVariable(True)
+FALSE = ConstantVariable(False)
+NONE = ConstantVariable(None)
+

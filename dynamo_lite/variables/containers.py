@@ -1,0 +1,681 @@
+"""Containers: tuple, list, torch.Size, namedtuple, structseq, dict, set, iterators.
+
+Immutable containers (tuple, Size) hold a fixed list of item trackers.  Lists,
+dicts and sets are mutable: their trackers are mutated in place, and when
+they came from the frame's inputs (they have a source) the side-effect log
+records that the real object must be updated after the graph runs.
+Tested by tests/test_containers.py.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable, NONE
+
+
+def wrap_constant_result(value: Any) -> VariableTracker:
+    """Wrap a plain Python value computed at trace time from constants."""
+    if isinstance(value, torch.Size):
+        return SizeVariable([ConstantVariable(int(v)) for v in value])
+    if type(value) is tuple:
+        return TupleVariable([wrap_constant_result(v) for v in value])
+    if type(value) is list:
+        return ListVariable([wrap_constant_result(v) for v in value])
+    if type(value) is dict:
+        return DictVariable({k: wrap_constant_result(v) for k, v in value.items()})
+    if type(value) in (set, frozenset):
+        return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
+    from .constant import is_constant_value
+
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    raise GraphBreak("DL0009", f"a {type(value).__name__} computed at trace time cannot be tracked")
+
+
+class BaseListVariable(VariableTracker):
+    """Shared behaviour of tuple-like and list-like containers."""
+
+    def __init__(self, items: list, source=None):
+        super().__init__(source)
+        self.items = list(items)
+
+    def _repr_body(self):
+        return ", ".join(repr(i) for i in self.items[:6]) + (", ..." if len(self.items) > 6 else "")
+
+    def has_len(self):
+        return True
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def is_python_constant(self):
+        return all(i.is_python_constant() for i in self.items)
+
+    def as_python_constant(self):
+        return self.python_type()([i.as_python_constant() for i in self.items])
+
+    def truthiness(self, tx):
+        return bool(self.items)
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        if not index.is_python_constant():
+            raise GraphBreak("DL0009", f"indexing a {self.python_type().__name__} with {index.describe()}")
+        key = index.as_python_constant()
+        try:
+            if isinstance(key, slice):
+                return self.clone_with(self.items[key])
+            return self.items[key.__index__() if not isinstance(key, int) else key]
+        except (IndexError, TypeError, AttributeError) as e:
+            raise GraphBreak("DL0010", f"{self.python_type().__name__} index raised {type(e).__name__}") from e
+
+    def clone_with(self, items):
+        return type(self)(items)
+
+    def var_getattr(self, tx, name):
+        from .functions import ContainerMethodVariable
+
+        if hasattr(self.python_type(), name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "__contains__" and len(args) == 1:
+            from .arith import contains
+
+            return contains(tx, args[0], self)
+        if name in ("index", "count") and not kwargs:
+            if all(i.is_python_constant() for i in self.items) and all(a.is_python_constant() for a in args):
+                values = [i.as_python_constant() for i in self.items]
+                try:
+                    return ConstantVariable(getattr(values, name)(*[a.as_python_constant() for a in args]))
+                except ValueError as e:
+                    raise GraphBreak("DL0010", f"{name} raised ValueError") from e
+            if name == "index" and len(args) == 1:
+                for i, item in enumerate(self.items):
+                    if item is args[0]:
+                        return ConstantVariable(i)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return VariableTracker.reconstruct(self, cg)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_LIST" if self.python_type() is list else "BUILD_TUPLE", len(self.items))
+
+    def can_reconstruct(self):
+        return all(i.can_reconstruct() for i in self.items)
+
+
+class TupleVariable(BaseListVariable):
+    def python_type(self):
+        return tuple
+
+    def describe(self):
+        return "tuple"
+
+
+class SizeVariable(TupleVariable):
+    """torch.Size of static ints."""
+
+    def python_type(self):
+        return torch.Size
+
+    def describe(self):
+        return "torch.Size"
+
+    def as_python_constant(self):
+        return torch.Size([i.as_python_constant() for i in self.items])
+
+    def clone_with(self, items):
+        return SizeVariable(items) if not isinstance(items, VariableTracker) else items
+
+    def getitem(self, tx, index):
+        result = super().getitem(tx, index)
+        if isinstance(result, SizeVariable) or isinstance(result, ConstantVariable):
+            return result
+        return result
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "numel" and not args:
+            n = 1
+            for i in self.items:
+                n *= i.as_python_constant()
+            return ConstantVariable(n)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.load_const(self.as_python_constant())
+
+
+class StructSeqVariable(TupleVariable):
+    """torch.return_types.* results (e.g. torch.max(x, dim)): a tuple with field names."""
+
+    def __init__(self, struct_type, items, source=None):
+        super().__init__(items, source)
+        self.struct_type = struct_type
+
+    def python_type(self):
+        return self.struct_type
+
+    def clone_with(self, items):
+        return TupleVariable(items)
+
+    def var_getattr(self, tx, name):
+        fields = [f for f in dir(self.struct_type) if not f.startswith("_") and
+                  isinstance(getattr(self.struct_type, f), type(self.struct_type.__dict__.get(f)))]
+        names = _structseq_fields(self.struct_type)
+        if name in names:
+            return self.items[names.index(name)]
+        del fields
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        cg.load_callable(self.struct_type)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_TUPLE", len(self.items))
+        cg.call(1)
+
+
+def _structseq_fields(struct_type) -> list[str]:
+    n = struct_type.n_fields
+    dummy = struct_type(tuple(range(n)))
+    names = [f for f in dir(dummy) if not f.startswith("_") and f not in ("count", "index", "n_fields",
+                                                                       "n_sequence_fields", "n_unnamed_fields")]
+    return sorted(names, key=lambda f: getattr(dummy, f))
+
+
+class NamedTupleVariable(TupleVariable):
+    """An instance of a collections.namedtuple / typing.NamedTuple class."""
+
+    def __init__(self, tuple_type, items, source=None):
+        super().__init__(items, source)
+        self.tuple_type = tuple_type
+
+    def python_type(self):
+        return self.tuple_type
+
+    def describe(self):
+        return f"namedtuple {self.tuple_type.__name__}"
+
+    def clone_with(self, items):
+        return TupleVariable(items)
+
+    def as_python_constant(self):
+        return self.tuple_type(*[i.as_python_constant() for i in self.items])
+
+    def var_getattr(self, tx, name):
+        fields = list(self.tuple_type._fields)
+        if name in fields:
+            return self.items[fields.index(name)]
+        if name == "_fields":
+            return TupleVariable([ConstantVariable(f) for f in fields])
+        if name in ("_asdict", "_replace"):
+            from .functions import ContainerMethodVariable
+
+            return ContainerMethodVariable(self, name)
+        attr = getattr(self.tuple_type, name, None)
+        if attr is not None and callable(attr):
+            from .functions import UserMethodVariable, UserFunctionVariable
+            import types
+
+            if isinstance(attr, types.FunctionType):
+                return UserMethodVariable(attr, self)
+            del UserFunctionVariable
+        if isinstance(attr, property):
+            from .functions import UserFunctionVariable
+
+            return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = list(self.tuple_type._fields)
+        if name == "_asdict":
+            return DictVariable(dict(zip(fields, self.items)))
+        if name == "_replace":
+            items = list(self.items)
+            for k, v in kwargs.items():
+                items[fields.index(k)] = v
+            return NamedTupleVariable(self.tuple_type, items)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return VariableTracker.reconstruct(self, cg)
+        cg.load_callable(self.tuple_type)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.call(len(self.items))
+
+
+class ListVariable(BaseListVariable):
+    """A list; mutated in place.  ``mutable_local`` lists were created in the trace."""
+
+    def __init__(self, items, source=None):
+        super().__init__(items, source)
+        self.mutable_local = source is None
+
+    def python_type(self):
+        return list
+
+    def describe(self):
+        return "list"
+
+    def clone_with(self, items):
+        return ListVariable(items)
+
+    def is_python_constant(self):
+        return False
+
+    def call_method(self, tx, name, args, kwargs):
+        se = tx.output.side_effects
+        items = self.items
+        if name == "append" and len(args) == 1:
+            se.mutate(self)
+            items.append(args[0])
+            return NONE
+        if name == "extend" and len(args) == 1:
+            new = args[0].unpack(tx)
+            se.mutate(self)
+            items.extend(new)
+            return NONE
+        if name == "insert" and len(args) == 2 and args[0].is_python_constant():
+            se.mutate(self)
+            items.insert(args[0].as_python_constant(), args[1])
+            return NONE
+        if name == "pop" and len(args) <= 1:
+            if not items:
+                raise GraphBreak("DL0010", "pop from an empty list")
+            idx = args[0].as_python_constant() if args else -1
+            se.mutate(self)
+            return items.pop(idx)
+        if name == "clear" and not args:
+            se.mutate(self)
+            items.clear()
+            return NONE
+        if name == "reverse" and not args:
+            se.mutate(self)
+            items.reverse()
+            return NONE
+        if name == "copy" and not args:
+            return ListVariable(list(items))
+        if name == "remove" and len(args) == 1:
+            for i, item in enumerate(items):
+                if item is args[0] or (item.is_python_constant() and args[0].is_python_constant()
+                                       and item.as_python_constant() == args[0].as_python_constant()):
+                    se.mutate(self)
+                    del items[i]
+                    return NONE
+            raise GraphBreak("DL0010", "list.remove of a value not known to be in the list")
+        if name == "sort" and not args:
+            from .builtin import sort_items
+
+            new = sort_items(tx, items, kwargs)
+            se.mutate(self)
+            items[:] = new
+            return NONE
+        if name == "__setitem__" and len(args) == 2:
+            return self.setitem(tx, args[0], args[1])
+        if name == "__delitem__" and len(args) == 1 and args[0].is_python_constant():
+            se.mutate(self)
+            del items[args[0].as_python_constant()]
+            return NONE
+        return super().call_method(tx, name, args, kwargs)
+
+    def setitem(self, tx, key, value):
+        if not key.is_python_constant():
+            raise GraphBreak("DL0009", "list index is not a constant")
+        k = key.as_python_constant()
+        tx.output.side_effects.mutate(self)
+        if isinstance(k, slice):
+            self.items[k] = value.unpack(tx)
+        else:
+            try:
+                self.items[k] = value
+            except IndexError as e:
+                raise GraphBreak("DL0010", "list assignment index out of range") from e
+        return NONE
+
+
+
+class DictVariable(VariableTracker):
+    """A dict with keys known at trace time (constants, or objects by identity)."""
+
+    def __init__(self, items: dict, source=None, dict_type=dict):
+        super().__init__(source)
+        self.items = dict(items)
+        self.mutable_local = source is None
+        self.dict_type = dict_type
+
+    def _repr_body(self):
+        return ", ".join(f"{k!r}: {v!r}" for k, v in list(self.items.items())[:6])
+
+    def python_type(self):
+        return self.dict_type
+
+    def describe(self):
+        return "dict"
+
+    def has_len(self):
+        return True
+
+    def truthiness(self, tx):
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return [key_to_var(k) for k in self.items]
+
+    def _key(self, v: VariableTracker):
+        if v.is_python_constant():
+            value = v.as_python_constant()
+            try:
+                hash(value)
+            except TypeError as e:
+                raise GraphBreak("DL0010", "unhashable dict key") from e
+            return value
+        from .user_objects import identity_key
+
+        key = identity_key(v)
+        if key is not None:
+            return key
+        raise GraphBreak("DL0009", f"dict key {v.describe()} is not known at trace time")
+
+    def getitem(self, tx, key):
+        k = self._key(key)
+        if k not in self.items:
+            raise GraphBreak("DL0010", f"dict has no key {k!r} (KeyError)")
+        return self.items[k]
+
+    def var_getattr(self, tx, name):
+        from .functions import ContainerMethodVariable
+
+        if hasattr(dict, name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        se = tx.output.side_effects
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self._key(args[0]) in self.items)
+        if name == "get" and 1 <= len(args) <= 2:
+            k = self._key(args[0])
+            return self.items.get(k, args[1] if len(args) == 2 else NONE)
+        if name == "keys" and not args:
+            return DictViewVariable(self, "keys")
+        if name == "values" and not args:
+            return DictViewVariable(self, "values")
+        if name == "items" and not args:
+            return DictViewVariable(self, "items")
+        if name == "__setitem__" and len(args) == 2:
+            se.mutate(self)
+            self.items[self._key(args[0])] = args[1]
+            return NONE
+        if name == "__delitem__" and len(args) == 1:
+            k = self._key(args[0])
+            if k not in self.items:
+                raise GraphBreak("DL0010", "KeyError in del")
+            se.mutate(self)
+            del self.items[k]
+            return NONE
+        if name == "pop" and 1 <= len(args) <= 2:
+            k = self._key(args[0])
+            if k in self.items:
+                se.mutate(self)
+                return self.items.pop(k)
+            if len(args) == 2:
+                return args[1]
+            raise GraphBreak("DL0010", "KeyError in dict.pop")
+        if name == "setdefault" and 1 <= len(args) <= 2:
+            k = self._key(args[0])
+            if k not in self.items:
+                se.mutate(self)
+                self.items[k] = args[1] if len(args) == 2 else NONE
+            return self.items[k]
+        if name == "update":
+            se.mutate(self)
+            if args:
+                other = args[0]
+                if isinstance(other, DictVariable):
+                    self.items.update(other.items)
+                else:
+                    for pair in other.unpack(tx):
+                        k, v = pair.unpack(tx)
+                        self.items[self._key(k)] = v
+            for k, v in kwargs.items():
+                self.items[k] = v
+            return NONE
+        if name == "clear" and not args:
+            se.mutate(self)
+            self.items.clear()
+            return NONE
+        if name == "copy" and not args:
+            return DictVariable(dict(self.items), dict_type=self.dict_type)
+        return super().call_method(tx, name, args, kwargs)
+
+    def is_python_constant(self):
+        return False
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        if self.dict_type is not dict:
+            cg.load_callable(self.dict_type)
+        for k, v in self.items.items():
+            cg.reconstruct(key_to_var(k))
+            cg.reconstruct(v)
+        cg.emit("BUILD_MAP", len(self.items))
+        if self.dict_type is not dict:
+            cg.call(1)
+
+    def can_reconstruct(self):
+        return all(v.can_reconstruct() for v in self.items.values())
+
+
+def key_to_var(k) -> VariableTracker:
+    from .user_objects import IdentityKey
+
+    if isinstance(k, IdentityKey):
+        return k.var
+    return wrap_constant_result(k) if isinstance(k, tuple) else ConstantVariable(k)
+
+
+class DictViewVariable(VariableTracker):
+    """dict.keys() / .values() / .items() of a tracked dict."""
+
+    def __init__(self, dict_var: DictVariable, kind: str):
+        super().__init__()
+        self.dict_var = dict_var
+        self.kind = kind
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def has_len(self):
+        return True
+
+    def unpack(self, tx):
+        d = self.dict_var
+        if self.kind == "keys":
+            return [key_to_var(k) for k in d.items]
+        if self.kind == "values":
+            return list(d.items.values())
+        return [TupleVariable([key_to_var(k), v]) for k, v in d.items.items()]
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__":
+            return ConstantVariable(len(self.dict_var.items))
+        if name == "__contains__" and len(args) == 1 and self.kind == "keys":
+            return self.dict_var.call_method(tx, "__contains__", args, {})
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.dict_var)
+        cg.load_method(self.kind)
+        cg.call_method(0)
+
+    def can_reconstruct(self):
+        return self.dict_var.can_reconstruct()
+
+
+class SetVariable(VariableTracker):
+    """A set of constants (or identity-keyed objects)."""
+
+    def __init__(self, items: list, source=None, frozen=False):
+        super().__init__(source)
+        self.frozen = frozen
+        self.items: dict = {}
+        for item in items:
+            self.items[self._key(item)] = item
+        self.mutable_local = source is None and not frozen
+
+    @staticmethod
+    def _key(v):
+        if v.is_python_constant():
+            return v.as_python_constant()
+        from .user_objects import identity_key
+
+        key = identity_key(v)
+        if key is None:
+            raise GraphBreak("DL0009", f"set element {v.describe()} is not hashable at trace time")
+        return key
+
+    def python_type(self):
+        return frozenset if self.frozen else set
+
+    def has_len(self):
+        return True
+
+    def truthiness(self, tx):
+        return bool(self.items)
+
+    def is_python_constant(self):
+        return all(v.is_python_constant() for v in self.items.values())
+
+    def as_python_constant(self):
+        return self.python_type()(v.as_python_constant() for v in self.items.values())
+
+    def unpack(self, tx):
+        if self.is_python_constant():
+            # iterate in the order the real set would
+            order = list(self.as_python_constant())
+            return [self.items[k] for k in order]
+        return list(self.items.values())
+
+    def call_method(self, tx, name, args, kwargs):
+        se = tx.output.side_effects
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self._key(args[0]) in self.items)
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "add" and len(args) == 1 and not self.frozen:
+            se.mutate(self)
+            self.items.setdefault(self._key(args[0]), args[0])
+            return NONE
+        if name == "discard" and len(args) == 1 and not self.frozen:
+            se.mutate(self)
+            self.items.pop(self._key(args[0]), None)
+            return NONE
+        if name in ("union", "intersection", "difference", "issubset", "issuperset", "__or__", "__and__",
+                    "__sub__", "symmetric_difference", "__xor__") and self.is_python_constant():
+            others = [a.as_python_constant() if a.is_python_constant() else None for a in args]
+            if None not in others:
+                return wrap_constant_result(getattr(self.as_python_constant(), name)(*others))
+        if name == "update" and not self.frozen:
+            se.mutate(self)
+            for a in args:
+                for item in a.unpack(tx):
+                    self.items.setdefault(self._key(item), item)
+            return NONE
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        from .functions import ContainerMethodVariable
+
+        if hasattr(set, name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        if self.frozen:
+            cg.load_callable(frozenset)
+        for v in self.items.values():
+            cg.reconstruct(v)
+        cg.emit("BUILD_SET", len(self.items))
+        if self.frozen:
+            cg.call(1)
+
+    def can_reconstruct(self):
+        return all(v.can_reconstruct() for v in self.items.values())
+
+
+class ListIteratorVariable(VariableTracker):
+    """An iterator over items known at trace time (lists, tuples, ranges, dict keys, zip, ...)."""
+
+    mutable_local = True
+
+    def __init__(self, items: list, index: int = 0):
+        super().__init__()
+        self.items = items
+        self.index = index
+
+    def python_type(self):
+        return type(iter(()))
+
+    def describe(self):
+        return "iterator"
+
+    def next_item(self, tx):
+        if self.index >= len(self.items):
+            return None
+        item = self.items[self.index]
+        self.index += 1
+        return item
+
+    def unpack(self, tx):
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return list(rest)
+
+    def reconstruct(self, cg):
+        cg.load_callable(iter)
+        for item in self.items[self.index:]:
+            cg.reconstruct(item)
+        cg.emit("BUILD_TUPLE", len(self.items) - self.index)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return all(i.can_reconstruct() for i in self.items[self.index:])
+
+
+class SliceVariable(VariableTracker):
+    """slice(a, b, c) where some part is not a constant (e.g. a tensor)."""
+
+    def __init__(self, parts):
+        super().__init__()
+        self.parts = parts
+
+    def python_type(self):
+        return slice
+
+    def reconstruct(self, cg):
+        for p in self.parts:
+            cg.reconstruct(p)
+        cg.emit("BUILD_SLICE", len(self.parts))
+
+    def can_reconstruct(self):
+        return all(p.can_reconstruct() for p in self.parts)

@@ -1,0 +1,384 @@
+"""Callables: user functions (inlined), nested functions made in the trace,
+bound methods, and the bound methods of tensors, containers and constants.
+
+Calling a user function inlines it: a child translator runs its bytecode over
+the same output graph (symbolic/inliner.py).  A function from a file we do not
+trace (the standard library, torch internals) is not inlined: the call breaks
+the graph so Python runs it.
+Tested by tests/test_functions.py.
+"""
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any, Optional
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+
+class BaseUserFunctionVariable(VariableTracker):
+    def get_code(self) -> types.CodeType:
+        raise NotImplementedError
+
+    def get_globals(self) -> dict:
+        raise NotImplementedError
+
+    def fn_name(self) -> str:
+        return self.get_code().co_name
+
+    def describe(self):
+        return f"function {self.fn_name()}"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def bind_args(self, tx, args: list, kwargs: dict) -> dict:
+        """Map call arguments to the callee's parameter names (like CPython)."""
+        raise NotImplementedError
+
+    def closure_cells(self, tx) -> list:
+        """Trackers of the callee's free-variable cells, in co_freevars order."""
+        raise NotImplementedError
+
+    def call_function(self, tx, args, kwargs):
+        return tx.inline_user_function(self, args, kwargs)
+
+
+def _bind(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dict:
+    """Bind trackers to parameters following CPython's rules; TypeError -> break."""
+    from .containers import DictVariable, TupleVariable
+
+    nposargs = code.co_argcount
+    nkwonly = code.co_kwonlyargcount
+    names = code.co_varnames
+    pos_names = names[:nposargs]
+    kwonly_names = names[nposargs:nposargs + nkwonly]
+    has_varargs = bool(code.co_flags & 0x04)
+    has_varkw = bool(code.co_flags & 0x08)
+    idx = nposargs + nkwonly
+    varargs_name = names[idx] if has_varargs else None
+    varkw_name = names[idx + has_varargs] if has_varkw else None
+    posonly = code.co_posonlyargcount
+    bound: dict = {}
+    for pname, value in zip(pos_names, args):
+        bound[pname] = value
+    extra = list(args[nposargs:])
+    if extra and not has_varargs:
+        raise GraphBreak("DL0012", f"{name}() takes {nposargs} positional arguments but {len(args)} were given")
+    extra_kw = {}
+    for key, value in kwargs.items():
+        if key in pos_names[posonly:] or key in kwonly_names:
+            if key in bound:
+                raise GraphBreak("DL0012", f"{name}() got multiple values for argument {key!r}")
+            bound[key] = value
+        elif has_varkw:
+            extra_kw[key] = value
+        else:
+            raise GraphBreak("DL0012", f"{name}() got an unexpected keyword argument {key!r}")
+    ndefaults = len(defaults)
+    for i, pname in enumerate(pos_names):
+        if pname not in bound:
+            di = i - (nposargs - ndefaults)
+            if di >= 0:
+                bound[pname] = defaults[di]
+            else:
+                raise GraphBreak("DL0012", f"{name}() missing required argument {pname!r}")
+    for pname in kwonly_names:
+        if pname not in bound:
+            if pname in kwdefaults:
+                bound[pname] = kwdefaults[pname]
+            else:
+                raise GraphBreak("DL0012", f"{name}() missing keyword-only argument {pname!r}")
+    if has_varargs:
+        bound[varargs_name] = TupleVariable(extra)
+    if has_varkw:
+        bound[varkw_name] = DictVariable(extra_kw)
+    return bound
+
+
+class UserFunctionVariable(BaseUserFunctionVariable):
+    """A real Python function object (from globals, attributes, closures)."""
+
+    def __init__(self, fn: types.FunctionType, source=None):
+        super().__init__(source)
+        if isinstance(fn, staticmethod):
+            fn = fn.__func__
+        self.fn = fn
+
+    def _repr_body(self):
+        return self.fn.__qualname__
+
+    def get_code(self):
+        return self.fn.__code__
+
+    def get_globals(self):
+        return self.fn.__globals__
+
+    def as_python_constant(self):
+        return self.fn
+
+    def is_python_constant(self):
+        return True
+
+    def bind_args(self, tx, args, kwargs):
+        from .builder import wrap
+        from ..source import AttrSource, ItemSource
+
+        fn = self.fn
+        defaults = []
+        for i, d in enumerate(fn.__defaults__ or ()):
+            src = ItemSource(AttrSource(self.source, "__defaults__"), i) if self.source else None
+            defaults.append(wrap(tx, d, src))
+        kwdefaults = {}
+        for k, d in (fn.__kwdefaults__ or {}).items():
+            src = ItemSource(AttrSource(self.source, "__kwdefaults__"), k) if self.source else None
+            kwdefaults[k] = wrap(tx, d, src)
+        return _bind(tx, fn.__code__, fn.__name__, defaults, kwdefaults, args, kwargs)
+
+    def closure_cells(self, tx):
+        from .misc import CellVariable
+        from ..source import AttrSource, ItemSource
+
+        cells = []
+        for i, cell in enumerate(self.fn.__closure__ or ()):
+            src = ItemSource(AttrSource(self.source, "__closure__"), i) if self.source else None
+            cells.append(tx.output.cell_for_real(cell, src))
+        return cells
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        from ..source import AttrSource
+
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.fn, name))
+        if name in self.fn.__dict__:
+            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+        if name == "__get__":
+            return GetMethodVariable(self)
+        return super().var_getattr(tx, name)
+
+
+class GetMethodVariable(VariableTracker):
+    """fn.__get__ (binds a function to an object)."""
+
+    def __init__(self, fn_var):
+        super().__init__()
+        self.fn_var = fn_var
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) >= 1:
+            return UserMethodVariable(self.fn_var.fn, args[0])
+        return super().call_function(tx, args, kwargs)
+
+
+class NestedUserFunctionVariable(BaseUserFunctionVariable):
+    """A function created by MAKE_FUNCTION during the trace (closures, lambdas, comprehensions)."""
+
+    def __init__(self, code, f_globals, qualname, defaults, kwdefaults, closure, annotations=None):
+        super().__init__()
+        self.code = code
+        self.f_globals = f_globals
+        self.qualname = qualname
+        self.defaults = defaults  # TupleVariable or None
+        self.kwdefaults = kwdefaults  # DictVariable or None
+        self.closure = closure  # list of CellVariable or None
+        self.annotations = annotations
+
+    def _repr_body(self):
+        return self.qualname
+
+    def get_code(self):
+        return self.code
+
+    def get_globals(self):
+        return self.f_globals
+
+    def bind_args(self, tx, args, kwargs):
+        defaults = list(self.defaults.items) if self.defaults is not None else []
+        kwdefaults = {}
+        if self.kwdefaults is not None:
+            kwdefaults = {k: v for k, v in self.kwdefaults.items.items()}
+        return _bind(tx, self.code, self.code.co_name, defaults, kwdefaults, args, kwargs)
+
+    def closure_cells(self, tx):
+        return list(self.closure or [])
+
+    def var_getattr(self, tx, name):
+        if name in ("__name__",):
+            return ConstantVariable(self.code.co_name)
+        if name == "__qualname__":
+            return ConstantVariable(self.qualname)
+        if name == "__code__":
+            return ConstantVariable(self.code)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        cg.make_function(self)
+
+    def can_reconstruct(self):
+        return all(c.can_reconstruct_as_cell() for c in (self.closure or [])) and (
+            self.defaults is None or self.defaults.can_reconstruct()) and (
+            self.kwdefaults is None or self.kwdefaults.can_reconstruct())
+
+
+class UserMethodVariable(VariableTracker):
+    """A function bound to an object (obj.method)."""
+
+    def __init__(self, fn, obj: VariableTracker, source=None):
+        super().__init__(source)
+        self.fn = fn
+        self.obj = obj
+
+    def _repr_body(self):
+        return getattr(self.fn, "__qualname__", str(self.fn))
+
+    def describe(self):
+        return f"method {getattr(self.fn, '__qualname__', self.fn)}"
+
+    def python_type(self):
+        return types.MethodType
+
+    def call_function(self, tx, args, kwargs):
+        fn_var = self.fn if isinstance(self.fn, VariableTracker) else UserFunctionVariable(self.fn)
+        return fn_var.call_function(tx, [self.obj, *args], kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__func__":
+            return self.fn if isinstance(self.fn, VariableTracker) else UserFunctionVariable(self.fn)
+        if name in ("__name__", "__qualname__"):
+            return ConstantVariable(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_callable(types.MethodType)
+        if isinstance(self.fn, VariableTracker):
+            cg.reconstruct(self.fn)
+        else:
+            cg.load_const(self.fn)
+        cg.reconstruct(self.obj)
+        cg.call(2)
+
+    def can_reconstruct(self):
+        return self.source is not None or self.obj.can_reconstruct()
+
+
+class BoundMethodOfVariable(VariableTracker):
+    """``obj.name`` for a tracker that answers ``call_method`` itself."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        super().__init__()
+        self.obj = obj
+        self.name = name
+
+    def _repr_body(self):
+        return f"{self.obj!r}.{self.name}"
+
+    def describe(self):
+        return f"method {self.name} of {self.obj.describe()}"
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__name__":
+            return ConstantVariable(self.name)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.obj)
+        cg.load_attr(self.name)
+
+    def can_reconstruct(self):
+        return self.obj.can_reconstruct()
+
+
+class TensorMethodVariable(BoundMethodOfVariable):
+    def python_type(self):
+        return types.BuiltinMethodType
+
+
+class ContainerMethodVariable(BoundMethodOfVariable):
+    def python_type(self):
+        return types.BuiltinMethodType
+
+
+class ConstantMethodVariable(BoundMethodOfVariable):
+    def python_type(self):
+        return types.BuiltinMethodType
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return getattr(self.obj.as_python_constant(), self.name)
+
+
+class PartialVariable(VariableTracker):
+    """functools.partial(fn, *args, **kwargs)."""
+
+    def __init__(self, fn: VariableTracker, args: list, kwargs: dict, source=None):
+        super().__init__(source)
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def python_type(self):
+        return functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def var_getattr(self, tx, name):
+        from .containers import DictVariable, TupleVariable
+
+        if name == "func":
+            return self.fn
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "keywords":
+            return DictVariable(dict(self.kwargs))
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_callable(functools.partial)
+        cg.reconstruct(self.fn)
+        for a in self.args:
+            cg.reconstruct(a)
+        for v in self.kwargs.values():
+            cg.reconstruct(v)
+        cg.call(1 + len(self.args) + len(self.kwargs), tuple(self.kwargs))
+
+    def can_reconstruct(self):
+        return self.source is not None or (
+            self.fn.can_reconstruct() and all(a.can_reconstruct() for a in self.args)
+            and all(v.can_reconstruct() for v in self.kwargs.values()))
+
+
+def is_inlinable_function(fn: Any) -> Optional[str]:
+    """None if ``fn`` may be inlined; otherwise the reason it may not."""
+    from ..skipfiles import skip_reason
+
+    if not isinstance(fn, types.FunctionType):
+        return f"{type(fn).__name__} is not a Python function"
+    code = fn.__code__
+    if code.co_flags & (0x80 | 0x100 | 0x200):
+        return "coroutine functions are not inlined"
+    return skip_reason(code.co_filename, code.co_name, inline=True)
+
+
+__all__ = [
+    "BaseUserFunctionVariable", "UserFunctionVariable", "NestedUserFunctionVariable",
+    "UserMethodVariable", "BoundMethodOfVariable", "TensorMethodVariable",
+    "ContainerMethodVariable", "ConstantMethodVariable", "PartialVariable",
+    "GetMethodVariable", "is_inlinable_function",
+]

@@ -1,0 +1,218 @@
+"""Odds and ends: Python modules, closure cells, grad-mode context managers,
+``super()``, and values passed through untouched.
+Tested by tests/test_values.py and tests/test_grad_mode.py.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Optional
+
+import torch
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable, NONE
+
+
+class PythonModuleVariable(VariableTracker):
+    """A module object (math, operator, torch.nn.functional, a user module)."""
+
+    def __init__(self, module: types.ModuleType, source=None):
+        super().__init__(source)
+        self.module = module
+
+    def _repr_body(self):
+        return self.module.__name__
+
+    def python_type(self):
+        return types.ModuleType
+
+    def describe(self):
+        return f"module {self.module.__name__}"
+
+    def as_python_constant(self):
+        return self.module
+
+    def is_python_constant(self):
+        return True
+
+    def var_getattr(self, tx, name):
+        from ..source import AttrSource
+        from .builder import wrap
+
+        try:
+            value = getattr(self.module, name)
+        except AttributeError as e:
+            raise GraphBreak("DL0011", f"module {self.module.__name__!r} has no attribute {name!r}") from e
+        trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
+                                                          "itertools", "collections", "typing", "builtins")
+        source = None if trusted or self.source is None else AttrSource(self.source, name)
+        return wrap(tx, value, source)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.module)
+
+    def can_reconstruct(self):
+        return True
+
+
+class CellVariable(VariableTracker):
+    """A closure cell.
+
+    kind "local": a cell of a frame in the trace (MAKE_CELL); contents tracked here.
+    kind "root": a cell variable or free variable of the frame being compiled;
+        generated code reaches it by name (LOAD_DEREF/STORE_DEREF).
+    kind "real": a real cell object reached through a function's __closure__.
+    """
+
+    def __init__(self, kind: str, contents: Optional[VariableTracker] = None, name: str = "",
+                 real_cell=None, source=None):
+        super().__init__(source)
+        self.kind = kind
+        self.contents = contents
+        self.name = name
+        self.real_cell = real_cell
+
+    def _repr_body(self):
+        return f"{self.kind} {self.name} = {self.contents!r}"
+
+    def can_reconstruct_as_cell(self) -> bool:
+        return self.kind == "root"
+
+    def reconstruct(self, cg):
+        if self.kind == "root":
+            cg.emit_load_closure(self.name)
+            return
+        raise GraphBreak("DL0006", "a closure cell created inside the trace cannot be rebuilt")
+
+
+class GradModeVariable(VariableTracker):
+    """torch.no_grad() / enable_grad() / set_grad_enabled(b) used as a context manager."""
+
+    def __init__(self, enabled: bool, ctx_type: type, sets_on_init: bool = False):
+        super().__init__()
+        self.enabled = enabled
+        self.ctx_type = ctx_type
+        self.sets_on_init = sets_on_init  # set_grad_enabled changes mode when constructed
+        self.prev: Optional[bool] = None
+
+    def python_type(self):
+        return self.ctx_type
+
+    def describe(self):
+        return f"{self.ctx_type.__name__} context"
+
+    def enter(self, tx) -> VariableTracker:
+        if self.prev is None:
+            self.prev = tx.output.grad_enabled
+        tx.output.set_grad_enabled(self.enabled)
+        return NONE
+
+    def exit(self, tx) -> VariableTracker:
+        tx.output.set_grad_enabled(self.prev)
+        return NONE
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        if name == "clone":
+            return GradModeVariable(self.enabled, self.ctx_type)
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        from .functions import BoundMethodOfVariable
+
+        if name in ("__enter__", "__exit__", "clone"):
+            return BoundMethodOfVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_function(self, tx, args, kwargs):
+        # used as a decorator: @torch.no_grad() def f(...)
+        if len(args) == 1 and not kwargs:
+            return GradModeDecoratedVariable(self, args[0])
+        return super().call_function(tx, args, kwargs)
+
+    def reconstruct(self, cg):
+        # Rebuild an *entered* context: its __exit__ must restore the mode that
+        # was current before it.  Generated code runs this after the graph, when
+        # the real grad mode is the one before the with-block.
+        if self.prev is None:
+            cg.load_callable(self.ctx_type)
+            cg.call(0)
+            return
+        cg.load_callable(_reenter_grad_mode)
+        cg.load_const(self.enabled)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return self.prev is not None or not self.sets_on_init
+
+
+class GradModeExitVariable(VariableTracker):
+    """The bound ``__exit__`` that BEFORE_WITH leaves on the stack."""
+
+    def __init__(self, ctx: GradModeVariable):
+        super().__init__()
+        self.ctx = ctx
+
+    def call_function(self, tx, args, kwargs):
+        return self.ctx.exit(tx)
+
+    def reconstruct(self, cg):
+        self.ctx.reconstruct(cg)
+        cg.load_attr("__exit__")
+
+    def can_reconstruct(self):
+        return True
+
+
+class GradModeDecoratedVariable(VariableTracker):
+    """A function wrapped by a grad-mode context used as a decorator."""
+
+    def __init__(self, ctx: GradModeVariable, fn: VariableTracker):
+        super().__init__()
+        self.ctx = ctx
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        ctx = GradModeVariable(self.ctx.enabled, self.ctx.ctx_type)
+        ctx.enter(tx)
+        result = self.fn.call_function(tx, args, kwargs)
+        ctx.exit(tx)
+        return result
+
+
+def _reenter_grad_mode(enabled: bool):
+    ctx = torch.set_grad_enabled(enabled)
+    ctx.__enter__()
+    return ctx
+
+
+class ObjectVariable(VariableTracker):
+    """A value the interpreter only passes around (no operations on it)."""
+
+    def __init__(self, value: Any, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def describe(self):
+        return f"{type(self.value).__name__} object"
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.value)
+
+    def can_reconstruct(self):
+        return True
+
+
+__all__ = ["PythonModuleVariable", "CellVariable", "GradModeVariable", "GradModeExitVariable",
+           "GradModeDecoratedVariable", "ObjectVariable"]

@@ -1,0 +1,310 @@
+"""Tensors: every tensor in the trace is an FX node plus a FakeTensor example.
+
+``record_op`` is the one place a tensor operation enters the graph: it turns
+tracker arguments into node arguments and fake example arguments, runs the
+operation on the fakes (never on real tensors), and wraps the result.  An
+operation that fails on fakes (a shape error the user will see, or an
+operation whose output depends on tensor data) breaks the graph at the
+current instruction, so Python runs it for real and behaves exactly as eager.
+Tested by tests/test_tensor_ops.py.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+)
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+# Tensor methods and attributes that cannot be part of a graph.
+_DATA_DEPENDENT_METHODS = {
+    "item": "Tensor.item() reads a value out of the tensor",
+    "tolist": "Tensor.tolist() reads values out of the tensor",
+    "numpy": "Tensor.numpy() leaves torch",
+    "__bool__": "bool(tensor) depends on tensor data",
+    "__int__": "int(tensor) depends on tensor data",
+    "__float__": "float(tensor) depends on tensor data",
+    "__index__": "using a tensor as an index depends on tensor data",
+    "nonzero": "nonzero() has a data-dependent output shape",
+    "__array__": "converting to numpy leaves torch",
+}
+_SIDE_EFFECT_METHODS = {
+    "backward": "Tensor.backward() runs autograd outside the graph",
+    "register_hook": "Tensor.register_hook() installs a Python hook",
+    "retain_grad": "Tensor.retain_grad() changes autograd state",
+    "requires_grad_": "Tensor.requires_grad_() changes a tensor's autograd flag",
+    "data_ptr": "Tensor.data_ptr() exposes storage addresses",
+    "untyped_storage": "storage access is not traceable",
+    "storage": "storage access is not traceable",
+    "set_": "Tensor.set_() swaps storage",
+    "resize_": "Tensor.resize_() changes storage",
+    "share_memory_": "share_memory_ changes storage",
+    "pin_memory": "pin_memory is not traceable",
+    "record_stream": "record_stream is not traceable",
+    "__setstate__": "pickling protocol",
+    "__reduce_ex__": "pickling protocol",
+}
+# Methods whose result is plain metadata (computed from the fake, no node).
+_METADATA_METHODS = {
+    "size", "dim", "ndimension", "numel", "nelement", "element_size", "stride",
+    "storage_offset", "is_contiguous", "is_floating_point", "is_complex", "is_signed",
+    "get_device", "is_sparse", "__len__", "type_as_dtype", "is_inference",
+}
+_METADATA_ATTRS = {
+    "dtype", "device", "layout", "ndim", "is_cuda", "is_cpu", "is_sparse", "is_quantized",
+    "is_meta", "is_mkldnn", "is_nested", "is_leaf",
+}
+_GRAPH_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
+
+
+class TensorVariable(VariableTracker):
+    """A tensor: its FX node and its FakeTensor example value.
+
+    Attributes:
+        node: the torch.fx Node producing this tensor in the current graph.
+        example: FakeTensor with the tensor's metadata (shape, dtype, ...).
+        source: set for tensors read from the frame's inputs (then ``node``
+            is a placeholder).
+    """
+
+    def __init__(self, node: torch.fx.Node, example: torch.Tensor, source=None):
+        super().__init__(source)
+        self.node = node
+        self.example = example
+
+    def _repr_body(self):
+        return f"{self.node.name}: {str(self.example.dtype).replace('torch.', '')}{list(self.example.shape)}"
+
+    def describe(self):
+        return f"tensor {self.node.name}"
+
+    def python_type(self):
+        return type(self.example) if not _is_fake(self.example) else _real_type(self)
+
+    def truthiness(self, tx):
+        return None
+
+    def has_len(self):
+        return self.example.dim() > 0
+
+    def unpack(self, tx):
+        if self.example.dim() == 0:
+            raise GraphBreak("DL0010", "iteration over a 0-d tensor")
+        return [record_op(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
+                for i in range(self.example.shape[0])]
+
+    # ---- attributes --------------------------------------------------------
+    def var_getattr(self, tx, name):
+        ex = self.example
+        if name in ("shape",):
+            from .containers import SizeVariable
+
+            return SizeVariable([ConstantVariable(int(s)) for s in ex.shape])
+        if name in _METADATA_ATTRS:
+            if name == "is_leaf" and self.source is None:
+                raise GraphBreak("DL0004", "is_leaf of a tensor computed in the graph")
+            return ConstantVariable(getattr(ex, name))
+        if name == "requires_grad":
+            return ConstantVariable(ex.requires_grad)
+        if name in _GRAPH_ATTRS:
+            if name == "data":
+                return record_op(tx, "call_method", "detach", [self], {})
+            return record_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
+        if name == "grad":
+            if self.source is not None:
+                from ..source import AttrSource
+                from .builder import wrap
+
+                return wrap(tx, getattr(tx.output.real_value_of(self), "grad"), AttrSource(self.source, "grad"))
+            raise GraphBreak("DL0004", ".grad of a tensor computed in the graph")
+        if name in ("grad_fn", "_version", "_base", "names"):
+            raise GraphBreak("DL0004", f"Tensor.{name} is not traceable")
+        if name in _DATA_DEPENDENT_METHODS or name in _SIDE_EFFECT_METHODS or hasattr(torch.Tensor, name):
+            from .functions import TensorMethodVariable
+
+            return TensorMethodVariable(self, name)
+        raise GraphBreak("DL0004", f"tensor attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _DATA_DEPENDENT_METHODS:
+            raise GraphBreak("DL0007", _DATA_DEPENDENT_METHODS[name])
+        if name in _SIDE_EFFECT_METHODS:
+            raise GraphBreak("DL0008", _SIDE_EFFECT_METHODS[name])
+        if name in _METADATA_METHODS:
+            fake_args, fake_kwargs = _fake_args(args), {k: _fake_arg(v) for k, v in kwargs.items()}
+            value = getattr(self.example, name if name != "__len__" else "__len__")(*fake_args, **fake_kwargs)
+            from .containers import wrap_constant_result
+
+            return wrap_constant_result(value)
+        if name == "type" and not args and not kwargs:
+            return ConstantVariable(self.example.type() if not _is_fake(self.example) else
+                                    _type_string(self.example))
+        if name == "__getitem__":
+            return record_op(tx, "call_function", operator.getitem, [self, *args], kwargs)
+        if name == "__setitem__":
+            return record_op(tx, "call_function", operator.setitem, [self, *args], kwargs)
+        if name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__mul__",
+                    "__sub__", "__truediv__", "__matmul__", "__neg__", "__radd__", "__rmul__"):
+            return record_op(tx, "call_method", name, [self, *args], kwargs)
+        if name in ("__contains__",):
+            raise GraphBreak("DL0007", "`in` on a tensor depends on tensor data")
+        return record_op(tx, "call_method", name, [self, *args], kwargs)
+
+    def reconstruct(self, cg):
+        cg.reconstruct_tensor(self)
+
+    def can_reconstruct(self):
+        return True
+
+
+def _is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
+def _real_type(tv: TensorVariable):
+    return getattr(tv, "real_type", torch.Tensor)
+
+
+def _type_string(fake) -> str:
+    names = {torch.float32: "FloatTensor", torch.float64: "DoubleTensor", torch.float16: "HalfTensor",
+             torch.bfloat16: "BFloat16Tensor", torch.int64: "LongTensor", torch.int32: "IntTensor",
+             torch.int16: "ShortTensor", torch.int8: "CharTensor", torch.uint8: "ByteTensor",
+             torch.bool: "BoolTensor"}
+    name = names.get(fake.dtype)
+    if name is None:
+        raise GraphBreak("DL0004", f"Tensor.type() for {fake.dtype}")
+    return f"torch.{name}" if fake.device.type == "cpu" else f"torch.{fake.device.type}.{name}"
+
+
+# ---- turning trackers into node arguments ---------------------------------------
+def _node_arg(v: VariableTracker):
+    from .containers import BaseListVariable, DictVariable, SizeVariable
+
+    if isinstance(v, TensorVariable):
+        return v.node
+    if isinstance(v, ConstantVariable):
+        return v.value
+    if isinstance(v, SizeVariable):
+        return torch.Size([_node_arg(i) for i in v.items])
+    if isinstance(v, BaseListVariable):
+        items = [_node_arg(i) for i in v.items]
+        return tuple(items) if v.python_type() is not list else items
+    if isinstance(v, DictVariable):
+        return {k: _node_arg(i) for k, i in v.items.items()}
+    if v.is_python_constant():
+        value = v.as_python_constant()
+        return value
+    raise GraphBreak("DL0009", f"{v.describe()} cannot be passed to a tensor operation in a graph")
+
+
+def _fake_arg(v: VariableTracker):
+    from .containers import BaseListVariable, DictVariable, SizeVariable
+
+    if isinstance(v, TensorVariable):
+        return v.example
+    if isinstance(v, ConstantVariable):
+        return v.value
+    if isinstance(v, SizeVariable):
+        return torch.Size([_fake_arg(i) for i in v.items])
+    if isinstance(v, BaseListVariable):
+        items = [_fake_arg(i) for i in v.items]
+        return tuple(items) if v.python_type() is not list else items
+    if isinstance(v, DictVariable):
+        return {k: _fake_arg(i) for k, i in v.items.items()}
+    if v.is_python_constant():
+        return v.as_python_constant()
+    raise GraphBreak("DL0009", f"{v.describe()} cannot be passed to a tensor operation in a graph")
+
+
+def _fake_args(args):
+    return [_fake_arg(a) for a in args]
+
+
+def _target_name(kind: str, target: Any) -> str:
+    if kind == "call_method":
+        return f"Tensor.{target}"
+    return getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
+
+
+def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
+    """Run ``target`` on fake values and record it as an FX node.
+
+    kind is "call_function" (target is a callable) or "call_method" (target is
+    a Tensor method name and args[0] is the tensor).
+    """
+    node_args = tuple(_node_arg(a) for a in args)
+    node_kwargs = {k: _node_arg(v) for k, v in kwargs.items()}
+    fake_args = _fake_args(args)
+    fake_kwargs = {k: _fake_arg(v) for k, v in kwargs.items()}
+    output = tx.output
+    try:
+        with output.fake_mode:
+            if kind == "call_method":
+                example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+            else:
+                example = target(*fake_args, **fake_kwargs)
+    except (DataDependentOutputException, DynamicOutputShapeException) as e:
+        raise GraphBreak("DL0007", f"{_target_name(kind, target)} depends on tensor data ({type(e).__name__})") from e
+    except GraphBreak:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's op fails: run it in Python so it raises for real
+        raise GraphBreak(
+            "DL0010", f"{_target_name(kind, target)} raised {type(e).__name__} at trace time: {str(e).splitlines()[0] if str(e) else ''}"
+        ) from e
+    node = output.create_node(kind, target, node_args, node_kwargs)
+    return wrap_op_result(tx, node, example)
+
+
+def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
+    from .containers import ListVariable, SizeVariable, StructSeqVariable, TupleVariable
+
+    output = tx.output
+    if isinstance(example, torch.Tensor):
+        node.meta["example_value"] = example
+        return TensorVariable(node, example)
+    if isinstance(example, torch.Size):
+        output.remove_node(node)
+        return SizeVariable([ConstantVariable(int(s)) for s in example])
+    if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
+        node.meta["example_value"] = example
+        items = []
+        for i, ex in enumerate(example):
+            if isinstance(ex, torch.Tensor):
+                sub = output.create_node("call_function", operator.getitem, (node, i), {})
+                items.append(wrap_op_result(tx, sub, ex))
+            elif ex is None or isinstance(ex, (int, float, bool)):
+                items.append(ConstantVariable(ex))
+            else:
+                raise GraphBreak("DL0009", f"operation returned a {type(ex).__name__} inside a sequence")
+        if hasattr(type(example), "n_fields"):  # torch.return_types structseq
+            return StructSeqVariable(type(example), items)
+        return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
+    if example is None or isinstance(example, (bool, int, float, complex, str, torch.dtype, torch.device)):
+        # plain metadata: nothing to compute at run time (shapes are static)
+        if not _has_side_effect(node):
+            output.remove_node(node)
+        return ConstantVariable(example)
+    if isinstance(example, (tuple, list)) and all(isinstance(e, (int, float, bool)) for e in example):
+        output.remove_node(node)
+        items = [ConstantVariable(e) for e in example]
+        return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
+    output.remove_node(node)
+    raise GraphBreak("DL0009", f"operation returned {type(example).__name__}, which a graph cannot hold")
+
+
+def _has_side_effect(node: torch.fx.Node) -> bool:
+    target = node.target
+    if node.op == "call_method":
+        return isinstance(target, str) and target.endswith("_") and not target.endswith("__")
+    name = getattr(target, "__name__", "")
+    return name.endswith("_") and not name.endswith("__") or target is operator.setitem

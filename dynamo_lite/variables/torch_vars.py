@@ -1,0 +1,161 @@
+"""torch functions, classes and namespaces.
+
+Calling a torch function records a graph node (``record_op``), except for a
+short list handled specially: grad-mode context managers, functions that
+answer from global state (``torch.is_grad_enabled``), functions that only
+read metadata and fold to constants, and functions with side effects outside
+the graph (seeding, printing options, autograd entry points), which break.
+Tested by tests/test_tensor_ops.py and tests/test_grad_mode.py.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+import torch.nn.functional as F
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+
+def is_torch_class(value) -> bool:
+    return isinstance(value, type) and (value.__module__ or "").startswith("torch")
+
+
+_SIDE_EFFECTS = {
+    torch.manual_seed: "torch.manual_seed() changes the global RNG",
+    torch.seed: "torch.seed() changes the global RNG",
+    torch.set_default_dtype: "torch.set_default_dtype() changes global state",
+    torch.set_printoptions: "torch.set_printoptions() changes global state",
+    torch.set_rng_state: "torch.set_rng_state() changes the global RNG",
+    torch.get_rng_state: "torch.get_rng_state() reads the global RNG",
+    torch.save: "torch.save() does I/O",
+    torch.load: "torch.load() does I/O",
+    torch.autograd.grad: "torch.autograd.grad() runs autograd outside the graph",
+    torch.autograd.backward: "torch.autograd.backward() runs autograd outside the graph",
+    torch.use_deterministic_algorithms: "changes global state",
+    torch.set_num_threads: "changes global state",
+    torch.set_anomaly_enabled if hasattr(torch, "set_anomaly_enabled") else torch.seed: "changes global state",
+}
+# Functions whose result depends only on metadata: run on fakes, fold to a constant.
+_METADATA = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
+             torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast}
+_GRAD_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
+
+
+class TorchVariable(VariableTracker):
+    """A torch function, class or object reached through the torch namespace."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def _repr_body(self):
+        return getattr(self.value, "__qualname__", None) or repr(self.value)
+
+    def describe(self):
+        name = getattr(self.value, "__qualname__", None) or getattr(self.value, "__name__", repr(self.value))
+        return f"torch {name}"
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def is_python_constant(self):
+        return True
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+
+        try:
+            value = getattr(self.value, name)
+        except AttributeError as e:
+            raise GraphBreak("DL0011", f"{self.describe()} has no attribute {name!r}") from e
+        return wrap(tx, value, None)
+
+    def call_function(self, tx, args, kwargs):
+        from .containers import SizeVariable, wrap_constant_result
+        from .misc import GradModeVariable
+        from .tensor import TensorVariable, record_op
+
+        fn = self.value
+        if fn in _GRAD_CLASSES:
+            if args or kwargs:
+                raise GraphBreak("DL0003", f"{fn.__name__} with arguments")
+            return GradModeVariable(_GRAD_CLASSES[fn], fn)
+        if fn is torch.set_grad_enabled:
+            if len(args) != 1 or not args[0].is_python_constant():
+                raise GraphBreak("DL0009", "torch.set_grad_enabled() with a mode not known at trace time")
+            ctx = GradModeVariable(bool(args[0].as_python_constant()), fn, sets_on_init=True)
+            ctx.prev = tx.output.grad_enabled
+            tx.output.set_grad_enabled(ctx.enabled)
+            return ctx
+        if fn is torch.is_grad_enabled:
+            return ConstantVariable(tx.output.grad_enabled)
+        if fn is torch.get_default_dtype:
+            tx.output.guard_default_dtype()
+            return ConstantVariable(torch.get_default_dtype())
+        if fn in (torch.inference_mode, torch.is_inference_mode_enabled) or fn is getattr(torch, "autocast", None):
+            raise GraphBreak("DL0003", f"{self.describe()} is not supported inside a graph")
+        if fn in _SIDE_EFFECTS:
+            raise GraphBreak("DL0008", _SIDE_EFFECTS[fn])
+        if fn is torch.Size:
+            items = args[0].unpack(tx) if args else []
+            return SizeVariable(items)
+        if fn in (torch.device, torch.dtype, torch.finfo, torch.iinfo) or fn in _METADATA:
+            if fn in _METADATA and any(isinstance(a, TensorVariable) for a in args):
+                from .tensor import _fake_arg
+
+                with tx.output.fake_mode:
+                    value = fn(*[_fake_arg(a) for a in args], **{k: _fake_arg(v) for k, v in kwargs.items()})
+                return wrap_constant_result(value)
+            if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()):
+                try:
+                    value = fn(*[a.as_python_constant() for a in args],
+                               **{k: v.as_python_constant() for k, v in kwargs.items()})
+                except Exception as e:  # noqa: BLE001
+                    raise GraphBreak("DL0010", f"{self.describe()} raised {type(e).__name__}") from e
+                return ConstantVariable(value)
+        if isinstance(fn, type):
+            if issubclass(fn, torch.nn.Module):
+                raise GraphBreak("DL0016", f"creating a module ({fn.__name__}) inside a compiled region")
+            if issubclass(fn, torch.autograd.Function):
+                raise GraphBreak("DL0003", "constructing an autograd.Function")
+            if fn is torch.nn.Parameter:
+                raise GraphBreak("DL0016", "creating an nn.Parameter inside a compiled region")
+            if fn is torch.Tensor:
+                raise GraphBreak("DL0003", "calling torch.Tensor() directly")
+            raise GraphBreak("DL0003", f"calling torch class {fn.__name__}")
+        if not _graphable(fn):
+            raise GraphBreak("DL0003", f"{self.describe()} is not a tensor operation dynamo_lite puts in graphs")
+        return record_op(tx, "call_function", fn, list(args), kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.value)
+
+    def can_reconstruct(self):
+        return True
+
+
+_GRAPHABLE_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch.nn.init",
+                         "torch.random", "torch._refs", "torch.special", "torch.fft", "torch.linalg",
+                         "torch._C._nn", "torch._C._fft", "torch._C._linalg", "torch._C._special")
+
+
+def _graphable(fn) -> bool:
+    if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    if isinstance(fn, types.BuiltinFunctionType) or type(fn).__name__ in ("builtin_function_or_method",
+                                                                            "method_descriptor"):
+        return True
+    module = getattr(fn, "__module__", "") or ""
+    if isinstance(fn, types.FunctionType):
+        if fn.__name__ in ("manual_seed", "seed", "fork_rng", "initial_seed"):
+            return False
+        return module in _GRAPHABLE_PY_MODULES or module.startswith("torch.nn.functional")
+    return False

@@ -1,0 +1,394 @@
+"""User classes and their instances.
+
+``UserDefinedObjectVariable`` stands for a real object read from the frame's
+inputs (it has a source); ``NewObjectVariable`` for an object created during
+the trace by calling a user class.  Attribute reads resolve statically
+through the class's MRO (instance dict, data descriptors, methods, class
+attributes) without running arbitrary ``__getattribute__`` code; writes are
+recorded as side effects and replayed after the graph.
+Tested by tests/test_user_classes.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+from typing import Any, Optional
+
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable, NONE
+
+
+class IdentityKey:
+    """A dict/set key standing for an object compared by identity."""
+
+    def __init__(self, var, ident):
+        self.var = var
+        self.ident = ident
+
+    def __hash__(self):
+        return hash(self.ident)
+
+    def __eq__(self, other):
+        return isinstance(other, IdentityKey) and other.ident == self.ident
+
+
+def identity_key(v: VariableTracker) -> Optional[IdentityKey]:
+    """A key for ``v`` when its identity is known (real objects, new objects)."""
+    from .functions import UserFunctionVariable
+    from .nn_module import NNModuleVariable
+    from .tensor import TensorVariable
+
+    if isinstance(v, (UserDefinedObjectVariable, UserDefinedClassVariable, NNModuleVariable)):
+        return IdentityKey(v, ("obj", id(v.value)))
+    if isinstance(v, UserFunctionVariable):
+        return IdentityKey(v, ("obj", id(v.fn)))
+    if isinstance(v, (NewObjectVariable, TensorVariable)) or v.mutable_local:
+        return IdentityKey(v, ("var", id(v)))
+    if v.is_python_constant():
+        value = v.as_python_constant()
+        return IdentityKey(v, ("obj", id(value))) if isinstance(value, type) else None
+    return None
+
+
+def _mro_lookup(cls: type, name: str):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name], klass
+    return None, None
+
+
+_PLAIN_GETATTRIBUTE = (object.__getattribute__,)
+
+
+class _ObjectLike(VariableTracker):
+    """Shared attribute logic for real and new user objects."""
+
+    value_type: type
+
+    def has_class_attr(self, name: str) -> bool:
+        return _mro_lookup(self.value_type, name)[0] is not None
+
+    def _instance_attr(self, tx, name) -> Optional[VariableTracker]:
+        raise NotImplementedError
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        from .functions import UserFunctionVariable, UserMethodVariable
+
+        cls = self.value_type
+        if _mro_lookup(cls, "__getattribute__")[0] not in _PLAIN_GETATTRIBUTE + (None,):
+            raise GraphBreak("DL0004", f"{cls.__name__} defines __getattribute__")
+        pending = tx.output.side_effects.load_attr(self, name)
+        if pending is not None:
+            if pending is _DELETED:
+                raise GraphBreak("DL0011", f"attribute {name!r} was deleted")
+            return pending
+        if name == "__class__":
+            return UserDefinedClassVariable(cls)
+        if name == "__dict__":
+            raise GraphBreak("DL0004", "reading an object's __dict__")
+        cls_attr, owner = _mro_lookup(cls, name)
+        if isinstance(cls_attr, property):
+            if cls_attr.fget is None:
+                raise GraphBreak("DL0011", f"property {name!r} has no getter")
+            return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
+        if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(
+                cls_attr, (types.FunctionType,)):
+            value = self._descriptor_value(tx, name)
+            if value is not None:
+                return value
+            raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
+        inst = self._instance_attr(tx, name)
+        if inst is not None:
+            return inst
+        if cls_attr is not None:
+            if isinstance(cls_attr, staticmethod):
+                return UserFunctionVariable(cls_attr.__func__)
+            if isinstance(cls_attr, classmethod):
+                return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
+            if isinstance(cls_attr, types.FunctionType):
+                return UserMethodVariable(cls_attr, self)
+            if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
+                raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
+            return wrap(tx, cls_attr, None)
+        getattr_fn, _ = _mro_lookup(cls, "__getattr__")
+        if isinstance(getattr_fn, types.FunctionType):
+            return UserMethodVariable(getattr_fn, self).call_function(tx, [ConstantVariable(name)], {})
+        raise GraphBreak("DL0011", f"{cls.__name__!r} object has no attribute {name!r}")
+
+    def _descriptor_value(self, tx, name):
+        return None
+
+    def store_attr(self, tx, name, value):
+        cls = self.value_type
+        setattr_fn, _ = _mro_lookup(cls, "__setattr__")
+        if setattr_fn not in (object.__setattr__, None):
+            if isinstance(setattr_fn, types.FunctionType):
+                from .functions import UserMethodVariable
+
+                return UserMethodVariable(setattr_fn, self).call_function(tx, [ConstantVariable(name), value], {})
+            raise GraphBreak("DL0008", f"{cls.__name__} defines __setattr__")
+        cls_attr, _ = _mro_lookup(cls, name)
+        if isinstance(cls_attr, property):
+            if cls_attr.fset is None:
+                raise GraphBreak("DL0010", f"property {name!r} has no setter")
+            from .functions import UserFunctionVariable
+
+            return UserFunctionVariable(cls_attr.fset).call_function(tx, [self, value], {})
+        if cls_attr is not None and hasattr(type(cls_attr), "__set__"):
+            raise GraphBreak("DL0008", f"setting descriptor {name!r} of {cls.__name__}")
+        if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
+            raise GraphBreak("DL0010", "cannot assign to a field of a frozen dataclass")
+        tx.output.side_effects.store_attr(self, name, value)
+        return NONE
+
+    def truthiness(self, tx):
+        cls = self.value_type
+        for dunder in ("__bool__", "__len__"):
+            fn, _ = _mro_lookup(cls, dunder)
+            if fn is not None:
+                if isinstance(fn, types.FunctionType):
+                    from .functions import UserMethodVariable
+                    from .arith import truth
+
+                    result = UserMethodVariable(fn, self).call_function(tx, [], {})
+                    return truth(tx, result)
+                return None
+        return True
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
+            return self.store_attr(tx, args[0].as_python_constant(), args[1])
+        return super().call_method(tx, name, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        from .functions import UserMethodVariable
+
+        call, _ = _mro_lookup(self.value_type, "__call__")
+        if isinstance(call, types.FunctionType):
+            return UserMethodVariable(call, self).call_function(tx, args, kwargs)
+        return super().call_function(tx, args, kwargs)
+
+    def unpack(self, tx):
+        from .functions import UserMethodVariable
+
+        it, _ = _mro_lookup(self.value_type, "__iter__")
+        if isinstance(it, types.FunctionType):
+            iterator = UserMethodVariable(it, self).call_function(tx, [], {})
+            return iterator.unpack(tx)
+        return super().unpack(tx)
+
+
+_DELETED = object()
+
+
+class UserDefinedObjectVariable(_ObjectLike):
+    """A real instance of a user class (read from the frame's inputs)."""
+
+    def __init__(self, value: Any, source=None):
+        super().__init__(source)
+        self.value = value
+        self.value_type = type(value)
+
+    def _repr_body(self):
+        return type(self.value).__name__
+
+    def describe(self):
+        return f"{type(self.value).__name__} object"
+
+    def python_type(self):
+        return self.value_type
+
+    def _instance_attr(self, tx, name):
+        from .builder import wrap
+        from ..source import AttrSource
+
+        d = getattr(self.value, "__dict__", None)
+        if d is not None and name in d:
+            return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
+        return None
+
+    def _descriptor_value(self, tx, name):
+        from .builder import wrap
+        from ..source import AttrSource
+
+        cls_attr, _ = _mro_lookup(self.value_type, name)
+        if type(cls_attr).__name__ in ("member_descriptor", "getset_descriptor") and self.source is not None:
+            try:
+                value = getattr(self.value, name)
+            except AttributeError as e:
+                raise GraphBreak("DL0011", f"slot {name!r} is empty") from e
+            return wrap(tx, value, AttrSource(self.source, name))
+        return None
+
+    def reconstruct(self, cg):
+        if self.source is None:
+            cg.load_const(self.value)
+            return
+        super().reconstruct(cg)
+
+    def can_reconstruct(self):
+        return True
+
+
+class NewObjectVariable(_ObjectLike):
+    """An instance of a user class created during the trace."""
+
+    mutable_local = True
+
+    def __init__(self, cls: type):
+        super().__init__()
+        self.value_type = cls
+
+    def describe(self):
+        return f"new {self.value_type.__name__} object"
+
+    def python_type(self):
+        return self.value_type
+
+    def _instance_attr(self, tx, name):
+        return None  # all attributes of a new object live in the side-effect log
+
+    def reconstruct(self, cg):
+        cg.reconstruct_new_object(self)
+
+    def can_reconstruct(self):
+        return True
+
+
+class UserDefinedClassVariable(VariableTracker):
+    """A user class (calling it creates a NewObjectVariable and inlines __init__)."""
+
+    def __init__(self, value: type, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def _repr_body(self):
+        return self.value.__qualname__
+
+    def describe(self):
+        return f"class {self.value.__qualname__}"
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def is_python_constant(self):
+        return True
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        from .functions import UserFunctionVariable, UserMethodVariable
+        from ..source import AttrSource
+
+        if name in ("__name__", "__qualname__", "__module__"):
+            return ConstantVariable(getattr(self.value, name))
+        attr, owner = _mro_lookup(self.value, name)
+        if isinstance(attr, staticmethod):
+            return UserFunctionVariable(attr.__func__)
+        if isinstance(attr, classmethod):
+            return UserMethodVariable(attr.__func__, self)
+        if attr is None:
+            if hasattr(self.value, name):
+                return wrap(tx, getattr(self.value, name), None)
+            raise GraphBreak("DL0011", f"class {self.value.__name__} has no attribute {name!r}")
+        src = AttrSource(self.source, name) if self.source is not None else None
+        return wrap(tx, getattr(self.value, name), src)
+
+    def call_function(self, tx, args, kwargs):
+        from .functions import UserFunctionVariable
+
+        cls = self.value
+        if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            from .containers import NamedTupleVariable
+            from .functions import _bind
+
+            new = cls.__new__
+            if hasattr(new, "__code__"):
+                defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
+                bound = _bind(tx, new.__code__, cls.__name__, defaults, {}, [self, *args], kwargs)
+                return NamedTupleVariable(cls, [bound[f] for f in cls._fields])
+        if type(cls) is not type and not _is_plain_meta(cls):
+            raise GraphBreak("DL0003", f"class {cls.__name__} has a custom metaclass")
+        new_fn, _ = _mro_lookup(cls, "__new__")
+        if new_fn is not None and new_fn is not object.__new__ and not isinstance(new_fn, staticmethod):
+            raise GraphBreak("DL0003", f"class {cls.__name__} defines __new__")
+        if isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__:
+            raise GraphBreak("DL0003", f"class {cls.__name__} defines __new__")
+        for base in cls.__mro__[:-1]:
+            if base.__module__ == "builtins" or not hasattr(base, "__dict__") or "__slots__" in base.__dict__:
+                raise GraphBreak("DL0003", f"class {cls.__name__} derives from {base.__name__}")
+        obj = NewObjectVariable(cls)
+        tx.output.side_effects.track_new_object(obj)
+        init, _ = _mro_lookup(cls, "__init__")
+        if isinstance(init, types.FunctionType):
+            UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+        elif (args or kwargs) and init is object.__init__:
+            raise GraphBreak("DL0012", f"{cls.__name__}() takes no arguments")
+        return obj
+
+    def reconstruct(self, cg):
+        if self.source is None:
+            cg.load_const(self.value)
+            return
+        super().reconstruct(cg)
+
+    def can_reconstruct(self):
+        return True
+
+
+def _is_plain_meta(cls) -> bool:
+    import abc
+
+    return type(cls) in (abc.ABCMeta,)
+
+
+def wrap_default(tx, value):
+    from .builder import wrap
+
+    return wrap(tx, value, None)
+
+
+def is_dataclass_instance(value) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+class SuperVariable(VariableTracker):
+    """super(cls, obj): attribute lookup starting after ``cls`` in obj's MRO."""
+
+    def __init__(self, cls: type, obj: VariableTracker):
+        super().__init__()
+        self.cls = cls
+        self.obj = obj
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        from .functions import UserFunctionVariable, UserMethodVariable
+        from .builtin import BuiltinVariable
+
+        obj_type = self.obj.python_type() if not isinstance(self.obj, UserDefinedClassVariable) else self.obj.value
+        mro = obj_type.__mro__
+        try:
+            start = mro.index(self.cls) + 1
+        except ValueError as e:
+            raise GraphBreak("DL0003", "super(): obj is not an instance of cls") from e
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, staticmethod):
+                    return UserFunctionVariable(attr.__func__)
+                if isinstance(attr, classmethod):
+                    return UserMethodVariable(attr.__func__, UserDefinedClassVariable(obj_type))
+                if isinstance(attr, types.FunctionType):
+                    return UserMethodVariable(attr, self.obj)
+                if isinstance(attr, property):
+                    return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
+                if attr is object.__init__ or attr is object.__setattr__:
+                    from .functions import UserMethodVariable as _M
+
+                    return _M(BuiltinVariable(attr), self.obj)
+                return wrap(tx, attr, None)
+        raise GraphBreak("DL0011", f"super() has no attribute {name!r}")
