@@ -175,6 +175,8 @@ class FrameConverter:
                                          dict(tx.symbolic_locals), [], tx.return_value)
         trace_seconds = time.perf_counter() - start
         output = tx.output
+        if output.grad_enabled != output.initial_grad_enabled:
+            state.grad_mode = output.grad_enabled
         outputs = transform.collect_graph_outputs(state)
         compiled = None
         gm = None
@@ -185,7 +187,8 @@ class FrameConverter:
             gm, compiled_fn, compile_seconds = output.compile(self.backend, self.backend_name)
             compiled = _C.DisabledCall(compiled_fn)
         output_index = {node: i for i, node in enumerate(outputs)}
-        if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells:
+        if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells \
+                and state.grad_mode is None:
             new_code = None  # nothing captured: guards pass -> run the original frame
         else:
             new_code = transform.build_code(state, compiled, graph_inputs, output_index)

@@ -84,8 +84,18 @@ def plan_successors(code, insts, k: int, stack: list) -> Optional[list]:
 _RESUME_CACHE: dict = {}
 
 
-def live_local_names(state) -> tuple:
-    return tuple(n for n in state.symbolic_locals if n not in state.code.co_cellvars)
+def live_local_names(state, offset: int) -> tuple:
+    from .liveness import live_locals_at
+
+    code = state.code
+    live = live_locals_at(code, offset)
+    names = tuple(n for n in state.symbolic_locals if n in live and n not in code.co_cellvars)
+    # zero-argument super() reads local slot 0: keep the first argument first (and alive)
+    first = code.co_varnames[0] if code.co_varnames and "__class__" in code.co_freevars and (
+        code.co_argcount or code.co_flags & bytecode_compat.CO_VARARGS) else None
+    if first is not None and first in state.symbolic_locals and first not in code.co_cellvars:
+        names = (first,) + tuple(n for n in names if n != first)
+    return names
 
 
 def emit_resume_call(cg, code, succ: Successor, state) -> None:
@@ -93,7 +103,7 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     depth = len(succ.nulls)
     for i in reversed(range(depth)):
         cg.store_fast(f"___stack{i}")  # a NULL slot stores NULL: the local just stays unbound
-    live = live_local_names(state)
+    live = live_local_names(state, succ.offset)
     resume_code = make_resume_code(code, succ.offset, succ.nulls, live)
     cg.emit("PUSH_NULL")
     closure_names = list(code.co_cellvars) + list(code.co_freevars)
@@ -107,13 +117,13 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
         cg.load_const(resume_code)
         cg.emit("MAKE_FUNCTION", 0)
     nargs = 0
+    for n in live:  # live locals first: slot 0 stays the frame's first argument (super())
+        cg.load_fast(n)
+        nargs += 1
     for i in range(depth):
         if not succ.nulls[i]:
             cg.load_fast(f"___stack{i}")
             nargs += 1
-    for n in live:
-        cg.load_fast(n)
-        nargs += 1
     cg.call(nargs)
     cg.emit("RETURN_VALUE")
 
@@ -145,7 +155,7 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
     if freevars:
         prologue.append(Instr("COPY_FREE_VARS", len(freevars), lineno=target_line))
     prologue.append(Instr("RESUME", 0, lineno=target_line))
-    argnames = []
+    argnames = list(live)
     for i, is_null in enumerate(nulls):
         if is_null:
             prologue.append(Instr("PUSH_NULL", lineno=target_line))
@@ -153,7 +163,6 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
             argnames.append(f"___stack{i}")
             prologue.append(Instr("LOAD_FAST", f"___stack{i}", lineno=target_line))
     prologue.append(Instr("JUMP_FORWARD", label, lineno=target_line))
-    argnames.extend(live)
     bc = Bytecode(prologue + items)
     bc.name = f"__resume_at_{offset}_{code.co_name}"
     bc.qualname = f"{code.co_qualname}.__resume_at_{offset}"

@@ -47,6 +47,7 @@ class FrameState:
     stack: list  # value stack at the break (empty for a full capture)
     return_value: Optional[VariableTracker]  # set for a full capture
     break_index: Optional[int] = None  # index into bytecode_compat.instructions(code)
+    grad_mode: Optional[bool] = None  # grad mode the code must leave set (None: unchanged)
 
 
 def emit_body(cg: PyCodegen, state: FrameState) -> None:
@@ -59,6 +60,7 @@ def emit_body(cg: PyCodegen, state: FrameState) -> None:
             cg.store_deref(name)
     if state.return_value is not None:
         cg.reconstruct(state.return_value)
+        _set_grad_mode(cg, state)
         cg.emit("RETURN_VALUE")
         return
     for name, var in state.symbolic_locals.items():
@@ -66,6 +68,18 @@ def emit_body(cg: PyCodegen, state: FrameState) -> None:
         cg.store_fast(name)
     for var in state.stack:
         cg.reconstruct(var)
+    _set_grad_mode(cg, state)
+
+
+def _set_grad_mode(cg: PyCodegen, state: FrameState) -> None:
+    """The graph leaves grad mode as it found it; set the mode the frame ends in."""
+    if state.grad_mode is not None:
+        import torch
+
+        cg.load_callable(torch._C._set_grad_enabled)
+        cg.load_const(state.grad_mode)
+        cg.call(1)
+        cg.emit("POP_TOP")
 
 
 def collect_graph_outputs(state: FrameState) -> list:

@@ -108,7 +108,9 @@ class SideEffects:
                 if isinstance(var, ListVariable):
                     cg.reconstruct_contents(var)
                     var.source.reconstruct(cg)
-                    cg.load_const(slice(None, None))
+                    cg.load_const(None)
+                    cg.load_const(None)
+                    cg.emit("BUILD_SLICE", 2)
                     cg.emit("STORE_SUBSCR")
                 elif isinstance(var, (DictVariable, SetVariable)):
                     cg.reconstruct_contents(var)
@@ -138,7 +140,7 @@ class SideEffects:
                 cell, value = self.cell_stores[key]
                 cg.reconstruct(value)
                 if cell.kind == "root":
-                    cg.emit("STORE_DEREF", cell.name)
+                    cg.store_deref(cell.name)
                 else:
                     cell.source.reconstruct(cg)
                     cg.emit("STORE_ATTR", "cell_contents")

@@ -134,6 +134,20 @@ def _wrap(tx, value, source):
         if _is_torch_callable(value) and value.__module__.split(".")[0] == "torch" and not _inline_torch(value):
             return TorchVariable(value, source)
         return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType) and value.__name__ == "__exit__" and \
+            type(value.__self__) in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
+        # the __exit__ of an entered grad-mode block (e.g. a resume function inside `with no_grad()`)
+        from .misc import GradModeExitVariable, GradModeVariable
+
+        ctx = value.__self__
+        prev = getattr(ctx, "prev", None)
+        if isinstance(prev, bool):
+            if source is not None:
+                guard("EXPR", source, (f"type({source.name()}.__self__) is {{t}} and "
+                                       f"{source.name()}.__self__.prev is {prev!r}", (("t", type(ctx)),)))
+            entered = GradModeVariable(not prev, type(ctx))
+            entered.prev = prev
+            return GradModeExitVariable(entered)
     if isinstance(value, types.MethodType):
         guard("ID", source, value.__func__) if source is None else guard(
             "EXPR", source, (f"{source.name()}.__func__ is {{f}}", (("f", value.__func__),)))

@@ -138,15 +138,15 @@ class GradModeVariable(VariableTracker):
 
     def reconstruct(self, cg):
         # Rebuild an *entered* context: its __exit__ must restore the mode that
-        # was current before it.  Generated code runs this after the graph, when
-        # the real grad mode is the one before the with-block.
+        # was current before the with-block (known from the trace).
         if self.prev is None:
             cg.load_callable(self.ctx_type)
             cg.call(0)
             return
         cg.load_callable(_reenter_grad_mode)
         cg.load_const(self.enabled)
-        cg.call(1)
+        cg.load_const(self.prev)
+        cg.call(2)
 
     def can_reconstruct(self):
         return self.prev is not None or not self.sets_on_init
@@ -186,9 +186,10 @@ class GradModeDecoratedVariable(VariableTracker):
         return result
 
 
-def _reenter_grad_mode(enabled: bool):
+def _reenter_grad_mode(enabled: bool, prev: bool):
+    """An entered grad-mode context whose __exit__ restores ``prev`` (used by generated code)."""
     ctx = torch.set_grad_enabled(enabled)
-    ctx.__enter__()
+    ctx.prev = prev
     return ctx
 
 

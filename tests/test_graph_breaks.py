@@ -1,0 +1,325 @@
+"""Graph breaks: partial capture, resume functions, and eager-identical behaviour.
+
+The matrix runs the same small function with a break at each interesting
+position and compares outputs, printed text, mutated inputs and grad mode
+with eager; other tests check counts, names, tracebacks and recompiles.
+"""
+import traceback
+
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.testing import CompileCounter, assert_same_as_eager
+
+
+def _helper_that_prints(x):
+    print("in helper", x.shape)
+    return x + 1
+
+
+def brk_at_start(x):
+    print("start")
+    return x * 2 + 1
+
+
+def brk_at_end(x):
+    y = x * 2 + 1
+    print("end")
+    return y
+
+
+def brk_in_loop(x):
+    y = x * 2
+    for i in range(3):
+        y = y + i
+        print("iteration", i)
+    return y * 3
+
+
+def brk_in_loop_over_list(x, items):
+    total = x
+    for item in items:
+        total = total * item
+        print(item)
+    return total
+
+
+def brk_in_no_grad(x):
+    y = x * 2
+    with torch.no_grad():
+        z = y * 3
+        print("inside", torch.is_grad_enabled())
+        w = z + 1
+    return w, y, torch.is_grad_enabled()
+
+
+def brk_in_enable_grad(x):
+    with torch.no_grad():
+        a = x * 2
+        with torch.enable_grad():
+            b = x * 3
+            print("inner", torch.is_grad_enabled())
+            c = b + 1
+        d = a + 1
+    return a, b, c, d
+
+
+def brk_in_nested_call(x):
+    a = x * 2
+    b = _helper_that_prints(a)
+    return b * 3
+
+
+def brk_with_int_on_stack(x, n):
+    return n + len([print("mid"), 1]) + (x * n).sum()
+
+
+def brk_with_list_on_stack(x):
+    return [x + 1, print("mid"), x + 2]
+
+
+def brk_with_module_on_stack(x, m):
+    return m(x, print("mid"))
+
+
+def brk_with_function_on_stack(x):
+    return torch.add(x, print("mid") or 1)
+
+
+def brk_with_dict_result(x):
+    a = x + 1
+    print("a")
+    b = a * 2
+    return {"a": a, "b": b, "ab": (a, b)}
+
+
+def brk_in_try_except(x):
+    try:
+        y = x + 1
+        print("in try")
+        raise ValueError("boom")
+    except ValueError as e:
+        y = y * 2
+        msg = str(e)
+    return y, msg
+
+
+def brk_in_try_finally(x):
+    out = []
+    try:
+        out.append(x + 1)
+        print("try body")
+    finally:
+        out.append(x * 3)
+    return out
+
+
+def brk_raise_in_try_from_call(x):
+    d = {}
+    try:
+        y = d["missing"]
+    except KeyError:
+        y = x - 1
+    return y
+
+
+def brk_mutates_input(x, lst, d):
+    lst.append(x * 2)
+    d["before"] = x + 1
+    print("mid")
+    lst.append(x + 1)
+    d["after"] = x - 1
+    return len(lst)
+
+
+def brk_several(x):
+    a = x + 1
+    print(1)
+    b = a * 2
+    print(2)
+    c = b - 3
+    print(3)
+    return a, b, c
+
+
+def brk_item_branch(x):
+    if x.sum().item() > 0:
+        return x + 1
+    return x - 1
+
+
+def brk_bool_branch(x):
+    if x.sum() > 0:
+        y = x * 2
+    else:
+        y = x * -2
+    return y + 1
+
+
+def brk_tolist(x):
+    values = x.tolist()
+    return x * len(values), values
+
+
+def brk_while_data_dependent(x):
+    n = 0
+    while x.sum() > 0:
+        x = x - 1
+        n += 1
+    return x, n
+
+
+class _WithForward(torch.nn.Module):
+    def forward(self, x, _unused):
+        return x * 5
+
+
+MATRIX = [
+    (brk_at_start, lambda: (torch.randn(3),)),
+    (brk_at_end, lambda: (torch.randn(3),)),
+    (brk_in_loop, lambda: (torch.randn(3),)),
+    (brk_in_loop_over_list, lambda: (torch.randn(3), [1.5, 2.0, -1.0])),
+    (brk_in_no_grad, lambda: (torch.randn(3, requires_grad=True),)),
+    (brk_in_enable_grad, lambda: (torch.randn(3, requires_grad=True),)),
+    (brk_in_nested_call, lambda: (torch.randn(3),)),
+    (brk_with_int_on_stack, lambda: (torch.randn(3), 4)),
+    (brk_with_list_on_stack, lambda: (torch.randn(3),)),
+    (brk_with_module_on_stack, lambda: (torch.randn(3), _WithForward())),
+    (brk_with_function_on_stack, lambda: (torch.randn(3),)),
+    (brk_with_dict_result, lambda: (torch.randn(3),)),
+    (brk_in_try_except, lambda: (torch.randn(3),)),
+    (brk_in_try_finally, lambda: (torch.randn(3),)),
+    (brk_raise_in_try_from_call, lambda: (torch.randn(3),)),
+    (brk_mutates_input, lambda: (torch.randn(3), [0], {"k": 1})),
+    (brk_several, lambda: (torch.randn(3),)),
+    (brk_item_branch, lambda: (torch.ones(3),)),
+    (brk_item_branch, lambda: (-torch.ones(3),)),
+    (brk_bool_branch, lambda: (torch.ones(3),)),
+    (brk_bool_branch, lambda: (-torch.ones(3),)),
+    (brk_tolist, lambda: (torch.arange(4.0),)),
+    (brk_while_data_dependent, lambda: (torch.full((2,), 2.5),)),
+]
+
+
+@pytest.mark.parametrize("fn,make_args", MATRIX, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(MATRIX)])
+@pytest.mark.parametrize("grad", [True, False])
+def test_break_matrix_same_as_eager(fn, make_args, grad):
+    with torch.set_grad_enabled(grad):
+        assert_same_as_eager(fn, *make_args())
+        # a second call runs the cached code (and resume functions) again
+        assert_same_as_eager(fn, *make_args())
+
+
+def test_both_branches_taken_across_calls_are_correct():
+    cf = dynamo_lite.compile(brk_bool_branch, backend="eager")
+    for sign in (1, -1, 1, -1):
+        x = torch.ones(3) * sign
+        torch.testing.assert_close(cf(x), brk_bool_branch(x))
+
+
+def test_breaks_are_reported_in_order_with_user_location():
+    out = dynamo_lite.explain(brk_several)(torch.randn(3))
+    assert out.graph_break_count == 3
+    assert out.graph_count == 3  # the code after the last print has no tensor work
+    assert [b.break_id for b in out.break_reasons] == ["DL0014"] * 3
+    lines = [b.lineno for b in out.break_reasons]
+    assert lines == sorted(lines) and len(set(lines)) == 3
+    assert all(b.filename == __file__ for b in out.break_reasons)
+
+
+def test_break_inside_inlined_function_names_the_callee_line():
+    out = dynamo_lite.explain(brk_in_nested_call)(torch.randn(3))
+    first = out.break_reasons[0]
+    assert first.user_stack[-1].name == "_helper_that_prints"
+    assert first.user_stack[0].name == "brk_in_nested_call"
+    assert "print" in first.user_stack[-1].line
+
+
+def test_fullgraph_raises_unsupported_with_location():
+    cf = dynamo_lite.compile(brk_at_end, backend="eager", fullgraph=True)
+    with pytest.raises(dynamo_lite.Unsupported) as info:
+        cf(torch.randn(3))
+    text = str(info.value)
+    assert "DL0014" in text and "print" in text
+    assert f"{__file__}:" in text
+
+
+def test_graph_counts_with_breaks():
+    counter = CompileCounter()
+    cf = dynamo_lite.compile(brk_several, backend=counter)
+    cf(torch.randn(3))
+    assert counter.frame_count == 3
+    cf(torch.randn(3))
+    assert counter.frame_count == 3  # everything cached, resume functions included
+
+
+def test_no_frame_is_traced_twice_per_call():
+    from dynamo_lite.report import events
+
+    seen = []
+    cf = dynamo_lite.compile(brk_several, backend="eager")
+    with events.collecting(seen.append):
+        cf(torch.randn(3))
+    frames = [e.compile_id for e in seen if isinstance(e, events.GraphEvent)]
+    assert len(frames) == len(set(frames))
+
+
+def test_resume_function_recompiles_when_its_guards_fail():
+    counter = CompileCounter()
+    cf = dynamo_lite.compile(brk_at_end, backend=counter)
+    cf(torch.randn(3))
+    n = counter.frame_count
+    out = cf(torch.randn(3, dtype=torch.float64))
+    assert out.dtype == torch.float64
+    assert counter.frame_count > n
+
+
+def test_resume_function_names_and_traceback_lines():
+    def fails_after_break(x):
+        y = x + 1
+        print("before")
+        return y + torch.ones(5)  # shape error raised by the resume function
+
+    cf = dynamo_lite.compile(fails_after_break, backend="eager")
+    with pytest.raises(RuntimeError) as info:
+        cf(torch.randn(3))
+    frames = traceback.extract_tb(info.value.__traceback__)
+    user = [f for f in frames if f.filename == __file__]
+    assert user[-1].line.strip().startswith("return y + torch.ones(5)")
+    names = [f.name for f in frames]
+    assert any(n.startswith("__resume_at_") and n.endswith("fails_after_break") for n in names)
+
+
+def test_resume_args_are_live_locals():
+    from dynamo_lite.codegen import resume
+
+    def f(x):
+        dead = x * 2
+        alive = x + 1
+        print("break")
+        return alive
+
+    dynamo_lite.compile(f, backend="eager")(torch.randn(2))
+    codes = [key for key in resume._RESUME_CACHE if key[0] is f.__code__]
+    assert codes and all("dead" not in key[3] for key in codes)
+    assert any("alive" in key[3] for key in codes)
+
+
+def test_break_in_loop_prefix_stays_captured():
+    counter = CompileCounter()
+    cf = dynamo_lite.compile(brk_in_loop, backend=counter)
+    x = torch.randn(3)
+    torch.testing.assert_close(cf(x), brk_in_loop(x))
+    assert counter.frame_count >= 1
+    assert any(n.target is torch.Tensor.__mul__ or "mul" in str(n.target) for n in counter.graphs[0].graph.nodes)
+
+
+def test_exception_after_break_propagates_unchanged():
+    def f(x):
+        print("about to fail")
+        raise KeyError("nope")
+
+    cf = dynamo_lite.compile(f, backend="eager")
+    with pytest.raises(KeyError, match="nope"):
+        cf(torch.randn(2))
