@@ -170,6 +170,56 @@ def brk_while_data_dependent(x):
     return x, n
 
 
+class _LoggingCtx:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.log.append(("exit", exc_type.__name__ if exc_type else None))
+        return False
+
+
+def brk_in_user_context_manager(x, log):
+    with _LoggingCtx(log) as ctx:
+        y = x + 1
+        print("inside", len(ctx.log))
+        y = y * 2
+    return y
+
+
+def brk_then_raise_in_with_in_try(x, log):
+    try:
+        with _LoggingCtx(log):
+            y = x + 1
+            print("inside")
+            raise KeyError("k")
+    except KeyError as e:
+        y = x - 1
+        log.append(str(e))
+    return y
+
+
+def brk_exception_in_handler(x):
+    try:
+        return x + torch.ones(7)
+    except RuntimeError:
+        print("caught")
+        return x * 0
+
+
+def brk_in_finally(x):
+    try:
+        y = x * 2
+    finally:
+        print("finally")
+        y = y + 1
+    return y
+
+
 class _WithForward(torch.nn.Module):
     def forward(self, x, _unused):
         return x * 5
@@ -189,6 +239,10 @@ MATRIX = [
     (brk_with_function_on_stack, lambda: (torch.randn(3),)),
     (brk_with_dict_result, lambda: (torch.randn(3),)),
     (brk_in_try_except, lambda: (torch.randn(3),)),
+    (brk_in_user_context_manager, lambda: (torch.randn(3), [])),
+    (brk_then_raise_in_with_in_try, lambda: (torch.randn(3), [])),
+    (brk_exception_in_handler, lambda: (torch.randn(3),)),
+    (brk_in_finally, lambda: (torch.randn(3),)),
     (brk_in_try_finally, lambda: (torch.randn(3),)),
     (brk_raise_in_try_from_call, lambda: (torch.randn(3),)),
     (brk_mutates_input, lambda: (torch.randn(3), [0], {"k": 1})),

@@ -15,7 +15,9 @@ import types
 from typing import Any, Optional
 
 import torch
-from bytecode import CellVar, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+
+from .. import bytecode_compat
 
 from ..exc import SkipFrame
 from ..variables.base import NullVariable, VariableTracker
@@ -232,6 +234,43 @@ class PyCodegen:
             flags |= 0x08
         self.load_const(fn_var.code)
         self.emit("MAKE_FUNCTION", flags)
+
+
+def original_instructions(code: types.CodeType) -> list:
+    """``Bytecode.from_code(code)`` with every TryBegin carrying the original handler depth.
+
+    Generated code enters the original bytecode in the middle (after a graph
+    break), so the `bytecode` package cannot recompute exception-handler
+    depths by following control flow from the entry; the original exception
+    table already has them.
+    """
+    from bytecode import TryBegin
+
+    items = list(Bytecode.from_code(code))
+    begins = [x for x in items if isinstance(x, TryBegin)]
+    entries = bytecode_compat.exception_table(code)
+    if len(begins) != len(entries):
+        raise CodegenFailed("exception table does not map onto the bytecode's try blocks")
+    for tb, (_start, _end, _target, depth, lasti) in zip(begins, entries):
+        if bool(tb.push_lasti) != bool(lasti):
+            raise CodegenFailed("exception table does not map onto the bytecode's try blocks")
+        tb.stack_depth = depth
+    return items
+
+
+def assemble(bc, original: types.CodeType, n_generated: int) -> types.CodeType:
+    """Bytecode (made from ``original_instructions``) -> code object.
+
+    Exception-handler depths are the original's (see original_instructions);
+    the stack size is computed by the `bytecode` package when it can follow the
+    flow, else bounded from above: the original's plus two slots per generated
+    instruction.
+    """
+    try:
+        return bc.to_code(compute_exception_stack_depths=False)
+    except RuntimeError:
+        return bc.to_code(stacksize=original.co_stacksize + 2 * n_generated + 2,
+                          compute_exception_stack_depths=False)
 
 
 def _new_object(cls, attrs):

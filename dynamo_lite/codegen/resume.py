@@ -23,6 +23,7 @@ from typing import Optional
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .. import bytecode_compat
+from .codegen import assemble, original_instructions
 from ..variables.base import NullVariable
 
 # Values pushed by instructions that may break the graph (pops = pushes - net effect).
@@ -135,7 +136,7 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
         return cached
     insts = bytecode_compat.instructions(code)
     index = next(i for i, inst in enumerate(insts) if inst.offset == offset)
-    items = list(Bytecode.from_code(code))
+    items = original_instructions(code)
     positions = [i for i, x in enumerate(items) if isinstance(x, Instr)]
     cells = set(code.co_cellvars)
     seen_resume = False
@@ -178,7 +179,7 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
     bc.flags = flags
     bc.cellvars = []
     bc.freevars = freevars
-    new_code = bc.to_code()
+    new_code = assemble(bc, code, len(prologue))
     _RESUME_CACHE[key] = new_code
     return new_code
 

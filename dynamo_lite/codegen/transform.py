@@ -30,7 +30,7 @@ from bytecode import Bytecode, Instr, Label
 
 from .. import bytecode_compat
 from ..variables.base import VariableTracker
-from .codegen import GRAPH_OUT, CodegenFailed, PyCodegen
+from .codegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
 from . import resume as resume_mod
 
 _PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME", "NOP")
@@ -110,7 +110,7 @@ def _graph_call(cg: PyCodegen, compiled, graph_inputs) -> None:
     cg.store_fast(GRAPH_OUT)
 
 
-def _finish(code: types.CodeType, instrs: list, extra_name: str = "") -> types.CodeType:
+def _finish(code: types.CodeType, instrs: list, n_generated: int) -> types.CodeType:
     bc = Bytecode(instrs)
     bc.name = code.co_name
     bc.qualname = code.co_qualname
@@ -124,7 +124,7 @@ def _finish(code: types.CodeType, instrs: list, extra_name: str = "") -> types.C
     bc.cellvars = list(code.co_cellvars)
     bc.freevars = list(code.co_freevars)
     try:
-        return bc.to_code()
+        return assemble(bc, code, n_generated)
     except Exception as e:  # noqa: BLE001 - a codegen bug: fall back to eager
         raise CodegenFailed(f"assembling transformed code failed: {type(e).__name__}: {e}") from e
 
@@ -140,8 +140,9 @@ def build_code(state: FrameState, compiled, graph_inputs, output_index: dict,
         _graph_call(cg, compiled, graph_inputs)
     emit_body(cg, state)
     if state.return_value is not None:
-        return _finish(code, cg.instrs)
-    return _finish(code, cg.instrs + _continue_at_break(cg, state))
+        return _finish(code, cg.instrs, len(cg.instrs))
+    instrs = cg.instrs + _continue_at_break(cg, state)
+    return _finish(code, instrs, len(instrs))
 
 
 def _continue_at_break(cg: PyCodegen, state: FrameState) -> list:
@@ -153,7 +154,7 @@ def _continue_at_break(cg: PyCodegen, state: FrameState) -> list:
     while start > 0 and insts[start - 1].opname in bytecode_compat.CALL_PREFIX and \
             insts[k].opname == "CALL":
         start -= 1
-    copy = list(Bytecode.from_code(code))
+    copy = original_instructions(code)
     positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
     if len(positions) != len(insts) or any(copy[p].name != i.opname for p, i in zip(positions, insts)):
         raise CodegenFailed("bytecode and dis disagree on this code's instructions")
