@@ -29,6 +29,7 @@ from typing import Callable, Optional
 from bytecode import Bytecode, Instr, Label
 
 from .. import bytecode_compat
+from ..source import LocalSource
 from ..variables.base import VariableTracker
 from .codegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
 from . import resume as resume_mod
@@ -64,6 +65,8 @@ def emit_body(cg: PyCodegen, state: FrameState) -> None:
         cg.emit("RETURN_VALUE")
         return
     for name, var in state.symbolic_locals.items():
+        if var.source == LocalSource(name) and not getattr(var, "mutable_local", False):
+            continue  # still the argument the frame was called with
         cg.reconstruct(var)
         cg.store_fast(name)
     for var in state.stack:
