@@ -120,4 +120,35 @@ dl_set_eval_frame(PyThreadState *tstate, dl_eval_frame_fn fn)
     _PyInterpreterState_SetEvalFrameFunc(tstate->interp, fn);
 }
 
+/* ---- for the guard evaluator (guards.c) ---------------------------------
+ * LOAD_ATTR caches, per op, "instances of this type keep this attribute in
+ * their __dict__": valid while the type's version tag is unchanged (3.11
+ * clears and later re-assigns a fresh tag whenever the type or a base is
+ * modified; tags are never reused). 0 = no valid tag. */
+static inline unsigned int
+dl_type_version(PyTypeObject *tp)
+{
+    return (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag
+                                                         : 0;
+}
+
+/* The instance __dict__ of obj (borrowed), or NULL (none; no error set).
+ * 3.11 may first turn inline ("managed") attribute values into a real dict,
+ * as reading obj.__dict__ does. */
+static inline PyObject *
+dl_instance_dict(PyObject *obj)
+{
+    PyObject **ptr = _PyObject_GetDictPtr(obj);
+    return ptr == NULL ? NULL : *ptr;
+}
+
+/* A dict's version: 3.11 gives every new dict and every mutation of a dict
+ * the next value of one global 64-bit counter, so an equal version means
+ * "this very dict, unchanged since". */
+static inline uint64_t
+dl_dict_version(PyObject *dict)
+{
+    return ((PyDictObject *)dict)->ma_version_tag;
+}
+
 #endif /* DYNAMO_LITE_CPYTHON_COMPAT_H */

@@ -26,6 +26,7 @@
  * Tested by tests/test_c_hook.py.
  */
 #include "cpython_compat.h"
+#include "guards.h"
 
 #include <string.h>
 
@@ -165,7 +166,9 @@ move_to_front(PyObject *list, Py_ssize_t index, PyObject *entry)
 /* Find the first entry of `list` whose check_fn(*args, globals, func)
  * returns True. Returns a new reference to the entry (moved to the front),
  * NULL with no error set on a miss, NULL with an error set on failure.
- * A raising check_fn is reported as unraisable and counts as a miss. */
+ * A raising check_fn is reported as unraisable and counts as a miss; a
+ * GuardProgram is run directly and only a non-Exception error (e.g.
+ * KeyboardInterrupt) escapes it, which is returned as a failure. */
 static PyObject *
 cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
              PyObject *globals, PyObject *func)
@@ -204,6 +207,20 @@ cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
         }
         Py_INCREF(entry);
         PyObject *check_fn = PyTuple_GET_ITEM(entry, 0);
+        if (Py_IS_TYPE(check_fn, &DLGuardProgramType)) {
+            /* The usual case: a compiled GuardProgram, run directly. */
+            int r = dl_guard_program_check(check_fn, argv, total);
+            if (r > 0) {
+                move_to_front(list, i, entry);
+                found = entry; /* keeps the reference taken above */
+                break;
+            }
+            Py_DECREF(entry);
+            if (r < 0) {
+                break; /* e.g. KeyboardInterrupt: propagates */
+            }
+            continue;
+        }
         PyObject *ok = PyObject_Vectorcall(check_fn, argv, nargsf, NULL);
         if (ok == NULL) {
             PyErr_WriteUnraisable(check_fn);
@@ -799,6 +816,10 @@ PyInit__C(void)
     }
     PyObject *m = PyModule_Create(&dl_module);
     if (m == NULL) {
+        return NULL;
+    }
+    if (dl_guards_init(m) < 0) {
+        Py_DECREF(m);
         return NULL;
     }
     if (PyModule_AddObjectRef(m, "SKIP", skip_sentinel) < 0 ||

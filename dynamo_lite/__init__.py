@@ -8,14 +8,16 @@ Public API (see docs/api.md):
     explain(fn)(*args, **kw)     what was captured, where it broke, the guards
     Unsupported                  raised by fullgraph=True
     config                       every knob (config.patch(...))
+    set_logs(...)                log artifacts, as DYNAMO_LITE_LOGS (docs/debugging.md)
 """
 from . import config
 from .api import OptimizedModule, compile, disable, optimize, reset
 from .backends import list_backends, register_backend
 from .exc import Unsupported
+from .logging import set_logs
 from .report.explain import ExplainOutput, explain
 
 __all__ = [
     "compile", "optimize", "disable", "reset", "explain", "ExplainOutput", "Unsupported",
-    "OptimizedModule", "config", "register_backend", "list_backends",
+    "OptimizedModule", "config", "register_backend", "list_backends", "set_logs",
 ]

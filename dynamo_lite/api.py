@@ -19,7 +19,7 @@ import torch
 
 from . import _C, config
 from .backends import lookup_backend
-from .convert_frame import FrameConverter, _ENTRIES, reset_state
+from .convert_frame import FrameConverter, reset_state
 from .eval_frame import enable
 
 _COMPILED_CODES: "weakref.WeakSet" = weakref.WeakSet()
@@ -126,8 +126,6 @@ def disable(fn: Optional[Callable] = None):
 
 def reset() -> None:
     """Forget every compiled entry (the next call of each function compiles again)."""
-    for code in list(_ENTRIES.keys()):
-        _C.set_cache(code, None)
     reset_state()
 
 

@@ -73,8 +73,27 @@ MF_CLOSURE = 0x08
 
 
 def instructions(code: types.CodeType) -> list[dis.Instruction]:
-    """The real instructions of ``code`` (no CACHE, no EXTENDED_ARG)."""
-    return [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+    """The real instructions of ``code`` (no CACHE, no EXTENDED_ARG).
+
+    A jump to an instruction with EXTENDED_ARG prefixes targets the first prefix;
+    its ``argval`` is moved to the real instruction, so every target is in the list.
+    """
+    insts = []
+    prefixed: dict[int, int] = {}  # offset of an EXTENDED_ARG -> offset of its instruction
+    pending: list[int] = []
+    for i in dis.get_instructions(code):
+        if i.opname == "EXTENDED_ARG":
+            pending.append(i.offset)
+            continue
+        for off in pending:
+            prefixed[off] = i.offset
+        pending = []
+        insts.append(i)
+    if prefixed:
+        jumps = set(dis.hasjrel) | set(dis.hasjabs)
+        insts = [i._replace(argval=prefixed[i.argval]) if i.opcode in jumps and i.argval in prefixed else i
+                 for i in insts]
+    return insts
 
 
 def arg_names(code: types.CodeType) -> tuple[str, ...]:

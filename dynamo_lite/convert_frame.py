@@ -31,6 +31,7 @@ from typing import Optional
 import torch
 
 from . import _C, bytecode_compat, config
+from . import logging as dl_logging
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .report import events
 from .skipfiles import skip_reason
@@ -48,6 +49,7 @@ _frame_counter = itertools.count()
 _ENTRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _GENERATED: "weakref.WeakSet" = weakref.WeakSet()
 _LIMIT_WARNED: "weakref.WeakSet" = weakref.WeakSet()
+_SKIPPED: "weakref.WeakSet" = weakref.WeakSet()  # codes the C cache marks SKIP
 
 
 class CacheEntryInfo:
@@ -68,6 +70,9 @@ def _frame_id(code) -> int:
 
 
 def reset_state() -> None:
+    for code in list(_ENTRIES.keys()) + list(_SKIPPED):
+        _C.set_cache(code, None)
+    _SKIPPED.clear()
     _ENTRIES.clear()
     _LIMIT_WARNED.clear()
     _frame_ids.clear()
@@ -87,6 +92,12 @@ class FrameConverter:
         self.dynamic = dynamic
 
     def __call__(self, code: types.CodeType, f_locals: dict, func):
+        result = self._convert(code, f_locals, func)
+        if result is _C.SKIP:
+            _SKIPPED.add(code)
+        return result
+
+    def _convert(self, code: types.CodeType, f_locals: dict, func):
         if code in _GENERATED:
             return _C.SKIP
         reason = skip_reason(code.co_filename, code.co_name)
@@ -112,6 +123,8 @@ class FrameConverter:
             compile_id = f"{_frame_id(code)}/{len(existing)}"
             recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, code.co_name,
                                 code.co_filename, code.co_firstlineno, reasons[0])
+            recompiles_log.debug("[%s] Guard failures of all %d cache entries of %s (newest first):\n%s",
+                                 compile_id, len(reasons), code.co_name, dl_logging.lazy("\n".join, reasons))
             events.emit(events.RecompileEvent(code.co_name, code.co_filename, code.co_firstlineno,
                                               compile_id, reasons))
         else:
@@ -186,6 +199,7 @@ class FrameConverter:
             graph_inputs = output.finalize(outputs)
             gm, compiled_fn, compile_seconds = output.compile(self.backend, self.backend_name)
             compiled = _C.DisabledCall(compiled_fn)
+            compiled_fn.owner = compiled  # the first result is checked, then the check is dropped
         output_index = {node: i for i, node in enumerate(outputs)}
         if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells \
                 and state.grad_mode is None:
@@ -198,20 +212,16 @@ class FrameConverter:
         info = CacheEntryInfo(guard, new_code, compile_id, gm)
         _ENTRIES.setdefault(code, []).insert(0, info)
         if gm is not None:
-            graph_code_log.debug("[%s] Graph of %s:\n%s", compile_id, code.co_name, gm.print_readable(
-                print_output=False))
+            graph_code_log.info("[%s] Graph of %s:\n%s", compile_id, code.co_name,
+                                dl_logging.lazy(gm.print_readable, print_output=False))
             events.emit(events.GraphEvent(compile_id, code.co_name, code.co_filename, code.co_firstlineno, gm,
                                           output.count_ops(), output.guards.render(), compile_seconds,
                                           trace_seconds, self.backend_name))
-        guards_log.debug("[%s] Guards of %s:\n%s", compile_id, code.co_name,
-                         "\n".join(output.guards.render()))
-        if new_code is not None and bytecode_log.isEnabledFor(logging.DEBUG):
-            import dis
-            import io
-
-            buf = io.StringIO()
-            dis.dis(new_code, file=buf)
-            bytecode_log.debug("[%s] Transformed code of %s:\n%s", compile_id, code.co_name, buf.getvalue())
+        guards_log.info("[%s] Guards of %s:\n%s", compile_id, code.co_name,
+                        dl_logging.lazy(lambda: "\n".join(output.guards.render())))
+        if new_code is not None:
+            bytecode_log.info("[%s] Bytecode of %s:\n%s", compile_id, code.co_name,
+                              dl_logging.lazy(dl_logging.format_code_change, code, new_code))
         output.release_examples()
         return (guard.fn, new_code)
 

@@ -1,56 +1,575 @@
-"""The dynamo_lite pytest plugin (entry point ``pytest11``; disable with ``-p no:dynamo_lite``).
+"""The dynamo_lite pytest plugin: graph breaks and recompiles of a test suite, per test.
 
-Records the structured events (graph breaks, fallbacks, recompiles, graphs)
-of code compiled inside each test and prints a "dynamo_lite graph breaks"
-summary at the end of the run.
-Tested by tests/test_pytest_plugin.py.
+Loaded through the ``pytest11`` entry point (disable with ``-p no:dynamo_lite``).
+
+Always on (cheap: nothing happens until dynamo_lite compiles something):
+- records the structured events (report/events.py) of code compiled inside
+  each test (setup, call, teardown) into a ``CompileRecord``;
+- resets dynamo_lite's caches before each test (``dynamo_lite.reset()``) so
+  each test's record is its own;
+- markers ``@pytest.mark.fullgraph`` (any graph break or eager fallback fails
+  the test, with the break message), ``@pytest.mark.max_graph_breaks(n)``,
+  ``@pytest.mark.max_recompiles(n)``;
+- fixtures ``graph_breaks`` (the live CompileRecord of the test, with
+  ``.assert_none()``) and ``compile_counter`` (a ``dynamo_lite.testing.CompileCounter``);
+- JUnit XML properties ``dl_graphs``, ``dl_graph_breaks``, ``dl_recompiles``,
+  ``dl_break_ids`` for tests that compiled something;
+- terminal summary section "dynamo_lite graph breaks" when anything compiled.
+
+Options:
+    --dl                      run every test body under dynamo_lite.optimize(backend)
+    --dl-backend=NAME         backend for --dl (default: eager)
+    --dl-report=json:PATH     write the schema-versioned JSON report
+    --dl-baseline=PATH        fail the run when a test has more graph breaks or
+                              recompiles than PATH records
+    --dl-update-baseline      (with --dl-baseline) rewrite PATH from this run
+
+"Graph breaks" in markers, baseline and JUnit counts = graph breaks (the
+rest of the frame resumed) + eager fallbacks (the whole frame ran eagerly),
+as ``explain().graph_break_count`` counts them.
+Tested by tests/test_pytest_plugin.py (with pytester).
 """
 from __future__ import annotations
 
-import collections
+import json
+import os
+import platform
+import sys
+from typing import Optional
 
 import pytest
 
+from . import graph_breaks as _registry
 from .report import events
 
-
-class _Recorder:
-    def __init__(self):
-        self.by_test: dict[str, list] = collections.defaultdict(list)
-        self.current: str = ""
-
-    def __call__(self, event):
-        self.by_test[self.current].append(event)
+REPORT_SCHEMA = "dynamo_lite.pytest_report"
+BASELINE_SCHEMA = "dynamo_lite.pytest_baseline"
+SCHEMA_VERSION = 1
+_MAX_ROWS = 25  # summary rows shown without -v
 
 
-_RECORDER = _Recorder()
+class CompileRecord:
+    """Everything dynamo_lite reported during one test, in order (a live view: it grows as events arrive).
+
+    ``events`` holds the raw events; the properties filter them by kind.
+    """
+
+    __slots__ = ("nodeid", "events", "outcome")
+
+    def __init__(self, nodeid: str):
+        self.nodeid = nodeid  # pytest node id, or "<outside tests>"
+        self.events: list = []  # every event, in emission order
+        self.outcome = ""  # "passed" / "failed" / "skipped" ("" until known)
+
+    @property
+    def graph_breaks(self) -> list:
+        """GraphBreakEvents (the frame resumed after the break)."""
+        return [e for e in self.events if isinstance(e, events.GraphBreakEvent)]
+
+    @property
+    def fallbacks(self) -> list:
+        """FallbackEvents (a whole frame ran eagerly)."""
+        return [e for e in self.events if isinstance(e, events.FallbackEvent)]
+
+    @property
+    def breaks(self) -> list:
+        """Graph breaks and fallbacks, in order: what markers and the baseline count."""
+        return [e for e in self.events if isinstance(e, (events.GraphBreakEvent, events.FallbackEvent))]
+
+    @property
+    def graphs(self) -> list:
+        return [e for e in self.events if isinstance(e, events.GraphEvent)]
+
+    @property
+    def recompiles(self) -> list:
+        return [e for e in self.events if isinstance(e, events.RecompileEvent)]
+
+    @property
+    def cache_limits(self) -> list:
+        return [e for e in self.events if isinstance(e, events.CacheLimitEvent)]
+
+    @property
+    def frames(self) -> int:
+        """Frame compilations that reported something (distinct compile ids)."""
+        return len({e.compile_id for e in self.events if getattr(e, "compile_id", None)})
+
+    @property
+    def break_ids(self) -> list:
+        return [e.break_id for e in self.breaks]
+
+    def counts(self) -> dict:
+        return {"frames": self.frames, "graphs": len(self.graphs), "graph_breaks": len(self.graph_breaks),
+                "fallbacks": len(self.fallbacks), "recompiles": len(self.recompiles),
+                "cache_limits": len(self.cache_limits)}
+
+    def __len__(self) -> int:
+        return len(self.breaks)
+
+    def __iter__(self):
+        return iter(self.breaks)
+
+    def clear(self) -> None:
+        self.events.clear()
+
+    def assert_none(self) -> None:
+        """Fail (AssertionError) with every break's message when there was any graph break or fallback."""
+        __tracebackhide__ = True
+        if self.breaks:
+            raise AssertionError(format_breaks(self.breaks, f"expected no graph breaks, got {len(self.breaks)}"))
+
+    def __repr__(self) -> str:
+        c = self.counts()
+        return (f"<CompileRecord {self.nodeid}: {c['graphs']} graphs, {len(self)} breaks, "
+                f"{c['recompiles']} recompiles>")
+
+
+def format_break(ev) -> str:
+    """One break as the user should read it: id, title, reason, user stack, hint."""
+    kind = "graph break" if isinstance(ev, events.GraphBreakEvent) else "frame ran eagerly"
+    bt = _registry.lookup(ev.break_id)
+    lines = [f"[{ev.break_id}] {bt.title} ({kind}): {ev.reason}"]
+    lines += [str(f) for f in ev.user_stack]
+    for hint in bt.hints[:1]:
+        lines.append(f"  hint: {hint}")
+    return "\n".join(lines)
+
+
+def format_breaks(breaks: list, headline: str) -> str:
+    return headline + "\n" + "\n".join(format_break(e) for e in breaks)
+
+
+# ---------------------------------------------------------------------------
+# Per-run state.  One _RunState per pytest config; events go to the innermost
+# active run (pytester runs pytest inside pytest).
+class _RunState:
+    def __init__(self, config):
+        self.config = config
+        self.dl: bool = config.getoption("dl")
+        self.backend: str = config.getoption("dl_backend")
+        self.records: dict[str, CompileRecord] = {}  # nodeid -> record, for tests that got events
+        self.ran: list[str] = []  # nodeids of tests that ran, in order
+        self.current: Optional[str] = None  # nodeid of the running test
+        self.outside = CompileRecord("<outside tests>")
+        self.regressions: list[str] = []  # baseline failures (text)
+        self.report_path: Optional[str] = None
+        self.baseline_path: Optional[str] = config.getoption("dl_baseline")
+        self.update_baseline: bool = config.getoption("dl_update_baseline")
+        self.baseline: dict = {}
+
+    def __call__(self, event) -> None:
+        if self.current is None:
+            self.outside.events.append(event)
+        else:
+            self.record(self.current).events.append(event)
+
+    def record(self, nodeid: str) -> CompileRecord:
+        rec = self.records.get(nodeid)
+        if rec is None:
+            rec = self.records[nodeid] = CompileRecord(nodeid)
+        return rec
+
+    def all_records(self) -> list:
+        recs = list(self.records.values())
+        if self.outside.events:
+            recs.append(self.outside)
+        return recs
+
+
+_ACTIVE: list[_RunState] = []
+_STATE_KEY = pytest.StashKey[_RunState]()
+
+
+def _dispatch(event) -> None:
+    if _ACTIVE:
+        _ACTIVE[-1](event)
+
+
+def _state(config) -> Optional[_RunState]:
+    return config.stash.get(_STATE_KEY, None)
+
+
+# ---------------------------------------------------------------------------
+# Hooks
+def pytest_addoption(parser):
+    group = parser.getgroup("dynamo_lite", "dynamo_lite graph breaks and recompiles")
+    group.addoption("--dl", action="store_true", default=False,
+                    help="run every test body under dynamo_lite.optimize(backend) and report graph breaks")
+    group.addoption("--dl-backend", default="eager", metavar="NAME",
+                    help="backend used by --dl (default: eager)")
+    group.addoption("--dl-report", default=None, metavar="json:PATH",
+                    help="write a JSON report of graphs, graph breaks and recompiles per test")
+    group.addoption("--dl-baseline", default=None, metavar="PATH",
+                    help="fail when a test has more graph breaks or recompiles than this baseline file records")
+    group.addoption("--dl-update-baseline", action="store_true", default=False,
+                    help="rewrite the --dl-baseline file from this run")
 
 
 def pytest_configure(config):
-    events.add_sink(_RECORDER)
+    config.addinivalue_line("markers", "fullgraph: fail the test on any dynamo_lite graph break or fallback")
+    config.addinivalue_line("markers", "max_graph_breaks(n): fail the test on more than n dynamo_lite graph breaks")
+    config.addinivalue_line("markers", "max_recompiles(n): fail the test on more than n dynamo_lite recompiles")
+    state = _RunState(config)
+    report = config.getoption("dl_report")
+    if report:
+        fmt, sep, path = report.partition(":")
+        if not sep and report.endswith(".json"):
+            fmt, path = "json", report
+        if fmt != "json" or not path:
+            raise pytest.UsageError(f"--dl-report expects json:PATH, got {report!r}")
+        state.report_path = os.path.abspath(path)
+    if state.dl:
+        from .backends import lookup_backend
+
+        try:
+            lookup_backend(state.backend)
+        except (ValueError, TypeError) as e:
+            raise pytest.UsageError(f"--dl-backend: {e}") from None
+    if state.update_baseline and not state.baseline_path:
+        raise pytest.UsageError("--dl-update-baseline needs --dl-baseline=PATH")
+    if state.baseline_path:
+        state.baseline_path = os.path.abspath(state.baseline_path)
+        if os.path.exists(state.baseline_path):
+            state.baseline = _read_baseline(state.baseline_path)
+        elif not state.update_baseline:
+            raise pytest.UsageError(f"--dl-baseline: {state.baseline_path} does not exist "
+                                    "(create it with --dl-update-baseline)")
+    config.stash[_STATE_KEY] = state
+    if not _ACTIVE:
+        events.add_sink(_dispatch)
+    _ACTIVE.append(state)
 
 
 def pytest_unconfigure(config):
-    events.remove_sink(_RECORDER)
+    state = _state(config)
+    if state is not None and state in _ACTIVE:
+        _ACTIVE.remove(state)
+        if not _ACTIVE:
+            events.remove_sink(_dispatch)
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    state = _state(item.config)
+    if state is None:
+        return (yield)
+    from .api import reset
+
+    reset()
+    state.current = item.nodeid
+    state.ran.append(item.nodeid)
+    try:
+        return (yield)
+    finally:
+        state.current = None
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    _RECORDER.current = item.nodeid
-    yield
-    _RECORDER.current = ""
+    state = _state(item.config)
+    if state is None:
+        return (yield)
+    try:
+        if state.dl:
+            from .api import optimize
+
+            with optimize(state.backend):
+                result = yield
+        else:
+            result = yield
+    finally:
+        rec = state.records.get(item.nodeid)
+        if rec is not None or state.dl:
+            _add_properties(item, rec)
+    if rec is not None:  # the test body passed: now the markers may fail it
+        _check_markers(item, rec)
+    return result
 
 
-def pytest_terminal_summary(terminalreporter):
-    breaks = collections.Counter()
-    for test, evs in _RECORDER.by_test.items():
-        for ev in evs:
-            if isinstance(ev, (events.GraphBreakEvent, events.FallbackEvent)):
-                where = f"{ev.filename}:{ev.lineno}" if ev.filename else ev.frame
-                breaks[(ev.break_id, ev.reason, where)] += 1
-    if not breaks:
+def _add_properties(item, rec: Optional[CompileRecord]) -> None:
+    if rec is None:
+        rec = CompileRecord(item.nodeid)
+    item.user_properties.extend([
+        ("dl_graphs", len(rec.graphs)), ("dl_graph_breaks", len(rec)),
+        ("dl_recompiles", len(rec.recompiles)), ("dl_break_ids", ",".join(rec.break_ids)),
+    ])
+
+
+def _check_markers(item, rec: CompileRecord) -> None:
+    problems = []
+    if item.get_closest_marker("fullgraph") is not None and len(rec):
+        problems.append(format_breaks(rec.breaks, f"@pytest.mark.fullgraph: {_plural(len(rec), 'graph break')}"))
+    marker = item.get_closest_marker("max_graph_breaks")
+    if marker is not None:
+        limit = _marker_int(marker)
+        if len(rec) > limit:
+            problems.append(format_breaks(rec.breaks, f"@pytest.mark.max_graph_breaks({limit}): "
+                                                      f"{_plural(len(rec), 'graph break')}"))
+    marker = item.get_closest_marker("max_recompiles")
+    if marker is not None:
+        limit = _marker_int(marker)
+        if len(rec.recompiles) > limit:
+            lines = [f"@pytest.mark.max_recompiles({limit}): {_plural(len(rec.recompiles), 'recompile')}"]
+            lines += [f"  [{r.compile_id}] {r.frame} ({r.filename}:{r.lineno}): {r.reasons[0] if r.reasons else '?'}"
+                      for r in rec.recompiles]
+            problems.append("\n".join(lines))
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+def _marker_int(marker) -> int:
+    value = marker.args[0] if marker.args else marker.kwargs.get("n")
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise pytest.UsageError(f"@pytest.mark.{marker.name} expects an int, got {value!r}")
+    return value
+
+
+def pytest_runtest_logreport(report):
+    for state in _ACTIVE[-1:]:
+        rec = state.records.get(report.nodeid)
+        if rec is None:
+            return
+        if report.when == "call" or (report.outcome != "passed" and not rec.outcome) or \
+                (report.when == "teardown" and report.outcome == "failed"):
+            rec.outcome = report.outcome
+
+
+# ---------------------------------------------------------------------------
+# Fixtures
+@pytest.fixture
+def graph_breaks(request) -> CompileRecord:
+    """The live CompileRecord of this test: ``.breaks``, ``.graphs``, ``.recompiles``, ``.assert_none()``."""
+    state = _state(request.config)
+    if state is None:
+        return CompileRecord(request.node.nodeid)
+    return state.record(request.node.nodeid)
+
+
+@pytest.fixture
+def compile_counter():
+    """A fresh ``dynamo_lite.testing.CompileCounter`` backend (``.frame_count``, ``.op_count``, ``.graphs``)."""
+    from .testing import CompileCounter
+
+    return CompileCounter()
+
+
+# ---------------------------------------------------------------------------
+# Baseline and JSON report
+def _read_baseline(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise pytest.UsageError(f"--dl-baseline: cannot read {path}: {e}") from None
+    if data.get("schema") != BASELINE_SCHEMA or data.get("schema_version") != SCHEMA_VERSION:
+        raise pytest.UsageError(f"--dl-baseline: {path} is not a version-{SCHEMA_VERSION} {BASELINE_SCHEMA} file")
+    return data.get("tests", {})
+
+
+def _baseline_counts(rec: Optional[CompileRecord]) -> dict:
+    if rec is None:
+        return {"graph_breaks": 0, "recompiles": 0}
+    return {"graph_breaks": len(rec), "recompiles": len(rec.recompiles)}
+
+
+def _compare_baseline(state: _RunState) -> list[str]:
+    problems = []
+    for nodeid in state.ran:
+        now = _baseline_counts(state.records.get(nodeid))
+        before = state.baseline.get(nodeid, {})
+        for key in ("graph_breaks", "recompiles"):
+            allowed = before.get(key, 0)
+            if now[key] > allowed:
+                problems.append(f"{nodeid}: {now[key]} {key.replace('_', ' ')} > baseline {allowed}")
+    return problems
+
+
+def _write_baseline(state: _RunState) -> None:
+    tests = dict(state.baseline)
+    for nodeid in state.ran:
+        counts = _baseline_counts(state.records.get(nodeid))
+        if any(counts.values()):
+            tests[nodeid] = counts
+        else:
+            tests.pop(nodeid, None)
+    data = {"schema": BASELINE_SCHEMA, "schema_version": SCHEMA_VERSION,
+            "tests": {k: tests[k] for k in sorted(tests)}}
+    os.makedirs(os.path.dirname(state.baseline_path) or ".", exist_ok=True)
+    with open(state.baseline_path, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=False)
+        f.write("\n")
+
+
+def _versions() -> dict:
+    from importlib import metadata
+
+    def version(dist):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    import torch
+
+    return {"dynamo_lite": version("dynamo-lite"), "torch": torch.__version__,
+            "python": platform.python_version(), "pytest": pytest.__version__,
+            "platform": sys.platform}
+
+
+def _location(ev, root: str) -> str:
+    filename, lineno = ev.filename, ev.lineno
+    if not filename:
+        return ev.frame
+    try:
+        rel = os.path.relpath(filename, root)
+        if not rel.startswith(".."):
+            filename = rel
+    except ValueError:
+        pass
+    return f"{filename}:{lineno}"
+
+
+def _group_breaks(records: list, root: str) -> list[dict]:
+    """Breaks grouped by (id, location), most frequent first."""
+    groups: dict = {}
+    for rec in records:
+        for ev in rec.breaks:
+            key = (ev.break_id, _location(ev, root))
+            g = groups.get(key)
+            if g is None:
+                bt = _registry.lookup(ev.break_id)
+                g = groups[key] = {"break_id": ev.break_id, "title": bt.title, "location": key[1], "count": 0,
+                                   "tests": [], "reason": ev.reason, "kind": ev.kind, "hints": list(bt.hints)}
+            g["count"] += 1
+            if rec.nodeid not in g["tests"]:
+                g["tests"].append(rec.nodeid)
+    return sorted(groups.values(), key=lambda g: (-g["count"], g["break_id"], g["location"]))
+
+
+def _totals(state: _RunState) -> dict:
+    recs = state.all_records()
+    total = {"tests": len(state.ran), "tests_compiling": len(state.records)}
+    per_record = [rec.counts() for rec in recs]
+    for key in ("frames", "graphs", "graph_breaks", "fallbacks", "recompiles", "cache_limits"):
+        total[key] = sum(c[key] for c in per_record)
+    return total
+
+
+def build_report(state: _RunState) -> dict:
+    """The JSON report (schema ``dynamo_lite.pytest_report`` version 1)."""
+    root = str(state.config.rootpath)
+    tests = []
+    ran = set(state.ran)
+    nodeids = list(state.ran) if state.dl else [n for n in state.ran if n in state.records]
+    nodeids += [n for n in state.records if n not in ran]
+    for nodeid in nodeids:
+        rec = state.records.get(nodeid)
+        if rec is None:
+            rec = CompileRecord(nodeid)
+        tests.append({
+            "nodeid": nodeid, "outcome": rec.outcome, "counts": rec.counts(),
+            "graphs": [e.to_dict() for e in rec.graphs],
+            "graph_breaks": [e.to_dict() for e in rec.breaks],
+            "recompiles": [e.to_dict() for e in rec.recompiles],
+            "cache_limits": [e.to_dict() for e in rec.cache_limits],
+        })
+    report = {
+        "schema": REPORT_SCHEMA, "schema_version": SCHEMA_VERSION, "versions": _versions(),
+        "options": {"dl": state.dl, "backend": state.backend if state.dl else None},
+        "totals": _totals(state), "break_types": _group_breaks(state.all_records(), root), "tests": tests,
+    }
+    if state.outside.events:
+        rec = state.outside
+        report["outside_tests"] = {"counts": rec.counts(), "graph_breaks": [e.to_dict() for e in rec.breaks],
+                                   "recompiles": [e.to_dict() for e in rec.recompiles]}
+    if state.baseline_path:
+        report["baseline"] = {"path": state.baseline_path, "updated": state.update_baseline,
+                              "regressions": state.regressions}
+    return report
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    state = _state(session.config)
+    if state is None or getattr(session.config, "workerinput", None) is not None:
+        return
+    if state.baseline_path:
+        if state.update_baseline:
+            _write_baseline(state)
+        else:
+            state.regressions = _compare_baseline(state)
+            if state.regressions and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if state.report_path:
+        os.makedirs(os.path.dirname(state.report_path) or ".", exist_ok=True)
+        with open(state.report_path, "w") as f:
+            json.dump(build_report(state), f, indent=1)
+            f.write("\n")
+
+
+# ---------------------------------------------------------------------------
+# Terminal summary
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    state = _state(config)
+    if state is None:
+        return
+    recs = state.all_records()
+    if not (state.dl or state.regressions or any(r.events for r in recs)):
         return
     tr = terminalreporter
+    verbose = config.getoption("verbose") > 0
+    root = str(config.rootpath)
     tr.write_sep("=", "dynamo_lite graph breaks")
-    for (bid, reason, where), n in breaks.most_common(20):
-        tr.write_line(f"{n:5d}  [{bid}] {reason}  ({where})")
+    t = _totals(state)
+    parts = [_plural(t["frames"], "frame"), _plural(t["graphs"], "graph"), _plural(t["graph_breaks"], "graph break"),
+             _plural(t["recompiles"], "recompile"), _plural(t["fallbacks"], "fallback")]
+    if t["cache_limits"]:
+        parts.append(_plural(t["cache_limits"], "cache limit") + " hit")
+    tr.write_line(f"{t['tests_compiling']} of {_plural(t['tests'], 'test')} compiled code: {', '.join(parts)}"
+                  + (f" (--dl, backend={state.backend})" if state.dl else ""))
+    groups = _group_breaks(recs, root)
+    if groups:
+        tr.write_line("")
+        tr.write_line(f"{'count':>5} {'tests':>5}  {'type':<36} location")
+        shown = groups if verbose else groups[:_MAX_ROWS]
+        for g in shown:
+            kind = "" if g["kind"] == "graph_break" else " (fallback)"
+            title = f"{g['break_id']} {g['title']}{kind}"
+            tr.write_line(f"{g['count']:>5} {len(g['tests']):>5}  {title:<36} {g['location']}")
+            tr.write_line(f"{'':>13}{g['reason']}")
+            if g["hints"]:
+                tr.write_line(f"{'':>13}hint: {g['hints'][0]}")
+        if len(groups) > len(shown):
+            tr.write_line(f"... {len(groups) - len(shown)} more locations (-v shows all; --dl-report=json:PATH "
+                          "writes everything)")
+    if verbose:
+        tr.write_line("")
+        tr.write_line("per test:")
+        for rec in recs:
+            if not rec.events:
+                continue
+            c = rec.counts()
+            tr.write_line(f"  {rec.nodeid}: {_plural(c['graphs'], 'graph')}, "
+                          f"{_plural(len(rec), 'graph break')}, {_plural(c['recompiles'], 'recompile')}")
+            for ev in rec.breaks:
+                tr.write_line(f"      [{ev.break_id}] {ev.reason} ({_location(ev, root)})")
+            for ev in rec.recompiles:
+                tr.write_line(f"      recompile [{ev.compile_id}] {ev.frame}: "
+                              f"{ev.reasons[0] if ev.reasons else '?'}")
+    if state.baseline_path:
+        tr.write_line("")
+        if state.update_baseline:
+            tr.write_line(f"dynamo_lite baseline written: {state.baseline_path}")
+        elif state.regressions:
+            tr.write_line(f"dynamo_lite baseline FAILED ({state.baseline_path}): "
+                          f"{len(state.regressions)} regression(s)", red=True, bold=True)
+            for line in state.regressions:
+                tr.write_line(f"  {line}", red=True)
+            tr.write_line("  (if this is expected, rerun with --dl-update-baseline)")
+        else:
+            tr.write_line(f"dynamo_lite baseline OK ({state.baseline_path})")
+    if state.report_path:
+        tr.write_line(f"dynamo_lite report written: {state.report_path}")

@@ -29,6 +29,8 @@ _TORCH_INLINE_DIRS = (
     os.path.join(_TORCH_DIR, "nn", "modules") + os.sep,
 )
 _MODULE_PY = os.path.join("nn", "modules", "module.py")  # Module.__call__ machinery: never traced
+# dynamo_lite files holding user-style model code (the demo's nanoGPT): traced like user code
+_TRACED_OWN_FILES = (os.path.join(_DYNAMO_LITE_DIR, "demo.py"),)
 _STDLIB_DIRS = tuple(
     {os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib")}
 )
@@ -41,12 +43,19 @@ _INFRA_PACKAGES = (
 )
 
 
+# standard-library code that is pure Python over its arguments and may be inlined
+# (the Mapping/Sequence mixin methods: __contains__, get, keys, items, ...)
+_INLINABLE_STDLIB = ("<frozen _collections_abc>",)
+
+
 @functools.lru_cache(maxsize=None)
 def _file_reason(filename: str, inline: bool) -> Optional[str]:
+    if inline and filename in _INLINABLE_STDLIB:
+        return None
     if filename.startswith("<frozen"):
         return "frozen standard-library module"
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
-    if path.startswith(_DYNAMO_LITE_DIR):
+    if path.startswith(_DYNAMO_LITE_DIR) and path not in _TRACED_OWN_FILES:
         return "dynamo_lite's own code"
     if path.startswith(_TORCH_DIR):
         if path.startswith(_TORCH_INLINE_DIRS) and not path.endswith(_MODULE_PY):

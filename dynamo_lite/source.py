@@ -140,6 +140,6 @@ class ModuleGlobalSource(Source):
     def reconstruct(self, cg):
         import sys
 
-        cg.load_const(sys.modules[self.module].__dict__)
-        cg.load_const(self.global_name)
-        cg.emit("BINARY_SUBSCR")
+        # the module object, not its __dict__: a dict constant would make the code object unhashable
+        cg.load_const(sys.modules[self.module])
+        cg.load_attr(self.global_name)

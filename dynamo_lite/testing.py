@@ -63,15 +63,41 @@ def _call(fn, args, kwargs) -> Outcome:
     return out
 
 
+def _rng_state():
+    import random
+
+    state = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    try:
+        import numpy
+
+        state["numpy"] = numpy.random.get_state()
+    except ImportError:
+        pass
+    return state
+
+
+def _set_rng_state(state) -> None:
+    import random
+
+    random.setstate(state["python"])
+    torch.set_rng_state(state["torch"])
+    if "numpy" in state:
+        import numpy
+
+        numpy.random.set_state(state["numpy"])
+
+
 def run_both(fn: Callable, *args, backend="eager", compiled_fn=None, **kwargs) -> tuple[Outcome, Outcome]:
     from . import compile as dl_compile
 
     eager_args, eager_kwargs = copy.deepcopy((args, kwargs))
     comp_args, comp_kwargs = copy.deepcopy((args, kwargs))
     grad = torch.is_grad_enabled()
+    rng = _rng_state()
     eager = _call(fn, eager_args, eager_kwargs)
     torch.set_grad_enabled(grad)
     compiled = compiled_fn if compiled_fn is not None else dl_compile(fn, backend=backend)
+    _set_rng_state(rng)  # both runs draw the same random numbers
     comp = _call(compiled, comp_args, comp_kwargs)
     torch.set_grad_enabled(grad)
     return eager, comp

@@ -220,6 +220,91 @@ def brk_in_finally(x):
     return y
 
 
+def brk_loop_break_continue_else(x, items):
+    acc = x
+    for i in items:
+        if i == 1:
+            continue
+        print(i)
+        if i == 3:
+            break
+        acc = acc + i
+    else:
+        acc = acc * 100
+    return acc
+
+
+def brk_loop_return(x):
+    for i in range(5):
+        print(i)
+        if i == 2:
+            return x + i
+        x = x * 2
+    return x
+
+
+def brk_while_loop(x):
+    n = 0
+    while n < 4:
+        x = x + 1
+        print(n)
+        n += 1
+    return x, n
+
+
+def brk_nested_loops(x):
+    for i in range(2):
+        for j in range(3):
+            x = x + i * j
+            print(i, j)
+    return x
+
+
+def brk_loop_inside_try(x):
+    try:
+        for i in range(3):
+            print(i)
+            if i == 2:
+                raise KeyError(i)
+            x = x + 1
+    except KeyError:
+        x = x * 10
+    return x
+
+
+def brk_loop_with_try_inside(x):
+    out = []
+    for i in range(3):
+        try:
+            print(i)
+            if i == 1:
+                raise ValueError(i)
+            out.append(x + i)
+        except ValueError:
+            out.append(x * 0)
+    return out
+
+
+def brk_loop_closure(x):
+    total = [x]
+
+    def add(v):
+        total[0] = total[0] + v
+
+    for i in range(3):
+        add(i)
+        print(i)
+    return total[0]
+
+
+def brk_loop_conditionally_bound(x, flags):
+    for f in flags:
+        if f:
+            z = x * 2
+        print(f)
+    return z
+
+
 class _WithForward(torch.nn.Module):
     def forward(self, x, _unused):
         return x * 5
@@ -253,6 +338,16 @@ MATRIX = [
     (brk_bool_branch, lambda: (-torch.ones(3),)),
     (brk_tolist, lambda: (torch.arange(4.0),)),
     (brk_while_data_dependent, lambda: (torch.full((2,), 2.5),)),
+    (brk_loop_break_continue_else, lambda: (torch.randn(3), [0, 1, 2, 3, 4])),
+    (brk_loop_break_continue_else, lambda: (torch.randn(3), [0, 1, 2])),
+    (brk_loop_return, lambda: (torch.randn(3),)),
+    (brk_while_loop, lambda: (torch.randn(3),)),
+    (brk_nested_loops, lambda: (torch.randn(3),)),
+    (brk_loop_inside_try, lambda: (torch.randn(3),)),
+    (brk_loop_with_try_inside, lambda: (torch.randn(3),)),
+    (brk_loop_closure, lambda: (torch.randn(3),)),
+    (brk_loop_conditionally_bound, lambda: (torch.randn(3), [True, False])),
+    (brk_loop_conditionally_bound, lambda: (torch.randn(3), [False, False])),
 ]
 
 
@@ -358,6 +453,18 @@ def test_resume_args_are_live_locals():
     codes = [key for key in resume._RESUME_CACHE if key[0] is f.__code__]
     assert codes and all("dead" not in key[3] for key in codes)
     assert any("alive" in key[3] for key in codes)
+
+
+def test_break_in_loop_captures_the_loop_body_as_a_function():
+    counter = CompileCounter()
+    cf = dynamo_lite.compile(brk_in_loop, backend=counter)
+    x = torch.randn(3)
+    torch.testing.assert_close(cf(x), brk_in_loop(x))
+    # the prefix graph, and graphs of the loop body function (__loop_body_at_*)
+    assert counter.frame_count >= 2
+    from dynamo_lite.codegen import loops
+
+    assert any(key[0] is brk_in_loop.__code__ for key in loops._BODY_CACHE)
 
 
 def test_break_in_loop_prefix_stays_captured():

@@ -77,6 +77,11 @@ class PyCodegen:
 
     # ---- loads and stores --------------------------------------------------
     def load_const(self, value: Any) -> None:
+        if type(value) is slice:  # slices are unhashable in 3.11: as a constant they make the code unhashable
+            for part in (value.start, value.stop, value.step):
+                self.load_const(part)
+            self.emit("BUILD_SLICE", 3)
+            return
         self.instrs.append(Instr("LOAD_CONST", value, lineno=self.lineno))
 
     def load_fast(self, name: str) -> None:
@@ -229,7 +234,7 @@ class PyCodegen:
             for cell in fn_var.closure:
                 if not cell.can_reconstruct_as_cell():
                     raise CodegenFailed("a function closing over a variable of an inlined call")
-                self.emit_load_closure(cell.name)
+                cell.reconstruct_as_cell(self)
             self.emit("BUILD_TUPLE", len(fn_var.closure))
             flags |= 0x08
         self.load_const(fn_var.code)
@@ -267,10 +272,16 @@ def assemble(bc, original: types.CodeType, n_generated: int) -> types.CodeType:
     instruction.
     """
     try:
-        return bc.to_code(compute_exception_stack_depths=False)
+        code = bc.to_code(compute_exception_stack_depths=False)
     except RuntimeError:
         return bc.to_code(stacksize=original.co_stacksize + 2 * n_generated + 2,
                           compute_exception_stack_depths=False)
+    # Handlers of the original code are reached with the original depths,
+    # which the flow analysis above may not follow: never go below the
+    # original frame's own stack size.
+    if code.co_stacksize < original.co_stacksize:
+        code = code.replace(co_stacksize=original.co_stacksize)
+    return code
 
 
 def _new_object(cls, attrs):

@@ -64,3 +64,34 @@ def live_locals_at(code: types.CodeType, offset: int) -> frozenset:
     """Fast locals that may be read at or after ``offset`` before being assigned."""
     index, live_in = _analysis(code)
     return frozenset(live_in[index[offset]])
+
+
+@functools.lru_cache(maxsize=256)
+def stack_depths(code: types.CodeType) -> dict:
+    """Offset -> value-stack depth before the instruction (None where unreachable)."""
+    import dis
+
+    insts = bytecode_compat.instructions(code)
+    index = {inst.offset: i for i, inst in enumerate(insts)}
+    depth: dict[int, int] = {}
+    work = [(0, 0)]
+    for start, _end, target, d, lasti in bytecode_compat.exception_table(code):
+        if target in index:
+            work.append((index[target], d + 1 + int(bool(lasti))))
+    while work:
+        i, d = work.pop()
+        while i < len(insts):
+            inst = insts[i]
+            if inst.offset in depth:
+                break
+            depth[inst.offset] = d
+            name = inst.opname
+            if name in _JUMPS and inst.argval in index:
+                work.append((index[inst.argval], d + dis.stack_effect(inst.opcode, inst.arg, jump=True)))
+            if name in _NO_FALLTHROUGH:
+                break
+            d += dis.stack_effect(inst.opcode, inst.arg, jump=False) if name in _JUMPS else \
+                dis.stack_effect(inst.opcode, inst.arg) if inst.opcode >= dis.HAVE_ARGUMENT else \
+                dis.stack_effect(inst.opcode)
+            i += 1
+    return depth

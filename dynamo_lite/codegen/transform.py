@@ -32,7 +32,7 @@ from .. import bytecode_compat
 from ..source import LocalSource
 from ..variables.base import VariableTracker
 from .codegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
-from . import resume as resume_mod
+from . import loops, resume as resume_mod
 
 _PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME", "NOP")
 
@@ -174,6 +174,12 @@ def _continue_at_break(cg: PyCodegen, state: FrameState) -> list:
     jump_in = [Instr("JUMP_FORWARD", entry, lineno=cg.lineno)]
     plan = resume_mod.plan_successors(code, insts, k, state.stack)
     if plan is None:
+        info = loops.find_loop(code, insts, k)
+        if info is not None:
+            body = loops.make_body_code(code, insts, info)
+            rewritten = loops.rewrite_parent_copy(copy, code, insts, info, body)
+            if rewritten is not None:
+                return jump_in + rewritten  # the loop goes on natively, calling its body function
         return jump_in + copy  # the rest of the frame runs natively
     stubs: list = []
     inst_pos = positions[k]

@@ -168,13 +168,91 @@ class OutputGraph:
             raise BackendCompilerFailed(
                 f"backend {backend_name!r} returned {type(compiled).__name__}, which is not callable "
                 f"(graph {self.compile_id} of {self.code.co_name})")
-        return gm, compiled, time.perf_counter() - start
+        where = f"graph {self.compile_id} of {self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno})"
+        return gm, CheckedCompiledGraph(compiled, gm, backend_name, where), time.perf_counter() - start
 
     def release_examples(self) -> None:
         for gi in self.graph_inputs:
             gi.example = None
         self.real_values.clear()
         self.object_cache.clear()
+
+
+class CheckedCompiledGraph:
+    """The backend's callable, whose first result is checked against the graph's outputs.
+
+    A backend that returns a callable producing the wrong number of outputs, or
+    tensors of the wrong shape/dtype/device, is reported on that first call,
+    naming the backend: with ``config.suppress_errors`` the captured graph itself
+    (``gm.forward``) replaces the backend's callable for this call (when the graph
+    mutates no tensor in place: the backend already ran) and every later call,
+    with one warning; otherwise ``BackendCompilerFailed`` is raised on every call.
+    Once a result checks out, ``owner`` (the DisabledCall in the cache entry) is
+    pointed at the backend's callable, so later calls skip the check.
+
+    Attributes:
+        fn: the backend's callable.  gm: the captured graph.
+        expected: (shape, dtype, device) per graph output.
+        owner: the DisabledCall that calls this object (set by convert_frame).
+    """
+
+    def __init__(self, fn, gm: torch.fx.GraphModule, backend_name: str, where: str):
+        self.fn = fn
+        self.gm = gm
+        self.backend_name = backend_name
+        self.where = where
+        self.owner = None
+        output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+        self.expected = []
+        for node in output.args[0]:
+            ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+            self.expected.append((tuple(ex.shape), ex.dtype, ex.device) if isinstance(ex, torch.Tensor) else None)
+        self.mutates = any(n.op == "call_method" and n.target.endswith("_") or n.op == "call_function" and
+                           getattr(n.target, "__name__", "").startswith(("i", "set")) and
+                           getattr(n.target, "__module__", "") in ("_operator", "operator")
+                           for n in gm.graph.nodes)
+
+    def __call__(self, *args):
+        out = self.fn(*args)
+        problem = self._problem(out)
+        if problem is None:
+            if self.owner is not None:
+                self.owner.__wrapped__ = self.fn
+                self.owner = None
+            return out
+        from .. import config
+
+        text = f"backend {self.backend_name!r} returned wrong outputs for {self.where}: {problem}"
+        if not config.suppress_errors:
+            raise BackendCompilerFailed(text)
+        import logging
+
+        logging.getLogger("dynamo_lite").warning("dynamo_lite: %s; running the captured graph without the "
+                                                 "backend from now on", text)
+        self.fn = self.gm.forward
+        if self.owner is not None:
+            self.owner.__wrapped__ = self.fn
+            self.owner = None
+        if self.mutates:
+            raise BackendCompilerFailed(text + " (the graph mutates tensors in place, so this call cannot be "
+                                               "re-run; later calls use the captured graph)")
+        return self.fn(*args)
+
+    def _problem(self, out) -> Optional[str]:
+        if not isinstance(out, (tuple, list)):
+            return f"a {type(out).__name__} instead of a tuple or list of {len(self.expected)} outputs"
+        if len(out) != len(self.expected):
+            return f"{len(out)} outputs instead of {len(self.expected)}"
+        for i, (value, spec) in enumerate(zip(out, self.expected)):
+            if spec is None:
+                continue
+            if not isinstance(value, torch.Tensor):
+                return f"output {i} is a {type(value).__name__}, not a tensor"
+            got = (tuple(value.shape), value.dtype, value.device)
+            if got != spec:
+                return (f"output {i} has shape {list(got[0])}, dtype {got[1]}, device {got[2]}; the graph "
+                        f"produces shape {list(spec[0])}, dtype {spec[1]}, device {spec[2]}")
+        return None
 
 
 def _node_name(source: Source) -> str:

@@ -38,25 +38,28 @@ class SideEffects:
         self.cell_stores: dict[int, tuple] = {}
         self.new_objects: list[VariableTracker] = []
         self.order: list[tuple[str, int]] = []  # ("attr"|"container"|"global"|"cell", key)
+        self._noted: set = set()
+        # bumped by every mutation, of traced-only objects too (generator inlining checks it)
+        self.version = 0
 
     def is_empty(self) -> bool:
         return not (self.attr_objects or self.mutated or self.global_stores or self.cell_stores)
 
     def _note(self, kind: str, key) -> None:
         entry = (kind, key)
-        if entry not in self._seen():
+        if entry not in self._noted:
+            self._noted.add(entry)
             self.order.append(entry)
-
-    def _seen(self):
-        return set(self.order)
 
     # ---- recording ----------------------------------------------------------
     def mutate(self, var: VariableTracker) -> None:
+        self.version += 1
         if var.source is not None:
             self.mutated[id(var)] = var
             self._note("container", id(var))
 
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
+        self.version += 1
         self.attr_objects.setdefault(id(obj), obj)
         self.attr_values.setdefault(id(obj), {})[name] = value
         if obj.source is not None:
@@ -72,6 +75,7 @@ class SideEffects:
         self.new_objects.append(obj)
 
     def store_global(self, name: str, value: VariableTracker) -> None:
+        self.version += 1
         self.global_stores[name] = value
         self._note("global", name)
 
@@ -79,6 +83,7 @@ class SideEffects:
         return self.global_stores.get(name)
 
     def store_cell(self, cell, value: VariableTracker) -> None:
+        self.version += 1
         self.cell_stores[id(cell)] = (cell, value)
         self._note("cell", id(cell))
 

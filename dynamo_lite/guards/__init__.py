@@ -20,6 +20,7 @@ Tested by tests/test_guards.py and tests/test_recompiles.py.
 from __future__ import annotations
 
 import builtins
+import os
 import sys
 import dataclasses
 import itertools
@@ -28,6 +29,11 @@ from typing import Any, Optional
 import torch
 
 from ..source import Source
+from .program import build_program, order_guards
+
+# Compile guards into a C GuardProgram (False: the Python check is the guard;
+# tests flip it to compare the two; DYNAMO_LITE_PY_GUARDS=1 turns it off).
+USE_PROGRAM: bool = os.environ.get("DYNAMO_LITE_PY_GUARDS", "0") != "1"
 
 _ORDER = {"TYPE": 0, "ID": 1, "CONST": 2, "LENGTH": 3, "NOT_IN": 4, "DICT_KEYS": 5,
           "TENSOR": 6, "EXPR": 7, "GLOBAL_STATE": 8}
@@ -99,7 +105,9 @@ class GuardSet:
         self._guards.setdefault(guard, None)
 
     def __iter__(self):
-        return iter(sorted(self._guards, key=lambda g: _ORDER[g.kind]))
+        # A guard on lst[0] or obj.attr must run after the TYPE/LENGTH guards of its
+        # parent (the and-chain short-circuits), so sources nest outermost first.
+        return iter(sorted(self._guards, key=lambda g: (_source_depth(g.source), _ORDER[g.kind])))
 
     def __len__(self):
         return len(self._guards)
@@ -116,20 +124,37 @@ class GuardSet:
             namespace[name] = obj
             return name
 
-        for guard in self:
-            for expr in _guard_exprs(guard, const):
+        guards = list(self)
+        texts_of: dict[int, list[str]] = {}
+        for guard in guards:
+            texts_of[id(guard)] = _guard_exprs(guard, const)
+            for expr in texts_of[id(guard)]:
                 parts.append(expr)
                 exprs.append((expr, guard))
         body = " and ".join(f"({p})" for p in parts) or "True"
         params = ", ".join([*arg_names, "___G", "___F"])
         src = f"def ___check({params}):\n    return {body}\n"
         exec(compile(src, "<dynamo_lite guards>", "exec"), namespace)  # noqa: S102
-        fn = namespace["___check"]
-        return CompiledGuard(fn, src, exprs, namespace, arg_names)
+        py_fn = namespace["___check"]
+        if not USE_PROGRAM:
+            return CompiledGuard(py_fn, src, exprs, namespace, arg_names, py_fn=py_fn)
+        exprs_of = lambda g: texts_of[id(g)]  # noqa: E731
+        ordered = order_guards(guards, exprs_of)
+        program, residual_src = build_program(ordered, exprs_of, tuple(arg_names), namespace)
+        return CompiledGuard(program, src, exprs, namespace, arg_names, py_fn=py_fn,
+                             residual_source=residual_src)
 
     def render(self) -> list[str]:
         """Readable lines, one per guard (for explain() and the guards log)."""
         return [describe_guard(g) for g in self]
+
+
+def _source_depth(source: Optional[Source]) -> int:
+    depth = 0
+    while getattr(source, "parent", None) is not None:
+        source = source.parent
+        depth += 1
+    return depth
 
 
 def _guard_exprs(guard: Guard, const) -> list[str]:
@@ -199,15 +224,23 @@ def _short_repr(obj) -> str:
 class CompiledGuard:
     """The compiled check of one cache entry, and the text to explain it.
 
-    fn: the check, called by C as fn(*frame_args, frame_globals, func).
-    source_code: the generated Python source (for the guards log).
-    exprs: (expression, guard) pairs in evaluation order.
+    fn: the check, called by C as fn(*frame_args, frame_globals, func): a
+        ``_C.GuardProgram`` (guards/program.py), or ``py_fn`` when
+        ``USE_PROGRAM`` is off.
+    py_fn: the same check as a Python function (the specification; tests
+        compare the two).
+    source_code: py_fn's source (for the guards log).
+    residual_source: source of the Python part of ``fn`` (expressions the C
+        program does not translate), or None.
+    exprs: (expression, guard) pairs in GuardSet order.
     """
 
-    def __init__(self, fn, source_code, exprs, namespace, arg_names):
+    def __init__(self, fn, source_code, exprs, namespace, arg_names, py_fn=None, residual_source=None):
         self.fn = fn
         self.source_code = source_code
         self.exprs = exprs
+        self.py_fn = py_fn if py_fn is not None else fn
+        self.residual_source = residual_source
         self._namespace = namespace
         self._arg_names = arg_names
 

@@ -1,8 +1,17 @@
 """Structured events: everything users ask "why?" about is one of these.
 
-Events are dataclasses that serialise to JSON (``to_dict``).  They are sent
-to every active sink (``explain()``, the pytest plugin, tests) through
-``emit``; logging renders them too.  Nothing downstream parses message text.
+Events are dataclasses sent to every active sink (``explain()``, the pytest
+plugin, tests) through ``emit``; ``convert_frame`` creates them, logging
+renders the same facts.  Nothing downstream parses message text.
+
+Invariants:
+- ``to_dict()`` of every event is JSON-serialisable (``json.dumps`` works):
+  user stacks become lists of ``{"filename", "lineno", "name", "line"}``
+  (innermost last), non-JSON values become strings, the FX graph of a
+  ``GraphEvent`` is left out (use ``graph.code``).
+- ``kind`` names the event type in dicts ("graph_break", "fallback", "graph",
+  "recompile", "cache_limit").
+- ``emit`` costs one list check when nobody listens.
 Tested by tests/test_explain.py.
 """
 from __future__ import annotations
@@ -14,17 +23,31 @@ from typing import Any, Callable, Optional
 from ..exc import UserFrame
 
 
-@dataclasses.dataclass
-class GraphBreakEvent:
-    """The graph was cut before an instruction; Python ran it and the rest resumed."""
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON data (dataclasses -> dicts, unknown objects -> str)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in value]
+    return str(value)
 
-    break_id: str
-    reason: str
-    user_stack: list  # list[UserFrame], innermost last
-    frame: str  # code name of the frame that broke
-    compile_id: str
-    instruction: str = ""
-    kind: str = "graph_break"
+
+class _Event:
+    """Shared behaviour: ``to_dict`` and the innermost user location."""
+
+    _NOT_SERIALISED: tuple = ()
+
+    def to_dict(self) -> dict:
+        return {f.name: jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name not in self._NOT_SERIALISED}
+
+
+class _BreakLike(_Event):
+    """GraphBreakEvent and FallbackEvent: a registry id, a reason and a user stack."""
 
     @property
     def filename(self) -> str:
@@ -34,95 +57,109 @@ class GraphBreakEvent:
     def lineno(self) -> Optional[int]:
         return self.user_stack[-1].lineno if self.user_stack else None
 
+    @property
+    def source_line(self) -> str:
+        return self.user_stack[-1].line if self.user_stack else ""
+
+    @property
+    def title(self) -> str:
+        from ..graph_breaks import lookup
+
+        return lookup(self.break_id).title
+
+    @property
+    def hints(self) -> tuple:
+        from ..graph_breaks import lookup
+
+        return lookup(self.break_id).hints
+
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["filename"], d["lineno"] = self.filename, self.lineno
+        from ..graph_breaks import lookup
+
+        d = super().to_dict()
+        bt = lookup(self.break_id)
+        d.update(filename=self.filename, lineno=self.lineno, title=bt.title, explanation=bt.explanation,
+                 hints=list(bt.hints))
         return d
 
 
 @dataclasses.dataclass
-class FallbackEvent:
+class GraphBreakEvent(_BreakLike):
+    """The graph was cut before an instruction; Python ran it and the rest resumed."""
+
+    break_id: str  # registry id (dynamo_lite/graph_breaks.py), e.g. "DL0014"
+    reason: str  # one sentence about this occurrence
+    user_stack: list  # list[UserFrame], innermost last
+    frame: str  # code name of the frame that broke
+    compile_id: str  # "frame_id/n": n-th compile of that frame
+    instruction: str = ""  # opname of the instruction Python runs
+    kind: str = "graph_break"
+
+
+@dataclasses.dataclass
+class FallbackEvent(_BreakLike):
     """A whole frame ran eagerly (nothing captured for it)."""
 
     break_id: str
     reason: str
-    user_stack: list
+    user_stack: list  # list[UserFrame], innermost last
     frame: str
     compile_id: str
     kind: str = "fallback"
 
-    @property
-    def filename(self) -> str:
-        return self.user_stack[-1].filename if self.user_stack else ""
-
-    @property
-    def lineno(self) -> Optional[int]:
-        return self.user_stack[-1].lineno if self.user_stack else None
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["filename"], d["lineno"] = self.filename, self.lineno
-        return d
-
 
 @dataclasses.dataclass
-class GraphEvent:
+class GraphEvent(_Event):
     """A graph was captured and compiled by the backend."""
 
     compile_id: str
-    frame: str
+    frame: str  # code name of the captured frame
     filename: str
-    lineno: int
+    lineno: int  # first line of the frame's code
     graph: Any  # torch.fx.GraphModule (not serialised)
-    ops: int
+    ops: int  # call_function/call_method/call_module nodes
     guards: list  # readable guard lines
-    compile_seconds: float
-    trace_seconds: float
+    compile_seconds: float  # backend time
+    trace_seconds: float  # symbolic interpretation time
     backend: str
     kind: str = "graph"
 
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d.pop("graph")
-        return d
+    _NOT_SERIALISED = ("graph",)
 
 
 @dataclasses.dataclass
-class RecompileEvent:
+class RecompileEvent(_Event):
     """A frame was compiled again because a guard of every cached entry failed."""
 
     frame: str
     filename: str
     lineno: int
-    compile_id: str
-    reasons: list  # one line per failed entry, the first failing fact
+    compile_id: str  # id of the new compile
+    reasons: list  # str per cached entry (newest first): its first failing fact,
+    #                e.g. "x.dtype changed from float32 to float64"
     kind: str = "recompile"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
-class CacheLimitEvent:
+class CacheLimitEvent(_Event):
     """A frame hit config.cache_size_limit and now runs eagerly on a miss."""
 
     frame: str
     filename: str
     lineno: int
     limit: int
-    reasons: list
+    reasons: list  # as RecompileEvent.reasons
     kind: str = "cache_limit"
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 _SINKS: list[Callable[[Any], None]] = []
 
 
 def emit(event) -> None:
-    for sink in list(_SINKS):
-        sink(event)
+    """Send ``event`` to every sink (no-op when there is none)."""
+    if _SINKS:
+        for sink in list(_SINKS):
+            sink(event)
 
 
 @contextlib.contextmanager
@@ -132,7 +169,7 @@ def collecting(sink: Callable[[Any], None]):
     try:
         yield
     finally:
-        _SINKS.remove(sink)
+        remove_sink(sink)
 
 
 def add_sink(sink) -> None:
@@ -144,5 +181,7 @@ def remove_sink(sink) -> None:
         _SINKS.remove(sink)
 
 
+EVENT_TYPES = (GraphBreakEvent, FallbackEvent, GraphEvent, RecompileEvent, CacheLimitEvent)
+
 __all__ = ["GraphBreakEvent", "FallbackEvent", "GraphEvent", "RecompileEvent", "CacheLimitEvent",
-           "emit", "collecting", "add_sink", "remove_sink", "UserFrame"]
+           "EVENT_TYPES", "emit", "collecting", "add_sink", "remove_sink", "jsonable", "UserFrame"]

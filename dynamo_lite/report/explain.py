@@ -1,15 +1,22 @@
 """explain(): what dynamo_lite captured for one call, and why it broke.
 
-``explain(fn)(*args, **kwargs)`` runs ``fn`` once under capture with a
-recording backend ("eager" unless given) and returns an ``ExplainOutput``
-built from the structured events of that run.  ``print(out)`` is a readable
-report; ``out.to_dict()`` is JSON-ready; ``out.draw(dir)`` writes each graph
-as a .dot file (and .svg when graphviz's ``dot`` is on PATH).
+``explain(fn)(*args, **kwargs)`` forgets compiled code (``reset()``), runs
+``fn`` once under capture with a backend ("eager" unless given) and returns
+an ``ExplainOutput`` built from the structured events of that run
+(``build_explain_output(events)`` does the same for any recorded events).
+
+    print(out)       readable report: each break with its user stack, source
+                     excerpt, explanation and hint; each graph with its ops and
+                     guards; recompiles with the guard that failed
+    out.to_dict()    the same, JSON-ready (json.dumps works)
+    out.draw(dir)    each graph as graph_<i>.dot, and graph_<i>.svg when
+                     graphviz's ``dot`` is on PATH (no Python dependency)
 Tested by tests/test_explain.py.
 """
 from __future__ import annotations
 
 import dataclasses
+import linecache
 import os
 import shutil
 import subprocess
@@ -23,13 +30,18 @@ from . import events
 class BreakReason:
     """One graph break or fallback, with where it happened in user code."""
 
-    reason: str
-    break_id: str
-    filename: str
+    reason: str  # specific to this occurrence
+    break_id: str  # registry id (graph_breaks.REGISTRY)
+    filename: str  # innermost user file ("" when unknown)
     lineno: Optional[int]
-    user_stack: list
-    kind: str  # "graph_break" or "fallback"
-    frame: str
+    user_stack: list  # list[UserFrame], innermost last
+    kind: str  # "graph_break" (the rest resumed) or "fallback" (the frame ran eagerly)
+    frame: str  # code name of the frame that was being compiled
+    compile_id: str = ""  # "frame_id/n", as in the logs
+
+    @property
+    def title(self) -> str:
+        return graph_breaks.lookup(self.break_id).title
 
     @property
     def explanation(self) -> str:
@@ -40,15 +52,49 @@ class BreakReason:
         return graph_breaks.lookup(self.break_id).hints
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["user_stack"] = [dataclasses.asdict(f) for f in self.user_stack]
-        d["explanation"] = self.explanation
-        d["hints"] = list(self.hints)
+        d = events.jsonable(self)
+        d.update(title=self.title, explanation=self.explanation, hints=list(self.hints))
         return d
 
     def __str__(self) -> str:
         where = f"{self.filename}:{self.lineno}" if self.filename else "<unknown>"
         return f"[{self.break_id}] {self.reason} ({where})"
+
+
+def source_excerpt(filename: str, lineno: Optional[int], context: int = 2) -> list[str]:
+    """Lines ``lineno-context .. lineno`` of ``filename``, numbered, the last one marked with '>'."""
+    if not filename or not lineno or not linecache.getline(filename, lineno).strip():
+        return []
+    out = []
+    width = len(str(lineno))
+    for n in range(max(1, lineno - context), lineno + 1):
+        text = linecache.getline(filename, n).rstrip()
+        if not text and n != lineno:
+            continue
+        out.append(f"{'>' if n == lineno else ' '} {n:>{width}} | {text}")
+    return out
+
+
+def op_names(gm) -> list[str]:
+    """The operations of a graph, in order (``add``, ``relu``, ``linear`` ...)."""
+    names = []
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            names.append(getattr(node.target, "__name__", str(node.target)))
+        elif node.op in ("call_method", "call_module"):
+            names.append(str(node.target))
+    return names
+
+
+@dataclasses.dataclass
+class GraphInfo:
+    """Where a graph came from."""
+
+    compile_id: str
+    frame: str  # code name of the captured frame
+    filename: str
+    lineno: int  # first line of that frame
+    backend: str
 
 
 @dataclasses.dataclass
@@ -60,76 +106,137 @@ class ExplainOutput:
     ops_per_graph: list  # number of ops in each graph
     guards: list  # list of readable guard lines per graph
     compile_times: list  # backend seconds per graph
-    recompiles: list = dataclasses.field(default_factory=list)
+    recompiles: list = dataclasses.field(default_factory=list)  # RecompileEvent.to_dict() per recompile
     out: Any = None  # what the call returned
+    graph_infos: list = dataclasses.field(default_factory=list)  # GraphInfo per graph
 
     def to_dict(self) -> dict:
+        """JSON-ready summary (graphs as their Python code)."""
         return {
             "graph_count": self.graph_count,
             "graph_break_count": self.graph_break_count,
             "break_reasons": [b.to_dict() for b in self.break_reasons],
-            "ops_per_graph": self.ops_per_graph,
-            "guards": self.guards,
-            "compile_times": self.compile_times,
-            "recompiles": self.recompiles,
+            "ops_per_graph": list(self.ops_per_graph),
+            "op_names": [op_names(g) for g in self.graphs],
+            "guards": events.jsonable(self.guards),
+            "compile_times": list(self.compile_times),
+            "recompiles": events.jsonable(self.recompiles),
+            "graph_infos": events.jsonable(self.graph_infos),
             "graphs": [g.code for g in self.graphs],
         }
 
     def __str__(self) -> str:
-        import linecache
-
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
                  f"Op count: {sum(self.ops_per_graph)}"]
         if self.break_reasons:
+            lines.append("")
             lines.append("Break reasons:")
             for i, b in enumerate(self.break_reasons, 1):
-                lines.append(f"  {i}. [{b.break_id}] {graph_breaks.lookup(b.break_id).title}: {b.reason}")
+                what = "graph break" if b.kind == "graph_break" else "frame ran eagerly"
+                lines.append(f"  {i}. [{b.break_id}] {b.title} ({what}): {b.reason}")
+                for frame in b.user_stack[:-1]:
+                    lines.append(f"     called from {frame.filename}:{frame.lineno} in {frame.name}")
                 if b.filename:
-                    lines.append(f"     at {b.filename}:{b.lineno} in {b.frame}")
-                    src = linecache.getline(b.filename, b.lineno or 0).rstrip()
-                    if src:
-                        lines.append(f"       {b.lineno} | {src.strip()}")
+                    lines.append(f"     at {b.filename}:{b.lineno} in {b.user_stack[-1].name}")
+                    excerpt = source_excerpt(b.filename, b.lineno)
+                    if excerpt:
+                        lines.extend("       " + line for line in excerpt)
+                    elif b.user_stack[-1].line:
+                        lines.append(f"       > {b.lineno} | {b.user_stack[-1].line}")
+                if b.explanation:
+                    lines.append(f"     why: {b.explanation}")
                 for hint in b.hints[:1]:
                     lines.append(f"     hint: {hint}")
-        for i, (ops, guards) in enumerate(zip(self.ops_per_graph, self.guards)):
-            lines.append(f"Graph {i}: {ops} ops, {len(guards)} guards")
+        for i, (gm, ops, guards) in enumerate(zip(self.graphs, self.ops_per_graph, self.guards)):
+            lines.append("")
+            head = f"Graph {i}: {ops} ops, {len(guards)} guards"
+            if i < len(self.graph_infos):
+                info = self.graph_infos[i]
+                head += f"  [{info.compile_id}] {info.frame} at {info.filename}:{info.lineno}"
+            lines.append(head)
+            names = op_names(gm)
+            if names:
+                lines.append(f"    ops: {', '.join(names)}")
             for g in guards:
                 lines.append(f"    guard: {g}")
+        if self.recompiles:
+            lines.append("")
+            lines.append("Recompiles:")
+            for r in self.recompiles:
+                lines.append(f"  [{r['compile_id']}] {r['frame']} ({r['filename']}:{r['lineno']}): "
+                             f"{r['reasons'][0] if r['reasons'] else '?'}")
         return "\n".join(lines)
 
     def draw(self, directory: str) -> list[str]:
-        """Write each graph as graph_<i>.dot (and .svg when `dot` is available); returns the paths."""
-        from torch.fx.passes.graph_drawer import FxGraphDrawer
-
+        """Write each graph as graph_<i>.dot (and .svg when `dot` is on PATH); returns the paths written."""
         os.makedirs(directory, exist_ok=True)
+        dot_exe = shutil.which("dot")
         paths = []
         for i, gm in enumerate(self.graphs):
-            dot = FxGraphDrawer(gm, f"graph_{i}").get_dot_graph()
             path = os.path.join(directory, f"graph_{i}.dot")
             with open(path, "w") as f:
-                f.write(dot.to_string())
+                f.write(graph_to_dot(gm, f"graph_{i}"))
             paths.append(path)
-            if shutil.which("dot"):
+            if dot_exe:
                 svg = path[:-4] + ".svg"
-                subprocess.run(["dot", "-Tsvg", path, "-o", svg], check=False)
-                paths.append(svg)
+                subprocess.run([dot_exe, "-Tsvg", path, "-o", svg], check=False, capture_output=True)
+                if os.path.exists(svg):
+                    paths.append(svg)
         return paths
 
 
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _describe_value(node) -> str:
+    val = node.meta.get("example_value", node.meta.get("val"))
+    shape = getattr(val, "shape", None)
+    dtype = getattr(val, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{str(dtype).replace('torch.', '')}{list(shape)}"
+    return ""
+
+
+def graph_to_dot(gm, name: str = "graph") -> str:
+    """A graphviz DOT rendering of an FX graph: one box per node (op, target, dtype/shape), edges = uses."""
+    colors = {"placeholder": "lightblue", "output": "lightgrey", "get_attr": "khaki",
+              "call_module": "palegreen", "call_method": "lightsalmon", "call_function": "white"}
+    lines = [f"digraph {_dot_quote(name)} {{", '  rankdir="TB";', '  node [shape=box, style=filled, fontname="monospace"];']
+    for node in gm.graph.nodes:
+        if node.op in ("call_function",):
+            target = getattr(node.target, "__name__", str(node.target))
+        else:
+            target = str(node.target)
+        label = f"{node.name}\n{node.op}: {target}"
+        desc = _describe_value(node)
+        if desc:
+            label += f"\n{desc}"
+        lines.append(f"  {_dot_quote(node.name)} [label={_dot_quote(label)}, "
+                     f"fillcolor={_dot_quote(colors.get(node.op, 'white'))}];")
+    for node in gm.graph.nodes:
+        for src in node.all_input_nodes:
+            lines.append(f"  {_dot_quote(src.name)} -> {_dot_quote(node.name)};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
 def build_explain_output(recorded: list, out=None) -> ExplainOutput:
-    graphs, ops, guards, times, reasons, recompiles = [], [], [], [], [], []
+    """An ExplainOutput from events recorded with ``events.collecting``."""
+    graphs, ops, guards, times, reasons, recompiles, infos = [], [], [], [], [], [], []
     for ev in recorded:
         if isinstance(ev, events.GraphEvent):
             graphs.append(ev.graph)
             ops.append(ev.ops)
             guards.append(ev.guards)
             times.append(ev.compile_seconds)
+            infos.append(GraphInfo(ev.compile_id, ev.frame, ev.filename, ev.lineno, ev.backend))
         elif isinstance(ev, (events.GraphBreakEvent, events.FallbackEvent)):
             reasons.append(BreakReason(ev.reason, ev.break_id, ev.filename, ev.lineno, ev.user_stack,
-                                       ev.kind, ev.frame))
+                                       ev.kind, ev.frame, ev.compile_id))
         elif isinstance(ev, events.RecompileEvent):
             recompiles.append(ev.to_dict())
-    return ExplainOutput(graphs, len(graphs), len(reasons), reasons, ops, guards, times, recompiles, out)
+    return ExplainOutput(graphs, len(graphs), len(reasons), reasons, ops, guards, times, recompiles, out, infos)
 
 
 def explain(fn, *extra_args, backend="eager", **extra_kwargs):

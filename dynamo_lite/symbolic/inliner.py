@@ -63,6 +63,8 @@ def inline_call(parent: InstructionTranslatorBase, fn_var, args: list, kwargs: d
     root = parent.root()
     previous = root._active
     root._active = child
+    version = parent.output.side_effects.version
+    n_nodes = len(parent.output.graph.nodes)
     try:
         child.run()
     except GraphBreak as e:
@@ -72,8 +74,24 @@ def inline_call(parent: InstructionTranslatorBase, fn_var, args: list, kwargs: d
     finally:
         root._active = previous
     if is_generator:
+        # The generator ran to completion here, ahead of its consumer: exact only
+        # if it had no side effects its consumer could observe in between.
+        if parent.output.side_effects.version != version or _mutating_nodes(parent.output.graph, n_nodes):
+            raise GraphBreak("DL0021", f"generator {code.co_name} has side effects; Python runs it lazily")
         return ListIteratorVariable(child.generated)
     return child.return_value
+
+
+def _mutating_nodes(graph, start: int) -> bool:
+    """Did the nodes added after the first ``start`` mutate anything (in-place ops)?"""
+    import operator
+
+    for node in list(graph.nodes)[start:]:
+        target = node.target
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        if (name.endswith("_") and not name.endswith("__")) or target is operator.setitem:
+            return True
+    return False
 
 
 __all__ = ["inline_call", "InliningTranslator"]

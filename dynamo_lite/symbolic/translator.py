@@ -203,6 +203,7 @@ class InstructionTranslatorBase:
     def cell_store(self, name: str, value: VariableTracker) -> None:
         cell = self.cells[name]
         cell.contents = value
+        self.output.side_effects.version += 1
         if cell.kind == "real" or (cell.kind == "root" and cell.source is not None):
             if cell.kind == "real" and cell.source is None:
                 raise GraphBreak("DL0008", "assigning a closure variable of a function without a source")

@@ -2,9 +2,12 @@
 
 BINARY_OP (all 26 variants), COMPARE_OP, IS_OP, CONTAINS_OP, UNARY_* and the
 ``operator`` module all come here.  Constants fold exactly; anything involving
-a tensor becomes a graph node; containers concatenate and repeat; user objects
-with operator dunders are inlined.
-Tested by tests/test_opcodes.py.
+a tensor becomes a graph node; containers concatenate, repeat and compare
+element by element like CPython (identity first); builtin containers of
+constants fold on copies; user objects (inputs and objects made in the trace)
+with operator dunders are inlined, ``!=`` falling back to ``not __eq__``.
+``x in "str"`` is a substring test.
+Tested by tests/test_builtins.py, tests/test_containers.py and tests/test_user_classes.py.
 """
 from __future__ import annotations
 
@@ -124,39 +127,93 @@ def _type_or_none(v):
         return None
 
 
+def _is_tuple(v) -> bool:
+    from .containers import TupleVariable
+
+    return isinstance(v, TupleVariable)
+
+
+def _folds_on_copies(v) -> bool:
+    from .containers import DictVariable, DictViewVariable, ListVariable, SetVariable
+
+    return v.is_python_constant() or isinstance(v, (DictVariable, DictViewVariable, ListVariable, SetVariable))
+
+
+def _compare_sequences(tx, fn, a, b):
+    """``a <op> b`` for two lists or two tuples, element by element like CPython."""
+    from .containers import ListVariable
+
+    if isinstance(a, ListVariable) != isinstance(b, ListVariable):
+        if fn in (operator.eq, operator.ne):
+            return ConstantVariable(fn is operator.ne)
+        raise GraphBreak("DL0010", f"comparing {a.describe()} with {b.describe()} (TypeError)")
+    if fn in (operator.eq, operator.ne) and len(a.items) != len(b.items):
+        return ConstantVariable(fn is operator.ne)
+    for x, y in zip(a.items, b.items):
+        if _same_object(x, y) is True:
+            continue  # CPython compares items by identity first
+        if _is_tensor(x) or _is_tensor(y):
+            raise GraphBreak("DL0007", "comparing sequences of tensors depends on tensor data")
+        if truth(tx, apply_operator(tx, operator.eq, [x, y])):
+            continue
+        if fn is operator.eq:
+            return ConstantVariable(False)
+        if fn is operator.ne:
+            return ConstantVariable(True)
+        return ConstantVariable(truth(tx, apply_operator(tx, fn, [x, y])))
+    return ConstantVariable(fn(len(a.items), len(b.items)))
+
+
 def _sequence_or_object_op(tx, fn, args):
-    from .containers import BaseListVariable, ListVariable, TupleVariable
+    from .containers import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 
     if len(args) == 2:
         a, b = args
         plain = _INPLACE_TO_PLAIN.get(fn, fn)
+        if fn is plain and _folds_on_copies(a) and _folds_on_copies(b):
+            # e.g. d.keys() & {"a"}, "%(k)s" % {"k": 1}, {1: 2} == {1: 2}: builtin containers of
+            # constants, computed on copies (non-inplace operators do not mutate their operands)
+            from .containers import constant_value, wrap_constant_result
+
+            try:
+                values = [constant_value(a), constant_value(b)]
+            except NotImplementedError:
+                values = None
+            if values is not None:
+                try:
+                    result = fn(*values)
+                except Exception as e:  # noqa: BLE001 - let Python raise it for real
+                    raise GraphBreak("DL0010", f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}") from e
+                if fn not in COMPARE.values() and isinstance(result, (list, dict, set)) and \
+                        (result is values[0] or result is values[1]):
+                    values = None  # an operand came back: keep its identity (handled below)
+                else:
+                    return wrap_constant_result(result)
         if plain is operator.add and isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
             if fn is operator.iadd and isinstance(a, ListVariable):
                 a.call_method(tx, "extend", [b], {})
                 return a
-            if a.python_type() is b.python_type() or (
-                    isinstance(a, TupleVariable) and isinstance(b, TupleVariable)):
-                result_type = type(a) if a.python_type() in (list, tuple) else TupleVariable
-                if a.python_type() is list and b.python_type() is not list:
-                    raise GraphBreak("DL0010", "can only concatenate list to list")
-                if result_type not in (ListVariable, TupleVariable):
-                    result_type = ListVariable if a.python_type() is list else TupleVariable
-                return result_type([*a.items, *b.items])
+            if isinstance(a, ListVariable) and isinstance(b, ListVariable):
+                return ListVariable([*a.items, *b.items])
+            if _is_tuple(a) and _is_tuple(b):
+                if isinstance(a, SizeVariable) or isinstance(b, SizeVariable):
+                    return SizeVariable([*a.items, *b.items])
+                return TupleVariable([*a.items, *b.items])
+            raise GraphBreak("DL0010", f"cannot concatenate {a.describe()} and {b.describe()} (TypeError)")
         if plain is operator.mul and isinstance(a, BaseListVariable) and b.is_python_constant():
             n = b.as_python_constant()
-            if isinstance(n, int):
-                return (ListVariable if a.python_type() is list else TupleVariable)(a.items * n)
+            if isinstance(n, int) and not isinstance(n, bool):
+                if fn is operator.imul and isinstance(a, ListVariable):
+                    tx.output.side_effects.mutate(a)
+                    a.items[:] = a.items * n
+                    return a
+                kind = ListVariable if isinstance(a, ListVariable) else (
+                    SizeVariable if isinstance(a, SizeVariable) else TupleVariable)
+                return kind(a.items * n)
         if plain is operator.mul and isinstance(b, BaseListVariable) and a.is_python_constant():
-            return _sequence_or_object_op(tx, fn, [b, a])
+            return _sequence_or_object_op(tx, plain, [b, a])
         if fn in COMPARE.values() and isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
-            if fn in (operator.eq, operator.ne) and len(a.items) != len(b.items):
-                return ConstantVariable(fn is operator.ne)
-            if all(i.is_python_constant() for i in a.items + b.items):
-                return ConstantVariable(fn(a.as_python_constant(), b.as_python_constant()))
-        if fn in (operator.eq, operator.ne):
-            same = _same_object(a, b)
-            if same is True:
-                return ConstantVariable(fn is operator.eq)
+            return _compare_sequences(tx, fn, a, b)
         return _user_dunder(tx, fn, a, b)
     if len(args) == 1 and fn is operator.not_:
         t = args[0].truthiness(tx)
@@ -167,19 +224,25 @@ def _sequence_or_object_op(tx, fn, args):
 
 
 def _user_dunder(tx, fn, a, b):
-    from .user_objects import UserDefinedObjectVariable
+    from .user_objects import _ObjectLike
 
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     names = _DUNDER.get(plain) or _COMPARE_DUNDER.get(plain)
     if names is None:
         raise GraphBreak("DL0009", f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
-    if fn in _INPLACE_TO_PLAIN and isinstance(a, UserDefinedObjectVariable) and a.has_class_attr("__i" + names[0][2:]):
+    if plain is operator.ne and not _has_user_dunder(a, "__ne__") and not _has_user_dunder(b, "__ne__") and (
+            _has_user_dunder(a, "__eq__") or _has_user_dunder(b, "__eq__")):
+        # object.__ne__ inverts __eq__
+        return ConstantVariable(not truth(tx, _user_dunder(tx, operator.eq, a, b)))
+    if fn in _INPLACE_TO_PLAIN and _has_user_dunder(a, "__i" + names[0][2:]):
         return a.call_method(tx, "__i" + names[0][2:], [b], {})
-    if isinstance(a, UserDefinedObjectVariable) and a.has_class_attr(names[0]):
+    if _has_user_dunder(a, names[0]):
         result = a.call_method(tx, names[0], [b], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
-    if isinstance(b, UserDefinedObjectVariable) and b.has_class_attr(names[1]):
+    elif isinstance(a, _ObjectLike) and a.has_class_attr(names[0]) and not _object_default(a, names[0]):
+        raise GraphBreak("DL0009", f"{a.describe()}.{names[0]} is not a Python function")
+    if _has_user_dunder(b, names[1]):
         result = b.call_method(tx, names[1], [a], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
@@ -188,6 +251,26 @@ def _user_dunder(tx, fn, a, b):
         if same is not None:
             return ConstantVariable(same if plain is operator.eq else not same)
     raise GraphBreak("DL0009", f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+
+
+def _has_user_dunder(v, name: str) -> bool:
+    """Does ``v``'s class define ``name`` as a Python function (which we can inline)?"""
+    import types
+
+    from .user_objects import _ObjectLike, _mro_lookup
+
+    if not isinstance(v, _ObjectLike):
+        return False
+    attr, _ = _mro_lookup(v.value_type, name)
+    return isinstance(attr, types.FunctionType)
+
+
+def _object_default(v, name: str) -> bool:
+    """Is ``v``'s ``name`` the one inherited from ``object`` (identity semantics)?"""
+    from .user_objects import _mro_lookup
+
+    _, owner = _mro_lookup(v.value_type, name)
+    return owner is object
 
 
 def binary_op(tx, symbol: str, a, b):
@@ -206,6 +289,17 @@ def contains(tx, item, container) -> VariableTracker:
         raise GraphBreak("DL0007", "`in` on a tensor depends on tensor data")
     if isinstance(container, (DictVariable, SetVariable, DictViewVariable)):
         return container.call_method(tx, "__contains__", [item], {})
+    if container.is_python_constant() and not isinstance(container, BaseListVariable):
+        value = container.as_python_constant()
+        if isinstance(value, (str, bytes)):  # substring test, not membership of characters
+            if not item.is_python_constant():
+                raise GraphBreak("DL0010", f"`in <{type(value).__name__}>` requires a {type(value).__name__} operand")
+            try:
+                return ConstantVariable(item.as_python_constant() in value)
+            except TypeError as e:
+                raise GraphBreak("DL0010", f"`in` raised TypeError: {e}") from e
+        if isinstance(value, range) and item.is_python_constant():
+            return ConstantVariable(item.as_python_constant() in value)
     if isinstance(container, BaseListVariable) or container.is_python_constant():
         items = container.unpack(tx)
         for candidate in items:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import builtins
 import enum
 import functools
+import inspect
+import os
+import sys
 import types
 from typing import Any, Optional
 
@@ -74,10 +77,24 @@ def _wrap(tx, value, source):
     output = tx.output
     guard = output.add_guard if source is not None else (lambda *a, **k: None)
 
+    if value is os.environ or value is inspect.signature:
+        from .library import library_variable
+
+        guard("ID", source, value)
+        return library_variable(value, source)
+    if callable(value) and not isinstance(value, type) and _has_builtin_handler(value):
+        guard("ID", source, value)
+        return BuiltinVariable(value, source)
     if isinstance(value, torch.Tensor):
         if source is None:
             raise GraphBreak("DL0009", "a tensor reached without a source (e.g. a class attribute) is not supported")
         return _aliased(tx, value, source, lambda: output.add_graph_input(source, value))
+    if isinstance(value, dict) and type(value) not in (dict,) and _is_model_output(value):
+        if source is None:
+            raise GraphBreak("DL0009", "a ModelOutput reached without a source")
+        from .model_output import ModelOutputVariable
+
+        return _aliased(tx, value, source, lambda: ModelOutputVariable.from_real(tx, value, source))
     if isinstance(value, torch.Size):
         guard("CONST", source, value)
         return SizeVariable([ConstantVariable(int(v)) for v in value], source)
@@ -177,6 +194,10 @@ def _wrap(tx, value, source):
         return TorchVariable(value, source)
     if isinstance(value, type):
         guard("ID", source, value)
+        if _is_model_output(value):
+            from .model_output import ModelOutputClassVariable
+
+            return ModelOutputClassVariable(value, source)
         return UserDefinedClassVariable(value, source)
     if isinstance(value, (torch.finfo, torch.iinfo)):
         return ConstantVariable(value, source)
@@ -190,6 +211,23 @@ def _wrap(tx, value, source):
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
         return ObjectVariable(value, source)
     return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
+
+
+def _is_model_output(value) -> bool:
+    """transformers' ModelOutput (a class or an instance) with ModelOutput's own behaviour."""
+    from .model_output import is_model_output_class
+
+    cls = value if isinstance(value, type) else type(value)
+    return "transformers" in sys.modules and is_model_output_class(cls)
+
+
+def _has_builtin_handler(value) -> bool:
+    from .builtin import _HANDLERS
+
+    try:
+        return value in _HANDLERS
+    except TypeError:  # unhashable callables
+        return False
 
 
 def _inline_torch(fn) -> bool:

@@ -4,8 +4,11 @@ plus pure C functions of ``math``, ``operator``, ``itertools`` and ``functools``
 Each supported builtin has one handler in ``_HANDLERS``; pure functions fold
 when every argument is a constant; anything else breaks the graph so Python
 calls it for real.  ``print`` always breaks: printing is a side effect that
-must happen at the right moment.
-Tested by tests/test_builtins.py.
+must happen at the right moment.  ``PYTHON_FUNCTION_HANDLERS`` answers a few
+pure-Python standard-library functions (dataclasses.fields/replace/is_dataclass,
+typing.cast) that are never inlined.  ``operator.itemgetter``/``attrgetter``/
+``methodcaller`` with constant arguments become ``OperatorGetterVariable``.
+Tested by tests/test_builtins.py (and tests/test_containers.py, tests/test_user_classes.py).
 """
 from __future__ import annotations
 
@@ -78,6 +81,23 @@ class BuiltinVariable(VariableTracker):
                 return result
         if fn in _ARITH_FNS:
             return _arith_call(tx, fn, args, kwargs)
+        if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and args and \
+                getattr(fn, "__objclass__", None) in _UNBOUND_METHOD_TYPES:
+            # str.upper(s), dict.get(d, k), list.append(lst, v): the method of the first argument
+            try:
+                self_type = args[0].python_type()
+            except GraphBreak:
+                self_type = None
+            if isinstance(self_type, type) and issubclass(self_type, fn.__objclass__):
+                return args[0].call_method(tx, fn.__name__, list(args[1:]), kwargs)
+        if fn in _GETTER_TYPES and all(a.is_python_constant() for a in args) and \
+                all(v.is_python_constant() for v in kwargs.values()):
+            try:
+                getter = fn(*[a.as_python_constant() for a in args],
+                            **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # noqa: BLE001 - raise it for real
+                raise GraphBreak("DL0010", f"{_name(fn)}() raised {type(e).__name__}") from e
+            return OperatorGetterVariable(getter)
         if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()) \
                 and _is_pure(fn):
             try:
@@ -89,12 +109,18 @@ class BuiltinVariable(VariableTracker):
 
             return wrap_constant_result(value)
         if isinstance(fn, type) and issubclass(fn, BaseException):
-            raise GraphBreak("DL0015", f"creating exception {fn.__name__}")
+            from .misc import ExceptionVariable
+
+            return ExceptionVariable.create(tx, fn, args, kwargs)
         raise GraphBreak("DL0003", f"builtin {_name(fn)}() with arguments ({', '.join(a.describe() for a in args)})")
 
     def var_getattr(self, tx, name):
         from .builder import wrap
 
+        if self.value is dict and name == "fromkeys":
+            from .functions import BoundMethodOfVariable
+
+            return BoundMethodOfVariable(self, name)
         value = getattr(self.value, name, None)
         if value is None:
             raise GraphBreak("DL0011", f"{_name(self.value)} has no attribute {name!r}")
@@ -116,6 +142,9 @@ class BuiltinVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+_UNBOUND_METHOD_TYPES = (str, bytes, int, float, complex, bool, list, tuple, dict, set, frozenset)
 
 
 def _name(fn):
@@ -185,9 +214,70 @@ def _op_truth(tx, v):
 
 @_handler(operator.itemgetter, operator.attrgetter, operator.methodcaller)
 def _op_getters(tx, *args, **kwargs):
-    if all(a.is_python_constant() for a in args) and not kwargs:
-        return None  # folded as a pure call; the result is a constant callable
-    raise GraphBreak("DL0003", "operator getters with non-constant arguments")
+    if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()):
+        return None  # made by BuiltinVariable.call_function as an OperatorGetterVariable
+    raise GraphBreak("DL0003", "operator getters with arguments not known at trace time")
+
+
+_GETTER_TYPES = (operator.itemgetter, operator.attrgetter, operator.methodcaller)
+
+
+class OperatorGetterVariable(VariableTracker):
+    """operator.itemgetter / attrgetter / methodcaller with constant arguments.
+
+    Calling it applies the item/attribute/method access to the argument's
+    tracker (so it works on tensors and containers); ``getter`` is the real
+    object, rebuilt as a constant.
+    """
+
+    def __init__(self, getter, source=None):
+        super().__init__(source)
+        self.getter = getter
+
+    def python_type(self):
+        return type(self.getter)
+
+    def as_python_constant(self):
+        return self.getter
+
+    def is_python_constant(self):
+        return True
+
+    def call_function(self, tx, args, kwargs):
+        from ..symbolic.opcodes.helpers import subscript
+        from .containers import TupleVariable
+
+        if len(args) != 1 or kwargs:
+            raise GraphBreak("DL0012", f"{type(self.getter).__name__} expects one argument")
+        obj = args[0]
+        from .containers import wrap_constant_result
+
+        cls, spec = self.getter.__reduce__()[:2]
+        if isinstance(cls, functools.partial):  # methodcaller(name, *args, **kwargs)
+            name, *margs = [*cls.args, *spec]
+            mkwargs = {k: wrap_constant_result(v) for k, v in cls.keywords.items()}
+            return obj.call_method(tx, name, [wrap_constant_result(a) for a in margs], mkwargs)
+        if cls is operator.methodcaller:
+            name, *margs = spec
+            return obj.call_method(tx, name, [wrap_constant_result(a) for a in margs], {})
+        if cls is operator.itemgetter:
+            results = [subscript(tx, obj, ConstantVariable(k)) for k in spec]
+        else:
+            results = []
+            for path in spec:
+                value = obj
+                for part in path.split("."):
+                    value = value.var_getattr(tx, part)
+                results.append(value)
+        return results[0] if len(results) == 1 else TupleVariable(results)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.getter)
+
+    def can_reconstruct(self):
+        return True
 
 
 @_handler(builtins.len)
@@ -335,11 +425,11 @@ def _enumerate(tx, iterable, start=None):
 
 @_handler(builtins.zip)
 def _zip(tx, *iterables, strict=None):
-    from .containers import ListIteratorVariable, TupleVariable
+    from .containers import ListIteratorVariable, StrictZipIteratorVariable, TupleVariable
 
     lists = [_iter_items(tx, it) for it in iterables]
     if strict is not None and strict.as_python_constant() and len({len(x) for x in lists}) > 1:
-        raise GraphBreak("DL0010", "zip(strict=True) with unequal lengths")
+        return StrictZipIteratorVariable(lists)  # raises ValueError when it runs out
     return ListIteratorVariable([TupleVariable(list(group)) for group in zip(*lists)])
 
 
@@ -560,7 +650,12 @@ def _super(tx, *args):
 def _object_setattr(tx, obj, name, value):
     from .user_objects import _ObjectLike
 
-    if isinstance(obj, _ObjectLike) and name.is_python_constant():
+    from .user_objects import NewObjectVariable, _mro_lookup
+
+    # replay is a STORE_ATTR, which would run a custom __setattr__ again: only plain ones
+    plain = isinstance(obj, NewObjectVariable) or _mro_lookup(obj.value_type, "__setattr__")[0] in (
+        object.__setattr__, None) if isinstance(obj, _ObjectLike) else False
+    if isinstance(obj, _ObjectLike) and name.is_python_constant() and plain:
         tx.output.side_effects.store_attr(obj, name.as_python_constant(), value)
         return NONE
     raise GraphBreak("DL0008", "object.__setattr__ on this value")
@@ -569,6 +664,76 @@ def _object_setattr(tx, obj, name, value):
 @_handler(object.__init__)
 def _object_init(tx, *args, **kwargs):
     return NONE
+
+
+def _dict_slot(fn):
+    """dict.get/__getitem__/__contains__(obj, key) on a real dict-subclass instance
+    (``super().get(key)`` inside its methods): reads the real dict, guarding the key."""
+    def impl(tx, obj, *args):
+        from ..source import ItemSource
+        from .builder import wrap
+        from .user_objects import UserDefinedObjectVariable, _mro_lookup
+
+        nargs = 2 if fn is dict.get else 1
+        if not (isinstance(obj, UserDefinedObjectVariable) and isinstance(obj.value, dict)
+                and obj.source is not None and 1 <= len(args) <= nargs and args[0].is_python_constant()):
+            return None
+        key = args[0].as_python_constant()
+        if type(key) not in (str, int, bool, type(None)) or \
+                _mro_lookup(type(obj.value), "__getitem__")[0] is not dict.__getitem__:
+            return None
+        present = dict.__contains__(obj.value, key)
+        tx.output.add_expr_guard(f"___builtins.dict.__contains__({obj.source.name()}, {key!r}) is {present!r}")
+        if fn is dict.__contains__:
+            return ConstantVariable(present)
+        if present:
+            return wrap(tx, dict.__getitem__(obj.value, key), ItemSource(obj.source, key))
+        if fn is dict.__getitem__:
+            raise GraphBreak("DL0010", f"KeyError: {key!r}")
+        return args[1] if len(args) == 2 else NONE
+    return impl
+
+
+for _fn in (dict.get, dict.__getitem__, dict.__contains__):
+    _HANDLERS[_fn] = _dict_slot(_fn)
+
+
+@_handler(object.__getattribute__)
+def _object_getattribute(tx, obj, name):
+    from .user_objects import _ObjectLike
+
+    if isinstance(obj, _ObjectLike) and name.is_python_constant():
+        return obj.generic_getattr(tx, name.as_python_constant())
+    return None
+
+
+@_handler(builtins.locals)
+def _locals(tx):
+    """locals() of a traced frame: its bound fast locals and known cell contents."""
+    from .containers import DictVariable
+
+    items = dict(tx.symbolic_locals)
+    for name, cell in tx.cells.items():
+        if cell.contents is not None:
+            items[name] = cell.contents
+    return DictVariable(items)
+
+
+def _pick(tx, mapping, names):
+    """codegen.loops.pick: the bound ones among names (generated loop-body code)."""
+    from .containers import DictVariable
+
+    keys = names.as_python_constant()
+    return DictVariable({k: v for k, v in mapping.items.items() if k in keys})
+
+
+def _register_pick():
+    from ..codegen.loops import pick
+
+    _HANDLERS[pick] = _pick
+
+
+_register_pick()
 
 
 @_handler(builtins.id)
@@ -640,6 +805,88 @@ def _product(tx, *iterables, repeat=None):
     return ListIteratorVariable([TupleVariable(list(p)) for p in itertools.product(*lists, repeat=r)])
 
 
+@_handler(itertools.chain.from_iterable)
+def _chain_from_iterable(tx, iterable):
+    from .containers import ListIteratorVariable
+
+    out = []
+    for it in _iter_items(tx, iterable):
+        out.extend(_iter_items(tx, it))
+    return ListIteratorVariable(out)
+
+
+def _combinatoric(fn):
+    def impl(tx, iterable, *rest, **kwargs):
+        from .containers import ListIteratorVariable, TupleVariable
+
+        items = _iter_items(tx, iterable)
+        if not all(r.is_python_constant() for r in rest) or not all(v.is_python_constant() for v in kwargs.values()):
+            raise GraphBreak("DL0009", f"itertools.{fn.__name__}() with arguments not known at trace time")
+        try:
+            groups = list(fn(range(len(items)), *[r.as_python_constant() for r in rest],
+                             **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        except Exception as e:  # noqa: BLE001 - raise it for real
+            raise GraphBreak("DL0010", f"itertools.{fn.__name__}() raised {type(e).__name__}") from e
+        if fn is itertools.islice:
+            return ListIteratorVariable([items[i] for i in groups])
+        return ListIteratorVariable([TupleVariable([items[i] for i in g]) for g in groups])
+    return impl
+
+
+for _fn in (itertools.combinations, itertools.permutations, itertools.combinations_with_replacement,
+            itertools.islice):
+    _HANDLERS[_fn] = _combinatoric(_fn)
+
+
+@_handler(itertools.zip_longest)
+def _zip_longest(tx, *iterables, fillvalue=None):
+    from .containers import ListIteratorVariable, TupleVariable
+
+    lists = [_iter_items(tx, it) for it in iterables]
+    fill = fillvalue if fillvalue is not None else NONE
+    n = max((len(x) for x in lists), default=0)
+    return ListIteratorVariable([TupleVariable([x[i] if i < len(x) else fill for x in lists]) for i in range(n)])
+
+
+@_handler(itertools.accumulate)
+def _accumulate(tx, iterable, func=None, *, initial=None):
+    from .arith import binary_op
+    from .containers import ListIteratorVariable
+
+    items = _iter_items(tx, iterable)
+    out = []
+    acc = initial
+    if acc is not None and not (acc.is_python_constant() and acc.as_python_constant() is None):
+        out.append(acc)
+    else:
+        acc = None
+    for item in items:
+        if acc is None:
+            acc = item
+        elif func is None or (func.is_python_constant() and func.as_python_constant() is None):
+            acc = binary_op(tx, "+", acc, item)
+        else:
+            acc = func.call_function(tx, [acc, item], {})
+        out.append(acc)
+    return ListIteratorVariable(out)
+
+
+@_handler(itertools.repeat)
+def _repeat(tx, obj, times=None):
+    from .containers import ListIteratorVariable
+
+    if times is None or not times.is_python_constant():
+        raise GraphBreak("DL0009", "itertools.repeat() without a known count")
+    return ListIteratorVariable([obj] * max(0, times.as_python_constant()))
+
+
+@_handler(itertools.starmap)
+def _starmap(tx, fn, iterable):
+    from .containers import ListIteratorVariable
+
+    return ListIteratorVariable([fn.call_function(tx, item.unpack(tx), {}) for item in _iter_items(tx, iterable)])
+
+
 @_handler(math.prod)
 def _prod(tx, iterable, start=None):
     from .arith import binary_op
@@ -648,3 +895,75 @@ def _prod(tx, iterable, start=None):
     for item in _iter_items(tx, iterable):
         total = binary_op(tx, "*", total, item)
     return total
+
+
+# ---- Python-level standard-library functions answered without inlining them -----------------
+# Keyed by the function object; looked up by UserFunctionVariable.call_function
+# before inlining (the standard library is never inlined).
+PYTHON_FUNCTION_HANDLERS: dict[Any, Callable] = {}
+
+
+def _py_handler(*fns):
+    def deco(impl):
+        for fn in fns:
+            PYTHON_FUNCTION_HANDLERS[fn] = impl
+        return impl
+    return deco
+
+
+def _dataclass_type(v):
+    import dataclasses
+
+    t = v.as_python_constant() if v.is_python_constant() and isinstance(v.as_python_constant(), type) \
+        else _python_type(None, v)
+    return t if dataclasses.is_dataclass(t) else None
+
+
+@_py_handler(__import__("dataclasses").fields)
+def _dc_fields(tx, obj):
+    import dataclasses
+
+    from .containers import TupleVariable
+    from .user_objects import DataclassFieldVariable
+
+    cls = _dataclass_type(obj)
+    if cls is None:
+        raise GraphBreak("DL0010", "dataclasses.fields() of a non-dataclass (TypeError)")
+    return TupleVariable([DataclassFieldVariable(f) for f in dataclasses.fields(cls)])
+
+
+@_py_handler(__import__("dataclasses").is_dataclass)
+def _dc_is_dataclass(tx, obj):
+    import dataclasses
+
+    if obj.is_python_constant() and isinstance(obj.as_python_constant(), type):
+        return ConstantVariable(dataclasses.is_dataclass(obj.as_python_constant()))
+    return ConstantVariable(dataclasses.is_dataclass(_python_type(tx, obj)))
+
+
+@_py_handler(__import__("dataclasses").replace)
+def _dc_replace(tx, obj, **changes):
+    import dataclasses
+
+    from .builder import wrap
+
+    cls = _dataclass_type(obj)
+    if cls is None or (obj.is_python_constant() and isinstance(obj.as_python_constant(), type)):
+        raise GraphBreak("DL0010", "dataclasses.replace() of a non-dataclass instance (TypeError)")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f._field_type is dataclasses._FIELD_CLASSVAR:
+            continue
+        if not f.init:
+            if f.name in changes:
+                raise GraphBreak("DL0010", f"dataclasses.replace(): field {f.name} is init=False (ValueError)")
+            continue
+        kwargs[f.name] = changes.pop(f.name) if f.name in changes else obj.var_getattr(tx, f.name)
+    if changes:
+        raise GraphBreak("DL0010", "dataclasses.replace() with an unknown field (TypeError)")
+    return wrap(tx, cls, None).call_function(tx, [], kwargs)
+
+
+@_py_handler(__import__("typing").cast)
+def _typing_cast(tx, typ, value):
+    return value

@@ -2,8 +2,11 @@
 slices, ranges, torch.dtype, torch.device, torch.layout, torch.memory_format.
 
 Operations on constants are folded at trace time by calling the real
-operation on the real values (they are immutable, so this is exact).
-Tested by tests/test_values.py.
+operation on the real values (they are immutable, so this is exact).  Methods
+of constants also accept lists/dicts/sets/iterators of constants, passed as
+copies (``"-".join(parts)``); a method that raises breaks the graph so Python
+raises it for real.
+Tested by tests/test_builtins.py.
 """
 from __future__ import annotations
 
@@ -77,22 +80,35 @@ class ConstantVariable(VariableTracker):
             from .functions import ConstantMethodVariable
 
             return ConstantMethodVariable(self, name)
+        if type(value) in (tuple, frozenset):  # e.g. code.co_varnames: a container of constants
+            from .containers import wrap_constant_result
+
+            return wrap_constant_result(value)
         return ConstantVariable(value)
 
     def call_method(self, tx, name, args, kwargs):
-        from .containers import wrap_constant_result
+        from .containers import constant_value, wrap_constant_result
 
-        if all(a.is_python_constant() for a in args) and all(
-            v.is_python_constant() for v in kwargs.values()
-        ) and isinstance(self.value, _PURE_TYPES):
+        try:
+            # methods of immutable values never mutate their arguments, so
+            # lists/dicts of constants can be passed as copies ("-".join(parts))
+            const_args = [constant_value(a) for a in args]
+            const_kwargs = {k: constant_value(v) for k, v in kwargs.items()}
+        except NotImplementedError:
+            const_args = const_kwargs = None
+        if const_args is not None and isinstance(self.value, _PURE_TYPES):
             fn = getattr(self.value, name, None)
             if fn is None:
                 raise GraphBreak("DL0011", f"{type(self.value).__name__} has no attribute {name!r}")
             try:
-                result = fn(*[a.as_python_constant() for a in args],
-                            **{k: v.as_python_constant() for k, v in kwargs.items()})
+                result = fn(*const_args, **const_kwargs)
             except Exception as e:  # noqa: BLE001 - the real call raises: let Python raise it
                 raise GraphBreak("DL0010", f"{type(self.value).__name__}.{name} raised {type(e).__name__}") from e
+            from .containers import ListIteratorVariable
+
+            for a in [*args, *kwargs.values()]:
+                if isinstance(a, ListIteratorVariable):
+                    a.index = len(a.items)  # the method consumed the iterator
             return wrap_constant_result(result)
         if name in ("__eq__", "__ne__") and len(args) == 1:
             from .arith import compare

@@ -4,7 +4,12 @@ Immutable containers (tuple, Size) hold a fixed list of item trackers.  Lists,
 dicts and sets are mutable: their trackers are mutated in place, and when
 they came from the frame's inputs (they have a source) the side-effect log
 records that the real object must be updated after the graph runs.
-Tested by tests/test_containers.py.
+A method a container tracker does not model breaks the graph (DL0003).
+``constant_value`` turns containers of constants into fresh Python values
+for pure operations on copies.  ``defaultdict`` made in the trace calls its
+factory for missing keys; ``zip(strict=True)`` over unequal lengths breaks
+where Python raises.
+Tested by tests/test_containers.py and tests/test_builtins.py.
 """
 from __future__ import annotations
 
@@ -34,6 +39,34 @@ def wrap_constant_result(value: Any) -> VariableTracker:
     if is_constant_value(value):
         return ConstantVariable(value)
     raise GraphBreak("DL0009", f"a {type(value).__name__} computed at trace time cannot be tracked")
+
+
+def constant_value(v: VariableTracker) -> Any:
+    """A fresh Python value equal to ``v`` when everything in it is known at
+    trace time (lists, dicts and sets of constants included; they are copied,
+    so only pass the result to functions that do not mutate it).
+    Raises NotImplementedError otherwise."""
+    if v.is_python_constant():
+        return v.as_python_constant()
+    if isinstance(v, ListVariable):
+        return [constant_value(i) for i in v.items]
+    if isinstance(v, DictVariable):
+        from .user_objects import IdentityKey
+
+        if any(isinstance(k, IdentityKey) for k in v.items):
+            raise NotImplementedError
+        return v.dict_type((k, constant_value(i)) for k, i in v.items.items())
+    if isinstance(v, SetVariable):
+        return v.python_type()(constant_value(i) for i in v.items.values())
+    if isinstance(v, DictViewVariable):
+        return getattr(constant_value(v.dict_var), v.kind)()
+    if isinstance(v, ListIteratorVariable) and not isinstance(v, StrictZipIteratorVariable):
+        return iter([constant_value(i) for i in v.items[v.index:]])
+    if isinstance(v, NamedTupleVariable):
+        return v.tuple_type(*[constant_value(i) for i in v.items])
+    if isinstance(v, BaseListVariable):
+        return v.python_type()([constant_value(i) for i in v.items])
+    raise NotImplementedError(f"{v.describe()} is not a constant")
 
 
 class BaseListVariable(VariableTracker):
@@ -99,10 +132,16 @@ class BaseListVariable(VariableTracker):
                 except ValueError as e:
                     raise GraphBreak("DL0010", f"{name} raised ValueError") from e
             if name == "index" and len(args) == 1:
+                from .arith import _same_object, apply_operator, truth
+                import operator
+
                 for i, item in enumerate(self.items):
-                    if item is args[0]:
+                    if _same_object(item, args[0]) or truth(tx, apply_operator(tx, operator.eq, [item, args[0]])):
                         return ConstantVariable(i)
-        return super().call_method(tx, name, args, kwargs)
+                raise GraphBreak("DL0010", f"{self.python_type().__name__}.index(x): x not in sequence (ValueError)")
+        if name == "__getattribute__":
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak("DL0003", f"{self.python_type().__name__}.{name}() is not supported here")
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -251,10 +290,14 @@ class NamedTupleVariable(TupleVariable):
     def reconstruct(self, cg):
         if self.source is not None:
             return VariableTracker.reconstruct(self, cg)
-        cg.load_callable(self.tuple_type)
+        # tuple.__new__(cls, items): what a namedtuple's generated __new__ does,
+        # without calling Python code (which the hook would try to capture)
+        cg.load_callable(tuple.__new__)
+        cg.load_const(self.tuple_type)
         for item in self.items:
             cg.reconstruct(item)
-        cg.call(len(self.items))
+        cg.emit("BUILD_TUPLE", len(self.items))
+        cg.call(2)
 
 
 class ListVariable(BaseListVariable):
@@ -463,7 +506,21 @@ class DictVariable(VariableTracker):
             return NONE
         if name == "copy" and not args:
             return DictVariable(dict(self.items), dict_type=self.dict_type)
-        return super().call_method(tx, name, args, kwargs)
+        if name == "popitem" and not args:
+            if not self.items:
+                raise GraphBreak("DL0010", "popitem(): dictionary is empty (KeyError)")
+            se.mutate(self)
+            k, v = self.items.popitem()
+            return TupleVariable([key_to_var(k), v])
+        if name in ("__or__", "__ior__") and len(args) == 1 and isinstance(args[0], DictVariable):
+            target = self if name == "__ior__" else DictVariable(dict(self.items), dict_type=self.dict_type)
+            if name == "__ior__":
+                se.mutate(self)
+            target.items.update(args[0].items)
+            return target
+        if name == "__getattribute__":
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak("DL0003", f"dict.{name}() is not supported here")
 
     def is_python_constant(self):
         return False
@@ -482,6 +539,51 @@ class DictVariable(VariableTracker):
 
     def can_reconstruct(self):
         return all(v.can_reconstruct() for v in self.items.values())
+
+
+class DefaultDictVariable(DictVariable):
+    """A collections.defaultdict created in the trace: a missing key calls the factory."""
+
+    def __init__(self, items: dict, default_factory: VariableTracker, source=None):
+        import collections
+
+        super().__init__(items, source, dict_type=collections.defaultdict)
+        self.default_factory = default_factory
+
+    def getitem(self, tx, key):
+        k = self._key(key)
+        if k not in self.items:
+            factory = self.default_factory
+            if factory.is_python_constant() and factory.as_python_constant() is None:
+                raise GraphBreak("DL0010", f"dict has no key {k!r} (KeyError)")
+            value = factory.call_function(tx, [], {})
+            tx.output.side_effects.mutate(self)
+            self.items[k] = value
+        return self.items[k]
+
+    def var_getattr(self, tx, name):
+        if name == "default_factory":
+            return self.default_factory
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "copy" and not args:
+            return DefaultDictVariable(dict(self.items), self.default_factory)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return VariableTracker.reconstruct(self, cg)
+        cg.load_callable(self.dict_type)
+        cg.reconstruct(self.default_factory)
+        for k, v in self.items.items():
+            cg.reconstruct(key_to_var(k))
+            cg.reconstruct(v)
+        cg.emit("BUILD_MAP", len(self.items))
+        cg.call(2)
+
+    def can_reconstruct(self):
+        return self.default_factory.can_reconstruct() and super().can_reconstruct()
 
 
 def key_to_var(k) -> VariableTracker:
@@ -589,17 +691,52 @@ class SetVariable(VariableTracker):
             self.items.pop(self._key(args[0]), None)
             return NONE
         if name in ("union", "intersection", "difference", "issubset", "issuperset", "__or__", "__and__",
-                    "__sub__", "symmetric_difference", "__xor__") and self.is_python_constant():
-            others = [a.as_python_constant() if a.is_python_constant() else None for a in args]
-            if None not in others:
-                return wrap_constant_result(getattr(self.as_python_constant(), name)(*others))
-        if name == "update" and not self.frozen:
+                    "__sub__", "symmetric_difference", "__xor__", "isdisjoint", "copy") and \
+                self.is_python_constant() and not kwargs:
+            try:
+                others = [constant_value(a) for a in args]
+            except NotImplementedError:
+                others = None
+            if others is not None:
+                try:
+                    result = getattr(self.as_python_constant(), name)(*others)
+                except Exception as e:  # noqa: BLE001 - raise it for real
+                    raise GraphBreak("DL0010", f"set.{name} raised {type(e).__name__}") from e
+                return wrap_constant_result(result)
+        if name in ("update", "__ior__") and not self.frozen:
             se.mutate(self)
             for a in args:
                 for item in a.unpack(tx):
                     self.items.setdefault(self._key(item), item)
+            return self if name == "__ior__" else NONE
+        if name == "remove" and len(args) == 1 and not self.frozen:
+            k = self._key(args[0])
+            if k not in self.items:
+                raise GraphBreak("DL0010", "set.remove(x): x not in set (KeyError)")
+            se.mutate(self)
+            del self.items[k]
             return NONE
-        return super().call_method(tx, name, args, kwargs)
+        if name == "clear" and not args and not self.frozen:
+            se.mutate(self)
+            self.items.clear()
+            return NONE
+        if name in ("difference_update", "intersection_update", "symmetric_difference_update") and \
+                not self.frozen and self.is_python_constant():
+            try:
+                others = [constant_value(a) for a in args]
+            except NotImplementedError:
+                others = None
+            if others is not None:
+                value = set(self.as_python_constant())
+                getattr(value, name)(*others)
+                se.mutate(self)
+                self.items = {k: v for k, v in self.items.items() if k in value}
+                for v in value:
+                    self.items.setdefault(v, ConstantVariable(v))
+                return NONE
+        if name == "__getattribute__":
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak("DL0003", f"set.{name}() is not supported here")
 
     def var_getattr(self, tx, name):
         from .functions import ContainerMethodVariable
@@ -660,6 +797,37 @@ class ListIteratorVariable(VariableTracker):
 
     def can_reconstruct(self):
         return all(i.can_reconstruct() for i in self.items[self.index:])
+
+
+class StrictZipIteratorVariable(ListIteratorVariable):
+    """zip(..., strict=True) over iterables of different lengths: yields the
+    common prefix, then breaks the graph where Python raises ValueError.
+    Rebuilt as a real strict zip over what is left, so it raises for real."""
+
+    def __init__(self, lists: list):
+        super().__init__([TupleVariable(list(group)) for group in zip(*lists)])
+        self.lists = lists
+
+    def next_item(self, tx):
+        if self.index >= len(self.items):
+            raise GraphBreak("DL0010", "zip(strict=True) over iterables of different lengths (ValueError)")
+        return super().next_item(tx)
+
+    def unpack(self, tx):
+        raise GraphBreak("DL0010", "zip(strict=True) over iterables of different lengths (ValueError)")
+
+    def reconstruct(self, cg):
+        cg.emit("PUSH_NULL")
+        cg.load_const(zip)
+        for items in self.lists:
+            for item in items[self.index:]:
+                cg.reconstruct(item)
+            cg.emit("BUILD_TUPLE", len(items) - self.index)
+        cg.load_const(True)
+        cg.call(len(self.lists) + 1, ("strict",))
+
+    def can_reconstruct(self):
+        return all(i.can_reconstruct() for items in self.lists for i in items[self.index:])
 
 
 class SliceVariable(VariableTracker):

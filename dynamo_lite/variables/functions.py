@@ -4,8 +4,11 @@ bound methods, and the bound methods of tensors, containers and constants.
 Calling a user function inlines it: a child translator runs its bytecode over
 the same output graph (symbolic/inliner.py).  A function from a file we do not
 trace (the standard library, torch internals) is not inlined: the call breaks
-the graph so Python runs it.
-Tested by tests/test_functions.py.
+the graph so Python runs it, except: functions with a handler in
+builtin.PYTHON_FUNCTION_HANDLERS, and functions decorated by
+``@torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` (torch's
+wrapper is recognised and the wrapped function is inlined inside that mode).
+Tested by tests/test_functions.py and tests/test_grad_mode.py.
 """
 from __future__ import annotations
 
@@ -116,6 +119,19 @@ class UserFunctionVariable(BaseUserFunctionVariable):
     def get_globals(self):
         return self.fn.__globals__
 
+    def call_function(self, tx, args, kwargs):
+        from .builtin import PYTHON_FUNCTION_HANDLERS
+
+        handler = PYTHON_FUNCTION_HANDLERS.get(self.fn)
+        if handler is not None:
+            result = handler(tx, *args, **kwargs)
+            if result is not None:
+                return result
+        decorated = _grad_mode_decorated(tx, self)
+        if decorated is not None:
+            return decorated.call_function(tx, args, kwargs)
+        return super().call_function(tx, args, kwargs)
+
     def as_python_constant(self):
         return self.fn
 
@@ -153,11 +169,21 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name == "__code__":  # inlining already relies on the function's code
+            return ConstantVariable(self.fn.__code__)
         if name in self.fn.__dict__:
             return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__get__":
             return GetMethodVariable(self)
         return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.fn)  # a real function object reached without a source (e.g. a class attribute)
+
+    def can_reconstruct(self):
+        return True
 
 
 class GetMethodVariable(VariableTracker):
@@ -362,6 +388,38 @@ class PartialVariable(VariableTracker):
         return self.source is not None or (
             self.fn.can_reconstruct() and all(a.can_reconstruct() for a in self.args)
             and all(v.can_reconstruct() for v in self.kwargs.values()))
+
+
+def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
+    """For a function decorated by ``@torch.no_grad()`` / ``enable_grad()`` /
+    ``set_grad_enabled(b)``: a GradModeDecoratedVariable calling the wrapped
+    function inside that grad mode (torch's wrapper lives in
+    torch/utils/_contextlib.py, which is not inlined).  None otherwise."""
+    import torch
+    import torch.utils._contextlib as _contextlib
+
+    from .builder import wrap
+    from .misc import GradModeDecoratedVariable, GradModeVariable
+    from ..source import AttrSource, ItemSource
+
+    code = fn_var.fn.__code__
+    if code.co_name != "decorate_context" or code.co_filename != _contextlib.__file__ or \
+            code.co_freevars != ("ctx_factory", "func"):
+        return None
+    factory, func = (c.cell_contents for c in fn_var.fn.__closure__)
+    ctx = getattr(factory, "__self__", None)
+    if type(ctx) is torch.no_grad:
+        mode = False
+    elif type(ctx) is torch.enable_grad:
+        mode = True
+    elif type(ctx) is torch.set_grad_enabled:
+        mode = bool(ctx.mode)
+    else:
+        return None
+    src = None
+    if fn_var.source is not None:
+        src = AttrSource(ItemSource(AttrSource(fn_var.source, "__closure__"), 1), "cell_contents")
+    return GradModeDecoratedVariable(GradModeVariable(mode, type(ctx)), wrap(tx, func, src))
 
 
 def is_inlinable_function(fn: Any) -> Optional[str]:

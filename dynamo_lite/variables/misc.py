@@ -1,6 +1,11 @@
-"""Odds and ends: Python modules, closure cells, grad-mode context managers,
-``super()``, and values passed through untouched.
-Tested by tests/test_values.py and tests/test_grad_mode.py.
+"""Odds and ends: Python modules, closure cells, context managers the
+interpreter enters itself (grad mode, ``contextlib.nullcontext``), exception
+objects, and values passed through untouched.
+
+Closure cells made in the trace are rebuilt as new cells (``types.CellType``)
+when a function closing over them escapes, once, so functions sharing a cell
+still share it.
+Tested by tests/test_grad_mode.py, tests/test_functions.py and tests/test_exceptions.py.
 """
 from __future__ import annotations
 
@@ -78,17 +83,97 @@ class CellVariable(VariableTracker):
     def _repr_body(self):
         return f"{self.kind} {self.name} = {self.contents!r}"
 
+    @property
+    def mutable_local(self) -> bool:
+        # a cell made in the trace is rebuilt once, so functions sharing it share one cell
+        return self.kind == "local"
+
     def can_reconstruct_as_cell(self) -> bool:
-        return self.kind == "root"
+        if self.kind == "root":
+            return True
+        if self.kind == "local":
+            return self.contents is None or self.contents.can_reconstruct()
+        return self.source is not None
+
+    def reconstruct_as_cell(self, cg) -> None:
+        """Push the cell object itself (for a closure tuple)."""
+        if self.kind == "root":
+            cg.emit_load_closure(self.name)
+        else:
+            cg.reconstruct(self)
 
     def reconstruct(self, cg):
         if self.kind == "root":
             cg.emit_load_closure(self.name)
             return
-        raise GraphBreak("DL0006", "a closure cell created inside the trace cannot be rebuilt")
+        if self.kind == "local":
+            # a new cell holding the final contents: types.CellType(contents)
+            cg.load_callable(types.CellType)
+            if self.contents is not None:
+                cg.reconstruct(self.contents)
+            cg.call(0 if self.contents is None else 1)
+            return
+        if self.source is not None:
+            self.source.reconstruct(cg)  # the real cell object (fn.__closure__[i])
+            return
+        raise GraphBreak("DL0006", "a closure cell without a source cannot be rebuilt")
 
 
-class GradModeVariable(VariableTracker):
+class ContextManagerVariable(VariableTracker):
+    """A context manager whose ``with`` the interpreter runs itself (BEFORE_WITH
+    calls ``enter``; the ``__exit__`` left on the stack calls ``exit``)."""
+
+    def enter(self, tx) -> VariableTracker:
+        raise NotImplementedError
+
+    def exit(self, tx) -> VariableTracker:
+        raise NotImplementedError
+
+
+class NullContextVariable(ContextManagerVariable):
+    """contextlib.nullcontext(enter_result)."""
+
+    def __init__(self, enter_result: VariableTracker):
+        super().__init__()
+        self.enter_result = enter_result
+
+    def python_type(self):
+        import contextlib
+
+        return contextlib.nullcontext
+
+    def enter(self, tx):
+        return self.enter_result
+
+    def exit(self, tx):
+        return NONE
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__":
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        from .functions import BoundMethodOfVariable
+
+        if name in ("__enter__", "__exit__"):
+            return BoundMethodOfVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        import contextlib
+
+        cg.load_callable(contextlib.nullcontext)
+        cg.reconstruct(self.enter_result)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return self.enter_result.can_reconstruct()
+
+
+class GradModeVariable(ContextManagerVariable):
     """torch.no_grad() / enable_grad() / set_grad_enabled(b) used as a context manager."""
 
     def __init__(self, enabled: bool, ctx_type: type, sets_on_init: bool = False):
@@ -193,6 +278,65 @@ def _reenter_grad_mode(enabled: bool, prev: bool):
     return ctx
 
 
+class ExceptionVariable(VariableTracker):
+    """An exception object created in the trace, e.g. ``ValueError("bad")``.
+
+    Only classes whose construction runs no Python code are modelled (builtin
+    exceptions and user subclasses that define neither ``__init__`` nor
+    ``__new__``); ``raise`` itself breaks the graph, and generated code
+    rebuilds the object by calling the class with the same arguments.
+
+    Attributes:
+        exc_type: the exception class.
+        args: trackers of the constructor's positional arguments.
+    """
+
+    def __init__(self, exc_type: type, args: list):
+        super().__init__()
+        self.exc_type = exc_type
+        self.args = list(args)
+
+    @staticmethod
+    def create(tx, exc_type: type, args: list, kwargs: dict) -> "ExceptionVariable":
+        for klass in exc_type.__mro__:
+            if klass.__module__ == "builtins":
+                break
+            if "__init__" in klass.__dict__ or "__new__" in klass.__dict__:
+                raise GraphBreak("DL0015", f"creating exception {exc_type.__name__} (custom constructor)")
+        if kwargs:
+            raise GraphBreak("DL0015", f"creating exception {exc_type.__name__} with keyword arguments")
+        return ExceptionVariable(exc_type, args)
+
+    def _repr_body(self):
+        return self.exc_type.__name__
+
+    def describe(self):
+        return f"{self.exc_type.__name__} exception"
+
+    def python_type(self):
+        return self.exc_type
+
+    def var_getattr(self, tx, name):
+        from .containers import TupleVariable
+
+        if name == "args":
+            return TupleVariable(self.args)
+        if name == "__class__":
+            from .builder import wrap
+
+            return wrap(tx, self.exc_type, None)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        cg.load_callable(self.exc_type)
+        for a in self.args:
+            cg.reconstruct(a)
+        cg.call(len(self.args))
+
+    def can_reconstruct(self):
+        return all(a.can_reconstruct() for a in self.args)
+
+
 class ObjectVariable(VariableTracker):
     """A value the interpreter only passes around (no operations on it)."""
 
@@ -215,5 +359,6 @@ class ObjectVariable(VariableTracker):
         return True
 
 
-__all__ = ["PythonModuleVariable", "CellVariable", "GradModeVariable", "GradModeExitVariable",
-           "GradModeDecoratedVariable", "ObjectVariable"]
+__all__ = ["PythonModuleVariable", "CellVariable", "ContextManagerVariable", "NullContextVariable",
+           "GradModeVariable", "GradModeExitVariable",
+           "GradModeDecoratedVariable", "ExceptionVariable", "ObjectVariable"]

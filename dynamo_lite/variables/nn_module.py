@@ -61,7 +61,11 @@ class NNModuleVariable(VariableTracker):
             table = d.get(store)
             if table is not None and name in table:
                 return wrap(tx, table[name], ItemSource(AttrSource(src, store), name) if src else None)
-        cls_attr, _ = _mro_lookup(type(module), name)
+        cls_attr, owner = _mro_lookup(type(module), name)
+        if name in _MODULE_METHODS and owner is not None and owner.__module__.startswith("torch.nn.modules"):
+            from .functions import BoundMethodOfVariable
+
+            return BoundMethodOfVariable(self, name)  # answered by call_method
         if isinstance(cls_attr, property):
             return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
         if isinstance(cls_attr, staticmethod):
@@ -84,8 +88,22 @@ class NNModuleVariable(VariableTracker):
         module = self.value
         from .tensor import TensorVariable
 
-        if name in module._parameters or name in module._modules or isinstance(value, (TensorVariable, NNModuleVariable)) and name in module._buffers:
+        if type(module).__setattr__ is not nn.Module.__setattr__:
+            raise GraphBreak("DL0008", f"{type(module).__name__} defines __setattr__")
+
+        if name in module._buffers and isinstance(value, TensorVariable):
+            current = self.var_getattr(tx, name)
+            if isinstance(current, TensorVariable) and current.example is value.example:
+                return NONE  # `self.buf += 1`: the in-place result stored back, a no-op
+            if self.source is None:
+                raise GraphBreak("DL0008", f"assigning buffer {name!r} of a module without a source")
+            # replayed as setattr(module, name, tensor): Module.__setattr__ stores it in _buffers
+            tx.output.side_effects.store_attr(self, name, value)
+            return NONE
+        if name in module._parameters or name in module._modules or name in module._buffers:
             raise GraphBreak("DL0008", f"assigning a parameter, buffer or submodule ({name!r}) of a module")
+        if isinstance(value, TensorVariable) and issubclass(value.python_type(), nn.Parameter):
+            raise GraphBreak("DL0008", f"assigning a parameter ({name!r}) registers it")
         if isinstance(value, NNModuleVariable):
             raise GraphBreak("DL0008", f"assigning a submodule ({name!r})")
         tx.output.side_effects.store_attr(self, name, value)
@@ -148,6 +166,8 @@ class NNModuleVariable(VariableTracker):
                 if key not in pairs:
                     raise GraphBreak("DL0010", f"ModuleDict has no key {key!r}")
                 return pairs[key]
+            if isinstance(module, (nn.Sequential, nn.ModuleList)) and isinstance(key, slice):
+                return ModuleSliceVariable(self, key, self.unpack(tx)[key])
             if isinstance(module, (nn.Sequential, nn.ModuleList)) and isinstance(key, int):
                 items = self.unpack(tx)
                 try:
@@ -209,6 +229,73 @@ class NNModuleVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+class ModuleSliceVariable(VariableTracker):
+    """``seq[a:b]`` of a ModuleList/Sequential: a new container of the same modules.
+
+    Answers len, iteration, indexing and (for Sequential) calls from the items;
+    generated code rebuilds it by slicing the real container again (a new
+    object, as in eager).
+    """
+
+    def __init__(self, parent: NNModuleVariable, key: slice, items: list):
+        super().__init__()
+        self.parent = parent
+        self.key = key
+        self.items = items
+
+    def describe(self):
+        return f"slice of {self.parent.describe()}"
+
+    def python_type(self):
+        return type(self.parent.value)
+
+    def has_len(self):
+        return True
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        from .containers import ListIteratorVariable
+
+        if name == "__len__" and not args:
+            return ConstantVariable(len(self.items))
+        if name == "__iter__" and not args:
+            return ListIteratorVariable(list(self.items))
+        if name == "__getitem__" and len(args) == 1 and args[0].is_python_constant():
+            key = args[0].as_python_constant()
+            if isinstance(key, slice):
+                return ModuleSliceVariable(self, key, self.items[key])
+            if isinstance(key, int) and -len(self.items) <= key < len(self.items):
+                return self.items[key]
+        raise GraphBreak("DL0003", f"{name} on a slice of {type(self.parent.value).__name__}")
+
+    def call_function(self, tx, args, kwargs):
+        if not isinstance(self.parent.value, nn.Sequential) or type(self.parent.value).forward is not \
+                nn.Sequential.forward or len(args) != 1 or kwargs:
+            raise GraphBreak("DL0003", f"calling a slice of {type(self.parent.value).__name__}")
+        value = args[0]
+        for module in self.items:
+            value = module.call_function(tx, [value], {})
+        return value
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.parent)
+        cg.load_const(self.key)
+        cg.emit("BINARY_SUBSCR")
+
+    def can_reconstruct(self):
+        return self.parent.can_reconstruct()
+
+
+# nn.Module methods answered by NNModuleVariable.call_method (when the class does not override them)
+_MODULE_METHODS = frozenset({
+    "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
+    "children", "named_children", "train", "eval", "to", "cuda", "cpu", "apply", "zero_grad",
+    "register_buffer", "register_parameter", "add_module", "requires_grad_", "half", "float", "double",
+})
 
 
 def _dedupe_by_identity(items, named):

@@ -11,6 +11,7 @@ Tested by tests/test_tensor_ops.py.
 from __future__ import annotations
 
 import operator
+import warnings
 from typing import Any
 
 import torch
@@ -131,7 +132,17 @@ class TensorVariable(VariableTracker):
             from .functions import TensorMethodVariable
 
             return TensorMethodVariable(self, name)
-        raise GraphBreak("DL0004", f"tensor attribute {name!r}")
+        if self.source is not None:
+            real = tx.output.real_value_of(self)
+            if name in getattr(real, "__dict__", {}):
+                from ..source import AttrSource
+                from .builder import wrap
+
+                return wrap(tx, real.__dict__[name], AttrSource(self.source, name))
+            if type(real) is not torch.Tensor and hasattr(type(real), name):
+                raise GraphBreak("DL0004", f"attribute {name!r} of tensor subclass {type(real).__name__}")
+            tx.output.add_expr_guard(f"not hasattr({self.source.name()}, {name!r})")
+        raise GraphBreak("DL0011", f"'Tensor' object has no attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
         if name in _DATA_DEPENDENT_METHODS:
@@ -248,11 +259,17 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     fake_kwargs = {k: _fake_arg(v) for k, v in kwargs.items()}
     output = tx.output
     try:
-        with output.fake_mode:
+        with output.fake_mode, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _check_inplace_cast(kind, target, fake_args)
             if kind == "call_method":
                 example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             else:
                 example = target(*fake_args, **fake_kwargs)
+        if caught:
+            # Python runs the op so the warning comes from the user's line, once, as in eager
+            raise GraphBreak("DL0010", f"{_target_name(kind, target)} issues a warning: "
+                                       f"{str(caught[0].message).splitlines()[0][:120]}")
     except (DataDependentOutputException, DynamicOutputShapeException) as e:
         raise GraphBreak("DL0007", f"{_target_name(kind, target)} depends on tensor data ({type(e).__name__})") from e
     except GraphBreak:
@@ -263,6 +280,28 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         ) from e
     node = output.create_node(kind, target, node_args, node_kwargs)
     return wrap_op_result(tx, node, example)
+
+
+_INPLACE_BINARY_METHODS = {"mul_", "__imul__", "div_", "__itruediv__", "true_divide_", "add_", "__iadd__",
+                           "sub_", "__isub__"}
+_INPLACE_BINARY_OPERATORS = {operator.imul, operator.itruediv, operator.iadd, operator.isub}
+
+
+def _check_inplace_cast(kind: str, target: Any, fake_args: tuple) -> None:
+    """Eager refuses a binary in-place op whose result type cannot be cast to self's
+    dtype (int_tensor *= 0.5); the fake kernels of mul_/__imul__ do not check it."""
+    if not (kind == "call_method" and target in _INPLACE_BINARY_METHODS
+            or kind == "call_function" and target in _INPLACE_BINARY_OPERATORS):
+        return
+    if len(fake_args) < 2 or not isinstance(fake_args[0], torch.Tensor) or \
+            not isinstance(fake_args[1], (torch.Tensor, bool, int, float, complex)):
+        return
+    result = torch.result_type(fake_args[0], fake_args[1])
+    if target in ("div_", "__itruediv__", "true_divide_", operator.itruediv) and \
+            not (result.is_floating_point or result.is_complex):
+        result = torch.get_default_dtype()
+    if not torch.can_cast(result, fake_args[0].dtype):
+        raise RuntimeError(f"result type {result} can't be cast to the desired output type {fake_args[0].dtype}")
 
 
 def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:

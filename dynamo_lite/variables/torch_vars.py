@@ -44,6 +44,37 @@ _METADATA = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.n
 _GRAD_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 
 
+def _tracing_status_answers() -> dict:
+    """Functions libraries call to ask "am I being compiled/traced?", and what a trace answers.
+
+    Like torch.compile, a trace answers ``torch.compiler.is_compiling()`` with True:
+    libraries (transformers) use it to pick the code path written for compilers
+    (no ContextVar, no data-dependent checks); both paths compute the same result.
+    torch.jit/fx/export/CUDA-graph tracing is never active inside a dynamo_lite trace.
+    """
+    import torch._utils
+    import torch.jit
+
+    answers = {torch.compiler.is_compiling: True, torch.compiler.is_dynamo_compiling: True,
+               torch.compiler.is_exporting: False, torch.jit.is_tracing: False,
+               torch.jit.is_scripting: False, torch._C._get_tracing_state: None}
+    if hasattr(torch._utils, "is_compiling"):
+        answers[torch._utils.is_compiling] = True
+    if hasattr(torch.cuda, "is_current_stream_capturing"):
+        answers[torch.cuda.is_current_stream_capturing] = False
+    return answers
+
+
+_TRACING_STATUS = _tracing_status_answers()
+
+
+def _is_tracing_status(fn) -> bool:
+    try:
+        return fn in _TRACING_STATUS
+    except TypeError:  # unhashable callable
+        return False
+
+
 class TorchVariable(VariableTracker):
     """A torch function, class or object reached through the torch namespace."""
 
@@ -95,6 +126,8 @@ class TorchVariable(VariableTracker):
             return ctx
         if fn is torch.is_grad_enabled:
             return ConstantVariable(tx.output.grad_enabled)
+        if not args and not kwargs and _is_tracing_status(fn):
+            return ConstantVariable(_TRACING_STATUS[fn])
         if fn is torch.get_default_dtype:
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())

@@ -5,12 +5,19 @@ inputs (it has a source); ``NewObjectVariable`` for an object created during
 the trace by calling a user class.  Attribute reads resolve statically
 through the class's MRO (instance dict, data descriptors, methods, class
 attributes) without running arbitrary ``__getattribute__`` code; writes are
-recorded as side effects and replayed after the graph.
-Tested by tests/test_user_classes.py.
+recorded as side effects and replayed after the graph.  Calling a class
+creates the object (namedtuples directly, dataclasses through their generated
+``__init__``); exceptions, OrderedDict, defaultdict and nullcontext get their
+own trackers; ``@lru_cache`` functions called with constants inline
+``__wrapped__``.
+Tested by tests/test_user_classes.py (and tests/test_exceptions.py, tests/test_grad_mode.py).
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
+import functools
 import types
 from typing import Any, Optional
 
@@ -58,7 +65,9 @@ def _mro_lookup(cls: type, name: str):
     return None, None
 
 
-_PLAIN_GETATTRIBUTE = (object.__getattribute__,)
+# generic attribute lookup (PyObject_GenericGetAttr) of object and builtin bases
+_PLAIN_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__, list.__getattribute__,
+                       tuple.__getattribute__, set.__getattribute__, BaseException.__getattribute__)
 
 
 class _ObjectLike(VariableTracker):
@@ -73,12 +82,24 @@ class _ObjectLike(VariableTracker):
         raise NotImplementedError
 
     def var_getattr(self, tx, name):
+        from .functions import UserMethodVariable
+
+        cls = self.value_type
+        getattribute = _mro_lookup(cls, "__getattribute__")[0]
+        if getattribute not in _PLAIN_GETATTRIBUTE + (None,):
+            if not isinstance(getattribute, types.FunctionType) or _mro_lookup(cls, "__getattr__")[0] is not None:
+                raise GraphBreak("DL0004", f"{cls.__name__} defines __getattribute__")
+            # a Python __getattribute__ is inlined; its super().__getattribute__(name)
+            # reaches generic_getattr through object.__getattribute__
+            return UserMethodVariable(getattribute, self).call_function(tx, [ConstantVariable(name)], {})
+        return self.generic_getattr(tx, name)
+
+    def generic_getattr(self, tx, name):
+        """object.__getattribute__(obj, name): the lookup without a custom __getattribute__."""
         from .builder import wrap
         from .functions import UserFunctionVariable, UserMethodVariable
 
         cls = self.value_type
-        if _mro_lookup(cls, "__getattribute__")[0] not in _PLAIN_GETATTRIBUTE + (None,):
-            raise GraphBreak("DL0004", f"{cls.__name__} defines __getattribute__")
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None:
             if pending is _DELETED:
@@ -87,6 +108,9 @@ class _ObjectLike(VariableTracker):
         if name == "__class__":
             return UserDefinedClassVariable(cls)
         if name == "__dict__":
+            if isinstance(self, UserDefinedObjectVariable) and self.source is not None and not \
+                    tx.output.side_effects.new_object_attrs(self):
+                return InstanceDictVariable(self)
             raise GraphBreak("DL0004", "reading an object's __dict__")
         cls_attr, owner = _mro_lookup(cls, name)
         if isinstance(cls_attr, property):
@@ -122,6 +146,8 @@ class _ObjectLike(VariableTracker):
 
     def store_attr(self, tx, name, value):
         cls = self.value_type
+        if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
+            raise GraphBreak("DL0010", "cannot assign to a field of a frozen dataclass")
         setattr_fn, _ = _mro_lookup(cls, "__setattr__")
         if setattr_fn not in (object.__setattr__, None):
             if isinstance(setattr_fn, types.FunctionType):
@@ -138,8 +164,6 @@ class _ObjectLike(VariableTracker):
             return UserFunctionVariable(cls_attr.fset).call_function(tx, [self, value], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__"):
             raise GraphBreak("DL0008", f"setting descriptor {name!r} of {cls.__name__}")
-        if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
-            raise GraphBreak("DL0010", "cannot assign to a field of a frozen dataclass")
         tx.output.side_effects.store_attr(self, name, value)
         return NONE
 
@@ -168,6 +192,17 @@ class _ObjectLike(VariableTracker):
         call, _ = _mro_lookup(self.value_type, "__call__")
         if isinstance(call, types.FunctionType):
             return UserMethodVariable(call, self).call_function(tx, args, kwargs)
+        if self.value_type is functools._lru_cache_wrapper and isinstance(self, UserDefinedObjectVariable) \
+                and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+            # an @lru_cache function called with constants (a config helper): the
+            # wrapped function gives the cached answer.  If it breaks the graph,
+            # the call site breaks and Python calls the real cached function.
+            from .builder import wrap
+            from ..source import AttrSource
+
+            wrapped = self.value.__wrapped__
+            src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
+            return wrap(tx, wrapped, src).call_function(tx, args, kwargs)
         return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
@@ -232,6 +267,58 @@ class UserDefinedObjectVariable(_ObjectLike):
         return True
 
 
+class InstanceDictVariable(VariableTracker):
+    """``obj.__dict__`` of a real object, read-only: each key looked up is guarded.
+
+    Supports ``get``, ``[]`` and ``in``; anything else (iteration, writes) breaks.
+    """
+
+    def __init__(self, obj: "UserDefinedObjectVariable"):
+        from ..source import AttrSource
+
+        super().__init__(AttrSource(obj.source, "__dict__"))
+        self.obj = obj
+
+    def describe(self):
+        return f"__dict__ of {self.obj.describe()}"
+
+    def python_type(self):
+        return dict
+
+    def _lookup(self, tx, key_var):
+        from .builder import wrap
+        from ..source import ItemSource
+
+        if not key_var.is_python_constant() or not isinstance(key_var.as_python_constant(), str):
+            raise GraphBreak("DL0009", "__dict__ key not known at trace time")
+        key = key_var.as_python_constant()
+        d = self.obj.value.__dict__
+        present = key in d
+        tx.output.add_expr_guard(f"({key!r} in {self.source.name()}) is {present!r}")
+        return (wrap(tx, d[key], ItemSource(self.source, key)) if present else None), key
+
+    def var_getattr(self, tx, name):
+        from .functions import ContainerMethodVariable
+
+        if name in ("get", "__contains__", "__getitem__"):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "get" and 1 <= len(args) <= 2 and not kwargs:
+            value, _ = self._lookup(tx, args[0])
+            return value if value is not None else (args[1] if len(args) == 2 else NONE)
+        if name == "__contains__" and len(args) == 1:
+            value, _ = self._lookup(tx, args[0])
+            return ConstantVariable(value is not None)
+        if name == "__getitem__" and len(args) == 1:
+            value, key = self._lookup(tx, args[0])
+            if value is None:
+                raise GraphBreak("DL0010", f"KeyError: {key!r}")
+            return value
+        raise GraphBreak("DL0004", f"{name} on an object's __dict__")
+
+
 class NewObjectVariable(_ObjectLike):
     """An instance of a user class created during the trace."""
 
@@ -286,6 +373,11 @@ class UserDefinedClassVariable(VariableTracker):
 
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstantVariable(getattr(self.value, name))
+        if name == "_make" and is_namedtuple_class(self.value) and \
+                getattr(getattr(self.value._make, "__func__", None), "__code__", None) is _NAMEDTUPLE_MAKE_CODE:
+            from .functions import BoundMethodOfVariable
+
+            return BoundMethodOfVariable(self, "_make")
         attr, owner = _mro_lookup(self.value, name)
         if isinstance(attr, staticmethod):
             return UserFunctionVariable(attr.__func__)
@@ -298,19 +390,48 @@ class UserDefinedClassVariable(VariableTracker):
         src = AttrSource(self.source, name) if self.source is not None else None
         return wrap(tx, getattr(self.value, name), src)
 
+    def call_method(self, tx, name, args, kwargs):
+        if name == "_make" and len(args) == 1 and not kwargs and is_namedtuple_class(self.value):
+            from .containers import NamedTupleVariable
+
+            items = args[0].unpack(tx)
+            if len(items) != len(self.value._fields):
+                raise GraphBreak("DL0010", f"{self.value.__name__}._make(): wrong number of items (TypeError)")
+            return NamedTupleVariable(self.value, items)
+        return super().call_method(tx, name, args, kwargs)
+
     def call_function(self, tx, args, kwargs):
         from .functions import UserFunctionVariable
 
         cls = self.value
-        if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        if is_namedtuple_class(cls):
             from .containers import NamedTupleVariable
             from .functions import _bind
 
             new = cls.__new__
-            if hasattr(new, "__code__"):
-                defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
-                bound = _bind(tx, new.__code__, cls.__name__, defaults, {}, [self, *args], kwargs)
-                return NamedTupleVariable(cls, [bound[f] for f in cls._fields])
+            defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
+            bound = _bind(tx, new.__code__, cls.__name__, defaults, {}, [self, *args], kwargs)
+            return NamedTupleVariable(cls, [bound[f] for f in cls._fields])
+        if cls is contextlib.nullcontext:
+            from .misc import NullContextVariable
+            from .functions import _bind
+
+            bound = _bind(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
+            return NullContextVariable(bound["enter_result"])
+        if cls is collections.OrderedDict or cls is collections.defaultdict:
+            from .builtin import _HANDLERS
+            from .containers import DefaultDictVariable, DictVariable
+
+            if cls is collections.OrderedDict:
+                result = _HANDLERS[dict](tx, *args, **kwargs)
+                return DictVariable(result.items, dict_type=collections.OrderedDict)
+            factory = args[0] if args else NONE
+            result = _HANDLERS[dict](tx, *args[1:], **kwargs)
+            return DefaultDictVariable(result.items, factory)
+        if issubclass(cls, BaseException):
+            from .misc import ExceptionVariable
+
+            return ExceptionVariable.create(tx, cls, args, kwargs)
         if type(cls) is not type and not _is_plain_meta(cls):
             raise GraphBreak("DL0003", f"class {cls.__name__} has a custom metaclass")
         new_fn, _ = _mro_lookup(cls, "__new__")
@@ -319,7 +440,9 @@ class UserDefinedClassVariable(VariableTracker):
         if isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__:
             raise GraphBreak("DL0003", f"class {cls.__name__} defines __new__")
         for base in cls.__mro__[:-1]:
-            if base.__module__ == "builtins" or not hasattr(base, "__dict__") or "__slots__" in base.__dict__:
+            # empty __slots__ (collections.abc mixins, ABCs) add no storage: fine
+            if base.__module__ == "builtins" or not hasattr(base, "__dict__") or \
+                    base.__dict__.get("__slots__", ()) not in ((), []):
                 raise GraphBreak("DL0003", f"class {cls.__name__} derives from {base.__name__}")
         obj = NewObjectVariable(cls)
         tx.output.side_effects.track_new_object(obj)
@@ -338,6 +461,18 @@ class UserDefinedClassVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+_NAMEDTUPLE_MAKE_CODE = __import__("collections").namedtuple("_T", "a")._make.__func__.__code__
+
+
+def is_namedtuple_class(cls) -> bool:
+    """A class made by collections.namedtuple / typing.NamedTuple whose __new__ is the generated one."""
+    if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
+        return False
+    new = cls.__new__
+    return isinstance(new, types.FunctionType) and \
+        str(new.__globals__.get("__name__", "")).startswith("namedtuple_")
 
 
 def _is_plain_meta(cls) -> bool:
@@ -386,9 +521,39 @@ class SuperVariable(VariableTracker):
                     return UserMethodVariable(attr, self.obj)
                 if isinstance(attr, property):
                     return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
-                if attr is object.__init__ or attr is object.__setattr__:
+                if attr is object.__init__ or attr is object.__setattr__ or isinstance(
+                        attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
                     from .functions import UserMethodVariable as _M
 
                     return _M(BuiltinVariable(attr), self.obj)
                 return wrap(tx, attr, None)
         raise GraphBreak("DL0011", f"super() has no attribute {name!r}")
+
+
+class DataclassFieldVariable(VariableTracker):
+    """A ``dataclasses.Field`` of a class (from ``dataclasses.fields``): read-only attributes."""
+
+    def __init__(self, field):
+        super().__init__()
+        self.field = field
+
+    def _repr_body(self):
+        return self.field.name
+
+    def python_type(self):
+        return dataclasses.Field
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+
+        if name not in ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare",
+                        "metadata", "kw_only"):
+            return super().var_getattr(tx, name)
+        return wrap(tx, getattr(self.field, name), None)
+
+    def reconstruct(self, cg):
+        cg.load_const(self.field)
+
+    def can_reconstruct(self):
+        return True
+

@@ -70,12 +70,12 @@ def MAKE_FUNCTION(tx, inst):
 
 @register("BEFORE_WITH")
 def BEFORE_WITH(tx, inst):
-    from ...variables.misc import GradModeExitVariable, GradModeVariable
+    from ...variables.misc import ContextManagerVariable, GradModeExitVariable
     from ...variables.functions import UserMethodVariable
     from ...variables.user_objects import _ObjectLike
 
     ctx = tx.pop()
-    if isinstance(ctx, GradModeVariable):
+    if isinstance(ctx, ContextManagerVariable):
         result = ctx.enter(tx)
         tx.push(GradModeExitVariable(ctx))
         tx.push(result)

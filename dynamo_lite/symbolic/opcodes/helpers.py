@@ -47,7 +47,7 @@ def store_attr(tx, obj, name: str, value) -> None:
     from ...variables.nn_module import NNModuleVariable
     from ...variables.user_objects import _ObjectLike
 
-    if isinstance(obj, (_ObjectLike, NNModuleVariable)):
+    if isinstance(obj, (_ObjectLike, NNModuleVariable)) or callable(getattr(obj, "store_attr", None)):
         obj.store_attr(tx, name, value)
         return
     raise GraphBreak("DL0008", f"setting attribute {name!r} on {obj.describe()}")

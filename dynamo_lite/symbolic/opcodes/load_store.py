@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import sys
+import types
 
 from ...exc import GraphBreak
 from ...variables.base import NullVariable
-from ...variables.constant import ConstantVariable
+from ...variables.constant import ConstantVariable, is_constant_value
 from . import register
 from .helpers import store_attr
 
@@ -41,8 +42,12 @@ def LOAD_CONST(tx, inst):
     value = inst.argval
     if type(value) in (tuple, frozenset):
         tx.push(wrap_constant_result(value))
-    else:
+    elif is_constant_value(value) or isinstance(value, types.CodeType):
         tx.push(ConstantVariable(value))
+    else:  # an object placed in co_consts by generated code (resume functions, loop bodies)
+        from ...variables.builder import wrap
+
+        tx.push(wrap(tx, value, None))
 
 
 @register("LOAD_GLOBAL")

@@ -1,0 +1,238 @@
+"""Cache-hit overhead of dynamo_lite vs torch.compile, and the cost of frames the hook passes over.
+
+Cases (all with backend "eager", so the graph itself costs what eager costs):
+    a  add1      x + 1 on one small tensor
+    b  mlp3      a 3-layer MLP module
+    c  fn10      a function of 10 tensor inputs
+    d  linear50  a module with 50 Linear layers (ModuleList loop)
+    e1 break1    a function with one graph break (print; stdout is a null sink)
+    e3 break3    a function with three graph breaks
+Overhead = compiled call minus eager call, the median over interleaved rounds
+of the per-round difference (bench/_timing.py).  Target: dynamo_lite's
+overhead at most 1/4 of torch.compile's.
+
+Skipped frames: a loop of calls to a trivial Python function, timed with no
+hook installed (CPython inlines the calls), with our hook installed but off
+for the thread, and with the hook active where both functions are marked SKIP
+(what torch internals and the standard library get).  Per-frame cost = the
+difference per call.  Target: <= 0.1 us per frame.
+
+    python bench/overhead.py [--quick] [--json]
+Covered by tests/test_bench_smoke.py (quick mode).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import _timing  # noqa: E402
+import dynamo_lite  # noqa: E402
+from dynamo_lite import _C  # noqa: E402
+
+
+# ---- the cases ----------------------------------------------------------------
+def add1(x):
+    return x + 1
+
+
+class MLP3(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(32, 64)
+        self.fc2 = nn.Linear(64, 64)
+        self.fc3 = nn.Linear(64, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.fc1(x))
+        x = torch.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+def fn10(a, b, c, d, e, f, g, h, i, j):
+    return a + b + c + d + e + f + g + h + i + j
+
+
+class Linear50(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(16, 16) for _ in range(50))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def break1(x):
+    y = x + 1
+    print("break")
+    return y * 2
+
+
+def break3(x):
+    y = x + 1
+    print("break 1")
+    y = y * 2
+    print("break 2")
+    y = y - 3
+    print("break 3")
+    return y / 4
+
+
+def _cases():
+    torch.manual_seed(0)
+    with torch.no_grad():
+        pass
+    mlp = MLP3()
+    lin50 = Linear50()
+    ten = [torch.randn(8) for _ in range(10)]
+    return {
+        "a_add1": (add1, (torch.randn(8),)),
+        "b_mlp3": (mlp, (torch.randn(4, 32),)),
+        "c_fn10": (fn10, tuple(ten)),
+        "d_linear50": (lin50, (torch.randn(4, 16),)),
+        "e1_break1": (break1, (torch.randn(8),)),
+        "e3_break3": (break3, (torch.randn(8),)),
+    }
+
+
+# ---- skipped frames ----------------------------------------------------------
+def _leaf(a):
+    return a
+
+
+def _calls(n):
+    for i in range(n):
+        _leaf(i)
+
+
+def _skipped_frames(rounds: int, n: int) -> dict:
+    _C.set_cache(_leaf.__code__, _C.SKIP)
+    _C.set_cache(_calls.__code__, _C.SKIP)
+    converter = dynamo_lite.optimize("eager").callback
+
+    def no_hook():
+        _C.uninstall()
+        _calls(n)
+
+    def hook_off():
+        prev = _C.set_callback(converter)  # installs the hook ...
+        _C.set_callback(None)  # ... and turns it off for this thread
+        try:
+            _calls(n)
+        finally:
+            _C.set_callback(prev)
+
+    def hook_active():
+        prev = _C.set_callback(converter)
+        try:
+            _calls(n)
+        finally:
+            _C.set_callback(prev)
+
+    samples = _timing.interleaved({"no_hook": no_hook, "hook_off": hook_off, "hook_active": hook_active},
+                                  rounds, 1)
+    for k in samples:
+        samples[k] = [v / n for v in samples[k]]  # ns per inner call
+    _C.set_cache(_leaf.__code__, None)
+    _C.set_cache(_calls.__code__, None)
+    base = _timing.median(samples["no_hook"])
+    return {
+        "ns_per_call_no_hook": base,
+        "ns_per_frame_hook_off": _timing.paired_overhead(samples, "hook_off", "no_hook"),
+        "ns_per_frame_skipped": _timing.paired_overhead(samples, "hook_active", "no_hook"),
+    }
+
+
+# ---- driver --------------------------------------------------------------------
+def _same(a, b) -> bool:
+    return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def run(quick: bool = False) -> dict:
+    torch.set_num_threads(1)
+    rounds = 3 if quick else 41
+    target_s = 0.0002 if quick else 0.002
+    results = {}
+    sink = open(os.devnull, "w")
+    try:
+        with contextlib.redirect_stdout(sink):
+            for name, (fn, args) in _cases().items():
+                tc = torch.compile(fn, backend="eager")
+                dl = dynamo_lite.compile(fn, backend="eager")
+                with torch.no_grad():
+                    ref = fn(*args)
+                    for _ in range(3):  # compile, then settle
+                        out_tc = tc(*args)
+                        out_dl = dl(*args)
+                if not (_same(ref, out_tc) and _same(ref, out_dl)):
+                    raise AssertionError(f"{name}: compiled results differ from eager")
+                systems = {
+                    "eager": lambda fn=fn: fn(*args),
+                    "torch.compile": lambda tc=tc: tc(*args),
+                    "dynamo_lite": lambda dl=dl: dl(*args),
+                }
+                with torch.no_grad():
+                    n = _timing.calibrate(systems["eager"], target_s)
+                    samples = _timing.interleaved(systems, rounds, n)
+                ovh_tc = _timing.paired_overhead(samples, "torch.compile")
+                ovh_dl = _timing.paired_overhead(samples, "dynamo_lite")
+                results[name] = {
+                    "eager_ns": _timing.median(samples["eager"]),
+                    "torch_compile_ns": _timing.median(samples["torch.compile"]),
+                    "dynamo_lite_ns": _timing.median(samples["dynamo_lite"]),
+                    "overhead_torch_compile_ns": ovh_tc,
+                    "overhead_dynamo_lite_ns": ovh_dl,
+                    "ratio": ovh_dl / ovh_tc if ovh_tc > 0 else float("nan"),
+                    "rounds": rounds,
+                    "calls_per_round": n,
+                }
+    finally:
+        sink.close()
+    results["skipped_frames"] = _skipped_frames(rounds, 200 if quick else 20000)
+    return {"env": _timing.environment(), "cases": results}
+
+
+def render(data: dict) -> str:
+    rows = []
+    for name, r in data["cases"].items():
+        if name == "skipped_frames":
+            continue
+        rows.append([name, _timing.fmt_us(r["eager_ns"]), _timing.fmt_us(r["torch_compile_ns"]),
+                     _timing.fmt_us(r["dynamo_lite_ns"]), _timing.fmt_us(r["overhead_torch_compile_ns"]),
+                     _timing.fmt_us(r["overhead_dynamo_lite_ns"]), f"{r['ratio']:.3f}"])
+    out = ["Cache-hit overhead (backend eager, us per call, medians; ratio = dynamo_lite / torch.compile "
+           "overhead, target <= 0.25)",
+           _timing.table(["case", "eager", "torch.compile", "dynamo_lite", "ovh torch.compile", "ovh dynamo_lite",
+                          "ratio"], rows)]
+    s = data["cases"]["skipped_frames"]
+    out.append("")
+    out.append("Frames the hook passes over (ns per frame, target <= 100)")
+    out.append(_timing.table(["plain call (no hook)", "hook installed, off", "hook active, code SKIP"],
+                             [[f"{s['ns_per_call_no_hook']:.1f}", f"+{s['ns_per_frame_hook_off']:.1f}",
+                               f"+{s['ns_per_frame_skipped']:.1f}"]]))
+    return "\n".join(out)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="few rounds (for the smoke test)")
+    p.add_argument("--no-write", action="store_true", help="do not write bench/results/overhead.json")
+    a = p.parse_args(argv)
+    data = run(quick=a.quick)
+    print(render(data))
+    if not a.no_write:
+        _timing.write_json("overhead" + ("_quick" if a.quick else ""), data)
+    return data
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1035 @@
+/*
+ * guards.c -- GuardProgram: the compiled guard of one cache entry, run in C.
+ *
+ * Role in the pipeline: dynamo_lite/guards/program.py translates the guard
+ * expressions of an entry (the same expressions as the Python check it also
+ * builds) into a straight-line program over registers; the hook
+ * (eval_frame.c) runs it on every call of the frame before choosing the
+ * entry. No Python frame is created unless the program has a residual
+ * Python check (expressions program.py cannot translate).
+ *
+ * Registers: [0, nargs) are the frame's argument slots, nargs is the
+ * frame's globals (___G), nargs + 1 the function (___F); all borrowed.
+ * Registers from nargs + 2 on are written once by LOAD ops (owned) and
+ * released when the run ends. Each op is (name, a, b, n, obj):
+ *
+ *   LOAD_CONST   a = obj
+ *   LOAD_ATTR    a = getattr(reg[b], obj)        (instance __dict__ first when
+ *                the type's version says that is what getattr does)
+ *   LOAD_ITEM    a = reg[b][obj]                 (exact dicts: no method call)
+ *   (LOAD_ATTR through an instance __dict__ and LOAD_ITEM on an exact dict
+ *   remember the value they found with the dict's version: an unchanged
+ *   dict answers without a lookup.)
+ *   LOAD_CLOSURE a = reg[b].__closure__[n].cell_contents   (reg[b] a function)
+ *   LOAD_TYPE    a = type(reg[b])
+ *   LOAD_CALL0   a = reg[b]()
+ *   CHECK_TYPE   type(reg[a]) is obj
+ *   CHECK_ID     reg[a] is obj
+ *   CHECK_NOT_ID reg[a] is not obj
+ *   CHECK_SAME   reg[a] is reg[b]
+ *   CHECK_EQ     bool(reg[a] == obj)              (no identity shortcut,
+ *   CHECK_NE     bool(reg[a] != obj)               exactly Python's ==)
+ *   CHECK_LEN    len(reg[a]) == n
+ *   CHECK_KEYS   list(reg[a].keys()) == obj       (obj a list)
+ *   CHECK_IN     obj in reg[a]
+ *   CHECK_NOT_IN obj not in reg[a]
+ *   CHECK_TRUTHY bool(reg[a])
+ *   CHECK_FALSY  not reg[a]
+ *   CHECK_TENSOR reg[a] is a tensor of exactly the type, dtype, device,
+ *                sizes, strides and requires_grad in obj = (type, dtype,
+ *                device, sizes, strides, requires_grad, codes or None)
+ *
+ * Semantics equal the Python expressions evaluated left to right with
+ * `and`: ops run in order, the first failing check ends the run (so later
+ * loads never happen), an Exception raised by a load or a check means
+ * "guard failed" (cleared), any other BaseException propagates.
+ *
+ * CHECK_TENSOR uses the C++ reader of dynamo_lite._tensor_meta when it was
+ * registered with _set_tensor_api() and codes is not None (program.py only
+ * gives codes for types whose metadata getters are torch's own); otherwise
+ * it reads the dtype, shape, stride(), requires_grad and device attributes.
+ *
+ * Invariants: construction validates every register index and that each
+ * register is loaded before it is read, so a run never reads an unset
+ * register. After tp_clear (GC) a program has no ops and always fails.
+ * Tested by tests/test_guards_fast.py.
+ */
+#include "cpython_compat.h"
+#include "guards.h"
+#include "tensor_meta.h"
+
+#include <stddef.h>
+#include <string.h>
+
+#define DL_SMALL_REGS 64
+
+enum {
+    OP_LOAD_CONST,
+    OP_LOAD_ATTR,
+    OP_LOAD_ITEM,
+    OP_LOAD_CLOSURE,
+    OP_LOAD_TYPE,
+    OP_LOAD_CALL0,
+    OP_FIRST_CHECK, /* ops from here on are checks */
+    OP_CHECK_TYPE = OP_FIRST_CHECK,
+    OP_CHECK_ID,
+    OP_CHECK_NOT_ID,
+    OP_CHECK_SAME,
+    OP_CHECK_EQ,
+    OP_CHECK_NE,
+    OP_CHECK_LEN,
+    OP_CHECK_KEYS,
+    OP_CHECK_IN,
+    OP_CHECK_NOT_IN,
+    OP_CHECK_TRUTHY,
+    OP_CHECK_FALSY,
+    OP_CHECK_TENSOR,
+    OP_COUNT
+};
+
+static const char *const op_names[OP_COUNT] = {
+    [OP_LOAD_CONST] = "LOAD_CONST",
+    [OP_LOAD_ATTR] = "LOAD_ATTR",
+    [OP_LOAD_ITEM] = "LOAD_ITEM",
+    [OP_LOAD_CLOSURE] = "LOAD_CLOSURE",
+    [OP_LOAD_TYPE] = "LOAD_TYPE",
+    [OP_LOAD_CALL0] = "LOAD_CALL0",
+    [OP_CHECK_TYPE] = "CHECK_TYPE",
+    [OP_CHECK_ID] = "CHECK_ID",
+    [OP_CHECK_NOT_ID] = "CHECK_NOT_ID",
+    [OP_CHECK_SAME] = "CHECK_SAME",
+    [OP_CHECK_EQ] = "CHECK_EQ",
+    [OP_CHECK_NE] = "CHECK_NE",
+    [OP_CHECK_LEN] = "CHECK_LEN",
+    [OP_CHECK_KEYS] = "CHECK_KEYS",
+    [OP_CHECK_IN] = "CHECK_IN",
+    [OP_CHECK_NOT_IN] = "CHECK_NOT_IN",
+    [OP_CHECK_TRUTHY] = "CHECK_TRUTHY",
+    [OP_CHECK_FALSY] = "CHECK_FALSY",
+    [OP_CHECK_TENSOR] = "CHECK_TENSOR",
+};
+
+/* What CHECK_TENSOR expects (owned by its op). */
+typedef struct {
+    PyObject *dtype;        /* strong */
+    PyObject *device;       /* strong */
+    PyObject *sizes_obj;    /* strong: the expected sizes tuple */
+    PyObject *strides_obj;  /* strong: the expected strides tuple */
+    int fast;               /* expect holds valid codes */
+    DLTensorExpect expect;  /* sizes/strides point into `dims` */
+    int64_t dims[];         /* ndim sizes, then ndim strides */
+} TensorSpec;
+
+typedef struct {
+    int op;
+    int a;
+    int b;
+    Py_ssize_t n;
+    PyObject *obj;          /* strong or NULL */
+    TensorSpec *spec;       /* CHECK_TENSOR only (PyMem) */
+    /* LOAD_ATTR only: instances of cache_type (strong or NULL) whose type
+     * version is cache_version look the attribute up in their __dict__
+     * first (no data descriptor, default __getattribute__). */
+    PyTypeObject *cache_type;
+    unsigned int cache_version;
+    /* LOAD_ATTR (instance __dict__ path) and LOAD_ITEM (exact dicts): the
+     * value (borrowed) found in the dict whose version was dict_version.
+     * An equal version means the same dict, unchanged, so it still holds
+     * a reference to dict_value. 0 = empty. */
+    uint64_t dict_version;
+    PyObject *dict_value;
+} GuardOp;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Py_ssize_t nargs;       /* argument registers incl. globals and func */
+    Py_ssize_t nregs;
+    Py_ssize_t nops;
+    GuardOp *ops;           /* PyMem array of nops */
+    PyObject *residual;     /* callable(*args) -> True to pass, or NULL */
+    PyObject *description;  /* the ops as given (tuple) */
+    PyObject *weakreflist;
+} GuardProgram;
+
+/* The registered C++ tensor reader (NULL: attribute reads). */
+static const DLTensorAPI *tensor_api = NULL;
+static PyObject *tensor_api_capsule = NULL; /* keeps it alive */
+
+static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
+    *str_device, *str_keys, *str_getattribute;
+/* object.__getattribute__ (borrowed from object's type dict). */
+static PyObject *object_getattribute = NULL;
+
+/* ------------------------------------------------------------------------ */
+/* Tensor checks                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* 1 if `seq` (a tuple of exact ints, the usual case) equals dims[0..n);
+ * otherwise falls back to seq == expected. */
+static int
+int_tuple_equals(PyObject *seq, const int64_t *dims, Py_ssize_t n,
+                 PyObject *expected)
+{
+    if (PyTuple_Check(seq)) {
+        if (PyTuple_GET_SIZE(seq) != n) {
+            return 0;
+        }
+        Py_ssize_t i;
+        for (i = 0; i < n; i++) {
+            PyObject *item = PyTuple_GET_ITEM(seq, i);
+            if (!PyLong_CheckExact(item)) {
+                break;
+            }
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+            if (overflow || v != dims[i]) {
+                return 0;
+            }
+        }
+        if (i == n) {
+            return 1;
+        }
+    }
+    PyObject *res = PyObject_RichCompare(seq, expected, Py_EQ);
+    if (res == NULL) {
+        return -1;
+    }
+    int ok = PyObject_IsTrue(res);
+    Py_DECREF(res);
+    return ok;
+}
+
+/* The tensor's attributes, read as Python reads them. */
+static int
+tensor_check_attrs(PyObject *t, const TensorSpec *s)
+{
+    int ok;
+    PyObject *v = PyObject_GetAttr(t, str_dtype);
+    if (v == NULL) {
+        return -1;
+    }
+    ok = v == s->dtype;
+    Py_DECREF(v);
+    if (!ok) {
+        return 0;
+    }
+    v = PyObject_GetAttr(t, str_shape);
+    if (v == NULL) {
+        return -1;
+    }
+    ok = int_tuple_equals(v, s->dims, s->expect.ndim, s->sizes_obj);
+    Py_DECREF(v);
+    if (ok != 1) {
+        return ok;
+    }
+    v = PyObject_CallMethodNoArgs(t, str_stride);
+    if (v == NULL) {
+        return -1;
+    }
+    ok = int_tuple_equals(v, s->dims + s->expect.ndim, s->expect.ndim,
+                          s->strides_obj);
+    Py_DECREF(v);
+    if (ok != 1) {
+        return ok;
+    }
+    v = PyObject_GetAttr(t, str_requires_grad);
+    if (v == NULL) {
+        return -1;
+    }
+    ok = v == (s->expect.requires_grad ? Py_True : Py_False);
+    Py_DECREF(v);
+    if (!ok) {
+        return 0;
+    }
+    v = PyObject_GetAttr(t, str_device);
+    if (v == NULL) {
+        return -1;
+    }
+    ok = PyObject_RichCompareBool(v, s->device, Py_EQ);
+    Py_DECREF(v);
+    return ok;
+}
+
+static inline int
+tensor_check(PyObject *t, PyObject *type, const TensorSpec *s)
+{
+    if ((PyObject *)Py_TYPE(t) != type) {
+        return 0;
+    }
+    if (s->fast && tensor_api != NULL) {
+        int r = tensor_api->check(t, &s->expect);
+        if (r >= 0) {
+            return r;
+        }
+    }
+    return tensor_check_attrs(t, s);
+}
+
+/* Build a TensorSpec from (type, dtype, device, sizes, strides,
+ * requires_grad, codes or None); NULL with an error on bad input. */
+static TensorSpec *
+tensor_spec_new(PyObject *desc)
+{
+    PyObject *type, *dtype, *device, *sizes, *strides, *rg, *codes;
+    if (!PyTuple_Check(desc) ||
+        !PyArg_UnpackTuple(desc, "tensor spec", 7, 7, &type, &dtype, &device,
+                           &sizes, &strides, &rg, &codes)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "tensor spec must be a tuple");
+        }
+        return NULL;
+    }
+    if (!PyType_Check(type) || !PyTuple_Check(sizes) ||
+        !PyTuple_Check(strides) ||
+        PyTuple_GET_SIZE(sizes) != PyTuple_GET_SIZE(strides)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "tensor spec: (type, dtype, device, sizes tuple, "
+                        "strides tuple of the same length, requires_grad, "
+                        "codes)");
+        return NULL;
+    }
+    Py_ssize_t ndim = PyTuple_GET_SIZE(sizes);
+    if (ndim > INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "tensor spec: too many dims");
+        return NULL;
+    }
+    TensorSpec *s = PyMem_Calloc(1, sizeof(TensorSpec) +
+                                        2 * (size_t)ndim * sizeof(int64_t));
+    if (s == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < ndim; i++) {
+        s->dims[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(sizes, i));
+        s->dims[ndim + i] = PyLong_AsLongLong(PyTuple_GET_ITEM(strides, i));
+    }
+    int req = PyObject_IsTrue(rg);
+    if (PyErr_Occurred() || req < 0) {
+        PyMem_Free(s);
+        return NULL;
+    }
+    s->expect.ndim = (int)ndim;
+    s->expect.sizes = s->dims;
+    s->expect.strides = s->dims + ndim;
+    s->expect.requires_grad = req;
+    if (codes != Py_None) {
+        if (!PyArg_ParseTuple(codes, "iii;tensor spec codes",
+                              &s->expect.scalar_type, &s->expect.device_type,
+                              &s->expect.device_index)) {
+            PyMem_Free(s);
+            return NULL;
+        }
+        s->fast = 1;
+    }
+    Py_INCREF(dtype);
+    s->dtype = dtype;
+    Py_INCREF(device);
+    s->device = device;
+    Py_INCREF(sizes);
+    s->sizes_obj = sizes;
+    Py_INCREF(strides);
+    s->strides_obj = strides;
+    return s;
+}
+
+static void
+tensor_spec_free(TensorSpec *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    Py_XDECREF(s->dtype);
+    Py_XDECREF(s->device);
+    Py_XDECREF(s->sizes_obj);
+    Py_XDECREF(s->strides_obj);
+    PyMem_Free(s);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running a program                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* bool(a <op> b) exactly as Python evaluates it (no identity shortcut). */
+static inline int
+compare_true(PyObject *a, PyObject *b, int op)
+{
+    PyObject *res = PyObject_RichCompare(a, b, op);
+    if (res == NULL) {
+        return -1;
+    }
+    int ok = res == Py_True ? 1 : res == Py_False ? 0 : PyObject_IsTrue(res);
+    Py_DECREF(res);
+    return ok;
+}
+
+/* Remember that instances of tp find op->obj by the generic rule "data
+ * descriptor of the type, else instance __dict__, else ..." with no data
+ * descriptor of that name: then a hit in the instance __dict__ is the
+ * answer getattr() gives. */
+static void
+attr_cache_fill(GuardOp *op, PyTypeObject *tp)
+{
+    if (tp->tp_getattro != PyObject_GenericGetAttr &&
+        _PyType_Lookup(tp, str_getattribute) != object_getattribute) {
+        return; /* a custom __getattribute__ (or C getattro) */
+    }
+    if (tp->tp_dictoffset == 0) {
+        return;
+    }
+    PyObject *descr = _PyType_Lookup(tp, op->obj);
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        return; /* a data descriptor wins over the instance dict */
+    }
+    unsigned int version = dl_type_version(tp);
+    if (version == 0) {
+        return;
+    }
+    Py_INCREF(tp);
+    Py_XSETREF(op->cache_type, tp);
+    op->cache_version = version;
+}
+
+/* dict[op->obj] (new reference) for an exact dict or an instance __dict__,
+ * through the op's version cache; NULL without an error when missing. */
+static inline PyObject *
+dict_lookup_cached(GuardOp *op, PyObject *dict)
+{
+    uint64_t version = dl_dict_version(dict);
+    if (version != 0 && version == op->dict_version) {
+        Py_INCREF(op->dict_value);
+        return op->dict_value;
+    }
+    PyObject *v = PyDict_GetItemWithError(dict, op->obj);
+    if (v != NULL) {
+        op->dict_version = version;
+        op->dict_value = v;
+        Py_INCREF(v);
+    }
+    return v;
+}
+
+/* getattr(obj, op->obj), reading the instance __dict__ directly when the
+ * op's cache says that is what getattr would do. */
+static PyObject *
+load_attr(GuardOp *op, PyObject *obj)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    if (tp == op->cache_type && dl_type_version(tp) == op->cache_version) {
+        PyObject *dict = dl_instance_dict(obj);
+        if (dict != NULL) {
+            PyObject *v = dict_lookup_cached(op, dict);
+            if (v != NULL || PyErr_Occurred()) {
+                return v;
+            }
+        }
+    }
+    else {
+        attr_cache_fill(op, tp);
+    }
+    return PyObject_GetAttr(obj, op->obj);
+}
+
+static PyObject *
+load_item(GuardOp *op, PyObject *container)
+{
+    if (PyDict_CheckExact(container)) {
+        PyObject *v = dict_lookup_cached(op, container);
+        if (v == NULL && !PyErr_Occurred()) {
+            PyErr_SetObject(PyExc_KeyError, op->obj);
+        }
+        return v;
+    }
+    return PyObject_GetItem(container, op->obj);
+}
+
+static PyObject *
+load_closure(PyObject *func, Py_ssize_t index)
+{
+    if (!PyFunction_Check(func)) {
+        return PyErr_Format(PyExc_TypeError, "not a function");
+    }
+    PyObject *closure = PyFunction_GET_CLOSURE(func);
+    if (closure == NULL || !PyTuple_Check(closure) ||
+        index >= PyTuple_GET_SIZE(closure)) {
+        return PyErr_Format(PyExc_IndexError, "no closure cell %zd", index);
+    }
+    PyObject *cell = PyTuple_GET_ITEM(closure, index);
+    PyObject *v = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
+    if (v == NULL) {
+        return PyErr_Format(PyExc_ValueError, "Cell is empty");
+    }
+    Py_INCREF(v);
+    return v;
+}
+
+static int
+check_keys(PyObject *mapping, PyObject *expected)
+{
+    if (PyDict_CheckExact(mapping) && PyList_CheckExact(expected)) {
+        Py_ssize_t n = PyList_GET_SIZE(expected);
+        if (PyDict_GET_SIZE(mapping) != n) {
+            return 0;
+        }
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(mapping, &pos, &key, &value)) {
+            PyObject *want = PyList_GET_ITEM(expected, i++);
+            if (key != want) {
+                Py_INCREF(key);
+                Py_INCREF(want);
+                int eq = compare_true(key, want, Py_EQ);
+                Py_DECREF(key);
+                Py_DECREF(want);
+                if (eq != 1) {
+                    return eq;
+                }
+            }
+        }
+        return 1;
+    }
+    PyObject *keys = PyObject_CallMethodNoArgs(mapping, str_keys);
+    if (keys == NULL) {
+        return -1;
+    }
+    PyObject *list = PySequence_List(keys);
+    Py_DECREF(keys);
+    if (list == NULL) {
+        return -1;
+    }
+    int ok = compare_true(list, expected, Py_EQ);
+    Py_DECREF(list);
+    return ok;
+}
+
+/* One run; see guards.h for the result codes. */
+static int
+program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != p->nargs) {
+        PyErr_Format(PyExc_TypeError,
+                     "GuardProgram expects %zd arguments, got %zd",
+                     p->nargs, nargs);
+        goto error_no_regs;
+    }
+    PyObject *small[DL_SMALL_REGS];
+    PyObject **regs = small;
+    Py_ssize_t nregs = p->nregs;
+    if (nregs > DL_SMALL_REGS) {
+        regs = PyMem_Malloc((size_t)nregs * sizeof(PyObject *));
+        if (regs == NULL) {
+            PyErr_NoMemory();
+            goto error_no_regs;
+        }
+    }
+    memcpy(regs, args, (size_t)nargs * sizeof(PyObject *));
+    memset(regs + nargs, 0, (size_t)(nregs - nargs) * sizeof(PyObject *));
+
+    int result = 1;
+    GuardOp *op = p->ops;
+    GuardOp *end = op + p->nops;
+    for (; op < end; op++) {
+        PyObject *v;
+        int ok;
+        switch (op->op) {
+        case OP_LOAD_CONST:
+            Py_INCREF(op->obj);
+            regs[op->a] = op->obj;
+            continue;
+        case OP_LOAD_ATTR:
+            v = load_attr(op, regs[op->b]);
+            goto loaded;
+        case OP_LOAD_ITEM:
+            v = load_item(op, regs[op->b]);
+            goto loaded;
+        case OP_LOAD_CLOSURE:
+            v = load_closure(regs[op->b], op->n);
+            goto loaded;
+        case OP_LOAD_TYPE:
+            v = (PyObject *)Py_TYPE(regs[op->b]);
+            Py_INCREF(v);
+            goto loaded;
+        case OP_LOAD_CALL0:
+            v = PyObject_CallNoArgs(regs[op->b]);
+            goto loaded;
+        case OP_CHECK_TYPE:
+            ok = (PyObject *)Py_TYPE(regs[op->a]) == op->obj;
+            break;
+        case OP_CHECK_ID:
+            ok = regs[op->a] == op->obj;
+            break;
+        case OP_CHECK_NOT_ID:
+            ok = regs[op->a] != op->obj;
+            break;
+        case OP_CHECK_SAME:
+            ok = regs[op->a] == regs[op->b];
+            break;
+        case OP_CHECK_EQ:
+            ok = compare_true(regs[op->a], op->obj, Py_EQ);
+            break;
+        case OP_CHECK_NE:
+            ok = compare_true(regs[op->a], op->obj, Py_NE);
+            break;
+        case OP_CHECK_LEN: {
+            Py_ssize_t len = PyObject_Length(regs[op->a]);
+            ok = len < 0 ? -1 : len == op->n;
+            break;
+        }
+        case OP_CHECK_KEYS:
+            ok = check_keys(regs[op->a], op->obj);
+            break;
+        case OP_CHECK_IN:
+            ok = PySequence_Contains(regs[op->a], op->obj);
+            break;
+        case OP_CHECK_NOT_IN:
+            ok = PySequence_Contains(regs[op->a], op->obj);
+            ok = ok < 0 ? -1 : !ok;
+            break;
+        case OP_CHECK_TRUTHY:
+            ok = PyObject_IsTrue(regs[op->a]);
+            break;
+        case OP_CHECK_FALSY:
+            ok = PyObject_Not(regs[op->a]);
+            break;
+        case OP_CHECK_TENSOR:
+            ok = tensor_check(regs[op->a], op->obj, op->spec);
+            break;
+        default:
+            PyErr_SetString(PyExc_SystemError, "bad guard op");
+            ok = -1;
+        }
+        if (ok == 1) {
+            continue;
+        }
+        if (ok == 0) {
+            result = 0;
+            goto done;
+        }
+        goto error;
+    loaded:
+        if (v == NULL) {
+            goto error;
+        }
+        regs[op->a] = v;
+    }
+    if (p->residual != NULL) {
+        PyObject *res = PyObject_Vectorcall(p->residual, args, nargs, NULL);
+        if (res == NULL) {
+            goto error;
+        }
+        result = res == Py_True;
+        Py_DECREF(res);
+    }
+    goto done;
+
+error:
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        result = 0;
+    }
+    else {
+        result = -1;
+    }
+done:
+    for (Py_ssize_t i = nargs; i < nregs; i++) {
+        Py_XDECREF(regs[i]);
+    }
+    if (regs != small) {
+        PyMem_Free(regs);
+    }
+    return result;
+
+error_no_regs:
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+int
+dl_guard_program_check(PyObject *program, PyObject *const *args,
+                       Py_ssize_t nargs)
+{
+    return program_run((GuardProgram *)program, args, nargs);
+}
+
+static PyObject *
+program_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                   PyObject *kwnames)
+{
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0) {
+        PyErr_SetString(PyExc_TypeError,
+                        "GuardProgram takes no keyword arguments");
+        return NULL;
+    }
+    int r = program_run((GuardProgram *)self, args,
+                        PyVectorcall_NARGS(nargsf));
+    if (r < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Construction                                                             */
+/* ------------------------------------------------------------------------ */
+
+static int
+op_from_name(PyObject *name)
+{
+    const char *text = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+    if (text != NULL) {
+        for (int i = 0; i < OP_COUNT; i++) {
+            if (strcmp(text, op_names[i]) == 0) {
+                return i;
+            }
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "unknown guard op %R", name);
+    return -1;
+}
+
+static void
+program_free_ops(GuardProgram *p)
+{
+    GuardOp *ops = p->ops;
+    Py_ssize_t n = p->nops;
+    p->ops = NULL;
+    p->nops = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(ops[i].obj);
+        Py_XDECREF(ops[i].cache_type);
+        tensor_spec_free(ops[i].spec);
+    }
+    PyMem_Free(ops);
+}
+
+/* Parse one op tuple into *out; `defined` marks loaded registers. */
+static int
+parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
+{
+    PyObject *name, *obj;
+    int a, b;
+    Py_ssize_t n;
+    if (!PyTuple_Check(item) ||
+        !PyArg_ParseTuple(item, "OiinO;guard op (name, a, b, n, obj)", &name,
+                          &a, &b, &n, &obj)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError,
+                            "guard op must be a (name, a, b, n, obj) tuple");
+        }
+        return -1;
+    }
+    int op = op_from_name(name);
+    if (op < 0) {
+        return -1;
+    }
+    out->op = op;
+    out->a = a;
+    out->b = b;
+    out->n = n;
+    Py_ssize_t nregs = p->nregs;
+#define BAD_REG(r) ((r) < 0 || (r) >= nregs)
+    if (op < OP_FIRST_CHECK) {
+        if (BAD_REG(a) || a < p->nargs || defined[a]) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: bad destination register %d", op_names[op], a);
+            return -1;
+        }
+        if (op != OP_LOAD_CONST && (BAD_REG(b) || !defined[b])) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: register %d read before it is loaded",
+                         op_names[op], b);
+            return -1;
+        }
+    }
+    else {
+        if (BAD_REG(a) || !defined[a] ||
+            (op == OP_CHECK_SAME && (BAD_REG(b) || !defined[b]))) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: register read before it is loaded",
+                         op_names[op]);
+            return -1;
+        }
+    }
+#undef BAD_REG
+    if ((op == OP_LOAD_ATTR && !PyUnicode_Check(obj)) ||
+        (op == OP_LOAD_CLOSURE && n < 0) ||
+        (op == OP_CHECK_KEYS && !PyList_Check(obj))) {
+        PyErr_Format(PyExc_TypeError, "%s: bad operand %R", op_names[op],
+                     obj);
+        return -1;
+    }
+    if (op == OP_CHECK_TENSOR) {
+        out->spec = tensor_spec_new(obj);
+        if (out->spec == NULL) {
+            return -1;
+        }
+        obj = PyTuple_GET_ITEM(obj, 0); /* the op holds the expected type */
+    }
+    if (op == OP_LOAD_ATTR || (op == OP_LOAD_ITEM && PyUnicode_CheckExact(obj))) {
+        Py_INCREF(obj);
+        PyUnicode_InternInPlace(&obj); /* usually the dict's own key object */
+        out->obj = obj;
+    }
+    else {
+        Py_INCREF(obj);
+        out->obj = obj;
+    }
+    if (op < OP_FIRST_CHECK) {
+        defined[a] = 1;
+    }
+    return 0;
+}
+
+static PyObject *
+program_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"nargs", "nregs", "ops", "residual", NULL};
+    Py_ssize_t nargs, nregs;
+    PyObject *ops_in, *residual = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "nnO|O:GuardProgram",
+                                     kwlist, &nargs, &nregs, &ops_in,
+                                     &residual)) {
+        return NULL;
+    }
+    if (nargs < 2 || nregs < nargs || nregs > (1 << 24)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "GuardProgram: need 2 <= nargs <= nregs");
+        return NULL;
+    }
+    if (residual != Py_None && !PyCallable_Check(residual)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "GuardProgram: residual must be callable or None");
+        return NULL;
+    }
+    PyObject *ops = PySequence_Tuple(ops_in);
+    if (ops == NULL) {
+        return NULL;
+    }
+    GuardProgram *p = (GuardProgram *)type->tp_alloc(type, 0);
+    if (p == NULL) {
+        Py_DECREF(ops);
+        return NULL;
+    }
+    p->vectorcall = program_vectorcall;
+    p->nargs = nargs;
+    p->nregs = nregs;
+    p->description = ops; /* owns the reference */
+    if (residual != Py_None) {
+        Py_INCREF(residual);
+        p->residual = residual;
+    }
+    Py_ssize_t nops = PyTuple_GET_SIZE(ops);
+    char *defined = PyMem_Calloc((size_t)nregs, 1);
+    p->ops = PyMem_Calloc((size_t)(nops > 0 ? nops : 1), sizeof(GuardOp));
+    if (defined == NULL || p->ops == NULL) {
+        PyMem_Free(defined);
+        Py_DECREF(p);
+        return PyErr_NoMemory();
+    }
+    memset(defined, 1, (size_t)nargs);
+    for (Py_ssize_t i = 0; i < nops; i++) {
+        if (parse_op(p, PyTuple_GET_ITEM(ops, i), &p->ops[i], defined) < 0) {
+            p->nops = i + 1; /* free what was parsed (op i may be partial) */
+            PyMem_Free(defined);
+            Py_DECREF(p);
+            return NULL;
+        }
+    }
+    p->nops = nops;
+    PyMem_Free(defined);
+    return (PyObject *)p;
+}
+
+static int
+program_traverse(GuardProgram *p, visitproc visit, void *arg)
+{
+    for (Py_ssize_t i = 0; i < p->nops; i++) {
+        Py_VISIT(p->ops[i].obj);
+        Py_VISIT(p->ops[i].cache_type);
+        if (p->ops[i].spec != NULL) {
+            Py_VISIT(p->ops[i].spec->dtype);
+            Py_VISIT(p->ops[i].spec->device);
+        }
+    }
+    Py_VISIT(p->residual);
+    Py_VISIT(p->description);
+    return 0;
+}
+
+static int
+program_clear(GuardProgram *p)
+{
+    program_free_ops(p);
+    Py_CLEAR(p->residual);
+    Py_CLEAR(p->description);
+    /* With no ops and no residual a run would pass: make it fail. */
+    p->nargs = -1;
+    return 0;
+}
+
+static void
+program_dealloc(GuardProgram *p)
+{
+    PyObject_GC_UnTrack(p);
+    if (p->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)p);
+    }
+    program_free_ops(p);
+    Py_CLEAR(p->residual);
+    Py_CLEAR(p->description);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyObject *
+program_repr(GuardProgram *p)
+{
+    return PyUnicode_FromFormat("<dynamo_lite._C.GuardProgram: %zd ops%s>",
+                                p->nops,
+                                p->residual != NULL ? " + residual" : "");
+}
+
+static PyObject *
+program_get_ops(GuardProgram *p, void *Py_UNUSED(closure))
+{
+    if (p->description == NULL) {
+        return PyTuple_New(0);
+    }
+    Py_INCREF(p->description);
+    return p->description;
+}
+
+static PyObject *
+program_get_residual(GuardProgram *p, void *Py_UNUSED(closure))
+{
+    PyObject *r = p->residual != NULL ? p->residual : Py_None;
+    Py_INCREF(r);
+    return r;
+}
+
+static PyGetSetDef program_getset[] = {
+    {"ops", (getter)program_get_ops, NULL, "The ops, as given.", NULL},
+    {"residual", (getter)program_get_residual, NULL,
+     "The residual Python check, or None.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject DLGuardProgramType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynamo_lite._C.GuardProgram",
+    .tp_basicsize = sizeof(GuardProgram),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+                Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "GuardProgram(nargs, nregs, ops, residual=None): the compiled "
+              "guard of a cache entry; calling it with the frame's argument "
+              "slots, globals and function returns True when every check "
+              "passes (see csrc/guards.c).",
+    .tp_new = program_new,
+    .tp_dealloc = (destructor)program_dealloc,
+    .tp_traverse = (traverseproc)program_traverse,
+    .tp_clear = (inquiry)program_clear,
+    .tp_vectorcall_offset = offsetof(GuardProgram, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_repr = (reprfunc)program_repr,
+    .tp_getset = program_getset,
+    .tp_weaklistoffset = offsetof(GuardProgram, weakreflist),
+};
+
+/* ------------------------------------------------------------------------ */
+/* Module functions                                                         */
+/* ------------------------------------------------------------------------ */
+
+static PyObject *
+set_tensor_api(PyObject *module, PyObject *capsule)
+{
+    if (capsule == Py_None) {
+        tensor_api = NULL;
+        Py_CLEAR(tensor_api_capsule);
+        Py_RETURN_NONE;
+    }
+    const DLTensorAPI *api = PyCapsule_GetPointer(capsule, DL_TENSOR_API_NAME);
+    if (api == NULL) {
+        return NULL;
+    }
+    if (api->version != DL_TENSOR_API_VERSION) {
+        PyErr_Format(PyExc_ValueError,
+                     "tensor API version %d, expected %d", api->version,
+                     DL_TENSOR_API_VERSION);
+        return NULL;
+    }
+    Py_INCREF(capsule);
+    Py_XSETREF(tensor_api_capsule, capsule);
+    tensor_api = api;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+has_tensor_api(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyBool_FromLong(tensor_api != NULL);
+}
+
+static PyMethodDef guard_methods[] = {
+    {"_set_tensor_api", set_tensor_api, METH_O,
+     "_set_tensor_api(capsule or None)\n\nUse the C++ tensor reader of "
+     "dynamo_lite._tensor_meta for CHECK_TENSOR (None: attribute reads)."},
+    {"_has_tensor_api", has_tensor_api, METH_NOARGS,
+     "_has_tensor_api() -> True if a C++ tensor reader is registered."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+dl_guards_init(PyObject *module)
+{
+#define INTERN(var, text)                                                    \
+    if ((var) == NULL && ((var) = PyUnicode_InternFromString(text)) == NULL) \
+        return -1;
+    INTERN(str_dtype, "dtype");
+    INTERN(str_shape, "shape");
+    INTERN(str_stride, "stride");
+    INTERN(str_requires_grad, "requires_grad");
+    INTERN(str_device, "device");
+    INTERN(str_keys, "keys");
+    INTERN(str_getattribute, "__getattribute__");
+#undef INTERN
+    if (object_getattribute == NULL) {
+        object_getattribute = PyDict_GetItemWithError(
+            PyBaseObject_Type.tp_dict, str_getattribute);
+        if (object_getattribute == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "object.__getattribute__ not found");
+            }
+            return -1;
+        }
+    }
+    if (PyType_Ready(&DLGuardProgramType) < 0) {
+        return -1;
+    }
+    if (PyModule_AddObjectRef(module, "GuardProgram",
+                              (PyObject *)&DLGuardProgramType) < 0) {
+        return -1;
+    }
+    if (PyModule_AddFunctions(module, guard_methods) < 0) {
+        return -1;
+    }
+    PyObject *names = PyTuple_New(OP_COUNT);
+    if (names == NULL) {
+        return -1;
+    }
+    for (int i = 0; i < OP_COUNT; i++) {
+        PyObject *s = PyUnicode_FromString(op_names[i]);
+        if (s == NULL) {
+            Py_DECREF(names);
+            return -1;
+        }
+        PyTuple_SET_ITEM(names, i, s);
+    }
+    if (PyModule_AddObject(module, "GUARD_OPS", names) < 0) {
+        Py_DECREF(names);
+        return -1;
+    }
+    return 0;
+}

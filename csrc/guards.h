@@ -1,0 +1,28 @@
+/*
+ * guards.h -- the guard evaluator of dynamo_lite._C (csrc/guards.c), as seen
+ * by the hook (csrc/eval_frame.c).
+ *
+ * A GuardProgram is the compiled check of one cache entry: a straight list
+ * of register loads and checks built by dynamo_lite/guards/program.py.
+ * The hook calls it directly (no argument tuple, no Python frame).
+ * Tested by tests/test_guards_fast.py.
+ */
+#ifndef DYNAMO_LITE_GUARDS_H
+#define DYNAMO_LITE_GUARDS_H
+
+#include <Python.h>
+
+extern PyTypeObject DLGuardProgramType;
+
+/* Run a GuardProgram on args[0..nargs) (the frame's argument slots followed
+ * by the frame's globals and function). 1: all checks pass; 0: a check
+ * failed (an Exception raised while checking counts as failed and is
+ * cleared); -1: a BaseException that is not an Exception (e.g.
+ * KeyboardInterrupt) is set. */
+int dl_guard_program_check(PyObject *program, PyObject *const *args,
+                           Py_ssize_t nargs);
+
+/* Add GuardProgram and _set_tensor_api to the module. 0 on success. */
+int dl_guards_init(PyObject *module);
+
+#endif /* DYNAMO_LITE_GUARDS_H */

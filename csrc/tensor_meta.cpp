@@ -1,0 +1,174 @@
+/*
+ * tensor_meta.cpp -- dynamo_lite._tensor_meta: read a tensor's metadata
+ * straight from its c10::TensorImpl, for the guard evaluator (guards.c).
+ *
+ * Why C++: through Python attributes, checking one nn.Parameter's dtype,
+ * device, sizes, strides and requires_grad costs about a microsecond (every
+ * getter of a Tensor subclass first looks up __torch_function__); reading
+ * the TensorImpl costs a few nanoseconds. Models guard every parameter on
+ * every call, so this is most of the cache-hit cost of a large module.
+ *
+ * Only c10/core/TensorImpl.h is included (the file builds in about a
+ * second), and nothing assumes torch's Python object layout at build time:
+ * a tensor object holds its TensorImpl pointer at a fixed offset, which
+ * guards/tensor_api.py finds at run time by comparing the words of probe
+ * tensors with `tensor._cdata` (the TensorImpl address torch reports), then
+ * passes to configure(). It then checks, on probe tensors of several kinds,
+ * that read() agrees with the Python attributes; if anything disagrees the
+ * API is not registered and guards read attributes instead.
+ *
+ * The answer matches what Python attribute reads return for plain tensors,
+ * nn.Parameter and nn.Buffer-like subclasses without their own
+ * __torch_function__/__torch_dispatch__ (the only types guards/ sends here).
+ * Tested by tests/test_guards_fast.py.
+ */
+#include <Python.h>
+
+#include <c10/core/TensorImpl.h>
+
+extern "C" {
+#include "tensor_meta.h"
+}
+
+namespace {
+
+/* Byte offset of the c10::TensorImpl* inside a tensor object; 0 = not
+ * configured (check() answers -1, read() raises). */
+Py_ssize_t impl_offset = 0;
+
+inline c10::TensorImpl *impl_of(PyObject *obj) {
+    return *reinterpret_cast<c10::TensorImpl **>(
+        reinterpret_cast<char *>(obj) + impl_offset);
+}
+
+int check(PyObject *obj, const DLTensorExpect *e) {
+    if (impl_offset == 0) {
+        return -1;
+    }
+    try {
+        c10::TensorImpl *impl = impl_of(obj);
+        if (impl == nullptr) {
+            return -1;
+        }
+        if (static_cast<int>(impl->dtype().toScalarType()) != e->scalar_type) {
+            return 0;
+        }
+        c10::IntArrayRef sizes = impl->sizes();
+        if (static_cast<int64_t>(sizes.size()) != e->ndim) {
+            return 0;
+        }
+        const int64_t *s = sizes.data();
+        for (int i = 0; i < e->ndim; i++) {
+            if (s[i] != e->sizes[i]) {
+                return 0;
+            }
+        }
+        c10::IntArrayRef strides = impl->strides();
+        const int64_t *st = strides.data();
+        for (int i = 0; i < e->ndim; i++) {
+            if (st[i] != e->strides[i]) {
+                return 0;
+            }
+        }
+        if (static_cast<int>(impl->requires_grad()) != e->requires_grad) {
+            return 0;
+        }
+        c10::Device device = impl->device();
+        if (static_cast<int>(device.type()) != e->device_type ||
+            static_cast<int>(device.index()) != e->device_index) {
+            return 0;
+        }
+        return 1;
+    } catch (...) {
+        return -1;
+    }
+}
+
+DLTensorAPI api = {DL_TENSOR_API_VERSION, check};
+
+/* read(t) -> (scalar_type, device_type, device_index, requires_grad,
+ *             sizes, strides): the codes a DLTensorExpect holds. */
+PyObject *read(PyObject *, PyObject *obj) {
+    if (impl_offset == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
+        return nullptr;
+    }
+    if (Py_TYPE(obj)->tp_basicsize < impl_offset + (Py_ssize_t)sizeof(void *)) {
+        PyErr_SetString(PyExc_TypeError, "read() expects a torch.Tensor");
+        return nullptr;
+    }
+    try {
+        c10::TensorImpl *impl = impl_of(obj);
+        c10::IntArrayRef sizes = impl->sizes();
+        c10::IntArrayRef strides = impl->strides();
+        PyObject *sz = PyTuple_New(static_cast<Py_ssize_t>(sizes.size()));
+        PyObject *st = PyTuple_New(static_cast<Py_ssize_t>(strides.size()));
+        if (sz == nullptr || st == nullptr) {
+            Py_XDECREF(sz);
+            Py_XDECREF(st);
+            return nullptr;
+        }
+        for (size_t i = 0; i < sizes.size(); i++) {
+            PyTuple_SET_ITEM(sz, i, PyLong_FromLongLong(sizes[i]));
+            PyTuple_SET_ITEM(st, i, PyLong_FromLongLong(strides[i]));
+        }
+        c10::Device device = impl->device();
+        return Py_BuildValue("iiiiNN",
+                             static_cast<int>(impl->dtype().toScalarType()),
+                             static_cast<int>(device.type()),
+                             static_cast<int>(device.index()),
+                             static_cast<int>(impl->requires_grad()), sz, st);
+    } catch (const std::exception &exc) {
+        PyErr_SetString(PyExc_RuntimeError, exc.what());
+        return nullptr;
+    }
+}
+
+/* configure(offset): where the TensorImpl pointer is in a tensor object. */
+PyObject *configure(PyObject *, PyObject *arg) {
+    Py_ssize_t offset = PyLong_AsSsize_t(arg);
+    if (offset == -1 && PyErr_Occurred()) {
+        return nullptr;
+    }
+    if (offset < (Py_ssize_t)sizeof(PyObject) ||
+        offset % (Py_ssize_t)sizeof(void *) != 0) {
+        PyErr_SetString(PyExc_ValueError, "bad TensorImpl offset");
+        return nullptr;
+    }
+    impl_offset = offset;
+    Py_RETURN_NONE;
+}
+
+PyMethodDef methods[] = {
+    {"configure", configure, METH_O,
+     "configure(offset)\n\nByte offset of the c10::TensorImpl pointer in a "
+     "tensor object (found by guards/tensor_api.py)."},
+    {"read", read, METH_O,
+     "read(t) -> (scalar_type, device_type, device_index, requires_grad, "
+     "sizes, strides) as the C++ library sees the tensor."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    "dynamo_lite._tensor_meta",
+    "Tensor metadata read from c10::TensorImpl (see csrc/tensor_meta.cpp).",
+    -1,
+    methods,
+};
+
+} // namespace
+
+PyMODINIT_FUNC PyInit__tensor_meta(void) {
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == nullptr) {
+        return nullptr;
+    }
+    PyObject *capsule = PyCapsule_New(&api, DL_TENSOR_API_NAME, nullptr);
+    if (capsule == nullptr || PyModule_AddObject(m, "_C_API", capsule) < 0) {
+        Py_XDECREF(capsule);
+        Py_DECREF(m);
+        return nullptr;
+    }
+    return m;
+}

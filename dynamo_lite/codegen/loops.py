@@ -1,0 +1,377 @@
+"""Loop bodies as functions of their own: graph breaks inside loops.
+
+A graph break inside a loop cannot resume through a resume function (each
+iteration would nest one more Python frame).  TorchDynamo gives up on the
+whole frame there.  We keep the code before the loop captured and turn the
+loop body into a function of its own, ``__loop_body_at_<offset>_<name>``:
+
+    parent (generated code)                 loop body function B
+    ------------------------                ---------------------------------
+    graph for the code before the break     prologue: restore the locals the
+    rest of that iteration runs natively      body reads, push placeholders for
+    the loop control (FOR_ITER / the          the stack below, push the item
+      condition) runs natively              the original body bytecode, with
+    each iteration: res = B(item, locals)     continue -> return (0, locals)
+      0: store written locals, next           break/exit -> return (1+i, locals)
+      1+i: store locals, leave the loop       return v -> return (2?, v)
+      RETURN: return the value
+
+B is an ordinary function: the hook captures it, and a break inside it is an
+ordinary (non-loop) break with a resume function.  Exceptions propagate out
+of B into the parent, whose copy of the original code keeps the handlers
+that enclose the loop; handlers inside the body stay inside B.
+``find_loop`` refuses shapes it does not model (jumps into the body from
+outside, deleted locals, exits at unexpected stack depths); the caller then
+lets the rest of the frame run natively.
+Tested by tests/test_graph_breaks.py (the loop cases).
+"""
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import types
+from typing import Optional
+
+from bytecode import CellVar, Compare, FreeVar, Instr, Label, TryBegin, TryEnd
+
+from .. import bytecode_compat
+from .codegen import PyCodegen, assemble, original_instructions
+from .liveness import _JUMPS, stack_depths
+
+_TAG_CONTINUE = 0
+_TAG_RETURN = 1
+_TAG_EXIT = 2  # 2 + index of the exit target
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopInfo:
+    header: int  # index of FOR_ITER (for) or of the back-edge target (while)
+    entry: int  # index of the first body instruction: where the dispatch goes
+    last: int  # index of the last back-edge
+    is_for: bool
+    exits: tuple  # offsets outside the loop that the body jumps to
+    reads: tuple  # fast locals the body reads
+    writes: tuple  # fast locals the body assigns
+    below: int  # stack depth under the body (for loops: including the iterator)
+
+
+def find_loop(code: types.CodeType, insts: list, k: int) -> Optional[LoopInfo]:
+    index = {inst.offset: i for i, inst in enumerate(insts)}
+    off = insts[k].offset
+    best = None
+    for j, inst in enumerate(insts):
+        if inst.opname in bytecode_compat.BACKWARD_JUMPS and inst.argval <= off <= inst.offset:
+            t = index[inst.argval]
+            if best is None or t > best[0] or (t == best[0] and j > best[1]):
+                best = (t, j)
+    if best is None:
+        return None
+    header, _ = best
+    last = max(j for j, inst in enumerate(insts)
+               if inst.opname in bytecode_compat.BACKWARD_JUMPS and inst.argval == insts[header].offset)
+    is_for = insts[header].opname == "FOR_ITER"
+    entry = header + 1 if is_for else header
+    if not entry <= k <= last:
+        return None
+    depths = stack_depths(code)
+    if insts[entry].offset not in depths:
+        return None
+    below = depths[insts[entry].offset] - (1 if is_for else 0)
+    exit_depth = below - 1 if is_for else below
+    lo, hi = insts[entry].offset, insts[last].offset
+    exits: list[int] = []
+    reads, writes = set(), set()
+    for i, inst in enumerate(insts):
+        inside = entry <= i <= last
+        if inst.opname in _JUMPS and inst.argval in index:
+            target_inside = lo <= inst.argval <= hi
+            if inside:
+                if inst.argval == insts[header].offset or target_inside:
+                    continue
+                if depths.get(inst.argval) != exit_depth and inst.opname != "FOR_ITER":
+                    return None
+                if inst.argval not in exits:
+                    exits.append(inst.argval)
+            elif target_inside and not (inst.argval == lo and not is_for):
+                return None  # a jump into the body from outside
+        if not inside:
+            continue
+        if inst.opname in ("DELETE_FAST", "YIELD_VALUE", "SEND", "LOAD_NAME", "STORE_NAME"):
+            return None
+        if inst.opname == "LOAD_FAST":
+            reads.add(inst.argval)
+        elif inst.opname == "STORE_FAST":
+            writes.add(inst.argval)
+    last_inst = insts[last]
+    if last_inst.opname in bytecode_compat.CONDITIONAL_JUMPS and last + 1 < len(insts):
+        fall = insts[last + 1].offset
+        if depths.get(fall) != exit_depth:
+            return None
+        if fall not in exits:
+            exits.append(fall)
+    for start, end, target, _depth, _lasti in bytecode_compat.exception_table(code):
+        overlaps = start <= hi and end > lo
+        if not overlaps:
+            continue
+        if lo <= target <= hi and not (start >= lo and end <= hi + 2):
+            return None  # a handler inside the body covering code outside it
+    return LoopInfo(header, entry, last, is_for, tuple(exits), tuple(sorted(reads)), tuple(sorted(writes)), below)
+
+
+def pick(mapping: dict, names: tuple) -> dict:
+    """The bound ones among ``names`` (generated code passes locals() here)."""
+    return {n: mapping[n] for n in names if n in mapping}
+
+
+_BODY_CACHE: dict = {}
+
+
+def _label_positions(items) -> dict:
+    out = {}
+    pending = []
+    pos = 0
+    for x in items:
+        if isinstance(x, Label):
+            pending.append(x)
+        elif isinstance(x, Instr):
+            for lab in pending:
+                out[id(lab)] = pos
+            pending = []
+            pos += 1
+    return out
+
+
+def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.CodeType:
+    key = (code, info)
+    cached = _BODY_CACHE.get(key)
+    if cached is not None:
+        return cached
+    items = original_instructions(code)
+    label_pos = _label_positions(items)
+    lo_i, hi_i = info.entry, info.last
+    header_off = insts[info.header].offset
+    cells = set(code.co_cellvars)
+    cont_label, ret_label = Label(), Label()
+    exit_labels = {x: Label() for x in info.exits}
+    entry_label = Label()
+    # drop handlers that belong to code around the loop: their exceptions must
+    # reach the parent, whose copy of the code has them
+    dropped = set()
+    for x in items:
+        if isinstance(x, TryBegin) and not lo_i <= label_pos.get(id(x.target), -1) <= hi_i:
+            dropped.add(id(x))
+    out: list = []
+    n = -1
+    seen_resume = False
+    for x in items:
+        if isinstance(x, TryBegin) and id(x) in dropped:
+            continue
+        if isinstance(x, TryEnd) and id(x.entry) in dropped:
+            continue
+        if not isinstance(x, Instr):
+            out.append(x)
+            continue
+        n += 1
+        line = x.lineno or code.co_firstlineno
+        if n == lo_i:
+            out.append(entry_label)
+        if not seen_resume and x.name in ("COPY_FREE_VARS", "MAKE_CELL", "RESUME"):
+            seen_resume = x.name == "RESUME"
+            out.append(Instr("NOP", lineno=line))
+            continue
+        if isinstance(x.arg, CellVar) and x.arg.name in cells:
+            x = Instr(x.name, FreeVar(x.arg.name), location=x.location)
+        inside = lo_i <= n <= hi_i
+        inst = insts[n]
+        if inside and inst.opname in _JUMPS and inst.opname != "FOR_ITER" and inst.argval == header_off:
+            out.append(Instr(bytecode_compat.forward_variant(x.name), cont_label, lineno=line))
+        elif inside and inst.opname in _JUMPS and inst.opname != "FOR_ITER" and inst.argval in exit_labels:
+            out.append(Instr(bytecode_compat.forward_variant(x.name), exit_labels[inst.argval], lineno=line))
+        elif inside and inst.opname == "RETURN_VALUE":
+            out.append(Instr("JUMP_FORWARD", ret_label, lineno=line))
+        else:
+            out.append(x)
+        if n == hi_i and inst.opname in bytecode_compat.CONDITIONAL_JUMPS:
+            # the loop's last test falls through out of the loop
+            out.append(Instr("JUMP_FORWARD", exit_labels[insts[n + 1].offset], lineno=line))
+    line = insts[lo_i].positions.lineno or code.co_firstlineno
+    cg = PyCodegen(code, collecting=False)
+    cg.cellvars, cg.freevars = set(), set(code.co_cellvars) | set(code.co_freevars)
+    cg.lineno = line
+
+    def ret_locals(tag):
+        # Make the written locals live here for liveness analysis (resume
+        # functions of this body must receive them): a branch never taken.
+        taken = Label()
+        cg.load_const(False)
+        cg.emit("POP_JUMP_FORWARD_IF_FALSE", taken)
+        for name in info.writes:
+            cg.load_fast(name)
+            cg.emit("POP_TOP")
+        cg.label(taken)
+        cg.load_const(tag)
+        cg.load_callable(pick)
+        cg.emit("PUSH_NULL")
+        cg.load_const(builtins.locals)
+        cg.call(0)
+        cg.load_const(info.writes)
+        cg.call(2)
+        cg.emit("BUILD_TUPLE", 2)
+        cg.emit("RETURN_VALUE")
+
+    cg.label(cont_label)
+    ret_locals(_TAG_CONTINUE)
+    for i, x in enumerate(info.exits):
+        cg.label(exit_labels[x])
+        ret_locals(_TAG_EXIT + i)
+    cg.label(ret_label)
+    cg.load_const(_TAG_RETURN)
+    cg.emit("SWAP", 2)
+    cg.emit("BUILD_TUPLE", 2)
+    cg.emit("RETURN_VALUE")
+    stubs = cg.instrs
+    pro = PyCodegen(code, collecting=False)
+    pro.lineno = line
+    freevars = list(code.co_cellvars) + list(code.co_freevars)
+    if freevars:
+        pro.emit("COPY_FREE_VARS", len(freevars))
+    pro.emit("RESUME", 0)
+    for name in info.reads:
+        skip = Label()
+        pro.load_const(name)
+        pro.load_fast("___locals")
+        pro.emit("CONTAINS_OP", 0)
+        pro.emit("POP_JUMP_FORWARD_IF_FALSE", skip)
+        pro.load_fast("___locals")
+        pro.load_const(name)
+        pro.emit("BINARY_SUBSCR")
+        pro.store_fast(name)
+        pro.label(skip)
+    for _ in range(info.below):
+        pro.load_const(None)
+    if info.is_for:
+        pro.load_fast("___item")
+    pro.emit("JUMP_FORWARD", entry_label)
+    from bytecode import Bytecode
+
+    bc = Bytecode(pro.instrs + out + stubs)
+    name = f"__loop_body_at_{insts[lo_i].offset}_{code.co_name}"
+    bc.name = name
+    bc.qualname = f"{code.co_qualname}.{name}"
+    bc.filename = code.co_filename
+    bc.first_lineno = code.co_firstlineno
+    bc.argnames = ["___item", "___locals"]
+    bc.argcount = 2
+    bc.posonlyargcount = 0
+    bc.kwonlyargcount = 0
+    flags = code.co_flags & ~(bytecode_compat.CO_VARARGS | bytecode_compat.CO_VARKEYWORDS)
+    if freevars:
+        flags |= bytecode_compat.CO_NESTED
+    bc.flags = flags
+    bc.cellvars = []
+    bc.freevars = freevars
+    new_code = assemble(bc, code, len(pro.instrs) + len(stubs))
+    _BODY_CACHE[key] = new_code
+    return new_code
+
+
+def rewrite_parent_copy(copy: list, code: types.CodeType, insts: list, info: LoopInfo, body_code) -> list:
+    """Insert the per-iteration dispatch into the parent's copy of the original code."""
+    positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
+    label_pos = _label_positions(copy)
+    entry_pos = positions[info.entry]
+    # insertion point: after labels (jump targets of the body start) and after
+    # try-blocks around the loop, before try-blocks that belong to the body
+    insert_at = entry_pos
+    while insert_at > 0 and isinstance(copy[insert_at - 1], TryBegin) and \
+            info.entry <= label_pos.get(id(copy[insert_at - 1].target), -1) <= info.last:
+        insert_at -= 1
+    j = insert_at - 1
+    while j >= 0 and not isinstance(copy[j], Instr):
+        if isinstance(copy[j], TryBegin) and info.entry <= label_pos.get(id(copy[j].target), -1) <= info.last:
+            return None
+        j -= 1
+    header_label = Label()
+    if info.is_for:
+        copy.insert(positions[info.header], header_label)
+        if positions[info.header] <= insert_at:
+            insert_at += 1
+    else:
+        copy.insert(insert_at, header_label)
+        insert_at += 1
+    # exit targets: labels before their instructions
+    positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
+    by_offset = {inst.offset: i for i, inst in enumerate(insts)}
+    exit_labels = {}
+    for x in info.exits:
+        lab = Label()
+        exit_labels[x] = lab
+    line = insts[info.entry].positions.lineno or code.co_firstlineno
+    cg = PyCodegen(code, collecting=False)
+    cg.lineno = line
+    if info.is_for:
+        cg.store_fast("___loop_item")
+    cg.emit("PUSH_NULL")
+    closure = list(code.co_cellvars) + list(code.co_freevars)
+    if closure:
+        for n in closure:
+            cg.emit_load_closure(n)
+        cg.emit("BUILD_TUPLE", len(closure))
+        cg.load_const(body_code)
+        cg.emit("MAKE_FUNCTION", 0x08)
+    else:
+        cg.load_const(body_code)
+        cg.emit("MAKE_FUNCTION", 0)
+    if info.is_for:
+        cg.load_fast("___loop_item")
+    else:
+        cg.load_const(None)
+    cg.load_callable(pick)
+    cg.emit("PUSH_NULL")
+    cg.load_const(builtins.locals)
+    cg.call(0)
+    cg.load_const(info.reads)
+    cg.call(2)
+    cg.call(2)
+    cg.emit("UNPACK_SEQUENCE", 2)
+    cg.store_fast("___loop_tag")
+    cg.store_fast("___loop_vars")
+    not_ret = Label()
+    cg.load_fast("___loop_tag")
+    cg.load_const(_TAG_RETURN)
+    cg.emit("COMPARE_OP", Compare.EQ)
+    cg.emit("POP_JUMP_FORWARD_IF_FALSE", not_ret)
+    cg.load_fast("___loop_vars")
+    cg.emit("RETURN_VALUE")
+    cg.label(not_ret)
+    for name in info.writes:
+        skip = Label()
+        cg.load_const(name)
+        cg.load_fast("___loop_vars")
+        cg.emit("CONTAINS_OP", 0)
+        cg.emit("POP_JUMP_FORWARD_IF_FALSE", skip)
+        cg.load_fast("___loop_vars")
+        cg.load_const(name)
+        cg.emit("BINARY_SUBSCR")
+        cg.store_fast(name)
+        cg.label(skip)
+    for i, x in enumerate(info.exits):
+        nxt = Label()
+        cg.load_fast("___loop_tag")
+        cg.load_const(_TAG_EXIT + i)
+        cg.emit("COMPARE_OP", Compare.EQ)
+        cg.emit("POP_JUMP_FORWARD_IF_FALSE", nxt)
+        if info.is_for:
+            cg.emit("POP_TOP")  # the iterator
+        backward = x <= insts[info.entry].offset
+        cg.emit("JUMP_BACKWARD" if backward else "JUMP_FORWARD", exit_labels[x])
+        cg.label(nxt)
+    cg.emit("JUMP_BACKWARD", header_label)  # continue
+    for x, lab in exit_labels.items():
+        p = positions[by_offset[x]]
+        copy.insert(p, lab)
+        positions = [i for i, y in enumerate(copy) if isinstance(y, Instr)]
+        if p <= insert_at:
+            insert_at += 1
+    copy[insert_at:insert_at] = cg.instrs
+    return copy

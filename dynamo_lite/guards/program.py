@@ -1,0 +1,289 @@
+"""Guard expressions -> a ``_C.GuardProgram`` (the check the hook runs on every call).
+
+``GuardSet.compile`` (guards/__init__.py) produces, for each guard, the Python
+expressions that state it; those stay the specification (the Python check,
+failure explanations and the guards log use them).  ``build_program``
+translates the same expressions into the register program of csrc/guards.c:
+
+    guards, in evaluation order (order_guards)
+      -> for each guard: TENSOR -> one CHECK_TENSOR op on its source
+                         other kinds -> each expression parsed with ``ast``
+      -> value expressions (sources) -> LOAD_* ops, each distinct expression
+         loaded once (``s._modules['fc1']`` is read once for all its params)
+      -> boolean expressions -> CHECK_* ops
+      -> anything not recognised -> the residual: a Python function of the
+         leftover expressions, run after every C check passed
+
+Evaluation order (order_guards): guards on the frame's own arguments first
+(type/identity/constant, then tensor metadata: they are cheap and they are
+what changes between calls), then global state (grad mode), then everything
+else in GuardSet order, with one rule on top: a guard that reads through a
+source (``s._modules['fc1']``) runs after the type/identity guards of every
+source it reads through (``s``), so no attribute of an unverified object is
+read before the check that says what the object is.
+Tested by tests/test_guards_fast.py.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Any, Callable, Optional
+
+from .. import _C
+from ..source import LocalSource
+from . import tensor_api
+
+# Kinds that establish what an object is (run before reading through it).
+_ESTABLISHING = ("TYPE", "ID", "CONST", "TENSOR")
+
+
+class Untranslatable(Exception):
+    """This expression goes to the residual Python check."""
+
+
+# ---- ordering --------------------------------------------------------------------
+def _chain_keys(node: ast.AST) -> list[str]:
+    """ast.dump of every load-chain prefix read by ``node`` (for the ancestor rule)."""
+    keys: list[str] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, (ast.Attribute, ast.Subscript, ast.Name)):
+            keys.append(ast.dump(sub))
+    return keys
+
+
+def _source_key(source) -> Optional[str]:
+    if source is None:
+        return None
+    try:
+        return ast.dump(ast.parse(source.name(), mode="eval").body)
+    except SyntaxError:
+        return None
+
+
+def _priority(guard) -> int:
+    src = guard.source
+    if src is not None and isinstance(src, LocalSource):
+        if guard.kind in ("TYPE", "ID", "CONST", "LENGTH"):
+            return 0
+        if guard.kind == "TENSOR":
+            return 1
+    if guard.kind == "GLOBAL_STATE":
+        return 2
+    return 3
+
+
+def order_guards(guards: list, exprs_of: Callable[[Any], list[str]]) -> list:
+    """``guards`` (GuardSet order) reordered for evaluation; see the module docstring."""
+    ranked = sorted(range(len(guards)), key=lambda i: (_priority(guards[i]), i))
+    establishing: dict[str, list[int]] = {}
+    for i, g in enumerate(guards):
+        key = _source_key(g.source)
+        if key is not None and g.kind in _ESTABLISHING:
+            establishing.setdefault(key, []).append(i)
+    reads: dict[int, list[str]] = {}
+    for i, g in enumerate(guards):
+        keys: list[str] = []
+        for text in exprs_of(g):
+            try:
+                keys.extend(_chain_keys(ast.parse(text, mode="eval").body))
+            except SyntaxError:
+                pass
+        own = _source_key(g.source)
+        reads[i] = [k for k in dict.fromkeys(keys) if k != own]
+    out: list[int] = []
+    done: set[int] = set()
+    active: set[int] = set()
+
+    def emit(i: int) -> None:
+        if i in done or i in active:
+            return
+        active.add(i)
+        for key in reads[i]:
+            for j in establishing.get(key, ()):
+                emit(j)
+        active.discard(i)
+        done.add(i)
+        out.append(i)
+
+    for i in ranked:
+        emit(i)
+    return [guards[i] for i in out]
+
+
+# ---- translation -------------------------------------------------------------------
+class _Builder:
+    """Accumulates ops; one register per distinct value expression."""
+
+    def __init__(self, arg_names: tuple[str, ...], namespace: dict):
+        self.nargs = len(arg_names) + 2
+        self.regs: dict[str, int] = {name: i for i, name in enumerate(arg_names)}
+        self.regs["___G"] = len(arg_names)
+        self.regs["___F"] = len(arg_names) + 1
+        self.nregs = self.nargs
+        self.namespace = namespace
+        self.ops: list[tuple] = []
+        self.residual: list[str] = []
+
+    def _new_reg(self) -> int:
+        self.nregs += 1
+        return self.nregs - 1
+
+    def _load(self, key: str, name: str, src: int, n: int, obj) -> int:
+        reg = self.regs.get(key)
+        if reg is None:
+            reg = self._new_reg()
+            self.ops.append((name, reg, src, n, obj))
+            self.regs[key] = reg
+        return reg
+
+    def constant(self, node: ast.AST):
+        """(True, value) if ``node`` names a fixed object, else (False, None)."""
+        if isinstance(node, ast.Constant):
+            return True, node.value
+        if isinstance(node, ast.Name) and node.id not in self.regs and node.id in self.namespace:
+            return True, self.namespace[node.id]
+        try:
+            return True, ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError):
+            return False, None
+
+    def value(self, node: ast.AST) -> int:
+        """Register holding the value of a source expression."""
+        key = ast.dump(node)
+        reg = self.regs.get(key)
+        if reg is not None:
+            return reg
+        if isinstance(node, ast.Name):
+            if node.id in self.regs:
+                return self.regs[node.id]
+            if node.id in self.namespace:
+                return self._load(key, "LOAD_CONST", 0, 0, self.namespace[node.id])
+            raise Untranslatable(node.id)
+        if isinstance(node, ast.Attribute):
+            cell = node.value
+            if (node.attr == "cell_contents" and isinstance(cell, ast.Subscript)
+                    and isinstance(cell.value, ast.Attribute) and cell.value.attr == "__closure__"
+                    and isinstance(cell.slice, ast.Constant) and type(cell.slice.value) is int
+                    and cell.slice.value >= 0):
+                return self._load(key, "LOAD_CLOSURE", self.value(cell.value.value), cell.slice.value, None)
+            return self._load(key, "LOAD_ATTR", self.value(node.value), 0, node.attr)
+        if isinstance(node, ast.Subscript):
+            ok, k = self.constant(node.slice)
+            if not ok:
+                raise Untranslatable(ast.unparse(node))
+            try:
+                hash(k)
+            except TypeError:
+                raise Untranslatable(ast.unparse(node)) from None
+            return self._load(key, "LOAD_ITEM", self.value(node.value), 0, k)
+        if isinstance(node, ast.Call) and not node.keywords:
+            if _is_builtin_call(node, "type", 1, self):
+                return self._load(key, "LOAD_TYPE", self.value(node.args[0]), 0, None)
+            if not node.args:
+                return self._load(key, "LOAD_CALL0", self.value(node.func), 0, None)
+        raise Untranslatable(ast.unparse(node))
+
+    def check(self, node: ast.AST) -> None:
+        """Ops that pass iff ``node`` is truthy (as one operand of an ``and`` chain)."""
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            for v in node.values:
+                self.check(v)
+            return
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            self.ops.append(("CHECK_FALSY", self.value(node.operand), 0, 0, None))
+            return
+        if isinstance(node, ast.Compare) and len(node.ops) == 1:
+            self._compare(node.left, node.ops[0], node.comparators[0])
+            return
+        self.ops.append(("CHECK_TRUTHY", self.value(node), 0, 0, None))
+
+    def _compare(self, left: ast.AST, op: ast.cmpop, right: ast.AST) -> None:
+        is_const, const = self.constant(right)
+        if isinstance(op, ast.Is):
+            if is_const:
+                if _is_builtin_call(left, "type", 1, self):
+                    self.ops.append(("CHECK_TYPE", self.value(left.args[0]), 0, 0, const))
+                else:
+                    self.ops.append(("CHECK_ID", self.value(left), 0, 0, const))
+            else:
+                a = self.value(left)
+                self.ops.append(("CHECK_SAME", a, self.value(right), 0, None))
+            return
+        if isinstance(op, ast.IsNot) and is_const:
+            self.ops.append(("CHECK_NOT_ID", self.value(left), 0, 0, const))
+            return
+        if isinstance(op, ast.Eq) and is_const:
+            if _is_builtin_call(left, "len", 1, self) and type(const) is int:
+                self.ops.append(("CHECK_LEN", self.value(left.args[0]), 0, const, None))
+                return
+            inner = left.args[0] if _is_builtin_call(left, "list", 1, self) else None
+            if (type(const) is list and isinstance(inner, ast.Call) and not inner.args and not inner.keywords
+                    and isinstance(inner.func, ast.Attribute) and inner.func.attr == "keys"):
+                self.ops.append(("CHECK_KEYS", self.value(inner.func.value), 0, 0, const))
+                return
+            self.ops.append(("CHECK_EQ", self.value(left), 0, 0, const))
+            return
+        if isinstance(op, ast.NotEq) and is_const:
+            self.ops.append(("CHECK_NE", self.value(left), 0, 0, const))
+            return
+        left_const, key = self.constant(left)
+        if isinstance(op, (ast.In, ast.NotIn)) and left_const:
+            name = "CHECK_IN" if isinstance(op, ast.In) else "CHECK_NOT_IN"
+            self.ops.append((name, self.value(right), 0, 0, key))
+            return
+        raise Untranslatable(ast.unparse(ast.Compare(left, [op], [right])))
+
+    def add_expr(self, text: str) -> None:
+        """Translate one guard expression, or send it (whole) to the residual."""
+        mark_ops, mark_regs, mark_n = len(self.ops), dict(self.regs), self.nregs
+        try:
+            self.check(ast.parse(text, mode="eval").body)
+        except (Untranslatable, SyntaxError):
+            del self.ops[mark_ops:]
+            self.regs, self.nregs = mark_regs, mark_n
+            self.residual.append(text)
+
+    def add_tensor(self, source_name: str, spec, fallback_exprs: list[str]) -> None:
+        try:
+            reg = self.value(ast.parse(source_name, mode="eval").body)
+        except (Untranslatable, SyntaxError):
+            for text in fallback_exprs:
+                self.add_expr(text)
+            return
+        codes = tensor_api.codes(spec.dtype, spec.device) if tensor_api.eligible(spec.type) else None
+        desc = (spec.type, spec.dtype, spec.device, tuple(spec.shape), tuple(spec.stride),
+                bool(spec.requires_grad), codes)
+        self.ops.append(("CHECK_TENSOR", reg, 0, 0, desc))
+
+
+def _is_builtin_call(node: ast.AST, name: str, nargs: int, b: _Builder) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+            and name not in b.regs and name not in b.namespace and len(node.args) == nargs
+            and not node.keywords and getattr(builtins, name, None) is not None)
+
+
+def build_program(ordered: list, exprs_of: Callable, arg_names: tuple[str, ...], namespace: dict):
+    """A ``_C.GuardProgram`` checking exactly what the guards' expressions say.
+
+    ``ordered``: guards in evaluation order; ``exprs_of(guard)`` -> its
+    expressions (names resolved in ``namespace``).  Returns (program, residual
+    source text or None).
+    """
+    b = _Builder(arg_names, namespace)
+    for guard in ordered:
+        texts = exprs_of(guard)
+        if guard.kind == "TENSOR" and guard.source is not None:
+            b.add_tensor(guard.source.name(), guard.value, texts)
+        else:
+            for text in texts:
+                b.add_expr(text)
+    residual = None
+    residual_src = None
+    if b.residual:
+        params = ", ".join([*arg_names, "___G", "___F"])
+        body = " and ".join(f"({t})" for t in b.residual)
+        residual_src = f"def ___residual({params}):\n    return bool({body})\n"
+        scope = dict(namespace)
+        exec(compile(residual_src, "<dynamo_lite residual guards>", "exec"), scope)  # noqa: S102
+        residual = scope["___residual"]
+    return _C.GuardProgram(b.nargs, b.nregs, b.ops, residual), residual_src

@@ -1,0 +1,146 @@
+"""Connect the C guard evaluator to the C++ tensor-metadata reader, if it is safe.
+
+``dynamo_lite._tensor_meta`` (csrc/tensor_meta.cpp, optional) reads a tensor's
+dtype, device, sizes, strides and requires_grad from its ``c10::TensorImpl``.
+At import this module:
+  1. finds where a tensor object keeps its TensorImpl pointer, by comparing
+     the words of probe tensors with ``tensor._cdata`` (the address torch
+     reports), and configures the reader with that offset;
+  2. checks on probe tensors of several kinds (dtypes, views with odd
+     strides, nn.Parameter, requires_grad, 0-d, meta device) that the reader
+     agrees with the Python attributes;
+  3. only then registers it with ``_C._set_tensor_api``.
+If anything is missing or disagrees, CHECK_TENSOR reads Python attributes
+(slower, same answers).
+
+``codes(dtype, device)`` gives the C++ codes a CHECK_TENSOR op expects;
+``eligible(tp)`` says whether instances of ``tp`` may be checked by the
+reader: ``torch.Tensor`` itself, or a subclass that overrides neither the
+metadata getters nor ``__torch_function__``/``__torch_dispatch__`` (so its
+Python attributes are the TensorImpl's, e.g. ``nn.Parameter``).
+Tested by tests/test_guards_fast.py.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+from typing import Optional
+
+import torch
+
+from .. import _C
+
+log = logging.getLogger("dynamo_lite.guards")
+
+_GETTERS = ("shape", "dtype", "device", "requires_grad", "stride", "size", "layout")
+_meta = None  # the _tensor_meta module once validated
+
+
+def _find_offset(meta) -> Optional[int]:
+    probes = [torch.empty(2, 3), torch.nn.Parameter(torch.empty(4))]
+    base = torch._C.TensorBase.__basicsize__
+    for offset in range(ctypes.sizeof(ctypes.c_void_p) * 2, base, ctypes.sizeof(ctypes.c_void_p)):
+        if all(ctypes.c_void_p.from_address(id(t) + offset).value == t._cdata for t in probes):
+            return offset
+    return None
+
+
+def _probes():
+    # metadata probes only: torch.empty, never torch.randn (must not consume the user's RNG)
+    yield torch.empty(0)
+    yield torch.empty(3, 4)
+    yield torch.empty(3, 4).t()
+    yield torch.empty(5, 6)[1:4:2, ::3]
+    yield torch.tensor(1.5, dtype=torch.float64)
+    yield torch.zeros(2, 3, dtype=torch.int64).expand(4, 2, 3)
+    yield torch.ones(7, dtype=torch.bool)
+    yield torch.empty(2, 2, requires_grad=True)
+    yield torch.nn.Parameter(torch.empty(3, 3))
+    yield torch.nn.Parameter(torch.empty(3, 3), requires_grad=False)
+    yield torch.empty(4, 4, requires_grad=True)[1:]
+    yield torch.empty(3, 2, device="meta")
+    yield torch.empty(2, 3, 4).permute(2, 0, 1)
+
+
+def _agrees(meta) -> bool:
+    seen_codes: dict = {}
+    for t in _probes():
+        scalar_type, device_type, dev_index, rg, sizes, strides = meta.read(t)
+        if sizes != tuple(t.shape) or strides != tuple(t.stride()) or bool(rg) != t.requires_grad:
+            return False
+        key = (t.dtype, t.device)
+        code = (scalar_type, device_type, dev_index)
+        if seen_codes.setdefault(key, code) != code:
+            return False
+        if codes(t.dtype, t.device, _meta_module=meta) != code:
+            return False
+    # distinct dtypes/devices must get distinct codes
+    return len(set(seen_codes.values())) == len(seen_codes)
+
+
+def _load():
+    global _meta
+    try:
+        from .. import _tensor_meta as meta
+    except ImportError:
+        log.debug("dynamo_lite._tensor_meta is not built: tensor guards read Python attributes")
+        return
+    try:
+        offset = _find_offset(meta)
+        if offset is None:
+            log.debug("tensor layout not recognised: tensor guards read Python attributes")
+            return
+        meta.configure(offset)
+        if not _agrees(meta):
+            log.warning("dynamo_lite._tensor_meta disagrees with torch; tensor guards read Python attributes")
+            return
+        _C._set_tensor_api(meta._C_API)
+        _meta = meta
+    except Exception as e:  # noqa: BLE001 - never fatal: attribute reads are the fallback
+        log.warning("dynamo_lite._tensor_meta unusable (%s: %s); tensor guards read Python attributes",
+                    type(e).__name__, e)
+
+
+@functools.lru_cache(maxsize=None)
+def _codes_cached(dtype, device, meta):
+    t = torch.empty(0, dtype=dtype, device=device)
+    scalar_type, device_type, device_index, *_ = meta.read(t)
+    return (scalar_type, device_type, device_index)
+
+
+def codes(dtype, device, _meta_module=None) -> Optional[tuple]:
+    """(scalar_type, device_type, device_index) for a CHECK_TENSOR op, or None (no reader)."""
+    meta = _meta_module or _meta
+    if meta is None:
+        return None
+    try:
+        return _codes_cached(dtype, device, meta)
+    except Exception:  # noqa: BLE001 - e.g. a device we cannot allocate on: use attribute reads
+        return None
+
+
+@functools.lru_cache(maxsize=None)
+def eligible(tp: type) -> bool:
+    """May instances of exactly ``tp`` be checked by the C++ reader?"""
+    if tp is torch.Tensor:
+        return True
+    if not (isinstance(tp, type) and issubclass(tp, torch.Tensor)):
+        return False
+    if tp.__torch_function__ is not torch._C._disabled_torch_function_impl:
+        return False
+    if getattr(tp, "__torch_dispatch__", None) is not torch._C._disabled_torch_dispatch_impl:
+        return False
+    for cls in tp.__mro__:
+        if cls is torch.Tensor:
+            break
+        if any(name in cls.__dict__ for name in _GETTERS):
+            return False
+    return True
+
+
+def enabled() -> bool:
+    return _meta is not None
+
+
+_load()

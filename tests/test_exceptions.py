@@ -1,0 +1,430 @@
+"""Exceptions: code that raises must raise the same type and message as eager
+(the graph breaks there and Python raises it for real), and try/except inside
+the compiled function must catch exactly what eager catches.
+
+Tensor work before the raising point is still captured (a graph is compiled);
+``breaks`` counts the graph breaks the compiled run reported.
+"""
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.report import events
+from dynamo_lite.report.explain import build_explain_output
+from dynamo_lite.testing import CompileCounter, assert_same_as_eager
+
+
+def check(fn, *args, breaks=None, raises=None, **kwargs):
+    """Eager and compiled agree (value or exception type+message); optionally check
+    the number of graph breaks and that eager raised ``raises``."""
+    recorded = []
+    with events.collecting(recorded.append):
+        out = assert_same_as_eager(fn, *args, **kwargs)
+    if raises is not None:
+        assert isinstance(out.exception, raises), out.exception
+    else:
+        assert out.exception is None, out.exception
+    info = build_explain_output(recorded)
+    if breaks is not None:
+        assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
+    return out
+
+
+x3 = torch.randn(3)
+
+
+class MyError(ValueError):
+    pass
+
+
+class RichError(Exception):
+    def __init__(self, code, msg):
+        super().__init__(f"[{code}] {msg}")
+        self.code = code
+
+
+def _validate(x, n):
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    return x * n
+
+
+# ---- raising -------------------------------------------------------------------------------
+def test_value_error_from_user_code():
+    def f(x):
+        y = x * 2
+        raise ValueError("bad value " + str(3))
+
+    check(f, x3, raises=ValueError)
+
+
+def test_raise_in_inlined_function_with_fstring_message():
+    def f(x, n):
+        return _validate(x + 1, n)
+
+    check(f, x3, -2, raises=ValueError)
+    check(f, x3, 2)
+
+
+def test_raise_user_exception_subclass():
+    def f(x):
+        raise MyError("mine", 3)
+
+    check(f, x3, raises=MyError)
+
+
+def test_raise_exception_with_custom_init():
+    def f(x):
+        y = x + 1
+        raise RichError(7, "custom")
+
+    out = check(f, x3, raises=RichError)
+    assert out.exception.code == 7
+
+
+def test_raise_exception_class_without_call():
+    def f(x):
+        x = x * 2
+        raise KeyError
+
+    check(f, x3, raises=KeyError)
+
+
+def test_reraise_with_from():
+    def f(x):
+        try:
+            return {"a": x}["b"]
+        except KeyError as e:
+            raise RuntimeError("lookup failed") from e
+
+    out = check(f, x3, raises=RuntimeError)
+    assert isinstance(out.exception.__cause__, KeyError)
+
+
+def test_index_error_on_list():
+    def f(xs):
+        y = xs[0] * 2
+        return xs[5] + y
+
+    check(f, [x3, x3], raises=IndexError)
+
+
+def test_index_error_on_tuple_and_pop_empty():
+    def f(x):
+        t = (x,)
+        return t[3]
+
+    check(f, x3, raises=IndexError)
+
+    def g(x):
+        lst = []
+        return lst.pop() + x
+
+    check(g, x3, raises=IndexError)
+
+
+def test_key_error_on_dict():
+    def f(d):
+        y = d["a"] * 2
+        return y + d["missing"]
+
+    out = check(f, {"a": x3}, raises=KeyError)
+    assert str(out.exception) == "'missing'"
+
+
+def test_key_error_on_dict_pop_and_del():
+    def f(d, x):
+        d.pop("nope")
+        return x
+
+    check(f, {"a": 1}, x3, raises=KeyError)
+
+    def g(d, x):
+        del d["nope"]
+        return x
+
+    check(g, {"a": 1}, x3, raises=KeyError)
+
+
+def test_zero_division_on_constants():
+    def f(x, n):
+        y = x * 2
+        return y / (n // 0)
+
+    check(f, x3, 4, raises=ZeroDivisionError)
+
+    def g(x):
+        return x * (1 / 0)
+
+    check(g, x3, raises=ZeroDivisionError)
+
+
+def test_modulo_by_zero_and_math_domain_error():
+    import math
+
+    def f(x):
+        return x * (5 % 0)
+
+    check(f, x3, raises=ZeroDivisionError)
+
+    def g(x):
+        return x * math.sqrt(-1)
+
+    check(g, x3, raises=ValueError)
+
+
+def test_shape_error_in_tensor_op():
+    def f(x, y):
+        z = x * 2
+        return z @ y
+
+    check(f, torch.randn(2, 3), torch.randn(4, 5), raises=RuntimeError)
+
+
+def test_shape_error_in_view_and_cat():
+    def f(x):
+        return x.view(7)
+
+    check(f, torch.randn(2, 3), raises=RuntimeError)
+
+    def g(x, y):
+        return torch.cat([x, y], dim=1)
+
+    check(g, torch.randn(2, 3), torch.randn(3, 3), raises=RuntimeError)
+
+
+def test_type_error_from_bad_operand():
+    def f(x):
+        return x + "s"
+
+    check(f, x3, raises=TypeError)
+
+    def g(x):
+        return x * (1 + "a")
+
+    check(g, x3, raises=TypeError)
+
+
+def test_attribute_error_on_user_object():
+    class Obj:
+        def __init__(self):
+            self.a = 1
+
+    def f(o, x):
+        return x * o.b
+
+    check(f, Obj(), x3, raises=AttributeError)
+
+
+def test_unpacking_error():
+    def f(xs):
+        a, b = xs
+        return a + b
+
+    check(f, [x3, x3, x3], raises=ValueError)
+
+
+def test_assert_failure():
+    def f(x, n):
+        assert n > 0, f"n must be positive: {n}"
+        return x * n
+
+    check(f, x3, -1, raises=AssertionError)
+    check(f, x3, 2)
+
+
+def test_assert_on_shape_passes_without_break():
+    def f(x):
+        assert x.shape[0] == 3, "bad shape"
+        assert isinstance(x, torch.Tensor)
+        return x * 2
+
+    check(f, x3, breaks=0)
+
+
+def test_raise_inside_loop_after_some_iterations():
+    def f(xs):
+        total = 0
+        for i, v in enumerate(xs):
+            if i == 2:
+                raise StopIteration_("too many")
+            total = total + v
+        return total
+
+    check(f, [x3, x3, x3], raises=StopIteration_)
+
+
+class StopIteration_(Exception):
+    pass
+
+
+def test_not_raising_path_is_captured_whole():
+    def f(x, n):
+        if n < 0:
+            raise ValueError("negative")
+        return x * n
+
+    check(f, x3, 3, breaks=0)
+
+
+def test_exception_object_created_but_not_raised():
+    def f(x):
+        err = ValueError("kept")
+        return x * 2, err.args, isinstance(err, Exception)
+
+    out = check(f, x3, breaks=0)
+    assert out.value[1] == ("kept",)
+
+
+def test_exception_type_returned_and_compared():
+    def f(x):
+        kinds = (ValueError, KeyError)
+        return x, issubclass(kinds[1], LookupError), KeyError in kinds
+
+    check(f, x3, breaks=0)
+
+
+# ---- try/except ----------------------------------------------------------------------------------
+def test_try_except_catches_key_error():
+    def f(d, x):
+        try:
+            y = d["missing"]
+        except KeyError:
+            y = x * 2
+        return y + 1
+
+    check(f, {"a": 1}, x3)
+
+
+def test_try_except_catches_index_error_in_inlined_call():
+    def get(xs, i):
+        return xs[i]
+
+    def f(xs):
+        try:
+            return get(xs, 10)
+        except IndexError as e:
+            return xs[0] * 3, str(e)
+
+    check(f, [x3])
+
+
+def test_try_except_catches_user_raise():
+    def f(x, n):
+        try:
+            y = _validate(x, n)
+        except ValueError as e:
+            y = x * 0
+            msg = e.args[0]
+        else:
+            msg = "ok"
+        return y, msg
+
+    check(f, x3, -1)
+    check(f, x3, 2)
+
+
+def test_try_except_catches_shape_error():
+    def f(x, y):
+        try:
+            z = x @ y
+        except RuntimeError:
+            z = x @ y.t()
+        return z
+
+    check(f, torch.randn(2, 3), torch.randn(2, 3))
+
+
+def test_try_except_not_matching_propagates():
+    def f(d, x):
+        try:
+            return d["k"] / 0
+        except ZeroDivisionError:
+            return x
+
+    check(f, {}, x3, raises=KeyError)
+
+
+def test_try_finally_runs_on_success_and_error():
+    def f(x, log, n):
+        try:
+            if n == 0:
+                raise ValueError("zero")
+            y = x * n
+        finally:
+            log.append("finally")
+        return y
+
+    check(f, x3, [], 2)
+    check(f, x3, [], 0, raises=ValueError)
+
+
+def test_try_except_without_exception_is_captured_whole():
+    def f(x):
+        try:
+            y = x * 2
+        except ValueError:
+            y = x
+        return y + 1
+
+    check(f, x3, breaks=0)
+
+
+def test_exception_inside_user_context_manager_calls_exit():
+    class Ctx:
+        def __init__(self, log):
+            self.log = log
+
+        def __enter__(self):
+            self.log.append("in")
+            return self
+
+        def __exit__(self, et, ev, tb):
+            self.log.append(("out", et.__name__ if et else None))
+            return et is KeyError  # swallow KeyError only
+
+    def f(x, log, key):
+        with Ctx(log):
+            y = {"a": x}[key]
+        return x * 2
+
+    check(f, x3, [], "a")
+    check(f, x3, [], "b")
+
+
+def test_exception_in_no_grad_block_restores_grad_mode():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            raise ValueError("inside no_grad")
+        return y
+
+    check(f, torch.randn(3, requires_grad=True), raises=ValueError)
+    assert torch.is_grad_enabled()
+
+
+def test_fullgraph_reports_raise_as_unsupported():
+    def f(x):
+        raise ValueError("x")
+
+    with pytest.raises(dynamo_lite.Unsupported):
+        dynamo_lite.compile(f, backend="eager", fullgraph=True)(x3)
+
+
+def test_raising_frame_is_compiled_once_and_reused():
+    counter = CompileCounter()
+
+    def f(x, n):
+        y = x * 2
+        if n < 0:
+            raise ValueError("neg")
+        return y
+
+    cf = dynamo_lite.compile(f, backend=counter)
+    for _ in range(3):
+        with pytest.raises(ValueError, match="neg"):
+            cf(x3, -1)
+    frames = counter.frame_count
+    with pytest.raises(ValueError):
+        cf(x3, -1)
+    assert counter.frame_count == frames

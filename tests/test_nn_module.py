@@ -1,0 +1,527 @@
+"""nn.Module support: calling modules inlines forward; hooks break and fire as in eager;
+submodules and containers (Sequential, ModuleList, ModuleDict); parameters and buffers
+as graph inputs; training/eval; in-place buffer updates (BatchNorm); modules passed
+as arguments or read from globals; attributes that change between calls.
+
+Every test compares the compiled run with eager (outputs, module state, gradients) and
+counts graphs and breaks.  Covers dynamo_lite/variables/nn_module.py.
+"""
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import dynamo_lite
+from dynamo_lite.report import events
+from dynamo_lite.report.explain import build_explain_output
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread():
+    """Tiny models: one intra-op thread is faster and steadier (no oversubscription)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def run_module(module, *args, backend=None, calls=1, **kwargs):
+    """Run deep copies of ``module`` eagerly and compiled; outputs and state_dicts must match.
+
+    Returns (explain info of the compiled calls, compiled module).
+    """
+    eager = copy.deepcopy(module)
+    comp_mod = copy.deepcopy(module)
+    compiled = dynamo_lite.compile(comp_mod, backend=backend or "eager")
+    recorded = []
+    for _ in range(calls):
+        torch.manual_seed(123)
+        expected = eager(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        torch.manual_seed(123)
+        with events.collecting(recorded.append):
+            got = compiled(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+        assert_same(expected, got)
+        assert_same(dict(eager.state_dict()), dict(comp_mod.state_dict()), "state_dict()")
+    return build_explain_output(recorded), compiled
+
+
+def assert_graphs(info, graphs, breaks=0):
+    assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
+    assert info.graph_count == graphs, (info.graph_count, [str(b) for b in info.break_reasons])
+
+
+def grads_of(module):
+    return {k: (p.grad.clone() if p.grad is not None else None) for k, p in module.named_parameters()}
+
+
+def assert_same_grads(module, *args, loss=lambda out: out.sum()):
+    """A training step (compiled forward + backward) gives the eager gradients."""
+    eager = copy.deepcopy(module)
+    comp_mod = copy.deepcopy(module)
+    compiled = dynamo_lite.compile(comp_mod, backend="eager")
+    torch.manual_seed(7)
+    loss(eager(*args)).backward()
+    torch.manual_seed(7)
+    loss(compiled(*args)).backward()
+    assert_same(grads_of(eager), grads_of(comp_mod), "grads")
+
+
+# ---- modules used below ---------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.fc1 = nn.Linear(d, 16)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(16, d)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.mlp = MLP(d)
+
+    def forward(self, x):
+        return x + self.mlp(self.norm(x))
+
+
+x8 = torch.randn(4, 8)
+
+
+# ---- calling modules ---------------------------------------------------------------------
+def test_nested_modules_are_one_graph():
+    info, _ = run_module(nn.Sequential(Block(), Block()), x8)
+    assert_graphs(info, 1)
+
+
+def test_parameters_are_graph_inputs_not_constants():
+    counter = CompileCounter()
+    model = Block()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    compiled(x8)
+    placeholders = [n.target for n in counter.graphs[0].graph.nodes if n.op == "placeholder"]
+    # x + LayerNorm(weight, bias) + 2 Linear(weight, bias)
+    assert len(placeholders) == 7, placeholders
+    assert not any(isinstance(getattr(counter.graphs[0], n, None), torch.Tensor)
+                   for n in dir(counter.graphs[0]) if not n.startswith("_")), "weights baked into the graph"
+    # an update of the weights is seen by the next call without a recompile
+    with torch.no_grad():
+        model.mlp.fc2.bias.add_(1.0)
+    torch.testing.assert_close(compiled(x8), model(x8))
+    assert counter.frame_count == 1
+
+
+def test_tied_parameter_is_one_input():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(8, 8, bias=False)
+            self.b = nn.Linear(8, 8, bias=False)
+            self.b.weight = self.a.weight
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    counter = CompileCounter()
+    model = Tied()
+    dynamo_lite.compile(model, backend=counter)(x8)
+    placeholders = [n for n in counter.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == 2
+    assert_same_grads(Tied(), x8)
+
+
+def test_module_passed_as_argument_and_from_global():
+    layer = nn.Linear(8, 3)
+
+    def f(m, x):
+        return m(x).relu() + GLOBAL_LAYER(x)
+
+    info = _explain(f, layer, x8)
+    assert_graphs(info, 1)
+    assert_same_as_eager(f, layer, x8)
+
+
+GLOBAL_LAYER = nn.Linear(8, 3)
+
+
+def test_modules_in_a_list_argument():
+    mods = [nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2)]
+
+    def f(layers, x):
+        for layer in layers:
+            x = layer(x)
+        return x
+
+    info = _explain(f, mods, x8)
+    assert_graphs(info, 1)
+    assert_same_as_eager(f, mods, x8)
+
+
+def test_a_different_module_object_recompiles():
+    counter = CompileCounter()
+
+    def f(m, x):
+        return m(x)
+
+    cf = dynamo_lite.compile(f, backend=counter)
+    a, b = nn.Linear(8, 2), nn.Linear(8, 2)
+    torch.testing.assert_close(cf(a, x8), a(x8))
+    torch.testing.assert_close(cf(b, x8), b(x8))
+    torch.testing.assert_close(cf(a, x8), a(x8))
+    assert counter.frame_count == 2
+
+
+def test_super_forward_and_helper_methods():
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.lin(x)
+
+    class Child(Base):
+        def helper(self, x):
+            return x * 2
+
+        def forward(self, x):
+            return self.helper(super().forward(x)) + 1
+
+    info, _ = run_module(Child(), x8)
+    assert_graphs(info, 1)
+
+
+def test_functional_calls_with_module_parameters():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(3, 8))
+            self.bias = nn.Parameter(torch.randn(3))
+
+        def forward(self, x):
+            return torch.nn.functional.linear(x, self.weight, self.bias).softmax(-1)
+
+    info, _ = run_module(M(), x8)
+    assert_graphs(info, 1)
+    assert_same_grads(M(), x8)
+
+
+# ---- hooks -----------------------------------------------------------------------------------
+def _hooked_model(log):
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+
+    def pre(mod, args):
+        log.append(("pre", type(mod).__name__))
+        return (args[0] * 2,)
+
+    def post(mod, args, out):
+        log.append(("post", type(mod).__name__))
+        return out + 1
+
+    model[0].register_forward_pre_hook(pre)
+    model[2].register_forward_hook(post)
+    return model
+
+
+def test_hooks_break_the_graph_and_fire_exactly_as_eager():
+    eager_log, comp_log = [], []
+    eager = _hooked_model(eager_log)
+    comp_mod = _hooked_model(comp_log)
+    comp_mod.load_state_dict(eager.state_dict())
+    compiled = dynamo_lite.compile(comp_mod, backend="eager")
+    recorded = []
+    for _ in range(2):
+        expected = eager(x8)
+        with events.collecting(recorded.append):
+            got = compiled(x8)
+        torch.testing.assert_close(got, expected)
+    assert comp_log == eager_log == [("pre", "Linear"), ("post", "Linear")] * 2
+    info = build_explain_output(recorded)
+    assert info.graph_break_count >= 1
+    hooks = [b for b in info.break_reasons if b.break_id == "DL0013"]
+    assert hooks and all("hooks" in b.reason for b in hooks), [str(b) for b in info.break_reasons]
+
+
+def test_hooks_on_the_compiled_module_itself_fire_once():
+    log = []
+    model = MLP()
+    model.register_forward_pre_hook(lambda m, a: log.append("pre"))
+    model.register_forward_hook(lambda m, a, o: log.append("post"))
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    torch.testing.assert_close(compiled(x8), model(x8))
+    assert log == ["pre", "post", "pre", "post"]
+    assert counter.frame_count == 1
+
+
+def test_hook_added_after_compiling_recompiles_and_fires():
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.inner(x) * 2
+
+    log = []
+    model = Outer()
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    compiled(x8)
+    assert counter.frame_count == 1
+    handle = model.inner.register_forward_hook(lambda m, a, o: log.append("hook") or o * 0)
+    torch.testing.assert_close(compiled(x8), torch.zeros(4, 8))
+    assert log == ["hook"]
+    handle.remove()
+    torch.testing.assert_close(compiled(x8), model.inner(x8) * 2)
+    assert log == ["hook"]
+
+
+def test_global_hook_breaks_and_fires():
+    log = []
+    model = MLP()
+    # (the compiled module's own call is the OptimizedModule's: log the submodules only)
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda m, a, o: log.append(type(m).__name__) if not isinstance(m, MLP) else None)
+    try:
+        expected = model(x8)
+        eager_log = list(log)
+        log.clear()
+        got = dynamo_lite.compile(model, backend="eager")(x8)
+    finally:
+        handle.remove()
+    torch.testing.assert_close(got, expected)
+    assert log == eager_log
+
+
+# ---- containers -----------------------------------------------------------------------------
+class Containers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seq = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(8, 2), "b": nn.Linear(8, 3)})
+        self.plist = nn.ParameterList([nn.Parameter(torch.randn(8)) for _ in range(2)])
+
+    def forward(self, x):
+        x = self.seq(x)
+        for i, layer in enumerate(self.layers):
+            x = layer(x) + i
+        x = x + self.layers[-1](x) * len(self.layers)
+        for layer in self.layers[1:]:
+            x = layer(x)
+        out = {}
+        for name, head in self.heads.items():
+            out[name] = head(x)
+        for key in self.heads.keys():
+            out[key] = out[key] + 1
+        total = sum(h(x).sum() for h in self.heads.values())
+        for p in self.plist:
+            x = x * p
+        return out, total, x, self.heads["b"](x), len(self.heads), self.seq[0](x), self.seq[-1:](x)
+
+
+def test_containers_iterate_index_len_items():
+    info, _ = run_module(Containers(), x8)
+    assert_graphs(info, 1)
+    assert_same_grads(Containers(), x8, loss=lambda out: out[1] + out[2].sum())
+
+
+def test_container_length_change_recompiles():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    compiled(x8)
+    model.append(nn.Linear(8, 2))
+    torch.testing.assert_close(compiled(x8), model(x8))
+    assert counter.frame_count == 2
+
+
+def test_parameters_and_buffers_iteration():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.register_buffer("scale", torch.tensor(2.0))
+            self.bn = nn.BatchNorm1d(8)
+
+        def forward(self, x):
+            reg = sum(p.pow(2).sum() for p in self.parameters())
+            names = [n for n, _ in self.named_parameters()]
+            bufs = [b.float().sum() for b in self.buffers()]
+            return self.lin(x) * self.scale + reg, names, len(bufs), sum(bufs), \
+                [n for n, _ in self.named_modules()], [n for n, _ in self.named_buffers()]
+
+    info, _ = run_module(M().eval(), x8)
+    assert_graphs(info, 1)
+
+
+# ---- training / eval ------------------------------------------------------------------------
+class TrainEval(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        y = self.drop(self.lin(x))
+        return y * 2 if self.training else y * 3
+
+
+def test_train_eval_switch_recompiles_and_is_correct():
+    eager = TrainEval()
+    comp_mod = copy.deepcopy(eager)
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(comp_mod, backend=counter)
+    for mode in ("train", "eval", "train", "eval"):
+        getattr(eager, mode)()
+        getattr(compiled, mode)()
+        torch.manual_seed(0)
+        expected = eager(x8)
+        torch.manual_seed(0)
+        got = compiled(x8)
+        torch.testing.assert_close(got, expected)
+    assert counter.frame_count == 2  # one entry per mode, then cache hits
+
+
+def test_submodule_training_flag_is_guarded():
+    model = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5))
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    model.train()
+    compiled(x8)
+    model[1].eval()  # only the submodule changes mode
+    torch.testing.assert_close(compiled(x8), model(x8))
+    assert counter.frame_count == 2
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_batchnorm_running_stats_match_eager(train):
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU())
+    model.train(train)
+    info, compiled = run_module(model, x8, calls=3)
+    assert_graphs(info, 1)
+    if train:
+        assert compiled[1].num_batches_tracked.item() == 3
+
+
+def test_batchnorm2d_train_grads_and_stats():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+    x = torch.randn(2, 3, 6, 6)
+    eager, comp_mod = copy.deepcopy(model), copy.deepcopy(model)
+    compiled = dynamo_lite.compile(comp_mod, backend="eager")
+    for _ in range(2):
+        eager(x).pow(2).mean().backward()
+        compiled(x).pow(2).mean().backward()
+    assert_same(grads_of(eager), grads_of(comp_mod), "grads")
+    assert_same(dict(eager.state_dict()), dict(comp_mod.state_dict()), "state_dict()")
+
+
+def test_batchnorm_without_momentum_is_correct():
+    # momentum=None uses 1/num_batches_tracked (a Python float from a tensor): it may
+    # break the graph, but stats must match eager
+    model = nn.BatchNorm1d(8, momentum=None)
+    run_module(model, x8, calls=3)
+
+
+# ---- buffers and attributes ---------------------------------------------------------------------
+def test_registered_buffer_constants_and_inplace_buffer_update():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+            self.register_buffer("mask", torch.tril(torch.ones(4, 4)), persistent=False)
+
+        def forward(self, x):
+            self.steps += 1
+            return x[:, :4] @ self.mask + self.steps
+
+    info, compiled = run_module(Counter(), x8, calls=3)
+    assert_graphs(info, 1)
+    assert compiled.steps.item() == 3
+
+
+def test_python_attribute_change_recompiles():
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.scale = 2.0
+            self.use_relu = True
+
+        def forward(self, x):
+            y = self.lin(x) * self.scale
+            return y.relu() if self.use_relu else y
+
+    model = Scaled()
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    torch.testing.assert_close(compiled(x8), model(x8))
+    model.scale = 3.0
+    torch.testing.assert_close(compiled(x8), model(x8))
+    model.use_relu = False
+    torch.testing.assert_close(compiled(x8), model(x8))
+    assert counter.frame_count == 3
+    torch.testing.assert_close(compiled(x8), model(x8))
+    assert counter.frame_count == 3
+
+
+def test_forward_updates_python_attributes_like_eager():
+    class Stateful(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.calls = 0
+            self.history = []
+
+        def forward(self, x):
+            self.calls += 1
+            self.history.append(self.calls)
+            self.last_shape = tuple(x.shape)
+            return self.lin(x) * self.calls
+
+    eager, comp_mod = Stateful(), None
+    comp_mod = copy.deepcopy(eager)
+    compiled = dynamo_lite.compile(comp_mod, backend="eager")
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x8), eager(x8))
+    assert (comp_mod.calls, comp_mod.history, comp_mod.last_shape) == (eager.calls, eager.history,
+                                                                       eager.last_shape)
+
+
+def test_replacing_a_submodule_recompiles():
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    compiled(x8)
+    model[1] = nn.Tanh()
+    torch.testing.assert_close(compiled(x8), model(x8))
+    assert counter.frame_count == 2
+
+
+def test_parameter_requires_grad_change_recompiles():
+    model = MLP()
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    compiled(x8).sum().backward()
+    model.fc1.weight.requires_grad_(False)
+    model.zero_grad()
+    compiled(x8).sum().backward()
+    assert model.fc1.weight.grad is None and model.fc2.weight.grad is not None
+    assert counter.frame_count == 2
+
+
+def test_module_training_step_grads_match():
+    assert_same_grads(nn.Sequential(Block(), Block(), nn.Linear(8, 1)), x8)
+
+
+def _explain(fn, *args):
+    recorded = []
+    with events.collecting(recorded.append):
+        dynamo_lite.compile(fn, backend="eager")(*args)
+    return build_explain_output(recorded)
