@@ -43,7 +43,7 @@ guards_log = logging.getLogger("dynamo_lite.guards")
 graph_code_log = logging.getLogger("dynamo_lite.graph_code")
 bytecode_log = logging.getLogger("dynamo_lite.bytecode")
 
-_frame_ids: dict = {}
+_frame_ids: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _frame_counter = itertools.count()
 # code -> list of CacheEntryInfo (what each C cache entry was built from), newest first
 _ENTRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -63,10 +63,10 @@ class CacheEntryInfo:
 
 
 def _frame_id(code) -> int:
-    key = id(code)
-    if key not in _frame_ids:
-        _frame_ids[key] = next(_frame_counter)
-    return _frame_ids[key]
+    fid = _frame_ids.get(code)
+    if fid is None:
+        fid = _frame_ids[code] = next(_frame_counter)
+    return fid
 
 
 def reset_state() -> None:
@@ -113,7 +113,10 @@ class FrameConverter:
             if len(existing) >= config.cache_size_limit:
                 if code not in _LIMIT_WARNED:
                     _LIMIT_WARNED.add(code)
-                    log.warning("dynamo_lite: %s (%s:%d) hit config.cache_size_limit=%d; it now runs eagerly "
+                    # loop bodies made for graph breaks in loops are specialised per iteration
+                    # value and expected to reach the limit: not worth a warning
+                    level = logging.INFO if code.co_name.startswith("__loop_body_at_") else logging.WARNING
+                    log.log(level, "dynamo_lite: %s (%s:%d) hit config.cache_size_limit=%d; it now runs eagerly "
                                 "when no compiled entry matches. Last guard failure: %s",
                                 code.co_name, code.co_filename, code.co_firstlineno, config.cache_size_limit,
                                 reasons[0])

@@ -222,6 +222,33 @@ class PyCodegen:
         self.emit("BUILD_MAP", len(attrs))
         self.call(2)
 
+    def make_sibling_function(self, new_code: types.CodeType, original: types.CodeType) -> None:
+        """Push a function of ``new_code`` sharing the frame's cells (resume functions, loop bodies).
+
+        ``new_code``'s free variables are ``original``'s cell then free variables.
+        """
+        closure = list(original.co_cellvars) + list(original.co_freevars)
+        for name in closure:
+            self.emit_load_closure(name)
+        if closure:
+            self.emit("BUILD_TUPLE", len(closure))
+        self.load_const(new_code)
+        self.emit("MAKE_FUNCTION", 0x08 if closure else 0)
+
+    def store_locals_from_dict(self, dict_local: str, names) -> None:
+        """``name = d[name]`` for each name present in the dict held by local ``dict_local``."""
+        for name in names:
+            skip = Label()
+            self.load_const(name)
+            self.load_fast(dict_local)
+            self.emit("CONTAINS_OP", 0)
+            self.emit("POP_JUMP_FORWARD_IF_FALSE", skip)
+            self.load_fast(dict_local)
+            self.load_const(name)
+            self.emit("BINARY_SUBSCR")
+            self.store_fast(name)
+            self.label(skip)
+
     def make_function(self, fn_var) -> None:
         flags = 0
         if fn_var.defaults is not None:

@@ -236,17 +236,7 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
     if freevars:
         pro.emit("COPY_FREE_VARS", len(freevars))
     pro.emit("RESUME", 0)
-    for name in info.reads:
-        skip = Label()
-        pro.load_const(name)
-        pro.load_fast("___locals")
-        pro.emit("CONTAINS_OP", 0)
-        pro.emit("POP_JUMP_FORWARD_IF_FALSE", skip)
-        pro.load_fast("___locals")
-        pro.load_const(name)
-        pro.emit("BINARY_SUBSCR")
-        pro.store_fast(name)
-        pro.label(skip)
+    pro.store_locals_from_dict("___locals", info.reads)
     for _ in range(info.below):
         pro.load_const(None)
     if info.is_for:
@@ -312,16 +302,7 @@ def rewrite_parent_copy(copy: list, code: types.CodeType, insts: list, info: Loo
     if info.is_for:
         cg.store_fast("___loop_item")
     cg.emit("PUSH_NULL")
-    closure = list(code.co_cellvars) + list(code.co_freevars)
-    if closure:
-        for n in closure:
-            cg.emit_load_closure(n)
-        cg.emit("BUILD_TUPLE", len(closure))
-        cg.load_const(body_code)
-        cg.emit("MAKE_FUNCTION", 0x08)
-    else:
-        cg.load_const(body_code)
-        cg.emit("MAKE_FUNCTION", 0)
+    cg.make_sibling_function(body_code, code)
     if info.is_for:
         cg.load_fast("___loop_item")
     else:
@@ -344,17 +325,7 @@ def rewrite_parent_copy(copy: list, code: types.CodeType, insts: list, info: Loo
     cg.load_fast("___loop_vars")
     cg.emit("RETURN_VALUE")
     cg.label(not_ret)
-    for name in info.writes:
-        skip = Label()
-        cg.load_const(name)
-        cg.load_fast("___loop_vars")
-        cg.emit("CONTAINS_OP", 0)
-        cg.emit("POP_JUMP_FORWARD_IF_FALSE", skip)
-        cg.load_fast("___loop_vars")
-        cg.load_const(name)
-        cg.emit("BINARY_SUBSCR")
-        cg.store_fast(name)
-        cg.label(skip)
+    cg.store_locals_from_dict("___loop_vars", info.writes)
     for i, x in enumerate(info.exits):
         nxt = Label()
         cg.load_fast("___loop_tag")

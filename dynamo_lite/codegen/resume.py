@@ -107,16 +107,7 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     live = live_local_names(state, succ.offset)
     resume_code = make_resume_code(code, succ.offset, succ.nulls, live)
     cg.emit("PUSH_NULL")
-    closure_names = list(code.co_cellvars) + list(code.co_freevars)
-    if closure_names:
-        for n in closure_names:
-            cg.emit_load_closure(n)
-        cg.emit("BUILD_TUPLE", len(closure_names))
-        cg.load_const(resume_code)
-        cg.emit("MAKE_FUNCTION", 0x08)
-    else:
-        cg.load_const(resume_code)
-        cg.emit("MAKE_FUNCTION", 0)
+    cg.make_sibling_function(resume_code, code)
     nargs = 0
     for n in live:  # live locals first: slot 0 stays the frame's first argument (super())
         cg.load_fast(n)
