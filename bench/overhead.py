@@ -13,17 +13,20 @@ overhead at most 1/4 of torch.compile's.
 
 Skipped frames: a loop of calls to a trivial Python function, timed with no
 hook installed (CPython inlines the calls), with our hook installed but off
-for the thread, and with the hook active where both functions are marked SKIP
-(what torch internals and the standard library get).  Per-frame cost = the
-difference per call.  Target: <= 0.1 us per frame.
+for the thread, with the hook active where both functions are marked SKIP
+(what torch internals and the standard library get), and with the hook active
+on a function that is not compiled because it has nothing to capture (no
+tensor argument, no global).  Per-frame cost = the difference per call.
+Target: <= 0.1 us per frame.
 
-    python bench/overhead.py [--quick] [--json]
+    python bench/overhead.py [--quick] [--cases a_add1,...] [--no-write]
 Covered by tests/test_bench_smoke.py (quick mode).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 
@@ -104,6 +107,34 @@ def _cases():
     }
 
 
+class _Recorder:
+    """A backend that behaves like "eager" (returns gm.forward) and keeps (gm, inputs)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.graphs.append((gm, list(example_inputs)))
+        return gm.forward
+
+
+def _captured_graphs(fn, args) -> dict:
+    """{"graph <system>": (gm, inputs)}: each system's single graph for ``fn``, then reset.
+
+    Captured before the timed compile (with backend "eager"), so the timed
+    entries are the only ones in each system's cache."""
+    out = {}
+    for label, system, reset in (("graph torch.compile", torch.compile, torch._dynamo.reset),
+                                 ("graph dynamo_lite", dynamo_lite.compile, dynamo_lite.reset)):
+        rec = _Recorder()
+        with torch.no_grad():
+            system(fn, backend=rec)(*args)
+        reset()
+        if len(rec.graphs) == 1:
+            out[label] = rec.graphs[0]
+    return out
+
+
 # ---- skipped frames ----------------------------------------------------------
 def _leaf(a):
     return a
@@ -114,14 +145,36 @@ def _calls(n):
         _leaf(i)
 
 
+def _add(a, b):  # no tensor and no global: nothing to capture, never compiled
+    return a + b
+
+
+def _calls_add(n):
+    for i in range(n):
+        _add(i, 1)
+
+
 def _skipped_frames(rounds: int, n: int) -> dict:
     _C.set_cache(_leaf.__code__, _C.SKIP)
     _C.set_cache(_calls.__code__, _C.SKIP)
+    _C.set_cache(_calls_add.__code__, _C.SKIP)
+    _C.set_cache(_add.__code__, None)
     converter = dynamo_lite.optimize("eager").callback
 
     def no_hook():
         _C.uninstall()
         _calls(n)
+
+    def no_hook_add():
+        _C.uninstall()
+        _calls_add(n)
+
+    def hook_active_not_compiled():
+        prev = _C.set_callback(converter)
+        try:
+            _calls_add(n)
+        finally:
+            _C.set_callback(prev)
 
     def hook_off():
         prev = _C.set_callback(converter)  # installs the hook ...
@@ -138,17 +191,19 @@ def _skipped_frames(rounds: int, n: int) -> dict:
         finally:
             _C.set_callback(prev)
 
-    samples = _timing.interleaved({"no_hook": no_hook, "hook_off": hook_off, "hook_active": hook_active},
+    hook_active_not_compiled()  # the first call decides "nothing to capture"
+    samples = _timing.interleaved({"no_hook": no_hook, "hook_off": hook_off, "hook_active": hook_active,
+                                   "no_hook_add": no_hook_add, "not_compiled": hook_active_not_compiled},
                                   rounds, 1)
     for k in samples:
         samples[k] = [v / n for v in samples[k]]  # ns per inner call
-    _C.set_cache(_leaf.__code__, None)
-    _C.set_cache(_calls.__code__, None)
-    base = _timing.median(samples["no_hook"])
+    for fn in (_leaf, _calls, _add, _calls_add):
+        _C.set_cache(fn.__code__, None)
     return {
-        "ns_per_call_no_hook": base,
+        "ns_per_call_no_hook": _timing.median(samples["no_hook"]),
         "ns_per_frame_hook_off": _timing.paired_overhead(samples, "hook_off", "no_hook"),
         "ns_per_frame_skipped": _timing.paired_overhead(samples, "hook_active", "no_hook"),
+        "ns_per_frame_not_compiled": _timing.paired_overhead(samples, "not_compiled", "no_hook_add"),
     }
 
 
@@ -157,7 +212,7 @@ def _same(a, b) -> bool:
     return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def run(quick: bool = False) -> dict:
+def run(quick: bool = False, cases=None) -> dict:
     torch.set_num_threads(1)
     rounds = 3 if quick else 41
     target_s = 0.0002 if quick else 0.002
@@ -166,6 +221,9 @@ def run(quick: bool = False) -> dict:
     try:
         with contextlib.redirect_stdout(sink):
             for name, (fn, args) in _cases().items():
+                if cases is not None and name not in cases:
+                    continue
+                graphs = _captured_graphs(fn, args) if not name.startswith("e") else {}
                 tc = torch.compile(fn, backend="eager")
                 dl = dynamo_lite.compile(fn, backend="eager")
                 with torch.no_grad():
@@ -180,12 +238,21 @@ def run(quick: bool = False) -> dict:
                     "torch.compile": lambda tc=tc: tc(*args),
                     "dynamo_lite": lambda dl=dl: dl(*args),
                 }
+                for label, (gm, inputs) in graphs.items():
+                    systems[label] = lambda gm=gm, inputs=inputs: gm.forward(*inputs)
                 with torch.no_grad():
                     n = _timing.calibrate(systems["eager"], target_s)
                     samples = _timing.interleaved(systems, rounds, n)
                 ovh_tc = _timing.paired_overhead(samples, "torch.compile")
                 ovh_dl = _timing.paired_overhead(samples, "dynamo_lite")
+                fw = {}
+                for label, key in (("torch.compile", "framework_torch_compile_ns"),
+                                   ("dynamo_lite", "framework_dynamo_lite_ns")):
+                    if f"graph {label}" in samples:
+                        fw[key] = _timing.paired_overhead(samples, label, f"graph {label}")
+                        fw[key.replace("framework", "graph")] = _timing.median(samples[f"graph {label}"])
                 results[name] = {
+                    **fw,
                     "eager_ns": _timing.median(samples["eager"]),
                     "torch_compile_ns": _timing.median(samples["torch.compile"]),
                     "dynamo_lite_ns": _timing.median(samples["dynamo_lite"]),
@@ -203,22 +270,35 @@ def run(quick: bool = False) -> dict:
 
 def render(data: dict) -> str:
     rows = []
+    rows_fw = []
     for name, r in data["cases"].items():
         if name == "skipped_frames":
             continue
         rows.append([name, _timing.fmt_us(r["eager_ns"]), _timing.fmt_us(r["torch_compile_ns"]),
                      _timing.fmt_us(r["dynamo_lite_ns"]), _timing.fmt_us(r["overhead_torch_compile_ns"]),
                      _timing.fmt_us(r["overhead_dynamo_lite_ns"]), f"{r['ratio']:.3f}"])
-    out = ["Cache-hit overhead (backend eager, us per call, medians; ratio = dynamo_lite / torch.compile "
-           "overhead, target <= 0.25)",
+        if "framework_dynamo_lite_ns" in r and "framework_torch_compile_ns" in r:
+            a, b = r["framework_dynamo_lite_ns"], r["framework_torch_compile_ns"]
+            rows_fw.append([name, _timing.fmt_us(r["graph_torch_compile_ns"]), _timing.fmt_us(b),
+                            _timing.fmt_us(r["graph_dynamo_lite_ns"]), _timing.fmt_us(a),
+                            f"{a / b:.3f}" if b > 0 else "-"])
+    out = ["Cache-hit overhead = compiled call - eager call (backend eager, us per call, medians of "
+           "per-round differences; ratio = dynamo_lite / torch.compile, target <= 0.25; a negative "
+           "overhead means the compiled call is faster than eager)",
            _timing.table(["case", "eager", "torch.compile", "dynamo_lite", "ovh torch.compile", "ovh dynamo_lite",
-                          "ratio"], rows)]
+                          "ratio"], rows),
+           "",
+           "Framework overhead = compiled call - direct call of the captured graph (us; hook, guards, "
+           "wrappers, argument loading; ratio = dynamo_lite / torch.compile)",
+           _timing.table(["case", "graph (tc)", "fw torch.compile", "graph (dl)", "fw dynamo_lite", "ratio"],
+                         rows_fw)]
     s = data["cases"]["skipped_frames"]
     out.append("")
-    out.append("Frames the hook passes over (ns per frame, target <= 100)")
-    out.append(_timing.table(["plain call (no hook)", "hook installed, off", "hook active, code SKIP"],
+    out.append("Frames the hook passes over (ns per frame, target <= 100; cost added to a plain call)")
+    out.append(_timing.table(["plain call (no hook)", "hook installed, off", "hook active, code SKIP",
+                              "hook active, not compiled (no tensors)"],
                              [[f"{s['ns_per_call_no_hook']:.1f}", f"+{s['ns_per_frame_hook_off']:.1f}",
-                               f"+{s['ns_per_frame_skipped']:.1f}"]]))
+                               f"+{s['ns_per_frame_skipped']:.1f}", f"+{s['ns_per_frame_not_compiled']:.1f}"]]))
     return "\n".join(out)
 
 
@@ -226,8 +306,13 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="few rounds (for the smoke test)")
     p.add_argument("--no-write", action="store_true", help="do not write bench/results/overhead.json")
+    p.add_argument("--cases", default=None, help="comma-separated subset of " + ",".join(_cases()))
+    p.add_argument("--json-line", action="store_true", help="print the results as one JSON line (run_all.py)")
     a = p.parse_args(argv)
-    data = run(quick=a.quick)
+    data = run(quick=a.quick, cases=a.cases.split(",") if a.cases else None)
+    if a.json_line:
+        print(json.dumps(data, default=str))
+        return data
     print(render(data))
     if not a.no_write:
         _timing.write_json("overhead" + ("_quick" if a.quick else ""), data)

@@ -7,7 +7,8 @@
  *     other PEP 523 user (e.g. torch.compile) was installed before us;
  *   - filter frames (fresh calls of plain functions only);
  *   - keep the per-code cache in co_extra: NULL, SKIP, or a list of
- *     (check_fn, code_or_None) entries, most recently hit first;
+ *     (check_fn, code_or_None) entries, most recently hit first (an entry
+ *     whose check_fn is ALWAYS matches everything and stays last);
  *   - run guards, and run the chosen code in place of the original frame.
  * Everything else (what to compile, guards, codegen) is Python.
  *
@@ -43,6 +44,12 @@ static Py_ssize_t cache_index = -1;
 
 /* The SKIP sentinel (strong reference owned by the module, never freed). */
 static PyObject *skip_sentinel = NULL;
+
+/* The ALWAYS check (strong reference owned by the module, never freed): an
+ * entry (ALWAYS, code) matches every call without running anything; it is
+ * kept last in its list (added at the end, never moved to the front), so it
+ * is the fallback once no other entry matches. */
+static PyObject *always_sentinel = NULL;
 
 /* Eval-frame function that was installed before ours (NULL = default). */
 static dl_eval_frame_fn prev_eval = NULL;
@@ -207,6 +214,10 @@ cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
         }
         Py_INCREF(entry);
         PyObject *check_fn = PyTuple_GET_ITEM(entry, 0);
+        if (check_fn == always_sentinel) {
+            found = entry; /* stays where it is: last */
+            break;
+        }
         if (Py_IS_TYPE(check_fn, &DLGuardProgramType)) {
             /* The usual case: a compiled GuardProgram, run directly. */
             int r = dl_guard_program_check(check_fn, argv, total);
@@ -350,11 +361,23 @@ handle_miss(PyThreadState *tstate, DLFrame *frame, int throwflag,
         Py_DECREF(res);
         return NULL;
     }
-    /* Insert at the front; re-read co_extra, the callback may have changed
-     * it. A returned entry replaces SKIP or anything that is not a list. */
+    /* Insert at the front (an ALWAYS entry: at the end, once); re-read
+     * co_extra, the callback may have changed it. A returned entry replaces
+     * SKIP or anything that is not a list. */
     PyObject *extra = cache_get(code);
     if (extra != NULL && PyList_CheckExact(extra)) {
-        if (PyList_Insert(extra, 0, res) < 0) {
+        int rc;
+        if (PyTuple_GET_ITEM(res, 0) != always_sentinel) {
+            rc = PyList_Insert(extra, 0, res);
+        }
+        else {
+            Py_ssize_t n = PyList_GET_SIZE(extra);
+            int has_always = n > 0 && PyTuple_CheckExact(PyList_GET_ITEM(extra, n - 1)) &&
+                             PyTuple_GET_SIZE(PyList_GET_ITEM(extra, n - 1)) == 2 &&
+                             PyTuple_GET_ITEM(PyList_GET_ITEM(extra, n - 1), 0) == always_sentinel;
+            rc = has_always ? 0 : PyList_Append(extra, res);
+        }
+        if (rc < 0) {
             Py_DECREF(res);
             return NULL;
         }
@@ -465,6 +488,47 @@ static PyTypeObject SkipType = {
               "never passed to the callback.",
     .tp_repr = skip_repr,
     .tp_methods = skip_methods,
+};
+
+/* ------------------------------------------------------------------------ */
+/* ALWAYS check                                                             */
+/* ------------------------------------------------------------------------ */
+
+static PyObject *
+always_repr(PyObject *self)
+{
+    return PyUnicode_FromString("<dynamo_lite._C.ALWAYS>");
+}
+
+static PyObject *
+always_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyUnicode_FromString("ALWAYS");
+}
+
+/* Called like a check function: any arguments, always True. */
+static PyObject *
+always_call(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef always_methods[] = {
+    {"__reduce__", always_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject AlwaysType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynamo_lite._C.AlwaysType",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Type of the ALWAYS check: an entry (ALWAYS, code) matches "
+              "every call and is kept last in its cache list (the fallback "
+              "when no other entry matches).",
+    .tp_repr = always_repr,
+    .tp_call = always_call,
+    .tp_methods = always_methods,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -797,8 +861,15 @@ static struct PyModuleDef dl_module = {
 PyMODINIT_FUNC
 PyInit__C(void)
 {
-    if (PyType_Ready(&SkipType) < 0 || PyType_Ready(&DisabledCallType) < 0) {
+    if (PyType_Ready(&SkipType) < 0 || PyType_Ready(&DisabledCallType) < 0 ||
+        PyType_Ready(&AlwaysType) < 0) {
         return NULL;
+    }
+    if (always_sentinel == NULL) {
+        always_sentinel = PyType_GenericAlloc(&AlwaysType, 0);
+        if (always_sentinel == NULL) {
+            return NULL;
+        }
     }
     if (skip_sentinel == NULL) {
         skip_sentinel = PyType_GenericAlloc(&SkipType, 0);
@@ -823,6 +894,7 @@ PyInit__C(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(m, "SKIP", skip_sentinel) < 0 ||
+        PyModule_AddObjectRef(m, "ALWAYS", always_sentinel) < 0 ||
         PyModule_AddObjectRef(m, "DisabledCall",
                               (PyObject *)&DisabledCallType) < 0) {
         Py_DECREF(m);

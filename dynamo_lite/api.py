@@ -16,6 +16,7 @@ import weakref
 from typing import Callable, Optional, Union
 
 import torch
+from torch.nn.modules import module as _nn_module
 
 from . import _C, config
 from .backends import lookup_backend
@@ -23,6 +24,7 @@ from .convert_frame import FrameConverter, reset_state
 from .eval_frame import enable
 
 _COMPILED_CODES: "weakref.WeakSet" = weakref.WeakSet()
+_MODULE_CALL = torch.nn.Module.__call__  # nn.Module's own __call__ (_wrapped_call_impl)
 
 
 def _make_converter(backend, fullgraph, dynamic) -> FrameConverter:
@@ -39,10 +41,21 @@ class OptimizedModule(torch.nn.Module):
     """
 
     _dl_converter: FrameConverter
+    # True when the class's next __call__ is nn.Module's own (set by _compile_module).
+    _dl_plain_call: bool = False
 
     def __call__(self, *args, **kwargs):
         prev = _C.set_callback(self._dl_converter)
         try:
+            if (self._dl_plain_call and torch.nn.Module.__call__ is _MODULE_CALL
+                    and self._compiled_call_impl is None
+                    and not (self._backward_hooks or self._backward_pre_hooks or self._forward_hooks
+                             or self._forward_pre_hooks or _nn_module._global_backward_pre_hooks
+                             or _nn_module._global_backward_hooks or _nn_module._global_forward_hooks
+                             or _nn_module._global_forward_pre_hooks)
+                    and not torch._C._get_tracing_state()):
+                # nn.Module._call_impl's own no-hook fast path, minus its two Python frames
+                return self.forward(*args, **kwargs)
             return super().__call__(*args, **kwargs)
         finally:
             _C.set_callback(prev)
@@ -61,6 +74,7 @@ def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch
     cls = type(module)
     opt_cls = type(f"Optimized{cls.__name__}", (OptimizedModule, cls), {"_dl_converter": converter,
                                                                        "__module__": cls.__module__})
+    opt_cls._dl_plain_call = cls.__call__ is _MODULE_CALL
     new = object.__new__(opt_cls)
     object.__setattr__(new, "__dict__", module.__dict__)
     # __dict__ is shared, so this one key is visible on the original too; it is

@@ -16,7 +16,11 @@ cache_size_limit: int = 8
 # Deprecated alias kept in step with cache_size_limit by patch().
 recompile_limit: int = cache_size_limit
 
-# Log internal errors and run eagerly (True), or raise them (False).
+# Log internal errors and run eagerly (True), or raise them (False).  Backend
+# failures too: a backend that raises or returns a non-callable (the frame runs
+# eagerly), or whose callable returns wrong outputs (caught on its first call;
+# the captured graph replaces it); False raises BackendCompilerFailed naming
+# the backend.  Tested by tests/test_hostile.py.
 suppress_errors: bool = os.environ.get("DYNAMO_LITE_SUPPRESS_ERRORS", "1") != "0"
 
 # Re-raise InternalError instead of falling back (the test-suite sets this).

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 import traceback
 import types
@@ -43,6 +44,7 @@ guards_log = logging.getLogger("dynamo_lite.guards")
 graph_code_log = logging.getLogger("dynamo_lite.graph_code")
 bytecode_log = logging.getLogger("dynamo_lite.bytecode")
 
+_CONVERT_LOCK = threading.RLock()
 _frame_ids: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _frame_counter = itertools.count()
 # code -> list of CacheEntryInfo (what each C cache entry was built from), newest first
@@ -70,9 +72,10 @@ def _frame_id(code) -> int:
 
 
 def reset_state() -> None:
-    for code in list(_ENTRIES.keys()) + list(_SKIPPED):
+    for code in list(_ENTRIES.keys()) + list(_SKIPPED) + list(_NOT_CAPTURED.keys()):
         _C.set_cache(code, None)
     _SKIPPED.clear()
+    _NOT_CAPTURED.clear()
     _ENTRIES.clear()
     _LIMIT_WARNED.clear()
     _frame_ids.clear()
@@ -92,7 +95,8 @@ class FrameConverter:
         self.dynamic = dynamic
 
     def __call__(self, code: types.CodeType, f_locals: dict, func):
-        result = self._convert(code, f_locals, func)
+        with _CONVERT_LOCK:  # threads convert one frame at a time (cache limit, no duplicate entries)
+            result = self._convert(code, f_locals, func)
         if result is _C.SKIP:
             _SKIPPED.add(code)
         return result
@@ -108,8 +112,10 @@ class FrameConverter:
         existing = entries_for(code)
         if existing:
             reasons = [e.guard.explain_failure(tuple(f_locals[n] for n in bytecode_compat.arg_names(code)
-                                                     if n in f_locals), func.__globals__, func) or "guards passed?"
+                                                     if n in f_locals), func.__globals__, func)
                        for e in existing]
+            if None in reasons:
+                return None  # another thread compiled a matching entry while this one waited: run eagerly once
             if len(existing) >= config.cache_size_limit:
                 if code not in _LIMIT_WARNED:
                     _LIMIT_WARNED.add(code)
@@ -122,7 +128,9 @@ class FrameConverter:
                                 reasons[0])
                     events.emit(events.CacheLimitEvent(code.co_name, code.co_filename, code.co_firstlineno,
                                                        config.cache_size_limit, reasons))
-                return None
+                # the fallback entry: kept last by C, it runs the original code whenever no compiled
+                # entry matches, without calling back here (the limit is final until reset())
+                return (_C.ALWAYS, None)
             compile_id = f"{_frame_id(code)}/{len(existing)}"
             recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, code.co_name,
                                 code.co_filename, code.co_firstlineno, reasons[0])
@@ -133,7 +141,7 @@ class FrameConverter:
         else:
             compile_id = f"{_frame_id(code)}/0"
         if not self.fullgraph and not _has_tensor_or_module(f_locals, func):
-            return None
+            return _nothing_to_capture(code, f_locals)
         return self._compile(code, f_locals, func, compile_id)
 
     # ---- compile one frame ------------------------------------------------
@@ -173,6 +181,8 @@ class FrameConverter:
         tx, brk = self._trace(code, f_locals, func, None)
         if brk is not None:
             if self.fullgraph:
+                if getattr(brk, "user_exception", False):
+                    return None  # the user's code raises: run it so Python raises it
                 raise Unsupported(brk.reason, brk.break_id, brk.user_stack)
             step = tx.break_step
             tx, again = self._trace(code, f_locals, func, step)
@@ -191,7 +201,8 @@ class FrameConverter:
                                          dict(tx.symbolic_locals), [], tx.return_value)
         trace_seconds = time.perf_counter() - start
         output = tx.output
-        if output.grad_enabled != output.initial_grad_enabled:
+        if output.grad_enabled != output.initial_grad_enabled or brk is not None:
+            # at a break, rebuilding entered grad-mode contexts sets the mode: set it last
             state.grad_mode = output.grad_enabled
         outputs = transform.collect_graph_outputs(state)
         compiled = None
@@ -258,6 +269,33 @@ def _code_frame(code) -> UserFrame:
                      linecache.getline(code.co_filename, code.co_firstlineno).strip())
 
 
+_SCALAR_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
+_NOT_CAPTURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # code -> entries made below
+_MAX_NOT_CAPTURED = 8
+
+
+def _nothing_to_capture(code, f_locals):
+    """The answer for a frame with nothing to capture (``_has_tensor_or_module`` is False: no
+    tensor or module in the arguments, no global, attribute or closure read).  When every
+    argument is a plain scalar: an entry (type guards, None), so later calls with the same
+    argument types run the original code without calling back (the hook costs one small guard
+    program instead of a Python callback).  Otherwise None: ask again next time."""
+    names = bytecode_compat.arg_names(code)
+    if not all(n in f_locals and type(f_locals[n]) in _SCALAR_TYPES for n in names):
+        return None
+    count = _NOT_CAPTURED.get(code, 0)
+    if count >= _MAX_NOT_CAPTURED:
+        return None
+    _NOT_CAPTURED[code] = count + 1
+    from .guards import Guard, GuardSet
+    from .source import LocalSource
+
+    guards = GuardSet()
+    for n in names:
+        guards.add(Guard("TYPE", LocalSource(n), type(f_locals[n])))
+    return (guards.compile(tuple(names)).fn, None)
+
+
 def _has_tensor_or_module(f_locals: dict, func) -> bool:
     """Is there anything to capture?  Tensors or modules in the arguments (one level deep),
     or a function that reads globals/closures (which may hold them)."""
@@ -271,7 +309,7 @@ def _has_tensor_or_module(f_locals: dict, func) -> bool:
         if depth < 1 and hasattr(v, "__dict__") and not isinstance(v, type):
             try:
                 return any(interesting(x, depth + 1) for x in list(vars(v).values())[:32])
-            except TypeError:
+            except Exception:  # noqa: BLE001 - arbitrary user objects (custom __getattribute__, ...)
                 return False
         return False
 

@@ -31,6 +31,7 @@ Tested by tests/test_pytest_plugin.py (with pytester).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -51,7 +52,8 @@ _MAX_ROWS = 25  # summary rows shown without -v
 class CompileRecord:
     """Everything dynamo_lite reported during one test, in order (a live view: it grows as events arrive).
 
-    ``events`` holds the raw events; the properties filter them by kind.
+    ``events`` holds the raw events; the properties filter them by kind.  GraphEvents are kept
+    without their GraphModule (``graph`` is None) so recording never keeps user models alive.
     """
 
     __slots__ = ("nodeid", "events", "outcome")
@@ -157,6 +159,10 @@ class _RunState:
         self.baseline: dict = {}
 
     def __call__(self, event) -> None:
+        if isinstance(event, events.GraphEvent) and event.graph is not None:
+            # Keep the facts, not the GraphModule: it holds the user's modules and parameters,
+            # which must be freed when the test (or dynamo_lite.reset()) lets go of them.
+            event = dataclasses.replace(event, graph=None)
         if self.current is None:
             self.outside.events.append(event)
         else:

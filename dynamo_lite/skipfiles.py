@@ -59,7 +59,7 @@ def _file_reason(filename: str, inline: bool) -> Optional[str]:
         return "dynamo_lite's own code"
     if path.startswith(_TORCH_DIR):
         if path.startswith(_TORCH_INLINE_DIRS) and not path.endswith(_MODULE_PY):
-            return None  # forward() of torch.nn's modules: traced like user code
+            return None  # torch.nn's modules: traced like user code (frames: forward only)
         return "torch's own Python code"
     for marker in ("site-packages", "dist-packages"):
         idx = path.find(os.sep + marker + os.sep)
@@ -78,4 +78,9 @@ def _file_reason(filename: str, inline: bool) -> Optional[str]:
 
 def skip_reason(filename: str, name: str = "", inline: bool = False) -> Optional[str]:
     """Why code from ``filename`` is not traced (None when it is)."""
-    return _file_reason(filename, inline)
+    reason = _file_reason(filename, inline)
+    if reason is None and not inline and name != "forward" and filename.startswith(_TORCH_DIR):
+        # a torch.nn module's forward is a frame worth capturing (compile(nn.Sequential(...)));
+        # its __init__, helpers and properties run eagerly when entered as frames
+        return "torch.nn module code other than forward()"
+    return reason

@@ -12,6 +12,7 @@ Tested by tests/test_guards.py.
 from __future__ import annotations
 
 import dataclasses
+import keyword
 from typing import Any
 
 
@@ -33,12 +34,23 @@ class Source:
         return self.name()
 
 
+def guard_local_name(name: str) -> str:
+    """The identifier standing for local ``name`` in guard code.
+
+    Frame arguments can have names that are not identifiers (pytest's
+    assertion rewriting makes ``@py_assert1``; comprehensions take ``.0``).
+    """
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return name
+    return "___l_" + "".join(c if c.isalnum() or c == "_" else f"_{ord(c):x}_" for c in name)
+
+
 @dataclasses.dataclass(frozen=True)
 class LocalSource(Source):
     local_name: str  # name of an argument of the frame
 
     def name(self):
-        return self.local_name
+        return guard_local_name(self.local_name)
 
     def reconstruct(self, cg):
         cg.load_local(self.local_name)

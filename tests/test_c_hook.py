@@ -914,3 +914,58 @@ def test_coexists_with_torch_compile(hook):
     finally:
         _C.set_callback(prev)
     assert hook.count(user) == 2
+
+
+# --------------------------------------------------------------------------
+# the ALWAYS fallback entry
+# --------------------------------------------------------------------------
+
+def test_always_sentinel_surface():
+    assert repr(_C.ALWAYS) == "<dynamo_lite._C.ALWAYS>"
+    assert _C.ALWAYS() is True and _C.ALWAYS(1, x=2) is True
+    assert copy.copy(_C.ALWAYS) is _C.ALWAYS
+    assert pickle.loads(pickle.dumps(_C.ALWAYS)) is _C.ALWAYS
+
+
+def test_always_entry_stays_last_and_stops_callbacks(hook):
+    def f(x):
+        return "original"
+
+    new_int = return_const(f, "int")
+
+    def is_int(x, g, fn):
+        return type(x) is int
+
+    def handler(code, f_locals, func):
+        if type(f_locals["x"]) is int:
+            return (is_int, new_int)
+        return (_C.ALWAYS, None)  # everything else: run the original, never ask again
+
+    hook.on(f, handler)
+    assert hook.run(f, 1) == "int"
+    assert hook.run(f, "a") == "original"
+    assert hook.count(f) == 2
+    assert [e[0] for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
+    assert hook.run(f, 2.5) == "original"  # hits ALWAYS: no callback
+    assert hook.run(f, 3) == "int"  # the int entry is still found first
+    assert hook.count(f) == 2
+    assert [e[0] for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
+
+
+def test_always_entry_added_once_and_new_entries_go_before_it(hook):
+    def f(x):
+        return "original"
+
+    new = return_const(f, "new")
+    cache = []
+    _C.set_cache(f.__code__, cache)
+    hook.on(f, lambda *a: (_C.ALWAYS, None))
+    _C.set_cache(f.__code__, cache)
+    assert hook.run(f, 1) == "original"
+    assert len(cache) == 1
+    cache.insert(0, (never, new))
+    hook.handlers[f.__code__] = lambda *a: (always, new)
+    # a miss cannot happen any more (ALWAYS matches): the callback is not called
+    assert hook.run(f, 2) == "original"
+    assert hook.count(f) == 1
+    assert cache[-1][0] is _C.ALWAYS

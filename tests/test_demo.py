@@ -30,6 +30,10 @@ def test_demo_nanogpt_prints_graph_guards_and_timings(capsys):
     out = _run(capsys, "--model", "nanogpt")
     _check_common(out)
     assert "nanoGPT-style" in out
+    # the model's own forward is the captured frame (not its submodules one by one)
+    head = next(line for line in out.splitlines() if line.startswith("== Captured graph 0"))
+    assert "of forward (" in head and "demo.py" in head, head
+    assert int(head.split(": ")[-1].split()[0]) >= 30, head
     assert "class GraphModule" in out and "def forward" in out  # readable FX code
     assert "torch.nn.functional.linear" in out or "linear" in out
 

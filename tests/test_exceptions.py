@@ -403,11 +403,12 @@ def test_exception_in_no_grad_block_restores_grad_mode():
     assert torch.is_grad_enabled()
 
 
-def test_fullgraph_reports_raise_as_unsupported():
+def test_fullgraph_lets_the_users_exception_through():
+    # a raise is the user's code raising, not a capture failure: not Unsupported
     def f(x):
         raise ValueError("x")
 
-    with pytest.raises(dynamo_lite.Unsupported):
+    with pytest.raises(ValueError, match="x"):
         dynamo_lite.compile(f, backend="eager", fullgraph=True)(x3)
 
 

@@ -23,7 +23,8 @@ def check(fn, *args, breaks=0, **kwargs):
     with events.collecting(recorded.append):
         out = assert_same_as_eager(fn, *args, **kwargs)
     info = build_explain_output(recorded)
-    assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
+    if breaks is not None:  # None: not counted (Python-side details may add breaks)
+        assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
     if breaks == 0:
         assert info.graph_count >= 1, "nothing was captured: the test does not exercise the compiler"
     return out

@@ -211,6 +211,66 @@ def test_functional_calls_with_module_parameters():
     assert_same_grads(M(), x8)
 
 
+def test_python_lookup_order_property_class_attribute_and_custom_getattr():
+    class M(nn.Module):
+        scale = 3.0  # class attribute
+
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.__dict__["doubled"] = "shadowed by the property"
+
+        @property
+        def doubled(self):  # a data descriptor wins over the instance __dict__
+            return self.scale * 2
+
+        def __getattr__(self, name):
+            if name == "alias":
+                return self.lin
+            return super().__getattr__(name)
+
+        def forward(self, x):
+            return self.alias(x) * self.doubled
+
+    info, _ = run_module(M(), x8)
+    assert_graphs(info, 1)
+
+
+def test_custom_call_and_compiled_submodule():
+    class Doubler(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def __call__(self, x):  # bypasses forward
+            return self.lin(x) * 2
+
+        def forward(self, x):
+            return x
+
+    inner = dynamo_lite.compile(nn.Linear(8, 8), backend="eager")
+
+    def f(m, x):
+        return m(x) + inner(x)
+
+    info = _explain(f, Doubler(), x8)
+    assert_graphs(info, 1)
+    assert_same_as_eager(f, Doubler(), x8)
+
+
+def test_parameters_with_arguments_is_correct():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+            self.w = nn.Parameter(torch.ones(8))
+
+        def forward(self, x):
+            return x * sum(p.sum() for p in self.parameters(recurse=False))
+
+    run_module(M(), x8)
+
+
 # ---- hooks -----------------------------------------------------------------------------------
 def _hooked_model(log):
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -297,6 +357,38 @@ def test_global_hook_breaks_and_fires():
         handle.remove()
     torch.testing.assert_close(got, expected)
     assert log == eager_log
+
+
+def test_global_hook_registered_after_compiling_fires():
+    log = []
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=counter)
+    compiled(x8)
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda m, a, o: log.append(type(m).__name__) if isinstance(m, nn.Linear) else None)
+    try:
+        compiled(x8)
+    finally:
+        handle.remove()
+    assert log == ["Linear"]
+    compiled(x8)
+    assert log == ["Linear"]
+
+
+def test_backward_hook_on_a_submodule_fires_with_eager_grads():
+    def make(log):
+        model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
+        model[0].register_full_backward_hook(lambda m, gi, go: log.append(tuple(g.shape for g in go)))
+        return model
+
+    eager_log, comp_log = [], []
+    eager, comp_mod = make(eager_log), make(comp_log)
+    comp_mod.load_state_dict(eager.state_dict())
+    eager(x8).sum().backward()
+    dynamo_lite.compile(comp_mod, backend="eager")(x8).sum().backward()
+    assert comp_log == eager_log == [((4, 8),)]
+    assert_same(grads_of(eager), grads_of(comp_mod), "grads")
 
 
 # ---- containers -----------------------------------------------------------------------------

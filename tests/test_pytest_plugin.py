@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import dynamo_lite
+import dynamo_lite.backends
 from dynamo_lite.report import events
 
 pytest_plugins = ["pytester"]
@@ -182,7 +183,10 @@ def test_x():
 def test_count():
     assert COUNTER.frame_count >= 1
 ''')
-    result = run(pytester, "--dl", "--dl-backend=inner_counter")
+    try:
+        result = run(pytester, "--dl", "--dl-backend=inner_counter")
+    finally:
+        dynamo_lite.backends._BACKENDS.pop("inner_counter", None)  # the registry outlives the inner run
     result.assert_outcomes(passed=2)
 
 

@@ -6,7 +6,6 @@ Globals are reset before each run and compared after it (eager vs compiled).
 """
 import copy
 
-import pytest
 import torch
 
 import dynamo_lite
@@ -21,7 +20,8 @@ def check(fn, *args, breaks=0, **kwargs):
     with events.collecting(recorded.append):
         out = assert_same_as_eager(fn, *args, **kwargs)
     info = build_explain_output(recorded)
-    assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
+    if breaks is not None:  # None: not counted (Python-side details may add breaks)
+        assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
     if breaks == 0:
         assert info.graph_count >= 1, "nothing was captured: the test does not exercise the compiler"
     return out
@@ -57,11 +57,8 @@ def check_globals(fn, *args, names, breaks=0, initial=None):
 
 x3 = torch.randn(3)
 
-# Known codegen bug (codegen/transform.py emit_body, graph/side_effects.py codegen):
-# generated code reloads values from their sources *after* replaying side effects
-# (and after storing earlier locals), so a value read from obj.attr / d[k] / a
-# swapped local before it was overwritten comes back as the new value.
-_STALE_SOURCE = "values are reloaded from sources after the side-effect replay (wrong result)"
+# Values read before being overwritten (obj.attr, d[k], swapped locals) must come
+# back as they were read: generated code loads them before replaying side effects.
 
 COUNTER = 0
 SCALE = 2.0
@@ -187,7 +184,6 @@ def test_input_object_attributes_set_and_new():
     check(f, Holder(), x3)
 
 
-@pytest.mark.xfail(strict=True, reason=_STALE_SOURCE)
 def test_input_object_attribute_replaced_list_identity():
     def f(h, x):
         old = h.items
@@ -311,7 +307,6 @@ def test_same_new_list_stored_in_two_inputs_keeps_identity():
     assert out.args[0][0] is out.args[1]["s"]
 
 
-@pytest.mark.xfail(strict=True, reason=_STALE_SOURCE)
 def test_mutation_through_alias_of_input_tensor_in_dict():
     def f(d, x):
         d["a"] = d["a"] + 1
@@ -353,7 +348,6 @@ def test_nonlocal_in_inlined_closure_created_in_frame():
 
 
 # ---- swapping locals across a break ----------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason=_STALE_SOURCE)
 def test_swapped_locals_survive_graph_break():
     def f(x, y):
         x, y = y, x
@@ -363,7 +357,6 @@ def test_swapped_locals_survive_graph_break():
     check(f, torch.ones(1), torch.zeros(1), breaks=1)
 
 
-@pytest.mark.xfail(strict=True, reason=_STALE_SOURCE)
 def test_value_read_before_attribute_overwritten():
     def f(h, x):
         old = h.items

@@ -602,11 +602,12 @@ class Gen:
         e = self.fresh("e")
         inner = env.child()
         sub = Ctx(True, "for", ctx.func, ctx.depth + 1)
+        # iterate over a copy: the body may append to the very list (an endless loop in eager too)
         if self.coin(4):
-            it = self.e_LI(env, 1)
+            it = f"{self.pick(['list', 'tuple'])}({self.e_LI(env, 1)})"
             inner.vars[e] = ("I", True)
         else:
-            it = self.e_LT(env, 1)
+            it = f"{self.pick(['list', 'tuple'])}({self.e_LT(env, 1)})"
             inner.vars[e] = ("T", True)
         if self.coin(2):
             k = self.fresh("k")

@@ -60,6 +60,9 @@ class PyCodegen:
         self._temp_prefix = temp_prefix
         self._temp_count = 0
         self.lineno = code.co_firstlineno
+        # collecting pass: trackers rebuilt by loading their source, in first-use order
+        # (see preload_sources); id -> tracker
+        self.source_loads: dict[int, VariableTracker] = {}
 
     # ---- raw emission -------------------------------------------------------
     def emit(self, opname: str, arg: Any = None) -> None:
@@ -169,12 +172,30 @@ class PyCodegen:
             self.tempvars[id(var)] = name
             self._keepalive.append(var)
             return
+        if self.collecting and var.source is not None and _loads_source(var):
+            self.source_loads.setdefault(id(var), var)
         try:
             var.reconstruct(self)
         except CodegenFailed:
             raise
         except Exception as e:  # GraphBreak from a tracker that cannot rebuild itself
             raise CodegenFailed(f"cannot rebuild {var.describe()}: {e}") from e
+
+    def preload_sources(self, trackers) -> None:
+        """Load each tracker's source now into a temporary that later rebuilds use.
+
+        Replayed side effects and restored locals may overwrite a source
+        (``o.a = o.b``, ``x, y = y, x``) before a value read from it is rebuilt;
+        right after the graph call every source still holds what the trace read.
+        """
+        for var in trackers:
+            if id(var) in self.tempvars:
+                continue
+            var.source.reconstruct(self)
+            name = self.new_temp()
+            self.store_fast(name)
+            self.tempvars[id(var)] = name
+            self._keepalive.append(var)
 
     def reconstruct_tensor(self, var) -> None:
         node = var.node
@@ -266,6 +287,18 @@ class PyCodegen:
             flags |= 0x08
         self.load_const(fn_var.code)
         self.emit("MAKE_FUNCTION", flags)
+
+
+def _loads_source(var) -> bool:
+    """Whether rebuilding ``var`` (which has a source) loads the value from its source."""
+    from ..variables.constant import ConstantVariable
+    from ..variables.tensor import TensorVariable
+
+    if isinstance(var, ConstantVariable):
+        return False  # a constant is rebuilt by LOAD_CONST
+    if isinstance(var, TensorVariable):
+        return var.node.op == "placeholder"
+    return True
 
 
 def original_instructions(code: types.CodeType) -> list:

@@ -29,7 +29,7 @@ from typing import Callable, Optional
 from bytecode import Bytecode, Instr, Label
 
 from .. import bytecode_compat
-from ..source import LocalSource
+from ..source import AttrSource, ItemSource, LocalSource, Source
 from ..variables.base import VariableTracker
 from .codegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
 from . import loops, resume as resume_mod
@@ -49,11 +49,16 @@ class FrameState:
     return_value: Optional[VariableTracker]  # set for a full capture
     break_index: Optional[int] = None  # index into bytecode_compat.instructions(code)
     grad_mode: Optional[bool] = None  # grad mode the code must leave set (None: unchanged)
+    # trackers whose sources are loaded right after the graph call, before anything is
+    # stored (set by collect_graph_outputs; see PyCodegen.preload_sources)
+    preload: list = dataclasses.field(default_factory=list)
 
 
 def emit_body(cg: PyCodegen, state: FrameState) -> None:
     """Everything after the graph call (shared by both passes)."""
     cg.side_effects = state.side_effects
+    if state.preload:
+        cg.preload_sources(state.preload)
     state.side_effects.codegen(cg)
     for name, cell in state.root_cells.items():
         if cell.contents is not None:
@@ -89,7 +94,23 @@ def collect_graph_outputs(state: FrameState) -> list:
     """First pass: which graph nodes the generated code needs."""
     cg = PyCodegen(state.code, collecting=True)
     emit_body(cg, state)
+    state.preload = _sources_to_preload(cg, state)
     return cg.graph_outputs
+
+
+def _sources_to_preload(cg: PyCodegen, state: FrameState) -> list:
+    """Sourced values the body rebuilds after a store that may overwrite their source."""
+    if not cg.source_loads:
+        return []
+    if not state.side_effects.is_empty() or any(c.contents is not None for c in state.root_cells.values()):
+        return list(cg.source_loads.values())
+    if state.return_value is not None:
+        return []
+    # only locals are stored: values read from a local that gets reassigned
+    stored = {name for name, var in state.symbolic_locals.items()
+              if not (var.source == LocalSource(name) and not getattr(var, "mutable_local", False))}
+    return [v for v in cg.source_loads.values()
+            if isinstance(v.source.base(), LocalSource) and v.source.base().local_name in stored]
 
 
 def _original_prologue(code: types.CodeType) -> list:
@@ -107,10 +128,63 @@ def _original_prologue(code: types.CodeType) -> list:
 
 def _graph_call(cg: PyCodegen, compiled, graph_inputs) -> None:
     cg.load_callable(compiled)
+    shared = _shared_prefixes([gi.source for gi in graph_inputs])
+    temps: dict = {}
     for gi in graph_inputs:
-        gi.source.reconstruct(cg)
+        _load_graph_input(cg, gi.source, shared, temps)
     cg.call(len(graph_inputs))
     cg.store_fast(GRAPH_OUT)
+
+
+# Graph inputs of a module share long source prefixes (``self._modules['layers']
+# ._modules['3']._parameters['weight']`` and ``[...]['bias']``); each shared
+# attribute/item prefix is loaded once into a temporary local (performance only:
+# the values are the same plain attribute and item reads).
+_STEP_SOURCES = (AttrSource, ItemSource)  # reconstruct() = parent, then one step
+
+
+class _OnStack(Source):
+    """A parent whose value is already on the stack."""
+
+    def name(self):
+        return "<on stack>"
+
+    def reconstruct(self, cg):
+        pass
+
+
+_ON_STACK = _OnStack()
+
+
+def _shared_prefixes(sources) -> set:
+    """Step sources that are read more than once: inputs or parents of >= 2 distinct steps."""
+    uses: dict = {src: 1 for src in sources}
+    children: dict = {}
+    for src in sources:
+        while type(src) in _STEP_SOURCES:
+            children.setdefault(src.parent, set()).add(src)
+            src = src.parent
+    for parent, kids in children.items():
+        uses[parent] = uses.get(parent, 0) + len(kids)
+    return {s for s, n in uses.items() if n > 1 and type(s) in _STEP_SOURCES}
+
+
+def _load_graph_input(cg: PyCodegen, source, shared: set, temps: dict) -> None:
+    if source in temps:
+        cg.emit("LOAD_FAST", temps[source])
+        return
+    ancestor = source.parent if type(source) in _STEP_SOURCES else None
+    while ancestor is not None and ancestor not in shared:
+        ancestor = ancestor.parent if type(ancestor) in _STEP_SOURCES else None
+    if ancestor is not None:
+        _load_graph_input(cg, source.parent, shared, temps)
+        dataclasses.replace(source, parent=_ON_STACK).reconstruct(cg)
+    else:
+        source.reconstruct(cg)
+    if source in shared:
+        temps[source] = cg.new_temp()
+        cg.emit("COPY", 1)
+        cg.emit("STORE_FAST", temps[source])
 
 
 def _finish(code: types.CodeType, instrs: list, n_generated: int) -> types.CodeType:

@@ -172,10 +172,34 @@ class OutputGraph:
         return gm, CheckedCompiledGraph(compiled, gm, backend_name, where), time.perf_counter() - start
 
     def release_examples(self) -> None:
+        """After the backend compiled the graph: drop the real example inputs, and turn the
+        FakeTensors in node metadata into ``ExampleSummary`` records, so the trace's
+        FakeTensorMode and all its fake tensors are freed (the graph itself lives on)."""
         for gi in self.graph_inputs:
             gi.example = None
         self.real_values.clear()
         self.object_cache.clear()
+        for node in self.graph.nodes:
+            if "example_value" in node.meta:
+                node.meta["example_value"] = _summarize_example(node.meta["example_value"])
+
+
+@dataclasses.dataclass(frozen=True)
+class ExampleSummary:
+    """What ``node.meta["example_value"]`` keeps of a FakeTensor once the graph is compiled."""
+
+    shape: tuple
+    dtype: torch.dtype
+    device: torch.device
+    requires_grad: bool
+
+
+def _summarize_example(value):
+    if isinstance(value, torch.Tensor):
+        return ExampleSummary(tuple(value.shape), value.dtype, value.device, value.requires_grad)
+    if type(value) in (tuple, list):
+        return type(value)(_summarize_example(v) for v in value)
+    return value
 
 
 class CheckedCompiledGraph:

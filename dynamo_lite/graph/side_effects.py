@@ -110,9 +110,11 @@ class SideEffects:
         for kind, key in self.order:
             if kind == "container":
                 var = self.mutated[key]
+                # the targets are rebuilt through cg.reconstruct, which uses the value
+                # preloaded before the replay when an earlier effect may overwrite the source
                 if isinstance(var, ListVariable):
                     cg.reconstruct_contents(var)
-                    var.source.reconstruct(cg)
+                    cg.reconstruct(var)
                     cg.load_const(None)
                     cg.load_const(None)
                     cg.emit("BUILD_SLICE", 2)
@@ -121,11 +123,11 @@ class SideEffects:
                     cg.reconstruct_contents(var)
                     tmp = cg.new_temp()
                     cg.store_fast(tmp)
-                    var.source.reconstruct(cg)
+                    cg.reconstruct(var)
                     cg.load_method("clear")
                     cg.call_method(0)
                     cg.emit("POP_TOP")
-                    var.source.reconstruct(cg)
+                    cg.reconstruct(var)
                     cg.load_method("update")
                     cg.load_fast(tmp)
                     cg.call_method(1)
@@ -136,7 +138,7 @@ class SideEffects:
                 obj = self.attr_objects[key]
                 for name, value in self.attr_values[key].items():
                     cg.reconstruct(value)
-                    obj.source.reconstruct(cg)
+                    cg.reconstruct(obj)
                     cg.emit("STORE_ATTR", name)
             elif kind == "global":
                 cg.reconstruct(self.global_stores[key])

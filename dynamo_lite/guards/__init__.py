@@ -1,12 +1,17 @@
 """Guards: the facts a compiled graph relies on, compiled into one check.
 
 The translator records ``Guard`` objects as it relies on properties of values
-(see variables/builder.py).  ``GuardSet.compile`` turns them into a single
-Python function ``check(*frame_args, ___G, ___F) -> bool`` (the calling
-convention of csrc/eval_frame.c), plus a slow ``explain_failure`` used only
-on a cache miss to tell the user in words which fact changed.
+(see variables/builder.py).  ``GuardSet.compile`` states each guard as Python
+expressions over the frame's arguments, ``___G`` (globals) and ``___F`` (the
+function) -- the specification -- and compiles them into the check the hook
+runs, ``check(*frame_args, ___G, ___F) -> bool`` (the calling convention of
+csrc/eval_frame.c): a ``_C.GuardProgram`` in C (guards/program.py; tensor
+metadata read from the TensorImpl by guards/tensor_api.py when available),
+with the same expressions as a Python function (``py_fn``) for tests and for
+``USE_PROGRAM = False``.  ``explain_failure`` (Python, only on a cache miss)
+tells the user in words which fact changed.
 
-Kinds (cheapest first in the compiled check):
+Kinds (cheapest first in the Python check; program.py orders the C program):
     TYPE        type(value) is T
     ID          value is <object>                       (modules, functions, classes)
     CONST       type(value) is T and value == v         (None/bool/int/float/str/...)
@@ -15,7 +20,7 @@ Kinds (cheapest first in the compiled check):
     NOT_IN      name not in ___G                        (builtins not shadowed)
     TENSOR      type, dtype, device, shape, strides, requires_grad
     EXPR        any boolean expression over the sources (rare kinds)
-Tested by tests/test_guards.py and tests/test_recompiles.py.
+Tested by tests/test_guards.py, tests/test_recompiles.py and tests/test_guards_fast.py.
 """
 from __future__ import annotations
 
@@ -114,6 +119,9 @@ class GuardSet:
 
     # ---- compilation -----------------------------------------------------
     def compile(self, arg_names: tuple[str, ...]) -> "CompiledGuard":
+        from ..source import guard_local_name
+
+        arg_names = tuple(guard_local_name(n) for n in arg_names)
         namespace: dict[str, Any] = {"___builtins": builtins, "___torch": torch, "___sys": sys}
         counter = itertools.count()
         parts: list[str] = []
@@ -134,15 +142,14 @@ class GuardSet:
         body = " and ".join(f"({p})" for p in parts) or "True"
         params = ", ".join([*arg_names, "___G", "___F"])
         src = f"def ___check({params}):\n    return {body}\n"
-        exec(compile(src, "<dynamo_lite guards>", "exec"), namespace)  # noqa: S102
-        py_fn = namespace["___check"]
         if not USE_PROGRAM:
-            return CompiledGuard(py_fn, src, exprs, namespace, arg_names, py_fn=py_fn)
+            guard = CompiledGuard(None, src, exprs, namespace, arg_names)
+            guard.fn = guard.py_fn
+            return guard
         exprs_of = lambda g: texts_of[id(g)]  # noqa: E731
         ordered = order_guards(guards, exprs_of)
         program, residual_src = build_program(ordered, exprs_of, tuple(arg_names), namespace)
-        return CompiledGuard(program, src, exprs, namespace, arg_names, py_fn=py_fn,
-                             residual_source=residual_src)
+        return CompiledGuard(program, src, exprs, namespace, arg_names, residual_source=residual_src)
 
     def render(self) -> list[str]:
         """Readable lines, one per guard (for explain() and the guards log)."""
@@ -227,22 +234,31 @@ class CompiledGuard:
     fn: the check, called by C as fn(*frame_args, frame_globals, func): a
         ``_C.GuardProgram`` (guards/program.py), or ``py_fn`` when
         ``USE_PROGRAM`` is off.
-    py_fn: the same check as a Python function (the specification; tests
-        compare the two).
+    py_fn: the same check as a Python function (the specification; built on
+        first use; tests compare the two).
     source_code: py_fn's source (for the guards log).
     residual_source: source of the Python part of ``fn`` (expressions the C
         program does not translate), or None.
     exprs: (expression, guard) pairs in GuardSet order.
     """
 
-    def __init__(self, fn, source_code, exprs, namespace, arg_names, py_fn=None, residual_source=None):
+    def __init__(self, fn, source_code, exprs, namespace, arg_names, residual_source=None):
         self.fn = fn
         self.source_code = source_code
         self.exprs = exprs
-        self.py_fn = py_fn if py_fn is not None else fn
         self.residual_source = residual_source
         self._namespace = namespace
         self._arg_names = arg_names
+        self._py_fn = None
+
+    @property
+    def py_fn(self):
+        """``source_code`` compiled (on first use: the hook runs ``fn``)."""
+        if self._py_fn is None:
+            scope = dict(self._namespace)
+            exec(compile(self.source_code, "<dynamo_lite guards>", "exec"), scope)  # noqa: S102
+            self._py_fn = scope["___check"]
+        return self._py_fn
 
     def explain_failure(self, args: tuple, f_globals: dict, func) -> Optional[str]:
         """The first failing fact, in words; None when the guard passes."""

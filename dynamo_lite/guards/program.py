@@ -6,7 +6,9 @@ failure explanations and the guards log use them).  ``build_program``
 translates the same expressions into the register program of csrc/guards.c:
 
     guards, in evaluation order (order_guards)
-      -> for each guard: TENSOR -> one CHECK_TENSOR op on its source
+      -> for each guard: a kind about one source (TYPE, ID, CONST, LENGTH, DICT_KEYS,
+                         TENSOR) -> its checks on that source's register, by kind
+                         (TENSOR is one CHECK_TENSOR op)
                          other kinds -> each expression parsed with ``ast``
       -> value expressions (sources) -> LOAD_* ops, each distinct expression
          loaded once (``s._modules['fc1']`` is read once for all its params)
@@ -30,11 +32,13 @@ import builtins
 from typing import Any, Callable, Optional
 
 from .. import _C
-from ..source import LocalSource
+from ..source import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, TypeSource
 from . import tensor_api
 
 # Kinds that establish what an object is (run before reading through it).
 _ESTABLISHING = ("TYPE", "ID", "CONST", "TENSOR")
+# Kinds whose expressions read only their source (translated without parsing).
+_SOURCE_KINDS = ("TYPE", "ID", "CONST", "LENGTH", "DICT_KEYS", "TENSOR")
 
 
 class Untranslatable(Exception):
@@ -42,22 +46,44 @@ class Untranslatable(Exception):
 
 
 # ---- ordering --------------------------------------------------------------------
-def _chain_keys(node: ast.AST) -> list[str]:
-    """ast.dump of every load-chain prefix read by ``node`` (for the ancestor rule)."""
+# Expressions are keyed by their text: every guard expression embeds its sources as
+# ``source.name()``, so the same source is the same substring everywhere.
+_PARSED: dict[str, ast.AST] = {}
+
+
+def _parse(text: str) -> ast.AST:
+    tree = _PARSED.get(text)
+    if tree is None:
+        tree = ast.parse(text, mode="eval").body
+        if len(_PARSED) > 20000:
+            _PARSED.clear()
+        _PARSED[text] = tree
+    return tree
+
+
+def _segment(text: str, node: ast.AST) -> str:
+    """The source text of ``node`` (a sub-expression of the one-line ``text``)."""
+    if getattr(node, "lineno", 1) == getattr(node, "end_lineno", 1) == 1:
+        return text[node.col_offset:node.end_col_offset]
+    return ast.dump(node)
+
+
+def _chain_keys(text: str) -> list[str]:
+    """Text of every load-chain prefix read by the expression ``text`` (for the ancestor rule)."""
     keys: list[str] = []
-    for sub in ast.walk(node):
+    for sub in ast.walk(_parse(text)):
         if isinstance(sub, (ast.Attribute, ast.Subscript, ast.Name)):
-            keys.append(ast.dump(sub))
+            keys.append(_segment(text, sub))
     return keys
 
 
-def _source_key(source) -> Optional[str]:
-    if source is None:
-        return None
-    try:
-        return ast.dump(ast.parse(source.name(), mode="eval").body)
-    except SyntaxError:
-        return None
+def _source_keys(source) -> list[str]:
+    """Names of ``source`` and of every source it is read through."""
+    keys = []
+    while source is not None:
+        keys.append(source.name())
+        source = getattr(source, "parent", None)
+    return keys
 
 
 def _priority(guard) -> int:
@@ -77,19 +103,21 @@ def order_guards(guards: list, exprs_of: Callable[[Any], list[str]]) -> list:
     ranked = sorted(range(len(guards)), key=lambda i: (_priority(guards[i]), i))
     establishing: dict[str, list[int]] = {}
     for i, g in enumerate(guards):
-        key = _source_key(g.source)
-        if key is not None and g.kind in _ESTABLISHING:
-            establishing.setdefault(key, []).append(i)
+        if g.source is not None and g.kind in _ESTABLISHING:
+            establishing.setdefault(g.source.name(), []).append(i)
     reads: dict[int, list[str]] = {}
     for i, g in enumerate(guards):
-        keys: list[str] = []
-        for text in exprs_of(g):
-            try:
-                keys.extend(_chain_keys(ast.parse(text, mode="eval").body))
-            except SyntaxError:
-                pass
-        own = _source_key(g.source)
-        reads[i] = [k for k in dict.fromkeys(keys) if k != own]
+        if g.kind in _SOURCE_KINDS and g.source is not None:
+            keys = _source_keys(g.source)  # its expressions only read the source itself
+        else:
+            keys = _source_keys(g.source) if g.source is not None else []
+            for text in exprs_of(g):
+                try:
+                    keys.extend(_chain_keys(text))
+                except SyntaxError:
+                    pass
+        own = g.source.name() if g.source is not None else None
+        reads[i] = [k for k in dict.fromkeys(keys) if k != own and k in establishing]
     out: list[int] = []
     done: set[int] = set()
     active: set[int] = set()
@@ -99,7 +127,7 @@ def order_guards(guards: list, exprs_of: Callable[[Any], list[str]]) -> list:
             return
         active.add(i)
         for key in reads[i]:
-            for j in establishing.get(key, ()):
+            for j in establishing[key]:
                 emit(j)
         active.discard(i)
         done.add(i)
@@ -123,6 +151,7 @@ class _Builder:
         self.namespace = namespace
         self.ops: list[tuple] = []
         self.residual: list[str] = []
+        self._text = ""  # the expression being translated (node keys are its substrings)
 
     def _new_reg(self) -> int:
         self.nregs += 1
@@ -149,7 +178,7 @@ class _Builder:
 
     def value(self, node: ast.AST) -> int:
         """Register holding the value of a source expression."""
-        key = ast.dump(node)
+        key = "=" + _segment(self._text, node)  # "=": never an argument name
         reg = self.regs.get(key)
         if reg is not None:
             return reg
@@ -237,23 +266,75 @@ class _Builder:
         """Translate one guard expression, or send it (whole) to the residual."""
         mark_ops, mark_regs, mark_n = len(self.ops), dict(self.regs), self.nregs
         try:
-            self.check(ast.parse(text, mode="eval").body)
+            self._text = text
+            self.check(_parse(text))
         except (Untranslatable, SyntaxError):
             del self.ops[mark_ops:]
             self.regs, self.nregs = mark_regs, mark_n
             self.residual.append(text)
 
-    def add_tensor(self, source_name: str, spec, fallback_exprs: list[str]) -> None:
-        try:
-            reg = self.value(ast.parse(source_name, mode="eval").body)
-        except (Untranslatable, SyntaxError):
-            for text in fallback_exprs:
+    def source_value(self, source) -> int:
+        """Register holding the value at ``source`` (what ``source.name()`` evaluates to)."""
+        key = "=" + source.name()
+        reg = self.regs.get(key)
+        if reg is not None:
+            return reg
+        kind = type(source)
+        if kind is LocalSource and source.name() in self.regs:
+            return self.regs[source.name()]
+        if kind is GlobalSource:
+            return self._load(key, "LOAD_ITEM", self.regs["___G"], 0, source.global_name)
+        if kind is AttrSource:
+            return self._load(key, "LOAD_ATTR", self.source_value(source.parent), 0, source.attr)
+        if kind is ItemSource and type(source.key) in (int, str):
+            return self._load(key, "LOAD_ITEM", self.source_value(source.parent), 0, source.key)
+        if kind is ClosureSource and source.index >= 0:
+            return self._load(key, "LOAD_CLOSURE", self.regs["___F"], source.index, None)
+        if kind is TypeSource:
+            return self._load(key, "LOAD_TYPE", self.source_value(source.parent), 0, None)
+        self._text = source.name()
+        return self.value(_parse(self._text))
+
+    def add_guard(self, guard, texts: list[str]) -> None:
+        """Ops for one guard: by kind for guards on one source (the same checks its expressions
+        state, see guards._guard_exprs), else by translating its expressions."""
+        kind, v = guard.kind, guard.value
+        if guard.source is None or kind not in _SOURCE_KINDS:
+            if kind == "NOT_IN" and type(v) is str:
+                self.ops.append(("CHECK_NOT_IN", self.regs["___G"], 0, 0, v))
+                return
+            for text in texts:
                 self.add_expr(text)
             return
-        codes = tensor_api.codes(spec.dtype, spec.device) if tensor_api.eligible(spec.type) else None
-        desc = (spec.type, spec.dtype, spec.device, tuple(spec.shape), tuple(spec.stride),
-                bool(spec.requires_grad), codes)
-        self.ops.append(("CHECK_TENSOR", reg, 0, 0, desc))
+        mark_ops, mark_regs, mark_n = len(self.ops), dict(self.regs), self.nregs
+        try:
+            reg = self.source_value(guard.source)
+        except (Untranslatable, SyntaxError):
+            del self.ops[mark_ops:]
+            self.regs, self.nregs = mark_regs, mark_n
+            for text in texts:
+                self.add_expr(text)
+            return
+        if kind == "TYPE":
+            self.ops.append(("CHECK_TYPE", reg, 0, 0, v))
+        elif kind == "ID":
+            self.ops.append(("CHECK_ID", reg, 0, 0, v))
+        elif kind == "CONST":
+            if v is None or v is True or v is False or v is Ellipsis:
+                self.ops.append(("CHECK_ID", reg, 0, 0, v))
+            else:
+                self.ops.append(("CHECK_TYPE", reg, 0, 0, type(v)))
+                self.ops.append(("CHECK_EQ", reg, 0, 0, v))
+        elif kind == "LENGTH":
+            self.ops.append(("CHECK_LEN", reg, 0, v, None))
+        elif kind == "DICT_KEYS":
+            self.ops.append(("CHECK_KEYS", reg, 0, 0, list(v)))
+        else:  # TENSOR
+            spec = v
+            codes = tensor_api.codes(spec.dtype, spec.device) if tensor_api.eligible(spec.type) else None
+            desc = (spec.type, spec.dtype, spec.device, tuple(spec.shape), tuple(spec.stride),
+                    bool(spec.requires_grad), codes)
+            self.ops.append(("CHECK_TENSOR", reg, 0, 0, desc))
 
 
 def _is_builtin_call(node: ast.AST, name: str, nargs: int, b: _Builder) -> bool:
@@ -271,12 +352,7 @@ def build_program(ordered: list, exprs_of: Callable, arg_names: tuple[str, ...],
     """
     b = _Builder(arg_names, namespace)
     for guard in ordered:
-        texts = exprs_of(guard)
-        if guard.kind == "TENSOR" and guard.source is not None:
-            b.add_tensor(guard.source.name(), guard.value, texts)
-        else:
-            for text in texts:
-                b.add_expr(text)
+        b.add_guard(guard, exprs_of(guard))
     residual = None
     residual_src = None
     if b.residual:

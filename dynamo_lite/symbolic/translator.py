@@ -27,12 +27,32 @@ from .. import bytecode_compat, config
 from ..exc import GraphBreak, SkipFrame, UserFrame
 from ..source import ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
 from ..variables.base import NullVariable, VariableTracker
+from ..variables.constant import ConstantVariable
 from ..variables.misc import CellVariable
 from .opcodes import HANDLERS
 
 
 class _StopTracing(Exception):
     """Raised inside the loop when the root reaches its stop step."""
+
+
+class SymbolicException(Exception):
+    """A user exception raised by traced code (``raise`` of a modelled exception).
+
+    It unwinds the symbolic frames like CPython unwinds real ones: each frame
+    looks for a handler in its exception table; a frame without one passes it
+    to its caller.  If it leaves the root frame, the graph breaks at the root
+    step that raised, so Python raises it for real.
+
+    Attributes:
+        exc: the tracker of the exception object (an ExceptionVariable).
+        root_step: the root frame's step during which it was raised.
+    """
+
+    def __init__(self, exc, root_step: int):
+        super().__init__(exc)
+        self.exc = exc
+        self.root_step = root_step
 
 
 class InstructionTranslatorBase:
@@ -70,6 +90,10 @@ class InstructionTranslatorBase:
         self.done = False
         self.return_value: Optional[VariableTracker] = None
         self.depth = 0 if parent is None else parent.depth + 1
+        self._exception_entries: Optional[list] = None
+        # exceptions whose handlers are running (PUSH_EXC_INFO pushes, POP_EXCEPT
+        # pops); each carries .raised_at_step, the root step that raised it
+        self.handling: list = []
 
     # ---- stack ------------------------------------------------------------
     def push(self, v: VariableTracker) -> None:
@@ -102,7 +126,52 @@ class InstructionTranslatorBase:
         handler = HANDLERS.get(inst.opname)
         if handler is None:
             raise GraphBreak("DL0017", f"opcode {inst.opname} is not supported")
-        handler(self, inst)
+        try:
+            handler(self, inst)
+        except SymbolicException as e:
+            self.unwind(e, inst)
+        except GraphBreak as e:
+            # A break inside a handler entered during the trace cannot resume
+            # there (the real frame never raised): break where it was raised.
+            handling = self.handling_step()
+            if handling is not None:
+                prior = getattr(e, "restart_step", None)
+                e.restart_step = handling if prior is None else min(prior, handling)
+            raise
+
+    # ---- exceptions raised by traced code ----------------------------------
+    def raise_exception(self, exc, reraise: bool = False) -> None:
+        step = getattr(exc, "raised_at_step", None) if reraise else None
+        if step is None:
+            step = self.root().steps
+            exc.raised_at_step = step
+        raise SymbolicException(exc, step)
+
+    def unwind(self, e: SymbolicException, inst) -> None:
+        """Jump to this frame's handler for ``e`` (CPython's exception table), or re-raise."""
+        for start, end, target, depth, lasti in self.exception_entries():
+            if start <= inst.offset < end:
+                del self.stack[depth:]
+                if lasti:
+                    self.push(ConstantVariable(inst.offset))
+                self.push(e.exc)
+                self.jump_to(target)
+                return
+        raise e
+
+    def exception_entries(self) -> list:
+        if self._exception_entries is None:
+            self._exception_entries = bytecode_compat.exception_table(self.code)
+        return self._exception_entries
+
+    def handling_step(self):
+        """Root step at which the exception being handled (in any traced frame) was raised."""
+        steps = []
+        tx = self
+        while tx is not None:
+            steps.extend(getattr(exc, "raised_at_step", tx.root().steps) for exc in tx.handling)
+            tx = tx.parent
+        return min(steps) if steps else None
 
     def run(self) -> None:
         while not self.done:
@@ -252,8 +321,6 @@ class InstructionTranslator(InstructionTranslatorBase):
         self._active = self
         for name in bytecode_compat.arg_names(code):
             if name in f_locals:
-                if not name.isidentifier():
-                    raise SkipFrame(f"argument name {name!r} is not an identifier (comprehension frame)", "DL0001")
                 var = wrap(self, f_locals[name], LocalSource(name))
                 if name in code.co_cellvars:
                     cells[name] = CellVariable("root", contents=var, name=name)
@@ -278,10 +345,18 @@ class InstructionTranslator(InstructionTranslatorBase):
                 self.count_step()
                 self.step()
                 self.steps += 1
+        except SymbolicException as e:
+            brk = GraphBreak("DL0015", f"{e.exc.describe()} raised by traced code leaves the frame "
+                                       "(Python raises it)")
+            brk.user_stack = self._active.user_stack()
+            brk.user_exception = True  # not a capture failure (fullgraph lets Python raise it)
+            self.break_step = e.root_step
+            raise brk from None
         except GraphBreak as e:
             if not e.user_stack:
                 e.user_stack = self._active.user_stack()
-            self.break_step = self.steps
+            restart = getattr(e, "restart_step", None)
+            self.break_step = self.steps if restart is None else restart
             raise
 
 

@@ -4,6 +4,9 @@
 for the value, installs the guards the trace will rely on (type, identity,
 constant value, length, tensor metadata), and makes every alias of the same
 mutable object share one tracker, so mutations are seen through every name.
+A few library objects get dedicated trackers: transformers' ModelOutput
+classes and instances (model_output.py), ``os.environ`` and
+``inspect.signature`` (library.py).
 Tested by tests/test_guards.py and tests/test_values.py.
 """
 from __future__ import annotations
@@ -158,11 +161,16 @@ def _wrap(tx, value, source):
 
         ctx = value.__self__
         prev = getattr(ctx, "prev", None)
-        if isinstance(prev, bool):
+        # the mode the block set (not always `not prev`: no_grad() inside no_grad())
+        enabled = getattr(ctx, "mode", None) if type(ctx) is torch.set_grad_enabled else \
+            type(ctx) is torch.enable_grad
+        if isinstance(prev, bool) and isinstance(enabled, bool):
             if source is not None:
                 guard("EXPR", source, (f"type({source.name()}.__self__) is {{t}} and "
-                                       f"{source.name()}.__self__.prev is {prev!r}", (("t", type(ctx)),)))
-            entered = GradModeVariable(not prev, type(ctx))
+                                       f"{source.name()}.__self__.prev is {prev!r} and "
+                                       f"getattr({source.name()}.__self__, 'mode', {enabled!r}) is {enabled!r}",
+                                       (("t", type(ctx)),)))
+            entered = GradModeVariable(enabled, type(ctx))
             entered.prev = prev
             return GradModeExitVariable(entered)
     if isinstance(value, types.MethodType):

@@ -76,7 +76,7 @@ class BuiltinVariable(VariableTracker):
         fn = self.value
         handler = _HANDLERS.get(fn)
         if handler is not None:
-            result = handler(tx, *args, **kwargs)
+            result = call_handler(handler, fn, tx, args, kwargs)
             if result is not None:
                 return result
         if fn in _ARITH_FNS:
@@ -145,6 +145,27 @@ class BuiltinVariable(VariableTracker):
 
 
 _UNBOUND_METHOD_TYPES = (str, bytes, int, float, complex, bool, list, tuple, dict, set, frozenset)
+
+
+_SIGNATURES: dict = {}
+
+
+def call_handler(handler, fn, tx, args, kwargs):
+    """Run a handler; wrong arguments (a TypeError in Python) and values that
+    turn out not to be constants break the graph instead of failing the trace."""
+    import inspect
+
+    sig = _SIGNATURES.get(handler)
+    if sig is None:
+        sig = _SIGNATURES[handler] = inspect.signature(handler)
+    try:
+        sig.bind(tx, *args, **kwargs)
+    except TypeError as e:
+        raise GraphBreak("DL0012", f"{_name(fn)}() called with unexpected arguments ({e})") from e
+    try:
+        return handler(tx, *args, **kwargs)
+    except NotImplementedError as e:  # as_python_constant() of a value that is not a constant
+        raise GraphBreak("DL0009", f"{_name(fn)}() with arguments not known at trace time") from e
 
 
 def _name(fn):
@@ -282,7 +303,11 @@ class OperatorGetterVariable(VariableTracker):
 
 @_handler(builtins.len)
 def _len(tx, obj):
+    from .containers import ListIteratorVariable
     from .tensor import TensorVariable
+
+    if isinstance(obj, ListIteratorVariable):
+        raise GraphBreak("DL0010", f"len() of {obj.describe()} (TypeError: iterators have no len())")
 
     if isinstance(obj, TensorVariable):
         if obj.example.dim() == 0:
@@ -420,7 +445,7 @@ def _enumerate(tx, iterable, start=None):
 
     s = start.as_python_constant() if start is not None else 0
     return ListIteratorVariable([TupleVariable([ConstantVariable(i + s), v])
-                                 for i, v in enumerate(_iter_items(tx, iterable))])
+                                 for i, v in enumerate(_iter_items(tx, iterable))], kind=enumerate)
 
 
 @_handler(builtins.zip)
@@ -430,7 +455,7 @@ def _zip(tx, *iterables, strict=None):
     lists = [_iter_items(tx, it) for it in iterables]
     if strict is not None and strict.as_python_constant() and len({len(x) for x in lists}) > 1:
         return StrictZipIteratorVariable(lists)  # raises ValueError when it runs out
-    return ListIteratorVariable([TupleVariable(list(group)) for group in zip(*lists)])
+    return ListIteratorVariable([TupleVariable(list(group)) for group in zip(*lists)], kind=zip)
 
 
 @_handler(builtins.reversed)
@@ -474,7 +499,10 @@ def sort_items(tx, items, kwargs):
         keys = items
     if not all(k.is_python_constant() for k in keys):
         raise GraphBreak("DL0009", "sorting values not known at trace time")
-    order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
+    try:
+        order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
+    except TypeError as e:  # unorderable values: Python raises it at the call
+        raise GraphBreak("DL0010", f"sorting raised TypeError: {e}") from e
     return [items[i] for i in order]
 
 
@@ -549,7 +577,7 @@ def _map(tx, fn, *iterables):
     from .containers import ListIteratorVariable
 
     lists = [_iter_items(tx, it) for it in iterables]
-    return ListIteratorVariable([fn.call_function(tx, list(group), {}) for group in zip(*lists)])
+    return ListIteratorVariable([fn.call_function(tx, list(group), {}) for group in zip(*lists)], kind=map)
 
 
 @_handler(builtins.filter)
@@ -562,7 +590,7 @@ def _filter(tx, fn, iterable):
         keep = item if fn.is_python_constant() and fn.as_python_constant() is None else fn.call_function(tx, [item], {})
         if truth(tx, keep):
             out.append(item)
-    return ListIteratorVariable(out)
+    return ListIteratorVariable(out, kind=filter)
 
 
 @_handler(builtins.tuple)

@@ -281,6 +281,8 @@ class NamedTupleVariable(TupleVariable):
         if name == "_asdict":
             return DictVariable(dict(zip(fields, self.items)))
         if name == "_replace":
+            if args or any(k not in fields for k in kwargs):
+                raise GraphBreak("DL0010", f"{self.tuple_type.__name__}._replace(): bad arguments (ValueError)")
             items = list(self.items)
             for k, v in kwargs.items():
                 items[fields.index(k)] = v
@@ -322,6 +324,8 @@ class ListVariable(BaseListVariable):
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
         items = self.items
+        if kwargs and name != "sort":  # list methods take no keywords: Python raises the TypeError
+            raise GraphBreak("DL0003", f"list.{name}() with keyword arguments")
         if name == "append" and len(args) == 1:
             se.mutate(self)
             items.append(args[0])
@@ -447,6 +451,8 @@ class DictVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
+        if kwargs and name != "update":  # dict methods take no other keywords: Python handles them
+            raise GraphBreak("DL0003", f"{self.dict_type.__name__}.{name}() with keyword arguments")
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "__len__":
@@ -765,16 +771,17 @@ class ListIteratorVariable(VariableTracker):
 
     mutable_local = True
 
-    def __init__(self, items: list, index: int = 0):
+    def __init__(self, items: list, index: int = 0, kind: type = None):
         super().__init__()
         self.items = items
         self.index = index
+        self.kind = kind  # zip / enumerate / map / filter: the real iterator's type (None: tuple_iterator)
 
     def python_type(self):
-        return type(iter(()))
+        return self.kind or type(iter(()))
 
     def describe(self):
-        return "iterator"
+        return f"{self.kind.__name__} object" if self.kind else "iterator"
 
     def next_item(self, tx):
         if self.index >= len(self.items):
@@ -789,14 +796,48 @@ class ListIteratorVariable(VariableTracker):
         return list(rest)
 
     def reconstruct(self, cg):
-        cg.load_callable(iter)
-        for item in self.items[self.index:]:
+        rest = self.items[self.index:]
+        if self.kind is zip and all(isinstance(i, TupleVariable) for i in rest) and \
+                len({len(i.items) for i in rest}) <= 1:
+            # zip(col0, col1, ...) over what is left: the same items, the same type
+            width = len(rest[0].items) if rest else 0
+            cg.load_callable(zip)
+            for j in range(width):
+                for item in rest:
+                    cg.reconstruct(item.items[j])
+                cg.emit("BUILD_TUPLE", len(rest))
+            cg.call(width)
+            return
+        if self.kind is enumerate and all(isinstance(i, TupleVariable) and len(i.items) == 2 for i in rest):
+            cg.load_callable(enumerate)
+            for item in rest:
+                cg.reconstruct(item.items[1])
+            cg.emit("BUILD_TUPLE", len(rest))
+            cg.load_const(rest[0].items[0].as_python_constant() if rest else 0)
+            cg.call(2)
+            return
+        if self.kind in (map, filter):
+            cg.load_callable(self.kind)
+            cg.load_const(_passthrough if self.kind is map else _keep)
+        else:
+            cg.load_callable(iter)
+        for item in rest:
             cg.reconstruct(item)
-        cg.emit("BUILD_TUPLE", len(self.items) - self.index)
-        cg.call(1)
+        cg.emit("BUILD_TUPLE", len(rest))
+        cg.call(2 if self.kind in (map, filter) else 1)
 
     def can_reconstruct(self):
         return all(i.can_reconstruct() for i in self.items[self.index:])
+
+
+def _passthrough(v):
+    """map() function of a rebuilt map object (its items were computed in the trace)."""
+    return v
+
+
+def _keep(v):
+    """filter() predicate of a rebuilt filter object (its items were filtered in the trace)."""
+    return True
 
 
 class StrictZipIteratorVariable(ListIteratorVariable):
@@ -805,7 +846,7 @@ class StrictZipIteratorVariable(ListIteratorVariable):
     Rebuilt as a real strict zip over what is left, so it raises for real."""
 
     def __init__(self, lists: list):
-        super().__init__([TupleVariable(list(group)) for group in zip(*lists)])
+        super().__init__([TupleVariable(list(group)) for group in zip(*lists)], kind=zip)
         self.lists = lists
 
     def next_item(self, tx):

@@ -124,7 +124,9 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
         handler = PYTHON_FUNCTION_HANDLERS.get(self.fn)
         if handler is not None:
-            result = handler(tx, *args, **kwargs)
+            from .builtin import call_handler
+
+            result = call_handler(handler, self.fn, tx, args, kwargs)
             if result is not None:
                 return result
         decorated = _grad_mode_decorated(tx, self)

@@ -71,7 +71,7 @@ def is_model_output_class(cls) -> bool:
                 return False  # not the dataclass-generated __init__
     fields = dataclasses.fields(cls)
     if not fields or any(f.default is not None for f in fields[1:]) or any(
-            f.default_factory is not dataclasses.MISSING for f in fields):
+            f.default_factory is not dataclasses.MISSING or not f.init for f in fields):
         return False
     return True
 

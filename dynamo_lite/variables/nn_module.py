@@ -1,12 +1,28 @@
 """nn.Module instances.
 
-A module read from the frame's inputs is guarded by identity; its parameters
-and buffers become graph inputs (placeholders) read through
-``module._parameters[name]`` / ``module._buffers[name]`` so guards and
-generated code avoid ``nn.Module.__getattr__``.  Calling a module inlines
-``type(module).forward`` (torch.nn's own modules included) when it has no
-hooks; with hooks the call breaks the graph and Python runs it.
-Tested by tests/test_nn_module.py.
+A module read from the frame's inputs (arguments, globals, attributes of other
+modules) is guarded by identity and by its ``training`` flag; its parameters and
+buffers become graph inputs (placeholders) read through
+``module._parameters[name]`` / ``module._buffers[name]``, so guards and generated
+code avoid ``nn.Module.__getattr__`` and weight updates need no recompile.
+
+- Attribute reads follow Python's order (class data descriptors, instance
+  ``__dict__``, class attributes, then ``Module.__getattr__`` or the class's own
+  ``__getattr__``, which is inlined).  Python values read from a module are
+  guarded, so changing them recompiles.
+- Calling a module inlines ``type(module).forward`` (torch.nn's own modules
+  included), or the class's own ``__call__``.  With forward/backward hooks on the
+  module, or global module hooks, the call breaks the graph (DL0013) and Python
+  runs ``Module.__call__``, so hooks fire exactly as in eager; the absence of
+  hooks is guarded, so a hook added later recompiles.
+- Sequential/ModuleList/ModuleDict/ParameterList: iteration, ``len``, indexing
+  (negative and slices too), ``items/keys/values``; ``parameters()``,
+  ``buffers()``, ``modules()``, ``children()`` and their ``named_`` forms.
+- Writes: Python attributes are replayed after the graph (side effects);
+  ``self.buf += 1`` on a buffer is the in-place op itself; assigning a new
+  tensor to a buffer is replayed as ``setattr``; assigning parameters or
+  submodules, and the state-changing methods (``train()``, ``to()``, ...), break.
+Tested by tests/test_nn_module.py (and the models of tests/test_models.py).
 """
 from __future__ import annotations
 
@@ -21,11 +37,14 @@ from .constant import ConstantVariable, NONE
 from .user_objects import _mro_lookup
 
 
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                 "_global_backward_pre_hooks")
+
+
 def _global_hooks_present() -> bool:
     from torch.nn.modules import module as m
 
-    return bool(m._global_forward_hooks or m._global_forward_pre_hooks or m._global_backward_hooks
-                or m._global_backward_pre_hooks or getattr(m, "_global_forward_hooks_always_called", None))
+    return any(getattr(m, name, None) for name in _GLOBAL_HOOKS)
 
 
 class NNModuleVariable(VariableTracker):
@@ -46,43 +65,63 @@ class NNModuleVariable(VariableTracker):
 
     # ---- attributes --------------------------------------------------------
     def var_getattr(self, tx, name):
+        """``module.name`` in Python's order: data descriptors of the class, the instance
+        ``__dict__``, other class attributes, then ``Module.__getattr__`` (parameters,
+        buffers, submodules) or the class's own ``__getattr__``."""
         from .builder import wrap
-        from .functions import UserFunctionVariable, UserMethodVariable
+        from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
+        from .user_objects import UserDefinedClassVariable
 
         module = self.value
+        cls = type(module)
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None:
             return pending
+        if _mro_lookup(cls, "__getattribute__")[0] is not object.__getattribute__:
+            raise GraphBreak("DL0004", f"{cls.__name__} defines __getattribute__")
+        if name == "__class__":
+            return UserDefinedClassVariable(cls)
         src = self.source
         d = module.__dict__
+        cls_attr, owner = _mro_lookup(cls, name)
+        if isinstance(cls_attr, property):
+            if cls_attr.fget is None:
+                raise GraphBreak("DL0011", f"property {name!r} of {cls.__name__} has no getter")
+            return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
+        if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(cls_attr, type):
+            raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
         if name in d:
             return wrap(tx, d[name], AttrSource(src, name) if src else None)
+        if cls_attr is not None:
+            if name in _MODULE_METHODS and owner.__module__.startswith("torch.nn.modules"):
+                return BoundMethodOfVariable(self, name)  # answered by call_method
+            if isinstance(cls_attr, staticmethod):
+                return UserFunctionVariable(cls_attr.__func__)
+            if isinstance(cls_attr, classmethod):
+                return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
+            if isinstance(cls_attr, types.FunctionType):
+                return UserMethodVariable(cls_attr, self)
+            if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
+                raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
+            return wrap(tx, cls_attr, None)
+        getattr_fn, _ = _mro_lookup(cls, "__getattr__")
+        if getattr_fn is not nn.Module.__getattr__:
+            if isinstance(getattr_fn, types.FunctionType):
+                return UserMethodVariable(getattr_fn, self).call_function(tx, [ConstantVariable(name)], {})
+            raise GraphBreak("DL0004", f"{cls.__name__} defines __getattr__")
+        return self.module_getattr(tx, name)
+
+    def module_getattr(self, tx, name):
+        """``nn.Module.__getattr__``: parameters, buffers and submodules."""
+        from .builder import wrap
+
+        d = self.value.__dict__
+        src = self.source
         for store in ("_parameters", "_buffers", "_modules"):
             table = d.get(store)
             if table is not None and name in table:
                 return wrap(tx, table[name], ItemSource(AttrSource(src, store), name) if src else None)
-        cls_attr, owner = _mro_lookup(type(module), name)
-        if name in _MODULE_METHODS and owner is not None and owner.__module__.startswith("torch.nn.modules"):
-            from .functions import BoundMethodOfVariable
-
-            return BoundMethodOfVariable(self, name)  # answered by call_method
-        if isinstance(cls_attr, property):
-            return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
-        if isinstance(cls_attr, staticmethod):
-            return UserFunctionVariable(cls_attr.__func__)
-        if isinstance(cls_attr, classmethod):
-            from .user_objects import UserDefinedClassVariable
-
-            return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(type(module)))
-        if isinstance(cls_attr, types.FunctionType):
-            return UserMethodVariable(cls_attr, self)
-        if name == "__class__":
-            from .user_objects import UserDefinedClassVariable
-
-            return UserDefinedClassVariable(type(module))
-        if cls_attr is not None:
-            return wrap(tx, cls_attr, None)
-        raise GraphBreak("DL0011", f"{type(module).__name__!r} object has no attribute {name!r}")
+        raise GraphBreak("DL0011", f"{type(self.value).__name__!r} object has no attribute {name!r}")
 
     def store_attr(self, tx, name, value):
         module = self.value
@@ -90,6 +129,12 @@ class NNModuleVariable(VariableTracker):
 
         if type(module).__setattr__ is not nn.Module.__setattr__:
             raise GraphBreak("DL0008", f"{type(module).__name__} defines __setattr__")
+        return self.module_setattr(tx, name, value)
+
+    def module_setattr(self, tx, name, value):
+        """``nn.Module.__setattr__`` for the assignments a graph can hold."""
+        module = self.value
+        from .tensor import TensorVariable
 
         if name in module._buffers and isinstance(value, TensorVariable):
             current = self.var_getattr(tx, name)
@@ -112,17 +157,33 @@ class NNModuleVariable(VariableTracker):
     # ---- calls -------------------------------------------------------------
     def call_function(self, tx, args, kwargs):
         module = self.value
+        call = type(module).__call__
+        from ..api import OptimizedModule
+
+        # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward)
+        if call is not nn.Module.__call__ and not isinstance(module, OptimizedModule):
+            if isinstance(call, types.FunctionType):
+                from .functions import UserMethodVariable
+
+                return UserMethodVariable(call, self).call_function(tx, args, kwargs)
+            raise GraphBreak("DL0003", f"{type(module).__name__}.__call__ is not a Python function")
         if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
                 or getattr(module, "_backward_pre_hooks", None) or _global_hooks_present()):
             raise GraphBreak("DL0013", f"module {type(module).__name__} has forward/backward hooks")
         if self.source is not None:
-            for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"):
-                tx.output.add_expr_guard(f"not {AttrSource(self.source, hooks).name()}")
+            for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
+                if hasattr(module, hooks):
+                    tx.output.add_expr_guard(f"not {AttrSource(self.source, hooks).name()}")
+        # hooks registered on every module (register_module_forward_hook, ...) after this compile
+        for hooks in _GLOBAL_HOOKS:
+            tx.output.add_expr_guard(f"not ___sys.modules['torch.nn.modules.module'].{hooks}")
         forward, _ = _mro_lookup(type(module), "forward")
         if not isinstance(forward, types.FunctionType):
             raise GraphBreak("DL0003", f"{type(module).__name__}.forward is not a Python function")
         if "forward" in module.__dict__:
             raise GraphBreak("DL0003", "forward replaced on the instance")
+        if self.source is not None:  # ... and not replaced on the instance after this compile
+            tx.output.add_guard("EXPR", self.source, (f"'forward' not in {self.source.name()}.__dict__", ()))
         from .functions import UserFunctionVariable
 
         return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
@@ -212,6 +273,8 @@ class NNModuleVariable(VariableTracker):
         if name in ("train", "eval", "to", "cuda", "cpu", "apply", "zero_grad", "register_buffer",
                     "register_parameter", "add_module", "requires_grad_", "half", "float", "double"):
             raise GraphBreak("DL0008", f"Module.{name}() changes module state")
+        if name in _MODULE_METHODS:  # var_getattr sends these here: never back to var_getattr
+            raise GraphBreak("DL0003", f"Module.{name}() with these arguments")
         return super().call_method(tx, name, args, kwargs)
 
     def _descendant(self, tx, path: str) -> "NNModuleVariable":
@@ -288,6 +351,30 @@ class ModuleSliceVariable(VariableTracker):
 
     def can_reconstruct(self):
         return self.parent.can_reconstruct()
+
+
+def _module_dunder_handler(kind):
+    """``nn.Module.__getattr__(m, name)`` / ``__setattr__(m, name, v)`` called explicitly
+    (``super().__getattr__(name)`` in a module defining its own)."""
+    def impl(tx, obj=None, name=None, *rest, **kwargs):
+        if not isinstance(obj, NNModuleVariable) or name is None or not name.is_python_constant() or kwargs:
+            return None
+        if kind == "get" and not rest:
+            return obj.module_getattr(tx, name.as_python_constant())
+        if kind == "set" and len(rest) == 1:
+            return obj.module_setattr(tx, name.as_python_constant(), rest[0])
+        return None
+    return impl
+
+
+def _register_handlers():
+    from .builtin import PYTHON_FUNCTION_HANDLERS
+
+    PYTHON_FUNCTION_HANDLERS[nn.Module.__getattr__] = _module_dunder_handler("get")
+    PYTHON_FUNCTION_HANDLERS[nn.Module.__setattr__] = _module_dunder_handler("set")
+
+
+_register_handlers()
 
 
 # nn.Module methods answered by NNModuleVariable.call_method (when the class does not override them)

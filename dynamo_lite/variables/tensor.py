@@ -6,6 +6,8 @@ operation on the fakes (never on real tensors), and wraps the result.  An
 operation that fails on fakes (a shape error the user will see, or an
 operation whose output depends on tensor data) breaks the graph at the
 current instruction, so Python runs it for real and behaves exactly as eager.
+Reading an attribute a tensor does not have is a DL0011 "missing attribute"
+(so ``hasattr(t, "x")`` folds to False; guarded for input tensors).
 Tested by tests/test_tensor_ops.py.
 """
 from __future__ import annotations
@@ -278,8 +280,28 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         raise GraphBreak(
             "DL0010", f"{_target_name(kind, target)} raised {type(e).__name__} at trace time: {str(e).splitlines()[0] if str(e) else ''}"
         ) from e
+    if _uses_default_dtype(example, fake_args, fake_kwargs):
+        output.guard_default_dtype()
     node = output.create_node(kind, target, node_args, node_kwargs)
+    if isinstance(example, torch.Tensor):
+        # in-place ops and out= return their argument itself: keep its tracker, so
+        # `x.add_(1) is x` holds as in eager (the node stays in the graph)
+        for arg, fake in zip([*args, *kwargs.values()], [*fake_args, *fake_kwargs.values()]):
+            if fake is example and isinstance(arg, TensorVariable):
+                node.meta["example_value"] = example
+                return arg
     return wrap_op_result(tx, node, example)
+
+
+def _uses_default_dtype(example, fake_args, fake_kwargs) -> bool:
+    """A floating result made without floating inputs or a dtype took torch.get_default_dtype()
+    (torch.ones(2), torch.tensor([1.5]), int_tensor / 2): the graph is only valid for it."""
+    if not isinstance(example, torch.Tensor) or not (example.is_floating_point() or example.is_complex()):
+        return False
+    for f in [*fake_args, *fake_kwargs.values()]:
+        if isinstance(f, torch.dtype) or isinstance(f, torch.Tensor) and (f.is_floating_point() or f.is_complex()):
+            return False
+    return True
 
 
 _INPLACE_BINARY_METHODS = {"mul_", "__imul__", "div_", "__itruediv__", "true_divide_", "add_", "__iadd__",

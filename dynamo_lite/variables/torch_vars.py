@@ -3,8 +3,11 @@
 Calling a torch function records a graph node (``record_op``), except for a
 short list handled specially: grad-mode context managers, functions that
 answer from global state (``torch.is_grad_enabled``), functions that only
-read metadata and fold to constants, and functions with side effects outside
-the graph (seeding, printing options, autograd entry points), which break.
+read metadata and fold to constants, tracing-status queries
+(``torch.compiler.is_compiling()`` answers True inside a trace, as under
+torch.compile; ``torch.jit.is_tracing()`` etc. answer False), and functions with
+side effects outside the graph (seeding, printing options, autograd entry
+points), which break.
 Tested by tests/test_tensor_ops.py and tests/test_grad_mode.py.
 """
 from __future__ import annotations

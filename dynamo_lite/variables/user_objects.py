@@ -113,9 +113,12 @@ class _ObjectLike(VariableTracker):
                 return InstanceDictVariable(self)
             raise GraphBreak("DL0004", "reading an object's __dict__")
         cls_attr, owner = _mro_lookup(cls, name)
+        cls_src = self._class_attr_source(name) if cls_attr is not None else None
         if isinstance(cls_attr, property):
             if cls_attr.fget is None:
                 raise GraphBreak("DL0011", f"property {name!r} has no getter")
+            if cls_src is not None:
+                tx.output.add_guard("ID", cls_src, cls_attr)
             return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(
                 cls_attr, (types.FunctionType,)):
@@ -127,22 +130,40 @@ class _ObjectLike(VariableTracker):
         if inst is not None:
             return inst
         if cls_attr is not None:
+            # the class's attribute, as long as the instance does not shadow it and
+            # the class still holds the same value (both guarded when there is a source)
+            self._guard_not_shadowed(tx, name)
             if isinstance(cls_attr, staticmethod):
+                if cls_src is not None:
+                    tx.output.add_guard("ID", cls_src, cls_attr.__func__)
                 return UserFunctionVariable(cls_attr.__func__)
             if isinstance(cls_attr, classmethod):
+                if cls_src is not None:
+                    tx.output.add_guard("EXPR", cls_src, (f"{cls_src.name()}.__func__ is {{f}}",
+                                                          (("f", cls_attr.__func__),)))
                 return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
             if isinstance(cls_attr, types.FunctionType):
+                if cls_src is not None:
+                    tx.output.add_guard("ID", cls_src, cls_attr)
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
                 raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
-            return wrap(tx, cls_attr, None)
+            return wrap(tx, cls_attr, cls_src)
         getattr_fn, _ = _mro_lookup(cls, "__getattr__")
         if isinstance(getattr_fn, types.FunctionType):
+            self._guard_not_shadowed(tx, name)
             return UserMethodVariable(getattr_fn, self).call_function(tx, [ConstantVariable(name)], {})
         raise GraphBreak("DL0011", f"{cls.__name__!r} object has no attribute {name!r}")
 
     def _descriptor_value(self, tx, name):
         return None
+
+    def _class_attr_source(self, name):
+        """Source of the class attribute ``name`` as seen from this object (None: not guardable)."""
+        return None
+
+    def _guard_not_shadowed(self, tx, name) -> None:
+        """Guard that the instance's __dict__ still lacks ``name`` (a class attribute or __getattr__ was used)."""
 
     def store_attr(self, tx, name, value):
         cls = self.value_type
@@ -257,6 +278,15 @@ class UserDefinedObjectVariable(_ObjectLike):
             return wrap(tx, value, AttrSource(self.source, name))
         return None
 
+    def _class_attr_source(self, name):
+        from ..source import AttrSource, TypeSource
+
+        return AttrSource(TypeSource(self.source), name) if self.source is not None else None
+
+    def _guard_not_shadowed(self, tx, name) -> None:
+        if self.source is not None and isinstance(getattr(self.value, "__dict__", None), dict):
+            tx.output.add_guard("EXPR", self.source, (f"{name!r} not in {self.source.name()}.__dict__", ()))
+
     def reconstruct(self, cg):
         if self.source is None:
             cg.load_const(self.value)
@@ -324,12 +354,18 @@ class NewObjectVariable(_ObjectLike):
 
     mutable_local = True
 
-    def __init__(self, cls: type):
+    def __init__(self, cls: type, class_source=None):
         super().__init__()
         self.value_type = cls
+        self.class_source = class_source  # Source of the class (guards on class attributes read), or None
 
     def describe(self):
         return f"new {self.value_type.__name__} object"
+
+    def _class_attr_source(self, name):
+        from ..source import AttrSource
+
+        return AttrSource(self.class_source, name) if self.class_source is not None else None
 
     def python_type(self):
         return self.value_type
@@ -379,6 +415,11 @@ class UserDefinedClassVariable(VariableTracker):
 
             return BoundMethodOfVariable(self, "_make")
         attr, owner = _mro_lookup(self.value, name)
+        if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
+            # cls.name gives the function (static) or a new bound method (class): guard the function
+            src = AttrSource(self.source, name)
+            tx.output.add_guard("EXPR", src, (f"{src.name()}{'.__func__' if isinstance(attr, classmethod) else ''}"
+                                              f" is {{f}}", (("f", attr.__func__),)))
         if isinstance(attr, staticmethod):
             return UserFunctionVariable(attr.__func__)
         if isinstance(attr, classmethod):
@@ -444,7 +485,7 @@ class UserDefinedClassVariable(VariableTracker):
             if base.__module__ == "builtins" or not hasattr(base, "__dict__") or \
                     base.__dict__.get("__slots__", ()) not in ((), []):
                 raise GraphBreak("DL0003", f"class {cls.__name__} derives from {base.__name__}")
-        obj = NewObjectVariable(cls)
+        obj = NewObjectVariable(cls, self.source)
         tx.output.side_effects.track_new_object(obj)
         init, _ = _mro_lookup(cls, "__init__")
         if isinstance(init, types.FunctionType):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ... import bytecode_compat
 from ...exc import GraphBreak
+from ...variables.constant import ConstantVariable
 from ...variables.containers import ListIteratorVariable
 from . import register
 
@@ -73,8 +74,89 @@ def FOR_ITER(tx, inst):
         tx.push(item)
 
 
+# ---- exceptions: raised by traced code and handled by its own handlers ---------------
+def _as_exception(tx, value):
+    """The exception object a `raise` of ``value`` raises (None: not modelled)."""
+    from ...variables.misc import ExceptionVariable
+
+    if isinstance(value, ExceptionVariable):
+        return value
+    if value.is_python_constant():
+        cls = value.as_python_constant()
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            try:
+                return ExceptionVariable.create(tx, cls, [], {})
+            except GraphBreak:
+                return None
+    return None
+
+
 @register("RAISE_VARARGS")
 def RAISE_VARARGS(tx, inst):
-    raise GraphBreak("DL0015", "raise statement (the exception is raised by Python)")
+    if inst.arg == 0:  # bare `raise` in a handler: the exception being handled
+        if not tx.handling:
+            raise GraphBreak("DL0015", "bare raise outside a handler the trace entered")
+        tx.raise_exception(tx.handling[-1], reraise=True)
+    if inst.arg == 2:
+        tx.pop()  # `from cause`: only seen when the exception leaves the frame, where Python raises it
+    exc = _as_exception(tx, tx.pop())
+    if exc is None:
+        raise GraphBreak("DL0015", "raise statement (the exception is raised by Python)")
+    tx.raise_exception(exc)
+
+
+@register("RERAISE")
+def RERAISE(tx, inst):
+    tx.raise_exception(tx.pop(), reraise=True)
+
+
+@register("PUSH_EXC_INFO")
+def PUSH_EXC_INFO(tx, inst):
+    from ...variables.constant import NONE
+
+    exc = tx.pop()
+    tx.push(tx.handling[-1] if tx.handling else NONE)  # the previously handled exception
+    tx.push(exc)
+    tx.handling.append(exc)
+
+
+@register("POP_EXCEPT")
+def POP_EXCEPT(tx, inst):
+    tx.pop()
+    if tx.handling:
+        tx.handling.pop()
+
+
+@register("CHECK_EXC_MATCH")
+def CHECK_EXC_MATCH(tx, inst):
+    classes = tx.pop()
+    exc = tx.peek()
+    if not classes.is_python_constant():
+        from ...variables.containers import TupleVariable
+
+        if not isinstance(classes, TupleVariable) or not classes.is_python_constant():
+            raise GraphBreak("DL0009", "except clause with classes not known at trace time")
+    match = classes.as_python_constant()
+    try:
+        tx.push(ConstantVariable(issubclass(exc.python_type(), match)))
+    except TypeError as e:
+        raise GraphBreak("DL0010", "except clause with something that is not an exception class") from e
+
+
+@register("WITH_EXCEPT_START")
+def WITH_EXCEPT_START(tx, inst):
+    from ...variables.builder import wrap
+    from ...variables.constant import NONE
+
+    exc = tx.peek(1)
+    exit_fn = tx.peek(4)
+    tx.push(exit_fn.call_function(tx, [wrap(tx, exc.python_type(), None), exc, NONE], {}))
+
+
+@register("LOAD_ASSERTION_ERROR")
+def LOAD_ASSERTION_ERROR(tx, inst):
+    from ...variables.builder import wrap
+
+    tx.push(wrap(tx, AssertionError, None))
 
 

@@ -11,13 +11,8 @@ from ...exc import GraphBreak
 from . import register
 
 UNSUPPORTED = {
-    "PUSH_EXC_INFO": "exception handler code runs in Python",
-    "POP_EXCEPT": "exception handler code runs in Python",
-    "CHECK_EXC_MATCH": "exception handler code runs in Python",
     "CHECK_EG_MATCH": "except* runs in Python",
     "PREP_RERAISE_STAR": "except* runs in Python",
-    "RERAISE": "re-raising runs in Python",
-    "WITH_EXCEPT_START": "with-block exception exit runs in Python",
     "BEFORE_ASYNC_WITH": "async code is not traced",
     "GET_AWAITABLE": "async code is not traced",
     "GET_AITER": "async code is not traced",
@@ -41,7 +36,6 @@ UNSUPPORTED = {
     "MATCH_MAPPING": "match statements are not traced",
     "MATCH_SEQUENCE": "match statements are not traced",
     "MATCH_KEYS": "match statements are not traced",
-    "LOAD_ASSERTION_ERROR": "assert failed: the AssertionError is raised by Python",
 }
 
 

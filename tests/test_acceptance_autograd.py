@@ -1,0 +1,399 @@
+"""Acceptance: grad mode, in-place ops and autograd through compiled code.
+
+Grad-mode contexts (no_grad / enable_grad / set_grad_enabled / inference_mode) as
+blocks, decorators and with exceptions; in-place ops on inputs, views and leaves
+(including the errors eager raises); version counters; backward through compiled
+graphs with gradients w.r.t. inputs and parameters; custom autograd.Function;
+torch.autograd.grad; retain_graph; tensor hooks.  Helpers:
+tests/test_acceptance_support.py.
+"""
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.testing import CompileCounter, assert_same
+from test_acceptance_support import check, check_calls
+
+
+def rg(*shape):
+    return torch.randn(*shape, requires_grad=True)
+
+
+# ---------------------------------------------------------------- grad mode
+
+def test_no_grad_block_inside():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+        z = x * 3
+        return y, z, y.requires_grad, z.requires_grad, torch.is_grad_enabled()
+
+    check(f, rg(3), backward=True)
+
+
+def test_enable_grad_inside_no_grad():
+    def f(x):
+        with torch.no_grad():
+            a = x + 1
+            with torch.enable_grad():
+                b = x * 2
+            c = x - 1
+        return a, b, c
+
+    check(f, rg(3), backward=True)
+
+
+def test_set_grad_enabled_as_function_and_context():
+    def f(x, flag):
+        with torch.set_grad_enabled(flag):
+            y = x * 2
+        torch.set_grad_enabled(False)
+        z = x * 3
+        torch.set_grad_enabled(True)
+        return y, z
+
+    check_calls(f, [(rg(2), False), (rg(2), True)])
+
+
+def test_grad_mode_left_disabled_by_compiled_function():
+    def f(x):
+        torch.set_grad_enabled(False)
+        return x * 2
+
+    check(f, rg(2))
+
+
+def test_called_under_outer_no_grad():
+    def f(x):
+        return x * 2, torch.is_grad_enabled()
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    x = rg(2)
+    a = opt(x)
+    with torch.no_grad():
+        b = opt(x)
+        b_e = f(x)
+    assert a[0].requires_grad and a[1]
+    assert_same(b, b_e)
+
+
+def test_no_grad_decorator_on_inner_function():
+    @torch.no_grad()
+    def helper(x):
+        return x * 2
+
+    def f(x):
+        return helper(x) + x
+
+    check(f, rg(3), backward=True)
+
+
+def test_inference_mode_block():
+    def f(x):
+        a = x + 1
+        with torch.inference_mode():
+            y = x * 2
+            inf = torch.is_inference_mode_enabled()
+        return y, inf, y.is_inference(), x.is_inference(), a, torch.is_inference_mode_enabled()
+
+    check(f, torch.randn(3))
+
+
+def test_exception_inside_no_grad_restores_mode():
+    def f(x):
+        try:
+            with torch.no_grad():
+                y = x * 2
+                raise ValueError("boom")
+        except ValueError as e:
+            return y, str(e), torch.is_grad_enabled()
+
+    check(f, rg(2), graphs=None)
+
+
+def test_no_grad_with_graph_break_inside():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            print("inside")
+            z = y + x
+        return z, z.requires_grad, torch.is_grad_enabled(), x * 4
+
+    check(f, rg(2), backward=True)
+
+
+# ---------------------------------------------------------------- in-place ops
+
+def test_inplace_on_input_is_visible_to_caller():
+    def f(x, y):
+        x.add_(1)
+        y[0] = 5
+        y.mul_(2)
+        return x.sum() + y.sum()
+
+    check(f, torch.randn(3), torch.randn(3))
+
+
+def test_inplace_on_view_updates_base():
+    def f(x):
+        v = x[1:]
+        v.mul_(10)
+        x.view(-1)[0] = -1
+        t = x.t()
+        t.add_(1)
+        return x, v
+
+    check(f, torch.randn(3, 3))
+
+
+def test_version_counter_after_inplace():
+    def f(x):
+        v0 = x._version
+        x.add_(1)
+        x.mul_(2)
+        return x * 1, x._version - v0
+
+    check(f, torch.randn(3), graphs=None)
+
+
+def test_inplace_on_leaf_requiring_grad_raises():
+    def f(x):
+        y = x * 2
+        x.add_(1)
+        return y
+
+    check(f, rg(3), graphs=None)
+
+
+def test_inplace_on_leaf_under_no_grad_is_allowed():
+    def f(w, g):
+        with torch.no_grad():
+            w.sub_(0.1 * g)
+        return w * 1
+
+    check(f, rg(3), torch.ones(3))
+
+
+def test_inplace_needed_for_backward_raises_at_backward():
+    def f(x):
+        y = x.sigmoid()
+        y.mul_(2)
+        return y
+
+    check(f, rg(3), backward=True, graphs=None)
+
+
+def test_out_argument_and_inplace_functional_variants():
+    def f(x):
+        out = torch.empty(3)
+        torch.add(x, 1, out=out)
+        torch.relu_(x)
+        x.clamp_(max=0.5)
+        return out, x
+
+    check(f, torch.randn(3))
+
+
+def test_inplace_on_buffer_of_module_arg():
+    def f(bn, x):
+        return bn(x), bn.running_mean, bn.num_batches_tracked
+
+    check(f, torch.nn.BatchNorm1d(3), torch.randn(4, 3))
+
+
+def test_setitem_with_tensor_requires_grad_into_fresh_tensor():
+    def f(x):
+        buf = torch.zeros(2, 3)
+        buf[0] = x
+        buf[1] = x * 2
+        return buf
+
+    check(f, rg(3), backward=True)
+
+
+# ---------------------------------------------------------------- autograd
+
+def test_backward_gradients_w_r_t_inputs():
+    def f(x, w, b):
+        return torch.tanh(x @ w + b).sum(), (x * w.sum()).mean()
+
+    check(f, rg(2, 3), rg(3, 4), rg(4), backward=True)
+
+
+def test_backward_called_inside_compiled_function():
+    def f(x, w):
+        loss = (x * w).pow(2).sum()
+        loss.backward()
+        return loss.detach(), w.grad.clone(), x.grad
+
+    check(f, torch.randn(3), rg(3), graphs=None)
+
+
+def test_autograd_grad_inside_compiled_function():
+    def f(x):
+        y = (x ** 3).sum()
+        (g,) = torch.autograd.grad(y, x, create_graph=True)
+        return y, g, g.requires_grad
+
+    check(f, rg(3), graphs=None)
+
+
+def test_retain_graph_second_backward():
+    def f(x):
+        y = (x * x).sum()
+        y.backward(retain_graph=True)
+        g1 = x.grad.clone()
+        y.backward()
+        return g1, x.grad
+
+    check(f, rg(3), graphs=None)
+
+
+def test_second_backward_without_retain_graph_raises():
+    def f(x):
+        y = (x.exp()).sum()
+        y.backward()
+        y.backward()
+        return x.grad
+
+    check(f, rg(3), graphs=None)
+
+
+def test_compiled_output_used_for_backward_outside():
+    w = rg(3)
+
+    def f(x):
+        return (x * w).relu()
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    x = torch.randn(3)
+    opt(x).sum().backward()
+    g_c = w.grad.clone()
+    w.grad = None
+    f(x).sum().backward()
+    assert_same(g_c, w.grad)
+
+
+class Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 2 * x + 1  # deliberately not the true gradient: must be used as written
+
+
+class ScaleFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        return x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.k, None
+
+
+def test_custom_autograd_function_forward_and_backward():
+    def f(x):
+        return Square.apply(x) + ScaleFn.apply(x, 3.0)
+
+    check(f, rg(4), backward=True, graphs=None)
+
+
+def test_custom_autograd_function_on_tensor_without_grad():
+    def f(x):
+        y = Square.apply(x)
+        return y, y.requires_grad
+
+    check(f, torch.randn(3), graphs=None)
+
+
+def test_tensor_hook_registered_inside():
+    def f(x):
+        y = x * 2
+        y.register_hook(lambda g: g * 10)
+        return y.sum()
+
+    check(f, rg(3), backward=True, graphs=None)
+
+
+def test_retain_grad_on_intermediate():
+    def f(x):
+        y = x * 3
+        y.retain_grad()
+        z = y.sum()
+        z.backward()
+        return y.grad, x.grad
+
+    check(f, rg(3), graphs=None)
+
+
+def test_detach_requires_grad_toggles():
+    def f(x):
+        d = x.detach()
+        d.requires_grad_(True)
+        e = x.clone().detach().requires_grad_()
+        return d * 2, e.is_leaf, d.is_leaf, (x * 1).requires_grad_(False) if False else x.detach() * 3
+
+    check(f, rg(3), backward=True, graphs=None)
+
+
+def test_requires_grad_change_between_calls_recompiles():
+    def f(x):
+        return x * 2
+
+    cnt = check_calls(f, [(torch.randn(2),), (rg(2),), (torch.randn(2),)], backward=True)
+    assert cnt.frame_count == 2
+
+
+def test_grad_of_params_accumulates_over_compiled_calls():
+    lin = torch.nn.Linear(3, 2)
+    lin_e = torch.nn.Linear(3, 2)
+    lin_e.load_state_dict(lin.state_dict())
+
+    def f(m, x):
+        return m(x).pow(2).sum()
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    x = torch.randn(4, 3)
+    for _ in range(2):
+        opt(lin, x).backward()
+        f(lin_e, x).backward()
+    assert_same(lin.weight.grad, lin_e.weight.grad)
+    assert_same(lin.bias.grad, lin_e.bias.grad)
+
+
+def test_higher_order_gradient_through_compiled_function():
+    def f(x):
+        return (x.sin() * x).sum()
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    for fn in (f, opt):
+        x = torch.tensor([0.3, 0.7], requires_grad=True)
+        (g,) = torch.autograd.grad(fn(x), x, create_graph=True)
+        g.sum().backward()
+        if fn is f:
+            expected = (g.detach().clone(), x.grad.clone())
+        else:
+            assert_same(expected, (g.detach(), x.grad))
+
+
+def test_gradient_checkpoint_like_detach_and_graph_break():
+    def f(x, w):
+        h = x @ w
+        print("mid")
+        h2 = h.detach() + h
+        return h2.sum()
+
+    check(f, torch.randn(2, 3), rg(3, 3), backward=True)
+
+
+def test_torch_func_grad_via_functional_api():
+    def f(x):
+        return torch.autograd.functional.jacobian(lambda t: t * t, x)
+
+    check(f, torch.randn(3), graphs=None)

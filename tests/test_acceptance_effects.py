@@ -1,0 +1,453 @@
+"""Acceptance: exceptions, context managers, printing/logging/warnings, randomness,
+math and numpy - the observable behaviour around the tensor work.
+
+Exceptions raised inside and caught, raised out (same type and message),
+finally blocks, exception chaining; user context managers, contextlib,
+nested `with`, exceptions inside `with`; stdout, the "acceptance" logger and
+warnings (category, message, file, line); python random / torch / numpy RNG
+consumption order; math on shapes; numpy values passed in.  Helpers:
+tests/test_acceptance_support.py.
+"""
+import contextlib
+import logging
+import math
+import random
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import dynamo_lite
+from test_acceptance_support import LOG, check, check_calls
+
+log = logging.getLogger("acceptance.model")
+
+
+class MyError(Exception):
+    pass
+
+
+class CodeError(ValueError):
+    def __init__(self, code):
+        super().__init__(f"code {code}")
+        self.code = code
+
+
+# ---------------------------------------------------------------- exceptions
+
+def test_exception_raised_out_of_compiled_function():
+    def f(x):
+        y = x * 2
+        if y.shape[0] == 3:
+            raise MyError(f"bad shape {tuple(y.shape)}")
+        return y
+
+    check(f, torch.ones(3), graphs=None)
+
+
+def test_exception_raised_after_side_effects_keeps_them():
+    def f(x, l):
+        l.append("before")
+        y = x + 1
+        l.append(y)
+        raise CodeError(7)
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_exception_caught_inside():
+    def f(x):
+        try:
+            y = x * 2
+            raise KeyError("k")
+        except KeyError as e:
+            y = y + 1
+            msg = str(e)
+        return y, msg
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_try_except_else_finally_order():
+    def f(x, fail):
+        order = []
+        try:
+            order.append("try")
+            if fail:
+                raise ValueError("fail")
+        except ValueError:
+            order.append("except")
+            x = x - 1
+        else:
+            order.append("else")
+            x = x + 1
+        finally:
+            order.append("finally")
+            x = x * 2
+        return x, order
+
+    check_calls(f, [(torch.ones(2), False), (torch.ones(2), True)], graphs=None)
+
+
+def test_exception_from_tensor_op_is_same_type_and_message():
+    def f(x, y):
+        z = x + 1
+        return z @ y
+
+    check(f, torch.ones(2, 3), torch.ones(2, 3), graphs=None)
+
+
+def test_caught_tensor_op_error():
+    def f(x):
+        try:
+            x.view(7)
+        except RuntimeError as e:
+            return x + 1, "shape" in str(e)
+        return x
+
+    check(f, torch.ones(3), graphs=None)
+
+
+def test_exception_chaining_and_attributes():
+    def f(x):
+        try:
+            try:
+                raise CodeError(3)
+            except CodeError as inner:
+                raise MyError("outer") from inner
+        except MyError as e:
+            return x * e.__cause__.code, type(e.__cause__).__name__, str(e)
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_raise_in_inlined_helper_caught_in_caller():
+    def helper(x):
+        if x.dim() == 1:
+            raise IndexError("need 2d")
+        return x
+
+    def f(x):
+        try:
+            return helper(x)
+        except IndexError as e:
+            return x.unsqueeze(0) * 3, e.args
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_stop_iteration_and_lookup_errors_in_python_code():
+    def f(x, d):
+        it = iter([1])
+        next(it)
+        try:
+            next(it)
+        except StopIteration:
+            x = x + 1
+        try:
+            d["missing"]
+        except LookupError as e:
+            x = x * 2
+            k = repr(e)
+        return x, k
+
+    check(f, torch.ones(2), {"a": 1}, graphs=None)
+
+
+def test_exception_from_compiled_function_has_user_traceback_frame():
+    def f(x):
+        y = x + 1
+        raise MyError("where")
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    with pytest.raises(MyError) as info:
+        opt(torch.ones(2))
+    names = [entry.name for entry in info.traceback]
+    assert "f" in names or any(n.startswith("__resume") for n in names)
+
+
+# ---------------------------------------------------------------- context managers
+
+class Recorder:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.log.append(("exit", exc_type.__name__ if exc_type else None))
+        return False
+
+
+class Suppress:
+    def __enter__(self):
+        return "value"
+
+    def __exit__(self, exc_type, exc, tb):
+        return exc_type is not None and issubclass(exc_type, KeyError)
+
+
+@contextlib.contextmanager
+def scaled(log, k):
+    log.append(("start", k))
+    try:
+        yield k * 2
+    finally:
+        log.append(("stop", k))
+
+
+def test_user_context_manager_enter_exit():
+    def f(x, log):
+        with Recorder(log) as r:
+            y = x * 2
+            r.log.append("body")
+        return y
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_user_context_manager_sees_exception_and_suppresses():
+    def f(x, log):
+        with Recorder(log):
+            with Suppress() as v:
+                y = x + 1
+                raise KeyError("swallowed")
+        return y, v
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_contextlib_contextmanager_and_nested_with():
+    def f(x, log):
+        with scaled(log, 2) as a, scaled(log, 3) as b:
+            y = x * a * b
+        return y
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_exception_propagates_through_contextmanager_finally():
+    def f(x, log):
+        with scaled(log, 1):
+            y = x + 1
+            raise MyError("inside")
+        return y
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_nullcontext_and_exitstack():
+    def f(x, log):
+        with contextlib.nullcontext(x) as t:
+            y = t * 2
+        with contextlib.ExitStack() as stack:
+            stack.callback(log.append, "cb")
+            y = y + 1
+        return y
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_suppress_contextlib():
+    def f(x):
+        with contextlib.suppress(ZeroDivisionError):
+            x = x + 1
+            _ = 1 / 0
+        return x
+
+    check(f, torch.ones(2), graphs=None)
+
+
+# ---------------------------------------------------------------- print / logging / warnings
+
+def test_print_values_and_kwargs():
+    def f(x):
+        print("a", 1, [1, 2], sep="|", end="!\n")
+        print(x.shape, x.dtype, x.numel())
+        y = x + 1
+        print(f"{y.sum().item():.2f}")
+        return y
+
+    check(f, torch.ones(3), graphs=None)
+
+
+def test_logging_records_and_levels():
+    def f(x):
+        log.debug("debug %d", x.shape[0])
+        y = x * 2
+        log.info("info %s", tuple(y.shape))
+        log.warning("warn")
+        if log.isEnabledFor(logging.DEBUG):
+            y = y + 1
+        return y
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_logging_level_change_between_calls():
+    def f(x):
+        log.info("hello")
+        return x + 1
+
+    def run(fn):
+        out = []
+        for level in (logging.DEBUG, logging.ERROR, logging.DEBUG):
+            LOG.setLevel(level)
+            h = logging.Handler()
+            records = []
+            h.emit = records.append
+            log.addHandler(h)
+            try:
+                fn(torch.ones(2))
+            finally:
+                log.removeHandler(h)
+            out.append(len(records))
+        LOG.setLevel(logging.NOTSET)
+        return out
+
+    assert run(f) == run(dynamo_lite.compile(f, backend="eager"))
+
+
+def test_warnings_warn_category_and_line():
+    def f(x):
+        warnings.warn("first", UserWarning)
+        y = x + 1
+        warnings.warn("second", DeprecationWarning, stacklevel=1)
+        return y
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_warning_as_error_raises_same_exception():
+    def f(x):
+        y = x * 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            warnings.warn("now an error", RuntimeWarning)
+        return y
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_torch_op_warning_matches():
+    def f(x):
+        return torch.nn.functional.softmax(x) * 2  # implicit dim warning
+
+    check(f, torch.randn(3), graphs=None)
+
+
+# ---------------------------------------------------------------- randomness
+
+def test_python_random_consumption_order():
+    def f(x):
+        a = random.random()
+        y = x * a
+        b = random.randint(0, 100)
+        random.shuffle(lst := [1, 2, 3, 4])
+        return y + b, lst, random.choice("abc")
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_torch_rng_interleaved_with_python_random():
+    def f(x):
+        a = torch.rand(2)
+        r = random.random()
+        b = torch.randn(2)
+        n = torch.randint(0, 5, ()).item()
+        return x + a * r + b, n, torch.rand(1)
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_generator_object_and_rng_state_restore():
+    def f(x, g):
+        a = torch.rand(3, generator=g)
+        state = torch.get_rng_state()
+        b = torch.rand(3)
+        torch.set_rng_state(state)
+        c = torch.rand(3)
+        return x + a, torch.equal(b, c)
+
+    g = torch.Generator().manual_seed(3)
+    check(f, torch.ones(3), g, graphs=None)
+
+
+def test_numpy_random_consumption():
+    def f(x):
+        a = np.random.rand()
+        b = np.random.randint(0, 10, size=3)
+        return x * a, b.tolist()
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_dropout_and_bernoulli_draws_match():
+    def f(x):
+        return torch.nn.functional.dropout(x, 0.3), torch.bernoulli(torch.full_like(x, 0.5)), x.uniform_(0, 1) + 0
+
+    check(f, torch.ones(50))
+
+
+def test_randperm_multinomial_normal():
+    def f(x):
+        return (torch.randperm(6), torch.multinomial(torch.ones(5), 3), torch.normal(0.0, 1.0, (3,)) + x,
+                torch.rand_like(x))
+
+    check(f, torch.ones(3))
+
+
+# ---------------------------------------------------------------- math / numpy
+
+def test_math_functions_on_shapes_and_python_scalars():
+    def f(x, k):
+        d = x.shape[-1]
+        s = 1 / math.sqrt(d)
+        return (x * s, math.floor(d / 3), math.isclose(s, 0.5), math.pi * k, math.exp(k), math.gcd(d, 6),
+                math.inf > d, math.isnan(float("nan")), math.log(d, 2), math.fsum([0.1] * 3), math.factorial(4))
+
+    check(f, torch.ones(2, 4), 1.5)
+
+
+def test_numpy_scalars_passed_in():
+    def f(x, a, b, c):
+        return x * a + b, x.shape[0] * c, type(a).__name__
+
+    check(f, torch.ones(2), np.float32(1.5), np.float64(2.0), np.int64(3), graphs=None)
+
+
+def test_numpy_array_passed_in_and_converted():
+    def f(x, arr):
+        t = torch.from_numpy(arr)
+        u = torch.as_tensor(arr * 2)
+        return x + t, u, arr.shape, arr.sum()
+
+    check(f, torch.ones(3, dtype=torch.float64), np.arange(3, dtype=np.float64), graphs=None)
+
+
+def test_numpy_array_mutated_by_compiled_function():
+    def f(x, arr):
+        arr[0] = 99
+        arr += 1
+        return x * 2
+
+    check(f, torch.ones(2), np.zeros(3), graphs=None)
+
+
+def test_tensor_to_numpy_and_back():
+    def f(x):
+        n = x.numpy()
+        m = np.tanh(n) * 2
+        return torch.from_numpy(m) + 1, float(np.sum(m))
+
+    check(f, torch.randn(3), graphs=None)
+
+
+def test_float_special_values_and_int_overflow_of_python_math():
+    def f(x, a):
+        return x * a, a == float("inf"), 2 ** 70 // 3, -7 // 2, -7 % 3, round(-2.5), int(-3.9)
+
+    check(f, torch.ones(2), float("inf"))

@@ -1,0 +1,715 @@
+"""The fast guards (csrc/guards.c, guards/program.py, csrc/tensor_meta.cpp) are correct.
+
+Every test is differential twice over: the compiled call must behave like
+eager after each kind of change (so a stale entry would show as a wrong
+result), and for every cache entry the C GuardProgram must answer exactly as
+the Python check built from the same guard expressions (``guard.py_fn``).
+Each test runs with the C++ tensor reader and with attribute reads (fixture
+``tensor_reader``).  Unit tests of GuardProgram cover the ops' semantics:
+no identity shortcut in ==, attribute caches invalidated by class changes,
+dict caches invalidated by mutation, errors.
+"""
+from __future__ import annotations
+
+import copy
+import gc
+import weakref
+
+import pytest
+import torch
+from torch import nn
+
+import dynamo_lite
+from dynamo_lite import _C
+from dynamo_lite.convert_frame import entries_for
+from dynamo_lite.guards import tensor_api
+from dynamo_lite.testing import CompileCounter, assert_same
+
+
+@pytest.fixture(autouse=True, params=["cxx_reader", "attribute_reads"])
+def tensor_reader(request):
+    if request.param == "cxx_reader":
+        if not tensor_api.enabled():
+            pytest.skip("dynamo_lite._tensor_meta is not built")
+        assert _C._has_tensor_api()
+        yield request.param
+        return
+    _C._set_tensor_api(None)
+    try:
+        yield request.param
+    finally:
+        if tensor_api.enabled():
+            from dynamo_lite import _tensor_meta
+
+            _C._set_tensor_api(_tensor_meta._C_API)
+
+
+# ---- helpers ---------------------------------------------------------------------
+def _guard_answers(fn, code, frame_args):
+    """[(C answer, Python answer)] of every entry of ``code`` for these frame arguments."""
+    out = []
+    for entry in entries_for(code):
+        args = (*frame_args, fn.__globals__, fn)
+        c_answer = entry.guard.fn(*args)
+        try:
+            py_answer = entry.guard.py_fn(*args) is True
+        except Exception:  # noqa: BLE001 - a raising Python check has failed
+            py_answer = False
+        out.append((c_answer, py_answer))
+    return out
+
+
+class Case:
+    """A function or module compiled with a CompileCounter, checked against eager on every call."""
+
+    def __init__(self, target):
+        self.target = target
+        self.counter = CompileCounter()
+        self.compiled = dynamo_lite.compile(target, backend=self.counter)
+        self.is_module = isinstance(target, nn.Module)
+        self.fn = type(target).forward if self.is_module else target
+        self.code = self.fn.__code__
+
+    def __call__(self, *args, compiled=True):
+        eager_target = copy.deepcopy(self.target) if self.is_module else self.target
+        expected = eager_target(*args)  # the functions here do not mutate their inputs
+        got = self.compiled(*args)
+        assert_same(expected, got)
+        frame_args = ((self.compiled,) if self.is_module else ()) + args
+        answers = _guard_answers(self.fn, self.code, frame_args)
+        assert all(c is p for c, p in answers), f"C and Python guards disagree: {answers}"
+        if compiled:
+            assert any(c for c, _ in answers), "no entry accepts the arguments it was just called with"
+        return got
+
+    @property
+    def compiles(self) -> int:
+        return self.counter.frame_count
+
+
+def _program(case: Case, index: int = 0):
+    return entries_for(case.code)[index].guard
+
+
+# ---- tensor inputs -----------------------------------------------------------------
+def add_mul(x):
+    return (x + 1) * 2
+
+
+def test_program_has_no_residual_for_plain_tensor_function():
+    c = Case(add_mul)
+    c(torch.randn(3))
+    guard = _program(c)
+    assert isinstance(guard.fn, _C.GuardProgram)
+    assert guard.residual_source is None
+    assert any(op[0] == "CHECK_TENSOR" for op in guard.fn.ops)
+
+
+@pytest.mark.parametrize("make_other", [
+    pytest.param(lambda x: x.double(), id="dtype"),
+    pytest.param(lambda x: torch.randn(5, 4), id="shape"),
+    pytest.param(lambda x: torch.randn(4, 4).t(), id="strides"),
+    pytest.param(lambda x: x.clone().requires_grad_(), id="requires_grad"),
+    pytest.param(lambda x: nn.Parameter(x.clone()), id="subclass-parameter"),
+    pytest.param(lambda x: torch.randn(()), id="zero-dim"),
+    pytest.param(lambda x: torch.randn(4, 4)[:, :2], id="view-offset-strides"),
+])
+def test_tensor_metadata_change_recompiles(make_other):
+    c = Case(add_mul)
+    x = torch.randn(4, 4)
+    c(x)
+    assert c.compiles == 1
+    other = make_other(x)
+    c(other)
+    assert c.compiles == 2
+    # the old entry rejects the new tensor, the new one rejects the old tensor
+    assert [a for a, _ in _guard_answers(add_mul, c.code, (x,))] == [False, True]
+    c(x)
+    assert c.compiles == 2
+
+
+class MyTensor(torch.Tensor):
+    pass
+
+
+def test_tensor_subclass_is_not_a_tensor_hit():
+    c = Case(add_mul)
+    x = torch.randn(3)
+    c(x)
+    sub = x.clone().as_subclass(MyTensor)
+    assert [a for a, _ in _guard_answers(add_mul, c.code, (sub,))] == [False]
+    c(sub)
+    c(x)
+
+
+def test_device_change_recompiles():
+    c = Case(add_mul)
+    c(torch.randn(3))
+    meta = torch.empty(3, device="meta")
+    assert [a for a, _ in _guard_answers(add_mul, c.code, (meta,))] == [False]
+    out = c.compiled(meta)
+    assert out.device.type == "meta" and out.shape == (3,)
+    assert [a for a, _ in _guard_answers(add_mul, c.code, (meta,))].count(True) == 1
+
+
+def test_tensor_replaced_by_non_tensor():
+    c = Case(add_mul)
+    c(torch.randn(3))
+    c(3, compiled=False)  # no tensor: not compiled, and no tensor entry accepts it
+    c(2.5, compiled=False)
+    c(torch.randn(3))
+
+
+def test_same_metadata_new_values_hit_and_are_fresh():
+    c = Case(add_mul)
+    c(torch.randn(3))
+    for _ in range(3):
+        c(torch.randn(3))
+    assert c.compiles == 1
+
+
+def many_inputs(a, b, c, d, e, f, g, h, i, j):
+    return a + b * c - d + e * f - g + h * i - j
+
+
+def test_ten_inputs_each_guarded():
+    c = Case(many_inputs)
+    xs = [torch.randn(4) for _ in range(10)]
+    c(*xs)
+    for k in range(10):
+        changed = list(xs)
+        changed[k] = torch.randn(4, dtype=torch.float64)
+        assert [a for a, _ in _guard_answers(many_inputs, c.code, tuple(changed))] == [False], k
+    c(*[x.clone() for x in xs])
+    assert c.compiles == 1
+
+
+def aliased(x, y):
+    return x + y
+
+
+def test_aliasing_change_is_guarded():
+    c = Case(aliased)
+    x = torch.randn(3)
+    c(x, x)
+    c(x, x.clone())
+    c(x, x)
+
+
+# ---- python values -----------------------------------------------------------------
+def scale_by(x, k, flag, name):
+    if flag and name == "double":
+        return x * k * 2
+    return x * k
+
+
+@pytest.mark.parametrize("args", [
+    (3, True, "double"), (2.5, True, "double"), (2, False, "double"), (2, True, "single"), (True, True, "double"),
+])
+def test_constant_arguments(args):
+    c = Case(scale_by)
+    x = torch.randn(3)
+    c(x, 2, True, "double")
+    c(x, *args)
+    c(x, 2, True, "double")
+
+
+def containers(xs, d, t):
+    out = d["a"] * t[0]
+    for x in xs:
+        out = out + x
+    return out
+
+
+def test_container_structure_changes():
+    c = Case(containers)
+    a = torch.randn(2)
+    c([a, a], {"a": a}, (a, 1))
+    c([a, a, a], {"a": a}, (a, 1))  # list length
+    c([a, a], {"a": a, "b": a}, (a, 1))  # dict keys
+    c([a, a], {"b": a, "a": a}, (a, 1))  # dict key order
+    c([a, a], {"a": a}, (a, 2))  # tuple item constant
+    c([a, a], {"a": a.double()}, (a, 1))  # tensor inside a dict
+    c([a, a], {"a": a}, (a, 1))
+
+
+def maybe(x, y):
+    if y is None:
+        return x + 1
+    return x + y
+
+
+def test_none_versus_tensor():
+    c = Case(maybe)
+    x = torch.randn(3)
+    c(x, None)
+    c(x, x)
+    c(x, None)
+    assert c.compiles == 2
+
+
+# ---- globals, builtins, closures, grad mode ------------------------------------------
+SCALE = 2
+BIAS = torch.ones(3)
+
+
+def act(x):
+    return torch.relu(x)
+
+
+def uses_globals(x):
+    return act(x) * SCALE + BIAS
+
+
+def test_global_constant_changed():
+    global SCALE
+    c = Case(uses_globals)
+    x = torch.randn(3)
+    c(x)
+    try:
+        SCALE = 5
+        c(x)
+        assert c.compiles == 2
+    finally:
+        SCALE = 2
+    c(x)
+
+
+def test_global_function_replaced():
+    global act
+    c = Case(uses_globals)
+    x = torch.randn(3)
+    c(x)
+    old = act
+    try:
+        act = torch.tanh
+        c(x)
+
+        def act(x):  # noqa: F811 - a new global function
+            return x * 3
+
+        c(x)
+    finally:
+        act = old
+    c(x)
+
+
+def test_global_tensor_replaced():
+    global BIAS
+    c = Case(uses_globals)
+    x = torch.randn(3)
+    c(x)
+    old = BIAS
+    try:
+        BIAS = torch.full((3,), 7.0)  # same metadata, new values
+        c(x)
+        BIAS = torch.ones(1, 3)  # new shape
+        c(x)
+        BIAS = torch.ones(3, dtype=torch.float64)
+        c(x)
+    finally:
+        BIAS = old
+
+
+def test_global_deleted_raises_like_eager():
+    global SCALE
+    c = Case(uses_globals)
+    x = torch.randn(3)
+    c(x)
+    try:
+        del SCALE
+        with pytest.raises(NameError):
+            uses_globals(x)
+        with pytest.raises(NameError):
+            c.compiled(x)
+    finally:
+        SCALE = 2
+
+
+def uses_abs(x):
+    return abs(x) + 1
+
+
+def test_builtin_shadowed_by_global():
+    c = Case(uses_abs)
+    x = torch.randn(3)
+    c(x)
+    g = uses_abs.__globals__
+    g["abs"] = lambda v: v * 10
+    try:
+        c(x)
+        assert c.compiles == 2
+    finally:
+        del g["abs"]
+    c(x)
+
+
+def make_closure():
+    k = 2
+
+    def inner(x):
+        return x * k
+
+    def set_k(v):
+        nonlocal k
+        k = v
+
+    return inner, set_k
+
+
+def test_closure_variable_changed():
+    inner, set_k = make_closure()
+    c = Case(inner)
+    x = torch.randn(3)
+    c(x)
+    set_k(3)
+    c(x)
+    set_k(torch.ones(3))
+    c(x)
+    set_k(2)
+    c(x)
+
+
+def test_grad_mode_changed():
+    c = Case(add_mul)
+    x = torch.randn(3, requires_grad=True)
+    c(x)
+    with torch.no_grad():
+        c(x)
+        assert not c.compiled(x).requires_grad
+    assert c.compiled(x).requires_grad
+
+
+# ---- modules -------------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+        self.scale = 2.0
+
+    def forward(self, x):
+        h = torch.relu(self.fc1(x))
+        if self.training:
+            h = h * self.scale
+        return self.fc2(h)
+
+
+def test_module_program_is_all_c():
+    c = Case(MLP())
+    c(torch.randn(2, 8))
+    guard = _program(c)
+    assert guard.residual_source is None
+    kinds = [op[0] for op in guard.fn.ops]
+    assert kinds.count("CHECK_TENSOR") == 5  # input + 4 parameters
+
+
+def test_parameter_replaced_same_metadata():
+    m = MLP()
+    c = Case(m)
+    x = torch.randn(2, 8)
+    c(x)
+    m.fc1.weight = nn.Parameter(torch.randn(16, 8))
+    c(x)  # fresh values are read on every call
+    m.fc1._parameters["bias"] = nn.Parameter(torch.randn(16))
+    c(x)
+
+
+def test_parameter_replaced_new_shape_and_submodule_replaced():
+    m = MLP()
+    c = Case(m)
+    c(torch.randn(2, 8))
+    m.fc2 = nn.Linear(16, 6)
+    c(torch.randn(2, 8))
+    m.fc1 = nn.Linear(5, 16)
+    c(torch.randn(2, 5))
+    assert c.compiles == 3
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(lambda m: m.double(), id="module.double() keeps parameter identity"),
+    pytest.param(lambda m: m.fc1.weight.requires_grad_(False), id="requires_grad_ in place"),
+    pytest.param(lambda m: setattr(m.fc1.weight, "data", m.fc1.weight.data.t().contiguous().t()),
+                 id=".data with new strides"),
+    pytest.param(lambda m: setattr(m.fc2.bias, "data", torch.zeros(1)), id=".data with new shape"),
+])
+def test_parameter_changed_in_place_recompiles(change):
+    m = MLP()
+    c = Case(m)
+    x = torch.randn(2, 8)
+    c(x)
+    ids = [id(p) for p in m.parameters()]
+    change(m)
+    assert [id(p) for p in m.parameters()] == ids  # same objects, new metadata
+    assert [a for a, _ in _guard_answers(c.fn, c.code, (c.compiled, x))] == [False]
+    x2 = x.double() if m.fc1.weight.dtype == torch.float64 else x
+    c(x2)
+    assert c.compiles == 2
+
+
+def test_module_attribute_and_training_changed():
+    m = MLP()
+    c = Case(m)
+    x = torch.randn(2, 8)
+    c(x)
+    m.scale = 3.0
+    c(x)
+    m.eval()
+    c(x)
+    m.train()
+    c(x)
+    assert c.compiles == 3
+
+
+def test_forward_hook_added_after_compile_runs():
+    m = MLP()
+    c = Case(m)
+    x = torch.randn(2, 8)
+    c(x)
+    calls = []
+
+    def hook(mod, args, out):
+        calls.append(1)
+        return out + 100
+
+    handle = m.fc2.register_forward_hook(hook)
+    try:
+        got = c.compiled(x)
+        assert calls, "the hook did not run"
+        assert_same(m(x), got)
+    finally:
+        handle.remove()
+    c(x)
+
+
+def test_global_forward_hook_added_after_compile_runs():
+    m = MLP()
+    c = Case(m)
+    x = torch.randn(2, 8)
+    c(x)
+    calls = []
+    handle = nn.modules.module.register_module_forward_hook(
+        lambda mod, a, out: calls.append(type(mod).__name__.replace("Optimized", "")))
+    try:
+        m(x)
+        eager_calls = list(calls)
+        calls.clear()
+        c.compiled(x)
+        assert calls == eager_calls == ["Linear", "Linear", "MLP"]
+    finally:
+        handle.remove()
+    c(x)
+
+
+class Stack(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(n))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_module_list_grows_and_layer_weight_changes():
+    m = Stack(5)
+    c = Case(m)
+    x = torch.randn(2, 4)
+    c(x)
+    m.layers.append(nn.Linear(4, 4))
+    c(x)
+    with torch.no_grad():
+        m.layers[3].weight.mul_(2)  # values only: no recompile, fresh result
+    c(x)
+    m.layers[2].weight.data = torch.randn(4, 4).t()
+    c(x)
+    assert c.compiles == 3
+
+
+# ---- GuardProgram units ----------------------------------------------------------------
+def _prog(ops, nargs=1, nregs=None, residual=None):
+    n = nargs + 2
+    return _C.GuardProgram(n, nregs if nregs is not None else n + 8, ops, residual)
+
+
+def test_program_validates_registers():
+    with pytest.raises(ValueError):
+        _prog([("CHECK_ID", 7, 0, 0, None)])  # register never loaded
+    with pytest.raises(ValueError):
+        _prog([("LOAD_ATTR", 0, 0, 0, "x")])  # writes an argument register
+    with pytest.raises(ValueError):
+        _prog([("NO_SUCH_OP", 0, 0, 0, None)])
+    with pytest.raises(TypeError):
+        _prog([("CHECK_TENSOR", 0, 0, 0, (int,))])
+
+
+def test_program_eq_has_no_identity_shortcut():
+    nan = float("nan")
+    p = _prog([("CHECK_EQ", 0, 0, 0, nan)])
+    assert p(nan, {}, None) is False  # nan == nan is False in Python
+    assert p(1.0, {}, None) is False
+    q = _prog([("CHECK_EQ", 0, 0, 0, 3)])
+    assert q(3, {}, None) is True and q(3.0, {}, None) is True and q(4, {}, None) is False
+
+
+def test_program_wrong_argument_count_fails():
+    p = _prog([])
+    assert p(1, {}, None) is True
+    assert p({}, None) is False
+
+
+class Obj:
+    def __init__(self):
+        self.a = 1
+
+
+def test_load_attr_cache_sees_class_changes_and_class_reassignment():
+    p = _prog([("LOAD_ATTR", 3, 0, 0, "a"), ("CHECK_EQ", 3, 0, 0, 1)])
+    o = Obj()
+    assert p(o, {}, None) and p(o, {}, None)
+    o.a = 2
+    assert not p(o, {}, None)
+    o.a = 1
+
+    class Shadow(Obj):
+        pass
+
+    s = Shadow()
+    assert p(s, {}, None)
+    Shadow.a = property(lambda self: 5)  # a data descriptor now wins over the instance dict
+    assert not p(s, {}, None)
+    del Shadow.a
+    assert p(s, {}, None)
+
+    class Other:
+        a = 1  # class attribute only
+
+    o.__class__ = Other
+    del o.a
+    assert p(o, {}, None)
+
+
+def test_load_item_cache_sees_mutation():
+    d = {"k": 1}
+    p = _prog([("LOAD_ITEM", 3, 0, 0, "k"), ("CHECK_EQ", 3, 0, 0, 1)])
+    assert p(d, {}, None) and p(d, {}, None)
+    d["k"] = 2
+    assert not p(d, {}, None)
+    d["k"] = 1
+    assert p(d, {}, None)
+    del d["k"]
+    assert not p(d, {}, None)  # KeyError: failed, not raised
+    assert p({"k": 1}, {}, None)
+
+
+def test_program_errors():
+    class Boom:
+        def __eq__(self, other):
+            raise ValueError("boom")
+
+    p = _prog([("CHECK_EQ", 0, 0, 0, 1)])
+    assert p(Boom(), {}, None) is False
+
+    class Stop:
+        def __eq__(self, other):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        p(Stop(), {}, None)
+
+
+def test_residual_runs_after_c_checks():
+    seen = []
+
+    def residual(x, g, f):
+        seen.append(x)
+        return x < 3
+
+    p = _prog([("CHECK_TYPE", 0, 0, 0, int)], residual=residual)
+    assert p(2, {}, None) is True
+    assert p(5, {}, None) is False
+    assert p("s", {}, None) is False
+    assert seen == [2, 5]
+
+
+def test_untranslatable_expression_goes_to_residual():
+    from dynamo_lite.guards import Guard, GuardSet
+    from dynamo_lite.source import LocalSource
+
+    gs = GuardSet()
+    gs.add(Guard("TYPE", LocalSource("x"), int))
+    gs.add(Guard("EXPR", None, ("x < 3", ())))
+    guard = gs.compile(("x",))
+    assert guard.residual_source is not None and "x < 3" in guard.residual_source
+    assert guard.fn(2, {}, None) is True and guard.fn(4, {}, None) is False
+
+
+def test_program_is_collected_with_a_cycle():
+    holder = []
+    p = _prog([("CHECK_ID", 0, 0, 0, holder)])
+    holder.append(p)
+    ref = weakref.ref(p)
+    del p, holder
+    gc.collect()
+    assert ref() is None
+
+
+def test_tensor_check_matches_attributes_on_many_tensors():
+    specs = [torch.randn(3, 4), torch.randn(3, 4).t(), torch.zeros(2, dtype=torch.int64),
+             nn.Parameter(torch.randn(2, 2)), torch.randn(2, requires_grad=True), torch.tensor(3.0),
+             torch.empty(2, 3, device="meta"), torch.randn(6)[::2]]
+    from dynamo_lite.guards import TensorSpec
+
+    for want in specs:
+        spec = TensorSpec.of(want)
+        codes = tensor_api.codes(spec.dtype, spec.device) if tensor_api.eligible(spec.type) else None
+        p = _prog([("CHECK_TENSOR", 0, 0, 0, (spec.type, spec.dtype, spec.device, spec.shape, spec.stride,
+                                                spec.requires_grad, codes))])
+        for t in specs:
+            expected = TensorSpec.of(t) == spec
+            assert p(t, {}, None) is expected, (want, t)
+
+
+# ---- entries that run the original code ------------------------------------------------
+def plain_add(a, b):  # no tensor argument, no global: nothing to capture
+    return a + b
+
+
+def test_nothing_to_capture_is_cached_per_argument_types():
+    c = Case(plain_add)
+    assert c(1, 2, compiled=False) == 3
+    cache = _C.get_cache(plain_add.__code__)
+    assert [code for _, code in cache] == [None]  # runs the original code, no callback next time
+    check = cache[0][0]
+    assert check(1, 2, plain_add.__globals__, plain_add) is True
+    assert check(1.0, 2, plain_add.__globals__, plain_add) is False
+    assert c(5, 6, compiled=False) == 11
+    assert len(_C.get_cache(plain_add.__code__)) == 1
+    assert c("a", "b", compiled=False) == "ab"  # other types: one more entry
+    assert len(_C.get_cache(plain_add.__code__)) == 2
+    x = torch.randn(3)
+    c(x, x)  # a tensor: compiled as usual
+    assert c.compiles == 1
+    assert c(7, 1, compiled=False) == 8
+    dynamo_lite.reset()
+    assert _C.get_cache(plain_add.__code__) is None
+
+
+def test_cache_limit_falls_back_to_eager_without_hiding_entries():
+    from dynamo_lite import config
+
+    with config.patch(cache_size_limit=2):
+        c = Case(add_mul)
+        a, b = torch.randn(2), torch.randn(3)
+        c(a)
+        c(b)
+        c(torch.randn(4), compiled=False)  # limit reached: eager from now on when nothing matches
+        cache = _C.get_cache(add_mul.__code__)
+        assert cache[-1] == (_C.ALWAYS, None)
+        assert c.compiles == 2
+        c(torch.randn(5), compiled=False)
+        c(a)  # the compiled entries still match first
+        c(b)
+        assert c.compiles == 2
+        assert _C.get_cache(add_mul.__code__)[-1] == (_C.ALWAYS, None)

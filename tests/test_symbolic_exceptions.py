@@ -1,0 +1,164 @@
+"""Exceptions raised and handled inside traced code are traced, not broken on.
+
+A `raise` of a modelled exception unwinds the symbolic frames through their
+3.11 exception tables; handlers (except, finally, with-exit) run in the trace.
+Only an exception that leaves the compiled frame breaks the graph, at the
+step that raised it, so Python raises it for real.
+"""
+import collections.abc
+
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.testing import assert_same_as_eager
+
+
+def _captured_whole(fn, *args):
+    out = dynamo_lite.explain(fn)(*args)
+    return out.graph_count == 1 and out.graph_break_count == 0
+
+
+class _View(collections.abc.Sequence):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return i
+
+
+def seq_iteration(x):
+    return x + sum(_View(3))  # Sequence.__iter__ stops on IndexError
+
+
+def catch_own_raise(x):
+    try:
+        if x.shape[0] > 1:
+            raise ValueError("big")
+        y = x
+    except ValueError as e:
+        y = x * 2 + len(e.args[0])
+    return y
+
+
+def _helper(n):
+    if n > 2:
+        raise KeyError(n)
+    return n
+
+
+def catch_from_callee(x):
+    try:
+        return x * _helper(5)
+    except KeyError:
+        return x - 1
+
+
+def finally_then_except(x, log):
+    try:
+        try:
+            raise ValueError("a")
+        finally:
+            log.append("finally")
+    except ValueError:
+        log.append("caught")
+    return x + 1
+
+
+def bare_reraise_caught_outside(x):
+    try:
+        try:
+            raise ValueError("inner")
+        except ValueError:
+            raise
+    except ValueError:
+        return x * 3
+
+
+def tuple_of_classes_no_match_then_match(x):
+    try:
+        try:
+            raise TypeError("t")
+        except (KeyError, ValueError):
+            return x
+    except TypeError:
+        return x + 10
+
+
+class _Suppress:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, t, v, tb):
+        self.log.append(t.__name__ if t else None)
+        return t is KeyError
+
+
+def with_exit_suppresses(x, log):
+    with _Suppress(log):
+        raise KeyError("k")
+    with _Suppress(log):
+        y = x + 1
+    return y
+
+
+CAPTURED = [
+    (seq_iteration, lambda: (torch.randn(2),)),
+    (catch_own_raise, lambda: (torch.randn(3),)),
+    (catch_from_callee, lambda: (torch.randn(3),)),
+    (finally_then_except, lambda: (torch.randn(2), [])),
+    (bare_reraise_caught_outside, lambda: (torch.randn(2),)),
+    (tuple_of_classes_no_match_then_match, lambda: (torch.randn(2),)),
+    (with_exit_suppresses, lambda: (torch.randn(2), [])),
+]
+
+
+@pytest.mark.parametrize("fn,make_args", CAPTURED, ids=[f.__name__ for f, _ in CAPTURED])
+def test_handled_exceptions_are_captured_whole_and_match_eager(fn, make_args):
+    assert_same_as_eager(fn, *make_args())
+    assert _captured_whole(fn, *make_args())
+
+
+def raise_escapes(x):
+    y = x + 1
+    raise RuntimeError(f"nope {y.shape[0]}")
+
+
+def reraise_escapes(x):
+    try:
+        raise ValueError("out")
+    except ValueError:
+        raise
+
+
+def print_in_handler(x):
+    try:
+        raise ValueError("p")
+    except ValueError as e:
+        print("handled", e)
+        y = x * 2
+    return y
+
+
+def assert_fails(x):
+    assert x.shape[0] == 5, "wrong shape"
+    return x
+
+
+@pytest.mark.parametrize("fn", [raise_escapes, reraise_escapes, print_in_handler, assert_fails])
+def test_exceptions_leaving_the_frame_or_breaking_in_handlers_match_eager(fn):
+    assert_same_as_eager(fn, torch.randn(2))
+    assert_same_as_eager(fn, torch.randn(2))  # cached code
+
+
+def test_fullgraph_lets_user_exceptions_through():
+    with pytest.raises(RuntimeError, match="nope 2"):
+        dynamo_lite.compile(raise_escapes, backend="eager", fullgraph=True)(torch.randn(2))
