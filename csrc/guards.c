@@ -14,8 +14,9 @@
  * released when the run ends. Each op is (name, a, b, n, obj):
  *
  *   LOAD_CONST   a = obj
- *   LOAD_ATTR    a = getattr(reg[b], obj)        (instance __dict__ first when
- *                the type's version says that is what getattr does)
+ *   LOAD_ATTR    a = getattr(reg[b], obj)        (instance __dict__ first, or the
+ *                type's getset descriptor called directly, when the type's
+ *                version says that is what getattr does)
  *   LOAD_ITEM    a = reg[b][obj]                 (exact dicts: no method call)
  *   (LOAD_ATTR through an instance __dict__ and LOAD_ITEM on an exact dict
  *   remember the value they found with the dict's version: an unchanged
@@ -132,6 +133,9 @@ typedef struct {
      * first (no data descriptor, default __getattribute__). */
     PyTypeObject *cache_type;
     unsigned int cache_version;
+    /* ... or, when not NULL (strong), the attribute is this getset data
+     * descriptor of cache_type: its getter is called directly. */
+    PyObject *cache_descr;
     /* LOAD_ATTR (instance __dict__ path) and LOAD_ITEM (exact dicts): the
      * value (borrowed) found in the dict whose version was dict_version.
      * An equal version means the same dict, unchanged, so it still holds
@@ -378,12 +382,20 @@ attr_cache_fill(GuardOp *op, PyTypeObject *tp)
         return;
     }
     PyObject *descr = _PyType_Lookup(tp, op->obj);
-    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL &&
+        !Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
         return; /* a data descriptor wins over the instance dict */
     }
     unsigned int version = dl_type_version(tp);
     if (version == 0) {
         return;
+    }
+    if (descr != NULL && Py_TYPE(descr)->tp_descr_set != NULL) {
+        Py_INCREF(descr); /* a getset (e.g. __dict__): what getattr calls */
+        Py_XSETREF(op->cache_descr, descr);
+    }
+    else {
+        Py_CLEAR(op->cache_descr);
     }
     Py_INCREF(tp);
     Py_XSETREF(op->cache_type, tp);
@@ -416,6 +428,17 @@ load_attr(GuardOp *op, PyObject *obj)
 {
     PyTypeObject *tp = Py_TYPE(obj);
     if (tp == op->cache_type && dl_type_version(tp) == op->cache_version) {
+        if (op->cache_descr != NULL) {
+            PyGetSetDef *gs = ((PyGetSetDescrObject *)op->cache_descr)->d_getset;
+            if (gs->get != NULL) {
+                PyObject *v = gs->get(obj, gs->closure);
+                if (v != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+                    return v;
+                }
+                PyErr_Clear(); /* getattr would now try __getattr__: let it */
+            }
+            return PyObject_GetAttr(obj, op->obj);
+        }
         PyObject *dict = dl_instance_dict(obj);
         if (dict != NULL) {
             PyObject *v = dict_lookup_cached(op, dict);
@@ -700,6 +723,7 @@ program_free_ops(GuardProgram *p)
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_XDECREF(ops[i].obj);
         Py_XDECREF(ops[i].cache_type);
+        Py_XDECREF(ops[i].cache_descr);
         tensor_spec_free(ops[i].spec);
     }
     PyMem_Free(ops);
@@ -849,6 +873,7 @@ program_traverse(GuardProgram *p, visitproc visit, void *arg)
     for (Py_ssize_t i = 0; i < p->nops; i++) {
         Py_VISIT(p->ops[i].obj);
         Py_VISIT(p->ops[i].cache_type);
+        Py_VISIT(p->ops[i].cache_descr);
         if (p->ops[i].spec != NULL) {
             Py_VISIT(p->ops[i].spec->dtype);
             Py_VISIT(p->ops[i].spec->device);

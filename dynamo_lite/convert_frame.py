@@ -146,6 +146,9 @@ class FrameConverter:
 
     # ---- compile one frame ------------------------------------------------
     def _compile(self, code, f_locals, func, compile_id):
+        shadowed = _shadow_saved_tensor_hooks()
+        if shadowed is None:
+            return None  # the user's saved-tensor hooks cannot be shadowed now: run eagerly this time
         try:
             return self._compile_inner(code, f_locals, func, compile_id)
         except Unsupported:
@@ -154,7 +157,7 @@ class FrameConverter:
             self._fallback(code, e.reason, e.break_id, e.user_stack or [_code_frame(code)], compile_id)
             if self.fullgraph:
                 raise Unsupported(e.reason, e.break_id, e.user_stack or [_code_frame(code)]) from None
-            return _C.SKIP
+            return _C.SKIP if e.permanent else None
         except BackendCompilerFailed as e:
             if not config.suppress_errors or self.fullgraph:
                 raise
@@ -168,6 +171,9 @@ class FrameConverter:
                         code.co_name, code.co_filename, code.co_firstlineno, traceback.format_exc())
             self._fallback(code, text, "DL0026", [_code_frame(code)], compile_id)
             return _C.SKIP
+        finally:
+            if shadowed:
+                torch._C._autograd._pop_saved_tensors_default_hooks()
 
     def _fallback(self, code, reason, break_id, user_stack, compile_id):
         breaks_log.info("[%s] %s runs eagerly: [%s] %s", compile_id, code.co_name, break_id, reason)
@@ -256,6 +262,24 @@ class FrameConverter:
         finally:
             torch._C._set_grad_enabled(grad)
         return tx, None
+
+
+def _shadow_saved_tensor_hooks() -> Optional[bool]:
+    """Push identity saved-tensor hooks while a frame is traced and compiled, when the user has
+    some (torch.utils.checkpoint, offloading): autograd calls only the innermost pair, and the
+    fake tensors of the trace must not reach the user's.  True: pushed (pop after); False:
+    nothing to shadow; None: hooks are disabled here and cannot be shadowed."""
+    if torch._C._autograd._top_saved_tensors_default_hooks(True) is None:
+        return False
+    try:
+        torch._C._autograd._push_saved_tensors_default_hooks(_same_tensor, _same_tensor)
+    except RuntimeError:
+        return None
+    return True
+
+
+def _same_tensor(t):
+    return t
 
 
 def _root_cells(tx, code) -> dict:

@@ -56,11 +56,14 @@ class GraphBreak(DynamoLiteError):
 class SkipFrame(DynamoLiteError):
     """Run this frame eagerly; capture nothing for it."""
 
-    def __init__(self, reason: str, break_id: str = "DL0001"):
+    def __init__(self, reason: str, break_id: str = "DL0001", permanent: bool = True):
         super().__init__(reason)
         self.reason = reason
         self.break_id = break_id
         self.user_stack: list[UserFrame] = []
+        # True: the code is never captured again (until reset()); False: only this call runs
+        # eagerly (the reason depends on the arguments; existing entries stay in use)
+        self.permanent = permanent
 
 
 class InternalError(DynamoLiteError):

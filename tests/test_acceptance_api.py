@@ -95,7 +95,7 @@ def test_disable_inside_compiled_function_runs_eagerly():
 
     @dynamo_lite.disable
     def helper(x):
-        seen.append(torch.compiler.is_compiling() if hasattr(torch, "compiler") else False)
+        seen.append(x.shape)
         return x * 3
 
     def f(x):

@@ -397,3 +397,164 @@ def test_torch_func_grad_via_functional_api():
         return torch.autograd.functional.jacobian(lambda t: t * t, x)
 
     check(f, torch.randn(3), graphs=None)
+
+
+# ---------------------------------------------------------------- more autograd surface
+
+class Dirty(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+class NeedsGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b, (a + b).detach()
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        a, b = ctx.saved_tensors
+        return (g1 * b if ctx.needs_input_grad[0] else None, g1 * a if ctx.needs_input_grad[1] else None)
+
+
+class Once(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x.exp()
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.exp()
+
+
+def test_autograd_function_mark_dirty_needs_input_grad_once_differentiable():
+    def f(a, b):
+        out, aux = NeedsGrad.apply(a, b)
+        return Dirty.apply(a * 1), out, aux, aux.requires_grad, Once.apply(a) + 1
+
+    check(f, rg(3), torch.randn(3), backward=True, graphs=None)
+
+
+def test_grad_attribute_reset_and_manual_accumulation():
+    def f(x):
+        (x * 2).sum().backward()
+        g = x.grad.clone()
+        x.grad = None
+        (x * 3).sum().backward()
+        x.grad += 1
+        return g, x.grad * 1
+
+    check(f, rg(3), graphs=None)
+
+
+def test_backward_with_gradient_argument_and_allow_unused():
+    def f(x, y):
+        (x * 3).backward(torch.tensor([1.0, 2.0, 3.0]))
+        g = torch.autograd.grad((x * 2).sum(), [x, y], allow_unused=True)
+        return x.grad, g[0], g[1] is None
+
+    check(f, rg(3), rg(3), graphs=None)
+
+
+def test_detach_inplace_and_hooks_on_input_leaf():
+    def f(x):
+        y = x * 2
+        y.detach_()
+        seen = []
+        x.register_hook(lambda g: g * 100)
+        x.register_post_accumulate_grad_hook(lambda p: seen.append(p.grad.sum().item()))
+        (x * 2).sum().backward()
+        return y, y.requires_grad, y.is_leaf, x.grad, seen
+
+    check(f, rg(3), graphs=None)
+
+
+def test_checkpoint_inside_compiled_function():
+    import torch.utils.checkpoint as cp
+
+    def f(x):
+        return cp.checkpoint(lambda t: t.sin() * 2, x, use_reentrant=False)
+
+    check(f, rg(3), backward=True, graphs=None)
+
+
+def test_user_saved_tensor_hooks_see_only_real_tensors():
+    packed = []
+
+    def pack(t):
+        packed.append(type(t).__name__)
+        return t
+
+    def f(t):
+        return t.sin() * 2
+
+    for fn in (f, dynamo_lite.compile(f, backend="eager")):
+        del packed[:]
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fn(rg(3)).sum().backward()
+        assert packed == ["Tensor"], packed
+
+
+def test_torch_func_grad_and_vmap():
+    def f(x):
+        return torch.func.grad(lambda t: (t ** 2).sum())(x), torch.func.vmap(lambda r: r.sum() * 2)(x.view(3, 1))
+
+    check(f, torch.randn(3), graphs=None)
+
+
+def test_grad_mode_decorators_used_inside():
+    def f(x):
+        @torch.set_grad_enabled(False)
+        def h(t):
+            return t * 2
+
+        @torch.enable_grad()
+        def k(t):
+            return t * 3
+
+        r = h(x)
+        with torch.no_grad():
+            s = k(x)
+        return r, r.requires_grad, s, s.requires_grad, torch.is_grad_enabled()
+
+    check(f, rg(3), backward=True)
+
+
+def test_no_grad_inplace_on_intermediate_then_used():
+    def f(x):
+        y = x * 1
+        with torch.no_grad():
+            y.add_(5)
+        return y * 2
+
+    check(f, rg(3), backward=True)
+
+
+def test_split_unbind_and_index_put_gradients():
+    def f(x):
+        a, b = x.split(2)
+        c, d = b.unbind()
+        y = torch.zeros(5)
+        y[torch.tensor([0, 2, 4])] = x[:3]
+        return a * 2, c * d, y * 2
+
+    check(f, rg(4), backward=True)
+
+
+def test_grad_fn_name_and_returned_leaf_input():
+    def f(x):
+        y = x.t().matmul(x)
+        return x, y, type(y.grad_fn).__name__
+
+    check(f, rg(2, 2), backward=True, graphs=None)

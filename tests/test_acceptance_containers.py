@@ -11,6 +11,7 @@ import dataclasses
 import enum
 import typing
 
+import pytest
 import torch
 
 import dynamo_lite
@@ -523,3 +524,126 @@ def test_list_item_swap_and_dict_value_read_before_overwrite():
         return first * 1, old * 1
 
     check(f, [torch.ones(2), torch.zeros(2)], {"k": torch.ones(2)})
+
+
+# ---------------------------------------------------------------- values moved between objects, containers, globals
+
+class _Obj:
+    def __init__(self):
+        self.x = torch.ones(2)
+        self.y = torch.zeros(2)
+        self.items = [torch.ones(1)]
+
+
+GA = torch.ones(2)
+GB = torch.zeros(2)
+
+
+def _reset_globals():
+    globals().update(GA=torch.ones(2), GB=torch.zeros(2))
+
+
+MOVES = {}
+
+
+def _move(fn):
+    MOVES[fn.__name__] = fn
+    return fn
+
+
+@_move
+def swap_dict_items(x, o, d, l):
+    d["a"], d["b"] = d["b"], d["a"]
+    return x + d["a"]
+
+
+@_move
+def swap_object_attributes(x, o, d, l):
+    o.x, o.y = o.y, o.x
+    return o.x + x
+
+
+@_move
+def move_between_containers(x, o, d, l):
+    o.items.append(l.pop(0))
+    d["moved"] = o.items[0]
+    return x
+
+
+@_move
+def swap_globals(x, o, d, l):
+    global GA, GB
+    GA, GB = GB, GA
+    return GA + x
+
+
+@_move
+def swap_globals_then_break(x, o, d, l):
+    global GA, GB
+    GA, GB = GB, GA
+    print("b")
+    return GA + x
+
+
+@_move
+def attribute_stored_elsewhere_then_replaced(x, o, d, l):
+    old = o.x
+    l.append(old)
+    o.x = x * 3
+    d["old"] = old
+    return old
+
+
+@_move
+def argument_rebound_and_old_value_mutated(x, o, d, l):
+    old_l = l
+    l = [x]
+    old_l.append(5)
+    return l, old_l
+
+
+@_move
+def dict_value_replaced_then_read(x, o, d, l):
+    v = d["a"]
+    d["a"] = v + 1
+    d["c"] = v
+    return v, d["a"]
+
+
+@_move
+def closure_cells_swapped(x, o, d, l):
+    a, b = x, x * 2
+
+    def sw():
+        nonlocal a, b
+        a, b = b, a
+
+    sw()
+    return a - b
+
+
+@_move
+def attribute_list_replaced_then_old_mutated(x, o, d, l):
+    inner = o.items
+    o.items = [x]
+    inner[0] = x * 7
+    return inner, o.items
+
+
+@_move
+def slice_assign_from_itself(x, o, d, l):
+    l[:] = l[::-1]
+    l.extend(l)
+    return x
+
+
+@_move
+def dict_updated_from_itself(x, o, d, l):
+    d.update({k + "2": v for k, v in d.items()})
+    return x
+
+
+@pytest.mark.parametrize("name", sorted(MOVES))
+def test_values_moved_between_places(name):
+    check(MOVES[name], torch.ones(2), _Obj(), {"a": torch.ones(1), "b": torch.zeros(1)},
+          [torch.ones(3), torch.zeros(3)], reset=_reset_globals, snapshot=lambda: (GA, GB), graphs=None)

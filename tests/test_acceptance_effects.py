@@ -8,6 +8,7 @@ warnings (category, message, file, line); python random / torch / numpy RNG
 consumption order; math on shapes; numpy values passed in.  Helpers:
 tests/test_acceptance_support.py.
 """
+import collections
 import contextlib
 import logging
 import math
@@ -451,3 +452,61 @@ def test_float_special_values_and_int_overflow_of_python_math():
         return x * a, a == float("inf"), 2 ** 70 // 3, -7 // 2, -7 % 3, round(-2.5), int(-3.9)
 
     check(f, torch.ones(2), float("inf"))
+
+
+# ---------------------------------------------------------------- errors raised by Python-level operations
+
+PY_ERRORS = {
+    "list_pop_out_of_range": lambda x, l: (l.pop(5), x + 1),
+    "list_pop_keyword": lambda x, l: (l.pop(index=0), x + 1),
+    "list_remove_missing": lambda x, l: (l.remove(99), x + 1),
+    "list_index_missing": lambda x, l: (l.index(99), x + 1),
+    "list_sort_mixed_types": lambda x, l: (l.append("s"), l.sort(), x + 1),
+    "sorted_with_none": lambda x, l: (sorted([None, 1]), x + 1),
+    "dict_get_keyword": lambda x, l: ({"a": 1}.get("a", default=2), x + 1),
+    "dict_popitem_keyword": lambda x, l: ({"a": 1}.popitem(last=False), x + 1),
+    "dict_pop_missing": lambda x, l: ({"a": 1}.pop("b"), x + 1),
+    "namedtuple_replace_bad_field": lambda x, l: (collections.namedtuple("P", "a b")(1, 2)._replace(c=3), x + 1),
+    "namedtuple_missing_arg": lambda x, l: (collections.namedtuple("P", "a b")(1), x + 1),
+    "min_mixed_types": lambda x, l: (min([1, "a"]), x + 1),
+    "max_empty": lambda x, l: (max([]), x + 1),
+    "sum_of_strings": lambda x, l: (sum(["a", "b"]), x + 1),
+    "len_of_int": lambda x, l: (len(5), x + 1),
+    "int_of_bad_string": lambda x, l: (int("x"), x + 1),
+    "math_domain_error": lambda x, l: (math.sqrt(-1), x + 1),
+    "zero_division": lambda x, l: (divmod(1, 0), x + 1),
+    "negative_shift": lambda x, l: (1 << -1, x + 1),
+    "unhashable_key": lambda x, l: ({l: 1}, x + 1),
+    "next_exhausted": lambda x, l: (next(iter([])), x + 1),
+    "zip_strict_mismatch": lambda x, l: (list(zip([1], [1, 2], strict=True)), x + 1),
+    "bad_format_spec": lambda x, l: ("{:d}".format(1.5), x + 1),
+    "percent_format_arity": lambda x, l: ("%d %d" % (1,), x + 1),
+    "str_join_of_ints": lambda x, l: (",".join(l), x + 1),
+    "unexpected_keyword": lambda x, l: ((lambda a: a)(a=1, b=2), x),
+    "missing_argument": lambda x, l: ((lambda a, b: a)(1), x),
+    "shape_index_out_of_range": lambda x, l: (x.shape[5], x + 1),
+    "size_dim_out_of_range": lambda x, l: (x.size(3), x + 1),
+    "reduction_dim_out_of_range": lambda x, l: (x.sum(dim=3), x + 1),
+    "tensor_item_of_many": lambda x, l: (x.item(), x + 1),
+    "tensor_index_out_of_range": lambda x, l: (x[5], x + 1),
+    "tensor_plus_string": lambda x, l: (x + "a", x + 1),
+    "zeros_negative_size": lambda x, l: (torch.zeros(-1), x + 1),
+    "arange_zero_step": lambda x, l: (torch.arange(0, 10, 0), x + 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PY_ERRORS))
+def test_errors_of_python_and_tensor_operations_match(name):
+    check(PY_ERRORS[name], torch.ones(2), [1, 2, 3], graphs=None)
+
+
+def test_failing_tensor_op_writes_nothing_extra_to_stderr(capfd):
+    def f(x):
+        y = x + 1
+        return y @ torch.ones(3, 3)
+
+    for fn in (f, dynamo_lite.compile(f, backend="eager")):
+        with pytest.raises(RuntimeError):
+            fn(torch.ones(2))
+    captured = capfd.readouterr()
+    assert captured.err == "", captured.err[:500]

@@ -352,3 +352,222 @@ def test_state_dict_keys_and_module_repr_of_compiled_module():
     assert isinstance(opt, MLP)
     opt(X4)
     assert opt.fc1 is m.fc1
+
+
+# ---------------------------------------------------------------- stateful and unusual modules
+
+class Stateful(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.cache = None
+
+    def forward(self, x):
+        h = self.lin(x)
+        if self.cache is not None:
+            h = h + self.cache
+        self.cache = h.detach()
+        return h
+
+
+def test_module_caches_a_tensor_between_calls():
+    check_module(Stateful, [lambda m: m(X4)] * 3, attrs=["cache"])
+
+
+def test_attribute_deleted_in_forward():
+    class DelAttr(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.tmp = 1
+
+        def forward(self, x):
+            if hasattr(self, "tmp"):
+                del self.tmp
+                return self.lin(x)
+            return self.lin(x) * 2
+
+    check_module(DelAttr, [lambda m: m(X4)] * 3, graphs=None)
+
+
+def test_train_mode_toggled_inside_forward():
+    class Toggle(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d = nn.Dropout(0.5)
+
+        def forward(self, x):
+            self.train(False)
+            y = self.d(x)
+            self.train(True)
+            return y, self.training
+
+    check_module(Toggle, [lambda m: m(X4)] * 2, graphs=None)
+
+
+def test_tied_weights_and_plain_list_of_submodules():
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4, bias=False)
+            self.b = nn.Linear(4, 4, bias=False)
+            self.b.weight = self.a.weight
+            self.order = [self.b, self.a]
+
+        def forward(self, x):
+            for layer in self.order:
+                x = layer(x)
+            return x
+
+    check_module(Tied, [lambda m: m(X4)] * 2, backward=True)
+
+
+def test_dtype_and_requires_grad_of_parameters_changed_between_calls():
+    def to_double(m):
+        m.double()
+
+    def to_float(m):
+        m.float()
+
+    def freeze(m):
+        m.requires_grad_(False)
+
+    def zero_grad(m):
+        m.zero_grad()
+
+    check_module(lambda: nn.Linear(4, 2), [lambda m: m(X4), to_double, lambda m: m(X4.double()), to_float,
+                                           lambda m: m(X4), zero_grad, freeze, lambda m: (m(X4), m(X4).requires_grad)],
+                 backward=True)
+
+
+def test_hooks_with_kwargs_and_prepend():
+    def factory():
+        m = nn.Linear(4, 4)
+        m.register_forward_pre_hook(lambda mod, args, kwargs: ((args[0] * 2,), kwargs), with_kwargs=True)
+        m.register_forward_hook(lambda mod, args, kwargs, out: out + 1, with_kwargs=True, prepend=True)
+        m.register_forward_hook(lambda mod, args, out: out * 3)
+        return m
+
+    check_module(factory, [lambda m: m(X4)] * 2, graphs=None)
+
+
+def test_module_overriding_call():
+    class CallOverride(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def __call__(self, x):
+            return super().__call__(x) * 3
+
+        def forward(self, x):
+            return self.lin(x)
+
+    check_module(CallOverride, [lambda m: m(X4)] * 2)
+
+
+def test_plain_tensor_attribute_replaced_and_mutated():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.randn(4, 4)
+
+        def forward(self, x):
+            return x @ self.w
+
+    def change(m):
+        m.w = torch.ones(4, 4)
+
+    def inplace(m):
+        m.w.mul_(2)
+
+    check_module(M, [lambda m: m(X4), change, lambda m: m(X4), inplace, lambda m: m(X4)])
+
+
+def test_buffer_and_python_counters_incremented():
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("n", torch.zeros(()))
+            self.k = 0
+
+        def forward(self, x):
+            self.n += 1
+            self.k += 1
+            return x * self.n + self.k
+
+    check_module(Counter, [lambda m: m(X4)] * 3, attrs=["n", "k"])
+
+
+def test_same_submodule_called_twice_with_hook():
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.calls = []
+            self.lin.register_forward_hook(lambda mod, a, o: self.calls.append(tuple(o.shape)))
+
+        def forward(self, x):
+            return self.lin(self.lin(x)), len(self.calls)
+
+    check_module(Twice, [lambda m: m(X4)] * 2, attrs=["calls"], graphs=None)
+
+
+def test_buffer_registered_lazily_in_forward():
+    class Lazy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            if not hasattr(self, "stat"):
+                self.register_buffer("stat", x.mean(0).detach())
+            return self.lin(x) - self.stat
+
+    check_module(Lazy, [lambda m: m(X4)] * 2, graphs=None)
+
+
+def test_parameter_data_clamped_under_no_grad_and_grad_in_forward():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 1)
+
+        def forward(self, x):
+            with torch.no_grad():
+                self.lin.weight.data.clamp_(-0.1, 0.1)
+            x = x.clone().requires_grad_(True)
+            y = self.lin(x).sum()
+            (g,) = torch.autograd.grad(y, x, create_graph=True)
+            return g + self.lin(x)
+
+    check_module(M, [lambda m: m(X4)] * 2, backward=True, graphs=None)
+
+
+def test_sequential_subclass_iteration_and_append():
+    class Seq(nn.Sequential):
+        def forward(self, x):
+            for i, m in enumerate(self):
+                x = m(x) + i
+            return x
+
+    def add_layer(m):
+        m.append(nn.Linear(2, 2))
+
+    check_module(lambda: Seq(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)),
+                 [lambda m: m(X4), add_layer, lambda m: m(X4)], backward=True)
+
+
+def test_parameter_dict_and_lstm():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = nn.ParameterDict({"a": nn.Parameter(torch.ones(4)), "b": nn.Parameter(torch.zeros(4))})
+            self.rnn = nn.LSTM(4, 3, batch_first=True)
+
+        def forward(self, x):
+            y = sum(x * v for k, v in self.p.items())
+            out, (h, c) = self.rnn(y.unsqueeze(0))
+            return out, h, c, list(self.p.keys())
+
+    check_module(M, [lambda m: m(X4)] * 2, backward=True)

@@ -11,6 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import dynamo_lite
+from dynamo_lite.testing import CompileCounter, assert_same
 from test_acceptance_support import check
 
 
@@ -281,3 +283,157 @@ def test_dtype_specific_behaviour(dtype):
         return x.to(torch.float32) + 1, x.dtype, x.element_size(), x.is_floating_point(), x.clone()
 
     check(f, torch.ones(3).to(dtype))
+
+
+# ---------------------------------------------------------------- identity, aliasing, in-place metadata
+
+def test_inplace_op_returns_the_same_tensor_object():
+    def f(x):
+        y = x.add_(1)
+        z = torch.mul(x, 2, out=torch.empty(3))
+        w = torch.empty(3)
+        v = torch.add(x, 1, out=w)
+        return y is x, v is w, y, z
+
+    check(f, torch.randn(3))
+
+
+def test_returned_input_and_view_alias_the_input():
+    def f(x):
+        y = x.add_(1)
+        return y, x[0], x.view(-1)
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    x = torch.zeros(2, 3)
+    y, row, flat = opt(x)
+    assert y is x and row._base is x and flat._base is x
+    row.add_(5)  # writes through to the caller's tensor, as in eager
+    assert x[0, 0].item() == 6.0
+
+
+def test_requires_grad_set_on_input_inside():
+    def f(x, y):
+        x.requires_grad_()
+        y.requires_grad = True
+        z = x * y
+        return z, x.requires_grad, z.requires_grad, z.is_leaf
+
+    check(f, torch.randn(3), torch.randn(3), backward=True)
+
+
+def test_python_attribute_on_tensor_set_and_read():
+    def f(x):
+        x.tag = "hello"
+        return x + 1, getattr(x, "tag", None), getattr(x, "missing", "dflt")
+
+    check(f, torch.randn(2), graphs=None)
+
+
+def test_shape_comparisons_and_size_arithmetic():
+    def f(x):
+        return (x.shape == (2, 3), x.shape[1:] == torch.Size([3]), x.size() + (1,), len(x.shape), x + 1,
+                isinstance(x.shape, tuple), type(x.shape).__name__, list(x.shape), x.shape[0] * 2 ** 62,
+                x / float(x.shape[1]), x.numel() / 4)
+
+    check(f, torch.randn(2, 3))
+
+
+def test_dtype_and_device_queries():
+    def f(x):
+        return (x.dtype in (torch.float32, torch.float16), torch.is_floating_point(x), x.is_cuda, x.device.type,
+                x.is_sparse, x.layout, x + 1, x.dtype.is_signed, torch.finfo(x.dtype).eps, torch.iinfo(torch.int8).max)
+
+    check(f, torch.randn(2, 3))
+
+
+@pytest.mark.parametrize("op", ["unsqueeze_", "t_", "resize_", "out_into_input", "data_assign", "copy_",
+                                "view_inplace", "setitem", "squeeze_", "transpose_", "as_strided_"])
+def test_inplace_metadata_and_data_changes_of_input(op):
+    def f(x):
+        if op == "unsqueeze_":
+            x.unsqueeze_(0)
+        elif op == "t_":
+            x.t_()
+        elif op == "resize_":
+            x.resize_(6)
+        elif op == "out_into_input":
+            torch.add(x, 1, out=x)
+        elif op == "data_assign":
+            x.data = torch.zeros(2, 3)
+        elif op == "copy_":
+            x.copy_(torch.ones(2, 3) * 5)
+        elif op == "view_inplace":
+            x[0].mul_(10)
+            x.diagonal().zero_()
+        elif op == "setitem":
+            x[:, 0] = torch.arange(2.0)
+            x[1] = 7
+        elif op == "squeeze_":
+            x.unsqueeze_(1).squeeze_(1)
+        elif op == "transpose_":
+            x.transpose_(0, 1)
+        elif op == "as_strided_":
+            x.as_strided_((3,), (2,))
+        return x.shape, x.stride(), x * 1
+
+    check(f, torch.arange(6.0).reshape(2, 3), graphs=None)
+
+
+def test_version_counter_and_data_ptr_queries():
+    def f(x):
+        v = x._version
+        x[0, 0] = 1
+        c = x.clone()
+        flat = x.view(6)
+        return (x._version - v, c is x, c.data_ptr() == x.data_ptr(), flat.data_ptr() == x.data_ptr(),
+                x.untyped_storage().nbytes(), flat + 0)
+
+    check(f, torch.arange(6.0).reshape(2, 3), graphs=None)
+
+
+def test_tensors_as_dict_keys_and_list_members():
+    def f(x):
+        d = {x: 1}
+        l = [x, x + 1]
+        return d[x], x in d, l.index(x), x in l, x is None, x is not None, x + 1
+
+    check(f, torch.randn(2))
+
+
+def test_default_dtype_change_recompiles_factories():
+    def f(x):
+        t = torch.ones(2)
+        return x + t, t.dtype, (torch.arange(3) / 2).dtype, torch.tensor([1.5]).dtype
+
+    cnt = CompileCounter()
+    opt = dynamo_lite.compile(f, backend=cnt)
+    old = torch.get_default_dtype()
+    try:
+        a, a_e = opt(torch.ones(2)), f(torch.ones(2))
+        torch.set_default_dtype(torch.float64)
+        b, b_e = opt(torch.ones(2)), f(torch.ones(2))
+    finally:
+        torch.set_default_dtype(old)
+    assert_same((a, b), (a_e, b_e))
+    assert cnt.frame_count == 2
+
+
+class _SubTensor(torch.Tensor):
+    pass
+
+
+def test_tensor_subclass_input_keeps_subclass_results_and_plain_calls_stay_compiled():
+    def f(t):
+        u = t * 2
+        return type(u).__name__, u.as_subclass(torch.Tensor) + 1, isinstance(u, _SubTensor)
+
+    cnt = CompileCounter()
+    opt = dynamo_lite.compile(f, backend=cnt)
+    plain = torch.ones(2)
+    assert_same(opt(plain), f(plain))
+    graphs = cnt.frame_count
+    sub = torch.ones(2).as_subclass(_SubTensor)
+    for _ in range(2):
+        assert_same(opt(sub), f(sub))
+    assert_same(opt(plain), f(plain))
+    assert cnt.frame_count == graphs  # the subclass calls ran eagerly; the plain entries still serve

@@ -42,7 +42,8 @@ def test_generator_covers_the_grammar():
         "closure nonlocal": "nonlocal", "lambda": "lambda a", "print": "print(", ".item()": ".item()",
         "in-place": "_(", "no_grad": "with torch.no_grad()", "try/except": "except (", "early return": "return",
         "comprehension": " for v in ", "dict": "{'a'", "unpack": ", *v", "global": "G_COUNT +=",
-        "helper": "def h0", "raise": "raise ", "grad mode": "torch.set_grad_enabled(",
+        "helper": "def h0", "raise": "raise ", "grad mode": "torch.set_grad_enabled(", "assert": "assert ",
+        "raise from": ") from err", "finally": "finally:",
     }
 
     @settings(max_examples=300, derandomize=True, deadline=None, database=None, phases=[Phase.generate],

@@ -138,7 +138,7 @@ def test_tensor_subclass_is_not_a_tensor_hit():
     c(x)
     sub = x.clone().as_subclass(MyTensor)
     assert [a for a, _ in _guard_answers(add_mul, c.code, (sub,))] == [False]
-    c(sub)
+    c(sub, compiled=False)  # a subclass with __torch_function__ may run eagerly: never the tensor entry
     c(x)
 
 
@@ -590,6 +590,25 @@ def test_load_attr_cache_sees_class_changes_and_class_reassignment():
     assert p(o, {}, None)
 
 
+def test_load_attr_through_the_dict_descriptor():
+    p = _prog([("LOAD_ATTR", 3, 0, 0, "__dict__"), ("CHECK_NOT_IN", 3, 0, 0, "forward")])
+    o = Obj()
+    assert p(o, {}, None) and p(o, {}, None)
+    o.forward = 1
+    assert not p(o, {}, None)
+    o.__dict__ = {"a": 1}
+    assert p(o, {}, None)
+
+    class Slotted:
+        __slots__ = ()
+
+        def __getattr__(self, name):  # no instance dict: getattr falls back to this
+            return {"forward": 2}
+
+    assert not p(Slotted(), {}, None) and not p(Slotted(), {}, None)
+    assert p(o, {}, None)
+
+
 def test_load_item_cache_sees_mutation():
     d = {"k": 1}
     p = _prog([("LOAD_ITEM", 3, 0, 0, "k"), ("CHECK_EQ", 3, 0, 0, 1)])
@@ -713,3 +732,41 @@ def test_cache_limit_falls_back_to_eager_without_hiding_entries():
         c(b)
         assert c.compiles == 2
         assert _C.get_cache(add_mul.__code__)[-1] == (_C.ALWAYS, None)
+
+
+# ---- OptimizedModule.__call__ fast path ------------------------------------------------
+def test_top_level_hooks_added_after_compile_run():
+    m = MLP()
+    compiled = dynamo_lite.compile(m, backend="eager")
+    x = torch.randn(2, 8)
+    compiled(x)
+    seen = []
+    pre = m.register_forward_pre_hook(lambda mod, args: (args[0] * 0,))
+    post = m.register_forward_hook(lambda mod, args, out: seen.append(out.shape) or out + 1)
+    try:
+        assert_same(m(x), compiled(x))
+        assert seen == [torch.Size([2, 4])] * 2
+    finally:
+        pre.remove()
+        post.remove()
+    assert_same(m(x), compiled(x))
+
+
+class CustomCall(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def __call__(self, x):
+        return super().__call__(x) * 10  # a class-level __call__ must not be skipped
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_module_with_its_own_call_keeps_it():
+    m = CustomCall()
+    compiled = dynamo_lite.compile(m, backend="eager")
+    x = torch.randn(2, 3)
+    assert_same(m(x), compiled(x))
+    assert_same(m(x), compiled(x))

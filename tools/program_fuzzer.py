@@ -428,7 +428,7 @@ class Gen:
                   self.s_global, self.s_call, self.s_lambda]
         compound = [self.s_if, self.s_if_tensor, self.s_for_range, self.s_for_list, self.s_while,
                     self.s_with_no_grad, self.s_try, self.s_def, self.s_counter, self.s_for_dict]
-        rare = [self.s_early_return, self.s_raise, self.s_grad_mode, self.s_break]
+        rare = [self.s_early_return, self.s_raise, self.s_grad_mode, self.s_break, self.s_assert]
         if ctx.depth >= 2:
             kinds = simple + rare
         else:
@@ -661,12 +661,17 @@ class Gen:
         body.insert(self.intr(0, len(body)), Node(risky))
         e = self.fresh("err")
         handler = [Node(f"print('caught', type({e}).__name__, {e})")] + self.block(env.child(), sub, 0, 2)
+        if self.coin(1):
+            handler.append(Node(f"raise RuntimeError('wrapped ' + type({e}).__name__) from {e}"))
         node = Node("try:", body, kind="try")
         node.clauses.append((f"except {_EXC_TYPES} as {e}:", handler))
         if self.coin(2):
             node.clauses.append(("else:", self.block(env.child(), sub, 1, 1)))
         if self.coin(3):
-            node.clauses.append(("finally:", [Node(f"print('finally', {self.e_I(env, 0)})")]))
+            final = [Node(f"print('finally', {self.e_I(env, 0)})")]
+            if self.coin(1) and ctx.func == "f":
+                final.append(Node(f"if {self.e_B(env, 1)}:", [Node(f"return {self.ret_expr(env)}")], kind="if"))
+            node.clauses.append(("finally:", final))
         return node
 
     def s_def(self, env: Env, ctx: Ctx) -> Node:
@@ -698,6 +703,9 @@ class Gen:
     def s_raise(self, env: Env, ctx: Ctx) -> Node:
         exc = self.pick(["ValueError", "RuntimeError", "KeyError"])
         return Node(f"if {self.e_B(env, 2)}:", [Node(f"raise {exc}(f'bad {{{self.e_I(env, 1)}}}')")], kind="if")
+
+    def s_assert(self, env: Env, ctx: Ctx) -> Node:
+        return Node(f"assert {self.e_B(env, 2)}, f'assert {{{self.e_I(env, 1)}}}'")
 
     def s_grad_mode(self, env: Env, ctx: Ctx) -> Node:
         return Node(f"torch.set_grad_enabled({self.e_B(env, 0)})")
@@ -738,7 +746,7 @@ class Gen:
         for i in range(self.intr(0, 2)):
             helpers.append(self.helper(env, i))
             env.funcs[f"h{i}"] = "TIT"
-        body = self.block(env, Ctx(), 1, 7)
+        body = self.block(env, Ctx(), 1, 9)
         body.append(Node(f"return {self.ret_expr(env)}"))
         prog = Program(_flatten(helpers), _flatten(body), self.inputs())
         if any(op in prog.source() for op in _NO_INT_KERNEL):

@@ -67,6 +67,8 @@ leaks = re.findall(r"(definitely lost|indirectly lost|possibly lost|still reacha
 workload = open(out).read()
 print("=== valgrind memcheck summary ===")
 print("workload:", "ok" if "workload ok" in workload and status == 0 else f"FAILED (exit {status})")
+ext = re.findall(r"extension: (.*)", workload)
+print("extension under test:", ext[0] if ext else "?", "(debug build in the scratch copy)")
 print(summary[-1] if summary else "no ERROR SUMMARY line (did valgrind run?)")
 for l in re.findall(r"(?:definitely|indirectly|possibly) lost: .*|still reachable: .*", text)[-4:]:
     print("  " + l)

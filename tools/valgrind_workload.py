@@ -60,6 +60,7 @@ def main():
         dynamo_lite.reset()
         gc.collect()
     assert _C.get_callback() is None
+    print("extension:", _C.__file__)
     print("workload ok")
 
 

@@ -78,7 +78,9 @@ def inline_call(parent: InstructionTranslatorBase, fn_var, args: list, kwargs: d
         # if it had no side effects its consumer could observe in between.
         if parent.output.side_effects.version != version or _mutating_nodes(parent.output.graph, n_nodes):
             raise GraphBreak("DL0021", f"generator {code.co_name} has side effects; Python runs it lazily")
-        return ListIteratorVariable(child.generated)
+        result = ListIteratorVariable(child.generated)
+        result.generator = code.co_name
+        return result
     return child.return_value
 
 

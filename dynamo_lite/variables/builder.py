@@ -12,6 +12,7 @@ Tested by tests/test_guards.py and tests/test_values.py.
 from __future__ import annotations
 
 import builtins
+import collections
 import enum
 import functools
 import inspect
@@ -91,6 +92,14 @@ def _wrap(tx, value, source):
     if isinstance(value, torch.Tensor):
         if source is None:
             raise GraphBreak("DL0009", "a tensor reached without a source (e.g. a class attribute) is not supported")
+        if type(value) is not torch.Tensor and \
+                getattr(type(value), "__torch_function__", None) is not torch._C._disabled_torch_function_impl:
+            # a subclass whose ops return the subclass (Tensor.__torch_function__): fake values
+            # would be plain tensors, so types and subclass overrides would differ from eager
+            from ..exc import SkipFrame
+
+            raise SkipFrame(f"tensor subclass {type(value).__qualname__} with __torch_function__", "DL0002",
+                            permanent=False)
         return _aliased(tx, value, source, lambda: output.add_graph_input(source, value))
     if isinstance(value, dict) and type(value) not in (dict,) and _is_model_output(value):
         if source is None:
@@ -124,7 +133,7 @@ def _wrap(tx, value, source):
             items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
             return ListVariable(items, source)
         return _aliased(tx, value, source, make)
-    if type(value) in (dict,) or (isinstance(value, dict) and type(value).__module__ in ("collections",)):
+    if type(value) in (dict, collections.OrderedDict, collections.defaultdict):  # not Counter: its own update()
         if all(type(k) in (str, int, bool, type(None), float) for k in value):
             def make():
                 guard("TYPE", source, type(value))

@@ -467,12 +467,16 @@ def _reversed(tx, seq):
 
 @_handler(builtins.iter)
 def _iter(tx, obj, *sentinel):
-    from .containers import ListIteratorVariable
+    from .containers import DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable
 
     if sentinel:
         raise GraphBreak("DL0003", "iter() with a sentinel")
     if isinstance(obj, ListIteratorVariable):
         return obj
+    if isinstance(obj, (ListVariable, DictVariable, SetVariable, DictViewVariable)):
+        from .containers import iterate
+
+        return iterate(tx, obj)
     return ListIteratorVariable(_iter_items(tx, obj))
 
 

@@ -770,6 +770,13 @@ class ListIteratorVariable(VariableTracker):
     """An iterator over items known at trace time (lists, tuples, ranges, dict keys, zip, ...)."""
 
     mutable_local = True
+    # name of the generator function whose yields these are (inliner.inline_call), or None
+    generator: Any = None
+    # the ListVariable iterated live (``items`` is its own list: appends during the loop are
+    # reached, as by a list_iterator), or None
+    live: Any = None
+    # (dict or set tracker, its length when iteration began): eager raises if the size changes
+    watched: Any = None
 
     def __init__(self, items: list, index: int = 0, kind: type = None):
         super().__init__()
@@ -778,12 +785,29 @@ class ListIteratorVariable(VariableTracker):
         self.kind = kind  # zip / enumerate / map / filter: the real iterator's type (None: tuple_iterator)
 
     def python_type(self):
+        if self.live is not None:
+            return type(iter([]))
         return self.kind or type(iter(()))
+
+    def var_getattr(self, tx, name):
+        if self.generator is not None and (name in ("send", "throw", "close") or name.startswith("gi_")):
+            # the generator already ran to completion in the trace (and would be rebuilt as a
+            # plain iterator): only running the whole frame in Python gives a real generator
+            from ..exc import SkipFrame
+
+            raise SkipFrame(f"generator {self.generator}() used through .{name}", "DL0021")
+        return super().var_getattr(tx, name)
 
     def describe(self):
         return f"{self.kind.__name__} object" if self.kind else "iterator"
 
     def next_item(self, tx):
+        if self.watched is not None and len(self.watched[0].items) != self.watched[1]:
+            # "dictionary/set changed size during iteration": only Python raises it at the right point
+            from ..exc import SkipFrame
+
+            raise SkipFrame(f"{self.watched[0].describe()} changed size during iteration", "DL0010",
+                            permanent=False)
         if self.index >= len(self.items):
             return None
         item = self.items[self.index]
@@ -796,6 +820,12 @@ class ListIteratorVariable(VariableTracker):
         return list(rest)
 
     def reconstruct(self, cg):
+        if self.live is not None:  # the real list's iterator, advanced to the same position
+            cg.load_callable(_list_iterator_at)
+            cg.reconstruct(self.live)
+            cg.load_const(self.index)
+            cg.call(2)
+            return
         rest = self.items[self.index:]
         if self.kind is zip and all(isinstance(i, TupleVariable) for i in rest) and \
                 len({len(i.items) for i in rest}) <= 1:
@@ -827,7 +857,33 @@ class ListIteratorVariable(VariableTracker):
         cg.call(2 if self.kind in (map, filter) else 1)
 
     def can_reconstruct(self):
+        if self.live is not None:
+            return self.live.can_reconstruct()
         return all(i.can_reconstruct() for i in self.items[self.index:])
+
+
+def iterate(tx, value: VariableTracker) -> "ListIteratorVariable":
+    """iter(value) for GET_ITER and iter(): lists are iterated live, dicts and sets watched."""
+    if isinstance(value, ListIteratorVariable):
+        return value
+    if type(value) is ListVariable:
+        it = ListIteratorVariable(value.items)
+        it.live = value
+        return it
+    it = ListIteratorVariable(value.unpack(tx))
+    if isinstance(value, (DictVariable, SetVariable)):
+        it.watched = (value, len(value.items))
+    elif isinstance(value, DictViewVariable):
+        it.watched = (value.dict_var, len(value.dict_var.items))
+    return it
+
+
+def _list_iterator_at(lst: list, index: int):
+    """iter(lst) advanced by ``index`` items (a list iterator rebuilt by generated code)."""
+    it = iter(lst)
+    for _ in range(min(index, len(lst))):
+        next(it)
+    return it
 
 
 def _passthrough(v):

@@ -218,6 +218,8 @@ class GradModeVariable(ContextManagerVariable):
     def call_function(self, tx, args, kwargs):
         # used as a decorator: @torch.no_grad() def f(...)
         if len(args) == 1 and not kwargs:
+            if self.sets_on_init and self.prev is not None:
+                tx.output.set_grad_enabled(self.prev)  # as set_grad_enabled.__call__: undo what __init__ set
             return GradModeDecoratedVariable(self, args[0])
         return super().call_function(tx, args, kwargs)
 

@@ -12,6 +12,7 @@ Tested by tests/test_tensor_ops.py.
 """
 from __future__ import annotations
 
+import logging
 import operator
 import warnings
 from typing import Any
@@ -216,6 +217,8 @@ def _node_arg(v: VariableTracker):
         return {k: _node_arg(i) for k, i in v.items.items()}
     if v.is_python_constant():
         value = v.as_python_constant()
+        if isinstance(value, type):  # a class (x.as_subclass(C)): the graph's code cannot name it
+            raise GraphBreak("DL0009", f"class {value.__qualname__} passed to a tensor operation")
         return value
     raise GraphBreak("DL0009", f"{v.describe()} cannot be passed to a tensor operation in a graph")
 
@@ -260,7 +263,11 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     fake_args = _fake_args(args)
     fake_kwargs = {k: _fake_arg(v) for k, v in kwargs.items()}
     output = tx.output
+    quiet = not _FAKE_LOG.disabled
     try:
+        # a failing op is re-run by Python, which raises the user's error: FakeTensorMode's own
+        # "failed while attempting to run meta" traceback log would only be noise on stderr
+        _FAKE_LOG.disabled = True
         with output.fake_mode, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             _check_inplace_cast(kind, target, fake_args)
@@ -280,6 +287,9 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         raise GraphBreak(
             "DL0010", f"{_target_name(kind, target)} raised {type(e).__name__} at trace time: {str(e).splitlines()[0] if str(e) else ''}"
         ) from e
+    finally:
+        if quiet:
+            _FAKE_LOG.disabled = False
     if _uses_default_dtype(example, fake_args, fake_kwargs):
         output.guard_default_dtype()
     node = output.create_node(kind, target, node_args, node_kwargs)
@@ -291,6 +301,9 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
                 node.meta["example_value"] = example
                 return arg
     return wrap_op_result(tx, node, example)
+
+
+_FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
 
 
 def _uses_default_dtype(example, fake_args, fake_kwargs) -> bool:

@@ -232,6 +232,8 @@ class _ObjectLike(VariableTracker):
         it, _ = _mro_lookup(self.value_type, "__iter__")
         if isinstance(it, types.FunctionType):
             iterator = UserMethodVariable(it, self).call_function(tx, [], {})
+            if isinstance(iterator, _ObjectLike):  # a user iterator (often self): its __next__ runs in Python
+                raise GraphBreak("DL0005", f"iterating over {self.describe()} (a user-defined iterator)")
             return iterator.unpack(tx)
         return super().unpack(tx)
 

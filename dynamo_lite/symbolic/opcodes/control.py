@@ -54,11 +54,9 @@ def RETURN_VALUE(tx, inst):
 
 @register("GET_ITER")
 def GET_ITER(tx, inst):
-    value = tx.pop()
-    if isinstance(value, ListIteratorVariable):
-        tx.push(value)
-        return
-    tx.push(ListIteratorVariable(value.unpack(tx)))
+    from ...variables.containers import iterate
+
+    tx.push(iterate(tx, tx.pop()))
 
 
 @register("FOR_ITER")
