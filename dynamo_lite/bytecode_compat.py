@@ -10,6 +10,7 @@ from __future__ import annotations
 import dis
 import sys
 import types
+import weakref
 
 SUPPORTED = sys.version_info[:2] == (3, 11)
 PY_VERSION = "%d.%d" % sys.version_info[:2]
@@ -72,12 +73,28 @@ MF_ANNOTATIONS = 0x04
 MF_CLOSURE = 0x08
 
 
+# id(code) -> (weak reference to code, instructions): decoding is a large part of
+# tracing time when the same functions are inlined many times (every layer of a model)
+_INSTRUCTIONS: dict = {}
+
+
 def instructions(code: types.CodeType) -> list[dis.Instruction]:
-    """The real instructions of ``code`` (no CACHE, no EXTENDED_ARG).
+    """The real instructions of ``code`` (no CACHE, no EXTENDED_ARG); a new list each call.
 
     A jump to an instruction with EXTENDED_ARG prefixes targets the first prefix;
     its ``argval`` is moved to the real instruction, so every target is in the list.
     """
+    hit = _INSTRUCTIONS.get(id(code))
+    if hit is not None and hit[0]() is code:
+        return list(hit[1])
+    insts = _decode(code)
+    if len(_INSTRUCTIONS) > 4096:
+        _INSTRUCTIONS.clear()
+    _INSTRUCTIONS[id(code)] = (weakref.ref(code), tuple(insts))
+    return insts
+
+
+def _decode(code: types.CodeType) -> list[dis.Instruction]:
     insts = []
     prefixed: dict[int, int] = {}  # offset of an EXTENDED_ARG -> offset of its instruction
     pending: list[int] = []

@@ -20,6 +20,7 @@ Tested by tests/test_convert_frame.py and tests/test_recompiles.py.
 """
 from __future__ import annotations
 
+import gc
 import itertools
 import logging
 import threading
@@ -142,7 +143,15 @@ class FrameConverter:
             compile_id = f"{_frame_id(code)}/0"
         if not self.fullgraph and not _has_tensor_or_module(f_locals, func):
             return _nothing_to_capture(code, f_locals)
-        return self._compile(code, f_locals, func, compile_id)
+        # Tracing allocates many short-lived objects: a full collection of a big process
+        # (torch, transformers) in the middle of a capture costs hundreds of milliseconds.
+        gc_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._compile(code, f_locals, func, compile_id)
+        finally:
+            if gc_enabled:
+                gc.enable()
 
     # ---- compile one frame ------------------------------------------------
     def _compile(self, code, f_locals, func, compile_id):

@@ -23,9 +23,10 @@ def test_compile_as_decorator_with_and_without_arguments():
     def f(x):
         return x.sin() + 1
 
-    @dynamo_lite.compile
-    def g(x):
-        return x.cos() - 1
+    with config.patch(default_backend="eager"):  # the bare form uses the default backend (inductor is slow)
+        @dynamo_lite.compile
+        def g(x):
+            return x.cos() - 1
 
     x = torch.randn(3)
     assert_same(f(x), x.sin() + 1)
@@ -162,6 +163,22 @@ def test_explain_counts_graphs_and_breaks():
     assert out.graph_break_count == 2
     assert len(out.break_reasons) == 2
     assert all(r.lineno for r in out.break_reasons)
+
+
+def test_explain_fields_describe_each_graph():
+    def f(x, n):
+        y = (x * n).relu()
+        print("break")
+        return y.sum() + 1
+
+    out = dynamo_lite.explain(f)(torch.ones(3), 2)
+    assert out.graph_count == len(out.graphs) == len(out.ops_per_graph) == len(out.guards) == 2
+    assert out.ops_per_graph[0] == 2 and out.ops_per_graph[1] == 2
+    assert any("n" in line and "2" in line for line in out.guards[0])  # the constant n is guarded
+    assert_same(out.out, f(torch.ones(3), 2))
+    reason = out.break_reasons[0]
+    assert reason.filename.endswith("test_acceptance_api.py") and "print" in reason.reason.lower()
+    assert "Graph count: 2" in str(out)
 
 
 def test_explain_does_not_change_results_or_side_effects():

@@ -558,3 +558,32 @@ def test_grad_fn_name_and_returned_leaf_input():
         return x, y, type(y.grad_fn).__name__
 
     check(f, rg(2, 2), backward=True, graphs=None)
+
+
+def _inference_tensor_add():
+    with torch.inference_mode():
+        t = torch.ones(2)
+    t.add_(1)
+    return t
+
+
+AUTOGRAD_ERRORS = {
+    "inplace_on_view_of_leaf": lambda x: x[0].add_(1),
+    "inplace_on_expanded_tensor": lambda x: x.detach()[:1].expand(3, 2).add_(1),
+    "inplace_int_tensor_float_value": lambda x: torch.ones(2, dtype=torch.int64).add_(0.5),
+    "inplace_broadcast_to_larger_shape": lambda x: torch.ones(2).add_(torch.ones(3, 2)),
+    "inplace_after_use_in_backward": lambda x: (lambda y: ((y * y), y.add_(1), (y * y).sum().backward()))(x * 2),
+    "requires_grad_false_on_non_leaf": lambda x: (x * 2).requires_grad_(False),
+    "requires_grad_on_int_tensor": lambda x: torch.ones(2, dtype=torch.int64).requires_grad_(),
+    "backward_of_non_scalar": lambda x: (x * 2).backward(),
+    "backward_without_graph": lambda x: (x.detach() * 2).sum().backward(),
+    "grad_wrt_tensor_not_in_graph": lambda x: torch.autograd.grad((x * 2).sum(), torch.ones(2)),
+    "inference_tensor_updated_outside": lambda x: _inference_tensor_add() + x,
+    "out_argument_with_grad": lambda x: torch.mul(x, 2, out=torch.empty(2)),
+    "leaf_data_inplace_is_allowed": lambda x: (x.data.add_(1), x * 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AUTOGRAD_ERRORS))
+def test_autograd_errors_and_allowed_cases_match(name):
+    check(AUTOGRAD_ERRORS[name], rg(2), graphs=None)

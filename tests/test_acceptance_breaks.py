@@ -285,6 +285,58 @@ def recursion_reaching_break(x, l):
     return r(x, 3)
 
 
+@case
+def list_appended_while_iterated(x, l):
+    items = [x, x * 2]
+    out = []
+    for t in items:
+        print("t")
+        if len(items) < 4:
+            items.append(t + 10)
+        out.append(t.sum())
+    return out, items
+
+
+@case
+def iterator_partly_consumed_then_list_grows(x, l):
+    it = iter(l)
+    first = next(it)
+    print("b")
+    l.append(7)
+    return x * first, list(it)
+
+
+@case
+def dict_grows_while_iterated(x, l):
+    d = {"a": 1}
+    for k in d:
+        print(k)
+        d["b"] = 2
+    return x
+
+
+@case
+def dict_grows_before_break_while_iterated(x, l):
+    d = {"a": 1}
+    for k in d:
+        d["b"] = 2
+        print(k)
+    return x
+
+
+@case
+def dict_items_values_iterated_with_break(x, l):
+    d = {"a": x, "b": x * 2}
+    out = []
+    for k, v in d.items():
+        print(k)
+        out.append(v + 1)
+    for v in d.values():
+        print("v")
+        out.append(v * 3)
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_graph_break_placement(name):
     check_calls(CASES[name], CALLS, graphs=None)

@@ -12,7 +12,9 @@ import collections
 import contextlib
 import logging
 import math
+import os
 import random
+import sys
 import warnings
 
 import numpy as np
@@ -510,3 +512,365 @@ def test_failing_tensor_op_writes_nothing_extra_to_stderr(capfd):
             fn(torch.ones(2))
     captured = capfd.readouterr()
     assert captured.err == "", captured.err[:500]
+
+
+def _warn_helper(x):
+    warnings.warn("from helper", UserWarning, stacklevel=2)
+    return x * 2
+
+
+def _warns_twice(x):
+    y = x + 1
+    z = _warn_helper(y)
+    warnings.warn("direct", RuntimeWarning)
+    return z
+
+
+def _record_calls(fn, action, n=3):
+    globals().pop("__warningregistry__", None)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter(action)
+        for _ in range(n):
+            fn(torch.ones(3))
+    globals().pop("__warningregistry__", None)
+    return [(str(i.message), i.category, os.path.basename(i.filename), i.lineno) for i in w]
+
+
+def test_warnings_with_always_filter_repeat_like_eager():
+    assert _record_calls(dynamo_lite.compile(_warns_twice, backend="eager"), "always") == \
+        _record_calls(_warns_twice, "always")
+
+
+@pytest.mark.xfail(strict=True, reason="compiling a frame enters warnings.catch_warnings() (variables/tensor.py "
+                                       "record_op), which bumps the filters version and so clears every "
+                                       "__warningregistry__: a 'default'-action warning already shown is shown "
+                                       "again after a later compile (here: 'from helper' twice in three calls)")
+def test_default_filter_shows_each_warning_once_like_eager():
+    assert _record_calls(dynamo_lite.compile(_warns_twice, backend="eager"), "default") == \
+        _record_calls(_warns_twice, "default")
+
+
+
+# ---------------------------------------------------------------- exceptions raised and handled inside traced code
+# (called with a tensor and an empty list that handlers append to)
+EXC_CASES = {}
+
+
+def _exc_case(fn):
+    EXC_CASES[fn.__name__] = fn
+    return fn
+
+
+class _E1(Exception):
+    pass
+
+
+class _E2(_E1):
+    pass
+
+
+@_exc_case
+def nested_try_reraise(x, l):
+    try:
+        try:
+            l.append(1)
+            raise _E2("inner")
+        except _E1 as e:
+            l.append(str(e))
+            raise
+    except _E2 as e:
+        l.append("outer " + str(e))
+    return x + len(l)
+
+
+@_exc_case
+def bare_raise_out(x, l):
+    try:
+        raise ValueError("v")
+    except ValueError:
+        l.append("h")
+        raise
+
+
+@_exc_case
+def raise_from_none(x, l):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ValueError("v") from None
+    except ValueError as e:
+        return (x, e.__cause__, e.__suppress_context__, type(e.__context__).__name__)
+
+
+@_exc_case
+def implicit_context(x, l):
+    try:
+        try:
+            raise KeyError("k")
+        except KeyError:
+            raise ValueError("v")
+    except ValueError as e:
+        return (x, type(e.__context__).__name__, str(e.__context__))
+
+
+@_exc_case
+def sys_exc_info_in_handler(x, l):
+    try:
+        raise _E1("a")
+    except _E1:
+        t, v, tb = sys.exc_info()
+        return (x, t.__name__, str(v), tb is not None)
+
+
+@_exc_case
+def exc_info_cleared_after(x, l):
+    try:
+        raise _E1("a")
+    except _E1:
+        pass
+    return (x, sys.exc_info())
+
+
+@_exc_case
+def exception_in_else(x, l):
+    try:
+        y = x + 1
+    except ValueError:
+        y = x
+    else:
+        l.append("else")
+        raise _E1("from else")
+    return y
+
+
+@_exc_case
+def finally_with_exception_and_mutation(x, l):
+    try:
+        try:
+            y = x * 2
+            raise _E1("f")
+        finally:
+            l.append("fin")
+            y = y + 1
+    except _E1:
+        l.append("caught")
+    return y
+
+
+@_exc_case
+def return_in_finally_swallows(x, l):
+
+    def g():
+        try:
+            raise _E1("lost")
+        finally:
+            return x * 3
+    return g()
+
+
+@_exc_case
+def break_in_finally_swallows(x, l):
+    for i in range(3):
+        try:
+            raise _E1("lost")
+        finally:
+            break
+    return x + i
+
+
+@_exc_case
+def exception_in_with_exit(x, l):
+
+    class CM:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            l.append(a[0].__name__ if a[0] else None)
+            raise _E2("from exit")
+    try:
+        with CM():
+            y = x + 1
+            raise _E1("body")
+    except _E2 as e:
+        return (y, str(e), type(e.__context__).__name__)
+
+
+@_exc_case
+def with_exit_suppresses_specific(x, l):
+
+    class CM:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, t, v, tb):
+            return t is _E2
+    out = []
+    for exc in (_E2, _E1):
+        try:
+            with CM():
+                raise exc("x")
+            out.append("suppressed")
+        except _E1 as e:
+            out.append("propagated " + type(e).__name__)
+    return (x, out)
+
+
+@_exc_case
+def exception_types_tuple_and_order(x, l):
+    out = []
+    for exc in (KeyError("a"), IndexError("b"), ZeroDivisionError("c"), _E2("d")):
+        try:
+            raise exc
+        except (KeyError, IndexError) as e:
+            out.append(("lookup", type(e).__name__))
+        except ArithmeticError:
+            out.append("arith")
+        except Exception as e:
+            out.append(("other", str(e)))
+    return (x, out)
+
+
+@_exc_case
+def exception_from_tensor_op_caught_and_retried(x, l):
+    try:
+        y = x.view(3, 5)
+    except RuntimeError:
+        y = x.view(-1)
+    return y * 2
+
+
+@_exc_case
+def exception_in_loop_with_continue_and_state(x, l):
+    total = x
+    for i in range(4):
+        try:
+            if i % 2:
+                raise _E1(str(i))
+            total = total + i
+        except _E1 as e:
+            l.append(str(e))
+            continue
+        finally:
+            total = total * 1.5
+    return total
+
+
+@_exc_case
+def except_star(x, l):
+    try:
+        raise ExceptionGroup("g", [_E1("a"), KeyError("b")])
+    except* _E1 as eg:
+        l.append(len(eg.exceptions))
+    except* KeyError:
+        l.append("k")
+    return x + len(l)
+
+
+@_exc_case
+def assert_error_message(x, l):
+    try:
+        assert x.shape[0] == 5, f"bad {x.shape[0]}"
+    except AssertionError as e:
+        return (x, str(e))
+
+
+@_exc_case
+def exception_args_and_notes(x, l):
+    e = _E1("a", 2)
+    e.add_note("note!")
+    try:
+        raise e
+    except _E1 as err:
+        return (x, err.args, err.__notes__)
+
+
+@_exc_case
+def generator_finally_on_close(x, l):
+
+    def gen():
+        try:
+            yield 1
+            yield 2
+        finally:
+            l.append("closed")
+    g = gen()
+    v = next(g)
+    g.close()
+    return x * v
+
+
+@_exc_case
+def stopiteration_in_generator_becomes_runtimeerror(x, l):
+
+    def gen():
+        yield 1
+        raise StopIteration
+    try:
+        return list(gen())
+    except RuntimeError as e:
+        return (x, str(e))
+
+
+@_exc_case
+def unbound_local_error(x, l):
+
+    def g(flag):
+        if flag:
+            y = 1
+        return y
+    try:
+        g(False)
+    except UnboundLocalError as e:
+        return (x, str(e))
+
+
+@_exc_case
+def name_error_global(x, l):
+    try:
+        return undefined_name_xyz  # noqa: F821 - the NameError is the point
+    except NameError as e:
+        return (x, str(e))
+
+
+@_exc_case
+def attribute_error_message(x, l):
+    try:
+        x.nonexistent_attr
+    except AttributeError as e:
+        return (x, str(e))
+
+
+@_exc_case
+def type_error_call_message(x, l):
+
+    def g(a):
+        return a
+    try:
+        g(1, 2)
+    except TypeError as e:
+        return (x, str(e))
+
+
+@pytest.mark.parametrize("name", sorted(EXC_CASES))
+def test_exceptions_handled_inside(name):
+    check(EXC_CASES[name], torch.ones(2), [], graphs=None)
+
+
+def test_exception_context_cycle_is_cut_like_cpython():
+    def f(x):
+        a = KeyError("a")
+        b = ValueError("b")
+        try:
+            try:
+                raise a
+            except KeyError:
+                try:
+                    raise b
+                except ValueError:
+                    raise a
+        except KeyError as e:
+            return x + 1, type(e.__context__).__name__, type(e.__context__.__context__).__name__, str(e)
+
+    check(f, torch.ones(2), graphs=None)

@@ -8,6 +8,8 @@ Helpers: tests/test_acceptance_support.py.
 """
 import functools
 import operator
+import sys
+import types
 
 import pytest
 import torch
@@ -402,3 +404,220 @@ def test_many_arguments_and_keyword_only_function():
 
     ts = [torch.full((2,), float(k)) for k in range(8)]
     check(f, *ts, i=torch.ones(2))
+
+
+# ---------------------------------------------------------------- state kept by closures and callables across calls
+
+def _make_counter():
+    n = 0
+
+    def inc(x):
+        nonlocal n
+        n += 1
+        return x * n
+
+    return inc
+
+
+def _make_pusher():
+    data = []
+
+    def push(x):
+        data.append(x.sum())
+        print("pushed")
+        data.append(len(data))
+        return len(data)
+
+    return push, data
+
+
+class _Acc:
+    def __init__(self):
+        self.total = 0
+
+    def __call__(self, x):
+        self.total += 1
+        return x * self.total
+
+
+def _sequence(fn, reset, observe):
+    """Three calls eagerly and three compiled, each series from the same reset state."""
+    import dynamo_lite
+    from dynamo_lite.testing import assert_same
+
+    outs = []
+    for f in (fn, dynamo_lite.compile(fn, backend="eager")):
+        reset()
+        outs.append([f(torch.ones(2) * i) for i in range(1, 4)] + [observe()])
+    assert_same(outs[0], outs[1])
+
+
+def test_closure_counter_state_persists_across_calls():
+    inc = _make_counter()
+
+    def f(x):
+        return inc(x) + 1
+
+    def reset():
+        inc.__closure__[0].cell_contents = 0
+
+    _sequence(f, reset, lambda: inc.__closure__[0].cell_contents)
+
+
+def test_closure_list_mutated_around_a_graph_break():
+    push, data = _make_pusher()
+
+    def f(x):
+        return x * push(x)
+
+    _sequence(f, data.clear, lambda: list(data))
+
+
+def test_callable_object_state_across_calls():
+    acc = _Acc()
+
+    def f(x):
+        return acc(x) + acc(x)
+
+    def reset():
+        acc.total = 0
+
+    _sequence(f, reset, lambda: acc.total)
+
+
+def test_memoizing_decorator_with_dict_cache():
+    cache = {}
+
+    def memo(fn):
+        @functools.wraps(fn)
+        def wrapper(x, k):
+            if k not in cache:
+                cache[k] = fn(x, k)
+            return cache[k]
+
+        return wrapper
+
+    @memo
+    def heavy(x, k):
+        return x * k
+
+    def f(x):
+        return heavy(x, 2) + heavy(x, 2) + heavy(x, 3)
+
+    _sequence(f, cache.clear, lambda: sorted(cache))
+
+
+def test_closures_made_in_loops_and_stored_methods():
+    def f(x):
+        fs = []
+        for i in range(2):
+            def g(t, i=i):
+                return t + i
+
+            fs.append(g)
+        late = [lambda t: t * i for i in range(3)]
+        acc = []
+        push = acc.append
+        for h in fs + late:
+            push(h(x))
+        m = x.add
+        return acc, m(1)
+
+    check(f, torch.ones(2))
+
+
+def test_super_inside_lambda_and_recursive_closure():
+    def f(x):
+        class B:
+            def f(self, t):
+                return t + 1
+
+        class C(B):
+            def f(self, t):
+                g = lambda: super(C, self).f(t)  # noqa: E731
+                return g() * 2
+
+        def fib(n):
+            return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+        return C().f(x) * fib(8)
+
+    check(f, torch.ones(2), graphs=None)
+
+
+# ---------------------------------------------------------------- attributes of another (user) module
+
+_user_mod = types.ModuleType("acceptance_user_cfg")
+_user_mod.SCALE = 2.0
+_user_mod.LOG = []
+_user_mod.helper = lambda t: t * _user_mod.SCALE
+sys.modules["acceptance_user_cfg"] = _user_mod
+import acceptance_user_cfg as user_cfg  # noqa: E402
+
+
+def _reset_user_mod():
+    _user_mod.SCALE = 2.0
+    _user_mod.LOG = []
+    _user_mod.__dict__.pop("NEW", None)
+
+
+def _snapshot_user_mod():
+    return _user_mod.SCALE, list(_user_mod.LOG), getattr(_user_mod, "NEW", None)
+
+
+def _mod_read(x):
+    return x * user_cfg.SCALE
+
+
+def _mod_write(x):
+    user_cfg.SCALE = user_cfg.SCALE * 3
+    return x * user_cfg.SCALE
+
+
+def _mod_new_attr(x):
+    user_cfg.NEW = x.sum()
+    return x + 1
+
+
+def _mod_list_append(x):
+    user_cfg.LOG.append(x.shape[0])
+    return x + len(user_cfg.LOG)
+
+
+def _mod_function(x):
+    return user_cfg.helper(x)
+
+
+def _mod_del_attr(x):
+    user_cfg.NEW = 1
+    del user_cfg.NEW
+    return x + hasattr(user_cfg, "NEW")
+
+
+def _mod_import_inside(x):
+    import math
+
+    import acceptance_user_cfg as uc
+    from acceptance_user_cfg import SCALE
+
+    return x * uc.SCALE * SCALE + math.pi
+
+
+@pytest.mark.parametrize("fn", [_mod_read, _mod_write, _mod_new_attr, _mod_list_append, _mod_function,
+                                _mod_del_attr, _mod_import_inside], ids=lambda f: f.__name__)
+def test_user_module_attributes_read_and_written(fn):
+    check(fn, torch.ones(2), reset=_reset_user_mod, snapshot=_snapshot_user_mod, graphs=None)
+
+
+def test_user_module_attribute_changed_between_calls():
+    import dynamo_lite
+
+    _reset_user_mod()
+    opt = dynamo_lite.compile(_mod_read, backend="eager")
+    try:
+        a = opt(torch.ones(2))
+        _user_mod.SCALE = 7.0
+        b = opt(torch.ones(2))
+    finally:
+        _reset_user_mod()
+    assert (a.tolist(), b.tolist()) == ([2.0, 2.0], [7.0, 7.0])

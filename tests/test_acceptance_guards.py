@@ -14,6 +14,7 @@ import enum
 import functools
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -379,3 +380,83 @@ def test_torch_backend_flag_read_in_branch():
         torch.backends.cudnn.enabled = False
 
     scenario(f, [mut], restore=lambda: setattr(torch.backends.cudnn, "enabled", True))
+
+
+# ---------------------------------------------------------------- tensor facts outside shape/stride/dtype
+
+def _calls(fn, inputs):
+    opt = dynamo_lite.compile(fn, backend="eager")
+    for i, args in enumerate(inputs):
+        assert_same(fn(*args), opt(*args), f"call #{i}")
+
+
+def _inference_tensor():
+    with torch.inference_mode():
+        return torch.ones(2)
+
+
+def _with_grad():
+    t = torch.ones(2, requires_grad=True)
+    t.grad = torch.full((2,), 3.0)
+    return t
+
+
+_BASE = torch.arange(3.0)
+_CPLX = torch.tensor([1 + 2j, 3 - 1j])
+TENSOR_FACTS = {
+    "storage_offset": (lambda x: x + x.storage_offset(), [(_BASE[1:],), (_BASE[:-1],)]),
+    "is_conj": (lambda x: (x * 1, x.is_conj()), [(_CPLX,), (_CPLX.conj(),)]),
+    "is_neg": (lambda x: (x * 1, x.is_neg()), [(_CPLX,), (torch._neg_view(_CPLX),)]),
+    "is_leaf": (lambda x: (x * 1, x.is_leaf), [(torch.ones(2, requires_grad=True),),
+                                               (torch.ones(2, requires_grad=True) * 1,)]),
+    "is_shared": (lambda x: (x * 1, x.is_shared()), [(torch.ones(2),), (torch.ones(2).share_memory_(),)]),
+    "is_inference": (lambda x: (x + 1, x.is_inference()), [(torch.ones(2),), (_inference_tensor(),)]),
+    "grad_is_none": (lambda x: x * 2 if x.grad is None else x * x.grad,
+                     [(torch.ones(2, requires_grad=True),), (_with_grad(),)]),
+    "expanded_strides": (lambda x: (x * 1, x.stride()), [(torch.ones(2, 2),), (torch.ones(1, 2).expand(2, 2),)]),
+    "channels_last": (lambda x: (x * 1, x.is_contiguous(memory_format=torch.channels_last)),
+                      [(torch.ones(1, 2, 1, 2),), (torch.ones(1, 2, 1, 2).contiguous(memory_format=torch.channels_last),)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TENSOR_FACTS))
+def test_tensor_fact_changes_between_calls(name):
+    fn, inputs = TENSOR_FACTS[name]
+    _calls(fn, inputs)
+
+
+# ---------------------------------------------------------------- arguments of every kind changing between calls
+
+_X = torch.ones(2)
+ARGUMENT_CHANGES = {
+    "numpy_and_python_scalars": (lambda x, s: (x * s, (x * s).dtype, type(s).__name__),
+                                 [np.float32(1.5), np.float64(1.5), 1.5, np.int64(2), 2, True, np.bool_(True)]),
+    "int_float_bool_same_value": (lambda x, s: (x.long() * s, (x.long() * s).dtype), [2, 2.0, True]),
+    "bool_as_index": (lambda x, s: ([0, 1, 2][s], x * s), [True, 1]),
+    "numpy_array_dtype_and_values": (lambda x, a: (x + torch.from_numpy(a).float() * float(a[0]), a.dtype.name),
+                                     [np.ones(2, dtype=np.float32), np.full(2, 3.0), np.ones(2)]),
+    "list_of_numbers_to_tensor": (lambda x, l: x + torch.tensor(l), [[1.0, 2.0], [3.0, 4.0], [1, 2]]),
+    "nan_argument": (lambda x, s: x * s, [float("nan"), float("nan"), 1.0]),
+    "signed_zero": (lambda x, s: (1 / (x * 0 + s), str(s)), [0.0, -0.0, 0.0]),
+    "large_int": (lambda x, s: (x * (s % 7), s), [2 ** 70, 2 ** 70 + 1]),
+    "string": (lambda x, s: x * len(s) if s.startswith("a") else x + 0, ["abc", "bcd", "ab"]),
+    "none_or_value": (lambda x, s: x + 0 if s is None else x * s, [None, 3, None]),
+    "tuple_of_mixed_numbers": (lambda x, t: x * t[0] + t[1], [(1, 2.0), (1.0, 2), (True, 2)]),
+    "complex_number": (lambda x, c: (x * c.real, c), [1 + 2j, 1 - 2j]),
+    "dtype": (lambda x, d: x.to(d), [torch.float64, torch.int32]),
+    "device": (lambda x, d: x.to(d) * 1, [torch.device("cpu"), "cpu", torch.device("meta")]),
+    "slice": (lambda x, s: x[s] * 1, [slice(0, 1), slice(1, 2), slice(None)]),
+    "range": (lambda x, r: [x * i for i in r], [range(2), range(3), range(1, 3)]),
+    "bytes": (lambda x, b: x * len(b), [b"ab", b"abc"]),
+    "frozenset": (lambda x, s: x * len(s), [frozenset({1}), frozenset({1, 2})]),
+    "ellipsis_or_int": (lambda x, e: x[e] * 1, [..., 0]),
+    "class": (lambda x, t: x * (2 if t is int else 3), [int, float]),
+    "function": (lambda x, f: f(x), [torch.sin, torch.cos, lambda t: t * 5]),
+    "module": (lambda x, m: m(x - 0.5), [torch.nn.ReLU(), torch.nn.Tanh()]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARGUMENT_CHANGES))
+def test_argument_kind_changes_between_calls(name):
+    fn, values = ARGUMENT_CHANGES[name]
+    _calls(fn, [(_X, v) for v in values])

@@ -571,3 +571,56 @@ def test_parameter_dict_and_lstm():
             return out, h, c, list(self.p.keys())
 
     check_module(M, [lambda m: m(X4)] * 2, backward=True)
+
+
+# ---------------------------------------------------------------- a realistic training step
+
+class _TinyLM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 8)
+        self.blocks = nn.ModuleList([nn.Sequential(nn.LayerNorm(8), nn.Linear(8, 8), nn.GELU()) for _ in range(2)])
+        self.head = nn.Linear(8, 5)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, ids, mask=None):
+        h = self.emb(ids)
+        for i, b in enumerate(self.blocks):
+            h = h + self.drop(b(h)) * (1.0 / (i + 1) ** 0.5)
+        if mask is not None:
+            h = h * mask.unsqueeze(-1)
+        return self.head(h.mean(1))
+
+
+def _train_step(model, opt, sched, batch, metrics):
+    model.train()
+    opt.zero_grad(set_to_none=True)
+    logits = model(batch["ids"], mask=batch.get("mask"))
+    loss = F.cross_entropy(logits, batch["y"])
+    loss.backward()
+    gn = nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    metrics.setdefault("loss", []).append(loss.item())
+    metrics["gn"] = float(gn)
+    metrics["lr"] = sched.get_last_lr()[0]
+    return loss.detach()
+
+
+def test_training_steps_with_optimizer_scheduler_and_clipping():
+    gen = torch.Generator().manual_seed(5)
+    batches = [{"ids": torch.randint(0, 20, (4, 6), generator=gen), "y": torch.randint(0, 5, (4,), generator=gen),
+                "mask": (torch.rand(4, 6, generator=gen) > 0.2).float()} for _ in range(4)]
+    del batches[2]["mask"]
+    results = []
+    for compiled in (False, True):
+        seed_all()
+        model = _TinyLM()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        sched = torch.optim.lr_scheduler.StepLR(opt, 2, 0.5)
+        step = dynamo_lite.compile(_train_step, backend="eager") if compiled else _train_step
+        metrics = {}
+        seed_all(1)
+        losses = [step(model, opt, sched, b, metrics) for b in batches]
+        results.append((losses, metrics, model.state_dict(), opt.state_dict()["state"][0]["exp_avg"]))
+    assert_same(results[0], results[1])

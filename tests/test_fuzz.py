@@ -43,7 +43,8 @@ def test_generator_covers_the_grammar():
         "in-place": "_(", "no_grad": "with torch.no_grad()", "try/except": "except (", "early return": "return",
         "comprehension": " for v in ", "dict": "{'a'", "unpack": ", *v", "global": "G_COUNT +=",
         "helper": "def h0", "raise": "raise ", "grad mode": "torch.set_grad_enabled(", "assert": "assert ",
-        "raise from": ") from err", "finally": "finally:",
+        "raise from": ") from err", "finally": "finally:", "user object": " = Box(", "attribute store": ".v = ",
+        "boolean mask": " > 0].sum()",
     }
 
     @settings(max_examples=300, derandomize=True, deadline=None, database=None, phases=[Phase.generate],

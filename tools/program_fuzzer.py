@@ -123,7 +123,26 @@ class InputSpec:
         return f"InputSpec({', '.join(fields)})"
 
 
-PREAMBLE = "import math\nimport torch\n\nG_LOG = []\nG_COUNT = 0\n"
+PREAMBLE = '''import math
+import torch
+
+G_LOG = []
+G_COUNT = 0
+
+
+class Box:
+    """A user object: attribute reads/writes, methods, new objects returned."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def get(self):
+        return self.v
+
+    def bump(self, d):
+        self.v = self.v + d
+        return self
+'''
 SIGNATURE = "def f(x, y, n, s, flag, lst):"
 
 
@@ -157,7 +176,7 @@ class Program:
 # using them are not run on int64 inputs.
 _NO_INT_KERNEL = ("softmax", "gelu")
 
-TYPES = ("T", "S", "I", "F", "B", "LI", "LT", "D", "P")
+TYPES = ("T", "S", "I", "F", "B", "LI", "LT", "D", "P", "O")
 _EXC_TYPES = "(IndexError, ValueError, ZeroDivisionError, KeyError, RuntimeError, TypeError)"
 
 
@@ -258,6 +277,8 @@ class Gen:
             options.append(lambda name=name: f"{name}['a']")
         for name in env.of_type("P"):
             options.append(lambda name=name: f"{name}[0]")
+        for name in env.of_type("O"):
+            options.append(lambda name=name: f"{name}.{self.pick(['v', 'get()'])}")
         return self.pick(options)()
 
     def e_S(self, env: Env, d: int) -> str:
@@ -273,6 +294,11 @@ class Gen:
             lambda: f"{T()}[{self.intr(0, 1)}, {self.intr(0, 3)}]",
             lambda: f"({T()} * {T()}).sum()",
             lambda: f"{T()}.abs().sum()",
+            lambda: f"{T()}[:, 1:].sum()",
+            lambda: f"{T()}[..., -1].sum()",
+            lambda: f"{T()}[{T()} > 0].sum()",
+            lambda: f"torch.stack([{T()}, {T()}]).sum()",
+            lambda: f"torch.cat([{T()}, {T()}], {self.intr(0, 1)}).max()",
         ]
         if d > 0:
             options += [
@@ -307,6 +333,9 @@ class Gen:
             lambda: f"({self.e_LI(env, d - 1)}[{self.pick([0, -1, 1])}])",
             lambda: f"int({self.e_F(env, d - 1)})",
             lambda: "G_COUNT",
+            lambda: f"int({X()}.argmax())",
+            lambda: f"len({X()}.tolist())",
+            lambda: f"{X()}.shape[-1] * {X()}.shape[0]",
             lambda: f"len({self.var(env, 'LT') or '[x]'})",
         ]
         for name, kind in sorted(env.funcs.items()):
@@ -408,6 +437,12 @@ class Gen:
         ]
         return self.pick(options)()
 
+    def e_O(self, env: Env, d: int) -> str:
+        leaves = env.of_type("O")
+        if leaves and (d == 0 or self.coin(4)):
+            return self.pick(leaves)
+        return f"Box({self.e_T(env, max(d - 1, 0))})"
+
     def e_P(self, env: Env, d: int) -> str:
         leaves = env.of_type("P")
         if leaves and (d == 0 or self.coin(4)):
@@ -423,7 +458,7 @@ class Gen:
         return out
 
     def stmt(self, env: Env, ctx: Ctx) -> Node:
-        simple = [self.s_assign, self.s_assign, self.s_reassign, self.s_augassign, self.s_inplace,
+        simple = [self.s_assign, self.s_assign, self.s_reassign, self.s_augassign, self.s_inplace, self.s_object,
                   self.s_print, self.s_item, self.s_list_op, self.s_dict_op, self.s_unpack,
                   self.s_global, self.s_call, self.s_lambda]
         compound = [self.s_if, self.s_if_tensor, self.s_for_range, self.s_for_list, self.s_while,
@@ -528,16 +563,35 @@ class Gen:
             return Node(f"{name} = {value}")
         return Node(self.pick(options)())
 
+    def s_object(self, env: Env, ctx: Ctx) -> Node:
+        boxes = env.of_type("O")
+        if not boxes or self.coin(3):
+            name = self.fresh("b")
+            value = self.e_O(env, 2)
+            env.vars[name] = ("O", True)
+            return Node(f"{name} = {value}")
+        b = self.pick(boxes)
+        return Node(self.pick([
+            lambda: f"{b}.v = {self.e_T(env, 1)}",
+            lambda: f"{b}.bump({self.pick([self.e_T(env, 1), self.e_F(env, 0)])})",
+            lambda: f"{b}.extra = {self.e_I(env, 1)}",
+            lambda: f"G_LOG.append({b})",
+        ])())
+
     def s_unpack(self, env: Env, ctx: Ctx) -> Node:
         a, b = self.fresh(), self.fresh()
-        form = self.pick(["pair", "tuple", "star"])
+        form = self.pick(["pair", "tuple", "star", "shape"])
+        if form == "shape":
+            value = f"{self.var(env, 'T')}.shape"
+            env.vars[a], env.vars[b] = ("I", True), ("I", True)
+            return Node(f"{a}, {b} = {value}")
         if form == "pair":
             text = f"{a}, {b} = {self.e_P(env, 1)}"
             env.vars[a], env.vars[b] = ("T", True), ("I", True)
         elif form == "tuple":
             text = f"{a}, {b} = {self.e_T(env, 1)}, {self.e_T(env, 1)}"
             env.vars[a], env.vars[b] = ("T", True), ("T", True)
-        else:
+        elif form == "star":
             text = f"{a}, *{b} = {self.e_LI(env, 1)}"
             env.vars[a], env.vars[b] = ("I", True), ("LI", True)
         return Node(text)
@@ -726,6 +780,7 @@ class Gen:
             lambda: self.e_S(env, 1),
             lambda: "None",
             lambda: self.e_LT(env, 1),
+            lambda: self.e_O(env, 1),
         ])()
 
     # ---- whole program -----------------------------------------------------
@@ -862,6 +917,9 @@ def run_program(prog: Program, backend="eager") -> Report:
     ns_comp = {"__name__": "dl_fuzz_prog", "__file__": filename}
     exec(code, ns_eager)
     exec(code, ns_comp)
+    for name, value in ns_eager.items():  # one Box class, so results compare by type
+        if isinstance(value, type):
+            ns_comp[name] = value
     dynamo_lite.reset()
     report = Report("ok")
 
@@ -898,6 +956,10 @@ def run_program(prog: Program, backend="eager") -> Report:
                     return report
                 try:
                     assert_outcomes_equal(eager, comp)
+                    if eager.exception is not None:  # explicit chaining (raise ... from ...) too
+                        ec, cc = eager.exception.__cause__, comp.exception.__cause__
+                        assert (type(ec), str(ec)) == (type(cc), str(cc)), \
+                            f"exception __cause__ differs: {ec!r} vs {cc!r}"
                     assert_same(ns_eager["G_LOG"], ns_comp["G_LOG"], "global G_LOG")
                     assert_same(ns_eager["G_COUNT"], ns_comp["G_COUNT"], "global G_COUNT")
                 except AssertionError as e:

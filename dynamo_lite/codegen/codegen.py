@@ -164,6 +164,10 @@ class PyCodegen:
             self._in_progress.add(id(var))
             try:
                 var.reconstruct(self)
+            except CodegenFailed:
+                raise
+            except Exception as e:  # GraphBreak from a tracker that cannot rebuild itself
+                raise CodegenFailed(f"cannot rebuild {var.describe()}: {e}") from e
             finally:
                 self._in_progress.discard(id(var))
             name = self.new_temp()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from typing import Any, Callable, Optional
 
 from .. import _C
@@ -39,6 +40,11 @@ from . import tensor_api
 _ESTABLISHING = ("TYPE", "ID", "CONST", "TENSOR")
 # Kinds whose expressions read only their source (translated without parsing).
 _SOURCE_KINDS = ("TYPE", "ID", "CONST", "LENGTH", "DICT_KEYS", "TENSOR")
+
+
+# Nodes ast.literal_eval may accept (anything else: not a constant).
+_LITERAL_NODES = (ast.Constant, ast.UnaryOp, ast.BinOp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.USub,
+                  ast.UAdd, ast.Add, ast.Sub, ast.Load)
 
 
 class Untranslatable(Exception):
@@ -68,13 +74,33 @@ def _segment(text: str, node: ast.AST) -> str:
     return ast.dump(node)
 
 
-def _chain_keys(text: str) -> list[str]:
+@functools.lru_cache(maxsize=8192)
+def _chain_keys(text: str) -> tuple[str, ...]:
     """Text of every load-chain prefix read by the expression ``text`` (for the ancestor rule)."""
     keys: list[str] = []
-    for sub in ast.walk(_parse(text)):
-        if isinstance(sub, (ast.Attribute, ast.Subscript, ast.Name)):
-            keys.append(_segment(text, sub))
-    return keys
+    stack = [_parse(text)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Attribute, ast.Subscript, ast.Name)):
+            keys.append(_segment(text, node))
+            if isinstance(node, ast.Subscript):
+                stack.append(node.slice)
+            if not isinstance(node, ast.Name):
+                stack.append(node.value)
+        elif isinstance(node, ast.Compare):
+            stack.append(node.left)
+            stack.extend(node.comparators)
+        elif isinstance(node, ast.BoolOp):
+            stack.extend(node.values)
+        elif isinstance(node, ast.UnaryOp):
+            stack.append(node.operand)
+        elif isinstance(node, ast.Call):
+            stack.append(node.func)
+            stack.extend(node.args)
+            stack.extend(k.value for k in node.keywords)
+        elif not isinstance(node, ast.Constant):
+            stack.extend(ast.iter_child_nodes(node))
+    return tuple(keys)
 
 
 def _source_keys(source) -> list[str]:
@@ -171,6 +197,8 @@ class _Builder:
             return True, node.value
         if isinstance(node, ast.Name) and node.id not in self.regs and node.id in self.namespace:
             return True, self.namespace[node.id]
+        if not all(isinstance(sub, _LITERAL_NODES) for sub in ast.walk(node)):
+            return False, None  # (a failing literal_eval is slow: it formats an error)
         try:
             return True, ast.literal_eval(node)
         except (ValueError, TypeError, SyntaxError):

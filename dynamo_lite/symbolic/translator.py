@@ -169,7 +169,16 @@ class InstructionTranslatorBase:
         steps = []
         tx = self
         while tx is not None:
-            steps.extend(getattr(exc, "raised_at_step", tx.root().steps) for exc in tx.handling)
+            for exc in tx.handling:
+                steps.append(getattr(exc, "raised_at_step", tx.root().steps))
+                # raised while handling an earlier traced exception (its __context__): Python must
+                # run that handler too, or the native raise would have no context to chain
+                context, seen = getattr(exc, "context", None), {id(exc)}
+                while context is not None and id(context) not in seen and \
+                        getattr(context, "raised_at_step", None) is not None:
+                    seen.add(id(context))
+                    steps.append(context.raised_at_step)
+                    context = getattr(context, "context", None)
             tx = tx.parent
         return min(steps) if steps else None
 

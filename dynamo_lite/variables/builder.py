@@ -118,6 +118,8 @@ def _wrap(tx, value, source):
             guard("CONST", source, value)
         else:
             guard("CONST", source, value)
+        if type(value) is float and value == 0.0 and source is not None:  # 0.0 == -0.0: guard the sign too
+            guard("EXPR", source, (f"___builtins.repr({source.name()}) == {repr(value)!r}", ()))
         return ConstantVariable(value, source)
     if type(value) is tuple or (isinstance(value, tuple) and hasattr(type(value), "_fields")):
         guard("TYPE", source, type(value))

@@ -775,7 +775,8 @@ class ListIteratorVariable(VariableTracker):
     # the ListVariable iterated live (``items`` is its own list: appends during the loop are
     # reached, as by a list_iterator), or None
     live: Any = None
-    # (dict or set tracker, its length when iteration began): eager raises if the size changes
+    # (dict or set tracker, its length when iteration began, "keys"/"values"/"items"/"set"):
+    # eager raises if the size changes
     watched: Any = None
 
     def __init__(self, items: list, index: int = 0, kind: type = None):
@@ -820,6 +821,19 @@ class ListIteratorVariable(VariableTracker):
         return list(rest)
 
     def reconstruct(self, cg):
+        if self.watched is not None:
+            container, length, kind = self.watched
+            if len(container.items) != length:  # Python must raise "changed size during iteration"
+                from ..exc import SkipFrame
+
+                raise SkipFrame(f"an iterator over {container.describe()}, which changed size", "DL0006")
+            if kind != "set":  # the real dict (view) iterator, advanced: it notices later size changes
+                cg.load_callable(_dict_iterator_at)
+                cg.reconstruct(container)
+                cg.load_const(kind)
+                cg.load_const(self.index)
+                cg.call(3)
+                return
         if self.live is not None:  # the real list's iterator, advanced to the same position
             cg.load_callable(_list_iterator_at)
             cg.reconstruct(self.live)
@@ -872,9 +886,17 @@ def iterate(tx, value: VariableTracker) -> "ListIteratorVariable":
         return it
     it = ListIteratorVariable(value.unpack(tx))
     if isinstance(value, (DictVariable, SetVariable)):
-        it.watched = (value, len(value.items))
+        it.watched = (value, len(value.items), "keys" if isinstance(value, DictVariable) else "set")
     elif isinstance(value, DictViewVariable):
-        it.watched = (value.dict_var, len(value.dict_var.items))
+        it.watched = (value.dict_var, len(value.dict_var.items), value.kind)
+    return it
+
+
+def _dict_iterator_at(d: dict, kind: str, index: int):
+    """iter(d) / iter(d.values()) / iter(d.items()) advanced by ``index`` (rebuilt by generated code)."""
+    it = iter(d) if kind == "keys" else iter(getattr(d, kind)())
+    for _ in range(index):
+        next(it)
     return it
 
 

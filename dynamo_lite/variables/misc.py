@@ -291,12 +291,19 @@ class ExceptionVariable(VariableTracker):
     Attributes:
         exc_type: the exception class.
         args: trackers of the constructor's positional arguments.
+        context / cause: the ExceptionVariable (or NONE) set as ``__context__`` / ``__cause__``
+            by a traced ``raise`` (None: never set); suppress_context: ``__suppress_context__``.
     """
+
+    mutable_local = True  # one object: rebuilt once, shared by every place that holds it
 
     def __init__(self, exc_type: type, args: list):
         super().__init__()
         self.exc_type = exc_type
         self.args = list(args)
+        self.context: Optional[VariableTracker] = None
+        self.cause: Optional[VariableTracker] = None
+        self.suppress_context = False
 
     @staticmethod
     def create(tx, exc_type: type, args: list, kwargs: dict) -> "ExceptionVariable":
@@ -323,6 +330,11 @@ class ExceptionVariable(VariableTracker):
 
         if name == "args":
             return TupleVariable(self.args)
+        if name in ("__context__", "__cause__"):
+            value = self.context if name == "__context__" else self.cause
+            return value if value is not None else NONE
+        if name == "__suppress_context__":
+            return ConstantVariable(self.suppress_context)
         if name == "__class__":
             from .builder import wrap
 
@@ -330,13 +342,30 @@ class ExceptionVariable(VariableTracker):
         return super().var_getattr(tx, name)
 
     def reconstruct(self, cg):
+        chained = self.context is not None or self.cause is not None or self.suppress_context
+        if chained:
+            cg.load_callable(_chained_exception)
         cg.load_callable(self.exc_type)
         for a in self.args:
             cg.reconstruct(a)
         cg.call(len(self.args))
+        if chained:
+            for v in (self.context, self.cause):
+                cg.reconstruct(v) if v is not None else cg.load_const(None)
+            cg.load_const(self.suppress_context)
+            cg.call(4)
 
     def can_reconstruct(self):
-        return all(a.can_reconstruct() for a in self.args)
+        return all(a.can_reconstruct() for a in self.args) and all(
+            v.can_reconstruct() for v in (self.context, self.cause) if v is not None)
+
+
+def _chained_exception(exc, context, cause, suppress_context):
+    """An exception rebuilt by generated code with the chaining a traced ``raise`` gave it."""
+    exc.__context__ = context
+    exc.__cause__ = cause
+    exc.__suppress_context__ = suppress_context
+    return exc
 
 
 class ObjectVariable(VariableTracker):

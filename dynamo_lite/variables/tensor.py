@@ -112,9 +112,9 @@ class TensorVariable(VariableTracker):
             from .containers import SizeVariable
 
             return SizeVariable([ConstantVariable(int(s)) for s in ex.shape])
+        if name == "is_leaf":  # the one property among _INPUT_FACTS (the others are methods)
+            return self._input_fact(tx, name)
         if name in _METADATA_ATTRS:
-            if name == "is_leaf" and self.source is None:
-                raise GraphBreak("DL0004", "is_leaf of a tensor computed in the graph")
             return ConstantVariable(getattr(ex, name))
         if name == "requires_grad":
             return ConstantVariable(ex.requires_grad)
@@ -152,6 +152,8 @@ class TensorVariable(VariableTracker):
             raise GraphBreak("DL0007", _DATA_DEPENDENT_METHODS[name])
         if name in _SIDE_EFFECT_METHODS:
             raise GraphBreak("DL0008", _SIDE_EFFECT_METHODS[name])
+        if name in _INPUT_FACTS and not args and not kwargs:
+            return self._input_fact(tx, name)
         if name in _METADATA_METHODS:
             fake_args, fake_kwargs = _fake_args(args), {k: _fake_arg(v) for k, v in kwargs.items()}
             value = getattr(self.example, name if name != "__len__" else "__len__")(*fake_args, **fake_kwargs)
@@ -172,11 +174,33 @@ class TensorVariable(VariableTracker):
             raise GraphBreak("DL0007", "`in` on a tensor depends on tensor data")
         return record_op(tx, "call_method", name, [self, *args], kwargs)
 
+    def _input_fact(self, tx, name):
+        """A fact the TENSOR guard does not cover (is_leaf, storage_offset(), conj/neg bits, ...):
+        read from the real input tensor and guarded; computed tensors break the graph."""
+        if self.source is None or self.node.op != "placeholder":
+            raise GraphBreak("DL0004", f"Tensor.{name} of a tensor computed in the graph")
+        real = tx.output.real_value_of(self)
+        value = getattr(real, name) if name in _METADATA_ATTRS else getattr(real, name)()
+        if name in _FAKE_TRACKED_FACTS and getattr(self.example, name)() != value:
+            # changed by an in-place op earlier in the trace (x.as_strided_(...)): Python answers
+            raise GraphBreak("DL0004", f"Tensor.{name} of an input changed in place")
+        read = f"{self.source.name()}.{name}" + ("" if name in _METADATA_ATTRS else "()")
+        tx.output.add_guard("EXPR", self.source, (f"{read} == {value!r}" if type(value) is int else
+                                                  f"{read} is {value!r}", ()))
+        return ConstantVariable(value)
+
     def reconstruct(self, cg):
         cg.reconstruct_tensor(self)
 
     def can_reconstruct(self):
         return True
+
+
+# Facts about an input tensor outside its TENSOR guard (type, dtype, device, shape, strides,
+# requires_grad): answered from the real input and guarded on use (TensorVariable._input_fact).
+_INPUT_FACTS = {"is_leaf", "storage_offset", "is_inference", "is_conj", "is_neg", "is_shared", "is_pinned"}
+# ... of which these follow in-place ops on the fake (checked against it)
+_FAKE_TRACKED_FACTS = {"storage_offset", "is_conj", "is_neg"}
 
 
 def _is_fake(t) -> bool:

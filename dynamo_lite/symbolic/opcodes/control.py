@@ -95,12 +95,37 @@ def RAISE_VARARGS(tx, inst):
         if not tx.handling:
             raise GraphBreak("DL0015", "bare raise outside a handler the trace entered")
         tx.raise_exception(tx.handling[-1], reraise=True)
-    if inst.arg == 2:
-        tx.pop()  # `from cause`: only seen when the exception leaves the frame, where Python raises it
+    cause = tx.pop() if inst.arg == 2 else None
     exc = _as_exception(tx, tx.pop())
     if exc is None:
         raise GraphBreak("DL0015", "raise statement (the exception is raised by Python)")
+    if cause is not None:  # `raise exc from cause`
+        if cause.is_python_constant() and cause.as_python_constant() is None:
+            exc.cause = cause
+        else:
+            exc.cause = _as_exception(tx, cause)
+            if exc.cause is None:
+                raise GraphBreak("DL0015", "raise ... from a cause the trace does not model")
+        exc.suppress_context = True
+    handled = _handled_exception(tx)
+    if handled is not None and handled is not exc:
+        exc.context = handled  # implicit chaining: raised while another exception is handled
+        link = handled  # as CPython: cut the chain where it would come back to exc (no cycles)
+        while getattr(link, "context", None) is not None:
+            if link.context is exc:
+                link.context = None
+                break
+            link = link.context
     tx.raise_exception(exc)
+
+
+def _handled_exception(tx):
+    """The exception being handled (sys.exc_info()[1]) in the innermost traced frame that handles one."""
+    while tx is not None:
+        if tx.handling:
+            return tx.handling[-1]
+        tx = tx.parent
+    return None
 
 
 @register("RERAISE")
