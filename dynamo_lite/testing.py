@@ -170,3 +170,20 @@ def assert_same_as_eager(fn: Callable, *args, backend="eager", compiled_fn=None,
     eager, comp = run_both(fn, *args, backend=backend, compiled_fn=compiled_fn, **kwargs)
     assert_outcomes_equal(eager, comp)
     return comp
+
+
+def check_breaks(fn, *args, breaks=0, **kwargs) -> Outcome:
+    """``assert_same_as_eager``, and the compiled run broke the graph ``breaks`` times
+    (None: not counted); with ``breaks=0`` at least one graph must have been captured."""
+    from .report import events
+    from .report.explain import build_explain_output
+
+    recorded: list = []
+    with events.collecting(recorded.append):
+        out = assert_same_as_eager(fn, *args, **kwargs)
+    info = build_explain_output(recorded)
+    if breaks is not None:
+        assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
+    if breaks == 0:
+        assert info.graph_count >= 1, "nothing was captured: the test does not exercise the compiler"
+    return out

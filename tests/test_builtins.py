@@ -10,22 +10,9 @@ import operator
 import pytest
 import torch
 
-from dynamo_lite.report import events
-from dynamo_lite.report.explain import build_explain_output
-from dynamo_lite.testing import assert_same_as_eager
+from dynamo_lite.testing import assert_same_as_eager, check_breaks as check
 
 
-def check(fn, *args, breaks=0, **kwargs):
-    """Eager and compiled agree, and the compiled run broke the graph ``breaks`` times."""
-    recorded = []
-    with events.collecting(recorded.append):
-        out = assert_same_as_eager(fn, *args, **kwargs)
-    info = build_explain_output(recorded)
-    if breaks is not None:  # None: not counted (Python-side details may add breaks)
-        assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
-    if breaks == 0:
-        assert info.graph_count >= 1, "nothing was captured: the test does not exercise the compiler"
-    return out
 
 
 x3 = torch.randn(3)

@@ -9,22 +9,12 @@ import copy
 import torch
 
 import dynamo_lite
+from dynamo_lite.testing import check_breaks as check
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output
 from dynamo_lite.testing import assert_same, assert_same_as_eager
 
 
-def check(fn, *args, breaks=0, **kwargs):
-    """Eager and compiled agree, and the compiled run broke the graph ``breaks`` times."""
-    recorded = []
-    with events.collecting(recorded.append):
-        out = assert_same_as_eager(fn, *args, **kwargs)
-    info = build_explain_output(recorded)
-    if breaks is not None:  # None: not counted (Python-side details may add breaks)
-        assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
-    if breaks == 0:
-        assert info.graph_count >= 1, "nothing was captured: the test does not exercise the compiler"
-    return out
 
 
 def check_globals(fn, *args, names, breaks=0, initial=None):
