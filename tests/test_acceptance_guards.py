@@ -460,3 +460,49 @@ ARGUMENT_CHANGES = {
 def test_argument_kind_changes_between_calls(name):
     fn, values = ARGUMENT_CHANGES[name]
     _calls(fn, [(_X, v) for v in values])
+
+
+# ---------------------------------------------------------------- attributes that were missing appear later
+
+class _Plain:
+    pass
+
+
+class _WithGetattr:
+    def __getattr__(self, name):
+        if name == "dyn":
+            return 5
+        raise AttributeError(name)
+
+
+@pytest.mark.parametrize("make", [_Plain, _WithGetattr, lambda: torch.nn.Linear(1, 1)],
+                         ids=["object", "object_with___getattr__", "module"])
+def test_hasattr_and_getattr_default_follow_attribute_added_later(make):
+    obj = make()
+
+    def f(x):
+        return x + hasattr(obj, "zzz"), x * getattr(obj, "zzz", 10)
+
+    def add():
+        obj.zzz = 3
+
+    def add_param():
+        if isinstance(obj, torch.nn.Module):
+            del obj.zzz
+            obj.zzz = torch.nn.Parameter(torch.ones(1))
+
+    scenario(f, [add, add_param])
+
+
+def test_getattr_default_counter_on_object():
+    class Holder:
+        pass
+
+    h = Holder()
+
+    def f(x):
+        h.calls = getattr(h, "calls", 0) + 1
+        return x * h.calls
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    assert [opt(torch.ones(1)).item() for _ in range(3)] == [1.0, 2.0, 3.0]

@@ -6,6 +6,7 @@ dynamo_lite.compile(module); every step runs on both and results, state_dict,
 parameter grads and selected attributes must match.  Helpers:
 tests/test_acceptance_support.py.
 """
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -624,3 +625,75 @@ def test_training_steps_with_optimizer_scheduler_and_clipping():
         losses = [step(model, opt, sched, b, metrics) for b in batches]
         results.append((losses, metrics, model.state_dict(), opt.state_dict()["state"][0]["exp_avg"]))
     assert_same(results[0], results[1])
+
+
+# ---------------------------------------------------------------- hooks and parametrizations
+
+def test_full_backward_pre_hook_and_backward_hook():
+    log = []
+
+    def factory():
+        m = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+        m[0].register_full_backward_pre_hook(lambda mod, go: (go[0] * 2,))
+        m[2].register_full_backward_hook(lambda mod, gi, go: log.append(("bw", tuple(go[0].shape))))
+        return m
+
+    def step(m):
+        del log[:]
+        out = m(X4)
+        out.sum().backward()
+        return out, list(log), m[0].weight.grad
+
+    check_module(factory, [step, step], graphs=None)
+
+
+def test_tensor_hook_registered_in_forward():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.lin(x)
+            if h.requires_grad:
+                h.register_hook(lambda g: g * 0.5)
+            return h.relu()
+
+    check_module(M, [lambda m: m(X4)] * 2, backward=True, graphs=None)
+
+
+def test_pre_hook_counting_calls_on_the_module():
+    def factory():
+        m = nn.Linear(4, 4)
+
+        def pre(mod, args):
+            mod.calls = getattr(mod, "calls", 0) + 1
+
+        m.register_forward_pre_hook(pre)
+        return m
+
+    check_module(factory, [lambda m: (m(X4), m.calls)] * 3, graphs=None)
+
+
+def test_hooks_returning_none_or_a_bare_value():
+    def factory():
+        m = nn.Linear(4, 4)
+        m.register_forward_hook(lambda mod, a, o: None)
+        m.register_forward_pre_hook(lambda mod, a: None)
+        m.register_forward_pre_hook(lambda mod, a: a[0] * 3)  # a non-tuple result is wrapped
+        return m
+
+    check_module(factory, [lambda m: m(X4)] * 2, graphs=None)
+
+
+@pytest.mark.parametrize("kind", ["weight_norm", "identity"])
+def test_parametrized_weights(kind):
+    def factory():
+        lin = nn.Linear(4, 4)
+        if kind == "weight_norm":
+            lin = nn.utils.parametrizations.weight_norm(lin)
+        else:
+            nn.utils.parametrize.register_parametrization(lin, "weight", nn.Identity())
+        return nn.Sequential(lin)  # parametrized classes are made per instance: compare through a container
+
+    check_module(factory, [lambda m: m(X4)] * 2, backward=True, graphs=None)

@@ -384,6 +384,7 @@ def _getattr(tx, obj, name, *default):
         return obj.var_getattr(tx, name.as_python_constant())
     except GraphBreak as e:
         if default and e.break_id == "DL0011":
+            _guard_attribute_absent(tx, obj, name.as_python_constant())
             return default[0]
         raise
 
@@ -397,8 +398,35 @@ def _hasattr(tx, obj, name):
         return TRUE
     except GraphBreak as e:
         if e.break_id == "DL0011":
+            _guard_attribute_absent(tx, obj, name.as_python_constant())
             return FALSE
         raise
+
+
+def _guard_attribute_absent(tx, obj, name: str) -> None:
+    """getattr(obj, name) raised AttributeError in the trace: guard that it still would.
+
+    Plain objects and modules whose class does not define ``name`` (nor ``__getattr__``, for
+    objects) hold attributes in dicts: a C-checkable ``not in`` per dict; anything else is
+    guarded with hasattr() itself."""
+    import torch
+
+    from .nn_module import NNModuleVariable
+    from .user_objects import UserDefinedObjectVariable, _mro_lookup
+
+    src = obj.source
+    if src is None or not isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable)):
+        return  # no source: nothing outside the trace can add it; other kinds: fixed by their type
+    value = obj.value
+    cls = type(value)
+    in_class = _mro_lookup(cls, name)[0] is not None
+    if not in_class and isinstance(getattr(value, "__dict__", None), dict) and (
+            isinstance(value, torch.nn.Module) or _mro_lookup(cls, "__getattr__")[0] is None):
+        dicts = ["__dict__"] + (["_parameters", "_buffers", "_modules"] if isinstance(value, torch.nn.Module) else [])
+        for d in dicts:
+            tx.output.add_guard("EXPR", src, (f"{name!r} not in {src.name()}.{d}", ()))
+        return
+    tx.output.add_guard("EXPR", src, (f"not ___builtins.hasattr({src.name()}, {name!r})", ()))
 
 
 @_handler(builtins.setattr)
