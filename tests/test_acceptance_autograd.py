@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same
+from dynamo_lite.testing import assert_same
 from test_acceptance_support import check, check_calls
 
 

@@ -14,7 +14,7 @@ import types
 import pytest
 import torch
 
-from test_acceptance_support import check, check_calls
+from test_acceptance_support import check
 
 SCALE = 3.0
 COUNTER = 0
