@@ -208,3 +208,58 @@ def test_cache_limit_under_threads_counts_each_variant_once():
             t.join(60)
     assert len(entries_for(f.__code__)) == 3
     assert counter.frame_count == 3
+
+
+def _make_counter_closure():
+    c = 0
+
+    def bump(k):
+        nonlocal c
+        c += k
+        return c
+
+    def inner(x):
+        r = bump(2)
+        return x + c + r  # c must be read after bump changed it
+
+    return inner
+
+
+def test_free_variable_shared_with_an_inlined_closure():
+    """A frame reading free variable `c` and calling a closure that changes the same cell
+    (nonlocal) read the stale value: the frame's own cell tracker and the one reached
+    through bump.__closure__ were two trackers of one real cell (a wrong result).
+    Fix: the root frame registers its free-variable cells with OutputGraph.cells, so
+    cell_for_real returns the same tracker (symbolic/translator.py)."""
+    for _ in range(2):
+        eager, compiled = _make_counter_closure(), dynamo_lite.compile(_make_counter_closure(), backend="eager")
+        x = torch.ones(2)
+        assert torch.equal(compiled(x), eager(x))
+        assert torch.equal(compiled(x), eager(x))  # second call: the cell now holds 2
+
+
+def test_nonlocal_counter_in_resume_function():
+    """The fuzzer's program (minimised): the cell becomes a free variable of the resume
+    function after a tensor branch, and the counter closure is one of its live locals."""
+    G = {"count": 0}
+
+    def f(x, y, n):
+        cnt2 = 0
+
+        def bump3(k):
+            nonlocal cnt2
+            cnt2 += k
+            return cnt2
+
+        if torch.stack([x, y]).sum():
+            G["count"] += bump3(n)
+            G["count"] += cnt2
+        print("after", cnt2)
+        return x + cnt2
+
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    assert_same_over_calls(f, [(x, y, 2), (x, y, 3), (-x.abs() - 1, y.abs() * 0, 1)])
+    compiled = dynamo_lite.compile(f, backend="eager")
+    G["count"] = 0
+    compiled(x.abs() + 1, y.abs(), 2)
+    assert G["count"] == 4

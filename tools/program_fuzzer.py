@@ -789,10 +789,11 @@ class Gen:
         inner = Env({"t": ("T", True), "k": ("I", True)}, {k: v for k, v in env.funcs.items()})
         ctx = Ctx(False, "", "helper", 1)
         body = [Node("global G_COUNT")] + self.block(inner, ctx, 0, 3)
-        if self.coin(2):  # bounded recursion
-            body.append(Node("if k > 0:", [Node(f"return {name}(t * 0.5, k - 1)")], kind="if"))
+        if self.coin(2):  # bounded recursion: the body may grow k (k *= k), so depth is counted apart
+            body.append(Node("if k > 0 and _depth < 3:", [Node(f"return {name}(t * 0.5, k - 1, _depth + 1)")],
+                             kind="if"))
         body.append(Node(f"return {self.e_T(inner, 2)}"))
-        return Node(f"def {name}(t, k=1):", body, kind="def")
+        return Node(f"def {name}(t, k=1, _depth=0):", body, kind="def")
 
     def program(self) -> Program:
         env = Env({"x": ("T", True), "y": ("T", True), "n": ("I", True), "s": ("F", True),

@@ -340,6 +340,8 @@ class InstructionTranslator(InstructionTranslatorBase):
         for i, name in enumerate(code.co_freevars):
             cell = func.__closure__[i]
             cells[name] = CellVariable("root", name=name, real_cell=cell, source=ClosureSource(name, i))
+            # an inlined function closing over the same cell (fn.__closure__) must share this tracker
+            output.cells[id(cell)] = cells[name]
 
     def _current_user_stack(self):
         return self._active.user_stack()
