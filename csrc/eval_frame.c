@@ -7,8 +7,9 @@
  *     other PEP 523 user (e.g. torch.compile) was installed before us;
  *   - filter frames (fresh calls of plain functions only);
  *   - keep the per-code cache in co_extra: NULL, SKIP, or a list of
- *     (check_fn, code_or_None) entries, most recently hit first (an entry
- *     whose check_fn is ALWAYS matches everything and stays last);
+ *     (check_fn, code_or_None[, owner]) entries, most recently hit first (an
+ *     entry whose check_fn is ALWAYS matches everything and stays last; an
+ *     entry with an owner is only used while the owner is the callback);
  *   - run guards, and run the chosen code in place of the original frame.
  * Everything else (what to compile, guards, codegen) is Python.
  *
@@ -145,11 +146,16 @@ cache_set(PyCodeObject *code, PyObject *obj)
     return 0;
 }
 
-/* A well-formed cache entry: (callable check_fn, code or None). */
+/* A well-formed cache entry: (callable check_fn, code or None) or
+ * (callable check_fn, code or None, owner). An entry with an owner is only
+ * used while that object is this thread's callback (one compile() config's
+ * entries are not another's: other backend, fullgraph); one without serves
+ * every callback. */
 static int
 entry_is_valid(PyObject *entry)
 {
-    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 2) {
+    if (!PyTuple_CheckExact(entry) ||
+        (PyTuple_GET_SIZE(entry) != 2 && PyTuple_GET_SIZE(entry) != 3)) {
         return 0;
     }
     PyObject *code = PyTuple_GET_ITEM(entry, 1);
@@ -176,6 +182,13 @@ move_to_front(PyObject *list, Py_ssize_t index, PyObject *entry)
  * A raising check_fn is reported as unraisable and counts as a miss; a
  * GuardProgram is run directly and only a non-Exception error (e.g.
  * KeyboardInterrupt) escapes it, which is returned as a failure. */
+/* Is `entry` (a valid one) usable while `cb` is the callback? */
+static inline int
+entry_serves(PyObject *entry, PyObject *cb)
+{
+    return PyTuple_GET_SIZE(entry) == 2 || PyTuple_GET_ITEM(entry, 2) == cb;
+}
+
 static PyObject *
 cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
              PyObject *globals, PyObject *func)
@@ -208,8 +221,11 @@ cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
         if (!entry_is_valid(entry)) {
             PyErr_Format(PyExc_TypeError,
                          "dynamo_lite cache entry must be a "
-                         "(check_fn, code or None) tuple, got %R", entry);
+                         "(check_fn, code or None[, owner]) tuple, got %R", entry);
             PyErr_WriteUnraisable(list);
+            continue;
+        }
+        if (!entry_serves(entry, cb)) {
             continue;
         }
         Py_INCREF(entry);
@@ -357,7 +373,7 @@ handle_miss(PyThreadState *tstate, DLFrame *frame, int throwflag,
     if (!entry_is_valid(res)) {
         PyErr_Format(PyExc_TypeError,
                      "dynamo_lite callback must return None, SKIP or a "
-                     "(check_fn, code or None) tuple, not %R", res);
+                     "(check_fn, code or None[, owner]) tuple, not %R", res);
         Py_DECREF(res);
         return NULL;
     }
@@ -371,10 +387,21 @@ handle_miss(PyThreadState *tstate, DLFrame *frame, int throwflag,
             rc = PyList_Insert(extra, 0, res);
         }
         else {
-            Py_ssize_t n = PyList_GET_SIZE(extra);
-            int has_always = n > 0 && PyTuple_CheckExact(PyList_GET_ITEM(extra, n - 1)) &&
-                             PyTuple_GET_SIZE(PyList_GET_ITEM(extra, n - 1)) == 2 &&
-                             PyTuple_GET_ITEM(PyList_GET_ITEM(extra, n - 1), 0) == always_sentinel;
+            /* ALWAYS entries sit at the end (compiled entries go in front):
+             * one per owner. */
+            int has_always = 0;
+            for (Py_ssize_t i = PyList_GET_SIZE(extra) - 1; i >= 0; i--) {
+                PyObject *e = PyList_GET_ITEM(extra, i);
+                if (!entry_is_valid(e) || PyTuple_GET_ITEM(e, 0) != always_sentinel) {
+                    break;
+                }
+                if (PyTuple_GET_SIZE(e) == PyTuple_GET_SIZE(res) &&
+                    (PyTuple_GET_SIZE(e) == 2 ||
+                     PyTuple_GET_ITEM(e, 2) == PyTuple_GET_ITEM(res, 2))) {
+                    has_always = 1;
+                    break;
+                }
+            }
             rc = has_always ? 0 : PyList_Append(extra, res);
         }
         if (rc < 0) {

@@ -27,9 +27,19 @@ _COMPILED_CODES: "weakref.WeakSet" = weakref.WeakSet()
 _MODULE_CALL = torch.nn.Module.__call__  # nn.Module's own __call__ (_wrapped_call_impl)
 
 
+# One converter per (backend, fullgraph, dynamic): compiled entries belong to a converter,
+# so two compile() calls with the same configuration share them and a different
+# configuration compiles its own (kept alive by the wrappers and entries using it).
+_CONVERTERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
 def _make_converter(backend, fullgraph, dynamic) -> FrameConverter:
     fn, name = lookup_backend(backend if backend is not None else config.default_backend)
-    return FrameConverter(fn, name, fullgraph=fullgraph, dynamic=dynamic)
+    key = (id(fn), name, bool(fullgraph), dynamic)
+    converter = _CONVERTERS.get(key)
+    if converter is None or converter.backend is not fn:
+        converter = _CONVERTERS[key] = FrameConverter(fn, name, fullgraph=fullgraph, dynamic=dynamic)
+    return converter
 
 
 class OptimizedModule(torch.nn.Module):

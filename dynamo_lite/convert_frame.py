@@ -56,13 +56,14 @@ _SKIPPED: "weakref.WeakSet" = weakref.WeakSet()  # codes the C cache marks SKIP
 
 
 class CacheEntryInfo:
-    """Python-side record of one cache entry (the C side holds (check_fn, code))."""
+    """Python-side record of one cache entry (the C side holds (check_fn, code, owner))."""
 
-    def __init__(self, guard, code, compile_id, graph_module):
+    def __init__(self, guard, code, compile_id, graph_module, owner=None):
         self.guard = guard  # CompiledGuard
         self.code = code  # transformed code or None
         self.compile_id = compile_id
         self.graph_module = graph_module
+        self.owner = owner  # the FrameConverter whose calls may use the entry
 
 
 def _frame_id(code) -> int:
@@ -82,12 +83,20 @@ def reset_state() -> None:
     _frame_ids.clear()
 
 
-def entries_for(code) -> list:
-    return _ENTRIES.get(code, [])
+def entries_for(code, owner=None) -> list:
+    """Cache entries of ``code``, newest first (only ``owner``'s when given)."""
+    entries = _ENTRIES.get(code, [])
+    return entries if owner is None else [e for e in entries if e.owner is owner]
 
 
 class FrameConverter:
-    """The hook callback for one compile() / optimize() configuration."""
+    """The hook callback for one compile() / optimize() configuration.
+
+    Cache entries it creates carry it as their owner: the C hook uses an entry
+    only while its owner is the callback, so the same function compiled with
+    another backend (or fullgraph=True) gets entries of its own.  api.py makes
+    one converter per configuration, so compile() calls that agree share them.
+    """
 
     def __init__(self, backend, backend_name: str, fullgraph: bool = False, dynamic=None):
         self.backend = backend
@@ -110,7 +119,7 @@ class FrameConverter:
             return _C.SKIP
         if not bytecode_compat.SUPPORTED:
             return _C.SKIP
-        existing = entries_for(code)
+        existing = entries_for(code, self)
         if existing:
             reasons = [e.guard.explain_failure(tuple(f_locals[n] for n in bytecode_compat.arg_names(code)
                                                      if n in f_locals), func.__globals__, func)
@@ -131,7 +140,7 @@ class FrameConverter:
                                                        config.cache_size_limit, reasons))
                 # the fallback entry: kept last by C, it runs the original code whenever no compiled
                 # entry matches, without calling back here (the limit is final until reset())
-                return (_C.ALWAYS, None)
+                return (_C.ALWAYS, None, self)
             compile_id = f"{_frame_id(code)}/{len(existing)}"
             recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, code.co_name,
                                 code.co_filename, code.co_firstlineno, reasons[0])
@@ -238,7 +247,7 @@ class FrameConverter:
             _GENERATED.add(new_code)
             _C.set_cache(new_code, _C.SKIP)
         guard = output.guards.compile(bytecode_compat.arg_names(code))
-        info = CacheEntryInfo(guard, new_code, compile_id, gm)
+        info = CacheEntryInfo(guard, new_code, compile_id, gm, self)
         _ENTRIES.setdefault(code, []).insert(0, info)
         if gm is not None:
             graph_code_log.info("[%s] Graph of %s:\n%s", compile_id, code.co_name,
@@ -252,7 +261,7 @@ class FrameConverter:
             bytecode_log.info("[%s] Bytecode of %s:\n%s", compile_id, code.co_name,
                               dl_logging.lazy(dl_logging.format_code_change, code, new_code))
         output.release_examples()
-        return (guard.fn, new_code)
+        return (guard.fn, new_code, self)
 
     def _trace(self, code, f_locals, func, stop_at_step):
         from .graph.output_graph import OutputGraph

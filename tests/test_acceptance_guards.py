@@ -70,8 +70,6 @@ def test_function_defaults_changed():
     scenario(f, [mut])
 
 
-@pytest.mark.xfail(strict=True, reason="an inlined function's __code__ is not guarded (its identity is): "
-                                       "g.__code__ = other.__code__ after compiling f (which calls g) -> old code runs")
 def test_function_code_replaced():
     def g(x):
         return x + 1
@@ -369,9 +367,6 @@ def test_deterministic_algorithms_flag():
              restore=lambda: torch.use_deterministic_algorithms(False))
 
 
-@pytest.mark.xfail(strict=True, reason="attributes of torch.*/math modules are trusted constants (unguarded): "
-                                       "`x * (2 if torch.backends.cudnn.enabled else 3)` keeps the first answer "
-                                       "after torch.backends.cudnn.enabled = False")
 def test_torch_backend_flag_read_in_branch():
     def f(x):
         return x * (2 if torch.backends.cudnn.enabled else 3)
@@ -506,3 +501,72 @@ def test_getattr_default_counter_on_object():
 
     opt = dynamo_lite.compile(f, backend="eager")
     assert [opt(torch.ones(1)).item() for _ in range(3)] == [1.0, 2.0, 3.0]
+
+
+def test_method_code_replaced():
+    class C:
+        def get(self, x):
+            return x + 1
+
+    obj = C()
+
+    def f(x):
+        return obj.get(x)
+
+    def mut():
+        C.get.__code__ = (lambda self, x: x - 50).__code__
+
+    scenario(f, [mut])
+
+
+class _Inner(torch.nn.Module):
+    scale = 2.0
+
+    def forward(self, x):
+        return x * self.scale
+
+    def extra(self, x):
+        return x + 1
+
+
+class _Outer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = _Inner()
+
+    def forward(self, x):
+        return self.inner.extra(self.inner(x))
+
+
+def _restore_inner(forward=_Inner.forward, extra=_Inner.extra):
+    _Inner.forward, _Inner.extra, _Inner.scale = forward, extra, 2.0
+
+
+@pytest.mark.parametrize("mutation", ["class_forward", "class_method", "class_attribute", "subclass_forward"])
+def test_submodule_class_changed_after_compile(mutation):
+    model = _Outer()
+    if mutation == "subclass_forward":
+        model.inner.__class__ = type("_Sub", (_Inner,), {})  # forward inherited: replaced on the subclass
+    muts = {
+        "class_forward": lambda: setattr(_Inner, "forward", lambda self, x: x - 100),
+        "class_method": lambda: setattr(_Inner, "extra", lambda self, x: x * 7),
+        "class_attribute": lambda: setattr(_Inner, "scale", -3.0),
+        "subclass_forward": lambda: setattr(type(model.inner), "forward", lambda self, x: x + 40),
+    }
+
+    def f(x):
+        return model(x)
+
+    scenario(f, [muts[mutation]], restore=_restore_inner)
+
+
+def test_compiled_module_follows_its_class_forward():
+    model = _Inner()
+    opt = dynamo_lite.compile(model, backend="eager")
+    try:
+        assert_same(model(X), opt(X))
+        _Inner.forward = lambda self, x: x - 100
+        assert_same(model(X), opt(X))
+        assert torch.equal(opt(X), X - 100)
+    finally:
+        _restore_inner()

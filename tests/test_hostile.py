@@ -339,15 +339,27 @@ def test_wrong_backend_in_place_graph_reports_then_recovers():
         assert torch.equal(cf(y), torch.full((3,), 3.0)) and torch.equal(y, torch.full((3,), 2.0))
 
 
-@pytest.mark.xfail(strict=True, reason="open problem: cache entries are per code object, not per backend; "
-                                         "compiling the same function with another backend reuses the first "
-                                         "backend's entries (torch.compile guards on the backend)")
 def test_each_backend_gets_its_own_cache_entries():
     first, second = CompileCounter(), CompileCounter()
     x = torch.randn(3)
     dynamo_lite.compile(_fn, backend=first)(x)
     dynamo_lite.compile(_fn, backend=second)(x)
     assert (first.frame_count, second.frame_count) == (1, 1)
+    dynamo_lite.compile(_fn, backend=first)(x)  # same backend again: its entry is reused
+    dynamo_lite.compile(_fn, backend=second)(x)
+    assert (first.frame_count, second.frame_count) == (1, 1)
+
+
+def test_fullgraph_compile_does_not_reuse_entries_with_graph_breaks():
+    def f(x):
+        y = x + 1
+        print("side effect")
+        return y * 2
+
+    x = torch.randn(3)
+    assert torch.equal(dynamo_lite.compile(f, backend="eager")(x), f(x))
+    with pytest.raises(dynamo_lite.Unsupported):
+        dynamo_lite.compile(f, backend="eager", fullgraph=True)(x)
 
 
 def _state():

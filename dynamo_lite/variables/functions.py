@@ -145,6 +145,8 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         from ..source import AttrSource, ItemSource
 
         fn = self.fn
+        # the code inlined is the function's code now: `fn.__code__ = ...` later is a recompile
+        tx.output.add_guard("EXPR", None, ("{f}.__code__ is {c}", (("f", fn), ("c", fn.__code__))))
         defaults = []
         for i, d in enumerate(fn.__defaults__ or ()):
             src = ItemSource(AttrSource(self.source, "__defaults__"), i) if self.source else None

@@ -51,6 +51,11 @@ class PythonModuleVariable(VariableTracker):
             raise GraphBreak("DL0011", f"module {self.module.__name__!r} has no attribute {name!r}") from e
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                           "itertools", "collections", "typing", "builtins")
+        if trusted and type(value) in (bool, int, float, str, type(None)):
+            # a flag or setting (torch.backends.cudnn.enabled, ...) may change: its value is guarded
+            for text in (f"type({{m}}.{name}) is {{t}}", f"{{m}}.{name} == {{v}}"):
+                tx.output.add_guard("EXPR", None, (text, (("m", self.module), ("t", type(value)), ("v", value))))
+            return ConstantVariable(value)
         source = None if trusted or self.source is None else AttrSource(self.source, name)
         return wrap(tx, value, source)
 

@@ -31,7 +31,7 @@ import types
 from torch import nn
 
 from ..exc import GraphBreak
-from ..source import AttrSource, ItemSource
+from ..source import AttrSource, ItemSource, TypeSource
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
 from .user_objects import _mro_lookup
@@ -84,9 +84,13 @@ class NNModuleVariable(VariableTracker):
         src = self.source
         d = module.__dict__
         cls_attr, owner = _mro_lookup(cls, name)
+        # class attributes read below are guarded: `type(module).name` still holds the same object
+        cls_src = AttrSource(TypeSource(src), name) if src is not None and cls_attr is not None else None
         if isinstance(cls_attr, property):
             if cls_attr.fget is None:
                 raise GraphBreak("DL0011", f"property {name!r} of {cls.__name__} has no getter")
+            if cls_src is not None:
+                tx.output.add_guard("ID", cls_src, cls_attr)
             return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(cls_attr, type):
             raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
@@ -96,14 +100,21 @@ class NNModuleVariable(VariableTracker):
             if name in _MODULE_METHODS and owner.__module__.startswith("torch.nn.modules"):
                 return BoundMethodOfVariable(self, name)  # answered by call_method
             if isinstance(cls_attr, staticmethod):
+                if cls_src is not None:
+                    tx.output.add_guard("ID", cls_src, cls_attr.__func__)
                 return UserFunctionVariable(cls_attr.__func__)
             if isinstance(cls_attr, classmethod):
+                if cls_src is not None:
+                    tx.output.add_guard("EXPR", cls_src, (f"{cls_src.name()}.__func__ is {{f}}",
+                                                          (("f", cls_attr.__func__),)))
                 return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
             if isinstance(cls_attr, types.FunctionType):
+                if cls_src is not None:
+                    tx.output.add_guard("ID", cls_src, cls_attr)
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
                 raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
-            return wrap(tx, cls_attr, None)
+            return wrap(tx, cls_attr, cls_src)
         getattr_fn, _ = _mro_lookup(cls, "__getattr__")
         if getattr_fn is not nn.Module.__getattr__:
             if isinstance(getattr_fn, types.FunctionType):
@@ -165,6 +176,9 @@ class NNModuleVariable(VariableTracker):
             if isinstance(call, types.FunctionType):
                 from .functions import UserMethodVariable
 
+                if self.source is not None:
+                    tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "__call__"), call)
+
                 return UserMethodVariable(call, self).call_function(tx, args, kwargs)
             raise GraphBreak("DL0003", f"{type(module).__name__}.__call__ is not a Python function")
         if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
@@ -182,8 +196,9 @@ class NNModuleVariable(VariableTracker):
             raise GraphBreak("DL0003", f"{type(module).__name__}.forward is not a Python function")
         if "forward" in module.__dict__:
             raise GraphBreak("DL0003", "forward replaced on the instance")
-        if self.source is not None:  # ... and not replaced on the instance after this compile
+        if self.source is not None:  # ... and not replaced on the instance or the class after this compile
             tx.output.add_guard("EXPR", self.source, (f"'forward' not in {self.source.name()}.__dict__", ()))
+            tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "forward"), forward)
         from .functions import UserFunctionVariable
 
         return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)

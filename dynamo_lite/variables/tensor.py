@@ -12,6 +12,7 @@ Tested by tests/test_tensor_ops.py.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
 import warnings
@@ -276,6 +277,30 @@ def _target_name(kind: str, target: Any) -> str:
     return getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or str(target)
 
 
+@contextlib.contextmanager
+def _warnings_issued():
+    """Collect the warnings issued inside the block instead of showing them.
+
+    Not ``warnings.catch_warnings``: that bumps the filters version, which empties
+    every ``__warningregistry__``, so a "default"-action warning the user has
+    already seen would be shown again by eager code after any compile.  Here an
+    "always" filter is put in front of the user's filters *in place* (the version
+    is untouched; "always" writes no registry entry) and ``_showwarnmsg`` records;
+    both are restored on exit.  A warning the registry says was already shown is
+    not issued, here as in eager code.
+    """
+    caught: list = []
+    filters, show = warnings.filters, warnings._showwarnmsg
+    saved = list(filters)
+    filters.insert(0, ("always", None, Warning, None, 0))
+    warnings._showwarnmsg = caught.append
+    try:
+        yield caught
+    finally:
+        filters[:] = saved
+        warnings._showwarnmsg = show
+
+
 def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
     """Run ``target`` on fake values and record it as an FX node.
 
@@ -292,8 +317,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         # a failing op is re-run by Python, which raises the user's error: FakeTensorMode's own
         # "failed while attempting to run meta" traceback log would only be noise on stderr
         _FAKE_LOG.disabled = True
-        with output.fake_mode, warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with output.fake_mode, _warnings_issued() as caught:
             _check_inplace_cast(kind, target, fake_args)
             if kind == "call_method":
                 example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
