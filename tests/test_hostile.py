@@ -496,9 +496,7 @@ def exc_in_tensor_branch(x):
 
 @pytest.mark.parametrize("fn", [exc_at_start, exc_after_graph, exc_in_helper, exc_after_break, exc_in_loop,
                                 exc_from_torch, exc_chained, exc_in_finally, exc_in_tensor_branch,
-                                pytest.param(exc_in_handler, marks=pytest.mark.xfail(strict=True, reason=(
-                                    "open problem: a raise inside an except block that was traced "
-                                    "symbolically loses __context__ (the handled exception never existed)")))],
+                                exc_in_handler],
                          ids=lambda f: f.__name__)
 def test_user_exception_propagates_unchanged(fn, capsys):
     x = torch.randn(3, 4)

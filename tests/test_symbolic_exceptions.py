@@ -162,3 +162,57 @@ def test_exceptions_leaving_the_frame_or_breaking_in_handlers_match_eager(fn):
 def test_fullgraph_lets_user_exceptions_through():
     with pytest.raises(RuntimeError, match="nope 2"):
         dynamo_lite.compile(raise_escapes, backend="eager", fullgraph=True)(torch.randn(2))
+
+
+# ---- exceptions leaving the frame while traced handlers run: the __context__ chain -----
+def _raises_key_error(y):
+    raise KeyError(f"h {y.shape[0]}")
+
+
+def raise_in_handler_via_helper(x):
+    y = x + 1
+    try:
+        raise ValueError("a")
+    except ValueError:
+        _raises_key_error(y)
+
+
+def raise_from_then_raise_in_outer_handler(x):
+    y = x + 1
+    try:
+        try:
+            raise ValueError("a")
+        except ValueError as e:
+            raise TypeError("b") from e
+    except TypeError:
+        y = y * 2
+        raise RuntimeError(str(y.shape))
+
+
+def handled_in_loop_then_raise(x):
+    for i in range(3):
+        try:
+            raise ValueError(i)
+        except ValueError:
+            x = x + i
+    raise KeyError("end")  # no __context__: every handler finished
+
+
+def _chain(e):
+    out = []
+    while e is not None:
+        out.append((type(e).__name__, str(e), type(e.__cause__).__name__, e.__suppress_context__))
+        e = e.__context__
+    return out
+
+
+@pytest.mark.parametrize("fn", [raise_in_handler_via_helper, raise_from_then_raise_in_outer_handler,
+                                handled_in_loop_then_raise])
+def test_exception_chain_of_an_escaping_exception_matches_eager(fn):
+    compiled = dynamo_lite.compile(fn, backend="eager")
+    for _ in range(2):
+        with pytest.raises(Exception) as eager:
+            fn(torch.ones(2))
+        with pytest.raises(Exception) as ours:
+            compiled(torch.ones(2))
+        assert _chain(ours.value) == _chain(eager.value)

@@ -55,6 +55,17 @@ class SymbolicException(Exception):
         self.root_step = root_step
 
 
+def _context_steps(exc) -> list:
+    """Root steps at which the exceptions of ``exc``'s traced ``__context__`` chain were raised."""
+    steps = []
+    context, seen = getattr(exc, "context", None), {id(exc)}
+    while context is not None and id(context) not in seen and getattr(context, "raised_at_step", None) is not None:
+        seen.add(id(context))
+        steps.append(context.raised_at_step)
+        context = getattr(context, "context", None)
+    return steps
+
+
 class InstructionTranslatorBase:
     """State and step loop shared by the root frame and inlined frames.
 
@@ -173,12 +184,7 @@ class InstructionTranslatorBase:
                 steps.append(getattr(exc, "raised_at_step", tx.root().steps))
                 # raised while handling an earlier traced exception (its __context__): Python must
                 # run that handler too, or the native raise would have no context to chain
-                context, seen = getattr(exc, "context", None), {id(exc)}
-                while context is not None and id(context) not in seen and \
-                        getattr(context, "raised_at_step", None) is not None:
-                    seen.add(id(context))
-                    steps.append(context.raised_at_step)
-                    context = getattr(context, "context", None)
+                steps.extend(_context_steps(exc))
             tx = tx.parent
         return min(steps) if steps else None
 
@@ -361,7 +367,9 @@ class InstructionTranslator(InstructionTranslatorBase):
                                        "(Python raises it)")
             brk.user_stack = self._active.user_stack()
             brk.user_exception = True  # not a capture failure (fullgraph lets Python raise it)
-            self.break_step = e.root_step
+            # raised while handling exceptions raised in the trace: Python raises those first, so the
+            # real exception gets its __context__ chain
+            self.break_step = min([e.root_step, *_context_steps(e.exc)])
             raise brk from None
         except GraphBreak as e:
             if not e.user_stack:
