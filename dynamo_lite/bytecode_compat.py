@@ -90,7 +90,14 @@ def instructions(code: types.CodeType) -> list[dis.Instruction]:
     insts = _decode(code)
     if len(_INSTRUCTIONS) > 4096:
         _INSTRUCTIONS.clear()
-    _INSTRUCTIONS[id(code)] = (weakref.ref(code), tuple(insts))
+    key = id(code)
+
+    def forget(ref, key=key):  # the code object died: drop its entry (unless the id was reused)
+        entry = _INSTRUCTIONS.get(key)
+        if entry is not None and entry[0] is ref:
+            del _INSTRUCTIONS[key]
+
+    _INSTRUCTIONS[key] = (weakref.ref(code, forget), tuple(insts))
     return insts
 
 

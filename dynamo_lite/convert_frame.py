@@ -243,7 +243,9 @@ class FrameConverter:
                 and state.grad_mode is None:
             new_code = None  # nothing captured: guards pass -> run the original frame
         else:
-            new_code = transform.build_code(state, compiled, graph_inputs, output_index)
+            new_code = transform.build_code(state, compiled, graph_inputs, output_index,
+                                            rerun_on_error=compiled is not None and output.can_rerun_on_error(),
+                                            grad_enabled=output.initial_grad_enabled)
             _GENERATED.add(new_code)
             _C.set_cache(new_code, _C.SKIP)
         guard = output.guards.compile(bytecode_compat.arg_names(code))

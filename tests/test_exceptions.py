@@ -429,3 +429,120 @@ def test_raising_frame_is_compiled_once_and_reused():
     with pytest.raises(ValueError):
         cf(x3, -1)
     assert counter.frame_count == frames
+
+
+# ---- errors raised while a graph runs (found only by the data, not by fake tensors) ---------
+# The graph call is protected: grad mode is set back, and a graph that changes nothing in
+# place and draws no random numbers is answered by running the original code from the
+# start, so the error comes from the user's line inside the user's try/with blocks.
+_OUT_OF_RANGE = torch.tensor([10])
+
+
+def runtime_error_caught(x, idx, log):
+    log.append("before")
+    try:
+        y = x.sin()[idx]
+    except IndexError as e:
+        log.append(f"caught {type(e).__name__}")
+        y = x.cos()
+    return y * 2
+
+
+def runtime_error_in_no_grad(x, idx):
+    with torch.no_grad():
+        return (x * 2)[idx]
+
+
+class _LoggingCM:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+
+    def __exit__(self, typ, value, tb):
+        self.log.append(("exit", typ.__name__ if typ else None))
+        return True
+
+
+def runtime_error_in_user_with(x, idx, log):
+    y = x + 1
+    with _LoggingCM(log):
+        y = y[idx]
+    return y
+
+
+def runtime_error_after_break(x, idx, log):
+    y = x.relu()
+    print("break")
+    try:
+        return y[idx].sum()
+    except IndexError:
+        log.append("caught after the break")
+        return y.sum()
+
+
+@pytest.mark.parametrize("fn", [runtime_error_caught, runtime_error_in_no_grad, runtime_error_in_user_with,
+                                runtime_error_after_break])
+def test_error_raised_while_the_graph_runs_behaves_as_in_eager(fn):
+    args = (torch.randn(3), _OUT_OF_RANGE) + (([],) if "log" in fn.__code__.co_varnames else ())
+    check(fn, *args, raises=IndexError if fn is runtime_error_in_no_grad else None)
+    check(fn, torch.randn(3), torch.tensor([1]), *args[2:])  # a good index: the graph's own result
+    assert torch.is_grad_enabled()
+
+
+def test_runtime_error_traceback_ends_at_the_users_line():
+    import traceback
+
+    def f(x, idx):
+        y = x * 2
+        return y[idx]  # the line
+
+    with pytest.raises(IndexError) as info:
+        dynamo_lite.compile(f, backend="eager")(torch.randn(3), _OUT_OF_RANGE)
+    last = traceback.extract_tb(info.value.__traceback__)[-1]
+    assert (last.name, last.line) == ("f", "return y[idx]  # the line")
+
+
+def test_graph_that_mutated_an_input_reraises_and_restores_grad_mode():
+    def f(x, idx):
+        x.add_(1)  # applied before the graph fails: running f again would add twice
+        with torch.no_grad():
+            return (x * 2)[idx]
+
+    x = torch.zeros(3)
+    with pytest.raises(IndexError):
+        dynamo_lite.compile(f, backend="eager")(x, _OUT_OF_RANGE)
+    assert torch.equal(x, torch.ones(3)) and torch.is_grad_enabled()
+
+
+def test_graph_drawing_random_numbers_is_not_run_twice():
+    def f(x, idx):
+        noise = torch.rand(3)
+        return (x + noise)[idx]
+
+    torch.manual_seed(0)
+    with pytest.raises(IndexError):
+        f(torch.zeros(3), _OUT_OF_RANGE)
+    expected = torch.rand(1)
+    torch.manual_seed(0)
+    with pytest.raises(IndexError):
+        dynamo_lite.compile(f, backend="eager")(torch.zeros(3), _OUT_OF_RANGE)
+    assert torch.equal(torch.rand(1), expected)
+
+
+def test_keyboard_interrupt_in_the_graph_is_not_answered_by_a_rerun():
+    calls = []
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            calls.append(1)
+            raise KeyboardInterrupt
+        return run
+
+    def f(x):
+        return x * 2
+
+    with pytest.raises(KeyboardInterrupt):
+        dynamo_lite.compile(f, backend=backend)(torch.ones(2))
+    assert calls == [1]

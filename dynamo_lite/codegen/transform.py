@@ -26,7 +26,7 @@ import dataclasses
 import types
 from typing import Callable, Optional
 
-from bytecode import Bytecode, Instr, Label
+from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat
 from ..source import AttrSource, ItemSource, LocalSource, Source
@@ -207,22 +207,96 @@ def _finish(code: types.CodeType, instrs: list, n_generated: int) -> types.CodeT
 
 
 def build_code(state: FrameState, compiled, graph_inputs, output_index: dict,
-               resume_maker: Optional[Callable] = None) -> types.CodeType:
-    """Second pass: the transformed code object."""
+               resume_maker: Optional[Callable] = None, rerun_on_error: bool = False,
+               grad_enabled: bool = True) -> types.CodeType:
+    """Second pass: the transformed code object.
+
+    The graph call is protected: if the graph raises, grad mode is set back to
+    ``grad_enabled`` (the mode the frame was entered with; the graph may have
+    changed it) and then, when ``rerun_on_error`` (a partial run of the graph
+    left nothing behind, OutputGraph.can_rerun_on_error), the frame's original
+    bytecode runs from the start, so the error is raised by the user's own line,
+    inside the user's try/with blocks, after the side effects that precede it;
+    otherwise the error propagates from the graph call.
+    """
     code = state.code
     cg = PyCodegen(code, collecting=False, output_index=output_index)
     cg.lineno = code.co_firstlineno
     cg.instrs.extend(_original_prologue(code))
+    handler, rerun_label = None, Label()
     if compiled is not None:
+        handler = Label()
+        try_begin = TryBegin(handler, push_lasti=False, stack_depth=0)
+        cg.instrs.append(try_begin)
         _graph_call(cg, compiled, graph_inputs)
+        cg.instrs.append(TryEnd(try_begin))
     emit_body(cg, state)
     if state.return_value is not None:
-        return _finish(code, cg.instrs, len(cg.instrs))
-    instrs = cg.instrs + _continue_at_break(cg, state)
+        instrs = cg.instrs
+        rerun_copy = None
+        if handler is not None and rerun_on_error:
+            rerun_copy = _inert_prologue(code, original_instructions(code))
+    else:
+        instrs = cg.instrs + _continue_at_break(cg, state, rerun_label)
+        rerun_copy = None
+    if handler is not None:
+        instrs = instrs + _graph_error_handler(code, handler, rerun_label, rerun_on_error, grad_enabled,
+                                               rerun_copy)
     return _finish(code, instrs, len(instrs))
 
 
-def _continue_at_break(cg: PyCodegen, state: FrameState) -> list:
+def _graph_error_handler(code, handler: Label, rerun_label: Label, rerun: bool, grad_enabled: bool,
+                         rerun_copy: Optional[list]) -> list:
+    """The handler of the graph call: [exc] -> restore grad mode -> rerun the original or re-raise."""
+    import torch
+
+    cg = PyCodegen(code, collecting=False)
+    cg.lineno = code.co_firstlineno
+    cg.label(handler)
+    cg.load_callable(torch._C._set_grad_enabled)
+    cg.load_const(grad_enabled)
+    cg.call(1)
+    cg.emit("POP_TOP")
+    if not rerun:
+        cg.emit("RERAISE", 0)
+        return cg.instrs
+    reraise = Label()
+    cg.load_callable(_rerun_after)
+    cg.emit("COPY", 3)
+    cg.call(1)
+    cg.instrs.append(Instr("POP_JUMP_FORWARD_IF_FALSE", reraise, lineno=code.co_firstlineno))
+    cg.emit("POP_TOP")  # the exception: the original code raises it again, where eager does
+    if rerun_copy is not None:  # full capture: the original code follows the handler
+        cg.instrs.extend(rerun_copy)
+    else:
+        cg.instrs.append(Instr("JUMP_BACKWARD", rerun_label, lineno=code.co_firstlineno))  # the copy's start
+    cg.label(reraise)
+    cg.emit("RERAISE", 0)
+    return cg.instrs
+
+
+def _rerun_after(exc: BaseException) -> bool:
+    """Does the original code run again after the graph raised ``exc``?  Not for
+    KeyboardInterrupt and the like, nor for a backend's failure (the user must see it)."""
+    from ..exc import BackendCompilerFailed
+
+    return isinstance(exc, Exception) and not isinstance(exc, BackendCompilerFailed)
+
+
+def _inert_prologue(code: types.CodeType, copy: list) -> list:
+    """A copy of the original instructions whose prologue (run already) does nothing."""
+    for p, x in enumerate(copy):
+        if not isinstance(x, Instr):
+            continue
+        if x.name in ("COPY_FREE_VARS", "MAKE_CELL"):
+            copy[p] = Instr("NOP", lineno=x.lineno if x.lineno else code.co_firstlineno)
+        elif x.name == "RESUME":
+            copy[p] = Instr("NOP", lineno=code.co_firstlineno)
+            break
+    return copy
+
+
+def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> list:
     """Jump into a copy of the original code at the break, with stubs after it."""
     code = state.code
     insts = bytecode_compat.instructions(code)
@@ -235,15 +309,11 @@ def _continue_at_break(cg: PyCodegen, state: FrameState) -> list:
     positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
     if len(positions) != len(insts) or any(copy[p].name != i.opname for p, i in zip(positions, insts)):
         raise CodegenFailed("bytecode and dis disagree on this code's instructions")
-    # the copy's own prologue is unreachable; make it inert
-    for p in positions:
-        if copy[p].name in ("COPY_FREE_VARS", "MAKE_CELL"):
-            copy[p] = Instr("NOP", lineno=copy[p].lineno if copy[p].lineno else code.co_firstlineno)
-        elif copy[p].name == "RESUME":
-            copy[p] = Instr("NOP", lineno=code.co_firstlineno)
-            break
+    # the copy's own prologue is unreachable (or, on a rerun after a graph error, already done)
+    copy = _inert_prologue(code, copy)
     entry = Label()
     copy.insert(positions[start], entry)
+    copy.insert(0, rerun_label)
     positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
     jump_in = [Instr("JUMP_FORWARD", entry, lineno=cg.lineno)]
     plan = resume_mod.plan_successors(code, insts, k, state.stack)

@@ -171,6 +171,14 @@ class OutputGraph:
         where = f"graph {self.compile_id} of {self.code.co_name} ({self.code.co_filename}:{self.code.co_firstlineno})"
         return gm, CheckedCompiledGraph(compiled, gm, backend_name, where), time.perf_counter() - start
 
+    def can_rerun_on_error(self) -> bool:
+        """May generated code answer an error raised while the graph runs by running the
+        frame's own bytecode from the start (so the user's try/except/with/finally and
+        traceback see it, as in eager)?  Only if a partial run of the graph left nothing
+        behind: no in-place op, no ``out=``, no random numbers drawn (see _leaves_traces)."""
+        return not any(_leaves_traces(node) for node in self.graph.nodes
+                       if node.op in ("call_function", "call_method"))
+
     def release_examples(self) -> None:
         """After the backend compiled the graph: drop the real example inputs, and turn the
         FakeTensors in node metadata into ``ExampleSummary`` records, so the trace's
@@ -277,6 +285,39 @@ class CheckedCompiledGraph:
                 return (f"output {i} has shape {list(got[0])}, dtype {got[1]}, device {got[2]}; the graph "
                         f"produces shape {list(spec[0])}, dtype {spec[1]}, device {spec[2]}")
         return None
+
+
+# ops that draw random numbers (a second run would draw different ones) or mutate
+# state besides their result; in-place variants ("add_"), ``out=``, ``inplace=True``
+# and operator.i* are recognised by name and arguments
+_RANDOM_OPS = frozenset((
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "bernoulli",
+    "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+    "feature_alpha_dropout", "feature_dropout", "native_dropout", "rrelu", "gumbel_softmax",
+    "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
+    "fractional_max_pool3d_with_indices", "scaled_dot_product_attention", "manual_seed", "seed",
+    "set_rng_state"))
+_MUTATING_OPS = frozenset(("setitem", "__setitem__", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod",
+                           "ipow", "iand", "ior", "ixor", "ilshift", "irshift", "imatmul", "batch_norm",
+                           "instance_norm"))
+
+
+def _leaves_traces(node: torch.fx.Node) -> bool:
+    """Could running this node (and failing later) leave an observable trace?"""
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if not name:
+        return True  # unknown callable: assume the worst
+    if name.endswith("_") and not name.endswith("__"):
+        return True  # in-place variant (add_, copy_, requires_grad_, ...)
+    if name in _RANDOM_OPS or name in _MUTATING_OPS:
+        return True
+    if "out" in node.kwargs or node.kwargs.get("inplace") is True:
+        return True
+    if not isinstance(target, str) and getattr(target, "__module__", "") == "torch.nn.functional" \
+            and any(a is True for a in node.args):
+        return True  # e.g. F.relu(x, True): a positional inplace=True
+    return False
 
 
 def _node_name(source: Source) -> str:
