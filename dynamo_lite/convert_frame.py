@@ -152,6 +152,13 @@ class FrameConverter:
             compile_id = f"{_frame_id(code)}/0"
         if not self.fullgraph and not _has_tensor_or_module(f_locals, func):
             return _nothing_to_capture(code, f_locals)
+        if torch._C._len_torch_function_stack():
+            # a torch-function mode is active (a default device, `with torch.device(...)`, a user
+            # mode): it decides what torch calls do, and traces do not model it; run eagerly
+            self._fallback(code, "a torch function mode is active (torch.set_default_device, "
+                                 "`with torch.device(...)` or a TorchFunctionMode)", "DL0001",
+                           [_code_frame(code)], compile_id)
+            return None
         # Tracing allocates many short-lived objects: a full collection of a big process
         # (torch, transformers) in the middle of a capture costs hundreds of milliseconds.
         gc_enabled = gc.isenabled()

@@ -2383,7 +2383,6 @@ _SLOTS = 'bug: setattr of a name not in __slots__ is deferred past the graph and
 _HASH = "bug: wrapping an argument calls the user's __hash__ (builtin.is_builtin_callable)"
 _ABC = 'bug: instantiating an abstract class in traced code does not raise TypeError'
 _UNHASHABLE = 'bug: unhashable user object accepted as a set element / dict key'
-_TYPE_ATTR = 'bug: class attribute read through type(obj)/obj.__class__ is not guarded (stale value)'
 _TRACEBACK = 'bug: an exception raised and caught in traced code has __traceback__ None'
 XFAIL.update({
     'gen_returned_unstarted': _GEN_ITER,
@@ -2411,9 +2410,6 @@ XFAIL.update({
     'cls_unhashable_object_as_dict_key_caught': _UNHASHABLE,
     'cls_set_and_dict_of_new_objects_use_eq_hash':
         'bug: set/dict keys made in traced code compare by identity, not __hash__/__eq__',
-    'cls_class_attr_via_type_changes_between_calls': _TYPE_ATTR,
-    'cls_class_attr_via_dunder_class_changes_between_calls': _TYPE_ATTR,
-    'cls_type_self_counter_in_method_called_twice': _TYPE_ATTR,
     'cls_len_dunder_result_validated':
         "bug: len() returns __len__'s result unchecked (True instead of 1)",
     'cls_len_dunder_negative_raises':

@@ -58,7 +58,13 @@ for b in blocks:
             or "definitely lost" in head):
         continue
     key = "definite leak" if "definitely lost" in head else re.sub(r" of size \d+", "", head)
-    mine = any(ours.search(l) for l in b)
+    frames = [l for l in b if l.strip().startswith(("at ", "by "))]
+    # an error is ours when it happens in our code (one of its innermost frames); a leak,
+    # when our code allocated the block (anywhere on its stack).  An error deeper down
+    # (e.g. a GC pass that an allocation of ours triggered) is counted apart.
+    mine = any(ours.search(l) for l in (frames if key == "definite leak" else frames[:4]))
+    if not mine and any(ours.search(l) for l in frames):
+        key += " (our frame deeper on the stack)"
     kinds.setdefault(key, [0, 0])[mine] += 1
     if mine:
         our_blocks.append(b)

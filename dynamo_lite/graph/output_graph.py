@@ -68,6 +68,9 @@ class OutputGraph:
         self.real_values: dict[int, torch.Tensor] = {}
         self.add_guard("GLOBAL_STATE", None,
                        (f"___torch.is_grad_enabled() is {self.initial_grad_enabled!r}", ()))
+        # torch-function modes (torch.set_default_device, `with torch.device(...)`) change what
+        # factory functions make; traces run only without any (convert_frame), and stay so
+        self.add_guard("GLOBAL_STATE", None, ("___torch._C._len_torch_function_stack() == 0", ()))
 
     # ---- guards -----------------------------------------------------------
     def add_guard(self, kind: str, source: Optional[Source], value=None) -> None:

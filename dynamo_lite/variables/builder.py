@@ -114,8 +114,10 @@ def _wrap(tx, value, source):
         guard("ID", source, value)
         return ConstantVariable(value, source)
     if is_constant_value(value):
-        if type(value) in (slice, range):
-            guard("CONST", source, value)
+        if type(value) is float and value != value:  # NaN == NaN is False: a CONST guard would never pass
+            if source is not None:
+                name = source.name()
+                guard("EXPR", source, (f"type({name}) is {{t}} and {name} != {name}", (("t", float),)))
         else:
             guard("CONST", source, value)
         if type(value) is float and value == 0.0 and source is not None:  # 0.0 == -0.0: guard the sign too

@@ -373,7 +373,9 @@ def _type(tx, *args):
     obj = args[0]
     if isinstance(obj, TensorVariable):
         return wrap(tx, getattr(obj, "real_type", torch.Tensor), None)
-    return wrap(tx, _python_type(tx, obj), None)
+    from .user_objects import class_of
+
+    return class_of(tx, obj, _python_type(tx, obj))
 
 
 @_handler(builtins.getattr)

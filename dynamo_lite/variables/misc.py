@@ -51,7 +51,7 @@ class PythonModuleVariable(VariableTracker):
             raise GraphBreak("DL0011", f"module {self.module.__name__!r} has no attribute {name!r}") from e
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                           "itertools", "collections", "typing", "builtins")
-        if trusted and type(value) in (bool, int, float, str, type(None)):
+        if trusted and type(value) in (bool, int, str, type(None)):  # (floats: math.pi, torch.nan, ... stay)
             # a flag or setting (torch.backends.cudnn.enabled, ...) may change: its value is guarded
             for text in (f"type({{m}}.{name}) is {{t}}", f"{{m}}.{name} == {{v}}"):
                 tx.output.add_guard("EXPR", None, (text, (("m", self.module), ("t", type(value)), ("v", value))))

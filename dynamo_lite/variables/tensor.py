@@ -113,6 +113,10 @@ class TensorVariable(VariableTracker):
             from .containers import SizeVariable
 
             return SizeVariable([ConstantVariable(int(s)) for s in ex.shape])
+        if name == "__class__":
+            from .builder import wrap
+
+            return wrap(tx, getattr(self, "real_type", torch.Tensor), None)
         if name == "is_leaf":  # the one property among _INPUT_FACTS (the others are methods)
             return self._input_fact(tx, name)
         if name in _METADATA_ATTRS:
@@ -413,6 +417,10 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
         return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
     if example is None or isinstance(example, (bool, int, float, complex, str, torch.dtype, torch.device)):
         # plain metadata: nothing to compute at run time (shapes are static)
+        if not _folds_to_constant(node):
+            output.remove_node(node)
+            raise GraphBreak("DL0007", f"{_target_name(node.op, node.target)} returns a Python value the graph "
+                                       "cannot compute (it depends on data, identity or global state)")
         if not _has_side_effect(node):
             output.remove_node(node)
         return ConstantVariable(example)
@@ -422,6 +430,19 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
         return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
     output.remove_node(node)
     raise GraphBreak("DL0009", f"operation returned {type(example).__name__}, which a graph cannot hold")
+
+
+def _folds_to_constant(node: torch.fx.Node) -> bool:
+    """May a non-tensor result of this node be taken from the fake run as a constant?
+    Yes for operators and torch.nn.functional helpers (pure functions of metadata);
+    no for Tensor methods that reach here (the metadata ones are answered before
+    record_op: __repr__, __hash__, is_set_to, data pointers would come from the fake)
+    and for other torch functions (get_num_threads(), set_flush_denormal(), ... read
+    or write global state the graph does not hold)."""
+    if node.op == "call_method":
+        return _has_side_effect(node)
+    module = getattr(node.target, "__module__", None) or ""
+    return not module.startswith("torch") or module == "torch.nn.functional"
 
 
 def _has_side_effect(node: torch.fx.Node) -> bool:

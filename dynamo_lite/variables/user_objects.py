@@ -106,7 +106,7 @@ class _ObjectLike(VariableTracker):
                 raise GraphBreak("DL0011", f"attribute {name!r} was deleted")
             return pending
         if name == "__class__":
-            return UserDefinedClassVariable(cls)
+            return class_of(tx, self, cls)
         if name == "__dict__":
             if isinstance(self, UserDefinedObjectVariable) and self.source is not None and not \
                     tx.output.side_effects.new_object_attrs(self):
@@ -382,6 +382,27 @@ class NewObjectVariable(_ObjectLike):
         return True
 
 
+def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
+    """``type(obj)`` / ``obj.__class__`` as a tracker: sourced as ``type(<obj's source>)``
+    when obj has one, so class attributes read through it are guarded."""
+    from .builder import wrap
+    from ..source import TypeSource
+
+    source = getattr(obj, "source", None)
+    if source is not None:
+        return wrap(tx, cls, TypeSource(source))
+    return wrap(tx, cls, None)
+
+
+def _guard_class_attr_value(tx, cls: type, name: str, value) -> None:
+    """Guard ``cls.name`` (cls reached without a source) by value: what the trace read stays."""
+    if type(value) in (bool, int, str, type(None)) or (type(value) is float and value == value):
+        for text in (f"type({{c}}.{name}) is {{t}}", f"{{c}}.{name} == {{v}}"):
+            tx.output.add_guard("EXPR", None, (text, (("c", cls), ("t", type(value)), ("v", value))))
+    elif name.isidentifier():
+        tx.output.add_guard("EXPR", None, (f"{{c}}.{name} is {{v}}", (("c", cls), ("v", value))))
+
+
 class UserDefinedClassVariable(VariableTracker):
     """A user class (calling it creates a NewObjectVariable and inlines __init__)."""
 
@@ -430,8 +451,11 @@ class UserDefinedClassVariable(VariableTracker):
             if hasattr(self.value, name):
                 return wrap(tx, getattr(self.value, name), None)
             raise GraphBreak("DL0011", f"class {self.value.__name__} has no attribute {name!r}")
-        src = AttrSource(self.source, name) if self.source is not None else None
-        return wrap(tx, getattr(self.value, name), src)
+        value = getattr(self.value, name)
+        if self.source is None:  # a class met without a source: guard the attribute through the class itself
+            _guard_class_attr_value(tx, self.value, name, value)
+            return wrap(tx, value, None)
+        return wrap(tx, value, AttrSource(self.source, name))
 
     def call_method(self, tx, name, args, kwargs):
         if name == "_make" and len(args) == 1 and not kwargs and is_namedtuple_class(self.value):
