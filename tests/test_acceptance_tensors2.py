@@ -1816,8 +1816,6 @@ def test_aot_eager_aliased_inputs_after_distinct_ones(alias):
     assert_same(base_e, base)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: internal error: unhashable mappingproxy constant "
-                                       "(torch.Tensor.__dict__) in generated code")
 def test_torch_class_dict_read():
     def f(x):
         return "__add__" in torch.Tensor.__dict__, x + 1

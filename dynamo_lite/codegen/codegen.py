@@ -85,6 +85,12 @@ class PyCodegen:
                 self.load_const(part)
             self.emit("BUILD_SLICE", 3)
             return
+        if _needs_holder(value):
+            # an unhashable constant (a mappingproxy, a dict) would make the code object
+            # unhashable, and a user __hash__ would run: load it from a holder instead
+            self.instrs.append(Instr("LOAD_CONST", _ConstHolder(value), lineno=self.lineno))
+            self.instrs.append(Instr("LOAD_ATTR", "value", lineno=self.lineno))
+            return
         self.instrs.append(Instr("LOAD_CONST", value, lineno=self.lineno))
 
     def load_fast(self, name: str) -> None:
@@ -346,6 +352,32 @@ def assemble(bc, original: types.CodeType, n_generated: int) -> types.CodeType:
     if code.co_stacksize < original.co_stacksize:
         code = code.replace(co_stacksize=original.co_stacksize)
     return code
+
+
+def _needs_holder(value) -> bool:
+    """Would ``value`` as a code constant be unhashable, or be hashed by user code?"""
+    t = type(value)
+    if t.__hash__ is None:
+        return True
+    if t in (tuple, frozenset):
+        try:
+            hash(value)
+        except TypeError:
+            return True
+        return False
+    return isinstance(t.__hash__, types.FunctionType)  # a Python-level __hash__
+
+
+class _ConstHolder:
+    """An unhashable constant of generated code (see PyCodegen.load_const)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"<constant {type(self.value).__name__}>"
 
 
 def _new_object(cls, attrs):

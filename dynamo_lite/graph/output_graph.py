@@ -158,6 +158,7 @@ class OutputGraph:
         """Run the backend on the finished graph; returns (graph module, compiled callable, seconds)."""
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         gm.meta["dynamo_lite_compile_id"] = self.compile_id
+        _forget_source_with(gm)
         example_inputs = [gi.example for gi in self.graph_inputs]
         start = time.perf_counter()
         try:
@@ -288,6 +289,25 @@ class CheckedCompiledGraph:
                 return (f"output {i} has shape {list(got[0])}, dtype {got[1]}, device {got[2]}; the graph "
                         f"produces shape {list(spec[0])}, dtype {spec[1]}, device {spec[2]}")
         return None
+
+
+def _forget_source_with(gm: torch.fx.GraphModule) -> None:
+    """torch.fx keeps the generated source of every GraphModule (its loader's cache and
+    linecache) for the life of the process; drop ours when the GraphModule dies, so
+    compile/reset cycles do not grow memory."""
+    import linecache
+    import weakref
+
+    key = getattr(getattr(type(gm).forward, "__code__", None), "co_filename", None)
+    loader = getattr(torch.fx.graph_module, "_loader", None)
+    if key is None or loader is None or key not in getattr(loader, "eval_cache", {}):
+        return
+
+    def forget(key=key, cache=loader.eval_cache):
+        cache.pop(key, None)
+        linecache.cache.pop(key, None)
+
+    weakref.finalize(gm, forget)
 
 
 # ops that draw random numbers (a second run would draw different ones) or mutate
