@@ -168,6 +168,10 @@ class FrameConverter:
         finally:
             if gc_enabled:
                 gc.enable()
+                # the trace's trackers form cycles that hold real objects of the frame (a generator
+                # Python must close when it drops it, a tensor): free them now, not at some later GC
+                # (objects made while collection was off are all in the youngest generation)
+                gc.collect(0)
 
     # ---- compile one frame ------------------------------------------------
     def _compile(self, code, f_locals, func, compile_id):
@@ -208,34 +212,36 @@ class FrameConverter:
         from .codegen import transform
         from .guards import GuardSet  # noqa: F401 - documents the dependency
 
+        from .codegen.codegen import CodegenFailed
+        from .symbolic.inliner import GeneratorEscapes, unclosed_generator
+
         start = time.perf_counter()
         tx, brk = self._trace(code, f_locals, func, None)
-        if brk is not None:
-            if self.fullgraph:
-                if getattr(brk, "user_exception", False):
-                    return None  # the user's code raises: run it so Python raises it
-                raise Unsupported(brk.reason, brk.break_id, brk.user_stack)
-            step = tx.break_step
-            tx, again = self._trace(code, f_locals, func, step)
-            if again is not None or not tx.stopped:
-                raise SkipFrame(f"trace was not reproducible up to the graph break ({brk.reason})", "DL0026")
-            index = tx.ip
-            event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), code.co_name,
-                                           compile_id, tx.instructions[index].opname)
-            breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, code.co_name, brk.break_id,
-                            brk.reason, "\n".join(str(f) for f in brk.user_stack))
-            events.emit(event)
-            state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
-                                         dict(tx.symbolic_locals), list(tx.stack), None, index)
+        step = tx.break_step if brk is not None else None
+        for _ in range(8):
+            tx, state = self._frame_state(code, f_locals, func, tx, brk, step)
+            if state is None:
+                return None
+            try:
+                unclosed = unclosed_generator(tx.output)
+                if unclosed is not None:  # Python must make it, to close it when it is dropped
+                    raise CodegenFailed("a generator is left paused in a try/with block") from \
+                        unclosed.escape("is left paused inside a try/with block (closing it runs code)")
+                outputs = transform.collect_graph_outputs(state)
+                if brk is not None:
+                    self._report_break(code, compile_id, brk, tx)
+                break
+            except CodegenFailed as e:
+                # a generator made in the trace must exist for real: stop where it was made
+                escape = e.__cause__
+                if not isinstance(escape, GeneratorEscapes):
+                    raise
+                escape.user_stack = escape.user_stack or [_code_frame(code)]
+                brk, step = escape, escape.restart_step if step is None else min(step, escape.restart_step)
         else:
-            state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
-                                         dict(tx.symbolic_locals), [], tx.return_value)
+            raise SkipFrame("generators made in the trace kept escaping it", "DL0021")
         trace_seconds = time.perf_counter() - start
         output = tx.output
-        if output.grad_enabled != output.initial_grad_enabled or brk is not None:
-            # at a break, rebuilding entered grad-mode contexts sets the mode: set it last
-            state.grad_mode = output.grad_enabled
-        outputs = transform.collect_graph_outputs(state)
         compiled = None
         gm = None
         compile_seconds = 0.0
@@ -271,6 +277,37 @@ class FrameConverter:
                               dl_logging.lazy(dl_logging.format_code_change, code, new_code))
         output.release_examples()
         return (guard.fn, new_code, self)
+
+    def _report_break(self, code, compile_id, brk, tx) -> None:
+        event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), code.co_name,
+                                       compile_id, tx.instructions[tx.ip].opname)
+        breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, code.co_name, brk.break_id,
+                        brk.reason, "\n".join(str(f) for f in brk.user_stack))
+        events.emit(event)
+
+    def _frame_state(self, code, f_locals, func, tx, brk, step):
+        """(translator, FrameState) for a full capture (brk None) or a break at root step
+        ``step`` (traced again to stop there); (None, None): run the frame eagerly."""
+        from .codegen import transform
+
+        if brk is None:
+            state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
+                                         dict(tx.symbolic_locals), [], tx.return_value)
+        else:
+            if self.fullgraph:
+                if getattr(brk, "user_exception", False):
+                    return None, None  # the user's code raises: run it so Python raises it
+                raise Unsupported(brk.reason, brk.break_id, brk.user_stack)
+            tx, again = self._trace(code, f_locals, func, step)
+            if again is not None or not tx.stopped:
+                raise SkipFrame(f"trace was not reproducible up to the graph break ({brk.reason})", "DL0026")
+            state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
+                                         dict(tx.symbolic_locals), list(tx.stack), None, tx.ip)
+        output = tx.output
+        if output.grad_enabled != output.initial_grad_enabled or brk is not None:
+            # at a break, rebuilding entered grad-mode contexts sets the mode: set it last
+            state.grad_mode = output.grad_enabled
+        return tx, state
 
     def _trace(self, code, f_locals, func, stop_at_step):
         from .graph.output_graph import OutputGraph

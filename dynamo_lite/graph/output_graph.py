@@ -66,6 +66,7 @@ class OutputGraph:
         self.grad_enabled = self.initial_grad_enabled
         self.user_stack_fn = lambda: []
         self.real_values: dict[int, torch.Tensor] = {}
+        self.generators: list = []  # GeneratorObjectVariables made in the trace (symbolic/inliner.py)
         self.add_guard("GLOBAL_STATE", None,
                        (f"___torch.is_grad_enabled() is {self.initial_grad_enabled!r}", ()))
         # torch-function modes (torch.set_default_device, `with torch.device(...)`) change what

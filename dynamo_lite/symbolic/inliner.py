@@ -5,16 +5,26 @@ caller's OutputGraph, so its tensor work lands in the same graph and its
 side effects in the same log.  A graph break inside the callee propagates to
 the root, which breaks at its own call instruction: the callee then runs as a
 frame of its own and is captured separately by the hook.
-Generator functions (generator expressions included) are run to completion
-and their yielded values collected, which is exact for the common consumers
-(sum/all/any/tuple/list/for).
-Tested by tests/test_functions.py.
+Calling a generator function (a generator expression included) makes a
+GeneratorObjectVariable and runs nothing, as Python does: each item asked for
+(FOR_ITER, next(), list(...)) resumes the callee's translator until its next
+YIELD_VALUE, so the generator reads the world when it runs, and infinite
+generators are fine.  A graph break inside a resumed generator, or a
+generator object that must outlive the trace (returned, live at a break),
+restarts the trace so that it stops where the generator was created: Python
+then makes and runs the real generator.
+Tested by tests/test_functions.py and tests/test_generators.py.
 """
 from __future__ import annotations
+
+import types
+from typing import Optional
 
 from .. import bytecode_compat, config
 from ..exc import GraphBreak
 from ..variables.base import VariableTracker
+from ..variables.constant import NONE
+from ..variables.iterators import LazyIteratorVariable
 from ..variables.functions import UserFunctionVariable, is_inlinable_function
 from ..variables.misc import CellVariable
 from .translator import InstructionTranslatorBase
@@ -26,12 +36,114 @@ class InliningTranslator(InstructionTranslatorBase):
     def __init__(self, parent, code, f_globals, symbolic_locals, cells, is_generator: bool):
         super().__init__(parent.output, code, f_globals, symbolic_locals, cells, parent)
         self.is_generator = is_generator
-        self.generated: list[VariableTracker] = []
+        self.suspended = False  # a generator stopped at YIELD_VALUE
+        self.yielded: Optional[VariableTracker] = None
+
+    def suspend(self, value: VariableTracker) -> None:
+        self.yielded = value
+        self.suspended = True
+
+    def run(self) -> None:
+        self.suspended = False
+        while not self.done and not self.suspended:
+            self.count_step()
+            self.step()
+
+
+class GeneratorObjectVariable(LazyIteratorVariable):
+    """A generator object made in the trace: its frame (an InliningTranslator) runs
+    on demand, one item per ``next_item``.
+
+    created_at_step: the root step that created it; a break inside it, or a need
+    to rebuild it as a real object, restarts the trace to stop there.
+    """
+
+    def __init__(self, child: InliningTranslator, created_at_step: int, created_where: list):
+        super().__init__(types.GeneratorType)
+        self.child = child
+        self.created_where = created_where  # user stack of the call that made it
+        child.output.generators.append(self)
+        self.generator = child.code.co_name  # (ListIteratorVariable: send/throw/close/gi_* run eagerly)
+        self.created_at_step = created_at_step
+        self.started = False
+
+    def describe(self):
+        return f"generator {self.generator}()"
+
+    def next_item(self, tx) -> Optional[VariableTracker]:
+        child = self.child
+        if self.exhausted or child.done:
+            self.exhausted = True
+            return None
+        if self.started:
+            child.push(NONE)  # the value of the paused `yield` expression: next() sends None
+        self.started = True
+        root = tx.root()
+        previous = root._active
+        root._active = child
+        child.parent = tx  # exceptions leaving the generator go to its consumer
+        try:
+            child.run()
+        except GraphBreak as e:
+            if not e.user_stack:
+                e.user_stack = child.user_stack()
+            prior = getattr(e, "restart_step", None)
+            e.restart_step = self.created_at_step if prior is None else min(prior, self.created_at_step)
+            raise
+        except BaseException:
+            self.exhausted = True  # a generator that raised is finished
+            raise
+        finally:
+            root._active = previous
+        if child.done:
+            self.exhausted = True
+            return None
+        return child.yielded
+
+    def var_getattr(self, tx, name):
+        if name in ("send", "throw", "close") or name.startswith("gi_"):
+            # only the real generator has them: Python makes it (and runs what follows)
+            brk = GraphBreak("DL0021", f"generator {self.generator}() used through .{name}")
+            brk.restart_step = self.created_at_step
+            brk.user_stack = list(self.created_where)
+            raise brk
+        return super().var_getattr(tx, name)
+
+    def can_reconstruct(self):
+        return False
+
+    def reconstruct(self, cg):
+        raise self.escape("outlives the traced code")
+
+    def escape(self, why: str) -> "GeneratorEscapes":
+        escape = GeneratorEscapes(self.created_at_step, f"generator {self.generator}() {why}; Python makes it")
+        escape.user_stack = list(self.created_where)
+        return escape
+
+
+def unclosed_generator(output) -> Optional[GeneratorObjectVariable]:
+    """A generator of this trace paused inside a try/with block: when Python drops it, closing
+    it runs user code (finally, __exit__, except GeneratorExit) that the trace never ran."""
+    for gen in output.generators:
+        child = gen.child
+        if not gen.started or gen.exhausted or child.done or child.ip == 0:
+            continue
+        offset = child.instructions[child.ip - 1].offset
+        if any(start <= offset < end for start, end, *_ in child.exception_entries()):
+            return gen
+    return None
+
+
+class GeneratorEscapes(GraphBreak):
+    """A generator object made in the trace must exist for real (returned, stored, live at a
+    break): the trace restarts to stop where it was created (convert_frame)."""
+
+    def __init__(self, step: int, reason: str):
+        super().__init__("DL0021", reason)
+        self.restart_step = step
 
 
 def inline_call(parent: InstructionTranslatorBase, fn_var, args: list, kwargs: dict) -> VariableTracker:
-    from ..variables.containers import ListIteratorVariable
-
     if isinstance(fn_var, UserFunctionVariable):
         reason = is_inlinable_function(fn_var.fn)
         if reason is not None:
@@ -60,11 +172,12 @@ def inline_call(parent: InstructionTranslatorBase, fn_var, args: list, kwargs: d
     for name, cell in zip(code.co_freevars, closure):
         cells[name] = cell
     child = InliningTranslator(parent, code, fn_var.get_globals(), symbolic_locals, cells, is_generator)
+    if is_generator:
+        # runs when its items are asked for
+        return GeneratorObjectVariable(child, parent.root().steps, parent.user_stack())
     root = parent.root()
     previous = root._active
     root._active = child
-    version = parent.output.side_effects.version
-    n_nodes = len(parent.output.graph.nodes)
     try:
         child.run()
     except GraphBreak as e:
@@ -73,14 +186,6 @@ def inline_call(parent: InstructionTranslatorBase, fn_var, args: list, kwargs: d
         raise
     finally:
         root._active = previous
-    if is_generator:
-        # The generator ran to completion here, ahead of its consumer: exact only
-        # if it had no side effects its consumer could observe in between.
-        if parent.output.side_effects.version != version or _mutating_nodes(parent.output.graph, n_nodes):
-            raise GraphBreak("DL0021", f"generator {code.co_name} has side effects; Python runs it lazily")
-        result = ListIteratorVariable(child.generated)
-        result.generator = code.co_name
-        return result
     return child.return_value
 
 
@@ -96,4 +201,4 @@ def _mutating_nodes(graph, start: int) -> bool:
     return False
 
 
-__all__ = ["inline_call", "InliningTranslator"]
+__all__ = ["inline_call", "InliningTranslator", "GeneratorObjectVariable"]

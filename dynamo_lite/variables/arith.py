@@ -77,6 +77,12 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         if fn in (operator.is_, operator.is_not):
             return ConstantVariable(_identity_compare(fn, *args))
         return record_op(tx, "call_function", fn, args, {})
+    if fn in _SET_INPLACE and _is_set(args[0], frozen=False) and _is_set(args[1]):
+        # s |= t mutates s in place (every alias sees it; an input set is updated after the graph)
+        args[0].call_method(tx, _SET_INPLACE[fn], [args[1]], {})
+        return args[0]
+    if fn in (operator.is_, operator.is_not) and any(_is_set(a) for a in args):
+        return ConstantVariable(_identity_compare(fn, *args))  # not on folded copies
     if all(a.is_python_constant() for a in args):
         values = [a.as_python_constant() for a in args]
         try:
@@ -89,6 +95,16 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
     if fn in (operator.is_, operator.is_not):
         return ConstantVariable(_identity_compare(fn, *args))
     return _sequence_or_object_op(tx, fn, args)
+
+
+_SET_INPLACE = {operator.ior: "update", operator.iand: "intersection_update",
+                operator.isub: "difference_update", operator.ixor: "symmetric_difference_update"}
+
+
+def _is_set(v, frozen=None) -> bool:
+    from .containers import SetVariable
+
+    return isinstance(v, SetVariable) and (frozen is None or v.frozen == frozen)
 
 
 def _identity_compare(fn, a, b) -> bool:
@@ -309,13 +325,14 @@ def contains(tx, item, container) -> VariableTracker:
             if _is_tensor(candidate) or _is_tensor(item):
                 raise GraphBreak("DL0007", "`in` with tensors compares tensor data")
             result = apply_operator(tx, operator.eq, [candidate, item])
-            truth = result.truthiness(tx)
-            if truth is None:
+            equal = result.truthiness(tx)
+            if equal is None:
                 raise GraphBreak("DL0007", "`in` comparison not known at trace time")
-            if truth:
+            if equal:
                 return ConstantVariable(True)
         return ConstantVariable(False)
-    return container.call_method(tx, "__contains__", [item], {})
+    result = container.call_method(tx, "__contains__", [item], {})
+    return ConstantVariable(truth(tx, result))  # `in` is bool(__contains__(item))
 
 
 def unary_op(tx, opname: str, v):

@@ -163,7 +163,13 @@ def _wrap(tx, value, source):
             guard("EXPR", source, (f"{AttrSource(source, 'training').name()} is {value.training!r}", ()))
         return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))
     if isinstance(value, types.FunctionType):
-        guard("ID", source, value)
+        if "<locals>" in value.__qualname__ and source is not None:
+            # a nested function (lambda, closure, generator expression) is a new object on every
+            # call of its maker: guard what it runs (code; defaults and cells are guarded when read)
+            guard("TYPE", source, types.FunctionType)
+            guard("ID", AttrSource(source, "__code__"), value.__code__)
+        else:
+            guard("ID", source, value)
         if _is_torch_callable(value) and value.__module__.split(".")[0] == "torch" and not _inline_torch(value):
             return TorchVariable(value, source)
         return UserFunctionVariable(value, source)
@@ -243,12 +249,9 @@ def _is_model_output(value) -> bool:
 
 
 def _has_builtin_handler(value) -> bool:
-    from .builtin import _HANDLERS
+    from .builtin import has_handler
 
-    try:
-        return value in _HANDLERS
-    except TypeError:  # unhashable callables
-        return False
+    return has_handler(value)  # never hashes a user object (its __hash__ may print or raise)
 
 
 def _inline_torch(fn) -> bool:

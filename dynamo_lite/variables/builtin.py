@@ -8,7 +8,10 @@ must happen at the right moment.  ``PYTHON_FUNCTION_HANDLERS`` answers a few
 pure-Python standard-library functions (dataclasses.fields/replace/is_dataclass,
 typing.cast) that are never inlined.  ``operator.itemgetter``/``attrgetter``/
 ``methodcaller`` with constant arguments become ``OperatorGetterVariable``.
-Tested by tests/test_builtins.py (and tests/test_containers.py, tests/test_user_classes.py).
+Keywords are checked against the real builtin's signature; ``_HANDLERS`` is only
+looked up for values of its key types (``has_handler``: a user ``__hash__`` never runs).
+Tested by tests/test_builtins.py (and tests/test_containers.py, tests/test_user_classes.py,
+tests/test_builtins_objects_fixes.py).
 """
 from __future__ import annotations
 
@@ -36,12 +39,16 @@ def _handler(*fns):
     return deco
 
 
+def has_handler(value) -> bool:
+    """``value`` is a key of ``_HANDLERS``, found without hashing arbitrary objects: only
+    values of the key types (builtin functions, descriptors, plain classes) are looked up,
+    so a user ``__hash__`` never runs (it may print, raise, or see a half-built object)."""
+    return type(value) in _HANDLER_KEY_TYPES and value in _HANDLERS
+
+
 def is_builtin_callable(value) -> bool:
-    try:
-        if value in _HANDLERS:
-            return True
-    except TypeError:
-        return False
+    if has_handler(value):
+        return True
     if isinstance(value, type) and value.__module__ == "builtins":
         return True
     if isinstance(value, (types.BuiltinFunctionType,)) and getattr(value, "__module__", None) in (
@@ -74,7 +81,7 @@ class BuiltinVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.value
-        handler = _HANDLERS.get(fn)
+        handler = _HANDLERS.get(fn) if has_handler(fn) else None
         if handler is not None:
             result = call_handler(handler, fn, tx, args, kwargs)
             if result is not None:
@@ -159,6 +166,8 @@ def call_handler(handler, fn, tx, args, kwargs):
     if sig is None:
         sig = _SIGNATURES[handler] = inspect.signature(handler)
     try:
+        if kwargs:
+            _check_keywords(fn, args, kwargs)
         sig.bind(tx, *args, **kwargs)
     except TypeError as e:
         raise GraphBreak("DL0012", f"{_name(fn)}() called with unexpected arguments ({e})") from e
@@ -166,6 +175,39 @@ def call_handler(handler, fn, tx, args, kwargs):
         return handler(tx, *args, **kwargs)
     except NotImplementedError as e:  # as_python_constant() of a value that is not a constant
         raise GraphBreak("DL0009", f"{_name(fn)}() with arguments not known at trace time") from e
+
+
+# keywords accepted by builtins that have no inspect.signature (the others are checked
+# against their real signature: a handler's own parameters are never positional-only)
+_KEYWORDS_OF = {
+    builtins.min: ("key", "default"), builtins.max: ("key", "default"), builtins.getattr: (),
+    builtins.next: (), builtins.iter: (), builtins.range: (), builtins.type: (), builtins.super: (),
+    builtins.zip: ("strict",), builtins.map: (), builtins.filter: (), builtins.set: (), builtins.frozenset: (),
+    builtins.bool: (), builtins.int: ("base",), builtins.str: ("object", "encoding", "errors"),
+    functools.reduce: (), itertools.chain: (), itertools.islice: (), itertools.product: ("repeat",),
+    itertools.zip_longest: ("fillvalue",), itertools.repeat: ("object", "times"),
+}
+_REAL_SIGNATURES: dict = {}
+
+
+def _check_keywords(fn, args, kwargs) -> None:
+    """Raise TypeError (as the call would) when the real ``fn`` rejects these keywords."""
+    import inspect
+
+    allowed = _KEYWORDS_OF.get(fn) if has_handler(fn) else None
+    if allowed is not None:
+        bad = [k for k in kwargs if k not in allowed]
+        if bad:
+            raise TypeError(f"{_name(fn)}() got an unexpected keyword argument {bad[0]!r}")
+        return
+    if fn not in _REAL_SIGNATURES:
+        try:
+            _REAL_SIGNATURES[fn] = inspect.signature(fn)
+        except (TypeError, ValueError):  # no signature: the handler's own binding decides
+            _REAL_SIGNATURES[fn] = None
+    sig = _REAL_SIGNATURES[fn]
+    if sig is not None:
+        sig.bind(*args, **kwargs)
 
 
 def _name(fn):
@@ -321,7 +363,18 @@ def _len(tx, obj):
             raise GraphBreak("DL0010", f"len() of {type(value).__name__}") from e
     if hasattr(obj, "items") and isinstance(getattr(obj, "items"), (list, dict)):
         return ConstantVariable(len(obj.items))
-    return obj.call_method(tx, "__len__", [], {})
+    return ConstantVariable(checked_len(obj.call_method(tx, "__len__", [], {})))
+
+
+def checked_len(result: VariableTracker) -> int:
+    """The int len() makes of ``__len__``'s result (True -> 1); a result len() rejects
+    (negative: ValueError, not an int: TypeError) breaks so Python raises it."""
+    if not result.is_python_constant():
+        raise GraphBreak("DL0009", "__len__() result not known at trace time")
+    value = result.as_python_constant()
+    if type(value) not in (int, bool) or value < 0:
+        raise GraphBreak("DL0010", f"__len__() returned {type(value).__name__} {value!r} (len() raises)")
+    return int(value)
 
 
 def _python_type(tx, obj):
@@ -382,6 +435,8 @@ def _type(tx, *args):
 def _getattr(tx, obj, name, *default):
     if not name.is_python_constant():
         raise GraphBreak("DL0009", "getattr() with a name not known at trace time")
+    if not isinstance(name.as_python_constant(), str):
+        raise GraphBreak("DL0010", "getattr(): attribute name must be a string (TypeError)")
     try:
         return obj.var_getattr(tx, name.as_python_constant())
     except GraphBreak as e:
@@ -395,6 +450,8 @@ def _getattr(tx, obj, name, *default):
 def _hasattr(tx, obj, name):
     if not name.is_python_constant():
         raise GraphBreak("DL0009", "hasattr() with a name not known at trace time")
+    if not isinstance(name.as_python_constant(), str):
+        raise GraphBreak("DL0010", "hasattr(): attribute name must be a string (TypeError)")
     try:
         obj.var_getattr(tx, name.as_python_constant())
         return TRUE
@@ -471,28 +528,48 @@ def _iter_items(tx, obj) -> list:
 
 @_handler(builtins.enumerate)
 def _enumerate(tx, iterable, start=None):
-    from .containers import ListIteratorVariable, TupleVariable
+    from .containers import iterate
+    from .iterators import EnumerateIteratorVariable
 
-    s = start.as_python_constant() if start is not None else 0
-    return ListIteratorVariable([TupleVariable([ConstantVariable(i + s), v])
-                                 for i, v in enumerate(_iter_items(tx, iterable))], kind=enumerate)
+    s = 0
+    if start is not None:
+        if not start.is_python_constant():
+            raise GraphBreak("DL0009", "enumerate() start not known at trace time")
+        try:
+            s = operator.index(start.as_python_constant())
+        except TypeError as e:
+            raise GraphBreak("DL0010", f"enumerate() start raised TypeError: {e}") from e
+    return EnumerateIteratorVariable(iterate(tx, iterable), s)  # lazy: items on demand
 
 
 @_handler(builtins.zip)
 def _zip(tx, *iterables, strict=None):
-    from .containers import ListIteratorVariable, StrictZipIteratorVariable, TupleVariable
+    from .containers import iterate
+    from .iterators import ZipIteratorVariable
 
-    lists = [_iter_items(tx, it) for it in iterables]
-    if strict is not None and strict.as_python_constant() and len({len(x) for x in lists}) > 1:
-        return StrictZipIteratorVariable(lists)  # raises ValueError when it runs out
-    return ListIteratorVariable([TupleVariable(list(group)) for group in zip(*lists)], kind=zip)
+    if strict is not None and not strict.is_python_constant():
+        raise GraphBreak("DL0009", "zip(strict=...) not known at trace time")
+    # lazy: items on demand; a strict zip breaks where Python raises ValueError
+    return ZipIteratorVariable([iterate(tx, it) for it in iterables],
+                               strict=strict is not None and bool(strict.as_python_constant()))
 
 
 @_handler(builtins.reversed)
 def _reversed(tx, seq):
-    from .containers import ListIteratorVariable
+    from .containers import DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable
+    from .iterators import DictIteratorVariable, ListReverseIteratorVariable
 
-    return ListIteratorVariable(list(reversed(_iter_items(tx, seq))))
+    if type(seq) is ListVariable:
+        return ListReverseIteratorVariable(seq)  # reads the list live
+    if isinstance(seq, DictVariable):
+        return DictIteratorVariable(seq, "keys", reverse=True)
+    if isinstance(seq, DictViewVariable):
+        return DictIteratorVariable(seq.dict_var, seq.kind, reverse=True)
+    if isinstance(seq, (SetVariable, ListIteratorVariable)):
+        raise GraphBreak("DL0010", f"reversed() of {seq.describe()} (TypeError: not reversible)")
+    if seq.is_python_constant() and isinstance(seq.as_python_constant(), range):
+        return ListIteratorVariable(list(reversed(_iter_items(tx, seq))), kind=type(iter(range(0))))
+    return ListIteratorVariable(list(reversed(_iter_items(tx, seq))), kind=reversed)
 
 
 @_handler(builtins.iter)
@@ -551,6 +628,8 @@ def _minmax(fn):
     def impl(tx, *args, **kwargs):
         from .tensor import TensorVariable
 
+        if not args or (len(args) > 1 and "default" in kwargs):
+            raise GraphBreak("DL0012", f"{fn.__name__}() arguments (TypeError)")
         items = list(args) if len(args) > 1 else _iter_items(tx, args[0])
         if not items:
             if "default" in kwargs:
@@ -563,7 +642,11 @@ def _minmax(fn):
         if not all(k.is_python_constant() for k in keys):
             raise GraphBreak("DL0009", f"{fn.__name__}() of values not known at trace time")
         values = [k.as_python_constant() for k in keys]
-        return items[values.index(fn(values))]
+        try:
+            best = fn(values)
+        except TypeError as e:  # unorderable values: Python raises it at the call
+            raise GraphBreak("DL0010", f"{fn.__name__}() raised TypeError: {e}") from e
+        return items[values.index(best)]
     return impl
 
 
@@ -575,6 +658,9 @@ _HANDLERS[builtins.max] = _minmax(max)
 def _sum(tx, iterable, start=None):
     from .arith import binary_op
 
+    if start is not None and start.is_python_constant() and isinstance(start.as_python_constant(),
+                                                                       (str, bytes, bytearray)):
+        raise GraphBreak("DL0010", "sum() can't sum strings or bytes (TypeError)")
     total = start if start is not None else ConstantVariable(0)
     for item in _iter_items(tx, iterable):
         total = binary_op(tx, "+", total, item)
@@ -592,7 +678,9 @@ def _make_all_any(fn):
     def impl(tx, iterable):
         from .arith import truth
 
-        for item in _iter_items(tx, iterable):
+        from .iterators import iterate_lazily
+
+        for item in iterate_lazily(tx, iterable):  # stops consuming at the deciding item
             t = truth(tx, item)
             if fn is builtins.all and not t:
                 return FALSE
@@ -608,23 +696,20 @@ _HANDLERS[builtins.any] = _make_all_any(builtins.any)
 
 @_handler(builtins.map)
 def _map(tx, fn, *iterables):
-    from .containers import ListIteratorVariable
+    from .containers import iterate
+    from .iterators import MapIteratorVariable
 
-    lists = [_iter_items(tx, it) for it in iterables]
-    return ListIteratorVariable([fn.call_function(tx, list(group), {}) for group in zip(*lists)], kind=map)
+    if not iterables:
+        raise GraphBreak("DL0010", "map() must have at least two arguments (TypeError)")
+    return MapIteratorVariable(fn, [iterate(tx, it) for it in iterables])  # lazy: fn runs on demand
 
 
 @_handler(builtins.filter)
 def _filter(tx, fn, iterable):
-    from .arith import truth
-    from .containers import ListIteratorVariable
+    from .containers import iterate
+    from .iterators import FilterIteratorVariable
 
-    out = []
-    for item in _iter_items(tx, iterable):
-        keep = item if fn.is_python_constant() and fn.as_python_constant() is None else fn.call_function(tx, [item], {})
-        if truth(tx, keep):
-            out.append(item)
-    return ListIteratorVariable(out, kind=filter)
+    return FilterIteratorVariable(fn, iterate(tx, iterable))  # lazy: fn runs on demand
 
 
 @_handler(builtins.tuple)
@@ -718,6 +803,9 @@ def _object_setattr(tx, obj, name, value):
     plain = isinstance(obj, NewObjectVariable) or _mro_lookup(obj.value_type, "__setattr__")[0] in (
         object.__setattr__, None) if isinstance(obj, _ObjectLike) else False
     if isinstance(obj, _ObjectLike) and name.is_python_constant() and plain:
+        if not getattr(obj.value_type, "__dictoffset__", 1) and not hasattr(
+                type(_mro_lookup(obj.value_type, name.as_python_constant())[0]), "__set__"):
+            raise GraphBreak("DL0010", "object.__setattr__ of a name with no slot and no __dict__ (AttributeError)")
         tx.output.side_effects.store_attr(obj, name.as_python_constant(), value)
         return NONE
     raise GraphBreak("DL0008", "object.__setattr__ on this value")
@@ -1029,3 +1117,7 @@ def _dc_replace(tx, obj, **changes):
 @_py_handler(__import__("typing").cast)
 def _typing_cast(tx, typ, value):
     return value
+
+
+# types of the _HANDLERS keys (set once every handler is registered): see has_handler
+_HANDLER_KEY_TYPES = frozenset(type(k) for k in _HANDLERS)

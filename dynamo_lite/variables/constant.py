@@ -89,6 +89,10 @@ class ConstantVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         from .containers import constant_value, wrap_constant_result
 
+        if isinstance(self.value, _PURE_TYPES):  # "".join(map(str, l)) consumes the lazy map
+            from .iterators import materialize
+
+            args = [materialize(tx, a) for a in args]
         try:
             # methods of immutable values never mutate their arguments, so
             # lists/dicts of constants can be passed as copies ("-".join(parts))

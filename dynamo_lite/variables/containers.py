@@ -7,9 +7,13 @@ records that the real object must be updated after the graph runs.
 A method a container tracker does not model breaks the graph (DL0003).
 ``constant_value`` turns containers of constants into fresh Python values
 for pure operations on copies.  ``defaultdict`` made in the trace calls its
-factory for missing keys; ``zip(strict=True)`` over unequal lengths breaks
-where Python raises.
-Tested by tests/test_containers.py and tests/test_builtins.py.
+factory for missing keys.  Keys are constants by value or objects by
+identity (``hash_key``): value-hashed objects and unhashable keys break.
+Sets iterate in the order of a shadow real set put through the same
+operations.  An operation Python would raise on breaks (DL0010) so Python
+raises it.  Iteration: lists live (``iterate``); map/zip/dict iterators are
+lazy (iterators.py).
+Tested by tests/test_containers.py, tests/test_builtins.py and tests/test_containers_iterators.py.
 """
 from __future__ import annotations
 
@@ -60,7 +64,7 @@ def constant_value(v: VariableTracker) -> Any:
         return v.python_type()(constant_value(i) for i in v.items.values())
     if isinstance(v, DictViewVariable):
         return getattr(constant_value(v.dict_var), v.kind)()
-    if isinstance(v, ListIteratorVariable) and not isinstance(v, StrictZipIteratorVariable):
+    if type(v) is ListIteratorVariable:  # lazy iterators (iterators.py) compute their items on demand
         return iter([constant_value(i) for i in v.items[v.index:]])
     if isinstance(v, NamedTupleVariable):
         return v.tuple_type(*[constant_value(i) for i in v.items])
@@ -102,7 +106,7 @@ class BaseListVariable(VariableTracker):
             if isinstance(key, slice):
                 return self.clone_with(self.items[key])
             return self.items[key.__index__() if not isinstance(key, int) else key]
-        except (IndexError, TypeError, AttributeError) as e:
+        except (IndexError, TypeError, AttributeError, ValueError) as e:
             raise GraphBreak("DL0010", f"{self.python_type().__name__} index raised {type(e).__name__}") from e
 
     def clone_with(self, items):
@@ -129,8 +133,10 @@ class BaseListVariable(VariableTracker):
                 values = [i.as_python_constant() for i in self.items]
                 try:
                     return ConstantVariable(getattr(values, name)(*[a.as_python_constant() for a in args]))
-                except ValueError as e:
+                except (ValueError, TypeError) as e:
                     raise GraphBreak("DL0010", f"{name} raised ValueError") from e
+            if not args or len(args) > (3 if name == "index" else 1):
+                raise GraphBreak("DL0010", f"{name}() with {len(args)} arguments (TypeError)")
             if name == "index" and len(args) == 1:
                 from .arith import _same_object, apply_operator, truth
                 import operator
@@ -324,8 +330,9 @@ class ListVariable(BaseListVariable):
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
         items = self.items
-        if kwargs and name != "sort":  # list methods take no keywords: Python raises the TypeError
-            raise GraphBreak("DL0003", f"list.{name}() with keyword arguments")
+        if kwargs and (name != "sort" or set(kwargs) - {"key", "reverse"}):
+            # list methods take no (other) keywords: Python raises the TypeError
+            raise GraphBreak("DL0010", f"list.{name}() with keyword arguments {sorted(kwargs)}")
         if name == "append" and len(args) == 1:
             se.mutate(self)
             items.append(args[0])
@@ -336,13 +343,16 @@ class ListVariable(BaseListVariable):
             items.extend(new)
             return NONE
         if name == "insert" and len(args) == 2 and args[0].is_python_constant():
+            idx = _list_index(args[0], "insert")
             se.mutate(self)
-            items.insert(args[0].as_python_constant(), args[1])
+            items.insert(idx, args[1])
             return NONE
         if name == "pop" and len(args) <= 1:
-            if not items:
-                raise GraphBreak("DL0010", "pop from an empty list")
-            idx = args[0].as_python_constant() if args else -1
+            if args and not args[0].is_python_constant():
+                raise GraphBreak("DL0009", "list.pop() index not known at trace time")
+            idx = _list_index(args[0], "pop") if args else -1
+            if not -len(items) <= idx < len(items):
+                raise GraphBreak("DL0010", "pop from an empty list / index out of range (IndexError)")
             se.mutate(self)
             return items.pop(idx)
         if name == "clear" and not args:
@@ -356,13 +366,20 @@ class ListVariable(BaseListVariable):
         if name == "copy" and not args:
             return ListVariable(list(items))
         if name == "remove" and len(args) == 1:
-            for i, item in enumerate(items):
-                if item is args[0] or (item.is_python_constant() and args[0].is_python_constant()
-                                       and item.as_python_constant() == args[0].as_python_constant()):
-                    se.mutate(self)
-                    del items[i]
-                    return NONE
-            raise GraphBreak("DL0010", "list.remove of a value not known to be in the list")
+            import operator
+
+            from .arith import _is_tensor, _same_object, apply_operator, truth
+
+            for i, item in enumerate(items):  # `item is x or item == x`, in order, like CPython
+                if _same_object(item, args[0]) is not True:
+                    if _is_tensor(item) or _is_tensor(args[0]):
+                        raise GraphBreak("DL0007", "list.remove compares a tensor (depends on tensor data)")
+                    if not truth(tx, apply_operator(tx, operator.eq, [item, args[0]])):
+                        continue
+                se.mutate(self)
+                del items[i]
+                return NONE
+            raise GraphBreak("DL0010", "list.remove(x): x not in list (ValueError)")
         if name == "sort" and not args:
             from .builtin import sort_items
 
@@ -373,8 +390,13 @@ class ListVariable(BaseListVariable):
         if name == "__setitem__" and len(args) == 2:
             return self.setitem(tx, args[0], args[1])
         if name == "__delitem__" and len(args) == 1 and args[0].is_python_constant():
+            k = args[0].as_python_constant()
+            try:  # on a stand-in first: Python raises IndexError / TypeError / ValueError for real
+                del list(range(len(items)))[k]
+            except Exception as e:  # noqa: BLE001
+                raise GraphBreak("DL0010", f"del list[{k!r}] raised {type(e).__name__}") from e
             se.mutate(self)
-            del items[args[0].as_python_constant()]
+            del items[k]
             return NONE
         return super().call_method(tx, name, args, kwargs)
 
@@ -382,16 +404,25 @@ class ListVariable(BaseListVariable):
         if not key.is_python_constant():
             raise GraphBreak("DL0009", "list index is not a constant")
         k = key.as_python_constant()
+        new = value.unpack(tx) if isinstance(k, slice) else value
+        try:  # on a stand-in first: Python raises IndexError / TypeError / ValueError for real
+            list(range(len(self.items)))[k] = new
+        except Exception as e:  # noqa: BLE001
+            raise GraphBreak("DL0010", f"list[{k!r}] = ... raised {type(e).__name__}") from e
         tx.output.side_effects.mutate(self)
-        if isinstance(k, slice):
-            self.items[k] = value.unpack(tx)
-        else:
-            try:
-                self.items[k] = value
-            except IndexError as e:
-                raise GraphBreak("DL0010", "list assignment index out of range") from e
+        self.items[k] = new
         return NONE
 
+
+
+def _list_index(v: VariableTracker, method: str) -> int:
+    """A list method's index argument (a constant) as an int; TypeError breaks (Python raises it)."""
+    import operator
+
+    try:
+        return operator.index(v.as_python_constant())
+    except TypeError as e:
+        raise GraphBreak("DL0010", f"list.{method}() index: {e} (TypeError)") from e
 
 
 class DictVariable(VariableTracker):
@@ -422,19 +453,7 @@ class DictVariable(VariableTracker):
         return [key_to_var(k) for k in self.items]
 
     def _key(self, v: VariableTracker):
-        if v.is_python_constant():
-            value = v.as_python_constant()
-            try:
-                hash(value)
-            except TypeError as e:
-                raise GraphBreak("DL0010", "unhashable dict key") from e
-            return value
-        from .user_objects import identity_key
-
-        key = identity_key(v)
-        if key is not None:
-            return key
-        raise GraphBreak("DL0009", f"dict key {v.describe()} is not known at trace time")
+        return hash_key(v, "dict key")
 
     def getitem(self, tx, key):
         k = self._key(key)
@@ -494,6 +513,8 @@ class DictVariable(VariableTracker):
                 self.items[k] = args[1] if len(args) == 2 else NONE
             return self.items[k]
         if name == "update":
+            if len(args) > 1:
+                raise GraphBreak("DL0010", f"update expected at most 1 argument, got {len(args)} (TypeError)")
             se.mutate(self)
             if args:
                 other = args[0]
@@ -501,8 +522,10 @@ class DictVariable(VariableTracker):
                     self.items.update(other.items)
                 else:
                     for pair in other.unpack(tx):
-                        k, v = pair.unpack(tx)
-                        self.items[self._key(k)] = v
+                        parts = pair.unpack(tx)
+                        if len(parts) != 2:  # Python raises ValueError (after the earlier pairs)
+                            raise GraphBreak("DL0010", f"dict update sequence element has length {len(parts)}")
+                        self.items[self._key(parts[0])] = parts[1]
             for k, v in kwargs.items():
                 self.items[k] = v
             return NONE
@@ -592,6 +615,34 @@ class DefaultDictVariable(DictVariable):
         return self.default_factory.can_reconstruct() and super().can_reconstruct()
 
 
+def hash_key(v: VariableTracker, what: str):
+    """The key of ``v`` in a dict / set tracker: its value for constants, an IdentityKey for
+    objects hashed by identity.  Unhashable values break where Python raises TypeError; objects
+    whose class defines its own __hash__ / __eq__ (equal objects are one key) break too."""
+    if v.is_python_constant():
+        value = v.as_python_constant()
+        try:
+            hash(value)
+        except TypeError as e:
+            raise GraphBreak("DL0010", f"{what}: {e} (TypeError)") from e
+        return value
+    try:
+        t = v.python_type()
+    except GraphBreak:
+        t = None
+    if isinstance(t, type) and not issubclass(t, torch.Tensor):
+        if t.__hash__ is None:
+            raise GraphBreak("DL0010", f"{what}: unhashable type {t.__name__!r} (TypeError)")
+        if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
+            raise GraphBreak("DL0009", f"{what} {v.describe()} is hashed by value, not identity")
+    from .user_objects import identity_key
+
+    key = identity_key(v)
+    if key is None:
+        raise GraphBreak("DL0009", f"{what} {v.describe()} is not hashable at trace time")
+    return key
+
+
 def key_to_var(k) -> VariableTracker:
     from .user_objects import IdentityKey
 
@@ -639,7 +690,14 @@ class DictViewVariable(VariableTracker):
 
 
 class SetVariable(VariableTracker):
-    """A set of constants (or identity-keyed objects)."""
+    """A set of constants (or identity-keyed objects).
+
+    Attributes:
+        items: key (``hash_key``) -> element tracker, in insertion order.
+        shadow: a real set of the keys that went through the same sequence of
+            operations as the real set (None once an element is not a constant):
+            iteration and rebuilding follow its order, which is CPython's.
+    """
 
     def __init__(self, items: list, source=None, frozen=False):
         super().__init__(source)
@@ -648,17 +706,33 @@ class SetVariable(VariableTracker):
         for item in items:
             self.items[self._key(item)] = item
         self.mutable_local = source is None and not frozen
+        self.shadow = None
+        self._sync_shadow(list(self.items))
+
+    def _sync_shadow(self, added=()):
+        """Add ``added`` keys to the shadow set (and drop keys no longer in ``items``)."""
+        from .user_objects import IdentityKey
+
+        if self.shadow is None and not self.items.keys() - set(added):
+            self.shadow = set()
+        if self.shadow is None:
+            return
+        if any(isinstance(k, IdentityKey) for k in added):
+            self.shadow = None
+            return
+        for k in [k for k in self.shadow if k not in self.items]:
+            self.shadow.discard(k)
+        for k in added:
+            self.shadow.add(k)
+
+    def _ordered_keys(self) -> list:
+        if self.shadow is not None and len(self.shadow) == len(self.items):
+            return list(self.shadow)
+        return list(self.items)
 
     @staticmethod
     def _key(v):
-        if v.is_python_constant():
-            return v.as_python_constant()
-        from .user_objects import identity_key
-
-        key = identity_key(v)
-        if key is None:
-            raise GraphBreak("DL0009", f"set element {v.describe()} is not hashable at trace time")
-        return key
+        return hash_key(v, "set element")
 
     def python_type(self):
         return frozenset if self.frozen else set
@@ -673,14 +747,10 @@ class SetVariable(VariableTracker):
         return all(v.is_python_constant() for v in self.items.values())
 
     def as_python_constant(self):
-        return self.python_type()(v.as_python_constant() for v in self.items.values())
+        return self.python_type()(self.items[k].as_python_constant() for k in self._ordered_keys())
 
     def unpack(self, tx):
-        if self.is_python_constant():
-            # iterate in the order the real set would
-            order = list(self.as_python_constant())
-            return [self.items[k] for k in order]
-        return list(self.items.values())
+        return [self.items[k] for k in self._ordered_keys()]  # in the order the real set iterates
 
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
@@ -690,11 +760,14 @@ class SetVariable(VariableTracker):
             return ConstantVariable(len(self.items))
         if name == "add" and len(args) == 1 and not self.frozen:
             se.mutate(self)
-            self.items.setdefault(self._key(args[0]), args[0])
+            k = self._key(args[0])
+            self.items.setdefault(k, args[0])
+            self._sync_shadow([k])
             return NONE
         if name == "discard" and len(args) == 1 and not self.frozen:
             se.mutate(self)
             self.items.pop(self._key(args[0]), None)
+            self._sync_shadow()
             return NONE
         if name in ("union", "intersection", "difference", "issubset", "issuperset", "__or__", "__and__",
                     "__sub__", "symmetric_difference", "__xor__", "isdisjoint", "copy") and \
@@ -710,10 +783,13 @@ class SetVariable(VariableTracker):
                     raise GraphBreak("DL0010", f"set.{name} raised {type(e).__name__}") from e
                 return wrap_constant_result(result)
         if name in ("update", "__ior__") and not self.frozen:
-            se.mutate(self)
+            added = []
             for a in args:
                 for item in a.unpack(tx):
-                    self.items.setdefault(self._key(item), item)
+                    added.append(self._key(item))
+                    self.items.setdefault(added[-1], item)
+            se.mutate(self)
+            self._sync_shadow(added)
             return self if name == "__ior__" else NONE
         if name == "remove" and len(args) == 1 and not self.frozen:
             k = self._key(args[0])
@@ -721,10 +797,12 @@ class SetVariable(VariableTracker):
                 raise GraphBreak("DL0010", "set.remove(x): x not in set (KeyError)")
             se.mutate(self)
             del self.items[k]
+            self._sync_shadow()
             return NONE
         if name == "clear" and not args and not self.frozen:
             se.mutate(self)
             self.items.clear()
+            self._sync_shadow()
             return NONE
         if name in ("difference_update", "intersection_update", "symmetric_difference_update") and \
                 not self.frozen and self.is_python_constant():
@@ -733,12 +811,17 @@ class SetVariable(VariableTracker):
             except NotImplementedError:
                 others = None
             if others is not None:
-                value = set(self.as_python_constant())
-                getattr(value, name)(*others)
+                # on the shadow itself: it goes through what the real set goes through
+                value = self.shadow if self.shadow is not None else set(self.as_python_constant())
+                try:
+                    getattr(value, name)(*others)
+                except Exception as e:  # noqa: BLE001 - raise it for real (the trace restarts)
+                    raise GraphBreak("DL0010", f"set.{name} raised {type(e).__name__}") from e
                 se.mutate(self)
                 self.items = {k: v for k, v in self.items.items() if k in value}
                 for v in value:
                     self.items.setdefault(v, ConstantVariable(v))
+                self.shadow = value
                 return NONE
         if name == "__getattribute__":
             return super().call_method(tx, name, args, kwargs)
@@ -756,8 +839,8 @@ class SetVariable(VariableTracker):
             return super().reconstruct(cg)
         if self.frozen:
             cg.load_callable(frozenset)
-        for v in self.items.values():
-            cg.reconstruct(v)
+        for k in self._ordered_keys():
+            cg.reconstruct(self.items[k])
         cg.emit("BUILD_SET", len(self.items))
         if self.frozen:
             cg.call(1)
@@ -775,9 +858,11 @@ class ListIteratorVariable(VariableTracker):
     # the ListVariable iterated live (``items`` is its own list: appends during the loop are
     # reached, as by a list_iterator), or None
     live: Any = None
-    # (dict or set tracker, its length when iteration began, "keys"/"values"/"items"/"set"):
-    # eager raises if the size changes
+    # (set tracker, its keys when iteration began): eager raises if the size changes (and
+    # iterates its hash table in an order we do not model if the elements change)
     watched: Any = None
+    # a live list iterator that ran off the end: CPython drops the list, later appends are not seen
+    exhausted = False
 
     def __init__(self, items: list, index: int = 0, kind: type = None):
         super().__init__()
@@ -802,14 +887,19 @@ class ListIteratorVariable(VariableTracker):
     def describe(self):
         return f"{self.kind.__name__} object" if self.kind else "iterator"
 
+    def _watched_changed(self) -> bool:
+        return self.watched is not None and list(self.watched[0].items) != self.watched[1]
+
     def next_item(self, tx):
-        if self.watched is not None and len(self.watched[0].items) != self.watched[1]:
-            # "dictionary/set changed size during iteration": only Python raises it at the right point
+        if self._watched_changed():
+            # "Set changed size during iteration": only Python raises it at the right point
             from ..exc import SkipFrame
 
-            raise SkipFrame(f"{self.watched[0].describe()} changed size during iteration", "DL0010",
+            raise SkipFrame(f"{self.watched[0].describe()} changed during iteration", "DL0010",
                             permanent=False)
-        if self.index >= len(self.items):
+        if self.exhausted or self.index >= len(self.items):
+            if self.live is not None:
+                self.exhausted = True
             return None
         item = self.items[self.index]
         self.index += 1
@@ -821,23 +911,14 @@ class ListIteratorVariable(VariableTracker):
         return list(rest)
 
     def reconstruct(self, cg):
-        if self.watched is not None:
-            container, length, kind = self.watched
-            if len(container.items) != length:  # Python must raise "changed size during iteration"
-                from ..exc import SkipFrame
+        if self._watched_changed():  # Python must raise "changed size during iteration"
+            from ..exc import SkipFrame
 
-                raise SkipFrame(f"an iterator over {container.describe()}, which changed size", "DL0006")
-            if kind != "set":  # the real dict (view) iterator, advanced: it notices later size changes
-                cg.load_callable(_dict_iterator_at)
-                cg.reconstruct(container)
-                cg.load_const(kind)
-                cg.load_const(self.index)
-                cg.call(3)
-                return
+            raise SkipFrame(f"an iterator over {self.watched[0].describe()}, which changed", "DL0006")
         if self.live is not None:  # the real list's iterator, advanced to the same position
             cg.load_callable(_list_iterator_at)
             cg.reconstruct(self.live)
-            cg.load_const(self.index)
+            cg.load_const(self.index if not self.exhausted else -1)
             cg.call(2)
             return
         rest = self.items[self.index:]
@@ -860,6 +941,13 @@ class ListIteratorVariable(VariableTracker):
             cg.load_const(rest[0].items[0].as_python_constant() if rest else 0)
             cg.call(2)
             return
+        if self.kind is reversed:  # reversed(tuple / str / ...): a reversed object over what is left
+            cg.load_callable(reversed)
+            for item in reversed(rest):
+                cg.reconstruct(item)
+            cg.emit("BUILD_TUPLE", len(rest))
+            cg.call(1)
+            return
         if self.kind in (map, filter):
             cg.load_callable(self.kind)
             cg.load_const(_passthrough if self.kind is map else _keep)
@@ -877,34 +965,36 @@ class ListIteratorVariable(VariableTracker):
 
 
 def iterate(tx, value: VariableTracker) -> "ListIteratorVariable":
-    """iter(value) for GET_ITER and iter(): lists are iterated live, dicts and sets watched."""
+    """iter(value) for GET_ITER and iter(): lists are iterated live, dicts read live (see
+    iterators.DictIteratorVariable), sets watched; other values are snapshotted (immutable)."""
     if isinstance(value, ListIteratorVariable):
         return value
     if type(value) is ListVariable:
         it = ListIteratorVariable(value.items)
         it.live = value
         return it
+    if isinstance(value, DictVariable):
+        from .iterators import DictIteratorVariable
+
+        return DictIteratorVariable(value, "keys")
+    if isinstance(value, DictViewVariable):
+        from .iterators import DictIteratorVariable
+
+        return DictIteratorVariable(value.dict_var, value.kind)
     it = ListIteratorVariable(value.unpack(tx))
-    if isinstance(value, (DictVariable, SetVariable)):
-        it.watched = (value, len(value.items), "keys" if isinstance(value, DictVariable) else "set")
-    elif isinstance(value, DictViewVariable):
-        it.watched = (value.dict_var, len(value.dict_var.items), value.kind)
-    return it
-
-
-def _dict_iterator_at(d: dict, kind: str, index: int):
-    """iter(d) / iter(d.values()) / iter(d.items()) advanced by ``index`` (rebuilt by generated code)."""
-    it = iter(d) if kind == "keys" else iter(getattr(d, kind)())
-    for _ in range(index):
-        next(it)
+    if isinstance(value, SetVariable):
+        it.watched = (value, list(value.items))
     return it
 
 
 def _list_iterator_at(lst: list, index: int):
-    """iter(lst) advanced by ``index`` items (a list iterator rebuilt by generated code)."""
+    """iter(lst) advanced by ``index`` items (-1: exhausted), a list iterator rebuilt by generated code."""
     it = iter(lst)
-    for _ in range(min(index, len(lst))):
-        next(it)
+    if index < 0:
+        for _ in it:  # run off the end: CPython drops the list
+            pass
+        return it
+    it.__setstate__(index)
     return it
 
 
@@ -916,37 +1006,6 @@ def _passthrough(v):
 def _keep(v):
     """filter() predicate of a rebuilt filter object (its items were filtered in the trace)."""
     return True
-
-
-class StrictZipIteratorVariable(ListIteratorVariable):
-    """zip(..., strict=True) over iterables of different lengths: yields the
-    common prefix, then breaks the graph where Python raises ValueError.
-    Rebuilt as a real strict zip over what is left, so it raises for real."""
-
-    def __init__(self, lists: list):
-        super().__init__([TupleVariable(list(group)) for group in zip(*lists)], kind=zip)
-        self.lists = lists
-
-    def next_item(self, tx):
-        if self.index >= len(self.items):
-            raise GraphBreak("DL0010", "zip(strict=True) over iterables of different lengths (ValueError)")
-        return super().next_item(tx)
-
-    def unpack(self, tx):
-        raise GraphBreak("DL0010", "zip(strict=True) over iterables of different lengths (ValueError)")
-
-    def reconstruct(self, cg):
-        cg.emit("PUSH_NULL")
-        cg.load_const(zip)
-        for items in self.lists:
-            for item in items[self.index:]:
-                cg.reconstruct(item)
-            cg.emit("BUILD_TUPLE", len(items) - self.index)
-        cg.load_const(True)
-        cg.call(len(self.lists) + 1, ("strict",))
-
-    def can_reconstruct(self):
-        return all(i.can_reconstruct() for items in self.lists for i in items[self.index:])
 
 
 class SliceVariable(VariableTracker):

@@ -146,7 +146,10 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
         fn = self.fn
         # the code inlined is the function's code now: `fn.__code__ = ...` later is a recompile
-        tx.output.add_guard("EXPR", None, ("{f}.__code__ is {c}", (("f", fn), ("c", fn.__code__))))
+        if self.source is not None:
+            tx.output.add_guard("ID", AttrSource(self.source, "__code__"), fn.__code__)
+        else:
+            tx.output.add_guard("EXPR", None, ("{f}.__code__ is {c}", (("f", fn), ("c", fn.__code__))))
         defaults = []
         for i, d in enumerate(fn.__defaults__ or ()):
             src = ItemSource(AttrSource(self.source, "__defaults__"), i) if self.source else None

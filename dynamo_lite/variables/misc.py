@@ -298,6 +298,13 @@ class ExceptionVariable(VariableTracker):
         args: trackers of the constructor's positional arguments.
         context / cause: the ExceptionVariable (or NONE) set as ``__context__`` / ``__cause__``
             by a traced ``raise`` (None: never set); suppress_context: ``__suppress_context__``.
+        raised_at_step: root step of the latest traced ``raise`` of it (set by the translator;
+            None: never raised in this trace).  first_raised_at_step: of the first one.
+
+    Its ``__traceback__`` only exists once Python raises it: reading it (or
+    ``with_traceback``, or any attribute not modelled here) after a traced raise breaks
+    with ``restart_step`` at the first raise, so the graph ends there and Python raises
+    (and catches) it for real.
     """
 
     mutable_local = True  # one object: rebuilt once, shared by every place that holds it
@@ -309,6 +316,18 @@ class ExceptionVariable(VariableTracker):
         self.context: Optional[VariableTracker] = None
         self.cause: Optional[VariableTracker] = None
         self.suppress_context = False
+        self._raised_at_step: Optional[int] = None
+        self.first_raised_at_step: Optional[int] = None
+
+    @property
+    def raised_at_step(self) -> Optional[int]:
+        return self._raised_at_step
+
+    @raised_at_step.setter
+    def raised_at_step(self, step: Optional[int]) -> None:
+        self._raised_at_step = step
+        if self.first_raised_at_step is None:
+            self.first_raised_at_step = step
 
     @staticmethod
     def create(tx, exc_type: type, args: list, kwargs: dict) -> "ExceptionVariable":
@@ -344,6 +363,14 @@ class ExceptionVariable(VariableTracker):
             from .builder import wrap
 
             return wrap(tx, self.exc_type, None)
+        if self.first_raised_at_step is not None:
+            # what the trace does not model (__traceback__, with_traceback, an AttributeError's
+            # .name/.obj) is only right on the real exception: Python raises it from the first raise on
+            brk = GraphBreak("DL0015", f"{name} of {self.describe()} raised by traced code (Python raises it)")
+            brk.restart_step = self.first_raised_at_step
+            raise brk
+        if name == "__traceback__":  # never raised: no traceback, as in eager
+            return NONE
         return super().var_getattr(tx, name)
 
     def reconstruct(self, cg):

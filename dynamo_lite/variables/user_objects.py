@@ -10,7 +10,10 @@ creates the object (namedtuples directly, dataclasses through their generated
 ``__init__``); exceptions, OrderedDict, defaultdict and nullcontext get their
 own trackers; ``@lru_cache`` functions called with constants inline
 ``__wrapped__``.
-Tested by tests/test_user_classes.py (and tests/test_exceptions.py, tests/test_grad_mode.py).
+Setting a name that has no slot on an object without ``__dict__`` raises the
+AttributeError in the trace; abstract classes are never instantiated in the trace.
+Tested by tests/test_user_classes.py (and tests/test_exceptions.py, tests/test_grad_mode.py,
+tests/test_builtins_objects_fixes.py).
 """
 from __future__ import annotations
 
@@ -183,8 +186,14 @@ class _ObjectLike(VariableTracker):
             from .functions import UserFunctionVariable
 
             return UserFunctionVariable(cls_attr.fset).call_function(tx, [self, value], {})
+        if isinstance(cls_attr, types.MemberDescriptorType) and isinstance(self, UserDefinedObjectVariable) \
+                and "__slots__" in getattr(cls_attr.__objclass__, "__dict__", {}):
+            tx.output.side_effects.store_attr(self, name, value)  # a __slots__ member: replayed by STORE_ATTR
+            return NONE
         if cls_attr is not None and hasattr(type(cls_attr), "__set__"):
             raise GraphBreak("DL0008", f"setting descriptor {name!r} of {cls.__name__}")
+        if not getattr(cls, "__dictoffset__", 1):  # no instance __dict__ (__slots__): AttributeError
+            raise_setattr_error(tx, cls, name)
         tx.output.side_effects.store_attr(self, name, value)
         return NONE
 
@@ -198,6 +207,13 @@ class _ObjectLike(VariableTracker):
                     from .arith import truth
 
                     result = UserMethodVariable(fn, self).call_function(tx, [], {})
+                    if dunder == "__len__":
+                        from .builtin import checked_len
+
+                        return checked_len(result) != 0
+                    if result.is_python_constant() and type(result.as_python_constant()) is not bool:
+                        raise GraphBreak("DL0010", f"__bool__ returned {type(result.as_python_constant()).__name__}"
+                                                   " (TypeError)")
                     return truth(tx, result)
                 return None
         return True
@@ -239,6 +255,28 @@ class _ObjectLike(VariableTracker):
 
 
 _DELETED = object()
+
+
+def raise_setattr_error(tx, cls: type, name: str) -> None:
+    """``obj.name = v`` on an instance of ``cls`` without a ``__dict__`` nor a slot ``name``:
+    the AttributeError is raised in the trace (a user except clause catches it and the trace
+    goes on), with the message object.__setattr__ gives.  Raised while another traced
+    exception is handled (its __context__), or when the message cannot be made on a blank
+    instance: the graph breaks and Python runs the STORE_ATTR."""
+    from .misc import ExceptionVariable
+
+    try:
+        if _mro_lookup(cls, "__del__")[0] is not None:
+            raise TypeError("freeing a blank instance would run __del__")
+        object.__setattr__(object.__new__(cls), name, None)  # a blank instance: no user code runs
+        error = None
+    except AttributeError as e:
+        error = e
+    except Exception:  # noqa: BLE001 - e.g. object.__new__ refuses the class
+        error = None
+    if error is None or type(error) is not AttributeError or tx.handling_step() is not None:
+        raise GraphBreak("DL0010", f"{cls.__name__!r} object has no __dict__ to set {name!r} (AttributeError)")
+    tx.raise_exception(ExceptionVariable(AttributeError, [ConstantVariable(str(error))]))
 
 
 class UserDefinedObjectVariable(_ObjectLike):
@@ -493,12 +531,17 @@ class UserDefinedClassVariable(VariableTracker):
                 result = _HANDLERS[dict](tx, *args, **kwargs)
                 return DictVariable(result.items, dict_type=collections.OrderedDict)
             factory = args[0] if args else NONE
+            if factory.is_python_constant() and factory.as_python_constant() is not None and \
+                    not callable(factory.as_python_constant()):
+                raise GraphBreak("DL0010", "defaultdict(): first argument must be callable or None (TypeError)")
             result = _HANDLERS[dict](tx, *args[1:], **kwargs)
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
             from .misc import ExceptionVariable
 
             return ExceptionVariable.create(tx, cls, args, kwargs)
+        if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
+            raise GraphBreak("DL0010", f"class {cls.__name__} has abstract methods (TypeError)")
         if type(cls) is not type and not _is_plain_meta(cls):
             raise GraphBreak("DL0003", f"class {cls.__name__} has a custom metaclass")
         new_fn, _ = _mro_lookup(cls, "__new__")

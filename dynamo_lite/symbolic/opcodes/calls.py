@@ -102,7 +102,6 @@ def RETURN_GENERATOR(tx, inst):
 def YIELD_VALUE(tx, inst):
     if not getattr(tx, "is_generator", False):
         raise GraphBreak("DL0021", "yield outside an inlined generator")
-    tx.generated.append(tx.pop())
-    tx.push(NONE)
+    tx.suspend(tx.pop())  # the consumer takes the value; resuming pushes what next() sends (None)
 
 

@@ -1,0 +1,337 @@
+"""Lazy iterators: map, filter, enumerate, zip, reversed and dict iterators.
+
+Python's iterators compute nothing when they are created: ``map(f, l)`` calls
+``f`` only when an item is asked for, reads ``l`` at that moment (items
+appended or replaced after creation are seen), and stops calling ``f`` when
+its consumer stops (``any(map(f, xs))``).  The trackers here keep that
+contract: each holds the *iterators* of its arguments (made by
+``containers.iterate`` at creation, as CPython calls ``iter()`` then) and
+produces one item per ``next_item`` call (FOR_ITER, ``next()``), reading the
+underlying list / dict trackers live and calling the mapped function then.
+``unpack`` consumes what is left (``list(m)``, ``sorted(m)``, ``*m``).
+
+Invariants:
+- ``next_item`` returns None when exhausted, and never precomputes items.
+- An iterator that escapes the trace (a local at a graph break, a return
+  value) is rebuilt as the same kind of real iterator over the rebuilt
+  argument iterators (``map(f, <list iterator at its position>)``), so Python
+  continues it exactly; what cannot be rebuilt makes the frame run eagerly.
+- Dict iterators read values live; a dict whose size or keys changed since
+  the iterator was made runs the frame eagerly (Python raises RuntimeError
+  "dictionary changed size during iteration" at the right point).
+All are ``ListIteratorVariable`` subclasses (FOR_ITER / next() / len() treat
+every iterator tracker alike) but hold no precomputed ``items``.
+Tested by tests/test_containers_iterators.py and tests/test_acceptance_builtins2.py.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator, Optional
+
+from ..exc import GraphBreak, SkipFrame
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .containers import ListIteratorVariable, TupleVariable, key_to_var
+
+
+class LazyIteratorVariable(ListIteratorVariable):
+    """Base of iterators that produce their items on demand.
+
+    Attributes:
+        kind: the real iterator type (map, filter, ...) this tracker stands for.
+        exhausted: True once ``next_item`` returned None and the real iterator
+            would stay exhausted (only where CPython latches it).
+    """
+
+    mutable_local = True  # one real iterator: rebuilt once, shared by every holder
+
+    def __init__(self, kind: type):
+        VariableTracker.__init__(self)
+        self.kind = kind
+        self.index = 0
+        self.exhausted = False
+
+    @property
+    def items(self):  # noqa: D401 - guard against code that reads a precomputed item list
+        raise AttributeError(f"{type(self).__name__} has no precomputed items")
+
+    def python_type(self):
+        return self.kind
+
+    def describe(self):
+        return f"{self.kind.__name__} object"
+
+    def next_item(self, tx) -> Optional[VariableTracker]:
+        raise NotImplementedError
+
+    def unpack(self, tx):
+        out = []
+        while True:
+            item = self.next_item(tx)
+            if item is None:
+                return out
+            out.append(item)
+
+    def can_reconstruct(self):
+        return all(v.can_reconstruct() for v in self._parts())
+
+    def _parts(self) -> list:
+        return []
+
+
+class MapIteratorVariable(LazyIteratorVariable):
+    """map(fn, *iterables): calls ``fn`` when an item is asked for."""
+
+    def __init__(self, fn: VariableTracker, iterators: list):
+        super().__init__(map)
+        self.fn = fn
+        self.iterators = iterators
+
+    def next_item(self, tx):
+        args = []
+        for it in self.iterators:
+            item = it.next_item(tx)
+            if item is None:
+                return None
+            args.append(item)
+        return self.fn.call_function(tx, args, {})
+
+    def reconstruct(self, cg):
+        cg.load_callable(map)
+        cg.reconstruct(self.fn)
+        for it in self.iterators:
+            cg.reconstruct(it)
+        cg.call(1 + len(self.iterators))
+
+    def _parts(self):
+        return [self.fn, *self.iterators]
+
+
+class FilterIteratorVariable(LazyIteratorVariable):
+    """filter(fn_or_None, iterable): tests items when they are asked for."""
+
+    def __init__(self, fn: VariableTracker, iterator: ListIteratorVariable):
+        super().__init__(filter)
+        self.fn = fn
+        self.iterator = iterator
+
+    def next_item(self, tx):
+        from .arith import truth
+
+        plain = self.fn.is_python_constant() and self.fn.as_python_constant() is None
+        while True:
+            item = self.iterator.next_item(tx)
+            if item is None:
+                return None
+            if truth(tx, item if plain else self.fn.call_function(tx, [item], {})):
+                return item
+
+    def reconstruct(self, cg):
+        cg.load_callable(filter)
+        cg.reconstruct(self.fn)
+        cg.reconstruct(self.iterator)
+        cg.call(2)
+
+    def _parts(self):
+        return [self.fn, self.iterator]
+
+
+class EnumerateIteratorVariable(LazyIteratorVariable):
+    """enumerate(iterable, start): (count, item) pairs on demand."""
+
+    def __init__(self, iterator: ListIteratorVariable, start: int):
+        super().__init__(enumerate)
+        self.iterator = iterator
+        self.count = start
+
+    def next_item(self, tx):
+        item = self.iterator.next_item(tx)
+        if item is None:
+            return None
+        pair = TupleVariable([ConstantVariable(self.count), item])
+        self.count += 1
+        return pair
+
+    def reconstruct(self, cg):
+        cg.load_callable(enumerate)
+        cg.reconstruct(self.iterator)
+        cg.load_const(self.count)
+        cg.call(2)
+
+    def _parts(self):
+        return [self.iterator]
+
+
+class ZipIteratorVariable(LazyIteratorVariable):
+    """zip(*iterables, strict=...): asks each iterator in turn, like CPython (an
+    iterator before the first exhausted one has given up an item)."""
+
+    def __init__(self, iterators: list, strict: bool = False):
+        super().__init__(zip)
+        self.iterators = iterators
+        self.strict = strict
+
+    def next_item(self, tx):
+        if not self.iterators:
+            return None
+        items = []
+        for i, it in enumerate(self.iterators):
+            item = it.next_item(tx)
+            if item is None:
+                if self.strict and (i > 0 or any(o.next_item(tx) is not None for o in self.iterators[1:])):
+                    # Python raises the ValueError when this zip (rebuilt strict) is asked again
+                    raise GraphBreak("DL0010", "zip(strict=True) over iterables of different lengths (ValueError)")
+                return None
+            items.append(item)
+        return TupleVariable(items)
+
+    def reconstruct(self, cg):
+        cg.load_callable(zip)
+        for it in self.iterators:
+            cg.reconstruct(it)
+        if self.strict:
+            cg.load_const(True)
+            cg.call(len(self.iterators) + 1, ("strict",))
+        else:
+            cg.call(len(self.iterators))
+
+    def _parts(self):
+        return list(self.iterators)
+
+
+class ListReverseIteratorVariable(LazyIteratorVariable):
+    """reversed(list): reads the list live from the end (list_reverseiterator)."""
+
+    def __init__(self, list_var):
+        super().__init__(type(reversed([])))
+        self.list_var = list_var
+        self.index = len(list_var.items) - 1
+
+    def next_item(self, tx):
+        items = self.list_var.items
+        if 0 <= self.index < len(items):
+            item = items[self.index]
+            self.index -= 1
+            return item
+        self.index = -1  # CPython drops the list: exhausted for good
+        return None
+
+    def reconstruct(self, cg):
+        if self.index >= len(self.list_var.items):
+            # the list shrank below the position: a rebuilt iterator would clamp it
+            raise GraphBreak("DL0006", "reversed(list) positioned past the end of its list")
+        cg.load_callable(_list_reverse_iterator_at)
+        cg.reconstruct(self.list_var)
+        cg.load_const(self.index)
+        cg.call(2)
+
+    def _parts(self):
+        return [self.list_var]
+
+
+_DICT_ITER_TYPES = {
+    ("keys", False): type(iter({})), ("values", False): type(iter({}.values())),
+    ("items", False): type(iter({}.items())), ("keys", True): type(reversed({})),
+    ("values", True): type(reversed({}.values())), ("items", True): type(reversed({}.items())),
+}
+
+
+class DictIteratorVariable(LazyIteratorVariable):
+    """iter(d) / iter(d.values()) / iter(d.items()) / reversed(...): reads values live.
+
+    Attributes:
+        dict_var: the DictVariable iterated.
+        view: "keys", "values" or "items".
+        reverse: reversed(d...) instead of iter(d...).
+        keys: the dict's keys (in iteration order) when the iterator was made.
+        index: how many items were produced.
+    """
+
+    def __init__(self, dict_var, view: str, reverse: bool = False):
+        super().__init__(_DICT_ITER_TYPES[(view, reverse)])
+        self.dict_var = dict_var
+        self.view = view
+        self.reverse = reverse
+        self.keys = list(dict_var.items)
+        if reverse:
+            self.keys.reverse()
+
+    def _changed(self) -> bool:
+        current = list(self.dict_var.items)
+        if self.reverse:
+            current.reverse()
+        return current != self.keys
+
+    def next_item(self, tx):
+        if self.exhausted:
+            return None
+        if self._changed():
+            # "dictionary changed size / keys changed during iteration": only Python raises it
+            # at the right point (a rebuilt iterator would not know the old size)
+            raise SkipFrame(f"{self.dict_var.describe()} changed during iteration", "DL0010", permanent=False)
+        if self.index >= len(self.keys):
+            self.exhausted = True
+            return None
+        k = self.keys[self.index]
+        self.index += 1
+        if self.view == "keys":
+            return key_to_var(k)
+        value = self.dict_var.items[k]
+        return value if self.view == "values" else TupleVariable([key_to_var(k), value])
+
+    def reconstruct(self, cg):
+        if self._changed():
+            raise SkipFrame(f"an iterator over {self.dict_var.describe()}, which changed", "DL0006")
+        cg.load_callable(_dict_iterator_at)
+        cg.reconstruct(self.dict_var)
+        cg.load_const(self.view)
+        cg.load_const(self.reverse)
+        cg.load_const(self.index + self.exhausted)
+        cg.call(4)
+
+    def _parts(self):
+        return [self.dict_var]
+
+
+def _dict_iterator_at(d: dict, view: str, reverse: bool, index: int):
+    """iter/reversed of ``d`` or its view advanced by ``index`` items (rebuilt by generated code;
+    one more than its length: exhausted for good)."""
+    obj = d if view == "keys" else getattr(d, view)()
+    it = reversed(obj) if reverse else iter(obj)
+    for _ in range(index):
+        next(it, None)
+    return it
+
+
+def _list_reverse_iterator_at(lst: list, index: int):
+    """reversed(lst) positioned at ``index`` (-1: exhausted), rebuilt by generated code."""
+    it = reversed(lst)
+    it.__setstate__(index)
+    if index < 0:
+        next(it, None)  # drop the list, as the exhausted real iterator did
+    return it
+
+
+def iterate_lazily(tx, obj: VariableTracker) -> Iterator[VariableTracker]:
+    """The items of ``obj`` one at a time, for consumers that may stop early (any/all):
+    an iterator tracker is advanced only as far as the consumer goes."""
+    if isinstance(obj, ListIteratorVariable):
+        while True:
+            item = obj.next_item(tx)
+            if item is None:
+                return
+            yield item
+    else:
+        yield from obj.unpack(tx)
+
+
+def materialize(tx, obj: Any) -> Any:
+    """A lazy iterator consumed into a plain ListIteratorVariable of its items (for functions
+    that consume their argument whole, computed on constant copies: str.join(map(str, l)))."""
+    if isinstance(obj, LazyIteratorVariable):
+        return ListIteratorVariable(obj.unpack(tx), kind=obj.kind)
+    return obj
+
+
+__all__ = ["LazyIteratorVariable", "MapIteratorVariable", "FilterIteratorVariable",
+           "EnumerateIteratorVariable", "ZipIteratorVariable", "ListReverseIteratorVariable",
+           "DictIteratorVariable", "iterate_lazily", "materialize"]
