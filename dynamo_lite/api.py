@@ -75,7 +75,18 @@ class OptimizedModule(torch.nn.Module):
         return self.__dict__["_dl_orig_mod"]
 
     def __reduce_ex__(self, protocol):
-        return self._orig_mod.__reduce_ex__(protocol)
+        # pickled as "compile(<the module>, <same backend and options>)": a registered backend
+        # by name, any other backend as itself (it must be picklable, like a module-level function)
+        converter = self._dl_converter
+        from .backends import registered_backend_name
+
+        backend = registered_backend_name(converter.backend) or converter.backend
+        return _recompile, (self._orig_mod, backend, converter.fullgraph, converter.dynamic)
+
+
+def _recompile(module, backend, fullgraph, dynamic):
+    """Unpickling a compiled module (OptimizedModule.__reduce_ex__)."""
+    return compile(module, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
 
 
 def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch.nn.Module:

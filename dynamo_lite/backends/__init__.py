@@ -45,6 +45,11 @@ def _load_entry_points() -> None:
                 continue
 
 
+def registered_backend_name(fn: Callable):
+    """The name ``fn`` is registered under, or None."""
+    return next((name for name, f in _BACKENDS.items() if f is fn), None)
+
+
 def lookup_backend(backend: Union[str, Callable]) -> tuple[Callable, str]:
     """(backend function, display name)."""
     if isinstance(backend, str):

@@ -74,6 +74,10 @@ class PyCodegen:
     def label(self, label: Label) -> None:
         self.instrs.append(label)
 
+    @property
+    def temp_prefix(self) -> str:
+        return self._temp_prefix
+
     def new_temp(self) -> str:
         self._temp_count += 1
         return f"{self._temp_prefix}{self._temp_count}"

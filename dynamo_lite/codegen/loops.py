@@ -18,11 +18,13 @@ loop body into a function of its own, ``__loop_body_at_<offset>_<name>``:
 
 B is an ordinary function: the hook captures it, and a break inside it is an
 ordinary (non-loop) break with a resume function.  Exceptions propagate out
-of B into the parent, whose copy of the original code keeps the handlers
-that enclose the loop; handlers inside the body stay inside B.
+of B into the parent (loops inside a try/with block of the parent are not
+made into functions: its handler would see stale locals); handlers inside
+the body stay inside B.
 ``find_loop`` refuses shapes it does not model (jumps into the body from
-outside, deleted locals, exits at unexpected stack depths); the caller then
-lets the rest of the frame run natively.
+outside, deleted locals, exits at unexpected stack depths, a loop inside a
+try/with block of the parent, zero-argument super() or locals()); the caller
+then lets the rest of the frame run natively.
 Tested by tests/test_graph_breaks.py (the loop cases).
 """
 from __future__ import annotations
@@ -56,6 +58,8 @@ class LoopInfo:
 
 
 def find_loop(code: types.CodeType, insts: list, k: int) -> Optional[LoopInfo]:
+    if "__class__" in code.co_freevars or {"locals", "vars", "super"} & set(code.co_names):
+        return None  # zero-argument super() and locals() need the frame's own locals and first argument
     index = {inst.offset: i for i, inst in enumerate(insts)}
     off = insts[k].offset
     best = None
@@ -115,6 +119,11 @@ def find_loop(code: types.CodeType, insts: list, k: int) -> Optional[LoopInfo]:
             continue
         if lo <= target <= hi and not (start >= lo and end <= hi + 2):
             return None  # a handler inside the body covering code outside it
+        if not lo <= target <= hi:
+            # an enclosing try/with: its handler would see the locals as they were before the
+            # iteration that raised (B hands them back only when it returns), and a `return`
+            # inside the block must run the block's exit in the parent: let the frame run natively
+            return None
     return LoopInfo(header, entry, last, is_for, tuple(exits), tuple(sorted(reads)), tuple(sorted(writes)), below)
 
 

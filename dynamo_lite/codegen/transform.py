@@ -315,7 +315,11 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     copy.insert(positions[start], entry)
     copy.insert(0, rerun_label)
     positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
-    jump_in = [Instr("JUMP_FORWARD", entry, lineno=cg.lineno)]
+    # the generated code's temporaries are not the frame's locals (locals(), tracebacks): drop them
+    temps = sorted({x.arg for x in cg.instrs if isinstance(x, Instr) and x.name == "STORE_FAST"
+                    and isinstance(x.arg, str) and x.arg.startswith(cg.temp_prefix)})
+    jump_in = [Instr("DELETE_FAST", name, lineno=cg.lineno) for name in temps]
+    jump_in.append(Instr("JUMP_FORWARD", entry, lineno=cg.lineno))
     plan = resume_mod.plan_successors(code, insts, k, state.stack)
     if plan is None:
         info = loops.find_loop(code, insts, k)

@@ -203,9 +203,16 @@ class NNModuleVariable(VariableTracker):
 
         return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
 
+    def guard_keys(self, tx, store: str) -> None:
+        """Guard the names in ``module.<store>`` (_modules, _parameters, _buffers): code that walked
+        them (iteration, parameters(), len) must see a module added or removed later."""
+        if self.source is not None:
+            tx.output.add_guard("DICT_KEYS", AttrSource(self.source, store), tuple(getattr(self.value, store)))
+
     def children_vars(self, tx) -> list[tuple[str, VariableTracker]]:
         from .builder import wrap
 
+        self.guard_keys(tx, "_modules")
         out = []
         for key, child in self.value._modules.items():
             src = ItemSource(AttrSource(self.source, "_modules"), key) if self.source else None
@@ -221,6 +228,7 @@ class NNModuleVariable(VariableTracker):
         if isinstance(module, nn.ModuleDict):
             return [ConstantVariable(k) for k, _ in self.children_vars(tx)]
         if isinstance(module, (nn.ParameterList,)):
+            self.guard_keys(tx, "_parameters")
             return [self.var_getattr(tx, k) for k in module._parameters]
         raise GraphBreak("DL0005", f"iterating over {type(module).__name__}")
 
@@ -232,8 +240,7 @@ class NNModuleVariable(VariableTracker):
 
         module = self.value
         if name == "__len__" and self.has_len():
-            if self.source is not None:
-                tx.output.add_guard("LENGTH", AttrSource(self.source, "_modules"), len(module._modules))
+            self.guard_keys(tx, "_parameters" if isinstance(module, nn.ParameterList) else "_modules")
             return ConstantVariable(len(module))
         if name == "__getitem__" and len(args) == 1 and args[0].is_python_constant():
             key = args[0].as_python_constant()
@@ -251,6 +258,9 @@ class NNModuleVariable(VariableTracker):
                 except IndexError as e:
                     raise GraphBreak("DL0010", "module index out of range") from e
             if isinstance(module, nn.ParameterList) and isinstance(key, int):
+                self.guard_keys(tx, "_parameters")
+                if not -len(module) <= key < len(module):
+                    raise GraphBreak("DL0010", "ParameterList index out of range")
                 return self.var_getattr(tx, str(key % len(module)))
             raise GraphBreak("DL0003", f"{type(module).__name__}[{key!r}]")
         if isinstance(module, nn.ModuleDict) and name in ("items", "keys", "values") and not args:
@@ -270,6 +280,8 @@ class NNModuleVariable(VariableTracker):
             items = []
             for prefix, sub in module.named_modules():
                 sub_var = self._descendant(tx, prefix)
+                sub_var.guard_keys(tx, "_modules")  # (which modules and tensors there are is guarded)
+                sub_var.guard_keys(tx, kind)
                 for key, value in getattr(sub, kind).items():
                     if value is None:
                         continue
@@ -281,6 +293,7 @@ class NNModuleVariable(VariableTracker):
             items = []
             for prefix, sub in module.named_modules():
                 var = self._descendant(tx, prefix)
+                var.guard_keys(tx, "_modules")
                 items.append(TupleVariable([ConstantVariable(prefix), var]) if name == "named_modules" else var)
             return ListIteratorVariable(items)
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():

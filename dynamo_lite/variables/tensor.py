@@ -49,6 +49,8 @@ _SIDE_EFFECT_METHODS = {
     "data_ptr": "Tensor.data_ptr() exposes storage addresses",
     "untyped_storage": "storage access is not traceable",
     "storage": "storage access is not traceable",
+    "storage_type": "storage access is not traceable",
+    "is_shared": "storage access is not traceable",
     "set_": "Tensor.set_() swaps storage",
     "resize_": "Tensor.resize_() changes storage",
     "share_memory_": "share_memory_ changes storage",
