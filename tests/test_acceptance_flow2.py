@@ -654,8 +654,6 @@ def test_set_changed_size_during_iteration_raises():
     same(f, [ones(1)])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: set iterator rebuilt from a snapshot at a graph break; "
-                                        "'Set changed size during iteration' never raised")
 def test_set_changed_size_during_iteration_with_print_raises():
     def f(x):
         s = {1, 2}
@@ -667,8 +665,6 @@ def test_set_changed_size_during_iteration_with_print_raises():
     same(f, [ones(1)])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: set argument discarded from inside a loop with a graph break "
-                                        "does not raise RuntimeError")
 def test_set_argument_discard_during_iteration_with_print_raises():
     def f(x, s):
         for v in s:
@@ -679,8 +675,6 @@ def test_set_argument_discard_during_iteration_with_print_raises():
     same(f, [(ones(1), {1, 2})])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a set iterator carried over a graph break does not see the "
-                                        "set being changed")
 def test_set_iterator_across_break_then_set_mutated():
     def f(x, s):
         it = iter(s)
@@ -795,8 +789,9 @@ def test_generator_prints_interleave_with_loop_body():
     same(f, [ones(1)])
 
 
-@pytest.mark.xfail(strict=True, reason="bug: generator broken out of is closed late (its finally runs after "
-                                        "the code following the loop)")
+@pytest.mark.xfail(strict=True, reason="open: generator broken out of is closed late (its finally runs after "
+                                        "the code following the loop): the intercepted frame of the resume "
+                                        "function that received it keeps its arguments until the call returns")
 def test_break_out_of_generator_runs_its_finally_before_following_code():
     def f(x):
         def gen():

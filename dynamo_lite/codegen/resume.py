@@ -115,6 +115,7 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     for i in range(depth):
         if not succ.nulls[i]:
             cg.load_fast(f"___stack{i}")
+            cg.emit("DELETE_FAST", f"___stack{i}")  # only the stack holds it, as in the original frame
             nargs += 1
     cg.call(nargs)
     cg.emit("RETURN_VALUE")
@@ -154,6 +155,7 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
         else:
             argnames.append(f"___stack{i}")
             prologue.append(Instr("LOAD_FAST", f"___stack{i}", lineno=target_line))
+            prologue.append(Instr("DELETE_FAST", f"___stack{i}", lineno=target_line))
     prologue.append(Instr("JUMP_FORWARD", label, lineno=target_line))
     bc = Bytecode(prologue + items)
     bc.name = f"__resume_at_{offset}_{code.co_name}"

@@ -922,6 +922,17 @@ class ListIteratorVariable(VariableTracker):
             cg.call(2)
             return
         rest = self.items[self.index:]
+        if self.watched is not None and self.watched[0].can_reconstruct():
+            # the real set's iterator (so a later change of its size raises as in eager), at the
+            # same position when the real set yields the same items (else a tuple iterator)
+            cg.load_callable(_set_iterator_at)
+            cg.reconstruct(self.watched[0])
+            for part in (self.items[:self.index], rest):
+                for item in part:
+                    cg.reconstruct(item)
+                cg.emit("BUILD_TUPLE", len(part))
+            cg.call(3)
+            return
         if self.kind is zip and all(isinstance(i, TupleVariable) for i in rest) and \
                 len({len(i.items) for i in rest}) <= 1:
             # zip(col0, col1, ...) over what is left: the same items, the same type
@@ -985,6 +996,17 @@ def iterate(tx, value: VariableTracker) -> "ListIteratorVariable":
     if isinstance(value, SetVariable):
         it.watched = (value, list(value.items))
     return it
+
+
+def _set_iterator_at(real: set, consumed: tuple, rest: tuple):
+    """A set iterator rebuilt by generated code: iter(real) past the ``consumed`` items, if the
+    real set yields them first and then exactly ``rest``; else an iterator over ``rest``."""
+    it = iter(real)
+    taken = [next(it) for _ in range(min(len(consumed), len(real)))]
+    if len(taken) == len(consumed) and set(taken) == set(consumed) and len(real) - len(taken) == len(rest) \
+            and set(real) - set(taken) == set(rest):
+        return it
+    return iter(rest)
 
 
 def _list_iterator_at(lst: list, index: int):
