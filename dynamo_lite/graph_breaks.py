@@ -92,8 +92,8 @@ _register("DL0016", "Module or parameter created",
           "Creating nn.Modules or nn.Parameters inside compiled code is not traced.",
           "Create modules in __init__, not in forward.")
 _register("DL0017", "Unsupported bytecode",
-          "An instruction dynamo_lite does not interpret (class definitions, match statements, async, "
-          "deleting attributes).",
+          "An instruction dynamo_lite does not interpret (match statements, async, deleting "
+          "attributes, module and class bodies).",
           "Move that code out of the compiled function.")
 _register("DL0018", "Trace too long",
           "The frame executed more instructions than config.max_traced_instructions while tracing "
@@ -168,9 +168,11 @@ def f(x):
 """)
 _example("DL0017", """
 def f(x):
-    class Config:                  # a class statement inside compiled code
-        scale = 2
-    return x * Config.scale
+    match x.shape:                 # a match statement with a sequence pattern
+        case (n, m):
+            return x * n
+        case _:
+            return x
 """)
 _example("DL0021", """
 import json

@@ -2378,14 +2378,8 @@ def exc_runtime_tensor_error_keeps_earlier_side_effects(x, log, box):
 
 # Known dynamo_lite bugs (each case fails today; strict xfail flags a fix).
 _UNHASHABLE = 'bug: unhashable user object accepted as a set element / dict key'
-_CLASS_STMT = ('bug: after a class statement (LOAD_BUILD_CLASS, DL0017) the rest of the frame runs the original '
-               'code: no graph (results match eager)')
 XFAIL.update({
     'cls_unhashable_object_in_set_not_returned': _UNHASHABLE,
-    'cls_len_dunder_result_validated': _CLASS_STMT,
-    'cls_bool_dunder_returning_int_raises': _CLASS_STMT,
-    'cls_contains_result_converted_to_bool':
-        "bug: `in` returns __contains__'s raw result instead of bool()",
 })
 
 

@@ -91,6 +91,17 @@ def BEFORE_WITH(tx, inst):
     raise GraphBreak("DL0024", f"`with` on {ctx.describe()} is not supported")
 
 
+@register("LOAD_BUILD_CLASS")
+def LOAD_BUILD_CLASS(tx, inst):
+    # a class statement: the body function is made in the trace, and the call of
+    # __build_class__ (not traceable) breaks the graph there; the rest of the frame resumes
+    import builtins
+
+    from ...variables.builder import wrap
+
+    tx.push(wrap(tx, builtins.__build_class__, None))
+
+
 @register("RETURN_GENERATOR")
 def RETURN_GENERATOR(tx, inst):
     if not getattr(tx, "is_generator", False):

@@ -25,7 +25,6 @@ UNSUPPORTED = {
     "STORE_NAME": "module and class bodies are not traced",
     "DELETE_NAME": "module and class bodies are not traced",
     "LOAD_CLASSDEREF": "class bodies are not traced",
-    "LOAD_BUILD_CLASS": "defining a class inside a compiled function",
     "SETUP_ANNOTATIONS": "module and class bodies are not traced",
     "IMPORT_STAR": "import * is not traced",
     "PRINT_EXPR": "interactive mode is not traced",
