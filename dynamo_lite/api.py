@@ -113,10 +113,10 @@ def compile(model: Optional[Union[Callable, torch.nn.Module]] = None, *, backend
     ``dynamo_lite.Unsupported`` instead of falling back.  ``dynamic`` is
     accepted for torch.compile compatibility; shapes are always specialised.
     """
-    if model is None:
-        return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
     if mode is not None or options is not None:
         raise TypeError("dynamo_lite.compile() does not take mode= or options=; pass backend=")
+    if model is None:
+        return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
     converter = _make_converter(backend, fullgraph, dynamic)
     if isinstance(model, torch.nn.Module):
         return _compile_module(model, converter)
@@ -154,6 +154,10 @@ def disable(fn: Optional[Callable] = None):
     """Run ``fn`` (and everything it calls) without capture.  Also a context manager."""
     if fn is None:
         return enable(None)
+    if getattr(fn, "_dl_compiled", False):
+        fn = fn.__wrapped__  # disable(compile(f)) is f, run without capture
+    elif isinstance(fn, OptimizedModule):
+        fn = fn._orig_mod
     wrapped = _C.DisabledCall(fn)
     functools.update_wrapper(wrapped, fn)
     return wrapped

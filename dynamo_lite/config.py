@@ -13,7 +13,7 @@ import sys
 # Maximum number of cache entries (compiled variants) per code object; past it
 # the frame runs eagerly, with one warning.
 cache_size_limit: int = 8
-# Deprecated alias kept in step with cache_size_limit by patch().
+# Alias of cache_size_limit (torch's newer name): patch(recompile_limit=n) sets both.
 recompile_limit: int = cache_size_limit
 
 # Log internal errors and run eagerly (True), or raise them (False).  Backend
@@ -48,6 +48,8 @@ class _Patch(contextlib.ContextDecorator):
         for name in changes:
             if not hasattr(module, name) or name.startswith("_"):
                 raise AttributeError(f"dynamo_lite.config has no setting {name!r}")
+        if "recompile_limit" in changes:  # the alias sets the real setting too
+            changes = {**changes, "cache_size_limit": changes["recompile_limit"]}
         self.changes = changes
         self.saved: list[dict] = []
 

@@ -36,6 +36,7 @@ from . import _C, bytecode_compat, config
 from . import logging as dl_logging
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .report import events
+from .codegen.resume import display_name, is_loop_body
 from .skipfiles import skip_reason
 
 log = logging.getLogger("dynamo_lite")
@@ -131,22 +132,22 @@ class FrameConverter:
                     _LIMIT_WARNED.add(code)
                     # loop bodies made for graph breaks in loops are specialised per iteration
                     # value and expected to reach the limit: not worth a warning
-                    level = logging.INFO if code.co_name.startswith("__loop_body_at_") else logging.WARNING
+                    level = logging.INFO if is_loop_body(code) else logging.WARNING
                     log.log(level, "dynamo_lite: %s (%s:%d) hit config.cache_size_limit=%d; it now runs eagerly "
                                 "when no compiled entry matches. Last guard failure: %s",
-                                code.co_name, code.co_filename, code.co_firstlineno, config.cache_size_limit,
+                                display_name(code), code.co_filename, code.co_firstlineno, config.cache_size_limit,
                                 reasons[0])
-                    events.emit(events.CacheLimitEvent(code.co_name, code.co_filename, code.co_firstlineno,
+                    events.emit(events.CacheLimitEvent(display_name(code), code.co_filename, code.co_firstlineno,
                                                        config.cache_size_limit, reasons))
                 # the fallback entry: kept last by C, it runs the original code whenever no compiled
                 # entry matches, without calling back here (the limit is final until reset())
                 return (_C.ALWAYS, None, self)
             compile_id = f"{_frame_id(code)}/{len(existing)}"
-            recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, code.co_name,
+            recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, display_name(code),
                                 code.co_filename, code.co_firstlineno, reasons[0])
             recompiles_log.debug("[%s] Guard failures of all %d cache entries of %s (newest first):\n%s",
-                                 compile_id, len(reasons), code.co_name, dl_logging.lazy("\n".join, reasons))
-            events.emit(events.RecompileEvent(code.co_name, code.co_filename, code.co_firstlineno,
+                                 compile_id, len(reasons), display_name(code), dl_logging.lazy("\n".join, reasons))
+            events.emit(events.RecompileEvent(display_name(code), code.co_filename, code.co_firstlineno,
                                               compile_id, reasons))
         else:
             compile_id = f"{_frame_id(code)}/0"
@@ -155,9 +156,11 @@ class FrameConverter:
         if torch._C._len_torch_function_stack():
             # a torch-function mode is active (a default device, `with torch.device(...)`, a user
             # mode): it decides what torch calls do, and traces do not model it; run eagerly
-            self._fallback(code, "a torch function mode is active (torch.set_default_device, "
-                                 "`with torch.device(...)` or a TorchFunctionMode)", "DL0001",
-                           [_code_frame(code)], compile_id)
+            reason = ("a torch function mode is active (torch.set_default_device, `with torch.device(...)` "
+                      "or a TorchFunctionMode)")
+            if self.fullgraph:
+                raise Unsupported(reason, "DL0001", [_code_frame(code)])
+            self._fallback(code, reason, "DL0001", [_code_frame(code)], compile_id)
             return None
         # Tracing allocates many short-lived objects: a full collection of a big process
         # (torch, transformers) in the middle of a capture costs hundreds of milliseconds.
@@ -197,7 +200,7 @@ class FrameConverter:
                 raise
             text = f"internal error {type(e).__name__}: {e}"
             log.warning("dynamo_lite: %s while converting %s (%s:%d); running it eagerly.\n%s", text,
-                        code.co_name, code.co_filename, code.co_firstlineno, traceback.format_exc())
+                        display_name(code), code.co_filename, code.co_firstlineno, traceback.format_exc())
             self._fallback(code, text, "DL0026", [_code_frame(code)], compile_id)
             return _C.SKIP
         finally:
@@ -205,8 +208,8 @@ class FrameConverter:
                 torch._C._autograd._pop_saved_tensors_default_hooks()
 
     def _fallback(self, code, reason, break_id, user_stack, compile_id):
-        breaks_log.info("[%s] %s runs eagerly: [%s] %s", compile_id, code.co_name, break_id, reason)
-        events.emit(events.FallbackEvent(break_id, reason, list(user_stack), code.co_name, compile_id))
+        breaks_log.info("[%s] %s runs eagerly: [%s] %s", compile_id, display_name(code), break_id, reason)
+        events.emit(events.FallbackEvent(break_id, reason, list(user_stack), display_name(code), compile_id))
 
     def _compile_inner(self, code, f_locals, func, compile_id):
         from .codegen import transform
@@ -265,23 +268,23 @@ class FrameConverter:
         info = CacheEntryInfo(guard, new_code, compile_id, gm, self)
         _ENTRIES.setdefault(code, []).insert(0, info)
         if gm is not None:
-            graph_code_log.info("[%s] Graph of %s:\n%s", compile_id, code.co_name,
+            graph_code_log.info("[%s] Graph of %s:\n%s", compile_id, display_name(code),
                                 dl_logging.lazy(gm.print_readable, print_output=False))
-            events.emit(events.GraphEvent(compile_id, code.co_name, code.co_filename, code.co_firstlineno, gm,
+            events.emit(events.GraphEvent(compile_id, display_name(code), code.co_filename, code.co_firstlineno, gm,
                                           output.count_ops(), output.guards.render(), compile_seconds,
                                           trace_seconds, self.backend_name))
-        guards_log.info("[%s] Guards of %s:\n%s", compile_id, code.co_name,
+        guards_log.info("[%s] Guards of %s:\n%s", compile_id, display_name(code),
                         dl_logging.lazy(lambda: "\n".join(output.guards.render())))
         if new_code is not None:
-            bytecode_log.info("[%s] Bytecode of %s:\n%s", compile_id, code.co_name,
+            bytecode_log.info("[%s] Bytecode of %s:\n%s", compile_id, display_name(code),
                               dl_logging.lazy(dl_logging.format_code_change, code, new_code))
         output.release_examples()
         return (guard.fn, new_code, self)
 
     def _report_break(self, code, compile_id, brk, tx) -> None:
-        event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), code.co_name,
+        event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), display_name(code),
                                        compile_id, tx.instructions[tx.ip].opname)
-        breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, code.co_name, brk.break_id,
+        breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, display_name(code), brk.break_id,
                         brk.reason, "\n".join(str(f) for f in brk.user_stack))
         events.emit(event)
 

@@ -3,7 +3,8 @@
 A graph break inside a loop cannot resume through a resume function (each
 iteration would nest one more Python frame).  TorchDynamo gives up on the
 whole frame there.  We keep the code before the loop captured and turn the
-loop body into a function of its own, ``__loop_body_at_<offset>_<name>``:
+loop body into a function of its own (named like the function, shown as
+"f (loop body at line N)" in diagnostics):
 
     parent (generated code)                 loop body function B
     ------------------------                ---------------------------------
@@ -254,9 +255,8 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
     from bytecode import Bytecode
 
     bc = Bytecode(pro.instrs + out + stubs)
-    name = f"__loop_body_at_{insts[lo_i].offset}_{code.co_name}"
-    bc.name = name
-    bc.qualname = f"{code.co_qualname}.{name}"
+    bc.name = code.co_name  # the user's name (tracebacks, logging); see resume.display_name
+    bc.qualname = code.co_qualname
     bc.filename = code.co_filename
     bc.first_lineno = code.co_firstlineno
     bc.argnames = ["___item", "___locals"]
@@ -271,6 +271,9 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
     bc.freevars = freevars
     new_code = assemble(bc, code, len(pro.instrs) + len(stubs))
     _BODY_CACHE[key] = new_code
+    from .resume import register_generated
+
+    register_generated(new_code, "loop body", f"loop body at line {line}")
     return new_code
 
 

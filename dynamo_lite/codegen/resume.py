@@ -1,8 +1,9 @@
 """Resume functions: the rest of a frame after a graph break.
 
-``__resume_at_<offset>`` is a new function whose code is the original
-bytecode with a prologue that pushes the saved value stack (NULLs included)
-and jumps to ``offset``.  Its arguments are the non-NULL stack values and the
+A resume function is a new function whose code is the original bytecode with
+a prologue that pushes the saved value stack (NULLs included) and jumps to
+``offset``.  It keeps the original's name (tracebacks, logging, frames look
+like the user's function); ``display_name`` tells diagnostics which part it is.  Its arguments are the non-NULL stack values and the
 frame's live locals; cell and free variables are shared through its closure.
 Because it is an ordinary function, the hook captures it like any other frame,
 with its own cache and guards.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import dis
 import types
+import weakref
 from typing import Optional
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
@@ -158,8 +160,10 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
             prologue.append(Instr("DELETE_FAST", f"___stack{i}", lineno=target_line))
     prologue.append(Instr("JUMP_FORWARD", label, lineno=target_line))
     bc = Bytecode(prologue + items)
-    bc.name = f"__resume_at_{offset}_{code.co_name}"
-    bc.qualname = f"{code.co_qualname}.__resume_at_{offset}"
+    # the user's own name: tracebacks, logging's funcName and sys._getframe() see the function
+    # the code came from (diagnostics say which part: display_name)
+    bc.name = code.co_name
+    bc.qualname = code.co_qualname
     bc.filename = code.co_filename
     bc.first_lineno = code.co_firstlineno
     bc.argnames = argnames
@@ -174,8 +178,27 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
     bc.freevars = freevars
     new_code = assemble(bc, code, len(prologue))
     _RESUME_CACHE[key] = new_code
+    register_generated(new_code, "resume", f"resumed at line {target_line}")
     return new_code
 
 
+# generated code objects (resume functions, loop bodies) -> (kind, where in the user's function)
+_GENERATED_KIND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def register_generated(code: types.CodeType, kind: str, where: str) -> None:
+    _GENERATED_KIND[code] = (kind, where)
+
+
 def is_resume_code(code: types.CodeType) -> bool:
-    return code.co_name.startswith("__resume_at_")
+    return _GENERATED_KIND.get(code, ("",))[0] == "resume"
+
+
+def is_loop_body(code: types.CodeType) -> bool:
+    return _GENERATED_KIND.get(code, ("",))[0] == "loop body"
+
+
+def display_name(code: types.CodeType) -> str:
+    """The name diagnostics show: ``f``, ``f (resumed at line 12)``, ``f (loop body at line 9)``."""
+    entry = _GENERATED_KIND.get(code)
+    return code.co_name if entry is None else f"{code.co_name} ({entry[1]})"
