@@ -194,7 +194,12 @@ class FrameConverter:
             if not config.suppress_errors or self.fullgraph:
                 raise
             self._fallback(code, str(e), "DL0027", [_code_frame(code)], compile_id)
-            return None
+            guard = getattr(e, "fallback_guard", None)
+            if guard is None:
+                return None
+            # calls that pass the same guards run the original code: the backend is not retried
+            _ENTRIES.setdefault(code, []).insert(0, CacheEntryInfo(guard, None, compile_id, None, self))
+            return (guard.fn, None, self)
         except Exception as e:  # noqa: BLE001 - a dynamo_lite bug: never the user's problem
             if config.raise_internal_errors:
                 raise
@@ -251,7 +256,12 @@ class FrameConverter:
         graph_inputs = []
         if output.count_ops() or outputs:
             graph_inputs = output.finalize(outputs)
-            gm, compiled_fn, compile_seconds = output.compile(self.backend, self.backend_name)
+            try:
+                gm, compiled_fn, compile_seconds = output.compile(self.backend, self.backend_name)
+            except BackendCompilerFailed as e:
+                # (with suppress_errors: an entry that runs the original code for these inputs)
+                e.fallback_guard = output.guards.compile(bytecode_compat.arg_names(code))
+                raise
             compiled = _C.DisabledCall(compiled_fn)
             compiled_fn.owner = compiled  # the first result is checked, then the check is dropped
         output_index = {node: i for i, node in enumerate(outputs)}

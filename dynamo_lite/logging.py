@@ -17,8 +17,9 @@ The settings string is a comma-separated list of names (spaces ignored):
 ``DYNAMO_LITE_LOGS`` is read once, when dynamo_lite is imported (an invalid
 value warns and is ignored).  ``set_logs("graph_breaks,+recompiles")`` or
 ``set_logs(graph_breaks=True, dynamo_lite=logging.DEBUG)`` replaces the whole
-setting; ``set_logs()`` restores the default (nothing configured by us:
-records propagate to the root logger as for any library).
+setting; ``set_logs()`` restores the default: the ``dynamo_lite`` logger at WARNING
+(warnings such as the cache limit propagate to the root logger as for any
+library; INFO records need an artifact, or a level set on the logger).
 ``DYNAMO_LITE_LOGS_OUT=path`` also writes the lines to a file.
 
 Each artifact is a logger named ``dynamo_lite.<artifact>``; the content of an
@@ -135,7 +136,9 @@ def _apply(settings: dict[str, int]) -> None:
     for name in ARTIFACTS:
         logging.getLogger(f"{ROOT}.{name}").setLevel(settings.get(name, logging.NOTSET))
     if not settings:
-        root.setLevel(logging.NOTSET)
+        # as torch's loggers: quiet below WARNING unless asked for (so an application's
+        # INFO-level logging setup, or pytest's caplog, does not fill with our records)
+        root.setLevel(logging.WARNING)
         root.propagate = True
         return
     # An artifact not named is quiet unless "dynamo_lite" itself was named.
@@ -166,16 +169,15 @@ def get_settings() -> dict[str, int]:
 
 def _init_from_env() -> None:
     spec = os.environ.get("DYNAMO_LITE_LOGS", "")
-    if not spec:
-        return
-    try:
-        settings = parse(spec)
-    except ValueError as e:
-        if spec.strip() in ("help", "+help"):
-            print(help_text(), file=sys.stderr)
-        else:
-            warnings.warn(f"DYNAMO_LITE_LOGS ignored: {e}", stacklevel=2)
-        return
+    settings: dict = {}
+    if spec:
+        try:
+            settings = parse(spec)
+        except ValueError as e:
+            if spec.strip() in ("help", "+help"):
+                print(help_text(), file=sys.stderr)
+            else:
+                warnings.warn(f"DYNAMO_LITE_LOGS ignored: {e}", stacklevel=2)
     _apply(settings)
 
 

@@ -1067,9 +1067,6 @@ def test_user_logging_funcname_matches_eager(caplog):
     assert [r.funcName for r in caplog.records] == eager == ["_logs", "_logs"]
 
 
-@pytest.mark.xfail(strict=True, reason="bug: dynamo_lite's INFO artifact records (graph_code, guards, bytecode, "
-                                       "graph_breaks) propagate to the root logger by default, so caplog/basicConfig "
-                                       "at INFO sees records eager does not (torch's loggers do not propagate)")
 def test_caplog_at_info_sees_only_user_records(caplog):
     caplog.set_level(logging.INFO)
     caplog.clear()
@@ -1352,8 +1349,6 @@ def test_plugin_dl_keeps_eager_outcomes(inner_pytest):
     assert "test_fails_eagerly_too" in result.stdout.str()
 
 
-@pytest.mark.xfail(strict=True, reason="bug: under --dl a test asserting on caplog.records at INFO fails: "
-                                       "dynamo_lite's own INFO records reach caplog (docs: results stay eager's)")
 def test_plugin_dl_caplog_test_still_passes(inner_pytest):
     assert inner_pytest(INNER_CAPLOG).ret == 0  # passes without --dl
     result = inner_pytest(INNER_CAPLOG, "--dl")

@@ -1115,8 +1115,6 @@ def test_inductor_backward_and_channels_last_output():
 # ---------------------------------------------------------------------------
 # known bugs (xfail strict: each passes once the bug is fixed)
 # ---------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="bug: aot_eager drops requires_grad=True of factory tensors made inside "
-                                       "the graph (torch.ones(3, requires_grad=True))")
 @pytest.mark.parametrize("factory", ["ones", "zeros_like", "tensor"])
 def test_factory_with_requires_grad_inside_aot_eager(factory):
     makers = {"ones": lambda x: torch.ones(3, requires_grad=True),
@@ -1142,8 +1140,6 @@ def test_output_view_created_under_no_grad_aot_eager():
     run(f, lambda: (rg(3),), backward=True, loss=lambda v: (v * 3).sum())
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a graph the backend fails to compile is recompiled on every call "
-                                       "(AOTAutograd's anomaly UserWarning is issued on each call)")
 def test_backend_failure_is_not_retried_on_every_call():
     def f(x):
         y = x.sin()

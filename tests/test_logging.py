@@ -113,7 +113,7 @@ def test_reset_to_default(capsys):
     run_twice(with_print)
     assert "dynamo_lite." not in capsys.readouterr().err
     root = logging.getLogger("dynamo_lite")
-    assert root.propagate and root.level == logging.NOTSET
+    assert root.propagate and root.level == logging.WARNING
     assert not any(isinstance(h, dl_logging._StderrHandler) for h in root.handlers)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -162,8 +163,15 @@ class OutputGraph:
         _forget_source_with(gm)
         example_inputs = [gi.example for gi in self.graph_inputs]
         start = time.perf_counter()
+        from ..variables.tensor import _warnings_issued
+
         try:
-            compiled = backend(gm, example_inputs)
+            # warnings of a backend that then fails are noise (the frame runs eagerly): held back,
+            # and shown only when it succeeds
+            with _warnings_issued() as issued:
+                compiled = backend(gm, example_inputs)
+            for w in issued:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         except Exception as e:  # noqa: BLE001 - reported with the backend's name
             raise BackendCompilerFailed(
                 f"backend {backend_name!r} raised {type(e).__name__}: {e} while compiling graph "

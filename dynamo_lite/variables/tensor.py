@@ -313,6 +313,10 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     kind is "call_function" (target is a callable) or "call_method" (target is
     a Tensor method name and args[0] is the tensor).
     """
+    rg = kwargs.get("requires_grad")
+    if rg is not None and rg.is_python_constant() and rg.as_python_constant() is True:
+        # a new leaf that requires grad: a graph output would not be that leaf under AOTAutograd
+        raise GraphBreak("DL0008", f"{_target_name(kind, target)}(requires_grad=True) makes a leaf tensor")
     node_args = tuple(_node_arg(a) for a in args)
     node_kwargs = {k: _node_arg(v) for k, v in kwargs.items()}
     fake_args = _fake_args(args)
