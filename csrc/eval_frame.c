@@ -570,6 +570,8 @@ typedef struct {
                               functools.update_wrapper works */
     PyObject *weakreflist; /* weak references (or NULL) */
     vectorcallfunc vectorcall;
+    PyObject *callback;    /* NULL: call fn with the hook off; else call it
+                              with this callback on (strong) */
 } DisabledCallObject;
 
 static PyTypeObject DisabledCallType;
@@ -591,7 +593,15 @@ disabled_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         return disabled_cleared();
     }
     Py_INCREF(fn);
+    PyObject *callback = ((DisabledCallObject *)self)->callback;
     PyObject *cb = callback_suspend();
+    if (callback != NULL) {
+        /* a compiled function's wrapper: its callback for the call, without a
+         * Python frame of ours between the caller and fn */
+        ensure_installed(PyThreadState_Get());
+        Py_INCREF(callback);
+        tls_callback = callback;
+    }
     PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
     callback_resume(cb);
     Py_DECREF(fn);
@@ -599,7 +609,7 @@ disabled_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
 }
 
 static PyObject *
-disabled_wrap(PyTypeObject *type, PyObject *fn)
+disabled_wrap(PyTypeObject *type, PyObject *fn, PyObject *callback)
 {
     if (!PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError,
@@ -614,6 +624,8 @@ disabled_wrap(PyTypeObject *type, PyObject *fn)
     }
     Py_INCREF(fn);
     self->fn = fn;
+    Py_XINCREF(callback);
+    self->callback = callback;
     self->vectorcall = disabled_vectorcall;
     return (PyObject *)self;
 }
@@ -621,16 +633,20 @@ disabled_wrap(PyTypeObject *type, PyObject *fn)
 static PyObject *
 disabled_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    PyObject *fn;
+    PyObject *fn, *callback = Py_None;
     if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
         PyErr_SetString(PyExc_TypeError,
                         "DisabledCall() takes no keyword arguments");
         return NULL;
     }
-    if (!PyArg_UnpackTuple(args, "DisabledCall", 1, 1, &fn)) {
+    if (!PyArg_UnpackTuple(args, "DisabledCall", 1, 2, &fn, &callback)) {
         return NULL;
     }
-    return disabled_wrap(type, fn);
+    if (callback != Py_None && !PyCallable_Check(callback)) {
+        PyErr_SetString(PyExc_TypeError, "DisabledCall() callback must be callable or None");
+        return NULL;
+    }
+    return disabled_wrap(type, fn, callback == Py_None ? NULL : callback);
 }
 
 static int
@@ -638,6 +654,7 @@ disabled_traverse(DisabledCallObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->fn);
     Py_VISIT(self->dict);
+    Py_VISIT(self->callback);
     return 0;
 }
 
@@ -646,6 +663,7 @@ disabled_clear(DisabledCallObject *self)
 {
     Py_CLEAR(self->fn); /* calls of a cleared instance raise */
     Py_CLEAR(self->dict);
+    Py_CLEAR(self->callback);
     return 0;
 }
 
@@ -658,6 +676,7 @@ disabled_dealloc(DisabledCallObject *self)
     }
     Py_CLEAR(self->dict);
     Py_CLEAR(self->fn);
+    Py_CLEAR(self->callback);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -676,7 +695,7 @@ disabled_descr_get(PyObject *self, PyObject *obj, PyObject *type)
     if (bound == NULL) {
         return NULL;
     }
-    PyObject *result = disabled_wrap(Py_TYPE(self), bound);
+    PyObject *result = disabled_wrap(Py_TYPE(self), bound, ((DisabledCallObject *)self)->callback);
     Py_DECREF(bound);
     return result;
 }
@@ -686,6 +705,9 @@ disabled_repr(DisabledCallObject *self)
 {
     if (self->fn == NULL) {
         return PyUnicode_FromString("<dynamo_lite._C.DisabledCall (cleared)>");
+    }
+    if (self->callback != NULL) {
+        return PyUnicode_FromFormat("<dynamo_lite compiled %R>", self->fn);
     }
     return PyUnicode_FromFormat("<dynamo_lite._C.DisabledCall of %R>",
                                 self->fn);
@@ -730,8 +752,9 @@ static PyTypeObject DisabledCallType = {
     .tp_basicsize = sizeof(DisabledCallObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
                 Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_doc = "DisabledCall(fn): calling it calls fn(*args, **kwargs) with "
-              "this thread's dynamo_lite callback switched off.",
+    .tp_doc = "DisabledCall(fn, callback=None): calling it calls fn(*args, **kwargs) "
+              "with this thread's dynamo_lite callback switched off (or set to callback "
+              "for the call), adding no Python frame.",
     .tp_new = disabled_new,
     .tp_dealloc = (destructor)disabled_dealloc,
     .tp_traverse = (traverseproc)disabled_traverse,

@@ -130,14 +130,9 @@ def compile(model: Optional[Union[Callable, torch.nn.Module]] = None, *, backend
     if isinstance(model, type):
         return model
 
-    @functools.wraps(model)
-    def compiled(*args, **kwargs):
-        prev = _C.set_callback(converter)
-        try:
-            return model(*args, **kwargs)
-        finally:
-            _C.set_callback(prev)
-
+    # a C-level wrapper: it sets the callback around the call and adds no Python frame
+    # (warnings' stacklevel, tracebacks and sys._getframe() see the caller directly)
+    compiled = functools.update_wrapper(_C.DisabledCall(model, converter), model)
     compiled._dl_compiled = True
     compiled._dl_converter = converter
     return compiled

@@ -1123,9 +1123,6 @@ def test_recwarn_inside_compiled_matches_eager(recwarn):
     assert (w.filename, w.lineno) == (__file__, _line_of(_warn_self, "warnings.warn"))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: warnings.warn(stacklevel=2) in a compiled function is attributed to "
-                                       "dynamo_lite/api.py (the compile wrapper frame), not to the caller's file; "
-                                       "e.g. DeprecationWarning from __main__ callers becomes hidden")
 def test_stacklevel2_warning_of_compiled_function_points_at_its_caller():
     e = _warns(_old_api, X)
     c = _warns(dynamo_lite.compile(_old_api, backend="eager"), X)
