@@ -658,6 +658,37 @@ def test_disabled_call_turns_hook_off_and_restores(hook):
     assert seen == [None]
 
 
+def test_disabled_call_with_a_callback_sets_it_for_the_call_only():
+    seen = []
+
+    def cb(*args):
+        return None
+
+    def inner(a):
+        seen.append(_C.get_callback())
+        if a < 0:
+            raise KeyError("x")
+        return a + 1
+
+    d = _C.DisabledCall(inner, cb)
+    assert "compiled" in repr(d)
+    before = sys.getrefcount(cb)
+    prev = _C.set_callback(None)
+    try:
+        for _ in range(1000):
+            assert d(1) == 2
+        with pytest.raises(KeyError):
+            d(-1)
+        assert _C.get_callback() is None
+    finally:
+        _C.set_callback(prev)
+    assert seen[0] is cb and seen[-1] is cb
+    seen.clear()
+    assert sys.getrefcount(cb) == before
+    with pytest.raises(TypeError):
+        _C.DisabledCall(inner, 5)
+
+
 def test_disabled_call_restores_on_exception(hook):
     def boom():
         raise KeyError("x")
