@@ -9,26 +9,33 @@ Tested by tests/test_api.py and tests/test_c_hook.py.
 from __future__ import annotations
 
 import contextlib
+import threading
 
 from . import _C
 
 
 class enable(contextlib.ContextDecorator):
-    """Capture frames that start in this block with ``callback`` (None: capture nothing)."""
+    """Capture frames that start in this block with ``callback`` (None: capture nothing).
 
-    __slots__ = ("callback", "prev")
+    Re-entrant and thread-safe: one instance (a decorator) may be entered again
+    inside itself (recursion) and from several threads; each thread keeps its
+    own stack of the callbacks to restore."""
+
+    __slots__ = ("callback", "_local")
 
     def __init__(self, callback):
         self.callback = callback
-        self.prev = None
+        self._local = threading.local()
 
     def __enter__(self):
-        self.prev = _C.set_callback(self.callback)
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        stack.append(_C.set_callback(self.callback))
         return self
 
     def __exit__(self, *exc):
-        _C.set_callback(self.prev)
-        self.prev = None
+        _C.set_callback(self._local.stack.pop())
         return False
 
 

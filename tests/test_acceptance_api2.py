@@ -379,9 +379,6 @@ def test_optimize_inner_block_with_other_backend_then_outer_resumes():
     assert (outer_cnt.frame_count, inner_cnt.frame_count) == (2, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: optimize() used as a decorator is not re-entrant (prev callback kept on "
-                                       "the shared instance): a recursive decorated call turns capture off for the "
-                                       "enclosing optimize block")
 def test_optimize_decorator_recursion_restores_outer_callback():
     outer_cnt, inner_cnt = CompileCounter(), CompileCounter()
 
@@ -1162,9 +1159,6 @@ def test_register_backend_by_name_and_decorator_with_name():
         backends._BACKENDS.pop(name, None)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: register_backend(name, fn) signature differs from torch's "
-                                       "register_backend(compiler_fn=None, name=None): bare @register_backend "
-                                       "registers nothing and replaces the function (docs: same contracts)")
 def test_register_backend_bare_decorator_as_in_torch():
     from dynamo_lite import backends
 

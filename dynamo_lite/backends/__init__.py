@@ -19,12 +19,22 @@ import torch
 _BACKENDS: dict[str, Callable] = {}
 
 
-def register_backend(name: str, fn: Callable = None):
-    """Register ``fn`` under ``name`` (usable as a decorator)."""
+def register_backend(name=None, fn: Callable = None, *, compiler_fn: Callable = None):
+    """Register a backend by name; every form returns the function (or a decorator):
+
+        register_backend("name", fn)        @register_backend("name")
+        @register_backend                   (torch's form: the function's own name)
+        register_backend(compiler_fn=fn, name="name")
+    """
+    if callable(name) and not isinstance(name, str):  # @register_backend / register_backend(fn)
+        name, fn = None, name
+    fn = fn if fn is not None else compiler_fn
+
     def deco(f):
-        if name in _BACKENDS:
-            raise ValueError(f"backend {name!r} is already registered")
-        _BACKENDS[name] = f
+        key = name if name is not None else f.__name__
+        if key in _BACKENDS:
+            raise ValueError(f"backend {key!r} is already registered")
+        _BACKENDS[key] = f
         return f
     return deco(fn) if fn is not None else deco
 
