@@ -251,7 +251,9 @@ def _user_dunder(tx, fn, a, b):
         # object.__ne__ inverts __eq__
         return ConstantVariable(not truth(tx, _user_dunder(tx, operator.eq, a, b)))
     if fn in _INPLACE_TO_PLAIN and _has_user_dunder(a, "__i" + names[0][2:]):
-        return a.call_method(tx, "__i" + names[0][2:], [b], {})
+        result = a.call_method(tx, "__i" + names[0][2:], [b], {})
+        if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
+            return result  # (NotImplemented: Python falls back to __add__ / __radd__, as below)
     if _has_user_dunder(a, names[0]):
         result = a.call_method(tx, names[0], [b], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):

@@ -423,6 +423,12 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
         return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
     if example is None or isinstance(example, (bool, int, float, complex, str, torch.dtype, torch.device)):
         # plain metadata: nothing to compute at run time (shapes are static)
+        if _is_state_query(node, example):
+            # torch.backends.mha.get_fastpath_enabled(), torch.is_anomaly_enabled(), ...: the answer
+            # now, guarded (the guard asks again on every call)
+            output.remove_node(node)
+            output.add_guard("GLOBAL_STATE", None, ("{f}() == {v}", (("f", node.target), ("v", example))))
+            return ConstantVariable(example)
         if not _folds_to_constant(node):
             output.remove_node(node)
             raise GraphBreak("DL0007", f"{_target_name(node.op, node.target)} returns a Python value the graph "
@@ -438,6 +444,21 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
     raise GraphBreak("DL0009", f"operation returned {type(example).__name__}, which a graph cannot hold")
 
 
+def _is_state_query(node: torch.fx.Node, example) -> bool:
+    """A torch function of no arguments that reads a global setting (is_*/are_*/get_*)."""
+    if node.op != "call_function" or node.args or node.kwargs or type(example) not in (bool, int, str):
+        return False
+    name = getattr(node.target, "__name__", "")
+    module = getattr(node.target, "__module__", None) or ""
+    return module.startswith("torch") and name.startswith(("is_", "are_", "get_"))
+
+
+def _takes_node(node: torch.fx.Node) -> bool:
+    found = []
+    torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n) or n)
+    return bool(found)
+
+
 def _folds_to_constant(node: torch.fx.Node) -> bool:
     """May a non-tensor result of this node be taken from the fake run as a constant?
     Yes for operators and torch.nn.functional helpers (pure functions of metadata);
@@ -448,7 +469,13 @@ def _folds_to_constant(node: torch.fx.Node) -> bool:
     if node.op == "call_method":
         return _has_side_effect(node)
     module = getattr(node.target, "__module__", None) or ""
-    return not module.startswith("torch") or module == "torch.nn.functional"
+    if not module.startswith("torch") or module == "torch.nn.functional":
+        return True
+    name = getattr(node.target, "__name__", "")
+    if name.startswith("__") and name.endswith("__"):
+        return False  # torch.Tensor.__repr__(t), __hash__, __format__: answered by the fake
+    # a torch function of tensors answering from their metadata (has_torch_function, is_complex)
+    return _takes_node(node)
 
 
 def _has_side_effect(node: torch.fx.Node) -> bool:

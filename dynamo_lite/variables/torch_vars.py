@@ -165,6 +165,17 @@ class TorchVariable(VariableTracker):
             if fn is torch.Tensor:
                 raise GraphBreak("DL0003", "calling torch.Tensor() directly")
             raise GraphBreak("DL0003", f"calling torch class {fn.__name__}")
+        if not args and not kwargs and getattr(fn, "__name__", "").startswith(("is_", "are_", "get_")) and \
+                not getattr(fn, "__name__", "").startswith("get_rng"):
+            # a query of a global setting (torch.backends.mha.get_fastpath_enabled()): the answer
+            # now, guarded by asking again on every call
+            try:
+                value = fn()
+            except Exception:  # noqa: BLE001 - not a plain query (e.g. needs a device): left to Python
+                value = None
+            if type(value) in (bool, int, str):
+                tx.output.add_guard("GLOBAL_STATE", None, ("{f}() == {v}", (("f", fn), ("v", value))))
+                return ConstantVariable(value)
         if not _graphable(fn):
             raise GraphBreak("DL0003", f"{self.describe()} is not a tensor operation dynamo_lite puts in graphs")
         return record_op(tx, "call_function", fn, list(args), kwargs)
