@@ -161,7 +161,8 @@ def _doc_from_results() -> int:
         with open(path) as f:
             data = json.load(f)
         env = env or data.get("env")
-        parts.append((title, module.render(data)))
+        date = (data.get("env") or {}).get("date")
+        parts.append((f"{title}, measured {date}" if date else title, module.render(data)))
     if env is None:
         print("no results in bench/results/")
         return 1
