@@ -28,6 +28,9 @@ from .. import bytecode_compat
 from .codegen import assemble, original_instructions
 from ..variables.base import NullVariable
 
+# Arguments of a resume function holding the saved value stack: STACK_PREFIX + slot.
+STACK_PREFIX = "___stack"
+
 # Values pushed by instructions that may break the graph (pops = pushes - net effect).
 _PUSHES = {
     "BINARY_OP": 1, "BINARY_SUBSCR": 1, "COMPARE_OP": 1, "CONTAINS_OP": 1, "IS_OP": 1,
@@ -105,7 +108,7 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     """Stub body: save the stack, call the resume function, return its result."""
     depth = len(succ.nulls)
     for i in reversed(range(depth)):
-        cg.store_fast(f"___stack{i}")  # a NULL slot stores NULL: the local just stays unbound
+        cg.store_fast(f"{STACK_PREFIX}{i}")  # a NULL slot stores NULL: the local just stays unbound
     live = live_local_names(state, succ.offset)
     resume_code = make_resume_code(code, succ.offset, succ.nulls, live)
     cg.emit("PUSH_NULL")
@@ -116,8 +119,8 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
         nargs += 1
     for i in range(depth):
         if not succ.nulls[i]:
-            cg.load_fast(f"___stack{i}")
-            cg.emit("DELETE_FAST", f"___stack{i}")  # only the stack holds it, as in the original frame
+            cg.load_fast(f"{STACK_PREFIX}{i}")
+            cg.emit("DELETE_FAST", f"{STACK_PREFIX}{i}")  # only the stack holds it, as in the original frame
             nargs += 1
     cg.call(nargs)
     cg.emit("RETURN_VALUE")
@@ -155,9 +158,9 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
         if is_null:
             prologue.append(Instr("PUSH_NULL", lineno=target_line))
         else:
-            argnames.append(f"___stack{i}")
-            prologue.append(Instr("LOAD_FAST", f"___stack{i}", lineno=target_line))
-            prologue.append(Instr("DELETE_FAST", f"___stack{i}", lineno=target_line))
+            argnames.append(f"{STACK_PREFIX}{i}")
+            prologue.append(Instr("LOAD_FAST", f"{STACK_PREFIX}{i}", lineno=target_line))
+            prologue.append(Instr("DELETE_FAST", f"{STACK_PREFIX}{i}", lineno=target_line))
     prologue.append(Instr("JUMP_FORWARD", label, lineno=target_line))
     bc = Bytecode(prologue + items)
     # the user's own name: tracebacks, logging's funcName and sys._getframe() see the function

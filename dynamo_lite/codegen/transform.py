@@ -319,7 +319,7 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     temps = sorted({x.arg for x in cg.instrs if isinstance(x, Instr) and x.name == "STORE_FAST"
                     and isinstance(x.arg, str) and x.arg.startswith(cg.temp_prefix)})
     # a resume function's saved-stack arguments are dead past its prologue (which deletes them)
-    temps += [n for n in bytecode_compat.arg_names(code) if n.startswith("___stack")]
+    temps += [n for n in bytecode_compat.arg_names(code) if n.startswith(resume_mod.STACK_PREFIX)]
     jump_in = [Instr("DELETE_FAST", name, lineno=cg.lineno) for name in temps]
     jump_in.append(Instr("JUMP_FORWARD", entry, lineno=cg.lineno))
     plan = resume_mod.plan_successors(code, insts, k, state.stack)

@@ -243,7 +243,7 @@ def explain(fn, *extra_args, backend="eager", **extra_kwargs):
     """``explain(fn)(*args, **kwargs) -> ExplainOutput`` (one fresh compile of the call)."""
     from ..api import compile as dl_compile, reset
 
-    if extra_args or extra_kwargs:  # torch._dynamo.explain(fn, *args) style
+    if extra_args or extra_kwargs:  # explain(fn, *args): the older one-call form
         return explain(fn, backend=backend)(*extra_args, **extra_kwargs)
 
     def run(*args, **kwargs):

@@ -53,8 +53,9 @@ class PythonModuleVariable(VariableTracker):
                                                           "itertools", "collections", "typing", "builtins")
         if trusted and type(value) in (bool, int, str, type(None)):  # (floats: math.pi, torch.nan, ... stay)
             # a flag or setting (torch.backends.cudnn.enabled, ...) may change: its value is guarded
-            for text in (f"type({{m}}.{name}) is {{t}}", f"{{m}}.{name} == {{v}}"):
-                tx.output.add_guard("EXPR", None, (text, (("m", self.module), ("t", type(value)), ("v", value))))
+            from .user_objects import guard_attr_value
+
+            guard_attr_value(tx, self.module, name, value)
             return ConstantVariable(value)
         source = None if trusted or self.source is None else AttrSource(self.source, name)
         return wrap(tx, value, source)

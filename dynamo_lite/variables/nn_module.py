@@ -34,7 +34,7 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, TypeSource
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import _mro_lookup
+from .user_objects import _mro_lookup, guard_class_attr
 
 
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
@@ -89,8 +89,7 @@ class NNModuleVariable(VariableTracker):
         if isinstance(cls_attr, property):
             if cls_attr.fget is None:
                 raise GraphBreak("DL0011", f"property {name!r} of {cls.__name__} has no getter")
-            if cls_src is not None:
-                tx.output.add_guard("ID", cls_src, cls_attr)
+            guard_class_attr(tx, cls_src, cls_attr)
             return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(cls_attr, type):
             raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
@@ -99,18 +98,13 @@ class NNModuleVariable(VariableTracker):
         if cls_attr is not None:
             if name in _MODULE_METHODS and owner.__module__.startswith("torch.nn.modules"):
                 return BoundMethodOfVariable(self, name)  # answered by call_method
+            if isinstance(cls_attr, (staticmethod, classmethod, types.FunctionType)):
+                guard_class_attr(tx, cls_src, cls_attr)
             if isinstance(cls_attr, staticmethod):
-                if cls_src is not None:
-                    tx.output.add_guard("ID", cls_src, cls_attr.__func__)
                 return UserFunctionVariable(cls_attr.__func__)
             if isinstance(cls_attr, classmethod):
-                if cls_src is not None:
-                    tx.output.add_guard("EXPR", cls_src, (f"{cls_src.name()}.__func__ is {{f}}",
-                                                          (("f", cls_attr.__func__),)))
                 return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
             if isinstance(cls_attr, types.FunctionType):
-                if cls_src is not None:
-                    tx.output.add_guard("ID", cls_src, cls_attr)
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
                 raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")

@@ -423,12 +423,6 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
         return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
     if example is None or isinstance(example, (bool, int, float, complex, str, torch.dtype, torch.device)):
         # plain metadata: nothing to compute at run time (shapes are static)
-        if _is_state_query(node, example):
-            # torch.backends.mha.get_fastpath_enabled(), torch.is_anomaly_enabled(), ...: the answer
-            # now, guarded (the guard asks again on every call)
-            output.remove_node(node)
-            output.add_guard("GLOBAL_STATE", None, ("{f}() == {v}", (("f", node.target), ("v", example))))
-            return ConstantVariable(example)
         if not _folds_to_constant(node):
             output.remove_node(node)
             raise GraphBreak("DL0007", f"{_target_name(node.op, node.target)} returns a Python value the graph "
@@ -442,15 +436,6 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
         return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
     output.remove_node(node)
     raise GraphBreak("DL0009", f"operation returned {type(example).__name__}, which a graph cannot hold")
-
-
-def _is_state_query(node: torch.fx.Node, example) -> bool:
-    """A torch function of no arguments that reads a global setting (is_*/are_*/get_*)."""
-    if node.op != "call_function" or node.args or node.kwargs or type(example) not in (bool, int, str):
-        return False
-    name = getattr(node.target, "__name__", "")
-    module = getattr(node.target, "__module__", None) or ""
-    return module.startswith("torch") and name.startswith(("is_", "are_", "get_"))
 
 
 def _takes_node(node: torch.fx.Node) -> bool:

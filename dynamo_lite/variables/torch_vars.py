@@ -165,17 +165,10 @@ class TorchVariable(VariableTracker):
             if fn is torch.Tensor:
                 raise GraphBreak("DL0003", "calling torch.Tensor() directly")
             raise GraphBreak("DL0003", f"calling torch class {fn.__name__}")
-        if not args and not kwargs and getattr(fn, "__name__", "").startswith(("is_", "are_", "get_")) and \
-                not getattr(fn, "__name__", "").startswith("get_rng"):
-            # a query of a global setting (torch.backends.mha.get_fastpath_enabled()): the answer
-            # now, guarded by asking again on every call
-            try:
-                value = fn()
-            except Exception:  # noqa: BLE001 - not a plain query (e.g. needs a device): left to Python
-                value = None
-            if type(value) in (bool, int, str):
-                tx.output.add_guard("GLOBAL_STATE", None, ("{f}() == {v}", (("f", fn), ("v", value))))
-                return ConstantVariable(value)
+        if not args and not kwargs:
+            answer = _setting_query(tx, fn)
+            if answer is not None:
+                return answer
         if not _graphable(fn):
             raise GraphBreak("DL0003", f"{self.describe()} is not a tensor operation dynamo_lite puts in graphs")
         return record_op(tx, "call_function", fn, list(args), kwargs)
@@ -206,3 +199,20 @@ def _graphable(fn) -> bool:
             return False
         return module in _GRAPHABLE_PY_MODULES or module.startswith("torch.nn.functional")
     return False
+
+
+def _setting_query(tx, fn):
+    """A zero-argument query of a global setting (``torch.backends.mha.get_fastpath_enabled()``,
+    ``torch.is_anomaly_enabled()``, ``torch.get_num_threads()``): the answer now, guarded by
+    asking again on every call.  None: not such a query (Python or the graph handles it)."""
+    name = getattr(fn, "__name__", "")
+    if not name.startswith(("is_", "are_", "get_")) or name.startswith("get_rng"):
+        return None
+    try:
+        value = fn()
+    except Exception:  # noqa: BLE001 - not a plain query (e.g. needs a device): left to Python
+        return None
+    if type(value) not in (bool, int, str):
+        return None
+    tx.output.add_guard("GLOBAL_STATE", None, ("{f}() == {v}", (("f", fn), ("v", value))))
+    return ConstantVariable(value)

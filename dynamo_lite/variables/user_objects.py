@@ -120,8 +120,7 @@ class _ObjectLike(VariableTracker):
         if isinstance(cls_attr, property):
             if cls_attr.fget is None:
                 raise GraphBreak("DL0011", f"property {name!r} has no getter")
-            if cls_src is not None:
-                tx.output.add_guard("ID", cls_src, cls_attr)
+            guard_class_attr(tx, cls_src, cls_attr)
             return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(
                 cls_attr, (types.FunctionType,)):
@@ -136,18 +135,13 @@ class _ObjectLike(VariableTracker):
             # the class's attribute, as long as the instance does not shadow it and
             # the class still holds the same value (both guarded when there is a source)
             self._guard_not_shadowed(tx, name)
+            if isinstance(cls_attr, (staticmethod, classmethod, types.FunctionType)):
+                guard_class_attr(tx, cls_src, cls_attr)
             if isinstance(cls_attr, staticmethod):
-                if cls_src is not None:
-                    tx.output.add_guard("ID", cls_src, cls_attr.__func__)
                 return UserFunctionVariable(cls_attr.__func__)
             if isinstance(cls_attr, classmethod):
-                if cls_src is not None:
-                    tx.output.add_guard("EXPR", cls_src, (f"{cls_src.name()}.__func__ is {{f}}",
-                                                          (("f", cls_attr.__func__),)))
                 return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
             if isinstance(cls_attr, types.FunctionType):
-                if cls_src is not None:
-                    tx.output.add_guard("ID", cls_src, cls_attr)
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
                 raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
@@ -420,6 +414,19 @@ class NewObjectVariable(_ObjectLike):
         return True
 
 
+def guard_class_attr(tx, cls_src, cls_attr) -> None:
+    """Guard that the class attribute at ``cls_src`` (``type(obj).name``) is still ``cls_attr``:
+    the function of a staticmethod/classmethod, else the object itself.  No source: nothing."""
+    if cls_src is None:
+        return
+    if isinstance(cls_attr, staticmethod):
+        tx.output.add_guard("ID", cls_src, cls_attr.__func__)
+    elif isinstance(cls_attr, classmethod):
+        tx.output.add_guard("EXPR", cls_src, (f"{cls_src.name()}.__func__ is {{f}}", (("f", cls_attr.__func__),)))
+    else:
+        tx.output.add_guard("ID", cls_src, cls_attr)
+
+
 def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
     """``type(obj)`` / ``obj.__class__`` as a tracker: sourced as ``type(<obj's source>)``
     when obj has one, so class attributes read through it are guarded."""
@@ -432,13 +439,14 @@ def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
     return wrap(tx, cls, None)
 
 
-def _guard_class_attr_value(tx, cls: type, name: str, value) -> None:
-    """Guard ``cls.name`` (cls reached without a source) by value: what the trace read stays."""
+def guard_attr_value(tx, owner, name: str, value) -> None:
+    """Guard ``owner.name`` (owner: a class or module reached without a source, held as a
+    constant) by value: equal scalars (NaN by identity), else the same object."""
     if type(value) in (bool, int, str, type(None)) or (type(value) is float and value == value):
-        for text in (f"type({{c}}.{name}) is {{t}}", f"{{c}}.{name} == {{v}}"):
-            tx.output.add_guard("EXPR", None, (text, (("c", cls), ("t", type(value)), ("v", value))))
+        for text in (f"type({{o}}.{name}) is {{t}}", f"{{o}}.{name} == {{v}}"):
+            tx.output.add_guard("EXPR", None, (text, (("o", owner), ("t", type(value)), ("v", value))))
     elif name.isidentifier():
-        tx.output.add_guard("EXPR", None, (f"{{c}}.{name} is {{v}}", (("c", cls), ("v", value))))
+        tx.output.add_guard("EXPR", None, (f"{{o}}.{name} is {{v}}", (("o", owner), ("v", value))))
 
 
 class UserDefinedClassVariable(VariableTracker):
@@ -491,7 +499,7 @@ class UserDefinedClassVariable(VariableTracker):
             raise GraphBreak("DL0011", f"class {self.value.__name__} has no attribute {name!r}")
         value = getattr(self.value, name)
         if self.source is None:  # a class met without a source: guard the attribute through the class itself
-            _guard_class_attr_value(tx, self.value, name, value)
+            guard_attr_value(tx, self.value, name, value)
             return wrap(tx, value, None)
         return wrap(tx, value, AttrSource(self.source, name))
 
