@@ -14,7 +14,7 @@ from . import config
 from .api import OptimizedModule, compile, disable, optimize, reset
 from .backends import list_backends, register_backend
 from .exc import Unsupported
-from .logging import set_logs
+from .log import set_logs
 from .report.explain import ExplainOutput, explain
 
 __all__ = [

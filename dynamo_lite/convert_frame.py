@@ -32,8 +32,9 @@ from typing import Optional
 
 import torch
 
+from . import graph_breaks as gb
 from . import _C, bytecode_compat, config
-from . import logging as dl_logging
+from . import log as dl_log
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .report import events
 from .codegen.resume import display_name, is_loop_body
@@ -146,7 +147,7 @@ class FrameConverter:
             recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, display_name(code),
                                 code.co_filename, code.co_firstlineno, reasons[0])
             recompiles_log.debug("[%s] Guard failures of all %d cache entries of %s (newest first):\n%s",
-                                 compile_id, len(reasons), display_name(code), dl_logging.lazy("\n".join, reasons))
+                                 compile_id, len(reasons), display_name(code), dl_log.lazy("\n".join, reasons))
             events.emit(events.RecompileEvent(display_name(code), code.co_filename, code.co_firstlineno,
                                               compile_id, reasons))
         else:
@@ -159,8 +160,8 @@ class FrameConverter:
             reason = ("a torch function mode is active (torch.set_default_device, `with torch.device(...)` "
                       "or a TorchFunctionMode)")
             if self.fullgraph:
-                raise Unsupported(reason, "DL0001", [_code_frame(code)])
-            self._fallback(code, reason, "DL0001", [_code_frame(code)], compile_id)
+                raise Unsupported(gb.FRAME_SKIPPED, reason, user_stack=[_code_frame(code)])
+            self._fallback(code, reason, gb.FRAME_SKIPPED, [_code_frame(code)], compile_id)
             return None
         # Tracing allocates many short-lived objects: a full collection of a big process
         # (torch, transformers) in the middle of a capture costs hundreds of milliseconds.
@@ -188,13 +189,13 @@ class FrameConverter:
         except SkipFrame as e:
             self._fallback(code, e.reason, e.break_id, e.user_stack or [_code_frame(code)], compile_id)
             if self.fullgraph:
-                raise Unsupported(e.reason, e.break_id, e.user_stack or [_code_frame(code)]) from None
+                raise Unsupported(e.break_id, e.reason, user_stack=e.user_stack or [_code_frame(code)]) from None
             return _C.SKIP if e.permanent else None
         except BackendCompilerFailed as e:
             if not config.suppress_errors or self.fullgraph:
                 raise
-            self._fallback(code, str(e), "DL0027", [_code_frame(code)], compile_id)
-            guard = getattr(e, "fallback_guard", None)
+            self._fallback(code, str(e), gb.BACKEND_FAILED, [_code_frame(code)], compile_id)
+            guard = e.fallback_guard
             if guard is None:
                 return None
             # calls that pass the same guards run the original code: the backend is not retried
@@ -206,7 +207,7 @@ class FrameConverter:
             text = f"internal error {type(e).__name__}: {e}"
             log.warning("dynamo_lite: %s while converting %s (%s:%d); running it eagerly.\n%s", text,
                         display_name(code), code.co_filename, code.co_firstlineno, traceback.format_exc())
-            self._fallback(code, text, "DL0026", [_code_frame(code)], compile_id)
+            self._fallback(code, text, gb.INTERNAL_ERROR, [_code_frame(code)], compile_id)
             return _C.SKIP
         finally:
             if shadowed:
@@ -247,7 +248,7 @@ class FrameConverter:
                 escape.user_stack = escape.user_stack or [_code_frame(code)]
                 brk, step = escape, escape.restart_step if step is None else min(step, escape.restart_step)
         else:
-            raise SkipFrame("generators made in the trace kept escaping it", "DL0021")
+            raise SkipFrame(gb.CALL_NOT_TRACED, "generators made in the trace kept escaping it")
         trace_seconds = time.perf_counter() - start
         output = tx.output
         compiled = None
@@ -279,15 +280,15 @@ class FrameConverter:
         _ENTRIES.setdefault(code, []).insert(0, info)
         if gm is not None:
             graph_code_log.info("[%s] Graph of %s:\n%s", compile_id, display_name(code),
-                                dl_logging.lazy(gm.print_readable, print_output=False))
+                                dl_log.lazy(gm.print_readable, print_output=False))
             events.emit(events.GraphEvent(compile_id, display_name(code), code.co_filename, code.co_firstlineno, gm,
                                           output.count_ops(), output.guards.render(), compile_seconds,
                                           trace_seconds, self.backend_name))
         guards_log.info("[%s] Guards of %s:\n%s", compile_id, display_name(code),
-                        dl_logging.lazy(lambda: "\n".join(output.guards.render())))
+                        dl_log.lazy(lambda: "\n".join(output.guards.render())))
         if new_code is not None:
             bytecode_log.info("[%s] Bytecode of %s:\n%s", compile_id, display_name(code),
-                              dl_logging.lazy(dl_logging.format_code_change, code, new_code))
+                              dl_log.lazy(dl_log.format_code_change, code, new_code))
         output.release_examples()
         return (guard.fn, new_code, self)
 
@@ -308,12 +309,12 @@ class FrameConverter:
                                          dict(tx.symbolic_locals), [], tx.return_value)
         else:
             if self.fullgraph:
-                if getattr(brk, "user_exception", False):
+                if brk.user_exception:
                     return None, None  # the user's code raises: run it so Python raises it
-                raise Unsupported(brk.reason, brk.break_id, brk.user_stack)
+                raise Unsupported(brk.break_id, brk.reason, user_stack=brk.user_stack)
             tx, again = self._trace(code, f_locals, func, step)
             if again is not None or not tx.stopped:
-                raise SkipFrame(f"trace was not reproducible up to the graph break ({brk.reason})", "DL0026")
+                raise SkipFrame(gb.INTERNAL_ERROR, f"trace was not reproducible up to the graph break ({brk.reason})")
             state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
                                          dict(tx.symbolic_locals), list(tx.stack), None, tx.ip)
         output = tx.output
@@ -332,7 +333,7 @@ class FrameConverter:
             try:
                 tx = InstructionTranslator(output, code, func, f_locals, stop_at_step)
             except GraphBreak as e:
-                raise SkipFrame(f"cannot read the frame's arguments: {e.reason}", e.break_id) from e
+                raise SkipFrame(e.break_id, f"cannot read the frame's arguments: {e.reason}") from e
             tx.run()
         except GraphBreak as e:
             return tx, e

@@ -1,20 +1,26 @@
-"""Three failure kinds, three exception types.
+"""Three failure kinds, three exception types, one constructor order.
 
 - ``GraphBreak``: "break the graph here".  The interpreter met something it
   cannot put in a graph at a known instruction; the frame is compiled up to
   that instruction, the instruction runs in Python, and the rest resumes.
 - ``SkipFrame``: "run this frame eagerly".  Nothing is captured for the frame.
-- ``InternalError``: a bug in dynamo_lite.  Re-raised when
-  ``config.raise_internal_errors`` is set (tests), logged and fallen back
+- ``InternalError``: a bug in dynamo_lite (an invariant of ours broke).  Re-raised
+  when ``config.raise_internal_errors`` is set (tests), logged and fallen back
   from otherwise.
 
 ``Unsupported`` is the public error raised by ``fullgraph=True`` compiles.
-Tested by tests/test_graph_breaks.py and tests/test_fallback.py.
+
+Every failure that names a break type takes ``(break_id, reason, *, ...)`` in that
+order; ``break_id`` is one of the constants of ``graph_breaks`` (never a literal).
+This module imports only ``graph_breaks`` (to check the id is registered).
+Tested by tests/unit/test_exc.py and the graph-break tests under tests/breaks/.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Any, Optional, Sequence
+
+from . import graph_breaks
 
 
 @dataclasses.dataclass
@@ -33,61 +39,89 @@ class UserFrame:
         return text
 
 
+def _checked(break_id: str) -> str:
+    if break_id not in graph_breaks.REGISTRY:
+        raise InternalError(f"unregistered break id {break_id!r} (add it to graph_breaks.py)")
+    return break_id
+
+
 class DynamoLiteError(Exception):
     """Base class of every error dynamo_lite raises on purpose."""
+
+
+class InternalError(DynamoLiteError):
+    """A bug in dynamo_lite (never the user's fault): an invariant of ours does not hold."""
 
 
 class GraphBreak(DynamoLiteError):
     """The graph must end before the current instruction.
 
     Attributes:
-        break_id: stable id from ``graph_breaks.REGISTRY`` (e.g. ``"DL0003"``).
+        break_id: stable id, a constant of ``graph_breaks`` (e.g. ``graph_breaks.DATA_DEPENDENT``).
         reason: one sentence, specific to this occurrence.
         user_stack: innermost-last list of ``UserFrame`` (filled by the translator).
+        user_exception: True when the break is the user's own code raising (fullgraph then lets
+            Python raise it instead of reporting a capture failure); set by the translator.
+        restart_step: root-frame step at which the trace must restart to stop before the cause
+            (a generator that must be real, a traced raise whose handlers ran); None: break here.
     """
 
-    def __init__(self, break_id: str, reason: str):
+    def __init__(self, break_id: str, reason: str, *, user_stack: Sequence[UserFrame] = ()):
         super().__init__(reason)
-        self.break_id = break_id
+        self.break_id = _checked(break_id)
         self.reason = reason
-        self.user_stack: list[UserFrame] = []
+        self.user_stack: list[UserFrame] = list(user_stack)
+        self.user_exception: bool = False
+        self.restart_step: Optional[int] = None
 
 
 class SkipFrame(DynamoLiteError):
-    """Run this frame eagerly; capture nothing for it."""
+    """Run this frame eagerly; capture nothing for it.
 
-    def __init__(self, reason: str, break_id: str = "DL0001", permanent: bool = True):
+    Attributes:
+        break_id, reason, user_stack: as for ``GraphBreak``.
+        permanent: True: the code is never captured again (until reset()); False: only this
+            call runs eagerly (the reason depends on the arguments; existing entries stay in use).
+    """
+
+    def __init__(self, break_id: str, reason: str, *, user_stack: Sequence[UserFrame] = (),
+                 permanent: bool = True):
         super().__init__(reason)
+        self.break_id = _checked(break_id)
         self.reason = reason
-        self.break_id = break_id
-        self.user_stack: list[UserFrame] = []
-        # True: the code is never captured again (until reset()); False: only this call runs
-        # eagerly (the reason depends on the arguments; existing entries stay in use)
+        self.user_stack: list[UserFrame] = list(user_stack)
         self.permanent = permanent
 
 
-class InternalError(DynamoLiteError):
-    """A bug in dynamo_lite (never the user's fault)."""
-
-
 class BackendCompilerFailed(DynamoLiteError):
-    """The backend raised while compiling a graph."""
+    """The backend raised while compiling a graph.
+
+    Attributes:
+        fallback_guard: the compiled guard of the graph that failed (set by convert_frame),
+            so calls that pass it run the original code instead of retrying the backend;
+            None when unknown.
+    """
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.fallback_guard: Optional[Any] = None
 
 
 class Unsupported(DynamoLiteError):
-    """Raised to the user by ``fullgraph=True`` when capture cannot be whole."""
+    """Raised to the user by ``fullgraph=True`` when capture cannot be whole.
 
-    def __init__(self, reason: str, break_id: str = "", user_stack=None):
+    Attributes: break_id, reason, user_stack as for ``GraphBreak``.
+    """
+
+    def __init__(self, break_id: str, reason: str, *, user_stack: Sequence[UserFrame] = ()):
+        self.break_id = _checked(break_id)
         self.reason = reason
-        self.break_id = break_id
-        self.user_stack = list(user_stack or [])
+        self.user_stack = list(user_stack)
         where = ""
         if self.user_stack:
             top = self.user_stack[-1]
             where = f" at {top.filename}:{top.lineno}"
-        text = f"{reason}{where}"
-        if break_id:
-            text = f"[{break_id}] {text}"
+        text = f"[{break_id}] {reason}{where}"
         if self.user_stack:
             text += "\nUser stack (most recent call last):\n" + "\n".join(
                 str(f) for f in self.user_stack

@@ -25,148 +25,151 @@ class BreakType:
 REGISTRY: dict[str, BreakType] = {}
 
 
-def _register(id, title, explanation, *hints):
+def _register(id: str, title: str, explanation: str, *hints: str) -> str:
+    """Add a break type; returns its id, bound below to the name code refers to it by."""
+    assert id not in REGISTRY, id
     REGISTRY[id] = BreakType(id, title, explanation, tuple(hints))
+    return id
 
 
 def _example(id, source):
     REGISTRY[id] = dataclasses.replace(REGISTRY[id], example=source.strip("\n"))
 
 
-_register("DL0001", "Frame skipped",
-          "dynamo_lite does not trace this kind of frame (comprehension or generator frames, frames "
-          "with no arguments it can name); the frame runs as ordinary Python.",
-          "Nothing to do: the frame is correct, only not captured.")
-_register("DL0002", "Unknown type",
-          "The interpreter needed the Python type of a value it cannot know at trace time.",
-          "Pass plain tensors, numbers, containers or modules into compiled code.")
-_register("DL0003", "Unsupported call",
-          "A call to a function or class that dynamo_lite cannot put in a graph: Python runs it.",
-          "Move the call outside the compiled function, or replace it by torch operations.",
-          "If it is pure tensor math, use torch.* functions instead of a library call.")
-_register("DL0004", "Unsupported attribute",
-          "Reading this attribute needs Python code dynamo_lite does not trace (e.g. a custom "
-          "__getattribute__ or a descriptor).",
-          "Read the attribute before calling the compiled function and pass it in.")
-_register("DL0005", "Unsupported iteration",
-          "Iterating over a value whose items are not known at trace time.",
-          "Iterate over lists, tuples, dicts, ranges, tensors or nn.ModuleList instead.")
-_register("DL0006", "Value cannot be rebuilt",
-          "Generated code must rebuild this value after the graph, and dynamo_lite does not know how.",
-          "Avoid returning or keeping alive objects created inside the compiled region that close "
-          "over inlined frames.")
-_register("DL0007", "Data-dependent value",
-          "The code needs a Python value computed from tensor data (.item(), .tolist(), bool(tensor), "
-          "an op with a data-dependent output shape). The graph ends before it; Python computes it.",
-          "Keep the decision in tensors: torch.where(cond, a, b) instead of `if`, masks instead of "
-          "nonzero().",
-          "Move .item()/.tolist() calls to the end of the function.")
-_register("DL0008", "Side effect outside the graph",
-          "The operation changes state a graph cannot represent (autograd calls, RNG seeding, module "
-          "structure, storage).",
-          "Do it before or after the compiled function.")
-_register("DL0009", "Value not known at trace time",
-          "An operation needs a value (a key, an index, a format argument) that is only known when the "
-          "code runs.",
-          "Use constants or values derived from tensor shapes; pass other values as arguments.")
-_register("DL0010", "Operation raises",
-          "The operation raised an exception while tracing (or would raise): Python runs it so the "
-          "exception is exactly the one eager raises.",
-          "Usually a bug in the user code that eager shows as well; fix the error.")
-_register("DL0011", "Missing attribute",
-          "The attribute does not exist at trace time (AttributeError in Python).",
-          "Check the attribute name; hasattr()/getattr(obj, name, default) are supported.")
-_register("DL0012", "Bad call arguments",
-          "A call's arguments do not match the function's parameters (TypeError in Python).",
-          "Fix the call; Python raises the TypeError.")
-_register("DL0013", "Module hooks",
-          "The nn.Module has forward/backward hooks; the module call runs in Python so hooks fire.",
-          "Remove hooks from modules inside the compiled region, or compile the module itself.")
-_register("DL0014", "print",
-          "print() writes to stdout, which a graph cannot do: the graph ends and Python prints.",
-          "Remove debug prints from hot code, or use logging outside the compiled function.")
-_register("DL0015", "Exception raised",
-          "User code raises or builds an exception here; Python raises it.",
-          "Nothing to do: the exception propagates as in eager.")
-_register("DL0016", "Module or parameter created",
-          "Creating nn.Modules or nn.Parameters inside compiled code is not traced.",
-          "Create modules in __init__, not in forward.")
-_register("DL0017", "Unsupported bytecode",
-          "An instruction dynamo_lite does not interpret (match statements, async, deleting "
-          "attributes, module and class bodies).",
-          "Move that code out of the compiled function.")
-_register("DL0018", "Trace too long",
-          "The frame executed more instructions than config.max_traced_instructions while tracing "
-          "(usually a very long unrolled loop); it runs eagerly.",
-          "Compile the loop body instead of the loop, or raise config.max_traced_instructions.")
-_register("DL0019", "Non-standard builtins",
-          "The frame's __builtins__ is not the builtins module.",
-          "Run the code with normal builtins.")
-_register("DL0020", "Unbound name",
-          "A name is read before it is assigned (NameError/UnboundLocalError in Python).",
-          "Fix the name; Python raises the error.")
-_register("DL0021", "Call not traced",
-          "The called function lives in code dynamo_lite does not trace (the standard library, torch "
-          "internals) or is a coroutine; Python calls it.",
-          "If it is your code, it will be captured as a frame of its own.")
-_register("DL0022", "Inlining too deep",
-          "Inlined calls nested deeper than config.max_inline_depth (recursion?).",
-          "Bound the recursion, or raise config.max_inline_depth.")
-_register("DL0023", "Import",
-          "An import statement inside compiled code (imports can run module code).",
-          "Import at module level.")
-_register("DL0024", "Unsupported context manager",
-          "A with-statement on a context manager other than grad mode or a user class with Python "
-          "__enter__/__exit__.",
-          "Enter the context outside the compiled function.")
-_register("DL0025", "Branch on a tensor",
-          "An if/while condition is a tensor: which way it goes depends on tensor data. The graph ends "
-          "at the branch, Python decides it, and each side is captured separately.",
-          "Use torch.where or masking to keep both sides in one graph.")
-_register("DL0026", "Internal error",
-          "dynamo_lite hit a bug while converting this frame; it runs eagerly.",
-          "Please report it with the log line (DYNAMO_LITE_LOGS=+graph_breaks).")
-_register("DL0027", "Backend failed",
-          "The backend raised while compiling a graph.",
-          "Try backend='eager' to check the capture; report the backend error.")
-_register("DL0028", "Cache limit reached",
-          "The frame was compiled config.cache_size_limit times (guards keep failing); it runs eagerly "
-          "when no cached entry matches.",
-          "Make inputs stable (same dtypes/shapes/Python values) or raise config.cache_size_limit.")
+FRAME_SKIPPED = _register("DL0001", "Frame skipped",
+                          "dynamo_lite does not trace this kind of frame (comprehension or generator frames, frames "
+                          "with no arguments it can name); the frame runs as ordinary Python.",
+                          "Nothing to do: the frame is correct, only not captured.")
+UNKNOWN_TYPE = _register("DL0002", "Unknown type",
+                         "The interpreter needed the Python type of a value it cannot know at trace time.",
+                         "Pass plain tensors, numbers, containers or modules into compiled code.")
+UNSUPPORTED_CALL = _register("DL0003", "Unsupported call",
+                             "A call to a function or class that dynamo_lite cannot put in a graph: Python runs it.",
+                             "Move the call outside the compiled function, or replace it by torch operations.",
+                             "If it is pure tensor math, use torch.* functions instead of a library call.")
+UNSUPPORTED_ATTRIBUTE = _register("DL0004", "Unsupported attribute",
+                                  "Reading this attribute needs Python code dynamo_lite does not trace (e.g. a custom "
+                                  "__getattribute__ or a descriptor).",
+                                  "Read the attribute before calling the compiled function and pass it in.")
+UNSUPPORTED_ITERATION = _register("DL0005", "Unsupported iteration",
+                                  "Iterating over a value whose items are not known at trace time.",
+                                  "Iterate over lists, tuples, dicts, ranges, tensors or nn.ModuleList instead.")
+CANNOT_REBUILD = _register("DL0006", "Value cannot be rebuilt",
+                           "Generated code must rebuild this value after the graph, and dynamo_lite does not know how.",
+                           "Avoid returning or keeping alive objects created inside the compiled region that close "
+                           "over inlined frames.")
+DATA_DEPENDENT = _register("DL0007", "Data-dependent value",
+                           "The code needs a Python value computed from tensor data (.item(), .tolist(), bool(tensor), "
+                           "an op with a data-dependent output shape). The graph ends before it; Python computes it.",
+                           "Keep the decision in tensors: torch.where(cond, a, b) instead of `if`, masks instead of "
+                           "nonzero().",
+                           "Move .item()/.tolist() calls to the end of the function.")
+SIDE_EFFECT = _register("DL0008", "Side effect outside the graph",
+                        "The operation changes state a graph cannot represent (autograd calls, RNG seeding, module "
+                        "structure, storage).",
+                        "Do it before or after the compiled function.")
+VALUE_UNKNOWN = _register("DL0009", "Value not known at trace time",
+                          "An operation needs a value (a key, an index, a format argument) that is only known when the "
+                          "code runs.",
+                          "Use constants or values derived from tensor shapes; pass other values as arguments.")
+OPERATION_RAISES = _register("DL0010", "Operation raises",
+                             "The operation raised an exception while tracing (or would raise): Python runs it so the "
+                             "exception is exactly the one eager raises.",
+                             "Usually a bug in the user code that eager shows as well; fix the error.")
+MISSING_ATTRIBUTE = _register("DL0011", "Missing attribute",
+                              "The attribute does not exist at trace time (AttributeError in Python).",
+                              "Check the attribute name; hasattr()/getattr(obj, name, default) are supported.")
+BAD_ARGUMENTS = _register("DL0012", "Bad call arguments",
+                          "A call's arguments do not match the function's parameters (TypeError in Python).",
+                          "Fix the call; Python raises the TypeError.")
+MODULE_HOOKS = _register("DL0013", "Module hooks",
+                         "The nn.Module has forward/backward hooks; the module call runs in Python so hooks fire.",
+                         "Remove hooks from modules inside the compiled region, or compile the module itself.")
+PRINT = _register("DL0014", "print",
+                  "print() writes to stdout, which a graph cannot do: the graph ends and Python prints.",
+                  "Remove debug prints from hot code, or use logging outside the compiled function.")
+EXCEPTION_RAISED = _register("DL0015", "Exception raised",
+                             "User code raises or builds an exception here; Python raises it.",
+                             "Nothing to do: the exception propagates as in eager.")
+MODULE_CREATED = _register("DL0016", "Module or parameter created",
+                           "Creating nn.Modules or nn.Parameters inside compiled code is not traced.",
+                           "Create modules in __init__, not in forward.")
+UNSUPPORTED_BYTECODE = _register("DL0017", "Unsupported bytecode",
+                                 "An instruction dynamo_lite does not interpret (match statements, async, deleting "
+                                 "attributes, module and class bodies).",
+                                 "Move that code out of the compiled function.")
+TRACE_TOO_LONG = _register("DL0018", "Trace too long",
+                           "The frame executed more instructions than config.max_traced_instructions while tracing "
+                           "(usually a very long unrolled loop); it runs eagerly.",
+                           "Compile the loop body instead of the loop, or raise config.max_traced_instructions.")
+NONSTANDARD_BUILTINS = _register("DL0019", "Non-standard builtins",
+                                 "The frame's __builtins__ is not the builtins module.",
+                                 "Run the code with normal builtins.")
+UNBOUND_NAME = _register("DL0020", "Unbound name",
+                         "A name is read before it is assigned (NameError/UnboundLocalError in Python).",
+                         "Fix the name; Python raises the error.")
+CALL_NOT_TRACED = _register("DL0021", "Call not traced",
+                            "The called function lives in code dynamo_lite does not trace (the standard library, torch "
+                            "internals) or is a coroutine; Python calls it.",
+                            "If it is your code, it will be captured as a frame of its own.")
+INLINING_TOO_DEEP = _register("DL0022", "Inlining too deep",
+                              "Inlined calls nested deeper than config.max_inline_depth (recursion?).",
+                              "Bound the recursion, or raise config.max_inline_depth.")
+IMPORT = _register("DL0023", "Import",
+                   "An import statement inside compiled code (imports can run module code).",
+                   "Import at module level.")
+UNSUPPORTED_CONTEXT_MANAGER = _register("DL0024", "Unsupported context manager",
+                                        "A with-statement on a context manager other than grad mode or a user class with Python "
+                                        "__enter__/__exit__.",
+                                        "Enter the context outside the compiled function.")
+TENSOR_BRANCH = _register("DL0025", "Branch on a tensor",
+                          "An if/while condition is a tensor: which way it goes depends on tensor data. The graph ends "
+                          "at the branch, Python decides it, and each side is captured separately.",
+                          "Use torch.where or masking to keep both sides in one graph.")
+INTERNAL_ERROR = _register("DL0026", "Internal error",
+                           "dynamo_lite hit a bug while converting this frame; it runs eagerly.",
+                           "Please report it with the log line (DYNAMO_LITE_LOGS=+graph_breaks).")
+BACKEND_FAILED = _register("DL0027", "Backend failed",
+                           "The backend raised while compiling a graph.",
+                           "Try backend='eager' to check the capture; report the backend error.")
+CACHE_LIMIT = _register("DL0028", "Cache limit reached",
+                        "The frame was compiled config.cache_size_limit times (guards keep failing); it runs eagerly "
+                        "when no cached entry matches.",
+                        "Make inputs stable (same dtypes/shapes/Python values) or raise config.cache_size_limit.")
 
 
 # Examples: the smallest code that breaks with each id (the docs show them; tests check them).
-_example("DL0003", """
+_example(UNSUPPORTED_CALL, """
 import zlib
 
 def f(x):
     checksum = zlib.crc32(b"abc")   # a C function dynamo_lite knows nothing about
     return x + checksum
 """)
-_example("DL0007", """
+_example(DATA_DEPENDENT, """
 def f(x):
     scale = x.abs().max().item()   # a Python float computed from tensor data
     return x / scale
 """)
-_example("DL0008", """
+_example(SIDE_EFFECT, """
 def f(x):
     torch.manual_seed(0)           # changes the global RNG state
     return x + torch.rand(3)
 """)
-_example("DL0013", """
+_example(MODULE_HOOKS, """
 layer = torch.nn.Linear(3, 3)
 layer.register_forward_hook(lambda module, args, out: None)
 
 def f(x):
     return layer(x).relu()
 """)
-_example("DL0014", """
+_example(PRINT, """
 def f(x):
     y = x * 2
     print("y:", y.shape)           # debug print
     return y + 1
 """)
-_example("DL0017", """
+_example(UNSUPPORTED_BYTECODE, """
 def f(x):
     match x.shape:                 # a match statement with a sequence pattern
         case (n, m):
@@ -174,14 +177,14 @@ def f(x):
         case _:
             return x
 """)
-_example("DL0021", """
+_example(CALL_NOT_TRACED, """
 import json
 
 def f(x):
     tag = json.dumps({"n": 3})     # standard-library code is not traced
     return x + len(tag)
 """)
-_example("DL0025", """
+_example(TENSOR_BRANCH, """
 def f(x):
     if x.sum() > 0:                # which branch runs depends on tensor data
         return x + 1

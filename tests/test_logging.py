@@ -1,4 +1,4 @@
-"""Log artifacts (dynamo_lite/logging.py): DYNAMO_LITE_LOGS syntax, set_logs(), what each artifact shows."""
+"""Log artifacts (dynamo_lite/log.py): DYNAMO_LITE_LOGS syntax, set_logs(), what each artifact shows."""
 import logging
 import os
 import re
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite import logging as dl_logging
+from dynamo_lite import log as dl_logging
 
 
 @pytest.fixture(autouse=True)

@@ -91,7 +91,7 @@ class _Warnings(logging.Handler):
         self.stream = stream
 
     def emit(self, record):
-        from dynamo_lite import logging as dl_logging
+        from dynamo_lite import log as dl_logging
 
         if not dl_logging.get_settings():  # with set_logs active, its handler prints the record
             self.stream.write(record.getMessage() + "\n")

@@ -17,6 +17,7 @@ from typing import Any, Optional
 import torch
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
+from .. import graph_breaks as gb
 from .. import bytecode_compat
 
 from ..exc import SkipFrame
@@ -29,7 +30,7 @@ class CodegenFailed(SkipFrame):
     """A value cannot be rebuilt by generated code: the frame runs eagerly."""
 
     def __init__(self, reason: str):
-        super().__init__(reason, "DL0006")
+        super().__init__(gb.CANNOT_REBUILD, reason)
 
 
 class PyCodegen:

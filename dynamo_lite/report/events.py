@@ -87,7 +87,7 @@ class _BreakLike(_Event):
 class GraphBreakEvent(_BreakLike):
     """The graph was cut before an instruction; Python ran it and the rest resumed."""
 
-    break_id: str  # registry id (dynamo_lite/graph_breaks.py), e.g. "DL0014"
+    break_id: str  # registry id (dynamo_lite/graph_breaks.py), e.g. DL0014 (graph_breaks.PRINT)
     reason: str  # one sentence about this occurrence
     user_stack: list  # list[UserFrame], innermost last
     frame: str  # code name of the frame that broke

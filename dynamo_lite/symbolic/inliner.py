@@ -20,6 +20,7 @@ from __future__ import annotations
 import types
 from typing import Optional
 
+from .. import graph_breaks as gb
 from .. import bytecode_compat, config
 from ..exc import GraphBreak
 from ..variables.base import VariableTracker
@@ -87,7 +88,7 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         except GraphBreak as e:
             if not e.user_stack:
                 e.user_stack = child.user_stack()
-            prior = getattr(e, "restart_step", None)
+            prior = e.restart_step
             e.restart_step = self.created_at_step if prior is None else min(prior, self.created_at_step)
             raise
         except BaseException:
@@ -103,7 +104,7 @@ class GeneratorObjectVariable(LazyIteratorVariable):
     def var_getattr(self, tx, name):
         if name in ("send", "throw", "close") or name.startswith("gi_"):
             # only the real generator has them: Python makes it (and runs what follows)
-            brk = GraphBreak("DL0021", f"generator {self.generator}() used through .{name}")
+            brk = GraphBreak(gb.CALL_NOT_TRACED, f"generator {self.generator}() used through .{name}")
             brk.restart_step = self.created_at_step
             brk.user_stack = list(self.created_where)
             raise brk
@@ -139,7 +140,7 @@ class GeneratorEscapes(GraphBreak):
     break): the trace restarts to stop where it was created (convert_frame)."""
 
     def __init__(self, step: int, reason: str):
-        super().__init__("DL0021", reason)
+        super().__init__(gb.CALL_NOT_TRACED, reason)
         self.restart_step = step
 
 
@@ -147,14 +148,14 @@ def inline_call(parent: InstructionTranslatorBase, fn_var, args: list, kwargs: d
     if isinstance(fn_var, UserFunctionVariable):
         reason = is_inlinable_function(fn_var.fn)
         if reason is not None:
-            raise GraphBreak("DL0021", f"call to {fn_var.fn.__qualname__} is not traced: {reason}")
+            raise GraphBreak(gb.CALL_NOT_TRACED, f"call to {fn_var.fn.__qualname__} is not traced: {reason}")
     code = fn_var.get_code()
     flags = code.co_flags
     is_generator = bool(flags & bytecode_compat.CO_GENERATOR)
     if flags & (bytecode_compat.CO_COROUTINE | bytecode_compat.CO_ASYNC_GENERATOR | bytecode_compat.CO_ITERABLE_COROUTINE):
-        raise GraphBreak("DL0021", f"{code.co_name} is a coroutine")
+        raise GraphBreak(gb.CALL_NOT_TRACED, f"{code.co_name} is a coroutine")
     if parent.depth + 1 > config.max_inline_depth:
-        raise GraphBreak("DL0022", f"inlining deeper than config.max_inline_depth={config.max_inline_depth} "
+        raise GraphBreak(gb.INLINING_TOO_DEEP, f"inlining deeper than config.max_inline_depth={config.max_inline_depth} "
                                    "(recursion?)")
     bound = fn_var.bind_args(parent, args, kwargs)
     cells: dict[str, CellVariable] = {}
@@ -168,7 +169,7 @@ def inline_call(parent: InstructionTranslatorBase, fn_var, args: list, kwargs: d
         cells.setdefault(name, CellVariable("local", name=name))
     closure = fn_var.closure_cells(parent)
     if len(closure) != len(code.co_freevars):
-        raise GraphBreak("DL0021", f"closure of {code.co_name} does not match its code")
+        raise GraphBreak(gb.CALL_NOT_TRACED, f"closure of {code.co_name} does not match its code")
     for name, cell in zip(code.co_freevars, closure):
         cells[name] = cell
     child = InliningTranslator(parent, code, fn_var.get_globals(), symbolic_locals, cells, is_generator)

@@ -23,6 +23,7 @@ import linecache
 import types
 from typing import Optional
 
+from .. import graph_breaks as gb
 from .. import bytecode_compat, config
 from ..exc import GraphBreak, SkipFrame, UserFrame
 from ..source import ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
@@ -136,7 +137,7 @@ class InstructionTranslatorBase:
         self.ip += 1
         handler = HANDLERS.get(inst.opname)
         if handler is None:
-            raise GraphBreak("DL0017", f"opcode {inst.opname} is not supported")
+            raise GraphBreak(gb.UNSUPPORTED_BYTECODE, f"opcode {inst.opname} is not supported")
         try:
             handler(self, inst)
         except SymbolicException as e:
@@ -146,7 +147,7 @@ class InstructionTranslatorBase:
             # there (the real frame never raised): break where it was raised.
             handling = self.handling_step()
             if handling is not None:
-                prior = getattr(e, "restart_step", None)
+                prior = e.restart_step
                 e.restart_step = handling if prior is None else min(prior, handling)
             raise
 
@@ -198,8 +199,8 @@ class InstructionTranslatorBase:
         root.total_steps += 1
         if root.total_steps > config.max_traced_instructions:
             raise SkipFrame(
-                f"trace exceeded config.max_traced_instructions={config.max_traced_instructions} "
-                "(a very long unrolled loop?)", "DL0018")
+                gb.TRACE_TOO_LONG, f"trace exceeded config.max_traced_instructions={config.max_traced_instructions} "
+                "(a very long unrolled loop?)")
 
     def root(self) -> "InstructionTranslator":
         tx = self
@@ -240,8 +241,8 @@ class InstructionTranslatorBase:
                 from ..variables.builder import wrap as _wrap
 
                 return _wrap(self, builtins_dict[name], None)
-            raise GraphBreak("DL0019", "frame uses a non-standard __builtins__")
-        raise GraphBreak("DL0020", f"name {name!r} is not defined (NameError)")
+            raise GraphBreak(gb.NONSTANDARD_BUILTINS, "frame uses a non-standard __builtins__")
+        raise GraphBreak(gb.UNBOUND_NAME, f"name {name!r} is not defined (NameError)")
 
     def global_source(self, name: str):
         import sys
@@ -256,7 +257,7 @@ class InstructionTranslatorBase:
 
     def store_global(self, name: str, value: VariableTracker) -> None:
         if self.f_globals is not self.output.f_globals:
-            raise GraphBreak("DL0008", "assigning a global of another module")
+            raise GraphBreak(gb.SIDE_EFFECT, "assigning a global of another module")
         self.output.side_effects.store_global(name, value)
 
     def cell_load(self, name: str) -> VariableTracker:
@@ -269,7 +270,7 @@ class InstructionTranslatorBase:
                 try:
                     value = real.cell_contents
                 except ValueError as e:
-                    raise GraphBreak("DL0020", f"free variable {name!r} referenced before assignment") from e
+                    raise GraphBreak(gb.UNBOUND_NAME, f"free variable {name!r} referenced before assignment") from e
                 cell.contents = wrap(self, value, cell.source)
             elif cell.kind == "real":
                 from ..source import AttrSource
@@ -278,10 +279,10 @@ class InstructionTranslatorBase:
                 try:
                     value = cell.real_cell.cell_contents
                 except ValueError as e:
-                    raise GraphBreak("DL0020", f"free variable {name!r} referenced before assignment") from e
+                    raise GraphBreak(gb.UNBOUND_NAME, f"free variable {name!r} referenced before assignment") from e
                 cell.contents = wrap(self, value, AttrSource(cell.source, "cell_contents") if cell.source else None)
             else:
-                raise GraphBreak("DL0020", f"local variable {name!r} referenced before assignment")
+                raise GraphBreak(gb.UNBOUND_NAME, f"local variable {name!r} referenced before assignment")
         return cell.contents
 
     def cell_store(self, name: str, value: VariableTracker) -> None:
@@ -290,18 +291,18 @@ class InstructionTranslatorBase:
         self.output.side_effects.version += 1
         if cell.kind == "real" or (cell.kind == "root" and cell.source is not None):
             if cell.kind == "real" and cell.source is None:
-                raise GraphBreak("DL0008", "assigning a closure variable of a function without a source")
+                raise GraphBreak(gb.SIDE_EFFECT, "assigning a closure variable of a function without a source")
             self.output.side_effects.store_cell(cell, value)
 
     def zero_arg_super(self):
         code = self.code
         if "__class__" not in self.cells or not code.co_argcount:
-            raise GraphBreak("DL0003", "super() without arguments outside a method")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "super() without arguments outside a method")
         cls = self.cell_load("__class__").as_python_constant()
         first = code.co_varnames[0]
         obj = self.cells[first].contents if first in self.cells else self.symbolic_locals.get(first)
         if obj is None:
-            raise GraphBreak("DL0003", "super(): first argument is unbound")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "super(): first argument is unbound")
         return cls, obj
 
     # ---- calls ------------------------------------------------------------
@@ -363,7 +364,7 @@ class InstructionTranslator(InstructionTranslatorBase):
                 self.step()
                 self.steps += 1
         except SymbolicException as e:
-            brk = GraphBreak("DL0015", f"{e.exc.describe()} raised by traced code leaves the frame "
+            brk = GraphBreak(gb.EXCEPTION_RAISED, f"{e.exc.describe()} raised by traced code leaves the frame "
                                        "(Python raises it)")
             brk.user_stack = self._active.user_stack()
             brk.user_exception = True  # not a capture failure (fullgraph lets Python raise it)
@@ -374,7 +375,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         except GraphBreak as e:
             if not e.user_stack:
                 e.user_stack = self._active.user_stack()
-            restart = getattr(e, "restart_step", None)
+            restart = e.restart_step
             self.break_step = self.steps if restart is None else restart
             raise
 

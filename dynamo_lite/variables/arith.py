@@ -14,6 +14,7 @@ from __future__ import annotations
 import operator
 
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -71,7 +72,7 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
 
     if any(_is_tensor(a) for a in args):
         if fn is operator.not_:
-            raise GraphBreak("DL0007", "`not tensor` depends on tensor data")
+            raise GraphBreak(gb.DATA_DEPENDENT, "`not tensor` depends on tensor data")
         if fn in _INPLACE_TO_PLAIN and not _is_tensor(args[0]):
             fn = _INPLACE_TO_PLAIN[fn]
         if fn in (operator.is_, operator.is_not):
@@ -88,7 +89,7 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         try:
             result = fn(*values)
         except Exception as e:  # noqa: BLE001 - let Python raise it for real
-            raise GraphBreak("DL0010", f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} at trace time") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} at trace time") from e
         from .containers import wrap_constant_result
 
         return wrap_constant_result(result)
@@ -110,7 +111,7 @@ def _is_set(v, frozen=None) -> bool:
 def _identity_compare(fn, a, b) -> bool:
     same = _same_object(a, b)
     if same is None:
-        raise GraphBreak("DL0009", "identity of these values is not known at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "identity of these values is not known at trace time")
     return same if fn is operator.is_ else not same
 
 
@@ -162,14 +163,14 @@ def _compare_sequences(tx, fn, a, b):
     if isinstance(a, ListVariable) != isinstance(b, ListVariable):
         if fn in (operator.eq, operator.ne):
             return ConstantVariable(fn is operator.ne)
-        raise GraphBreak("DL0010", f"comparing {a.describe()} with {b.describe()} (TypeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, f"comparing {a.describe()} with {b.describe()} (TypeError)")
     if fn in (operator.eq, operator.ne) and len(a.items) != len(b.items):
         return ConstantVariable(fn is operator.ne)
     for x, y in zip(a.items, b.items):
         if _same_object(x, y) is True:
             continue  # CPython compares items by identity first
         if _is_tensor(x) or _is_tensor(y):
-            raise GraphBreak("DL0007", "comparing sequences of tensors depends on tensor data")
+            raise GraphBreak(gb.DATA_DEPENDENT, "comparing sequences of tensors depends on tensor data")
         if truth(tx, apply_operator(tx, operator.eq, [x, y])):
             continue
         if fn is operator.eq:
@@ -199,7 +200,7 @@ def _sequence_or_object_op(tx, fn, args):
                 try:
                     result = fn(*values)
                 except Exception as e:  # noqa: BLE001 - let Python raise it for real
-                    raise GraphBreak("DL0010", f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}") from e
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__}") from e
                 if fn not in COMPARE.values() and isinstance(result, (list, dict, set)) and \
                         (result is values[0] or result is values[1]):
                     values = None  # an operand came back: keep its identity (handled below)
@@ -215,7 +216,7 @@ def _sequence_or_object_op(tx, fn, args):
                 if isinstance(a, SizeVariable) or isinstance(b, SizeVariable):
                     return SizeVariable([*a.items, *b.items])
                 return TupleVariable([*a.items, *b.items])
-            raise GraphBreak("DL0010", f"cannot concatenate {a.describe()} and {b.describe()} (TypeError)")
+            raise GraphBreak(gb.OPERATION_RAISES, f"cannot concatenate {a.describe()} and {b.describe()} (TypeError)")
         if plain is operator.mul and isinstance(a, BaseListVariable) and b.is_python_constant():
             n = b.as_python_constant()
             if isinstance(n, int) and not isinstance(n, bool):
@@ -234,9 +235,9 @@ def _sequence_or_object_op(tx, fn, args):
     if len(args) == 1 and fn is operator.not_:
         t = args[0].truthiness(tx)
         if t is None:
-            raise GraphBreak("DL0007", f"truth value of {args[0].describe()} is not known at trace time")
+            raise GraphBreak(gb.DATA_DEPENDENT, f"truth value of {args[0].describe()} is not known at trace time")
         return ConstantVariable(not t)
-    raise GraphBreak("DL0009", f"operator {getattr(fn, '__name__', fn)} on {', '.join(a.describe() for a in args)}")
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"operator {getattr(fn, '__name__', fn)} on {', '.join(a.describe() for a in args)}")
 
 
 def _user_dunder(tx, fn, a, b):
@@ -245,7 +246,7 @@ def _user_dunder(tx, fn, a, b):
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     names = _DUNDER.get(plain) or _COMPARE_DUNDER.get(plain)
     if names is None:
-        raise GraphBreak("DL0009", f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
     if plain is operator.ne and not _has_user_dunder(a, "__ne__") and not _has_user_dunder(b, "__ne__") and (
             _has_user_dunder(a, "__eq__") or _has_user_dunder(b, "__eq__")):
         # object.__ne__ inverts __eq__
@@ -259,7 +260,7 @@ def _user_dunder(tx, fn, a, b):
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
     elif isinstance(a, _ObjectLike) and a.has_class_attr(names[0]) and not _object_default(a, names[0]):
-        raise GraphBreak("DL0009", f"{a.describe()}.{names[0]} is not a Python function")
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"{a.describe()}.{names[0]} is not a Python function")
     if _has_user_dunder(b, names[1]):
         result = b.call_method(tx, names[1], [a], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
@@ -268,7 +269,7 @@ def _user_dunder(tx, fn, a, b):
         same = _same_object(a, b)
         if same is not None:
             return ConstantVariable(same if plain is operator.eq else not same)
-    raise GraphBreak("DL0009", f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
 
 
 def _has_user_dunder(v, name: str) -> bool:
@@ -304,18 +305,18 @@ def contains(tx, item, container) -> VariableTracker:
     from .containers import BaseListVariable, DictVariable, DictViewVariable, SetVariable
 
     if _is_tensor(container):
-        raise GraphBreak("DL0007", "`in` on a tensor depends on tensor data")
+        raise GraphBreak(gb.DATA_DEPENDENT, "`in` on a tensor depends on tensor data")
     if isinstance(container, (DictVariable, SetVariable, DictViewVariable)):
         return container.call_method(tx, "__contains__", [item], {})
     if container.is_python_constant() and not isinstance(container, BaseListVariable):
         value = container.as_python_constant()
         if isinstance(value, (str, bytes)):  # substring test, not membership of characters
             if not item.is_python_constant():
-                raise GraphBreak("DL0010", f"`in <{type(value).__name__}>` requires a {type(value).__name__} operand")
+                raise GraphBreak(gb.OPERATION_RAISES, f"`in <{type(value).__name__}>` requires a {type(value).__name__} operand")
             try:
                 return ConstantVariable(item.as_python_constant() in value)
             except TypeError as e:
-                raise GraphBreak("DL0010", f"`in` raised TypeError: {e}") from e
+                raise GraphBreak(gb.OPERATION_RAISES, f"`in` raised TypeError: {e}") from e
         if isinstance(value, range) and item.is_python_constant():
             return ConstantVariable(item.as_python_constant() in value)
     if isinstance(container, BaseListVariable) or container.is_python_constant():
@@ -325,11 +326,11 @@ def contains(tx, item, container) -> VariableTracker:
             if same:
                 return ConstantVariable(True)
             if _is_tensor(candidate) or _is_tensor(item):
-                raise GraphBreak("DL0007", "`in` with tensors compares tensor data")
+                raise GraphBreak(gb.DATA_DEPENDENT, "`in` with tensors compares tensor data")
             result = apply_operator(tx, operator.eq, [candidate, item])
             equal = result.truthiness(tx)
             if equal is None:
-                raise GraphBreak("DL0007", "`in` comparison not known at trace time")
+                raise GraphBreak(gb.DATA_DEPENDENT, "`in` comparison not known at trace time")
             if equal:
                 return ConstantVariable(True)
         return ConstantVariable(False)
@@ -344,7 +345,7 @@ def unary_op(tx, opname: str, v):
 def truth(tx, v) -> bool:
     t = v.truthiness(tx)
     if t is None:
-        raise GraphBreak("DL0007", f"truth value of {v.describe()} is not known at trace time")
+        raise GraphBreak(gb.DATA_DEPENDENT, f"truth value of {v.describe()} is not known at trace time")
     return t
 
 

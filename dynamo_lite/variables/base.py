@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, TYPE_CHECKING
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,7 +46,7 @@ class VariableTracker:
 
     # ---- what the value is ------------------------------------------------
     def python_type(self) -> type:
-        raise GraphBreak("DL0002", f"type of {self.describe()} is unknown at trace time")
+        raise GraphBreak(gb.UNKNOWN_TYPE, f"type of {self.describe()} is unknown at trace time")
 
     def is_python_constant(self) -> bool:
         try:
@@ -69,10 +70,10 @@ class VariableTracker:
 
     # ---- operations -------------------------------------------------------
     def var_getattr(self, tx, name: str) -> "VariableTracker":
-        raise GraphBreak("DL0004", f"attribute {name!r} of {self.describe()} is not supported")
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"attribute {name!r} of {self.describe()} is not supported")
 
     def call_function(self, tx, args: list, kwargs: dict) -> "VariableTracker":
-        raise GraphBreak("DL0003", f"calling {self.describe()} is not supported")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"calling {self.describe()} is not supported")
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> "VariableTracker":
         if name == "__getattribute__" and len(args) == 1 and args[0].is_python_constant():
@@ -88,7 +89,7 @@ class VariableTracker:
 
     def unpack(self, tx) -> list["VariableTracker"]:
         """Items of an iterable whose length is known at trace time."""
-        raise GraphBreak("DL0005", f"cannot iterate over {self.describe()} at trace time")
+        raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"cannot iterate over {self.describe()} at trace time")
 
     def has_len(self) -> bool:
         return False
@@ -98,7 +99,7 @@ class VariableTracker:
         if self.source is not None:
             self.source.reconstruct(cg)
             return
-        raise GraphBreak("DL0006", f"cannot rebuild {self.describe()} in generated code")
+        raise GraphBreak(gb.CANNOT_REBUILD, f"cannot rebuild {self.describe()} in generated code")
 
     def can_reconstruct(self) -> bool:
         return self.source is not None

@@ -24,6 +24,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, Source
 from .base import VariableTracker
@@ -91,19 +92,19 @@ def _wrap(tx, value, source):
         return BuiltinVariable(value, source)
     if isinstance(value, torch.Tensor):
         if source is None:
-            raise GraphBreak("DL0009", "a tensor reached without a source (e.g. a class attribute) is not supported")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "a tensor reached without a source (e.g. a class attribute) is not supported")
         if type(value) is not torch.Tensor and \
                 getattr(type(value), "__torch_function__", None) is not torch._C._disabled_torch_function_impl:
             # a subclass whose ops return the subclass (Tensor.__torch_function__): fake values
             # would be plain tensors, so types and subclass overrides would differ from eager
             from ..exc import SkipFrame
 
-            raise SkipFrame(f"tensor subclass {type(value).__qualname__} with __torch_function__", "DL0002",
+            raise SkipFrame(gb.UNKNOWN_TYPE, f"tensor subclass {type(value).__qualname__} with __torch_function__",
                             permanent=False)
         return _aliased(tx, value, source, lambda: output.add_graph_input(source, value))
     if isinstance(value, dict) and type(value) not in (dict,) and _is_model_output(value):
         if source is None:
-            raise GraphBreak("DL0009", "a ModelOutput reached without a source")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "a ModelOutput reached without a source")
         from .model_output import ModelOutputVariable
 
         return _aliased(tx, value, source, lambda: ModelOutputVariable.from_real(tx, value, source))
@@ -233,7 +234,7 @@ def _wrap(tx, value, source):
         guard("ID", source, value)
         return BuiltinVariable(value, source)
     if isinstance(value, types.CellType):
-        raise GraphBreak("DL0009", "a raw closure cell")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "a raw closure cell")
     guard("TYPE", source, type(value))
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
         return ObjectVariable(value, source)

@@ -23,6 +23,7 @@ import operator
 import types
 from typing import Any, Callable
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
@@ -103,7 +104,7 @@ class BuiltinVariable(VariableTracker):
                 getter = fn(*[a.as_python_constant() for a in args],
                             **{k: v.as_python_constant() for k, v in kwargs.items()})
             except Exception as e:  # noqa: BLE001 - raise it for real
-                raise GraphBreak("DL0010", f"{_name(fn)}() raised {type(e).__name__}") from e
+                raise GraphBreak(gb.OPERATION_RAISES, f"{_name(fn)}() raised {type(e).__name__}") from e
             return OperatorGetterVariable(getter)
         if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()) \
                 and _is_pure(fn):
@@ -111,7 +112,7 @@ class BuiltinVariable(VariableTracker):
                 value = fn(*[a.as_python_constant() for a in args],
                            **{k: v.as_python_constant() for k, v in kwargs.items()})
             except Exception as e:  # noqa: BLE001 - raise it for real, from Python
-                raise GraphBreak("DL0010", f"{_name(fn)}() raised {type(e).__name__} at trace time") from e
+                raise GraphBreak(gb.OPERATION_RAISES, f"{_name(fn)}() raised {type(e).__name__} at trace time") from e
             from .containers import wrap_constant_result
 
             return wrap_constant_result(value)
@@ -119,7 +120,7 @@ class BuiltinVariable(VariableTracker):
             from .misc import ExceptionVariable
 
             return ExceptionVariable.create(tx, fn, args, kwargs)
-        raise GraphBreak("DL0003", f"builtin {_name(fn)}() with arguments ({', '.join(a.describe() for a in args)})")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"builtin {_name(fn)}() with arguments ({', '.join(a.describe() for a in args)})")
 
     def var_getattr(self, tx, name):
         from .builder import wrap
@@ -130,7 +131,7 @@ class BuiltinVariable(VariableTracker):
             return BoundMethodOfVariable(self, name)
         value = getattr(self.value, name, None)
         if value is None:
-            raise GraphBreak("DL0011", f"{_name(self.value)} has no attribute {name!r}")
+            raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{_name(self.value)} has no attribute {name!r}")
         return wrap(tx, value, None)
 
     def call_method(self, tx, name, args, kwargs):
@@ -170,11 +171,11 @@ def call_handler(handler, fn, tx, args, kwargs):
             _check_keywords(fn, args, kwargs)
         sig.bind(tx, *args, **kwargs)
     except TypeError as e:
-        raise GraphBreak("DL0012", f"{_name(fn)}() called with unexpected arguments ({e})") from e
+        raise GraphBreak(gb.BAD_ARGUMENTS, f"{_name(fn)}() called with unexpected arguments ({e})") from e
     try:
         return handler(tx, *args, **kwargs)
     except NotImplementedError as e:  # as_python_constant() of a value that is not a constant
-        raise GraphBreak("DL0009", f"{_name(fn)}() with arguments not known at trace time") from e
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"{_name(fn)}() with arguments not known at trace time") from e
 
 
 # keywords accepted by builtins that have no inspect.signature (the others are checked
@@ -242,7 +243,7 @@ def _arith_call(tx, fn, args, kwargs):
     from .arith import apply_operator
 
     if kwargs:
-        raise GraphBreak("DL0003", f"operator.{fn.__name__} with keyword arguments")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"operator.{fn.__name__} with keyword arguments")
     return apply_operator(tx, fn, list(args))
 
 
@@ -279,7 +280,7 @@ def _op_truth(tx, v):
 def _op_getters(tx, *args, **kwargs):
     if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()):
         return None  # made by BuiltinVariable.call_function as an OperatorGetterVariable
-    raise GraphBreak("DL0003", "operator getters with arguments not known at trace time")
+    raise GraphBreak(gb.UNSUPPORTED_CALL, "operator getters with arguments not known at trace time")
 
 
 _GETTER_TYPES = (operator.itemgetter, operator.attrgetter, operator.methodcaller)
@@ -311,7 +312,7 @@ class OperatorGetterVariable(VariableTracker):
         from .containers import TupleVariable
 
         if len(args) != 1 or kwargs:
-            raise GraphBreak("DL0012", f"{type(self.getter).__name__} expects one argument")
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"{type(self.getter).__name__} expects one argument")
         obj = args[0]
         from .containers import wrap_constant_result
 
@@ -349,18 +350,18 @@ def _len(tx, obj):
     from .tensor import TensorVariable
 
     if isinstance(obj, ListIteratorVariable):
-        raise GraphBreak("DL0010", f"len() of {obj.describe()} (TypeError: iterators have no len())")
+        raise GraphBreak(gb.OPERATION_RAISES, f"len() of {obj.describe()} (TypeError: iterators have no len())")
 
     if isinstance(obj, TensorVariable):
         if obj.example.dim() == 0:
-            raise GraphBreak("DL0010", "len() of a 0-d tensor")
+            raise GraphBreak(gb.OPERATION_RAISES, "len() of a 0-d tensor")
         return ConstantVariable(int(obj.example.shape[0]))
     if obj.is_python_constant() and not hasattr(obj, "items"):
         value = obj.as_python_constant()
         try:
             return ConstantVariable(len(value))
         except TypeError as e:
-            raise GraphBreak("DL0010", f"len() of {type(value).__name__}") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"len() of {type(value).__name__}") from e
     if hasattr(obj, "items") and isinstance(getattr(obj, "items"), (list, dict)):
         return ConstantVariable(len(obj.items))
     return ConstantVariable(checked_len(obj.call_method(tx, "__len__", [], {})))
@@ -370,10 +371,10 @@ def checked_len(result: VariableTracker) -> int:
     """The int len() makes of ``__len__``'s result (True -> 1); a result len() rejects
     (negative: ValueError, not an int: TypeError) breaks so Python raises it."""
     if not result.is_python_constant():
-        raise GraphBreak("DL0009", "__len__() result not known at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "__len__() result not known at trace time")
     value = result.as_python_constant()
     if type(value) not in (int, bool) or value < 0:
-        raise GraphBreak("DL0010", f"__len__() returned {type(value).__name__} {value!r} (len() raises)")
+        raise GraphBreak(gb.OPERATION_RAISES, f"__len__() returned {type(value).__name__} {value!r} (len() raises)")
     return int(value)
 
 
@@ -389,7 +390,7 @@ def _isinstance(tx, obj, classes):
         if isinstance(classes, TupleVariable):
             classes = ConstantVariable(tuple(c.as_python_constant() for c in classes.items))
         else:
-            raise GraphBreak("DL0009", "isinstance() with a class not known at trace time")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "isinstance() with a class not known at trace time")
     cls = classes.as_python_constant()
     t = _python_type(tx, obj)
     try:
@@ -402,7 +403,7 @@ def _isinstance(tx, obj, classes):
             return ConstantVariable(issubclass(getattr(obj, "real_type", torch.Tensor), cls))
         return ConstantVariable(issubclass(t, cls))
     except TypeError as e:
-        raise GraphBreak("DL0010", "isinstance() arg 2 must be a type or tuple of types") from e
+        raise GraphBreak(gb.OPERATION_RAISES, "isinstance() arg 2 must be a type or tuple of types") from e
 
 
 @_handler(builtins.issubclass)
@@ -411,7 +412,7 @@ def _issubclass(tx, a, b):
         try:
             return ConstantVariable(issubclass(a.as_python_constant(), b.as_python_constant()))
         except TypeError as e:
-            raise GraphBreak("DL0010", "issubclass() raised TypeError") from e
+            raise GraphBreak(gb.OPERATION_RAISES, "issubclass() raised TypeError") from e
     return None
 
 
@@ -422,7 +423,7 @@ def _type(tx, *args):
     import torch
 
     if len(args) != 1:
-        raise GraphBreak("DL0003", "type() with 3 arguments creates a class")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, "type() with 3 arguments creates a class")
     obj = args[0]
     if isinstance(obj, TensorVariable):
         return wrap(tx, getattr(obj, "real_type", torch.Tensor), None)
@@ -434,13 +435,13 @@ def _type(tx, *args):
 @_handler(builtins.getattr)
 def _getattr(tx, obj, name, *default):
     if not name.is_python_constant():
-        raise GraphBreak("DL0009", "getattr() with a name not known at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "getattr() with a name not known at trace time")
     if not isinstance(name.as_python_constant(), str):
-        raise GraphBreak("DL0010", "getattr(): attribute name must be a string (TypeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, "getattr(): attribute name must be a string (TypeError)")
     try:
         return obj.var_getattr(tx, name.as_python_constant())
     except GraphBreak as e:
-        if default and e.break_id == "DL0011":
+        if default and e.break_id == gb.MISSING_ATTRIBUTE:
             _guard_attribute_absent(tx, obj, name.as_python_constant())
             return default[0]
         raise
@@ -449,14 +450,14 @@ def _getattr(tx, obj, name, *default):
 @_handler(builtins.hasattr)
 def _hasattr(tx, obj, name):
     if not name.is_python_constant():
-        raise GraphBreak("DL0009", "hasattr() with a name not known at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "hasattr() with a name not known at trace time")
     if not isinstance(name.as_python_constant(), str):
-        raise GraphBreak("DL0010", "hasattr(): attribute name must be a string (TypeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, "hasattr(): attribute name must be a string (TypeError)")
     try:
         obj.var_getattr(tx, name.as_python_constant())
         return TRUE
     except GraphBreak as e:
-        if e.break_id == "DL0011":
+        if e.break_id == gb.MISSING_ATTRIBUTE:
             _guard_attribute_absent(tx, obj, name.as_python_constant())
             return FALSE
         raise
@@ -493,7 +494,7 @@ def _setattr(tx, obj, name, value):
     from ..symbolic.opcodes.helpers import store_attr
 
     if not name.is_python_constant():
-        raise GraphBreak("DL0009", "setattr() with a name not known at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "setattr() with a name not known at trace time")
     store_attr(tx, obj, name.as_python_constant(), value)
     return NONE
 
@@ -518,8 +519,8 @@ def _range(tx, *args):
         try:
             return ConstantVariable(range(*[a.as_python_constant() for a in args]))
         except (TypeError, ValueError) as e:
-            raise GraphBreak("DL0010", f"range() raised {type(e).__name__}") from e
-    raise GraphBreak("DL0009", "range() with arguments not known at trace time")
+            raise GraphBreak(gb.OPERATION_RAISES, f"range() raised {type(e).__name__}") from e
+    raise GraphBreak(gb.VALUE_UNKNOWN, "range() with arguments not known at trace time")
 
 
 def _iter_items(tx, obj) -> list:
@@ -534,11 +535,11 @@ def _enumerate(tx, iterable, start=None):
     s = 0
     if start is not None:
         if not start.is_python_constant():
-            raise GraphBreak("DL0009", "enumerate() start not known at trace time")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "enumerate() start not known at trace time")
         try:
             s = operator.index(start.as_python_constant())
         except TypeError as e:
-            raise GraphBreak("DL0010", f"enumerate() start raised TypeError: {e}") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"enumerate() start raised TypeError: {e}") from e
     return EnumerateIteratorVariable(iterate(tx, iterable), s)  # lazy: items on demand
 
 
@@ -548,7 +549,7 @@ def _zip(tx, *iterables, strict=None):
     from .iterators import ZipIteratorVariable
 
     if strict is not None and not strict.is_python_constant():
-        raise GraphBreak("DL0009", "zip(strict=...) not known at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "zip(strict=...) not known at trace time")
     # lazy: items on demand; a strict zip breaks where Python raises ValueError
     return ZipIteratorVariable([iterate(tx, it) for it in iterables],
                                strict=strict is not None and bool(strict.as_python_constant()))
@@ -566,7 +567,7 @@ def _reversed(tx, seq):
     if isinstance(seq, DictViewVariable):
         return DictIteratorVariable(seq.dict_var, seq.kind, reverse=True)
     if isinstance(seq, (SetVariable, ListIteratorVariable)):
-        raise GraphBreak("DL0010", f"reversed() of {seq.describe()} (TypeError: not reversible)")
+        raise GraphBreak(gb.OPERATION_RAISES, f"reversed() of {seq.describe()} (TypeError: not reversible)")
     if seq.is_python_constant() and isinstance(seq.as_python_constant(), range):
         return ListIteratorVariable(list(reversed(_iter_items(tx, seq))), kind=type(iter(range(0))))
     return ListIteratorVariable(list(reversed(_iter_items(tx, seq))), kind=reversed)
@@ -577,7 +578,7 @@ def _iter(tx, obj, *sentinel):
     from .containers import DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable
 
     if sentinel:
-        raise GraphBreak("DL0003", "iter() with a sentinel")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, "iter() with a sentinel")
     if isinstance(obj, ListIteratorVariable):
         return obj
     if isinstance(obj, (ListVariable, DictVariable, SetVariable, DictViewVariable)):
@@ -592,12 +593,12 @@ def _next(tx, it, *default):
     from .containers import ListIteratorVariable
 
     if not isinstance(it, ListIteratorVariable):
-        raise GraphBreak("DL0003", f"next() on {it.describe()}")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"next() on {it.describe()}")
     item = it.next_item(tx)
     if item is None:
         if default:
             return default[0]
-        raise GraphBreak("DL0010", "next() raised StopIteration")
+        raise GraphBreak(gb.OPERATION_RAISES, "next() raised StopIteration")
     return item
 
 
@@ -609,11 +610,11 @@ def sort_items(tx, items, kwargs):
     else:
         keys = items
     if not all(k.is_python_constant() for k in keys):
-        raise GraphBreak("DL0009", "sorting values not known at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "sorting values not known at trace time")
     try:
         order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
     except TypeError as e:  # unorderable values: Python raises it at the call
-        raise GraphBreak("DL0010", f"sorting raised TypeError: {e}") from e
+        raise GraphBreak(gb.OPERATION_RAISES, f"sorting raised TypeError: {e}") from e
     return [items[i] for i in order]
 
 
@@ -629,23 +630,23 @@ def _minmax(fn):
         from .tensor import TensorVariable
 
         if not args or (len(args) > 1 and "default" in kwargs):
-            raise GraphBreak("DL0012", f"{fn.__name__}() arguments (TypeError)")
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"{fn.__name__}() arguments (TypeError)")
         items = list(args) if len(args) > 1 else _iter_items(tx, args[0])
         if not items:
             if "default" in kwargs:
                 return kwargs["default"]
-            raise GraphBreak("DL0010", f"{fn.__name__}() of an empty sequence")
+            raise GraphBreak(gb.OPERATION_RAISES, f"{fn.__name__}() of an empty sequence")
         if any(isinstance(i, TensorVariable) for i in items):
-            raise GraphBreak("DL0007", f"{fn.__name__}() of tensors compares tensor data")
+            raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}() of tensors compares tensor data")
         key = kwargs.get("key")
         keys = [key.call_function(tx, [i], {}) for i in items] if key is not None else items
         if not all(k.is_python_constant() for k in keys):
-            raise GraphBreak("DL0009", f"{fn.__name__}() of values not known at trace time")
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{fn.__name__}() of values not known at trace time")
         values = [k.as_python_constant() for k in keys]
         try:
             best = fn(values)
         except TypeError as e:  # unorderable values: Python raises it at the call
-            raise GraphBreak("DL0010", f"{fn.__name__}() raised TypeError: {e}") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"{fn.__name__}() raised TypeError: {e}") from e
         return items[values.index(best)]
     return impl
 
@@ -660,7 +661,7 @@ def _sum(tx, iterable, start=None):
 
     if start is not None and start.is_python_constant() and isinstance(start.as_python_constant(),
                                                                        (str, bytes, bytearray)):
-        raise GraphBreak("DL0010", "sum() can't sum strings or bytes (TypeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, "sum() can't sum strings or bytes (TypeError)")
     total = start if start is not None else ConstantVariable(0)
     for item in _iter_items(tx, iterable):
         total = binary_op(tx, "+", total, item)
@@ -700,7 +701,7 @@ def _map(tx, fn, *iterables):
     from .iterators import MapIteratorVariable
 
     if not iterables:
-        raise GraphBreak("DL0010", "map() must have at least two arguments (TypeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, "map() must have at least two arguments (TypeError)")
     return MapIteratorVariable(fn, [iterate(tx, it) for it in iterables])  # lazy: fn runs on demand
 
 
@@ -760,14 +761,14 @@ def _scalar_conversion(fn):
         from .tensor import TensorVariable
 
         if args and isinstance(args[0], TensorVariable):
-            raise GraphBreak("DL0007", f"{fn.__name__}(tensor) reads a value out of the tensor")
+            raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}(tensor) reads a value out of the tensor")
         if args and not args[0].is_python_constant():
             if fn is bool:
                 from .arith import truth
 
                 return ConstantVariable(truth(tx, args[0]))
             if fn is str:
-                raise GraphBreak("DL0003", f"str() of {args[0].describe()}")
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"str() of {args[0].describe()}")
         return None  # fold as a pure builtin
     return impl
 
@@ -778,7 +779,7 @@ for _fn in (int, float, bool, str, complex):
 
 @_handler(builtins.print)
 def _print(tx, *args, **kwargs):
-    raise GraphBreak("DL0014", "print() writes to stdout")
+    raise GraphBreak(gb.PRINT, "print() writes to stdout")
 
 
 @_handler(builtins.super)
@@ -787,7 +788,7 @@ def _super(tx, *args):
 
     if args:
         if len(args) != 2:
-            raise GraphBreak("DL0003", "super() with one argument")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "super() with one argument")
         return SuperVariable(args[0].as_python_constant(), args[1])
     cls, obj = tx.zero_arg_super()
     return SuperVariable(cls, obj)
@@ -805,10 +806,10 @@ def _object_setattr(tx, obj, name, value):
     if isinstance(obj, _ObjectLike) and name.is_python_constant() and plain:
         if not getattr(obj.value_type, "__dictoffset__", 1) and not hasattr(
                 type(_mro_lookup(obj.value_type, name.as_python_constant())[0]), "__set__"):
-            raise GraphBreak("DL0010", "object.__setattr__ of a name with no slot and no __dict__ (AttributeError)")
+            raise GraphBreak(gb.OPERATION_RAISES, "object.__setattr__ of a name with no slot and no __dict__ (AttributeError)")
         tx.output.side_effects.store_attr(obj, name.as_python_constant(), value)
         return NONE
-    raise GraphBreak("DL0008", "object.__setattr__ on this value")
+    raise GraphBreak(gb.SIDE_EFFECT, "object.__setattr__ on this value")
 
 
 @_handler(object.__init__)
@@ -839,7 +840,7 @@ def _dict_slot(fn):
         if present:
             return wrap(tx, dict.__getitem__(obj.value, key), ItemSource(obj.source, key))
         if fn is dict.__getitem__:
-            raise GraphBreak("DL0010", f"KeyError: {key!r}")
+            raise GraphBreak(gb.OPERATION_RAISES, f"KeyError: {key!r}")
         return args[1] if len(args) == 2 else NONE
     return impl
 
@@ -888,7 +889,7 @@ _register_pick()
 
 @_handler(builtins.id)
 def _id(tx, obj):
-    raise GraphBreak("DL0003", "id() of a traced value")
+    raise GraphBreak(gb.UNSUPPORTED_CALL, "id() of a traced value")
 
 
 @_handler(builtins.hash)
@@ -907,7 +908,7 @@ def _make_numeric(fn):
             return apply_operator(tx, operator.pow, list(args))
         if fn is builtins.round and len(args) == 1:
             return record_op(tx, "call_method", "round", [args[0]], {})
-        raise GraphBreak("DL0003", f"{fn.__name__}() on a tensor")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{fn.__name__}() on a tensor")
     return impl
 
 
@@ -923,7 +924,7 @@ def _reduce(tx, fn, iterable, *initial):
     elif items:
         acc, items = items[0], items[1:]
     else:
-        raise GraphBreak("DL0010", "reduce() of empty iterable")
+        raise GraphBreak(gb.OPERATION_RAISES, "reduce() of empty iterable")
     for item in items:
         acc = fn.call_function(tx, [acc, item], {})
     return acc
@@ -971,12 +972,12 @@ def _combinatoric(fn):
 
         items = _iter_items(tx, iterable)
         if not all(r.is_python_constant() for r in rest) or not all(v.is_python_constant() for v in kwargs.values()):
-            raise GraphBreak("DL0009", f"itertools.{fn.__name__}() with arguments not known at trace time")
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"itertools.{fn.__name__}() with arguments not known at trace time")
         try:
             groups = list(fn(range(len(items)), *[r.as_python_constant() for r in rest],
                              **{k: v.as_python_constant() for k, v in kwargs.items()}))
         except Exception as e:  # noqa: BLE001 - raise it for real
-            raise GraphBreak("DL0010", f"itertools.{fn.__name__}() raised {type(e).__name__}") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"itertools.{fn.__name__}() raised {type(e).__name__}") from e
         if fn is itertools.islice:
             return ListIteratorVariable([items[i] for i in groups])
         return ListIteratorVariable([TupleVariable([items[i] for i in g]) for g in groups])
@@ -1026,7 +1027,7 @@ def _repeat(tx, obj, times=None):
     from .containers import ListIteratorVariable
 
     if times is None or not times.is_python_constant():
-        raise GraphBreak("DL0009", "itertools.repeat() without a known count")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "itertools.repeat() without a known count")
     return ListIteratorVariable([obj] * max(0, times.as_python_constant()))
 
 
@@ -1078,7 +1079,7 @@ def _dc_fields(tx, obj):
 
     cls = _dataclass_type(obj)
     if cls is None:
-        raise GraphBreak("DL0010", "dataclasses.fields() of a non-dataclass (TypeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.fields() of a non-dataclass (TypeError)")
     return TupleVariable([DataclassFieldVariable(f) for f in dataclasses.fields(cls)])
 
 
@@ -1099,18 +1100,18 @@ def _dc_replace(tx, obj, **changes):
 
     cls = _dataclass_type(obj)
     if cls is None or (obj.is_python_constant() and isinstance(obj.as_python_constant(), type)):
-        raise GraphBreak("DL0010", "dataclasses.replace() of a non-dataclass instance (TypeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.replace() of a non-dataclass instance (TypeError)")
     kwargs = {}
     for f in dataclasses.fields(cls):
         if f._field_type is dataclasses._FIELD_CLASSVAR:
             continue
         if not f.init:
             if f.name in changes:
-                raise GraphBreak("DL0010", f"dataclasses.replace(): field {f.name} is init=False (ValueError)")
+                raise GraphBreak(gb.OPERATION_RAISES, f"dataclasses.replace(): field {f.name} is init=False (ValueError)")
             continue
         kwargs[f.name] = changes.pop(f.name) if f.name in changes else obj.var_getattr(tx, f.name)
     if changes:
-        raise GraphBreak("DL0010", "dataclasses.replace() with an unknown field (TypeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.replace() with an unknown field (TypeError)")
     return wrap(tx, cls, None).call_function(tx, [], kwargs)
 
 

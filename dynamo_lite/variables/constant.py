@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 
@@ -69,13 +70,13 @@ class ConstantVariable(VariableTracker):
     def unpack(self, tx):
         if isinstance(self.value, (str, bytes, range)):
             return [ConstantVariable(v) for v in self.value]
-        raise GraphBreak("DL0005", f"cannot iterate over {self.describe()}")
+        raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"cannot iterate over {self.describe()}")
 
     def var_getattr(self, tx, name):
         try:
             value = getattr(self.value, name)
         except AttributeError as e:
-            raise GraphBreak("DL0011", f"{type(self.value).__name__} has no attribute {name!r}") from e
+            raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__} has no attribute {name!r}") from e
         if callable(value) and not isinstance(value, CONSTANT_TYPES):
             from .functions import ConstantMethodVariable
 
@@ -103,11 +104,11 @@ class ConstantVariable(VariableTracker):
         if const_args is not None and isinstance(self.value, _PURE_TYPES):
             fn = getattr(self.value, name, None)
             if fn is None:
-                raise GraphBreak("DL0011", f"{type(self.value).__name__} has no attribute {name!r}")
+                raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__} has no attribute {name!r}")
             try:
                 result = fn(*const_args, **const_kwargs)
             except Exception as e:  # noqa: BLE001 - the real call raises: let Python raise it
-                raise GraphBreak("DL0010", f"{type(self.value).__name__}.{name} raised {type(e).__name__}") from e
+                raise GraphBreak(gb.OPERATION_RAISES, f"{type(self.value).__name__}.{name} raised {type(e).__name__}") from e
             from .containers import ListIteratorVariable
 
             for a in [*args, *kwargs.values()]:
@@ -119,8 +120,8 @@ class ConstantVariable(VariableTracker):
 
             return compare(tx, "==" if name == "__eq__" else "!=", self, args[0])
         if name == "format" and isinstance(self.value, str):
-            raise GraphBreak("DL0010", "str.format with non-constant arguments")
-        raise GraphBreak("DL0003", f"method {type(self.value).__name__}.{name} with these arguments")
+            raise GraphBreak(gb.OPERATION_RAISES, "str.format with non-constant arguments")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"method {type(self.value).__name__}.{name} with these arguments")
 
     def reconstruct(self, cg):
         cg.load_const(self.value)

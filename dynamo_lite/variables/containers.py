@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
@@ -42,7 +43,7 @@ def wrap_constant_result(value: Any) -> VariableTracker:
 
     if is_constant_value(value):
         return ConstantVariable(value)
-    raise GraphBreak("DL0009", f"a {type(value).__name__} computed at trace time cannot be tracked")
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} computed at trace time cannot be tracked")
 
 
 def constant_value(v: VariableTracker) -> Any:
@@ -100,14 +101,14 @@ class BaseListVariable(VariableTracker):
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         if not index.is_python_constant():
-            raise GraphBreak("DL0009", f"indexing a {self.python_type().__name__} with {index.describe()}")
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"indexing a {self.python_type().__name__} with {index.describe()}")
         key = index.as_python_constant()
         try:
             if isinstance(key, slice):
                 return self.clone_with(self.items[key])
             return self.items[key.__index__() if not isinstance(key, int) else key]
         except (IndexError, TypeError, AttributeError, ValueError) as e:
-            raise GraphBreak("DL0010", f"{self.python_type().__name__} index raised {type(e).__name__}") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__} index raised {type(e).__name__}") from e
 
     def clone_with(self, items):
         return type(self)(items)
@@ -134,9 +135,9 @@ class BaseListVariable(VariableTracker):
                 try:
                     return ConstantVariable(getattr(values, name)(*[a.as_python_constant() for a in args]))
                 except (ValueError, TypeError) as e:
-                    raise GraphBreak("DL0010", f"{name} raised ValueError") from e
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{name} raised ValueError") from e
             if not args or len(args) > (3 if name == "index" else 1):
-                raise GraphBreak("DL0010", f"{name}() with {len(args)} arguments (TypeError)")
+                raise GraphBreak(gb.OPERATION_RAISES, f"{name}() with {len(args)} arguments (TypeError)")
             if name == "index" and len(args) == 1:
                 from .arith import _same_object, apply_operator, truth
                 import operator
@@ -144,10 +145,10 @@ class BaseListVariable(VariableTracker):
                 for i, item in enumerate(self.items):
                     if _same_object(item, args[0]) or truth(tx, apply_operator(tx, operator.eq, [item, args[0]])):
                         return ConstantVariable(i)
-                raise GraphBreak("DL0010", f"{self.python_type().__name__}.index(x): x not in sequence (ValueError)")
+                raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__}.index(x): x not in sequence (ValueError)")
         if name == "__getattribute__":
             return super().call_method(tx, name, args, kwargs)
-        raise GraphBreak("DL0003", f"{self.python_type().__name__}.{name}() is not supported here")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.python_type().__name__}.{name}() is not supported here")
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -288,7 +289,7 @@ class NamedTupleVariable(TupleVariable):
             return DictVariable(dict(zip(fields, self.items)))
         if name == "_replace":
             if args or any(k not in fields for k in kwargs):
-                raise GraphBreak("DL0010", f"{self.tuple_type.__name__}._replace(): bad arguments (ValueError)")
+                raise GraphBreak(gb.OPERATION_RAISES, f"{self.tuple_type.__name__}._replace(): bad arguments (ValueError)")
             items = list(self.items)
             for k, v in kwargs.items():
                 items[fields.index(k)] = v
@@ -332,7 +333,7 @@ class ListVariable(BaseListVariable):
         items = self.items
         if kwargs and (name != "sort" or set(kwargs) - {"key", "reverse"}):
             # list methods take no (other) keywords: Python raises the TypeError
-            raise GraphBreak("DL0010", f"list.{name}() with keyword arguments {sorted(kwargs)}")
+            raise GraphBreak(gb.OPERATION_RAISES, f"list.{name}() with keyword arguments {sorted(kwargs)}")
         if name == "append" and len(args) == 1:
             se.mutate(self)
             items.append(args[0])
@@ -349,10 +350,10 @@ class ListVariable(BaseListVariable):
             return NONE
         if name == "pop" and len(args) <= 1:
             if args and not args[0].is_python_constant():
-                raise GraphBreak("DL0009", "list.pop() index not known at trace time")
+                raise GraphBreak(gb.VALUE_UNKNOWN, "list.pop() index not known at trace time")
             idx = _list_index(args[0], "pop") if args else -1
             if not -len(items) <= idx < len(items):
-                raise GraphBreak("DL0010", "pop from an empty list / index out of range (IndexError)")
+                raise GraphBreak(gb.OPERATION_RAISES, "pop from an empty list / index out of range (IndexError)")
             se.mutate(self)
             return items.pop(idx)
         if name == "clear" and not args:
@@ -373,13 +374,13 @@ class ListVariable(BaseListVariable):
             for i, item in enumerate(items):  # `item is x or item == x`, in order, like CPython
                 if _same_object(item, args[0]) is not True:
                     if _is_tensor(item) or _is_tensor(args[0]):
-                        raise GraphBreak("DL0007", "list.remove compares a tensor (depends on tensor data)")
+                        raise GraphBreak(gb.DATA_DEPENDENT, "list.remove compares a tensor (depends on tensor data)")
                     if not truth(tx, apply_operator(tx, operator.eq, [item, args[0]])):
                         continue
                 se.mutate(self)
                 del items[i]
                 return NONE
-            raise GraphBreak("DL0010", "list.remove(x): x not in list (ValueError)")
+            raise GraphBreak(gb.OPERATION_RAISES, "list.remove(x): x not in list (ValueError)")
         if name == "sort" and not args:
             from .builtin import sort_items
 
@@ -394,7 +395,7 @@ class ListVariable(BaseListVariable):
             try:  # on a stand-in first: Python raises IndexError / TypeError / ValueError for real
                 del list(range(len(items)))[k]
             except Exception as e:  # noqa: BLE001
-                raise GraphBreak("DL0010", f"del list[{k!r}] raised {type(e).__name__}") from e
+                raise GraphBreak(gb.OPERATION_RAISES, f"del list[{k!r}] raised {type(e).__name__}") from e
             se.mutate(self)
             del items[k]
             return NONE
@@ -402,13 +403,13 @@ class ListVariable(BaseListVariable):
 
     def setitem(self, tx, key, value):
         if not key.is_python_constant():
-            raise GraphBreak("DL0009", "list index is not a constant")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "list index is not a constant")
         k = key.as_python_constant()
         new = value.unpack(tx) if isinstance(k, slice) else value
         try:  # on a stand-in first: Python raises IndexError / TypeError / ValueError for real
             list(range(len(self.items)))[k] = new
         except Exception as e:  # noqa: BLE001
-            raise GraphBreak("DL0010", f"list[{k!r}] = ... raised {type(e).__name__}") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"list[{k!r}] = ... raised {type(e).__name__}") from e
         tx.output.side_effects.mutate(self)
         self.items[k] = new
         return NONE
@@ -422,7 +423,7 @@ def _list_index(v: VariableTracker, method: str) -> int:
     try:
         return operator.index(v.as_python_constant())
     except TypeError as e:
-        raise GraphBreak("DL0010", f"list.{method}() index: {e} (TypeError)") from e
+        raise GraphBreak(gb.OPERATION_RAISES, f"list.{method}() index: {e} (TypeError)") from e
 
 
 class DictVariable(VariableTracker):
@@ -458,7 +459,7 @@ class DictVariable(VariableTracker):
     def getitem(self, tx, key):
         k = self._key(key)
         if k not in self.items:
-            raise GraphBreak("DL0010", f"dict has no key {k!r} (KeyError)")
+            raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
         return self.items[k]
 
     def var_getattr(self, tx, name):
@@ -471,7 +472,7 @@ class DictVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
         if kwargs and name != "update":  # dict methods take no other keywords: Python handles them
-            raise GraphBreak("DL0003", f"{self.dict_type.__name__}.{name}() with keyword arguments")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.dict_type.__name__}.{name}() with keyword arguments")
         if name == "__getitem__" and len(args) == 1:
             return self.getitem(tx, args[0])
         if name == "__len__":
@@ -494,7 +495,7 @@ class DictVariable(VariableTracker):
         if name == "__delitem__" and len(args) == 1:
             k = self._key(args[0])
             if k not in self.items:
-                raise GraphBreak("DL0010", "KeyError in del")
+                raise GraphBreak(gb.OPERATION_RAISES, "KeyError in del")
             se.mutate(self)
             del self.items[k]
             return NONE
@@ -505,7 +506,7 @@ class DictVariable(VariableTracker):
                 return self.items.pop(k)
             if len(args) == 2:
                 return args[1]
-            raise GraphBreak("DL0010", "KeyError in dict.pop")
+            raise GraphBreak(gb.OPERATION_RAISES, "KeyError in dict.pop")
         if name == "setdefault" and 1 <= len(args) <= 2:
             k = self._key(args[0])
             if k not in self.items:
@@ -514,7 +515,7 @@ class DictVariable(VariableTracker):
             return self.items[k]
         if name == "update":
             if len(args) > 1:
-                raise GraphBreak("DL0010", f"update expected at most 1 argument, got {len(args)} (TypeError)")
+                raise GraphBreak(gb.OPERATION_RAISES, f"update expected at most 1 argument, got {len(args)} (TypeError)")
             se.mutate(self)
             if args:
                 other = args[0]
@@ -524,7 +525,7 @@ class DictVariable(VariableTracker):
                     for pair in other.unpack(tx):
                         parts = pair.unpack(tx)
                         if len(parts) != 2:  # Python raises ValueError (after the earlier pairs)
-                            raise GraphBreak("DL0010", f"dict update sequence element has length {len(parts)}")
+                            raise GraphBreak(gb.OPERATION_RAISES, f"dict update sequence element has length {len(parts)}")
                         self.items[self._key(parts[0])] = parts[1]
             for k, v in kwargs.items():
                 self.items[k] = v
@@ -537,7 +538,7 @@ class DictVariable(VariableTracker):
             return DictVariable(dict(self.items), dict_type=self.dict_type)
         if name == "popitem" and not args:
             if not self.items:
-                raise GraphBreak("DL0010", "popitem(): dictionary is empty (KeyError)")
+                raise GraphBreak(gb.OPERATION_RAISES, "popitem(): dictionary is empty (KeyError)")
             se.mutate(self)
             k, v = self.items.popitem()
             return TupleVariable([key_to_var(k), v])
@@ -549,7 +550,7 @@ class DictVariable(VariableTracker):
             return target
         if name == "__getattribute__":
             return super().call_method(tx, name, args, kwargs)
-        raise GraphBreak("DL0003", f"dict.{name}() is not supported here")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict.{name}() is not supported here")
 
     def is_python_constant(self):
         return False
@@ -584,7 +585,7 @@ class DefaultDictVariable(DictVariable):
         if k not in self.items:
             factory = self.default_factory
             if factory.is_python_constant() and factory.as_python_constant() is None:
-                raise GraphBreak("DL0010", f"dict has no key {k!r} (KeyError)")
+                raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
             value = factory.call_function(tx, [], {})
             tx.output.side_effects.mutate(self)
             self.items[k] = value
@@ -624,7 +625,7 @@ def hash_key(v: VariableTracker, what: str):
         try:
             hash(value)
         except TypeError as e:
-            raise GraphBreak("DL0010", f"{what}: {e} (TypeError)") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"{what}: {e} (TypeError)") from e
         return value
     try:
         t = v.python_type()
@@ -632,14 +633,14 @@ def hash_key(v: VariableTracker, what: str):
         t = None
     if isinstance(t, type) and not issubclass(t, torch.Tensor):
         if t.__hash__ is None:
-            raise GraphBreak("DL0010", f"{what}: unhashable type {t.__name__!r} (TypeError)")
+            raise GraphBreak(gb.OPERATION_RAISES, f"{what}: unhashable type {t.__name__!r} (TypeError)")
         if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
-            raise GraphBreak("DL0009", f"{what} {v.describe()} is hashed by value, not identity")
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is hashed by value, not identity")
     from .user_objects import identity_key
 
     key = identity_key(v)
     if key is None:
-        raise GraphBreak("DL0009", f"{what} {v.describe()} is not hashable at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is not hashable at trace time")
     return key
 
 
@@ -780,7 +781,7 @@ class SetVariable(VariableTracker):
                 try:
                     result = getattr(self.as_python_constant(), name)(*others)
                 except Exception as e:  # noqa: BLE001 - raise it for real
-                    raise GraphBreak("DL0010", f"set.{name} raised {type(e).__name__}") from e
+                    raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
                 return wrap_constant_result(result)
         if name in ("update", "__ior__") and not self.frozen:
             added = []
@@ -794,7 +795,7 @@ class SetVariable(VariableTracker):
         if name == "remove" and len(args) == 1 and not self.frozen:
             k = self._key(args[0])
             if k not in self.items:
-                raise GraphBreak("DL0010", "set.remove(x): x not in set (KeyError)")
+                raise GraphBreak(gb.OPERATION_RAISES, "set.remove(x): x not in set (KeyError)")
             se.mutate(self)
             del self.items[k]
             self._sync_shadow()
@@ -816,7 +817,7 @@ class SetVariable(VariableTracker):
                 try:
                     getattr(value, name)(*others)
                 except Exception as e:  # noqa: BLE001 - raise it for real (the trace restarts)
-                    raise GraphBreak("DL0010", f"set.{name} raised {type(e).__name__}") from e
+                    raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
                 se.mutate(self)
                 self.items = {k: v for k, v in self.items.items() if k in value}
                 for v in value:
@@ -825,7 +826,7 @@ class SetVariable(VariableTracker):
                 return NONE
         if name == "__getattribute__":
             return super().call_method(tx, name, args, kwargs)
-        raise GraphBreak("DL0003", f"set.{name}() is not supported here")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() is not supported here")
 
     def var_getattr(self, tx, name):
         from .functions import ContainerMethodVariable
@@ -881,7 +882,7 @@ class ListIteratorVariable(VariableTracker):
             # plain iterator): only running the whole frame in Python gives a real generator
             from ..exc import SkipFrame
 
-            raise SkipFrame(f"generator {self.generator}() used through .{name}", "DL0021")
+            raise SkipFrame(gb.CALL_NOT_TRACED, f"generator {self.generator}() used through .{name}")
         return super().var_getattr(tx, name)
 
     def describe(self):
@@ -895,7 +896,7 @@ class ListIteratorVariable(VariableTracker):
             # "Set changed size during iteration": only Python raises it at the right point
             from ..exc import SkipFrame
 
-            raise SkipFrame(f"{self.watched[0].describe()} changed during iteration", "DL0010",
+            raise SkipFrame(gb.OPERATION_RAISES, f"{self.watched[0].describe()} changed during iteration",
                             permanent=False)
         if self.exhausted or self.index >= len(self.items):
             if self.live is not None:
@@ -914,7 +915,7 @@ class ListIteratorVariable(VariableTracker):
         if self._watched_changed():  # Python must raise "changed size during iteration"
             from ..exc import SkipFrame
 
-            raise SkipFrame(f"an iterator over {self.watched[0].describe()}, which changed", "DL0006")
+            raise SkipFrame(gb.CANNOT_REBUILD, f"an iterator over {self.watched[0].describe()}, which changed")
         if self.live is not None:  # the real list's iterator, advanced to the same position
             cg.load_callable(_list_iterator_at)
             cg.reconstruct(self.live)

@@ -16,6 +16,7 @@ import functools
 import types
 from typing import Any, Optional
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -69,17 +70,17 @@ def _bind(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dic
         bound[pname] = value
     extra = list(args[nposargs:])
     if extra and not has_varargs:
-        raise GraphBreak("DL0012", f"{name}() takes {nposargs} positional arguments but {len(args)} were given")
+        raise GraphBreak(gb.BAD_ARGUMENTS, f"{name}() takes {nposargs} positional arguments but {len(args)} were given")
     extra_kw = {}
     for key, value in kwargs.items():
         if key in pos_names[posonly:] or key in kwonly_names:
             if key in bound:
-                raise GraphBreak("DL0012", f"{name}() got multiple values for argument {key!r}")
+                raise GraphBreak(gb.BAD_ARGUMENTS, f"{name}() got multiple values for argument {key!r}")
             bound[key] = value
         elif has_varkw:
             extra_kw[key] = value
         else:
-            raise GraphBreak("DL0012", f"{name}() got an unexpected keyword argument {key!r}")
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"{name}() got an unexpected keyword argument {key!r}")
     ndefaults = len(defaults)
     for i, pname in enumerate(pos_names):
         if pname not in bound:
@@ -87,13 +88,13 @@ def _bind(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dic
             if di >= 0:
                 bound[pname] = defaults[di]
             else:
-                raise GraphBreak("DL0012", f"{name}() missing required argument {pname!r}")
+                raise GraphBreak(gb.BAD_ARGUMENTS, f"{name}() missing required argument {pname!r}")
     for pname in kwonly_names:
         if pname not in bound:
             if pname in kwdefaults:
                 bound[pname] = kwdefaults[pname]
             else:
-                raise GraphBreak("DL0012", f"{name}() missing keyword-only argument {pname!r}")
+                raise GraphBreak(gb.BAD_ARGUMENTS, f"{name}() missing keyword-only argument {pname!r}")
     if has_varargs:
         bound[varargs_name] = TupleVariable(extra)
     if has_varkw:

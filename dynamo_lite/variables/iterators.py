@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak, SkipFrame
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -179,7 +180,7 @@ class ZipIteratorVariable(LazyIteratorVariable):
             if item is None:
                 if self.strict and (i > 0 or any(o.next_item(tx) is not None for o in self.iterators[1:])):
                     # Python raises the ValueError when this zip (rebuilt strict) is asked again
-                    raise GraphBreak("DL0010", "zip(strict=True) over iterables of different lengths (ValueError)")
+                    raise GraphBreak(gb.OPERATION_RAISES, "zip(strict=True) over iterables of different lengths (ValueError)")
                 return None
             items.append(item)
         return TupleVariable(items)
@@ -218,7 +219,7 @@ class ListReverseIteratorVariable(LazyIteratorVariable):
     def reconstruct(self, cg):
         if self.index >= len(self.list_var.items):
             # the list shrank below the position: a rebuilt iterator would clamp it
-            raise GraphBreak("DL0006", "reversed(list) positioned past the end of its list")
+            raise GraphBreak(gb.CANNOT_REBUILD, "reversed(list) positioned past the end of its list")
         cg.load_callable(_list_reverse_iterator_at)
         cg.reconstruct(self.list_var)
         cg.load_const(self.index)
@@ -267,7 +268,7 @@ class DictIteratorVariable(LazyIteratorVariable):
         if self._changed():
             # "dictionary changed size / keys changed during iteration": only Python raises it
             # at the right point (a rebuilt iterator would not know the old size)
-            raise SkipFrame(f"{self.dict_var.describe()} changed during iteration", "DL0010", permanent=False)
+            raise SkipFrame(gb.OPERATION_RAISES, f"{self.dict_var.describe()} changed during iteration", permanent=False)
         if self.index >= len(self.keys):
             self.exhausted = True
             return None
@@ -280,7 +281,7 @@ class DictIteratorVariable(LazyIteratorVariable):
 
     def reconstruct(self, cg):
         if self._changed():
-            raise SkipFrame(f"an iterator over {self.dict_var.describe()}, which changed", "DL0006")
+            raise SkipFrame(gb.CANNOT_REBUILD, f"an iterator over {self.dict_var.describe()}, which changed")
         cg.load_callable(_dict_iterator_at)
         cg.reconstruct(self.dict_var)
         cg.load_const(self.view)

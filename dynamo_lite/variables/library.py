@@ -18,6 +18,7 @@ import inspect
 import os
 import types
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
@@ -34,7 +35,7 @@ class EnvironVariable(VariableTracker):
 
     def _read(self, tx, key_var):
         if not key_var.is_python_constant() or not isinstance(key_var.as_python_constant(), str):
-            raise GraphBreak("DL0009", "os.environ key not known at trace time")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "os.environ key not known at trace time")
         key = key_var.as_python_constant()
         value = os.environ.get(key)
         tx.output.add_expr_guard(f"___sys.modules['os'].environ.get({key!r}) == {value!r}")
@@ -45,11 +46,11 @@ class EnvironVariable(VariableTracker):
 
         if name in ("get", "__getitem__", "__contains__"):
             return ContainerMethodVariable(self, name)
-        raise GraphBreak("DL0004", f"os.environ.{name}")
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"os.environ.{name}")
 
     def call_method(self, tx, name, args, kwargs):
         if kwargs or not args:
-            raise GraphBreak("DL0003", f"os.environ.{name}() with these arguments")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"os.environ.{name}() with these arguments")
         if name == "get" and len(args) <= 2:
             _, value = self._read(tx, args[0])
             return ConstantVariable(value) if value is not None else (args[1] if len(args) == 2 else NONE)
@@ -59,9 +60,9 @@ class EnvironVariable(VariableTracker):
         if name == "__getitem__" and len(args) == 1:
             key, value = self._read(tx, args[0])
             if value is None:
-                raise GraphBreak("DL0010", f"KeyError: {key!r}")
+                raise GraphBreak(gb.OPERATION_RAISES, f"KeyError: {key!r}")
             return ConstantVariable(value)
-        raise GraphBreak("DL0008", f"os.environ.{name}() is not a plain read")
+        raise GraphBreak(gb.SIDE_EFFECT, f"os.environ.{name}() is not a plain read")
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -93,7 +94,7 @@ class SignatureFunctionVariable(VariableTracker):
         from .nn_module import NNModuleVariable
 
         if len(args) != 1 or kwargs:
-            raise GraphBreak("DL0003", "inspect.signature() with options")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "inspect.signature() with options")
         fn = args[0]
         if isinstance(fn, UserFunctionVariable):
             return ConstantVariable(inspect.signature(fn.fn))
@@ -101,12 +102,12 @@ class SignatureFunctionVariable(VariableTracker):
             sig = inspect.signature(fn.fn)
             params = list(sig.parameters.values())
             if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
-                raise GraphBreak("DL0003", "inspect.signature() of a method without a self parameter")
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "inspect.signature() of a method without a self parameter")
             return ConstantVariable(sig.replace(parameters=params[1:]))
         if isinstance(fn, NNModuleVariable) and fn.source is not None:
             # signature of a callable instance: its __call__ (Module._wrapped_call_impl(*args, **kwargs))
             return ConstantVariable(inspect.signature(fn.value))
-        raise GraphBreak("DL0003", f"inspect.signature() of {fn.describe()}")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"inspect.signature() of {fn.describe()}")
 
     def reconstruct(self, cg):
         cg.load_const(inspect.signature)

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import torch
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
@@ -48,7 +49,7 @@ class PythonModuleVariable(VariableTracker):
         try:
             value = getattr(self.module, name)
         except AttributeError as e:
-            raise GraphBreak("DL0011", f"module {self.module.__name__!r} has no attribute {name!r}") from e
+            raise GraphBreak(gb.MISSING_ATTRIBUTE, f"module {self.module.__name__!r} has no attribute {name!r}") from e
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                           "itertools", "collections", "typing", "builtins")
         if trusted and type(value) in (bool, int, str, type(None)):  # (floats: math.pi, torch.nan, ... stay)
@@ -122,7 +123,7 @@ class CellVariable(VariableTracker):
         if self.source is not None:
             self.source.reconstruct(cg)  # the real cell object (fn.__closure__[i])
             return
-        raise GraphBreak("DL0006", "a closure cell without a source cannot be rebuilt")
+        raise GraphBreak(gb.CANNOT_REBUILD, "a closure cell without a source cannot be rebuilt")
 
 
 class ContextManagerVariable(VariableTracker):
@@ -336,9 +337,9 @@ class ExceptionVariable(VariableTracker):
             if klass.__module__ == "builtins":
                 break
             if "__init__" in klass.__dict__ or "__new__" in klass.__dict__:
-                raise GraphBreak("DL0015", f"creating exception {exc_type.__name__} (custom constructor)")
+                raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} (custom constructor)")
         if kwargs:
-            raise GraphBreak("DL0015", f"creating exception {exc_type.__name__} with keyword arguments")
+            raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} with keyword arguments")
         return ExceptionVariable(exc_type, args)
 
     def _repr_body(self):
@@ -367,7 +368,7 @@ class ExceptionVariable(VariableTracker):
         if self.first_raised_at_step is not None:
             # what the trace does not model (__traceback__, with_traceback, an AttributeError's
             # .name/.obj) is only right on the real exception: Python raises it from the first raise on
-            brk = GraphBreak("DL0015", f"{name} of {self.describe()} raised by traced code (Python raises it)")
+            brk = GraphBreak(gb.EXCEPTION_RAISED, f"{name} of {self.describe()} raised by traced code (Python raises it)")
             brk.restart_step = self.first_raised_at_step
             raise brk
         if name == "__traceback__":  # never raised: no traceback, as in eager

@@ -32,6 +32,7 @@ import dataclasses
 import sys
 from typing import Optional
 
+from .. import graph_breaks as gb
 from .. import _C
 from ..exc import GraphBreak
 from .base import VariableTracker
@@ -165,15 +166,15 @@ class ModelOutputVariable(VariableTracker):
         for old in _RENAMED:
             if old in kwargs:
                 if "cache" in kwargs:
-                    raise GraphBreak("DL0010", f"{cls.__name__}() got both cache and {old}")
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__}() got both cache and {old}")
                 kwargs["cache"] = kwargs.pop(old)
                 break
         if len(args) > len(fields):
-            raise GraphBreak("DL0012", f"{cls.__name__}() takes {len(fields)} positional arguments")
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}() takes {len(fields)} positional arguments")
         bound = dict(zip(fields, args))
         for key, value in kwargs.items():
             if key not in fields or key in bound:
-                raise GraphBreak("DL0012", f"{cls.__name__}() got an unexpected or repeated argument {key!r}")
+                raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}() got an unexpected or repeated argument {key!r}")
             bound[key] = value
         attrs, items = {}, {}
         for name in fields:  # the dataclass __init__: self.name = value, through ModelOutput.__setattr__
@@ -187,7 +188,7 @@ class ModelOutputVariable(VariableTracker):
         from .tensor import TensorVariable
 
         if others_none and not isinstance(first, TensorVariable) and not _is_none(first):
-            raise GraphBreak("DL0003", f"{cls.__name__}() with a non-tensor first field (key/value iterator path)")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{cls.__name__}() with a non-tensor first field (key/value iterator path)")
         init_kwargs = dict(bound)
         return cls_(cls, attrs, items, init_kwargs)
 
@@ -252,7 +253,7 @@ class ModelOutputVariable(VariableTracker):
                     "__len__", "__iter__", "__setattr__"):
             return BoundMethodOfVariable(self, name)
         if name == "__dict__":
-            raise GraphBreak("DL0004", "reading a ModelOutput's __dict__")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "reading a ModelOutput's __dict__")
         attr, _ = _mro_lookup(self.cls, name)
         if isinstance(attr, property) and attr.fget is not None:
             return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
@@ -266,13 +267,13 @@ class ModelOutputVariable(VariableTracker):
             from .builder import wrap
 
             return wrap(tx, attr, None)
-        raise GraphBreak("DL0011", f"{self.cls.__name__!r} object has no attribute {name!r}")
+        raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{self.cls.__name__!r} object has no attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
         from .containers import ListIteratorVariable, TupleVariable
 
         if kwargs:
-            raise GraphBreak("DL0003", f"{self.cls.__name__}.{name}() with keyword arguments")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.cls.__name__}.{name}() with keyword arguments")
         if name == "to_tuple" and not args:
             return self.to_tuple()
         if name in ("keys", "__iter__") and not args:
@@ -287,11 +288,11 @@ class ModelOutputVariable(VariableTracker):
             key = args[0].as_python_constant()
             if name == "__getitem__" and not isinstance(key, str):
                 if not isinstance(key, (int, slice)):
-                    raise GraphBreak("DL0010", f"{self.cls.__name__}[{key!r}]")
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{self.cls.__name__}[{key!r}]")
                 try:
                     picked = list(self.items.values())[key]
                 except IndexError as e:
-                    raise GraphBreak("DL0010", "tuple index out of range") from e
+                    raise GraphBreak(gb.OPERATION_RAISES, "tuple index out of range") from e
                 return TupleVariable(picked) if isinstance(key, slice) else picked
             key = _rename(key) if isinstance(key, str) else key
             present = key in self.items
@@ -300,14 +301,14 @@ class ModelOutputVariable(VariableTracker):
             if name == "get":
                 return self.items[key] if present else (args[1] if len(args) > 1 else NONE)
             if not present:
-                raise GraphBreak("DL0010", f"KeyError: {key!r}")
+                raise GraphBreak(gb.OPERATION_RAISES, f"KeyError: {key!r}")
             return self.items[key]
         if name == "__setitem__" and len(args) == 2 and args[0].is_python_constant():
             self._write(tx, "item", _rename(args[0].as_python_constant()), args[1])
             return NONE
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
             return self.store_attr(tx, args[0].as_python_constant(), args[1])
-        raise GraphBreak("DL0003", f"{self.cls.__name__}.{name}() is not modelled")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.cls.__name__}.{name}() is not modelled")
 
     # ---- writes ------------------------------------------------------------------
     def store_attr(self, tx, name, value):
@@ -316,9 +317,9 @@ class ModelOutputVariable(VariableTracker):
 
     def _write(self, tx, kind: str, key, value):
         if self.source is not None:
-            raise GraphBreak("DL0008", f"writing to a {self.cls.__name__} that exists outside the compiled code")
+            raise GraphBreak(gb.SIDE_EFFECT, f"writing to a {self.cls.__name__} that exists outside the compiled code")
         if not isinstance(key, str):
-            raise GraphBreak("DL0009", f"{self.cls.__name__} key {key!r}")
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{self.cls.__name__} key {key!r}")
         fields = {f.name for f in dataclasses.fields(self.cls)}
         if kind == "item" or (key in fields and not _is_none(value)):
             self.items[key] = value

@@ -30,6 +30,7 @@ import types
 
 from torch import nn
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, TypeSource
 from .base import VariableTracker
@@ -78,7 +79,7 @@ class NNModuleVariable(VariableTracker):
         if pending is not None:
             return pending
         if _mro_lookup(cls, "__getattribute__")[0] is not object.__getattribute__:
-            raise GraphBreak("DL0004", f"{cls.__name__} defines __getattribute__")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
         if name == "__class__":
             return UserDefinedClassVariable(cls)
         src = self.source
@@ -88,11 +89,11 @@ class NNModuleVariable(VariableTracker):
         cls_src = AttrSource(TypeSource(src), name) if src is not None and cls_attr is not None else None
         if isinstance(cls_attr, property):
             if cls_attr.fget is None:
-                raise GraphBreak("DL0011", f"property {name!r} of {cls.__name__} has no getter")
+                raise GraphBreak(gb.MISSING_ATTRIBUTE, f"property {name!r} of {cls.__name__} has no getter")
             guard_class_attr(tx, cls_src, cls_attr)
             return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(cls_attr, type):
-            raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
         if name in d:
             return wrap(tx, d[name], AttrSource(src, name) if src else None)
         if cls_attr is not None:
@@ -107,13 +108,13 @@ class NNModuleVariable(VariableTracker):
             if isinstance(cls_attr, types.FunctionType):
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
-                raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
+                raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
             return wrap(tx, cls_attr, cls_src)
         getattr_fn, _ = _mro_lookup(cls, "__getattr__")
         if getattr_fn is not nn.Module.__getattr__:
             if isinstance(getattr_fn, types.FunctionType):
                 return UserMethodVariable(getattr_fn, self).call_function(tx, [ConstantVariable(name)], {})
-            raise GraphBreak("DL0004", f"{cls.__name__} defines __getattr__")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattr__")
         return self.module_getattr(tx, name)
 
     def module_getattr(self, tx, name):
@@ -126,14 +127,14 @@ class NNModuleVariable(VariableTracker):
             table = d.get(store)
             if table is not None and name in table:
                 return wrap(tx, table[name], ItemSource(AttrSource(src, store), name) if src else None)
-        raise GraphBreak("DL0011", f"{type(self.value).__name__!r} object has no attribute {name!r}")
+        raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__!r} object has no attribute {name!r}")
 
     def store_attr(self, tx, name, value):
         module = self.value
         from .tensor import TensorVariable
 
         if type(module).__setattr__ is not nn.Module.__setattr__:
-            raise GraphBreak("DL0008", f"{type(module).__name__} defines __setattr__")
+            raise GraphBreak(gb.SIDE_EFFECT, f"{type(module).__name__} defines __setattr__")
         return self.module_setattr(tx, name, value)
 
     def module_setattr(self, tx, name, value):
@@ -146,16 +147,16 @@ class NNModuleVariable(VariableTracker):
             if isinstance(current, TensorVariable) and current.example is value.example:
                 return NONE  # `self.buf += 1`: the in-place result stored back, a no-op
             if self.source is None:
-                raise GraphBreak("DL0008", f"assigning buffer {name!r} of a module without a source")
+                raise GraphBreak(gb.SIDE_EFFECT, f"assigning buffer {name!r} of a module without a source")
             # replayed as setattr(module, name, tensor): Module.__setattr__ stores it in _buffers
             tx.output.side_effects.store_attr(self, name, value)
             return NONE
         if name in module._parameters or name in module._modules or name in module._buffers:
-            raise GraphBreak("DL0008", f"assigning a parameter, buffer or submodule ({name!r}) of a module")
+            raise GraphBreak(gb.SIDE_EFFECT, f"assigning a parameter, buffer or submodule ({name!r}) of a module")
         if isinstance(value, TensorVariable) and issubclass(value.python_type(), nn.Parameter):
-            raise GraphBreak("DL0008", f"assigning a parameter ({name!r}) registers it")
+            raise GraphBreak(gb.SIDE_EFFECT, f"assigning a parameter ({name!r}) registers it")
         if isinstance(value, NNModuleVariable):
-            raise GraphBreak("DL0008", f"assigning a submodule ({name!r})")
+            raise GraphBreak(gb.SIDE_EFFECT, f"assigning a submodule ({name!r})")
         tx.output.side_effects.store_attr(self, name, value)
         return NONE
 
@@ -174,10 +175,10 @@ class NNModuleVariable(VariableTracker):
                     tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "__call__"), call)
 
                 return UserMethodVariable(call, self).call_function(tx, args, kwargs)
-            raise GraphBreak("DL0003", f"{type(module).__name__}.__call__ is not a Python function")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
         if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
                 or getattr(module, "_backward_pre_hooks", None) or _global_hooks_present()):
-            raise GraphBreak("DL0013", f"module {type(module).__name__} has forward/backward hooks")
+            raise GraphBreak(gb.MODULE_HOOKS, f"module {type(module).__name__} has forward/backward hooks")
         if self.source is not None:
             for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
                 if hasattr(module, hooks):
@@ -187,9 +188,9 @@ class NNModuleVariable(VariableTracker):
             tx.output.add_expr_guard(f"not ___sys.modules['torch.nn.modules.module'].{hooks}")
         forward, _ = _mro_lookup(type(module), "forward")
         if not isinstance(forward, types.FunctionType):
-            raise GraphBreak("DL0003", f"{type(module).__name__}.forward is not a Python function")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.forward is not a Python function")
         if "forward" in module.__dict__:
-            raise GraphBreak("DL0003", "forward replaced on the instance")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "forward replaced on the instance")
         if self.source is not None:  # ... and not replaced on the instance or the class after this compile
             tx.output.add_guard("EXPR", self.source, (f"'forward' not in {self.source.name()}.__dict__", ()))
             tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "forward"), forward)
@@ -224,7 +225,7 @@ class NNModuleVariable(VariableTracker):
         if isinstance(module, (nn.ParameterList,)):
             self.guard_keys(tx, "_parameters")
             return [self.var_getattr(tx, k) for k in module._parameters]
-        raise GraphBreak("DL0005", f"iterating over {type(module).__name__}")
+        raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"iterating over {type(module).__name__}")
 
     def has_len(self):
         return isinstance(self.value, (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.ParameterList))
@@ -241,7 +242,7 @@ class NNModuleVariable(VariableTracker):
             if isinstance(module, nn.ModuleDict):
                 pairs = dict(self.children_vars(tx))
                 if key not in pairs:
-                    raise GraphBreak("DL0010", f"ModuleDict has no key {key!r}")
+                    raise GraphBreak(gb.OPERATION_RAISES, f"ModuleDict has no key {key!r}")
                 return pairs[key]
             if isinstance(module, (nn.Sequential, nn.ModuleList)) and isinstance(key, slice):
                 return ModuleSliceVariable(self, key, self.unpack(tx)[key])
@@ -250,13 +251,13 @@ class NNModuleVariable(VariableTracker):
                 try:
                     return items[key]
                 except IndexError as e:
-                    raise GraphBreak("DL0010", "module index out of range") from e
+                    raise GraphBreak(gb.OPERATION_RAISES, "module index out of range") from e
             if isinstance(module, nn.ParameterList) and isinstance(key, int):
                 self.guard_keys(tx, "_parameters")
                 if not -len(module) <= key < len(module):
-                    raise GraphBreak("DL0010", "ParameterList index out of range")
+                    raise GraphBreak(gb.OPERATION_RAISES, "ParameterList index out of range")
                 return self.var_getattr(tx, str(key % len(module)))
-            raise GraphBreak("DL0003", f"{type(module).__name__}[{key!r}]")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}[{key!r}]")
         if isinstance(module, nn.ModuleDict) and name in ("items", "keys", "values") and not args:
             pairs = self.children_vars(tx)
             if name == "keys":
@@ -294,9 +295,9 @@ class NNModuleVariable(VariableTracker):
             return self.store_attr(tx, args[0].as_python_constant(), args[1])
         if name in ("train", "eval", "to", "cuda", "cpu", "apply", "zero_grad", "register_buffer",
                     "register_parameter", "add_module", "requires_grad_", "half", "float", "double"):
-            raise GraphBreak("DL0008", f"Module.{name}() changes module state")
+            raise GraphBreak(gb.SIDE_EFFECT, f"Module.{name}() changes module state")
         if name in _MODULE_METHODS:  # var_getattr sends these here: never back to var_getattr
-            raise GraphBreak("DL0003", f"Module.{name}() with these arguments")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"Module.{name}() with these arguments")
         return super().call_method(tx, name, args, kwargs)
 
     def _descendant(self, tx, path: str) -> "NNModuleVariable":
@@ -355,12 +356,12 @@ class ModuleSliceVariable(VariableTracker):
                 return ModuleSliceVariable(self, key, self.items[key])
             if isinstance(key, int) and -len(self.items) <= key < len(self.items):
                 return self.items[key]
-        raise GraphBreak("DL0003", f"{name} on a slice of {type(self.parent.value).__name__}")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{name} on a slice of {type(self.parent.value).__name__}")
 
     def call_function(self, tx, args, kwargs):
         if not isinstance(self.parent.value, nn.Sequential) or type(self.parent.value).forward is not \
                 nn.Sequential.forward or len(args) != 1 or kwargs:
-            raise GraphBreak("DL0003", f"calling a slice of {type(self.parent.value).__name__}")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"calling a slice of {type(self.parent.value).__name__}")
         value = args[0]
         for module in self.items:
             value = module.call_function(tx, [value], {})

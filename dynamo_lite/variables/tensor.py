@@ -25,6 +25,7 @@ from torch._subclasses.fake_tensor import (
     DynamicOutputShapeException,
 )
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -104,7 +105,7 @@ class TensorVariable(VariableTracker):
 
     def unpack(self, tx):
         if self.example.dim() == 0:
-            raise GraphBreak("DL0010", "iteration over a 0-d tensor")
+            raise GraphBreak(gb.OPERATION_RAISES, "iteration over a 0-d tensor")
         return [record_op(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
                 for i in range(self.example.shape[0])]
 
@@ -135,9 +136,9 @@ class TensorVariable(VariableTracker):
                 from .builder import wrap
 
                 return wrap(tx, getattr(tx.output.real_value_of(self), "grad"), AttrSource(self.source, "grad"))
-            raise GraphBreak("DL0004", ".grad of a tensor computed in the graph")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, ".grad of a tensor computed in the graph")
         if name in ("grad_fn", "_version", "_base", "names"):
-            raise GraphBreak("DL0004", f"Tensor.{name} is not traceable")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.{name} is not traceable")
         if name in _DATA_DEPENDENT_METHODS or name in _SIDE_EFFECT_METHODS or hasattr(torch.Tensor, name):
             from .functions import TensorMethodVariable
 
@@ -150,15 +151,15 @@ class TensorVariable(VariableTracker):
 
                 return wrap(tx, real.__dict__[name], AttrSource(self.source, name))
             if type(real) is not torch.Tensor and hasattr(type(real), name):
-                raise GraphBreak("DL0004", f"attribute {name!r} of tensor subclass {type(real).__name__}")
+                raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"attribute {name!r} of tensor subclass {type(real).__name__}")
             tx.output.add_expr_guard(f"not hasattr({self.source.name()}, {name!r})")
-        raise GraphBreak("DL0011", f"'Tensor' object has no attribute {name!r}")
+        raise GraphBreak(gb.MISSING_ATTRIBUTE, f"'Tensor' object has no attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
         if name in _DATA_DEPENDENT_METHODS:
-            raise GraphBreak("DL0007", _DATA_DEPENDENT_METHODS[name])
+            raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
         if name in _SIDE_EFFECT_METHODS:
-            raise GraphBreak("DL0008", _SIDE_EFFECT_METHODS[name])
+            raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECT_METHODS[name])
         if name in _INPUT_FACTS and not args and not kwargs:
             return self._input_fact(tx, name)
         if name in _METADATA_METHODS:
@@ -178,19 +179,19 @@ class TensorVariable(VariableTracker):
                     "__sub__", "__truediv__", "__matmul__", "__neg__", "__radd__", "__rmul__"):
             return record_op(tx, "call_method", name, [self, *args], kwargs)
         if name in ("__contains__",):
-            raise GraphBreak("DL0007", "`in` on a tensor depends on tensor data")
+            raise GraphBreak(gb.DATA_DEPENDENT, "`in` on a tensor depends on tensor data")
         return record_op(tx, "call_method", name, [self, *args], kwargs)
 
     def _input_fact(self, tx, name):
         """A fact the TENSOR guard does not cover (is_leaf, storage_offset(), conj/neg bits, ...):
         read from the real input tensor and guarded; computed tensors break the graph."""
         if self.source is None or self.node.op != "placeholder":
-            raise GraphBreak("DL0004", f"Tensor.{name} of a tensor computed in the graph")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.{name} of a tensor computed in the graph")
         real = tx.output.real_value_of(self)
         value = getattr(real, name) if name in _METADATA_ATTRS else getattr(real, name)()
         if name in _FAKE_TRACKED_FACTS and getattr(self.example, name)() != value:
             # changed by an in-place op earlier in the trace (x.as_strided_(...)): Python answers
-            raise GraphBreak("DL0004", f"Tensor.{name} of an input changed in place")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.{name} of an input changed in place")
         read = f"{self.source.name()}.{name}" + ("" if name in _METADATA_ATTRS else "()")
         tx.output.add_guard("EXPR", self.source, (f"{read} == {value!r}" if type(value) is int else
                                                   f"{read} is {value!r}", ()))
@@ -227,7 +228,7 @@ def _type_string(fake) -> str:
              torch.bool: "BoolTensor"}
     name = names.get(fake.dtype)
     if name is None:
-        raise GraphBreak("DL0004", f"Tensor.type() for {fake.dtype}")
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.type() for {fake.dtype}")
     return f"torch.{name}" if fake.device.type == "cpu" else f"torch.{fake.device.type}.{name}"
 
 
@@ -249,9 +250,9 @@ def _node_arg(v: VariableTracker):
     if v.is_python_constant():
         value = v.as_python_constant()
         if isinstance(value, type):  # a class (x.as_subclass(C)): the graph's code cannot name it
-            raise GraphBreak("DL0009", f"class {value.__qualname__} passed to a tensor operation")
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"class {value.__qualname__} passed to a tensor operation")
         return value
-    raise GraphBreak("DL0009", f"{v.describe()} cannot be passed to a tensor operation in a graph")
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")
 
 
 def _fake_arg(v: VariableTracker):
@@ -270,7 +271,7 @@ def _fake_arg(v: VariableTracker):
         return {k: _fake_arg(i) for k, i in v.items.items()}
     if v.is_python_constant():
         return v.as_python_constant()
-    raise GraphBreak("DL0009", f"{v.describe()} cannot be passed to a tensor operation in a graph")
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")
 
 
 def _fake_args(args):
@@ -316,7 +317,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     rg = kwargs.get("requires_grad")
     if rg is not None and rg.is_python_constant() and rg.as_python_constant() is True:
         # a new leaf that requires grad: a graph output would not be that leaf under AOTAutograd
-        raise GraphBreak("DL0008", f"{_target_name(kind, target)}(requires_grad=True) makes a leaf tensor")
+        raise GraphBreak(gb.SIDE_EFFECT, f"{_target_name(kind, target)}(requires_grad=True) makes a leaf tensor")
     node_args = tuple(_node_arg(a) for a in args)
     node_kwargs = {k: _node_arg(v) for k, v in kwargs.items()}
     fake_args = _fake_args(args)
@@ -335,15 +336,15 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
                 example = target(*fake_args, **fake_kwargs)
         if caught:
             # Python runs the op so the warning comes from the user's line, once, as in eager
-            raise GraphBreak("DL0010", f"{_target_name(kind, target)} issues a warning: "
+            raise GraphBreak(gb.OPERATION_RAISES, f"{_target_name(kind, target)} issues a warning: "
                                        f"{str(caught[0].message).splitlines()[0][:120]}")
     except (DataDependentOutputException, DynamicOutputShapeException) as e:
-        raise GraphBreak("DL0007", f"{_target_name(kind, target)} depends on tensor data ({type(e).__name__})") from e
+        raise GraphBreak(gb.DATA_DEPENDENT, f"{_target_name(kind, target)} depends on tensor data ({type(e).__name__})") from e
     except GraphBreak:
         raise
     except Exception as e:  # noqa: BLE001 - the user's op fails: run it in Python so it raises for real
         raise GraphBreak(
-            "DL0010", f"{_target_name(kind, target)} raised {type(e).__name__} at trace time: {str(e).splitlines()[0] if str(e) else ''}"
+            gb.OPERATION_RAISES, f"{_target_name(kind, target)} raised {type(e).__name__} at trace time: {str(e).splitlines()[0] if str(e) else ''}"
         ) from e
     finally:
         if quiet:
@@ -417,7 +418,7 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
             elif ex is None or isinstance(ex, (int, float, bool)):
                 items.append(ConstantVariable(ex))
             else:
-                raise GraphBreak("DL0009", f"operation returned a {type(ex).__name__} inside a sequence")
+                raise GraphBreak(gb.VALUE_UNKNOWN, f"operation returned a {type(ex).__name__} inside a sequence")
         if hasattr(type(example), "n_fields"):  # torch.return_types structseq
             return StructSeqVariable(type(example), items)
         return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
@@ -425,7 +426,7 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
         # plain metadata: nothing to compute at run time (shapes are static)
         if not _folds_to_constant(node):
             output.remove_node(node)
-            raise GraphBreak("DL0007", f"{_target_name(node.op, node.target)} returns a Python value the graph "
+            raise GraphBreak(gb.DATA_DEPENDENT, f"{_target_name(node.op, node.target)} returns a Python value the graph "
                                        "cannot compute (it depends on data, identity or global state)")
         if not _has_side_effect(node):
             output.remove_node(node)
@@ -435,7 +436,7 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
         items = [ConstantVariable(e) for e in example]
         return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
     output.remove_node(node)
-    raise GraphBreak("DL0009", f"operation returned {type(example).__name__}, which a graph cannot hold")
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"operation returned {type(example).__name__}, which a graph cannot hold")
 
 
 def _takes_node(node: torch.fx.Node) -> bool:

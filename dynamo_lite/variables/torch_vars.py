@@ -12,11 +12,13 @@ Tested by tests/test_tensor_ops.py and tests/test_grad_mode.py.
 """
 from __future__ import annotations
 
+import inspect
 import types
 
 import torch
 import torch.nn.functional as F
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -41,6 +43,10 @@ _SIDE_EFFECTS = {
     torch.set_num_threads: "changes global state",
     torch.set_anomaly_enabled if hasattr(torch, "set_anomaly_enabled") else torch.seed: "changes global state",
 }
+# keyed by the plain functions: torch._dynamo, imported by torch itself and by libraries, wraps
+# some of them (torch.manual_seed), once or again later
+_SIDE_EFFECTS = {inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn: why
+                 for fn, why in _SIDE_EFFECTS.items()}
 # Functions whose result depends only on metadata: run on fakes, fold to a constant.
 _METADATA = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
              torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast}
@@ -107,7 +113,7 @@ class TorchVariable(VariableTracker):
         try:
             value = getattr(self.value, name)
         except AttributeError as e:
-            raise GraphBreak("DL0011", f"{self.describe()} has no attribute {name!r}") from e
+            raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{self.describe()} has no attribute {name!r}") from e
         return wrap(tx, value, None)
 
     def call_function(self, tx, args, kwargs):
@@ -118,11 +124,11 @@ class TorchVariable(VariableTracker):
         fn = self.value
         if fn in _GRAD_CLASSES:
             if args or kwargs:
-                raise GraphBreak("DL0003", f"{fn.__name__} with arguments")
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"{fn.__name__} with arguments")
             return GradModeVariable(_GRAD_CLASSES[fn], fn)
         if fn is torch.set_grad_enabled:
             if len(args) != 1 or not args[0].is_python_constant():
-                raise GraphBreak("DL0009", "torch.set_grad_enabled() with a mode not known at trace time")
+                raise GraphBreak(gb.VALUE_UNKNOWN, "torch.set_grad_enabled() with a mode not known at trace time")
             ctx = GradModeVariable(bool(args[0].as_python_constant()), fn, sets_on_init=True)
             ctx.prev = tx.output.grad_enabled
             tx.output.set_grad_enabled(ctx.enabled)
@@ -135,9 +141,10 @@ class TorchVariable(VariableTracker):
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())
         if fn in (torch.inference_mode, torch.is_inference_mode_enabled) or fn is getattr(torch, "autocast", None):
-            raise GraphBreak("DL0003", f"{self.describe()} is not supported inside a graph")
-        if fn in _SIDE_EFFECTS:
-            raise GraphBreak("DL0008", _SIDE_EFFECTS[fn])
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not supported inside a graph")
+        plain = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
+        if plain in _SIDE_EFFECTS:
+            raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECTS[plain])
         if fn is torch.Size:
             items = args[0].unpack(tx) if args else []
             return SizeVariable(items)
@@ -153,24 +160,24 @@ class TorchVariable(VariableTracker):
                     value = fn(*[a.as_python_constant() for a in args],
                                **{k: v.as_python_constant() for k, v in kwargs.items()})
                 except Exception as e:  # noqa: BLE001
-                    raise GraphBreak("DL0010", f"{self.describe()} raised {type(e).__name__}") from e
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{self.describe()} raised {type(e).__name__}") from e
                 return ConstantVariable(value)
         if isinstance(fn, type):
             if issubclass(fn, torch.nn.Module):
-                raise GraphBreak("DL0016", f"creating a module ({fn.__name__}) inside a compiled region")
+                raise GraphBreak(gb.MODULE_CREATED, f"creating a module ({fn.__name__}) inside a compiled region")
             if issubclass(fn, torch.autograd.Function):
-                raise GraphBreak("DL0003", "constructing an autograd.Function")
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "constructing an autograd.Function")
             if fn is torch.nn.Parameter:
-                raise GraphBreak("DL0016", "creating an nn.Parameter inside a compiled region")
+                raise GraphBreak(gb.MODULE_CREATED, "creating an nn.Parameter inside a compiled region")
             if fn is torch.Tensor:
-                raise GraphBreak("DL0003", "calling torch.Tensor() directly")
-            raise GraphBreak("DL0003", f"calling torch class {fn.__name__}")
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "calling torch.Tensor() directly")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"calling torch class {fn.__name__}")
         if not args and not kwargs:
             answer = _setting_query(tx, fn)
             if answer is not None:
                 return answer
         if not _graphable(fn):
-            raise GraphBreak("DL0003", f"{self.describe()} is not a tensor operation dynamo_lite puts in graphs")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not a tensor operation dynamo_lite puts in graphs")
         return record_op(tx, "call_function", fn, list(args), kwargs)
 
     def reconstruct(self, cg):

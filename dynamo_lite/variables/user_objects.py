@@ -24,6 +24,7 @@ import functools
 import types
 from typing import Any, Optional
 
+from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
@@ -91,7 +92,7 @@ class _ObjectLike(VariableTracker):
         getattribute = _mro_lookup(cls, "__getattribute__")[0]
         if getattribute not in _PLAIN_GETATTRIBUTE + (None,):
             if not isinstance(getattribute, types.FunctionType) or _mro_lookup(cls, "__getattr__")[0] is not None:
-                raise GraphBreak("DL0004", f"{cls.__name__} defines __getattribute__")
+                raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
             # a Python __getattribute__ is inlined; its super().__getattribute__(name)
             # reaches generic_getattr through object.__getattribute__
             return UserMethodVariable(getattribute, self).call_function(tx, [ConstantVariable(name)], {})
@@ -106,7 +107,7 @@ class _ObjectLike(VariableTracker):
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None:
             if pending is _DELETED:
-                raise GraphBreak("DL0011", f"attribute {name!r} was deleted")
+                raise GraphBreak(gb.MISSING_ATTRIBUTE, f"attribute {name!r} was deleted")
             return pending
         if name == "__class__":
             return class_of(tx, self, cls)
@@ -114,12 +115,12 @@ class _ObjectLike(VariableTracker):
             if isinstance(self, UserDefinedObjectVariable) and self.source is not None and not \
                     tx.output.side_effects.new_object_attrs(self):
                 return InstanceDictVariable(self)
-            raise GraphBreak("DL0004", "reading an object's __dict__")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "reading an object's __dict__")
         cls_attr, owner = _mro_lookup(cls, name)
         cls_src = self._class_attr_source(name) if cls_attr is not None else None
         if isinstance(cls_attr, property):
             if cls_attr.fget is None:
-                raise GraphBreak("DL0011", f"property {name!r} has no getter")
+                raise GraphBreak(gb.MISSING_ATTRIBUTE, f"property {name!r} has no getter")
             guard_class_attr(tx, cls_src, cls_attr)
             return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(
@@ -127,7 +128,7 @@ class _ObjectLike(VariableTracker):
             value = self._descriptor_value(tx, name)
             if value is not None:
                 return value
-            raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
         inst = self._instance_attr(tx, name)
         if inst is not None:
             return inst
@@ -144,13 +145,13 @@ class _ObjectLike(VariableTracker):
             if isinstance(cls_attr, types.FunctionType):
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
-                raise GraphBreak("DL0004", f"descriptor {name!r} of {cls.__name__}")
+                raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
             return wrap(tx, cls_attr, cls_src)
         getattr_fn, _ = _mro_lookup(cls, "__getattr__")
         if isinstance(getattr_fn, types.FunctionType):
             self._guard_not_shadowed(tx, name)
             return UserMethodVariable(getattr_fn, self).call_function(tx, [ConstantVariable(name)], {})
-        raise GraphBreak("DL0011", f"{cls.__name__!r} object has no attribute {name!r}")
+        raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{cls.__name__!r} object has no attribute {name!r}")
 
     def _descriptor_value(self, tx, name):
         return None
@@ -165,18 +166,18 @@ class _ObjectLike(VariableTracker):
     def store_attr(self, tx, name, value):
         cls = self.value_type
         if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
-            raise GraphBreak("DL0010", "cannot assign to a field of a frozen dataclass")
+            raise GraphBreak(gb.OPERATION_RAISES, "cannot assign to a field of a frozen dataclass")
         setattr_fn, _ = _mro_lookup(cls, "__setattr__")
         if setattr_fn not in (object.__setattr__, None):
             if isinstance(setattr_fn, types.FunctionType):
                 from .functions import UserMethodVariable
 
                 return UserMethodVariable(setattr_fn, self).call_function(tx, [ConstantVariable(name), value], {})
-            raise GraphBreak("DL0008", f"{cls.__name__} defines __setattr__")
+            raise GraphBreak(gb.SIDE_EFFECT, f"{cls.__name__} defines __setattr__")
         cls_attr, _ = _mro_lookup(cls, name)
         if isinstance(cls_attr, property):
             if cls_attr.fset is None:
-                raise GraphBreak("DL0010", f"property {name!r} has no setter")
+                raise GraphBreak(gb.OPERATION_RAISES, f"property {name!r} has no setter")
             from .functions import UserFunctionVariable
 
             return UserFunctionVariable(cls_attr.fset).call_function(tx, [self, value], {})
@@ -185,7 +186,7 @@ class _ObjectLike(VariableTracker):
             tx.output.side_effects.store_attr(self, name, value)  # a __slots__ member: replayed by STORE_ATTR
             return NONE
         if cls_attr is not None and hasattr(type(cls_attr), "__set__"):
-            raise GraphBreak("DL0008", f"setting descriptor {name!r} of {cls.__name__}")
+            raise GraphBreak(gb.SIDE_EFFECT, f"setting descriptor {name!r} of {cls.__name__}")
         if not getattr(cls, "__dictoffset__", 1):  # no instance __dict__ (__slots__): AttributeError
             raise_setattr_error(tx, cls, name)
         tx.output.side_effects.store_attr(self, name, value)
@@ -206,7 +207,7 @@ class _ObjectLike(VariableTracker):
 
                         return checked_len(result) != 0
                     if result.is_python_constant() and type(result.as_python_constant()) is not bool:
-                        raise GraphBreak("DL0010", f"__bool__ returned {type(result.as_python_constant()).__name__}"
+                        raise GraphBreak(gb.OPERATION_RAISES, f"__bool__ returned {type(result.as_python_constant()).__name__}"
                                                    " (TypeError)")
                     return truth(tx, result)
                 return None
@@ -243,7 +244,7 @@ class _ObjectLike(VariableTracker):
         if isinstance(it, types.FunctionType):
             iterator = UserMethodVariable(it, self).call_function(tx, [], {})
             if isinstance(iterator, _ObjectLike):  # a user iterator (often self): its __next__ runs in Python
-                raise GraphBreak("DL0005", f"iterating over {self.describe()} (a user-defined iterator)")
+                raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"iterating over {self.describe()} (a user-defined iterator)")
             return iterator.unpack(tx)
         return super().unpack(tx)
 
@@ -269,7 +270,7 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
     except Exception:  # noqa: BLE001 - e.g. object.__new__ refuses the class
         error = None
     if error is None or type(error) is not AttributeError or tx.handling_step() is not None:
-        raise GraphBreak("DL0010", f"{cls.__name__!r} object has no __dict__ to set {name!r} (AttributeError)")
+        raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__!r} object has no __dict__ to set {name!r} (AttributeError)")
     tx.raise_exception(ExceptionVariable(AttributeError, [ConstantVariable(str(error))]))
 
 
@@ -308,7 +309,7 @@ class UserDefinedObjectVariable(_ObjectLike):
             try:
                 value = getattr(self.value, name)
             except AttributeError as e:
-                raise GraphBreak("DL0011", f"slot {name!r} is empty") from e
+                raise GraphBreak(gb.MISSING_ATTRIBUTE, f"slot {name!r} is empty") from e
             return wrap(tx, value, AttrSource(self.source, name))
         return None
 
@@ -354,7 +355,7 @@ class InstanceDictVariable(VariableTracker):
         from ..source import ItemSource
 
         if not key_var.is_python_constant() or not isinstance(key_var.as_python_constant(), str):
-            raise GraphBreak("DL0009", "__dict__ key not known at trace time")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "__dict__ key not known at trace time")
         key = key_var.as_python_constant()
         d = self.obj.value.__dict__
         present = key in d
@@ -378,9 +379,9 @@ class InstanceDictVariable(VariableTracker):
         if name == "__getitem__" and len(args) == 1:
             value, key = self._lookup(tx, args[0])
             if value is None:
-                raise GraphBreak("DL0010", f"KeyError: {key!r}")
+                raise GraphBreak(gb.OPERATION_RAISES, f"KeyError: {key!r}")
             return value
-        raise GraphBreak("DL0004", f"{name} on an object's __dict__")
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name} on an object's __dict__")
 
 
 class NewObjectVariable(_ObjectLike):
@@ -496,7 +497,7 @@ class UserDefinedClassVariable(VariableTracker):
         if attr is None:
             if hasattr(self.value, name):
                 return wrap(tx, getattr(self.value, name), None)
-            raise GraphBreak("DL0011", f"class {self.value.__name__} has no attribute {name!r}")
+            raise GraphBreak(gb.MISSING_ATTRIBUTE, f"class {self.value.__name__} has no attribute {name!r}")
         value = getattr(self.value, name)
         if self.source is None:  # a class met without a source: guard the attribute through the class itself
             guard_attr_value(tx, self.value, name, value)
@@ -509,7 +510,7 @@ class UserDefinedClassVariable(VariableTracker):
 
             items = args[0].unpack(tx)
             if len(items) != len(self.value._fields):
-                raise GraphBreak("DL0010", f"{self.value.__name__}._make(): wrong number of items (TypeError)")
+                raise GraphBreak(gb.OPERATION_RAISES, f"{self.value.__name__}._make(): wrong number of items (TypeError)")
             return NamedTupleVariable(self.value, items)
         return super().call_method(tx, name, args, kwargs)
 
@@ -541,7 +542,7 @@ class UserDefinedClassVariable(VariableTracker):
             factory = args[0] if args else NONE
             if factory.is_python_constant() and factory.as_python_constant() is not None and \
                     not callable(factory.as_python_constant()):
-                raise GraphBreak("DL0010", "defaultdict(): first argument must be callable or None (TypeError)")
+                raise GraphBreak(gb.OPERATION_RAISES, "defaultdict(): first argument must be callable or None (TypeError)")
             result = _HANDLERS[dict](tx, *args[1:], **kwargs)
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
@@ -549,26 +550,26 @@ class UserDefinedClassVariable(VariableTracker):
 
             return ExceptionVariable.create(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
-            raise GraphBreak("DL0010", f"class {cls.__name__} has abstract methods (TypeError)")
+            raise GraphBreak(gb.OPERATION_RAISES, f"class {cls.__name__} has abstract methods (TypeError)")
         if type(cls) is not type and not _is_plain_meta(cls):
-            raise GraphBreak("DL0003", f"class {cls.__name__} has a custom metaclass")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} has a custom metaclass")
         new_fn, _ = _mro_lookup(cls, "__new__")
         if new_fn is not None and new_fn is not object.__new__ and not isinstance(new_fn, staticmethod):
-            raise GraphBreak("DL0003", f"class {cls.__name__} defines __new__")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
         if isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__:
-            raise GraphBreak("DL0003", f"class {cls.__name__} defines __new__")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
         for base in cls.__mro__[:-1]:
             # empty __slots__ (collections.abc mixins, ABCs) add no storage: fine
             if base.__module__ == "builtins" or not hasattr(base, "__dict__") or \
                     base.__dict__.get("__slots__", ()) not in ((), []):
-                raise GraphBreak("DL0003", f"class {cls.__name__} derives from {base.__name__}")
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} derives from {base.__name__}")
         obj = NewObjectVariable(cls, self.source)
         tx.output.side_effects.track_new_object(obj)
         init, _ = _mro_lookup(cls, "__init__")
         if isinstance(init, types.FunctionType):
             UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
         elif (args or kwargs) and init is object.__init__:
-            raise GraphBreak("DL0012", f"{cls.__name__}() takes no arguments")
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}() takes no arguments")
         return obj
 
     def reconstruct(self, cg):
@@ -627,7 +628,7 @@ class SuperVariable(VariableTracker):
         try:
             start = mro.index(self.cls) + 1
         except ValueError as e:
-            raise GraphBreak("DL0003", "super(): obj is not an instance of cls") from e
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "super(): obj is not an instance of cls") from e
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
@@ -645,7 +646,7 @@ class SuperVariable(VariableTracker):
 
                     return _M(BuiltinVariable(attr), self.obj)
                 return wrap(tx, attr, None)
-        raise GraphBreak("DL0011", f"super() has no attribute {name!r}")
+        raise GraphBreak(gb.MISSING_ATTRIBUTE, f"super() has no attribute {name!r}")
 
 
 class DataclassFieldVariable(VariableTracker):

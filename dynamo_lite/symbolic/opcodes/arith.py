@@ -1,6 +1,7 @@
 """Operators: BINARY_OP (every variant), UNARY_*, COMPARE_OP, IS_OP, CONTAINS_OP, subscripts."""
 from __future__ import annotations
 
+from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables import arith
@@ -76,7 +77,7 @@ def DELETE_SUBSCR(tx, inst):
     key = tx.pop()
     obj = tx.pop()
     if isinstance(obj, TensorVariable):
-        raise GraphBreak("DL0010", "del on a tensor item")
+        raise GraphBreak(gb.OPERATION_RAISES, "del on a tensor item")
     obj.call_method(tx, "__delitem__", [key], {})
 
 

@@ -1,6 +1,7 @@
 """Building and unpacking containers and strings."""
 from __future__ import annotations
 
+from ... import graph_breaks as gb
 from ...exc import GraphBreak
 from ...variables.constant import ConstantVariable
 from ...variables.containers import (
@@ -53,7 +54,7 @@ def BUILD_SLICE(tx, inst):
 def BUILD_STRING(tx, inst):
     parts = tx.popn(inst.arg)
     if not all(p.is_python_constant() for p in parts):
-        raise GraphBreak("DL0009", "f-string with values not known at trace time")
+        raise GraphBreak(gb.VALUE_UNKNOWN, "f-string with values not known at trace time")
     tx.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
 
 
@@ -63,7 +64,7 @@ def FORMAT_VALUE(tx, inst):
     spec = tx.pop().as_python_constant() if flags & 0x04 else ""
     value = tx.pop()
     if not value.is_python_constant():
-        raise GraphBreak("DL0009", f"formatting {value.describe()} in an f-string")
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"formatting {value.describe()} in an f-string")
     v = value.as_python_constant()
     conv = flags & 0x03
     if conv == 1:
@@ -75,7 +76,7 @@ def FORMAT_VALUE(tx, inst):
     try:
         tx.push(ConstantVariable(format(v, spec)))
     except Exception as e:  # noqa: BLE001 - raise it for real
-        raise GraphBreak("DL0010", f"format() raised {type(e).__name__}") from e
+        raise GraphBreak(gb.OPERATION_RAISES, f"format() raised {type(e).__name__}") from e
 
 
 @register("LIST_APPEND")
@@ -116,7 +117,7 @@ def DICT_UPDATE(tx, inst):
     if inst.opname == "DICT_MERGE" and isinstance(v, DictVariable):
         dup = set(v.items) & set(target.items)
         if dup:
-            raise GraphBreak("DL0010", f"got multiple values for keyword argument {sorted(map(str, dup))[0]!r}")
+            raise GraphBreak(gb.OPERATION_RAISES, f"got multiple values for keyword argument {sorted(map(str, dup))[0]!r}")
     if not isinstance(v, DictVariable):
         keys = v.call_method(tx, "keys", [], {}).unpack(tx)
         v = DictVariable({k.as_python_constant(): v.call_method(tx, "__getitem__", [k], {}) for k in keys})
@@ -133,7 +134,7 @@ def UNPACK_SEQUENCE(tx, inst):
     seq = tx.pop()
     items = seq.unpack(tx)
     if len(items) != inst.arg:
-        raise GraphBreak("DL0010", f"cannot unpack {len(items)} values into {inst.arg} (ValueError)")
+        raise GraphBreak(gb.OPERATION_RAISES, f"cannot unpack {len(items)} values into {inst.arg} (ValueError)")
     for item in reversed(items):
         tx.push(item)
 
@@ -143,7 +144,7 @@ def UNPACK_EX(tx, inst):
     before, after = inst.arg & 0xFF, inst.arg >> 8
     items = tx.pop().unpack(tx)
     if len(items) < before + after:
-        raise GraphBreak("DL0010", "not enough values to unpack (ValueError)")
+        raise GraphBreak(gb.OPERATION_RAISES, "not enough values to unpack (ValueError)")
     middle = ListVariable(items[before:len(items) - after])
     for item in reversed(items[len(items) - after:]):
         tx.push(item)

@@ -2,6 +2,7 @@
 BEFORE_WITH, and the generator protocol used when inlining generators."""
 from __future__ import annotations
 
+from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.base import NullVariable
@@ -46,10 +47,10 @@ def CALL_FUNCTION_EX(tx, inst):
     kwargs = {}
     if kwargs_var is not None:
         if not isinstance(kwargs_var, DictVariable):
-            raise GraphBreak("DL0009", "** argument is not a dict known at trace time")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "** argument is not a dict known at trace time")
         for k, v in kwargs_var.items.items():
             if not isinstance(k, str):
-                raise GraphBreak("DL0010", "keywords must be strings")
+                raise GraphBreak(gb.OPERATION_RAISES, "keywords must be strings")
             kwargs[k] = v
     tx.push(call(tx, fn, list(args), kwargs))
 
@@ -88,7 +89,7 @@ def BEFORE_WITH(tx, inst):
             tx.push(exit_fn)
             tx.push(result)
             return
-    raise GraphBreak("DL0024", f"`with` on {ctx.describe()} is not supported")
+    raise GraphBreak(gb.UNSUPPORTED_CONTEXT_MANAGER, f"`with` on {ctx.describe()} is not supported")
 
 
 @register("LOAD_BUILD_CLASS")
@@ -105,14 +106,14 @@ def LOAD_BUILD_CLASS(tx, inst):
 @register("RETURN_GENERATOR")
 def RETURN_GENERATOR(tx, inst):
     if not getattr(tx, "is_generator", False):
-        raise GraphBreak("DL0021", "generator frame")
+        raise GraphBreak(gb.CALL_NOT_TRACED, "generator frame")
     tx.push(NONE)  # what the first resume sends; popped by the POP_TOP that follows
 
 
 @register("YIELD_VALUE")
 def YIELD_VALUE(tx, inst):
     if not getattr(tx, "is_generator", False):
-        raise GraphBreak("DL0021", "yield outside an inlined generator")
+        raise GraphBreak(gb.CALL_NOT_TRACED, "yield outside an inlined generator")
     tx.suspend(tx.pop())  # the consumer takes the value; resuming pushes what next() sends (None)
 
 

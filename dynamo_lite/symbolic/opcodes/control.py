@@ -1,6 +1,7 @@
 """Control flow: jumps decided at trace time, loops (unrolled), iteration, return."""
 from __future__ import annotations
 
+from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.constant import ConstantVariable
@@ -20,7 +21,7 @@ def _branch(tx, inst):
             except GraphBreak:
                 t = None
             if t is None or t is type(None):
-                raise GraphBreak("DL0007", f"`is None` test on {value.describe()} not known at trace time")
+                raise GraphBreak(gb.DATA_DEPENDENT, f"`is None` test on {value.describe()} not known at trace time")
             is_none = False
         outcome = is_none
     else:
@@ -29,8 +30,8 @@ def _branch(tx, inst):
             from ...variables.tensor import TensorVariable
 
             if isinstance(value, TensorVariable):
-                raise GraphBreak("DL0025", "branch on a tensor value (data-dependent control flow)")
-            raise GraphBreak("DL0007", f"branch on {value.describe()} not known at trace time")
+                raise GraphBreak(gb.TENSOR_BRANCH, "branch on a tensor value (data-dependent control flow)")
+            raise GraphBreak(gb.DATA_DEPENDENT, f"branch on {value.describe()} not known at trace time")
     taken = outcome == jump_if
     if pops or not taken:
         tx.pop()
@@ -63,7 +64,7 @@ def GET_ITER(tx, inst):
 def FOR_ITER(tx, inst):
     it = tx.peek()
     if not isinstance(it, ListIteratorVariable):
-        raise GraphBreak("DL0005", f"iterating over {it.describe()}")
+        raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"iterating over {it.describe()}")
     item = it.next_item(tx)
     if item is None:
         tx.pop()
@@ -93,19 +94,19 @@ def _as_exception(tx, value):
 def RAISE_VARARGS(tx, inst):
     if inst.arg == 0:  # bare `raise` in a handler: the exception being handled
         if not tx.handling:
-            raise GraphBreak("DL0015", "bare raise outside a handler the trace entered")
+            raise GraphBreak(gb.EXCEPTION_RAISED, "bare raise outside a handler the trace entered")
         tx.raise_exception(tx.handling[-1], reraise=True)
     cause = tx.pop() if inst.arg == 2 else None
     exc = _as_exception(tx, tx.pop())
     if exc is None:
-        raise GraphBreak("DL0015", "raise statement (the exception is raised by Python)")
+        raise GraphBreak(gb.EXCEPTION_RAISED, "raise statement (the exception is raised by Python)")
     if cause is not None:  # `raise exc from cause`
         if cause.is_python_constant() and cause.as_python_constant() is None:
             exc.cause = cause
         else:
             exc.cause = _as_exception(tx, cause)
             if exc.cause is None:
-                raise GraphBreak("DL0015", "raise ... from a cause the trace does not model")
+                raise GraphBreak(gb.EXCEPTION_RAISED, "raise ... from a cause the trace does not model")
         exc.suppress_context = True
     handled = _handled_exception(tx)
     if handled is not None and handled is not exc:
@@ -158,12 +159,12 @@ def CHECK_EXC_MATCH(tx, inst):
         from ...variables.containers import TupleVariable
 
         if not isinstance(classes, TupleVariable) or not classes.is_python_constant():
-            raise GraphBreak("DL0009", "except clause with classes not known at trace time")
+            raise GraphBreak(gb.VALUE_UNKNOWN, "except clause with classes not known at trace time")
     match = classes.as_python_constant()
     try:
         tx.push(ConstantVariable(issubclass(exc.python_type(), match)))
     except TypeError as e:
-        raise GraphBreak("DL0010", "except clause with something that is not an exception class") from e
+        raise GraphBreak(gb.OPERATION_RAISES, "except clause with something that is not an exception class") from e
 
 
 @register("WITH_EXCEPT_START")

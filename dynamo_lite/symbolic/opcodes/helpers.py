@@ -1,6 +1,7 @@
 """Operations shared by several opcode handlers and builtins (subscript, attributes)."""
 from __future__ import annotations
 
+from ... import graph_breaks as gb
 from ...exc import GraphBreak
 from ...variables.base import VariableTracker
 
@@ -14,7 +15,7 @@ def subscript(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker
         return record_op(tx, "call_function", operator.getitem, [obj, key], {})
     if isinstance(obj, (BaseListVariable, DictVariable)):
         if isinstance(key, TensorVariable):
-            raise GraphBreak("DL0007", "indexing a Python container with a tensor")
+            raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
         return obj.getitem(tx, key)
     if obj.is_python_constant() and key.is_python_constant():
         try:
@@ -22,7 +23,7 @@ def subscript(tx, obj: VariableTracker, key: VariableTracker) -> VariableTracker
 
             return wrap_constant_result(obj.as_python_constant()[key.as_python_constant()])
         except Exception as e:  # noqa: BLE001 - raise it for real
-            raise GraphBreak("DL0010", f"subscript raised {type(e).__name__}") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"subscript raised {type(e).__name__}") from e
     return obj.call_method(tx, "__getitem__", [key], {})
 
 
@@ -50,7 +51,7 @@ def store_attr(tx, obj, name: str, value) -> None:
     if isinstance(obj, (_ObjectLike, NNModuleVariable)) or callable(getattr(obj, "store_attr", None)):
         obj.store_attr(tx, name, value)
         return
-    raise GraphBreak("DL0008", f"setting attribute {name!r} on {obj.describe()}")
+    raise GraphBreak(gb.SIDE_EFFECT, f"setting attribute {name!r} on {obj.describe()}")
 
 
 def call(tx, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:

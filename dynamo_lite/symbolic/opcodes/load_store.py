@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 import types
 
+from ... import graph_breaks as gb
 from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import ConstantVariable, is_constant_value
@@ -19,7 +20,7 @@ def LOAD_FAST(tx, inst):
         return
     var = tx.symbolic_locals.get(name)
     if var is None:
-        raise GraphBreak("DL0020", f"local variable {name!r} referenced before assignment")
+        raise GraphBreak(gb.UNBOUND_NAME, f"local variable {name!r} referenced before assignment")
     tx.push(var)
 
 
@@ -31,7 +32,7 @@ def STORE_FAST(tx, inst):
 @register("DELETE_FAST")
 def DELETE_FAST(tx, inst):
     if inst.argval not in tx.symbolic_locals:
-        raise GraphBreak("DL0020", f"local variable {inst.argval!r} referenced before assignment")
+        raise GraphBreak(gb.UNBOUND_NAME, f"local variable {inst.argval!r} referenced before assignment")
     del tx.symbolic_locals[inst.argval]
 
 
@@ -114,10 +115,10 @@ def IMPORT_NAME(tx, inst):
     level = tx.pop()
     name = inst.argval
     if level.as_python_constant() != 0:
-        raise GraphBreak("DL0023", "relative import inside a compiled function")
+        raise GraphBreak(gb.IMPORT, "relative import inside a compiled function")
     module = sys.modules.get(name)
     if module is None:
-        raise GraphBreak("DL0023", f"import of {name!r}, which is not imported yet (imports run module code)")
+        raise GraphBreak(gb.IMPORT, f"import of {name!r}, which is not imported yet (imports run module code)")
     if not fromlist.as_python_constant() and "." in name:
         module = sys.modules.get(name.split(".")[0])
     tx.push(wrap(tx, module, None))

@@ -7,6 +7,7 @@ bodies, async code).
 """
 from __future__ import annotations
 
+from ... import graph_breaks as gb
 from ...exc import GraphBreak
 from . import register
 
@@ -39,7 +40,7 @@ UNSUPPORTED = {
 
 
 def _unsupported(tx, inst):
-    raise GraphBreak("DL0017", f"{inst.opname}: {UNSUPPORTED[inst.opname]}")
+    raise GraphBreak(gb.UNSUPPORTED_BYTECODE, f"{inst.opname}: {UNSUPPORTED[inst.opname]}")
 
 
 register(*UNSUPPORTED)(_unsupported)
