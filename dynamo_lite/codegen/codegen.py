@@ -18,7 +18,7 @@ import torch
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .. import graph_breaks as gb
-from .. import bytecode_compat
+from .. import bytecode_compat, runtime
 
 from ..exc import SkipFrame
 from ..variables.base import NullVariable, VariableTracker
@@ -250,7 +250,7 @@ class PyCodegen:
 
     def reconstruct_new_object(self, var) -> None:
         attrs = self.side_effects.new_object_attrs(var)
-        self.load_callable(_new_object)
+        self.load_callable(runtime.new_object)
         self.load_const(var.value_type)
         for name, value in attrs.items():
             self.load_const(name)
@@ -383,10 +383,3 @@ class _ConstHolder:
 
     def __repr__(self):
         return f"<constant {type(self.value).__name__}>"
-
-
-def _new_object(cls, attrs):
-    obj = object.__new__(cls)
-    for name, value in attrs.items():
-        object.__setattr__(obj, name, value)
-    return obj

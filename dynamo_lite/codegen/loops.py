@@ -37,7 +37,7 @@ from typing import Optional
 
 from bytecode import CellVar, Compare, FreeVar, Instr, Label, TryBegin, TryEnd
 
-from .. import bytecode_compat
+from .. import bytecode_compat, runtime
 from .codegen import PyCodegen, assemble, original_instructions
 from .liveness import _JUMPS, stack_depths
 
@@ -128,11 +128,6 @@ def find_loop(code: types.CodeType, insts: list, k: int) -> Optional[LoopInfo]:
     return LoopInfo(header, entry, last, is_for, tuple(exits), tuple(sorted(reads)), tuple(sorted(writes)), below)
 
 
-def pick(mapping: dict, names: tuple) -> dict:
-    """The bound ones among ``names`` (generated code passes locals() here)."""
-    return {n: mapping[n] for n in names if n in mapping}
-
-
 _BODY_CACHE: dict = {}
 
 
@@ -220,7 +215,7 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
             cg.emit("POP_TOP")
         cg.label(taken)
         cg.load_const(tag)
-        cg.load_callable(pick)
+        cg.load_callable(runtime.pick)
         cg.emit("PUSH_NULL")
         cg.load_const(builtins.locals)
         cg.call(0)
@@ -319,7 +314,7 @@ def rewrite_parent_copy(copy: list, code: types.CodeType, insts: list, info: Loo
         cg.load_fast("___loop_item")
     else:
         cg.load_const(None)
-    cg.load_callable(pick)
+    cg.load_callable(runtime.pick)
     cg.emit("PUSH_NULL")
     cg.load_const(builtins.locals)
     cg.call(0)

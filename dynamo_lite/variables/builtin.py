@@ -24,6 +24,7 @@ import types
 from typing import Any, Callable
 
 from .. import graph_breaks as gb
+from .. import runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
@@ -871,20 +872,14 @@ def _locals(tx):
 
 
 def _pick(tx, mapping, names):
-    """codegen.loops.pick: the bound ones among names (generated loop-body code)."""
+    """runtime.pick: the bound ones among names (generated loop-body code)."""
     from .containers import DictVariable
 
     keys = names.as_python_constant()
     return DictVariable({k: v for k, v in mapping.items.items() if k in keys})
 
 
-def _register_pick():
-    from ..codegen.loops import pick
-
-    _HANDLERS[pick] = _pick
-
-
-_register_pick()
+_HANDLERS[runtime.pick] = _pick
 
 
 @_handler(builtins.id)

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from .. import graph_breaks as gb
+from .. import runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
@@ -917,7 +918,7 @@ class ListIteratorVariable(VariableTracker):
 
             raise SkipFrame(gb.CANNOT_REBUILD, f"an iterator over {self.watched[0].describe()}, which changed")
         if self.live is not None:  # the real list's iterator, advanced to the same position
-            cg.load_callable(_list_iterator_at)
+            cg.load_callable(runtime.list_iterator_at)
             cg.reconstruct(self.live)
             cg.load_const(self.index if not self.exhausted else -1)
             cg.call(2)
@@ -926,7 +927,7 @@ class ListIteratorVariable(VariableTracker):
         if self.watched is not None and self.watched[0].can_reconstruct():
             # the real set's iterator (so a later change of its size raises as in eager), at the
             # same position when the real set yields the same items (else a tuple iterator)
-            cg.load_callable(_set_iterator_at)
+            cg.load_callable(runtime.set_iterator_at)
             cg.reconstruct(self.watched[0])
             for part in (self.items[:self.index], rest):
                 for item in part:
@@ -962,7 +963,7 @@ class ListIteratorVariable(VariableTracker):
             return
         if self.kind in (map, filter):
             cg.load_callable(self.kind)
-            cg.load_const(_passthrough if self.kind is map else _keep)
+            cg.load_const(runtime.passthrough if self.kind is map else runtime.keep)
         else:
             cg.load_callable(iter)
         for item in rest:
@@ -997,38 +998,6 @@ def iterate(tx, value: VariableTracker) -> "ListIteratorVariable":
     if isinstance(value, SetVariable):
         it.watched = (value, list(value.items))
     return it
-
-
-def _set_iterator_at(real: set, consumed: tuple, rest: tuple):
-    """A set iterator rebuilt by generated code: iter(real) past the ``consumed`` items, if the
-    real set yields them first and then exactly ``rest``; else an iterator over ``rest``."""
-    it = iter(real)
-    taken = [next(it) for _ in range(min(len(consumed), len(real)))]
-    if len(taken) == len(consumed) and set(taken) == set(consumed) and len(real) - len(taken) == len(rest) \
-            and set(real) - set(taken) == set(rest):
-        return it
-    return iter(rest)
-
-
-def _list_iterator_at(lst: list, index: int):
-    """iter(lst) advanced by ``index`` items (-1: exhausted), a list iterator rebuilt by generated code."""
-    it = iter(lst)
-    if index < 0:
-        for _ in it:  # run off the end: CPython drops the list
-            pass
-        return it
-    it.__setstate__(index)
-    return it
-
-
-def _passthrough(v):
-    """map() function of a rebuilt map object (its items were computed in the trace)."""
-    return v
-
-
-def _keep(v):
-    """filter() predicate of a rebuilt filter object (its items were filtered in the trace)."""
-    return True
 
 
 class SliceVariable(VariableTracker):

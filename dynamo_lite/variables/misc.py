@@ -15,6 +15,7 @@ from typing import Any, Optional
 import torch
 
 from .. import graph_breaks as gb
+from .. import runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
@@ -237,7 +238,7 @@ class GradModeVariable(ContextManagerVariable):
             cg.load_callable(self.ctx_type)
             cg.call(0)
             return
-        cg.load_callable(_reenter_grad_mode)
+        cg.load_callable(runtime.reenter_grad_mode)
         cg.load_const(self.enabled)
         cg.load_const(self.prev)
         cg.call(2)
@@ -278,13 +279,6 @@ class GradModeDecoratedVariable(VariableTracker):
         result = self.fn.call_function(tx, args, kwargs)
         ctx.exit(tx)
         return result
-
-
-def _reenter_grad_mode(enabled: bool, prev: bool):
-    """An entered grad-mode context whose __exit__ restores ``prev`` (used by generated code)."""
-    ctx = torch.set_grad_enabled(enabled)
-    ctx.prev = prev
-    return ctx
 
 
 class ExceptionVariable(VariableTracker):
@@ -378,7 +372,7 @@ class ExceptionVariable(VariableTracker):
     def reconstruct(self, cg):
         chained = self.context is not None or self.cause is not None or self.suppress_context
         if chained:
-            cg.load_callable(_chained_exception)
+            cg.load_callable(runtime.chained_exception)
         cg.load_callable(self.exc_type)
         for a in self.args:
             cg.reconstruct(a)
@@ -392,14 +386,6 @@ class ExceptionVariable(VariableTracker):
     def can_reconstruct(self):
         return all(a.can_reconstruct() for a in self.args) and all(
             v.can_reconstruct() for v in (self.context, self.cause) if v is not None)
-
-
-def _chained_exception(exc, context, cause, suppress_context):
-    """An exception rebuilt by generated code with the chaining a traced ``raise`` gave it."""
-    exc.__context__ = context
-    exc.__cause__ = cause
-    exc.__suppress_context__ = suppress_context
-    return exc
 
 
 class ObjectVariable(VariableTracker):

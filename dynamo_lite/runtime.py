@@ -1,0 +1,75 @@
+"""Functions that generated code calls at run time.
+
+Code made by codegen/ (the code that replaces a frame, resume functions, loop bodies) and the
+``reconstruct`` methods of trackers load these as constants and call them after a graph ran,
+to rebuild Python objects the trace made or changed.  They run as ordinary Python on real
+values, on every call of compiled code, so they are small and do no tracing work.
+
+Invariant: this module imports nothing of dynamo_lite (it is the bottom layer; see the
+import-linter contracts in pyproject.toml), so any layer may refer to these functions.
+Tested through tests that break graphs inside loops, rebuild iterators, grad-mode contexts,
+exceptions and user objects (tests/breaks/, tests/semantics/).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def pick(mapping: dict, names: tuple) -> dict:
+    """The bound ones among ``names`` (loop-body code passes ``locals()`` here)."""
+    return {n: mapping[n] for n in names if n in mapping}
+
+
+def new_object(cls, attrs: dict):
+    """An instance of ``cls`` made without running its ``__init__``, with ``attrs`` set."""
+    obj = object.__new__(cls)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+def reenter_grad_mode(enabled: bool, prev: bool):
+    """An entered grad-mode context whose ``__exit__`` restores ``prev``."""
+    ctx = torch.set_grad_enabled(enabled)
+    ctx.prev = prev
+    return ctx
+
+
+def chained_exception(exc: BaseException, context, cause, suppress_context: bool) -> BaseException:
+    """An exception rebuilt with the chaining a traced ``raise`` gave it."""
+    exc.__context__ = context
+    exc.__cause__ = cause
+    exc.__suppress_context__ = suppress_context
+    return exc
+
+
+def set_iterator_at(real: set, consumed: tuple, rest: tuple):
+    """A set iterator: iter(real) past the ``consumed`` items, if the real set yields them first
+    and then exactly ``rest``; else an iterator over ``rest``."""
+    it = iter(real)
+    taken = [next(it) for _ in range(min(len(consumed), len(real)))]
+    if len(taken) == len(consumed) and set(taken) == set(consumed) and len(real) - len(taken) == len(rest) \
+            and set(real) - set(taken) == set(rest):
+        return it
+    return iter(rest)
+
+
+def list_iterator_at(lst: list, index: int):
+    """iter(lst) advanced by ``index`` items (-1: exhausted)."""
+    it = iter(lst)
+    if index < 0:
+        for _ in it:  # run off the end: CPython drops the list
+            pass
+        return it
+    it.__setstate__(index)
+    return it
+
+
+def passthrough(v):
+    """The function of a rebuilt map object (its items were computed in the trace)."""
+    return v
+
+
+def keep(v) -> bool:
+    """The predicate of a rebuilt filter object (its items were filtered in the trace)."""
+    return True
