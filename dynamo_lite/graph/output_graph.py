@@ -86,9 +86,10 @@ class OutputGraph:
             "___torch.get_default_dtype() is {d}", (("d", torch.get_default_dtype()),)))
 
     # ---- graph ------------------------------------------------------------
-    def add_graph_input(self, source: Source, value: torch.Tensor):
-        from ..variables.tensor import TensorVariable
-
+    def add_graph_input(self, source: Source, value: torch.Tensor) -> tuple[torch.fx.Node, torch.Tensor]:
+        """A placeholder for the real tensor ``value`` read from ``source``, guarded on its
+        metadata: (node, fake example value).  The caller makes the tracker and registers
+        the real value with ``set_real_value``."""
         self.add_guard("TENSOR", source, TensorSpec.of(value))
         name = _node_name(source)
         first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
@@ -101,10 +102,10 @@ class OutputGraph:
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
         self.graph_inputs.append(GraphInput(source, node, value))
-        var = TensorVariable(node, fake, source)
-        var.real_type = type(value)
+        return node, fake
+
+    def set_real_value(self, var, value: torch.Tensor) -> None:
         self.real_values[id(var)] = value
-        return var
 
     def real_value_of(self, var) -> torch.Tensor:
         return self.real_values[id(var)]

@@ -29,6 +29,7 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
+from .tensor import TensorVariable
 
 
 def _is_torch_callable(value) -> bool:
@@ -53,6 +54,15 @@ def wrap(tx, value: Any, source: Optional[Source]) -> VariableTracker:
     var = _wrap(tx, value, source)
     if source is not None:
         output.source_cache[source] = var
+    return var
+
+
+def _graph_input(output, source, value: torch.Tensor) -> TensorVariable:
+    """The tracker of a real tensor that becomes a graph input."""
+    node, fake = output.add_graph_input(source, value)
+    var = TensorVariable(node, fake, source)
+    var.real_type = type(value)
+    output.set_real_value(var, value)
     return var
 
 
@@ -101,7 +111,7 @@ def _wrap(tx, value, source):
 
             raise SkipFrame(gb.UNKNOWN_TYPE, f"tensor subclass {type(value).__qualname__} with __torch_function__",
                             permanent=False)
-        return _aliased(tx, value, source, lambda: output.add_graph_input(source, value))
+        return _aliased(tx, value, source, lambda: _graph_input(output, source, value))
     if isinstance(value, dict) and type(value) not in (dict,) and _is_model_output(value):
         if source is None:
             raise GraphBreak(gb.VALUE_UNKNOWN, "a ModelOutput reached without a source")
