@@ -5,7 +5,7 @@ forms); optimize() as context manager and decorator; disable(); reset();
 explain(); fullgraph=True raising Unsupported; config.patch; cache_size_limit;
 recompiles on dtype / shape / value / requires_grad / grad-mode changes,
 counted with CompileCounter, results checked against eager.  Helpers:
-tests/test_acceptance_support.py.
+dynamo_lite/testing.py.
 """
 import pytest
 import torch
@@ -13,7 +13,7 @@ import torch
 import dynamo_lite
 from dynamo_lite import config
 from dynamo_lite.testing import CompileCounter, assert_same
-from test_acceptance_support import check, check_calls
+from dynamo_lite.testing import check, check_calls
 
 
 def test_compile_as_decorator_with_and_without_arguments():

@@ -5,14 +5,14 @@ blocks, decorators and with exceptions; in-place ops on inputs, views and leaves
 (including the errors eager raises); version counters; backward through compiled
 graphs with gradients w.r.t. inputs and parameters; custom autograd.Function;
 torch.autograd.grad; retain_graph; tensor hooks.  Helpers:
-tests/test_acceptance_support.py.
+dynamo_lite/testing.py.
 """
 import pytest
 import torch
 
 import dynamo_lite
 from dynamo_lite.testing import assert_same
-from test_acceptance_support import check, check_calls
+from dynamo_lite.testing import check, check_calls
 
 
 def rg(*shape):

@@ -5,14 +5,14 @@ inside `with no_grad()`, try/finally and user context managers, inside inlined
 functions and closures with nonlocal, comprehensions and generator expressions,
 between values on the stack, with swapped/deleted locals - each called several
 times with changing inputs (cache hits through the resume functions).
-Helpers: tests/test_acceptance_support.py.
+Helpers: dynamo_lite/testing.py.
 """
 import contextlib
 
 import pytest
 import torch
 
-from test_acceptance_support import check_calls
+from dynamo_lite.testing import check_calls
 
 CALLS = [(torch.ones(2), [1, 2]), (torch.ones(2) * -2, [1, 2]), (torch.ones(3), [1, 2, 3]), (torch.ones(2), [1, 2])]
 CASES = {}

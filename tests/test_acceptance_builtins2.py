@@ -11,17 +11,15 @@ mutated), math/numpy (math.* on shape ints, numpy arrays in and out) and
 randomness (random / numpy / torch RNG, manual_seed and Generators inside the
 compiled code: the result AND every RNG state after the call must equal eager's).
 
-``same(fn, *calls)`` runs the sequence of calls eagerly and through ONE compiled
+``check_calls(fn, calls)`` runs the sequence of calls eagerly and through ONE compiled
 function (so later calls hit the cache or recompile) from identical RNG states
 and compares, per call: return value or exception (type + message), stdout,
 stderr, the arguments afterwards, torch / random / numpy RNG states afterwards
-and an optional ``snapshot()`` (globals).  The compiled calls run with
-``raise_internal_errors=False`` as in production, and an internal error of the
-tracer (a DL0026 fallback) fails the test even when eager raised the same
-message.  A call equal to an earlier one must not compile anything new.
+and an optional ``snapshot()`` (globals).  Every comparison is ``dynamo_lite.testing.check_calls`` (stdout, stderr and RNG
+states compared too); an internal error of the tracer is raised (tests/conftest.py),
+so it fails the test even when eager raised the same message.  A call equal to an
+earlier one must not compile anything new (``hits``).
 Bugs still open are kept as ``xfail(strict=True, reason="bug: ...")`` tests.
-Helpers are local: tests/test_acceptance_support.py does not compare stderr or
-RNG states after the call.
 """
 from __future__ import annotations
 
@@ -43,111 +41,14 @@ import torch
 import dynamo_lite
 from dynamo_lite import config
 from dynamo_lite.report import events
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
 
 SEED = 4321
-
-
-def _seed():
-    torch.manual_seed(SEED)
-    random.seed(SEED)
-    np.random.seed(SEED)
-
-
-def _norm(obj):
-    """Values assert_same cannot compare (ndarrays, Generators, numpy scalars) as plain data."""
-    if isinstance(obj, np.ndarray):
-        return ("ndarray", str(obj.dtype), obj.shape, obj.tolist())
-    if isinstance(obj, np.generic):
-        return ("npscalar", type(obj).__name__, obj.item())
-    if isinstance(obj, torch.Generator):
-        return ("Generator", obj.get_state())
-    if isinstance(obj, (collections.deque, set, frozenset)):
-        return (type(obj).__name__, [_norm(v) for v in (sorted(obj, key=repr) if isinstance(obj, (set, frozenset)) else obj)],
-                getattr(obj, "maxlen", None))
-    if type(obj) in (list, tuple):
-        return type(obj)(_norm(v) for v in obj)
-    if isinstance(obj, dict):
-        return (type(obj).__name__, [(k, _norm(v)) for k, v in obj.items()],
-                getattr(obj, "default_factory", None))
-    return obj
 
 
 def _rng():
     np_state = np.random.get_state()
     return (torch.get_rng_state(), random.getstate(), (np_state[0], np_state[1].tolist()) + tuple(np_state[2:]))
-
-
-def _run(fn, args, snapshot):
-    """One call; internal errors of the tracer fall back (as in production) and are recorded."""
-    out, err = io.StringIO(), io.StringIO()
-    value = exc = None
-    recorded: list = []
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), events.collecting(recorded.append), \
-            config.patch(raise_internal_errors=False), _quiet_dynamo_log():
-        try:
-            value = fn(*args)
-        except Exception as e:  # noqa: BLE001 - compared between eager and compiled
-            exc = e
-    return dict(value=value, exc=exc, stdout=out.getvalue(), stderr=err.getvalue(), args=args, rng=_rng(),
-                state=snapshot() if snapshot else None, events=recorded)
-
-
-@contextlib.contextmanager
-def _quiet_dynamo_log():
-    """The internal-error warning goes to the dynamo_lite logger, not to the user's stderr we compare."""
-    log = logging.getLogger("dynamo_lite")
-    old = log.propagate, log.handlers[:]
-    log.propagate = False
-    log.handlers[:] = [logging.NullHandler()]
-    try:
-        yield
-    finally:
-        log.propagate, log.handlers[:] = old[0], old[1]
-
-
-def same(fn, *calls, graphs=1, reset=None, snapshot=None, seed=True, hits=()):
-    """Run ``calls`` (args tuples) eagerly and through one compiled ``fn``; everything must match.
-
-    ``graphs``: minimum number of graphs captured over all calls (None: unchecked).
-    ``hits``: indices of calls that must be served from the cache (compile nothing new).
-    ``reset()`` runs before each call (restores globals); ``snapshot()`` after it.
-    ``seed``: reseed torch / random / numpy before every call (else only the RNG state is compared).
-    """
-    cnt = CompileCounter()
-    opt = dynamo_lite.compile(fn, backend=cnt)
-    for i, args in enumerate(calls):
-        runs = []
-        before = cnt.frame_count
-        for f in (fn, opt):
-            if reset:
-                reset()
-            if seed:
-                _seed()
-            runs.append(_run(f, copy.deepcopy(args), snapshot))
-        e, c = runs
-        where = f"call #{i}"
-        internal = [ev.reason for ev in c["events"] if getattr(ev, "break_id", None) == "DL0026"]
-        assert not internal, f"{where}: internal error while tracing: {internal}"
-        if e["exc"] is not None or c["exc"] is not None:
-            assert c["exc"] is not None, f"{where}: eager raised {e['exc']!r}, compiled returned {c['value']!r}"
-            assert e["exc"] is not None, f"{where}: compiled raised {c['exc']!r}, eager returned {e['value']!r}"
-            assert type(e["exc"]) is type(c["exc"]), f"{where}: {e['exc']!r} vs {c['exc']!r}"
-            assert str(e["exc"]) == str(c["exc"]), f"{where}: {e['exc']!r} vs {c['exc']!r}"
-        else:
-            assert_same(_norm(e["value"]), _norm(c["value"]), f"{where} result")
-        for k in ("stdout", "stderr"):
-            assert e[k] == c[k], f"{where}: {k} differs: eager {e[k]!r} compiled {c[k]!r}"
-        assert_same(_norm(e["args"]), _norm(c["args"]), f"{where} args after")
-        assert_same(_norm(e["rng"]), _norm(c["rng"]), f"{where} RNG state after")
-        assert_same(_norm(e["state"]), _norm(c["state"]), f"{where} snapshot")
-        if i in hits:
-            assert cnt.frame_count == before, f"{where} recompiled although its inputs match an earlier call"
-    if reset:
-        reset()
-    if graphs is not None:
-        assert cnt.frame_count >= graphs, f"expected >= {graphs} graphs, got {cnt.frame_count}"
-    return cnt
 
 
 def T(n=3):
@@ -1213,7 +1114,7 @@ def test_globals_mutated_then_exception_after_print():
             raise ValueError(f"boom {y.sum().item()}")
         return y
 
-    same(f, (T(3),), (T(3),), (T(4),), reset=_globals_reset, snapshot=_globals_snapshot, hits=(1,))
+    check_calls(f, [(T(3),), (T(3),), (T(4),)], reset=_globals_reset, snapshot=_globals_snapshot, hits=(1,), stderr=True, rng=True)
 
 
 def test_same_list_passed_twice_and_identity_of_returned_containers():
@@ -1273,8 +1174,8 @@ def test_rng_sequences_without_reseeding_match():
 
     results = []
     for fn in (f, dynamo_lite.compile(f, backend="eager")):
-        _seed()
-        results.append(_norm(([fn(T(3)) for _ in range(4)], _rng())))
+        seed_all(SEED)
+        results.append(normalize(([fn(T(3)) for _ in range(4)], _rng())))
     assert_same(results[0], results[1])
     assert len({r[2] for r in results[1][0]}) == 4
 
@@ -1587,7 +1488,7 @@ def test_nan_constant_hits_cache():
     def f(x, v):
         return x * 2 + v, math.nan
 
-    same(f, (T(3), float("nan")), (T(3), float("nan")), (T(3), float("nan")), hits=(1, 2))
+    check_calls(f, [(T(3), float("nan")), (T(3), float("nan")), (T(3), float("nan"))], hits=(1, 2), stderr=True, rng=True)
 
 
 def test_genexpr_break_hits_cache():
@@ -1595,7 +1496,7 @@ def test_genexpr_break_hits_cache():
         ok = all(v > 0 for v in x.tolist())
         return x * 2 if ok else x * 3
 
-    same(f, (T(3),), (T(3),), (T(3),), hits=(1, 2))
+    check_calls(f, [(T(3),), (T(3),), (T(3),)], hits=(1, 2), stderr=True, rng=True)
 
 
 def _params():
@@ -1607,4 +1508,4 @@ def _params():
 @pytest.mark.parametrize("name", list(_params()))
 def test_case(name):
     fn, calls, graphs, _, cache = cases[name]
-    same(fn, *calls, graphs=graphs, hits=(1,) if calls is DEFAULT_CALLS and cache else ())
+    check_calls(fn, calls, graphs=graphs, hits=(1,) if calls is DEFAULT_CALLS and cache else (), stderr=True, rng=True)

@@ -4,7 +4,7 @@ list/tuple/dict/set/namedtuple/OrderedDict/defaultdict/deque built, mutated and
 returned; inputs mutated in place; identity and aliasing of returned objects;
 dataclasses; user classes with properties, inheritance, __call__, __getattr__,
 __eq__/__hash__, class attributes, slots, class/static methods.  Helpers:
-tests/test_acceptance_support.py.
+dynamo_lite/testing.py.
 """
 import collections
 import dataclasses
@@ -16,7 +16,7 @@ import torch
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter
-from test_acceptance_support import check, check_calls
+from dynamo_lite.testing import check, check_calls
 
 
 Point = collections.namedtuple("Point", ["x", "y"])

@@ -2,14 +2,14 @@
 
 Branches on constants, shapes and dtypes are resolved at trace time (guarded);
 branches on tensor data (.item(), bool(t), `if t.sum() > 0`) break the graph and
-must still take the same path as eager.  Helpers: tests/test_acceptance_support.py.
+must still take the same path as eager.  Helpers: dynamo_lite/testing.py.
 """
 import itertools
 
 import pytest
 import torch
 
-from test_acceptance_support import check, check_calls
+from dynamo_lite.testing import check, check_calls
 
 
 def test_branch_on_python_flag_and_recompile_on_change():

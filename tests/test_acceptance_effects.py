@@ -6,7 +6,7 @@ finally blocks, exception chaining; user context managers, contextlib,
 nested `with`, exceptions inside `with`; stdout, the "acceptance" logger and
 warnings (category, message, file, line); python random / torch / numpy RNG
 consumption order; math on shapes; numpy values passed in.  Helpers:
-tests/test_acceptance_support.py.
+dynamo_lite/testing.py.
 """
 import collections
 import contextlib
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from test_acceptance_support import LOG, check, check_calls
+from dynamo_lite.testing import LOG, check, check_calls
 
 log = logging.getLogger("acceptance.model")
 

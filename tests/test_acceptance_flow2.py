@@ -38,56 +38,10 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def _seed():
-    torch.manual_seed(7)
-    random.seed(7)
-    np.random.seed(7)
-
-
-def _run(fn, args):
-    buf = io.StringIO()
-    value = exc = None
-    with contextlib.redirect_stdout(buf):
-        try:
-            value = fn(*args)
-        except Exception as e:  # noqa: BLE001 - compared between eager and compiled
-            exc = e
-    return value, exc, buf.getvalue(), args
-
-
-def same(fn, calls, reset=None, state=None, backend="eager"):
-    """Run every call in ``calls`` (tuples of args) eagerly, then the same calls on one
-    compiled ``fn``; each side starts from ``reset()`` and the same seeds.  Compares
-    per call: value or exception, stdout, arguments after the call; and ``state()`` at
-    the end.  Returns the compiled function."""
-    calls = [c if isinstance(c, tuple) else (c,) for c in calls]
-    sides = []
-    compiled = dynamo_lite.compile(fn, backend=backend)
-    for f in (fn, compiled):
-        if reset:
-            reset()
-        _seed()
-        outs = [_run(f, copy.deepcopy(c)) for c in calls]
-        sides.append((outs, copy.deepcopy(state()) if state else None))
-    (eager, est), (comp, cst) = sides
-    for i, (e, c) in enumerate(zip(eager, comp)):
-        if e[1] is not None or c[1] is not None:
-            assert c[1] is not None, f"call {i}: eager raised {e[1]!r}, compiled returned {c[0]!r}"
-            assert e[1] is not None, f"call {i}: compiled raised {c[1]!r}, eager returned {e[0]!r}"
-            assert type(e[1]) is type(c[1]) and str(e[1]) == str(c[1]), f"call {i}: {e[1]!r} vs {c[1]!r}"
-        else:
-            assert_same(e[0], c[0], f"call {i} result")
-        assert e[2] == c[2], f"call {i} stdout:\n eager:    {e[2]!r}\n compiled: {c[2]!r}"
-        assert_same(e[3], c[3], f"call {i} args after the call")
-    if state:
-        assert_same(est, cst, "state after the calls")
-    return compiled
-
 
 def ones(*shape, **kw):
     return torch.ones(*shape, **kw)
@@ -107,7 +61,7 @@ def test_elif_chain_on_python_int_recompiles_per_branch():
             y = -x
         return y
 
-    same(f, [(ones(3), 0), (ones(3), 1), (ones(3), 3), (ones(3), 9), (ones(3), 0), (ones(3), 1)])
+    check_calls(f, [(ones(3), 0), (ones(3), 1), (ones(3), 3), (ones(3), 9), (ones(3), 0), (ones(3), 1)], interleave=False, graphs=None)
 
 
 def test_elif_chain_on_tensor_values_with_item():
@@ -123,7 +77,7 @@ def test_elif_chain_on_tensor_values_with_item():
             tag = "neg"
         return x * len(tag), tag
 
-    same(f, [ones(6), ones(2), torch.zeros(2), -ones(2), ones(6)])
+    check_calls(f, [ones(6), ones(2), torch.zeros(2), -ones(2), ones(6)], interleave=False, graphs=None)
 
 
 def test_short_circuit_and_or_run_side_effects_in_order():
@@ -140,7 +94,7 @@ def test_short_circuit_and_or_run_side_effects_in_order():
         d = s(10, None) or s(11, "") or s(12, [])
         return a, b, c, d, log
 
-    same(f, [ones(2), ones(2)])
+    check_calls(f, [ones(2), ones(2)], interleave=False, graphs=None)
 
 
 def test_short_circuit_on_tensor_condition_with_print():
@@ -155,14 +109,14 @@ def test_short_circuit_on_tensor_condition_with_print():
         r = (x.sum() > 0 and p("pos")) or p("neg")
         return r, out
 
-    same(f, [ones(2), -ones(2), ones(2)])
+    check_calls(f, [ones(2), -ones(2), ones(2)], interleave=False, graphs=None)
 
 
 def test_tensor_and_or_not_return_operands():
     def f(x, y):
         return (x or y), (x and y), (not x)
 
-    same(f, [(torch.zeros(1), ones(1)), (ones(1), torch.zeros(1))])
+    check_calls(f, [(torch.zeros(1), ones(1)), (ones(1), torch.zeros(1))], interleave=False, graphs=None)
 
 
 def test_bool_of_multi_element_tensor_raises_same_error():
@@ -171,7 +125,7 @@ def test_bool_of_multi_element_tensor_raises_same_error():
             return 1
         return 0
 
-    same(f, [ones(2), ones(1), torch.zeros(1)])
+    check_calls(f, [ones(2), ones(1), torch.zeros(1)], interleave=False, graphs=None)
 
 
 def test_ternaries_on_python_and_tensor_values():
@@ -181,7 +135,7 @@ def test_ternaries_on_python_and_tensor_values():
         w = 1 if x.sum().item() > 0 else (2 if x.sum().item() == 0 else 3)
         return y, z, w
 
-    same(f, [(ones(2), 1), (-ones(2), -1), (torch.zeros(2), 0), (ones(2), 1)])
+    check_calls(f, [(ones(2), 1), (-ones(2), -1), (torch.zeros(2), 0), (ones(2), 1)], interleave=False, graphs=None)
 
 
 def test_mixed_static_and_data_dependent_conditions():
@@ -192,7 +146,7 @@ def test_mixed_static_and_data_dependent_conditions():
             return "float or zero"
         return "other"
 
-    same(f, [torch.tensor([5]), torch.tensor([1]), torch.tensor([0.5]), torch.tensor([0])])
+    check_calls(f, [torch.tensor([5]), torch.tensor([1]), torch.tensor([0.5]), torch.tensor([0])], interleave=False, graphs=None)
 
 
 def test_walrus_in_tensor_condition():
@@ -201,7 +155,7 @@ def test_walrus_in_tensor_condition():
             return s
         return -s
 
-    same(f, [ones(2), -ones(2)])
+    check_calls(f, [ones(2), -ones(2)], interleave=False, graphs=None)
 
 
 def test_match_statement_literal_sequence_mapping_guard():
@@ -220,8 +174,8 @@ def test_match_statement_literal_sequence_mapping_guard():
             case _:
                 return x
 
-    same(f, [(ones(2), "add"), (ones(2), ["mul", 3]), (ones(2), {"op": "sub", "v": 2}),
-             (ones(2), (1, 2, 3)), (ones(2), 5), (ones(2), 2), (ones(2), "add")])
+    check_calls(f, [(ones(2), "add"), (ones(2), ["mul", 3]), (ones(2), {"op": "sub", "v": 2}),
+             (ones(2), (1, 2, 3)), (ones(2), 5), (ones(2), 2), (ones(2), "add")], interleave=False, graphs=None)
 
 
 def test_match_with_print_in_case_bodies():
@@ -237,7 +191,7 @@ def test_match_with_print_in_case_bodies():
                 return x + len(s)
         return None
 
-    same(f, [(ones(1), {"op": "a", "b": 1}), (ones(1), [1, 2, 3]), (ones(1), [0]), (ones(1), "abc")])
+    check_calls(f, [(ones(1), {"op": "a", "b": 1}), (ones(1), [1, 2, 3]), (ones(1), [0]), (ones(1), "abc")], interleave=False, graphs=None)
 
 
 class _Pt:
@@ -258,7 +212,7 @@ def test_match_class_patterns():
                 return x - a - b
         return x
 
-    same(f, [(ones(1), _Pt(1, 5)), (ones(1), _Pt(2, 3)), (ones(1), 3)])
+    check_calls(f, [(ones(1), _Pt(1, 5)), (ones(1), _Pt(2, 3)), (ones(1), 3)], interleave=False, graphs=None)
 
 
 def test_match_inside_loop_with_item():
@@ -275,7 +229,7 @@ def test_match_inside_loop_with_item():
                     r.append(None)
         return r
 
-    same(f, [ones(2), ones(2)])
+    check_calls(f, [ones(2), ones(2)], interleave=False, graphs=None)
 
 
 def test_assert_on_shape_and_data():
@@ -284,7 +238,7 @@ def test_assert_on_shape_and_data():
         assert x.sum() > 0, f"neg sum {tuple(x.shape)}"
         return x * 2
 
-    same(f, [ones(3), -ones(3), ones(2), ones(3)])
+    check_calls(f, [ones(3), -ones(3), ones(2), ones(3)], interleave=False, graphs=None)
 
 
 def test_assert_with_item_message_after_print():
@@ -294,7 +248,7 @@ def test_assert_with_item_message_after_print():
         assert isinstance(x, torch.Tensor)
         return x
 
-    same(f, [ones(2), -ones(2)])
+    check_calls(f, [ones(2), -ones(2)], interleave=False, graphs=None)
 
 
 # ----------------------------------------------------------------------------- loops
@@ -306,7 +260,7 @@ def test_for_range_with_print_every_iteration():
             x = x + i
         return x, i
 
-    same(f, [torch.zeros(2), ones(2)])
+    check_calls(f, [torch.zeros(2), ones(2)], interleave=False, graphs=None)
 
 
 def test_loop_with_print_does_not_recompile_on_second_call():
@@ -344,7 +298,7 @@ def test_loop_item_break_continue_else():
             acc.append("else")
         return x, acc
 
-    same(f, [torch.tensor([0.4, 0.9]), torch.tensor([0.1, 0.2]), torch.tensor([0.4, 0.9])])
+    check_calls(f, [torch.tensor([0.4, 0.9]), torch.tensor([0.1, 0.2]), torch.tensor([0.4, 0.9])], interleave=False, graphs=None)
 
 
 def test_many_item_iterations_accumulate():
@@ -355,7 +309,7 @@ def test_many_item_iterations_accumulate():
             x = x + 0.01
         return total, x
 
-    same(f, [torch.tensor([0.5, -1.0, 2.0]), torch.tensor([1.0, 1.0, 1.0])])
+    check_calls(f, [torch.tensor([0.5, -1.0, 2.0]), torch.tensor([1.0, 1.0, 1.0])], interleave=False, graphs=None)
 
 
 def test_hundred_iterations_occasional_item():
@@ -367,7 +321,7 @@ def test_hundred_iterations_occasional_item():
             x = x + 1
         return out, x
 
-    same(f, [torch.zeros(1), ones(1)])
+    check_calls(f, [torch.zeros(1), ones(1)], interleave=False, graphs=None)
 
 
 def test_loop_data_dependent_branch_fifty_iterations():
@@ -378,7 +332,7 @@ def test_loop_data_dependent_branch_fifty_iterations():
                 total += 1
         return total
 
-    same(f, [torch.tensor([1., -1., 2., -2.]), torch.tensor([1., 1., 2., -2.])])
+    check_calls(f, [torch.tensor([1., -1., 2., -2.]), torch.tensor([1., 1., 2., -2.])], interleave=False, graphs=None)
 
 
 def test_while_tensor_condition_with_else():
@@ -393,7 +347,7 @@ def test_while_tensor_condition_with_else():
             i = -i
         return x, i
 
-    same(f, [torch.zeros(3), torch.full((3,), 5.0), torch.zeros(3)])
+    check_calls(f, [torch.zeros(3), torch.full((3,), 5.0), torch.zeros(3)], interleave=False, graphs=None)
 
 
 def test_while_tensor_condition_with_print():
@@ -405,7 +359,7 @@ def test_while_tensor_condition_with_print():
             print("i", i)
         return x, i
 
-    same(f, [torch.tensor([0.3, 0.1]), torch.tensor([10.0]), torch.tensor([1.0, 2.0])])
+    check_calls(f, [torch.tensor([0.3, 0.1]), torch.tensor([10.0]), torch.tensor([1.0, 2.0])], interleave=False, graphs=None)
 
 
 def test_while_true_item_break_continue():
@@ -421,7 +375,7 @@ def test_while_true_item_break_continue():
             x = x + 0.5
         return x, i, v
 
-    same(f, [ones(2), torch.full((2,), 3.0)])
+    check_calls(f, [ones(2), torch.full((2,), 3.0)], interleave=False, graphs=None)
 
 
 def test_while_else_runs_when_no_break_with_print():
@@ -437,7 +391,7 @@ def test_while_else_runs_when_no_break_with_print():
             x = x - 1
         return x, i
 
-    same(f, [(ones(1), 10), (ones(1), 3), (ones(1), 10)])
+    check_calls(f, [(ones(1), 10), (ones(1), 3), (ones(1), 10)], interleave=False, graphs=None)
 
 
 def test_while_continue_break_print():
@@ -454,7 +408,7 @@ def test_while_continue_break_print():
             out.append(x * i)
         return out, i
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_while_on_shape_and_data():
@@ -465,7 +419,7 @@ def test_while_on_shape_and_data():
             print(tuple(y.shape))
         return y
 
-    same(f, [torch.tensor([1., 2., 3.]), torch.tensor([-5., 1.])])
+    check_calls(f, [torch.tensor([1., 2., 3.]), torch.tensor([-5., 1.])], interleave=False, graphs=None)
 
 
 def test_walrus_in_while_condition_with_print():
@@ -477,7 +431,7 @@ def test_walrus_in_while_condition_with_print():
             i += 1
         return x + i, v
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_nested_loops_break_out_of_both_with_for_else():
@@ -494,7 +448,7 @@ def test_nested_loops_break_out_of_both_with_for_else():
             break
         return x + found[0], found
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_nested_loops_print_break_else_and_loop_vars_after():
@@ -513,7 +467,7 @@ def test_nested_loops_print_break_else_and_loop_vars_after():
             x = x * 1000
         return x, i, j
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_triple_nested_loops_with_print_continue_break():
@@ -530,7 +484,7 @@ def test_triple_nested_loops_with_print_continue_break():
                     total = total + a * 4 + b * 2 + c
         return total
 
-    same(f, [torch.zeros(1)])
+    check_calls(f, [torch.zeros(1)], interleave=False, graphs=None)
 
 
 def test_nested_loops_item_break_else():
@@ -546,7 +500,7 @@ def test_nested_loops_item_break_else():
                 res.append("noskip")
         return res
 
-    same(f, [ones(1), ones(2)])
+    check_calls(f, [ones(1), ones(2)], interleave=False, graphs=None)
 
 
 def test_loop_appends_to_iterated_list():
@@ -557,7 +511,7 @@ def test_loop_appends_to_iterated_list():
             x = x + v
         return x, lst
 
-    same(f, [(ones(2), [1, 2, 5])])
+    check_calls(f, [(ones(2), [1, 2, 5])], interleave=False, graphs=None)
 
 
 def test_loop_appends_to_iterated_list_with_print():
@@ -569,7 +523,7 @@ def test_loop_appends_to_iterated_list_with_print():
             x = x + v
         return x, lst, v
 
-    same(f, [(ones(1), [1, 2, 5]), (ones(1), [7])])
+    check_calls(f, [(ones(1), [1, 2, 5]), (ones(1), [7])], interleave=False, graphs=None)
 
 
 def test_loop_removes_from_iterated_list_with_print():
@@ -580,7 +534,7 @@ def test_loop_removes_from_iterated_list_with_print():
             lst.remove(v)
         return x + len(lst), lst
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_enumerate_and_zip_over_appended_list_with_print():
@@ -597,7 +551,7 @@ def test_enumerate_and_zip_over_appended_list_with_print():
             out.append(b)
         return x, lst, out, i
 
-    same(f, [(ones(1), [1, 5])])
+    check_calls(f, [(ones(1), [1, 5])], interleave=False, graphs=None)
 
 
 def test_dict_changed_size_during_iteration_raises():
@@ -606,7 +560,7 @@ def test_dict_changed_size_during_iteration_raises():
             d["new"] = 1
         return x
 
-    same(f, [(ones(2), {"a": 2})])
+    check_calls(f, [(ones(2), {"a": 2})], interleave=False, graphs=None)
 
 
 def test_dict_changed_size_during_iteration_with_print_raises():
@@ -616,7 +570,7 @@ def test_dict_changed_size_during_iteration_with_print_raises():
             d[k + "x"] = v
         return x
 
-    same(f, [(ones(1), {"a": 1})])
+    check_calls(f, [(ones(1), {"a": 1})], interleave=False, graphs=None)
 
 
 def test_dict_values_reassigned_during_iteration_is_fine():
@@ -628,7 +582,7 @@ def test_dict_values_reassigned_during_iteration_is_fine():
             d[k] = v + 1
         return x, d
 
-    same(f, [(ones(2), {"a": 2, "b": 3})])
+    check_calls(f, [(ones(2), {"a": 2, "b": 3})], interleave=False, graphs=None)
 
 
 def test_delete_keys_while_iterating_copy_with_print():
@@ -641,7 +595,7 @@ def test_delete_keys_while_iterating_copy_with_print():
                 d[k] = v * 2
         return x, d
 
-    same(f, [(ones(1), {"a": 1, "b": -1, "c": 3})])
+    check_calls(f, [(ones(1), {"a": 1, "b": -1, "c": 3})], interleave=False, graphs=None)
 
 
 def test_set_changed_size_during_iteration_raises():
@@ -651,7 +605,7 @@ def test_set_changed_size_during_iteration_raises():
             s.add(v + 10)
         return x, s
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_set_changed_size_during_iteration_with_print_raises():
@@ -662,7 +616,7 @@ def test_set_changed_size_during_iteration_with_print_raises():
             s.add(v + 10)
         return x, s
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_set_argument_discard_during_iteration_with_print_raises():
@@ -672,7 +626,7 @@ def test_set_argument_discard_during_iteration_with_print_raises():
             s.discard(v)
         return x
 
-    same(f, [(ones(1), {1, 2})])
+    check_calls(f, [(ones(1), {1, 2})], interleave=False, graphs=None)
 
 
 def test_set_iterator_across_break_then_set_mutated():
@@ -683,7 +637,7 @@ def test_set_iterator_across_break_then_set_mutated():
         s.add(99)
         return x, list(it)
 
-    same(f, [(ones(1), {1, 2})])
+    check_calls(f, [(ones(1), {1, 2})], interleave=False, graphs=None)
 
 
 def test_set_add_existing_element_during_iteration_is_fine():
@@ -693,7 +647,7 @@ def test_set_add_existing_element_during_iteration_is_fine():
             s.add(v)
         return x, s
 
-    same(f, [(ones(1), {1, 2})])
+    check_calls(f, [(ones(1), {1, 2})], interleave=False, graphs=None)
 
 
 def test_iterate_tensor_rows_zip_enumerate():
@@ -705,7 +659,7 @@ def test_iterate_tensor_rows_zip_enumerate():
             rows.append(a * b + i)
         return rows
 
-    same(f, [torch.randn(3, 2), torch.randn(4, 2)])
+    check_calls(f, [torch.randn(3, 2), torch.randn(4, 2)], interleave=False, graphs=None)
 
 
 def test_tensor_rows_data_dependent_branch():
@@ -718,7 +672,7 @@ def test_tensor_rows_data_dependent_branch():
                 out.append(row)
         return torch.stack(out)
 
-    same(f, [torch.tensor([[1., 2.], [-3., 1.], [0., -1.]]), torch.tensor([[-1., 2.], [3., 1.], [0., 1.]])])
+    check_calls(f, [torch.tensor([[1., 2.], [-3., 1.], [0., -1.]]), torch.tensor([[-1., 2.], [3., 1.], [0., 1.]])], interleave=False, graphs=None)
 
 
 def test_tensor_rows_break_with_print():
@@ -731,7 +685,7 @@ def test_tensor_rows_break_with_print():
                 break
         return ys
 
-    same(f, [torch.arange(6.).reshape(3, 2)])
+    check_calls(f, [torch.arange(6.).reshape(3, 2)], interleave=False, graphs=None)
 
 
 def test_shared_iterator_across_two_loops_with_print():
@@ -748,7 +702,7 @@ def test_shared_iterator_across_two_loops_with_print():
                 print("six")
         return x + i, rest
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_list_and_enumerate_iterators_see_appends_after_break():
@@ -760,7 +714,7 @@ def test_list_and_enumerate_iterators_see_appends_after_break():
         lst.append(99)
         return x, list(it), list(en)
 
-    same(f, [(ones(1), [1, 2])])
+    check_calls(f, [(ones(1), [1, 2])], interleave=False, graphs=None)
 
 
 def test_generator_partially_consumed_across_break():
@@ -770,7 +724,7 @@ def test_generator_partially_consumed_across_break():
         print("mid")
         return first, list(gen)
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_generator_prints_interleave_with_loop_body():
@@ -786,7 +740,7 @@ def test_generator_prints_interleave_with_loop_body():
             print("got")
         return out
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 @pytest.mark.xfail(strict=True, reason="open: generator broken out of is closed late (its finally runs after "
@@ -807,7 +761,7 @@ def test_break_out_of_generator_runs_its_finally_before_following_code():
         print("after loop")
         return x + v
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_manual_next_loop_with_stopiteration():
@@ -823,7 +777,7 @@ def test_manual_next_loop_with_stopiteration():
             x = x + v
         return x
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_loop_variable_unbound_after_empty_range_with_print():
@@ -832,7 +786,7 @@ def test_loop_variable_unbound_after_empty_range_with_print():
             print(i)
         return x + i
 
-    same(f, [(ones(1), 2), (ones(1), 0), (ones(1), 3)])
+    check_calls(f, [(ones(1), 2), (ones(1), 0), (ones(1), 3)], interleave=False, graphs=None)
 
 
 def test_empty_loop_keeps_previous_value():
@@ -843,7 +797,7 @@ def test_empty_loop_keeps_previous_value():
         print("after")
         return x + i
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_variable_defined_in_some_iterations_only():
@@ -854,7 +808,7 @@ def test_variable_defined_in_some_iterations_only():
                 found = i
         return x + found
 
-    same(f, [(ones(1), 3), (ones(1), 1)])
+    check_calls(f, [(ones(1), 3), (ones(1), 1)], interleave=False, graphs=None)
 
 
 def test_del_in_loop_then_read_raises():
@@ -865,7 +819,7 @@ def test_del_in_loop_then_read_raises():
             del y
         return y
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_star_unpacking_loop_target_with_print():
@@ -875,7 +829,7 @@ def test_star_unpacking_loop_target_with_print():
             x = x + a + sum(b)
         return x, a, b
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_for_else_return_and_return_from_loop():
@@ -888,7 +842,7 @@ def test_for_else_return_and_return_from_loop():
             return x * 10
         return x
 
-    same(f, [(ones(1), 5), (ones(1), 1), (ones(1), 5)])
+    check_calls(f, [(ones(1), 5), (ones(1), 1), (ones(1), 5)], interleave=False, graphs=None)
 
 
 def test_range_length_from_item():
@@ -899,7 +853,7 @@ def test_range_length_from_item():
             acc = acc + i
         return acc
 
-    same(f, [torch.full((2,), 1.5), torch.full((2,), 2.5), torch.zeros(2)])
+    check_calls(f, [torch.full((2,), 1.5), torch.full((2,), 2.5), torch.zeros(2)], interleave=False, graphs=None)
 
 
 def test_loop_count_from_argument_recompiles():
@@ -909,7 +863,7 @@ def test_loop_count_from_argument_recompiles():
             x = x + i
         return x
 
-    same(f, [(ones(2), 3), (ones(2), 3), (ones(2), 5), (ones(2), 0), (ones(2), 3)])
+    check_calls(f, [(ones(2), 3), (ones(2), 3), (ones(2), 5), (ones(2), 0), (ones(2), 3)], interleave=False, graphs=None)
 
 
 def test_reversed_and_sorted_loops_with_print():
@@ -922,7 +876,7 @@ def test_reversed_and_sorted_loops_with_print():
             k += c
         return x + k
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_comprehensions_with_graph_breaks():
@@ -932,7 +886,7 @@ def test_comprehensions_with_graph_breaks():
         g = sum(x[i].item() for i in range(2))
         return r, s, g
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 # ----------------------------------------------------------------------------- try / with around graph breaks
@@ -950,7 +904,7 @@ def test_try_except_in_loop_with_item():
                 r.append(("err", e.args))
         return r
 
-    same(f, [torch.tensor([1., -1., 2.])])
+    check_calls(f, [torch.tensor([1., -1., 2.])], interleave=False, graphs=None)
 
 
 def test_try_except_else_finally_around_print():
@@ -970,7 +924,7 @@ def test_try_except_else_finally_around_print():
             y = y + 0.5
         return y
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_nested_try_finally_around_print():
@@ -988,7 +942,7 @@ def test_nested_try_finally_around_print():
             y += 100
         return x + y
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_raise_after_several_breaks_in_try_keeps_locals():
@@ -1005,7 +959,7 @@ def test_raise_after_several_breaks_in_try_keeps_locals():
             y = y * 10
         return y
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_raise_inside_loop_with_print_except_sees_updated_local():
@@ -1024,7 +978,7 @@ def test_raise_inside_loop_with_print_except_sees_updated_local():
             x = x - 1
         return x
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_raise_inside_while_with_item_except_sees_updated_local():
@@ -1041,7 +995,7 @@ def test_raise_inside_while_with_item_except_sees_updated_local():
         except KeyError:
             return r, y
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_raise_inside_loop_finally_prints_updated_local():
@@ -1055,7 +1009,7 @@ def test_raise_inside_loop_finally_prints_updated_local():
         finally:
             print("x in finally", x)
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_raise_inside_loop_without_break_except_sees_updated_local():
@@ -1069,7 +1023,7 @@ def test_raise_inside_loop_without_break_except_sees_updated_local():
             x = x * 10
         return x
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_return_from_loop_inside_try_finally_with_print():
@@ -1084,7 +1038,7 @@ def test_return_from_loop_inside_try_finally_with_print():
             print("fin", x)
             x.add_(100)
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_continue_and_break_through_finally_with_print():
@@ -1108,7 +1062,7 @@ def test_continue_and_break_through_finally_with_print():
                 x = x + 10
         return x, i, j
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_return_inside_try_finally_inside_loop():
@@ -1121,7 +1075,7 @@ def test_return_inside_try_finally_inside_loop():
             finally:
                 x = x * 2
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_break_in_loop_inside_try_finally():
@@ -1136,7 +1090,7 @@ def test_break_in_loop_inside_try_finally():
             x = x * 3
         return x
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_no_grad_block_with_print():
@@ -1147,7 +1101,7 @@ def test_no_grad_block_with_print():
             z = y + 1
         return z, z.requires_grad, torch.is_grad_enabled()
 
-    same(f, [ones(2, requires_grad=True)])
+    check_calls(f, [ones(2, requires_grad=True)], interleave=False, graphs=None)
 
 
 def test_no_grad_inside_loop_with_print_and_continue():
@@ -1161,7 +1115,7 @@ def test_no_grad_inside_loop_with_print_and_continue():
             x = x + 1
         return x, x.requires_grad, torch.is_grad_enabled()
 
-    same(f, [ones(2, requires_grad=True)])
+    check_calls(f, [ones(2, requires_grad=True)], interleave=False, graphs=None)
 
 
 def test_loop_inside_no_grad_with_print_and_break():
@@ -1174,7 +1128,7 @@ def test_loop_inside_no_grad_with_print_and_break():
                     break
         return x, torch.is_grad_enabled(), x.requires_grad
 
-    same(f, [ones(2, requires_grad=True)])
+    check_calls(f, [ones(2, requires_grad=True)], interleave=False, graphs=None)
 
 
 def test_return_from_no_grad_block_inside_loop():
@@ -1185,7 +1139,7 @@ def test_return_from_no_grad_block_inside_loop():
                 if i == 1:
                     return x * 2, torch.is_grad_enabled()
 
-    same(f, [ones(2, requires_grad=True)])
+    check_calls(f, [ones(2, requires_grad=True)], interleave=False, graphs=None)
 
 
 def test_return_from_loop_inside_no_grad_with_print():
@@ -1197,7 +1151,7 @@ def test_return_from_loop_inside_no_grad_with_print():
                     return x * 5, torch.is_grad_enabled()
         return x
 
-    same(f, [ones(2, requires_grad=True)])
+    check_calls(f, [ones(2, requires_grad=True)], interleave=False, graphs=None)
 
 
 def test_return_from_loop_inside_enable_grad_with_item():
@@ -1209,7 +1163,7 @@ def test_return_from_loop_inside_enable_grad_with_item():
                     return x * v, torch.is_grad_enabled()
         return x
 
-    same(f, [ones(2, requires_grad=True)])
+    check_calls(f, [ones(2, requires_grad=True)], interleave=False, graphs=None)
 
 
 def test_raise_from_loop_inside_no_grad_restores_grad_mode():
@@ -1223,7 +1177,7 @@ def test_raise_from_loop_inside_no_grad_restores_grad_mode():
         except ValueError:
             return torch.is_grad_enabled()
 
-    same(f, [ones(2, requires_grad=True)])
+    check_calls(f, [ones(2, requires_grad=True)], interleave=False, graphs=None)
 
 
 @contextlib.contextmanager
@@ -1244,7 +1198,7 @@ def test_return_from_loop_inside_user_context_manager():
                 if i == 1:
                     return x + i
 
-    same(f, [(ones(2), [])])
+    check_calls(f, [(ones(2), [])], interleave=False, graphs=None)
 
 
 def test_nested_user_context_managers_with_print():
@@ -1256,7 +1210,7 @@ def test_nested_user_context_managers_with_print():
             x = x * 2
         return x
 
-    same(f, [(ones(2), [])])
+    check_calls(f, [(ones(2), [])], interleave=False, graphs=None)
 
 
 # ----------------------------------------------------------------------------- functions and closures
@@ -1269,7 +1223,7 @@ def test_closures_over_loop_variable_late_and_early_binding():
         gs = [lambda y, i=i: y * i for i in range(3)]
         return [h(x) for h in fs] + [g(x) for g in gs]
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_closures_created_in_loop_with_print():
@@ -1285,7 +1239,7 @@ def test_closures_created_in_loop_with_print():
             fs.append(g)
         return [h() for h in fs]
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_nonlocal_counter_with_print_and_item():
@@ -1304,7 +1258,7 @@ def test_nonlocal_counter_with_print_and_item():
             x = inc(x)
         return x, count, total
 
-    same(f, [ones(2), ones(2)])
+    check_calls(f, [ones(2), ones(2)], interleave=False, graphs=None)
 
 
 def test_closure_late_binding_across_break():
@@ -1320,7 +1274,7 @@ def test_closure_late_binding_across_break():
         r2 = g()
         return r1, r2
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_cellvar_written_in_loop_with_print():
@@ -1335,7 +1289,7 @@ def test_cellvar_written_in_loop_with_print():
             print(get())
         return x + k, get()
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_cellvar_written_in_loop_then_raise_is_visible():
@@ -1355,7 +1309,7 @@ def test_cellvar_written_in_loop_then_raise_is_visible():
             pass
         return get()
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_recursion_plain_and_with_print():
@@ -1370,8 +1324,8 @@ def test_recursion_plain_and_with_print():
             return x
         return fib(x, n - 1) + fib(x, n - 2)
 
-    same(fact, [(ones(2), 5), (ones(2), 3), (ones(2), 5)])
-    same(fib, [(ones(2), 4), (ones(2), 2)])
+    check_calls(fact, [(ones(2), 5), (ones(2), 3), (ones(2), 5)], interleave=False, graphs=None)
+    check_calls(fib, [(ones(2), 4), (ones(2), 2)], interleave=False, graphs=None)
 
 
 def test_nested_recursive_helper_appending_with_print():
@@ -1388,7 +1342,7 @@ def test_nested_recursive_helper_appending_with_print():
         rec(3)
         return x + len(acc), acc
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def _announce(fn):
@@ -1408,7 +1362,7 @@ def test_functools_wraps_decorator_with_print():
     def f(x):
         return _decorated(x, y=3), _decorated.__name__, _decorated.__wrapped__(x)
 
-    same(f, [ones(2), ones(2)])
+    check_calls(f, [ones(2), ones(2)], interleave=False, graphs=None)
 
 
 @functools.lru_cache(maxsize=None)
@@ -1434,8 +1388,8 @@ def test_lru_cache_prints_only_on_miss():
         _square.cache_clear()
         _ones_cached.cache_clear()
 
-    same(f, [(ones(2), 3), (ones(2), 4), (ones(2), 3)], reset=reset)
-    same(g, [ones(2), ones(2)], reset=reset)
+    check_calls(f, [(ones(2), 3), (ones(2), 4), (ones(2), 3)], reset=reset, interleave=False, graphs=None)
+    check_calls(g, [ones(2), ones(2)], reset=reset, interleave=False, graphs=None)
 
 
 def test_functools_partial_and_reduce():
@@ -1445,7 +1399,7 @@ def test_functools_partial_and_reduce():
         r = functools.reduce(operator.add, [x, x * 2, x * 3])
         return p(x, x), q(x, 2), q.keywords, r
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_partial_of_print_in_loop():
@@ -1456,7 +1410,7 @@ def test_partial_of_print_in_loop():
             x = x + i
         return x
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 def test_args_kwargs_keyword_only():
@@ -1469,8 +1423,8 @@ def test_args_kwargs_keyword_only():
     def f(x):
         return g(x, 1, 2, scale=3, b=4, a=5), g(x), g(x, scale=0, z=1)
 
-    same(f, [ones(2)])
-    same(g, [(ones(1), 1, 2), (ones(1),)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
+    check_calls(g, [(ones(1), 1, 2), (ones(1),)], interleave=False, graphs=None)
 
 
 def test_kwargs_loop_with_print():
@@ -1480,7 +1434,7 @@ def test_kwargs_loop_with_print():
             x = x * v
         return x, kw
 
-    same(lambda x: g(x, a=2, b=3), [ones(1)])
+    check_calls(lambda x: g(x, a=2, b=3), [ones(1)], interleave=False, graphs=None)
 
 
 def test_call_forms_and_type_errors():
@@ -1497,7 +1451,7 @@ def test_call_forms_and_type_errors():
             return g(x)
         return h(x, 1)
 
-    same(f, [(ones(2), 0), (ones(2), 1), (ones(2), 2)])
+    check_calls(f, [(ones(2), 0), (ones(2), 1), (ones(2), 2)], interleave=False, graphs=None)
 
 
 def test_varargs_with_mixed_callables_and_tensors():
@@ -1510,7 +1464,7 @@ def test_varargs_with_mixed_callables_and_tensors():
                 total = a(total)
         return total
 
-    same(lambda x: g(x, x, -x, lambda t: t * 3, 4), [ones(1), ones(1)])
+    check_calls(lambda x: g(x, x, -x, lambda t: t * 3, 4), [ones(1), ones(1)], interleave=False, graphs=None)
 
 
 def _with_default(x, acc=[]):  # noqa: B006 - the mutable default is the point
@@ -1520,9 +1474,7 @@ def _with_default(x, acc=[]):  # noqa: B006 - the mutable default is the point
 
 
 def test_mutable_default_argument_mutated_across_calls():
-    same(_with_default, [ones(1), ones(1), ones(1)],
-         reset=lambda: _with_default.__defaults__[0].clear(),
-         state=lambda: list(_with_default.__defaults__[0]))
+    check_calls(_with_default, [ones(1), ones(1), ones(1)], reset=lambda: _with_default.__defaults__[0].clear(), snapshot=lambda: list(_with_default.__defaults__[0]), interleave=False, graphs=None)
 
 
 def test_function_defaults_changed_between_calls():
@@ -1555,8 +1507,8 @@ def test_functions_returning_functions():
             return mid
         return outer(x)(2)(3)
 
-    same(f, [ones(2)])
-    same(g, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
+    check_calls(g, [ones(2)], interleave=False, graphs=None)
 
 
 def test_returned_closure_is_callable_after_compiled_call():
@@ -1580,7 +1532,7 @@ def test_compiled_function_called_from_compiled_function():
         print("between")
         return inner(y)
 
-    same(f, [ones(2), ones(2)])
+    check_calls(f, [ones(2), ones(2)], interleave=False, graphs=None)
 
 
 def test_compiled_inner_with_break_raises_into_outer():
@@ -1598,7 +1550,7 @@ def test_compiled_inner_with_break_raises_into_outer():
         except ValueError as e:
             return str(e)
 
-    same(f, [ones(2), -ones(2), ones(2)])
+    check_calls(f, [ones(2), -ones(2), ones(2)], interleave=False, graphs=None)
 
 
 def test_nested_calls_with_breaks_in_callee():
@@ -1613,7 +1565,7 @@ def test_nested_calls_with_breaks_in_callee():
 
         return a(x)
 
-    same(f, [ones(2), torch.full((2,), 3.0)])
+    check_calls(f, [ones(2), torch.full((2,), 3.0)], interleave=False, graphs=None)
 
 
 def test_nested_function_raising_after_print_keeps_caller_local():
@@ -1632,7 +1584,7 @@ def test_nested_function_raising_after_print_keeps_caller_local():
             msg = str(e)
         return y, msg
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_nested_function_try_finally_with_print():
@@ -1645,7 +1597,7 @@ def test_nested_function_try_finally_with_print():
                 print("fin")
         return inner(x) * 2
 
-    same(f, [ones(2)])
+    check_calls(f, [ones(2)], interleave=False, graphs=None)
 
 
 def test_nested_function_with_no_grad_and_print():
@@ -1657,7 +1609,7 @@ def test_nested_function_with_no_grad_and_print():
         y = inner(x)
         return y, y.requires_grad, torch.is_grad_enabled()
 
-    same(f, [ones(2, requires_grad=True)])
+    check_calls(f, [ones(2, requires_grad=True)], interleave=False, graphs=None)
 
 
 def test_closure_cell_changed_between_calls():
@@ -1699,11 +1651,11 @@ class _Child(_Base):
 
 
 def test_zero_arg_super_after_break():
-    same(lambda x: _Child().run_break_first(x), [ones(1)])
+    check_calls(lambda x: _Child().run_break_first(x), [ones(1)], interleave=False, graphs=None)
 
 
 def test_zero_arg_super_in_loop_with_print():
-    same(lambda x: _Child().run_loop(x), [ones(1)])
+    check_calls(lambda x: _Child().run_loop(x), [ones(1)], interleave=False, graphs=None)
 
 
 def test_locals_inside_loop_with_print():
@@ -1713,7 +1665,7 @@ def test_locals_inside_loop_with_print():
             print(sorted(locals()))
         return x
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 class _Net(torch.nn.Module):
@@ -1783,7 +1735,7 @@ def _globals_state():
 
 
 def _same_g(fn, calls=None):
-    same(fn, calls or [ones(2), ones(2), torch.full((2,), 3.0)], reset=_reset_globals, state=_globals_state)
+    check_calls(fn, calls or [ones(2), ones(2), torch.full((2,), 3.0)], reset=_reset_globals, snapshot=_globals_state, interleave=False, graphs=None)
 
 
 def test_global_counter_incremented():
@@ -1973,7 +1925,7 @@ def test_returned_argument_container_keeps_identity_across_break():
         with contextlib.redirect_stdout(io.StringIO()):
             r = c(x, lst, d)
         assert r[0] is lst and r[1] is d and r[2] is x
-    same(f, [(ones(1), [], {})])
+    check_calls(f, [(ones(1), [], {})], interleave=False, graphs=None)
 
 
 def test_list_iadd_alias_identity():
@@ -1999,7 +1951,7 @@ def test_local_aliasing_preserved_across_break():
         t[0].append(4)
         return a is b, c["k"] is a, t[0] is t[1], a
 
-    same(f, [ones(1)])
+    check_calls(f, [ones(1)], interleave=False, graphs=None)
 
 
 class _Obj:
@@ -2024,7 +1976,7 @@ def test_attribute_mutation_and_delete_across_break():
     o = _obj()
     with contextlib.redirect_stdout(io.StringIO()):
         assert c(ones(1), o) is o
-    same(f, [(ones(1), _obj())])
+    check_calls(f, [(ones(1), _obj())], interleave=False, graphs=None)
 
 
 def test_list_dict_set_method_sequences():
@@ -2046,7 +1998,7 @@ def test_list_dict_set_method_sequences():
         d.popitem()
         return len(lst), d, s
 
-    same(f, [(ones(1), [1, 2, 3], {"z": 1, "q": 2}, {5})])
+    check_calls(f, [(ones(1), [1, 2, 3], {"z": 1, "q": 2}, {5})], interleave=False, graphs=None)
 
 
 def test_print_order_relative_to_mutations():
@@ -2061,7 +2013,7 @@ def test_print_order_relative_to_mutations():
         print("end", lst)
         return x
 
-    same(f, [(ones(1), [], {})])
+    check_calls(f, [(ones(1), [], {})], interleave=False, graphs=None)
 
 
 def test_closure_mutating_argument_in_loop_with_print():
@@ -2074,7 +2026,7 @@ def test_closure_mutating_argument_in_loop_with_print():
             add(i)
         return x
 
-    same(f, [(ones(1), [])])
+    check_calls(f, [(ones(1), [])], interleave=False, graphs=None)
 
 
 def test_mutations_before_exceptions_are_kept():
@@ -2095,7 +2047,7 @@ def test_mutations_before_exceptions_are_kept():
         return x + lst
 
     for mode in range(5):
-        same(f, [(ones(1), {}, [], _obj(), mode)])
+        check_calls(f, [(ones(1), {}, [], _obj(), mode)], interleave=False, graphs=None)
 
 
 def test_mutation_of_list_items_after_item():
@@ -2106,7 +2058,7 @@ def test_mutation_of_list_items_after_item():
         del lst[0]
         return lst
 
-    same(f, [(ones(1), [9]), (torch.full((1,), 2.0), [9])])
+    check_calls(f, [(ones(1), [9]), (torch.full((1,), 2.0), [9])], interleave=False, graphs=None)
 
 
 def test_in_place_tensor_mutation_of_argument_in_loop_with_print():
@@ -2117,7 +2069,7 @@ def test_in_place_tensor_mutation_of_argument_in_loop_with_print():
             y.mul_(2)
         return x is not None
 
-    same(f, [(ones(2), ones(2))])
+    check_calls(f, [(ones(2), ones(2))], interleave=False, graphs=None)
 
 
 # ----------------------------------------------------------------------------- math / random / numpy
@@ -2130,7 +2082,7 @@ def test_math_in_loop_with_item():
             x = x * math.pi
         return s, x
 
-    same(f, [torch.rand(5), torch.rand(5)])
+    check_calls(f, [torch.rand(5), torch.rand(5)], interleave=False, graphs=None)
 
 
 def test_python_random_and_torch_rand_in_loop():
@@ -2141,7 +2093,7 @@ def test_python_random_and_torch_rand_in_loop():
             x = x + torch.rand(2)
         return x, vals
 
-    same(f, [ones(2), ones(2)])
+    check_calls(f, [ones(2), ones(2)], interleave=False, graphs=None)
 
 
 def test_numpy_in_loop_with_item():
@@ -2151,7 +2103,7 @@ def test_numpy_in_loop_with_item():
             a = a * 2 + np.float64(x[i].item())
         return torch.from_numpy(a) + x.sum(), a.tolist()
 
-    same(f, [ones(4), torch.arange(4.0)])
+    check_calls(f, [ones(4), torch.arange(4.0)], interleave=False, graphs=None)
 
 
 def test_numpy_random_in_loop():
@@ -2162,7 +2114,7 @@ def test_numpy_random_in_loop():
             x = x * 2
         return x, rs
 
-    same(f, [ones(1), ones(1)])
+    check_calls(f, [ones(1), ones(1)], interleave=False, graphs=None)
 
 
 def test_sorted_max_with_item_keys():
@@ -2172,7 +2124,7 @@ def test_sorted_max_with_item_keys():
                 sorted([x[1], x[0], x[2]], key=lambda t: t.item()),
                 [v for v in x.tolist() if v > 0], any(v > 2 for v in x.tolist()))
 
-    same(f, [torch.tensor([-3., 1., 2.]), torch.tensor([3., -1., 0.5])])
+    check_calls(f, [torch.tensor([-3., 1., 2.]), torch.tensor([3., -1., 0.5])], interleave=False, graphs=None)
 
 
 def test_assert_same_as_eager_helper_on_loop_with_break():

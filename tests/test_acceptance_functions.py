@@ -4,7 +4,7 @@ Inlined calls (default args, *args/**kwargs, keyword-only, lambdas, recursion,
 decorators, functools), closures (read, nonlocal write, cells created in the
 compiled frame), module globals (read, rebinding, container mutation - reset
 before each run and compared after), builtins and generator functions.
-Helpers: tests/test_acceptance_support.py.
+Helpers: dynamo_lite/testing.py.
 """
 import functools
 import operator
@@ -14,7 +14,7 @@ import types
 import pytest
 import torch
 
-from test_acceptance_support import check
+from dynamo_lite.testing import check
 
 SCALE = 3.0
 COUNTER = 0

@@ -6,7 +6,7 @@ containers, partial keywords, an object's class, instance and class methods,
 static methods, properties, class attributes through inheritance, closures,
 enums, slots, builtins shadowed by globals, a module's forward replaced on the
 instance, grad mode and global torch flags); compiled results must follow.
-Helpers: tests/test_acceptance_support.py.
+Helpers: dynamo_lite/testing.py.
 """
 import collections
 import dataclasses

@@ -4,7 +4,7 @@ calls, buffers, train/eval, hooks, containers of modules, parameters' gradients.
 Two modules are built from the same seed (check_module); one is compiled with
 dynamo_lite.compile(module); every step runs on both and results, state_dict,
 parameter grads and selected attributes must match.  Helpers:
-tests/test_acceptance_support.py.
+dynamo_lite/testing.py.
 """
 import pytest
 import torch
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, assert_same
-from test_acceptance_support import check, check_module, seed_all
+from dynamo_lite.testing import check, check_module, seed_all
 
 
 class MLP(nn.Module):

@@ -4,7 +4,7 @@ list/dict subclasses, tensor subclasses, ABCs, custom exceptions, generator
 send/throw/close, itertools/functools, dataclasses, namedtuples, dict views,
 str/int methods, closures three levels deep, late-binding lambdas, star
 unpacking, slicing - each compared with eager by check().
-Helpers: tests/test_acceptance_support.py.
+Helpers: dynamo_lite/testing.py.
 """
 import abc
 import collections
@@ -16,7 +16,7 @@ import typing
 import pytest
 import torch
 
-from test_acceptance_support import check
+from dynamo_lite.testing import check
 
 cases = {}
 

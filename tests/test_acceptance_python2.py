@@ -39,24 +39,7 @@ import torch
 
 import dynamo_lite
 from dynamo_lite.report import events
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
-
-
-def same(fn, *argsets, graphs=True):
-    """Compile ``fn`` once; for each argument tuple compare eager and compiled.
-
-    ``graphs``: require that at least one graph was captured over all calls."""
-    cnt = CompileCounter()
-    cfn = dynamo_lite.compile(fn, backend=cnt)
-    recorded = []
-    with events.collecting(recorded.append):
-        for args in argsets:
-            random.seed(7)
-            assert_same_as_eager(fn, *args, compiled_fn=cfn)
-    if graphs:
-        reasons = [str(e) for e in recorded if isinstance(e, (events.GraphBreakEvent, events.FallbackEvent))]
-        assert cnt.frame_count >= 1, f"nothing captured: {reasons}"
-    return cnt
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
 
 
 def t(*vals):
@@ -77,7 +60,7 @@ def test_walrus_in_if_and_comprehension():
         ys = [z for v in range(n) if (z := v * 2) > 1]
         return y, ys, n, z
 
-    same(f, X1, X2, (t(1, 2),))
+    check_calls(f, [X1, X2, (t(1, 2),)])
 
 
 def test_walrus_with_item_break():
@@ -86,7 +69,7 @@ def test_walrus_with_item_break():
             return x * s, s
         return x + (m := x.max()), m
 
-    same(f, X1, (t(0, 1),))
+    check_calls(f, [X1, (t(0, 1),)])
 
 
 def test_walrus_in_while():
@@ -97,7 +80,7 @@ def test_walrus_in_while():
             out.append(x[i - 1] * i)
         return torch.stack(out), i
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_chained_comparisons():
@@ -111,14 +94,14 @@ def test_chained_comparisons():
         r.append(a is not None is not False)
         return x * (2 if 0 < a < n else 3), r
 
-    same(f, (t(1, 2, 3), 2), (t(1, 2, 3, 4, 5), 7), (t(1, 2, 3), 0))
+    check_calls(f, [(t(1, 2, 3), 2), (t(1, 2, 3, 4, 5), 7), (t(1, 2, 3), 0)])
 
 
 def test_chained_comparison_tensors():
     def f(x):
         return (0 < x.sum() < 10), (x.shape[0] < 5 > 2)
 
-    same(f, X1, (t(100, 1),))
+    check_calls(f, [X1, (t(100, 1),)])
 
 
 def test_chained_comparison_short_circuit_side_effect():
@@ -131,7 +114,7 @@ def test_chained_comparison_short_circuit_side_effect():
         print(log[-2:])
         return x + len(log), b
 
-    same(f, (X1[0], []), (X2[0], [0]))
+    check_calls(f, [(X1[0], []), (X2[0], [0])])
 
 
 # ---------------------------------------------------------------- augmented assignment
@@ -168,7 +151,7 @@ def test_augassign_attribute():
         b.items += [3]
         return b.v.sum(), b.items
 
-    same(f, (t(1, 2), Box(t(1, 1))), (t(3, 4, 5), Box(t(0, 0, 0))))
+    check_calls(f, [(t(1, 2), Box(t(1, 1))), (t(3, 4, 5), Box(t(0, 0, 0)))])
 
 
 def test_augassign_subscripts_and_slices():
@@ -181,7 +164,7 @@ def test_augassign_subscripts_and_slices():
         x2[0] -= x2[-1]
         return x2, lst
 
-    same(f, (t(1, 2, 3), [1, 2, 3, 4]), (t(4, 5), [5, 6, 7]))
+    check_calls(f, [(t(1, 2, 3), [1, 2, 3, 4]), (t(4, 5), [5, 6, 7])])
 
 
 def test_augassign_list_slice_in_place_identity():
@@ -191,7 +174,7 @@ def test_augassign_list_slice_in_place_identity():
         lst[:] += [0]
         return alias is lst, lst, x * 2
 
-    same(f, (t(1, 2), [1]), (t(1, 2, 3), []))
+    check_calls(f, [(t(1, 2), [1]), (t(1, 2, 3), [])])
 
 
 def test_augassign_dict_entries():
@@ -203,7 +186,7 @@ def test_augassign_dict_entries():
         d["n"] += x.shape[0]
         return d["t"] * d["a"], d
 
-    same(f, (t(1, 2), {"a": 1}), (t(3), {"a": 5, "n": 2, "t": t(1)}))
+    check_calls(f, [(t(1, 2), {"a": 1}), (t(3), {"a": 5, "n": 2, "t": t(1)})])
 
 
 def test_augassign_user_iadd():
@@ -213,7 +196,7 @@ def test_augassign_user_iadd():
         a += 1
         return a.v, a is alias, a.ops
 
-    same(f, (t(1, 2), Acc(t(0, 1))), (t(5), Acc(t(2))))
+    check_calls(f, [(t(1, 2), Acc(t(0, 1))), (t(5), Acc(t(2)))])
 
 
 def test_augassign_fallback_to_add():
@@ -222,7 +205,7 @@ def test_augassign_fallback_to_add():
         a += x
         return a.v, a is alias, alias.v
 
-    same(f, (t(1, 2), AddOnly(t(0, 1))), (t(5), AddOnly(t(2))))
+    check_calls(f, [(t(1, 2), AddOnly(t(0, 1))), (t(5), AddOnly(t(2)))])
 
 
 def test_augassign_user_iadd_on_attribute_with_break():
@@ -232,7 +215,7 @@ def test_augassign_user_iadd_on_attribute_with_break():
         b.v += 1
         return b.v, b.v.ops
 
-    same(f, (t(1, 2), Box(Acc(t(0, 1)))), (t(3), Box(Acc(t(1)))))
+    check_calls(f, [(t(1, 2), Box(Acc(t(0, 1)))), (t(3), Box(Acc(t(1))))])
 
 
 def test_augassign_tuple_and_str():
@@ -243,7 +226,7 @@ def test_augassign_tuple_and_str():
         s *= 2
         return tup, orig, s, x
 
-    same(f, (t(1, 2), (1,), "a"), (t(1), (), "bc"), graphs=False)
+    check_calls(f, [(t(1, 2), (1,), "a"), (t(1), (), "bc")], graphs=None)
 
 
 def test_augassign_tensor_in_place_alias():
@@ -254,7 +237,7 @@ def test_augassign_tensor_in_place_alias():
         z *= 2
         return x, y is x
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_augassign_int_global():
@@ -286,7 +269,7 @@ def test_del_local_then_unbound():
         except NameError as e:
             return x, type(e).__name__, str(e)
 
-    same(f, X1, X2, graphs=False)
+    check_calls(f, [X1, X2], graphs=None)
 
 
 def test_del_local_with_break():
@@ -297,7 +280,7 @@ def test_del_local_with_break():
         print("after del")
         return z, "y" in dir()
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_del_list_items_and_slices():
@@ -307,7 +290,7 @@ def test_del_list_items_and_slices():
         del lst[::2]
         return x * len(lst), lst
 
-    same(f, (t(1), list(range(8))), (t(1, 2), list(range(5))))
+    check_calls(f, [(t(1), list(range(8))), (t(1, 2), list(range(5)))])
 
 
 def test_del_dict_keys():
@@ -319,7 +302,7 @@ def test_del_dict_keys():
             err = repr(e)
         return x + len(d), d, err
 
-    same(f, (t(1), {"a": 1, "b": 2}), (t(1, 2), {"c": 0, "a": 5}), graphs=False)
+    check_calls(f, [(t(1), {"a": 1, "b": 2}), (t(1, 2), {"c": 0, "a": 5})], graphs=None)
 
 
 def test_del_attribute():
@@ -332,7 +315,7 @@ def test_del_attribute():
             msg = str(e)
         return x, has, msg, vars(b)
 
-    same(f, (t(1), Box(1)), (t(2), Box(3)), graphs=False)
+    check_calls(f, [(t(1), Box(1)), (t(2), Box(3))], graphs=None)
 
 
 def test_del_in_loop_with_item_break():
@@ -343,7 +326,7 @@ def test_del_in_loop_with_item_break():
                 del d[k]
         return d
 
-    same(f, X1, (t(0.1),))
+    check_calls(f, [X1, (t(0.1),)])
 
 
 # ---------------------------------------------------------------- star unpacking
@@ -356,7 +339,7 @@ def test_star_assignment():
         (p, q), *r = [(1, 2), (3, 4)]
         return a, b, torch.stack(c).sum(0), d, e, g, h, p, q, r
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_star_unpack_tensor_rows():
@@ -364,7 +347,7 @@ def test_star_unpack_tensor_rows():
         first, *rest = x
         return first, rest, len(rest)
 
-    same(f, (torch.arange(6.0).reshape(3, 2),), (torch.arange(4.0).reshape(2, 2),))
+    check_calls(f, [(torch.arange(6.0).reshape(3, 2),), (torch.arange(4.0).reshape(2, 2),)])
 
 
 def test_star_unpack_wrong_count():
@@ -372,7 +355,7 @@ def test_star_unpack_wrong_count():
         a, b, *c, d = x.shape
         return a
 
-    same(f, (torch.zeros(2, 3),), graphs=False)
+    check_calls(f, [(torch.zeros(2, 3),)], graphs=None)
 
 
 def test_star_call_with_computed_args():
@@ -384,7 +367,7 @@ def test_star_call_with_computed_args():
         kw = {"k": x.shape[0], **{"z" + str(i): i for i in range(2)}}
         return g(*args, **kw), g(*args[:2], *(5,), **{"k": 2})
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_star_call_with_break_between():
@@ -397,7 +380,7 @@ def test_star_call_with_break_between():
         kw = dict(a=1, b=x.shape[0])
         return g(*args, *[x * 2], **kw, c=3)
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_star_in_literals():
@@ -408,7 +391,7 @@ def test_star_in_literals():
         d = {**{"p": 1}, "q": x.shape[0], **{"p": 2}}
         return a, b, c, d, x
 
-    same(f, (torch.zeros(2, 3),), (torch.zeros(4),), graphs=False)
+    check_calls(f, [(torch.zeros(2, 3),), (torch.zeros(4),)], graphs=None)
 
 
 def test_duplicate_kwarg_error():
@@ -418,7 +401,7 @@ def test_duplicate_kwarg_error():
     def f(x):
         return g(**{"a": 1}, **{"a": 2})
 
-    same(f, X1, graphs=False)
+    check_calls(f, [X1], graphs=None)
 
 
 # ---------------------------------------------------------------- parameters
@@ -430,7 +413,7 @@ def test_keyword_only_and_positional_only():
     def f(x):
         return g(x, d=1), g(x, 3, 4, d=2), g(x, c=1, d=x.shape[0], e=0)
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_positional_only_name_in_kwargs():
@@ -440,7 +423,7 @@ def test_positional_only_name_in_kwargs():
     def f(x):
         return g(x, a=5)
 
-    same(f, X1, X2, graphs=False)
+    check_calls(f, [X1, X2], graphs=None)
 
 
 def test_keyword_only_missing_error():
@@ -451,7 +434,7 @@ def test_keyword_only_missing_error():
         y = x + 1
         return g(y, 2)
 
-    same(f, X1, graphs=False)
+    check_calls(f, [X1], graphs=None)
 
 
 def test_positional_only_passed_as_keyword_error():
@@ -461,7 +444,7 @@ def test_positional_only_passed_as_keyword_error():
     def f(x):
         return g(a=x)
 
-    same(f, X1, graphs=False)
+    check_calls(f, [X1], graphs=None)
 
 
 def test_mutable_default_evaluated_once():
@@ -489,7 +472,7 @@ def test_default_list_rebuilt_per_call_of_outer():
             return len(acc)
         return x * g(1), g(2)
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 _MODULE_DEFAULT_LIST = []
@@ -554,7 +537,7 @@ def test_comprehension_scoping_outer_vars():
         g = sum(x * j for j in range(k))
         return lst, st, dc, g, i
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_nested_comprehensions():
@@ -564,7 +547,7 @@ def test_nested_comprehensions():
         pairs = {(a, b) for a in range(2) for b in range(a, 3)}
         return m, flat, sorted(pairs)
 
-    same(f, X1, (t(0, 2),))
+    check_calls(f, [X1, (t(0, 2),)])
 
 
 def test_comprehension_with_closure_late_binding():
@@ -573,7 +556,7 @@ def test_comprehension_with_closure_late_binding():
         fns2 = [lambda y, i=i: y * i for i in range(3)]
         return [g(x) for g in fns], [g(x) for g in fns2]
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_generator_expression_consumed_partially():
@@ -584,7 +567,7 @@ def test_generator_expression_consumed_partially():
         rest = list(gen)
         return a, b, rest
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_comprehension_with_print_break():
@@ -592,7 +575,7 @@ def test_comprehension_with_print_break():
         out = [print(i) or x * i for i in range(3)]
         return torch.stack(out), {i: print(i) for i in range(2)}
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_generator_any_all_with_tensors():
@@ -601,7 +584,7 @@ def test_generator_any_all_with_tensors():
         b = all(v.item() > 0 for v in x)
         return a, b, x * a
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_dict_comprehension_key_collision_order():
@@ -609,7 +592,7 @@ def test_dict_comprehension_key_collision_order():
         d = {i % 2: x * i for i in range(5)}
         return list(d.items())
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_comprehension_class_scope_error():
@@ -619,7 +602,7 @@ def test_comprehension_class_scope_error():
             vals = [i * 2 for i in range(n)]
         return x * len(C.vals)
 
-    same(f, X1, X2, graphs=False)
+    check_calls(f, [X1, X2], graphs=None)
 
 
 # ---------------------------------------------------------------- f-strings / str
@@ -629,7 +612,7 @@ def test_fstring_format_specs():
         s = f"{v:>8.3f}|{v!r}|{v!s:<6}|{x.shape[0]:03d}|{x.dtype}|{tuple(x.shape)!r}|{'a'!r:^7}"
         return x * 2, s, f"{v:+.2e}", f"{12345678:,}", f"{255:#x}", f"{v=}"
 
-    same(f, (t(1, 2), 3.14159), (t(1), -2.5))
+    check_calls(f, [(t(1, 2), 3.14159), (t(1), -2.5)])
 
 
 def test_fstring_of_tensor_shape_and_dtype():
@@ -637,7 +620,7 @@ def test_fstring_of_tensor_shape_and_dtype():
         s = f"shape={x.shape} dtype={x.dtype!s} size={x.size()!r} dev={x.device} n={x.numel():>4}"
         return x.sum(), s
 
-    same(f, (torch.zeros(2, 3),), (torch.zeros(4, dtype=torch.float64),))
+    check_calls(f, [(torch.zeros(2, 3),), (torch.zeros(4, dtype=torch.float64),)])
 
 
 def test_fstring_with_item_break():
@@ -645,14 +628,14 @@ def test_fstring_with_item_break():
         msg = f"sum={x.sum().item():.2f} max={x.max().item()!r}"
         return msg, x * 2
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_fstring_nested_spec():
     def f(x, w):
         return f"{x.shape[0]:>{w}}|{1.5:{w}.{w - 1}f}", x
 
-    same(f, (X1[0], 5), (X1[0], 3), graphs=False)
+    check_calls(f, [(X1[0], 5), (X1[0], 3)], graphs=None)
 
 
 def test_str_methods():
@@ -664,7 +647,7 @@ def test_str_methods():
         fm = "{0}:{name}:{0!r}".format(x.shape[0], name=j)
         return x * len(parts), j, r, st, fm, s.rsplit(",", 1), s.partition(",")
 
-    same(f, (t(1), "a, b,c"), (t(1, 2), "xyz"), graphs=False)
+    check_calls(f, [(t(1), "a, b,c"), (t(1, 2), "xyz")], graphs=None)
 
 
 def test_str_format_with_tensor_dims():
@@ -673,7 +656,7 @@ def test_str_format_with_tensor_dims():
         t2 = "%d-%s-%.1f" % (x.shape[0], x.dtype, 2.25)
         return x.view(-1), s, t2, str(x.shape[0]).zfill(4)
 
-    same(f, (torch.zeros(2, 3),), (torch.zeros(5, 1),))
+    check_calls(f, [(torch.zeros(2, 3),), (torch.zeros(5, 1),)])
 
 
 def test_str_split_drives_tensor_ops():
@@ -686,7 +669,7 @@ def test_str_split_drives_tensor_ops():
                 x = x * int(arg)
         return x
 
-    same(f, (X1[0], "add:1.5|mul:3"), (X1[0], "mul2:2|add:-1"))
+    check_calls(f, [(X1[0], "add:1.5|mul:3"), (X1[0], "mul2:2|add:-1")])
 
 
 # ---------------------------------------------------------------- try / finally
@@ -698,7 +681,7 @@ def test_finally_return_overrides_try_return():
         finally:
             return x + 2  # noqa: B012
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_finally_return_swallows_exception():
@@ -708,7 +691,7 @@ def test_finally_return_swallows_exception():
         finally:
             return x * 3  # noqa: B012
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_except_return_vs_finally_side_effect():
@@ -726,7 +709,7 @@ def test_except_return_vs_finally_side_effect():
         finally:
             log.append("finally")
 
-    same(f, (t(1), []), (t(5), []))
+    check_calls(f, [(t(1), []), (t(5), [])])
 
 
 def test_try_else_return():
@@ -741,7 +724,7 @@ def test_try_else_return():
         finally:
             log.append("fin")
 
-    same(f, (t(1), []), (t(2, 3), ["a"]))
+    check_calls(f, [(t(1), []), (t(2, 3), ["a"])])
 
 
 def test_try_with_print_break_in_each_clause():
@@ -763,7 +746,7 @@ def test_try_with_print_break_in_each_clause():
             out.append(x * 0)
         return out
 
-    same(f, (X1[0], 0), (X1[0], 1), (X1[0], 2))
+    check_calls(f, [(X1[0], 0), (X1[0], 1), (X1[0], 2)])
 
 
 def test_exception_variable_cleared_after_except():
@@ -779,7 +762,7 @@ def test_exception_variable_cleared_after_except():
             bound = False
         return x, msg, bound
 
-    same(f, X1, graphs=False)
+    check_calls(f, [X1], graphs=None)
 
 
 def test_nested_try_reraise_with_context():
@@ -793,7 +776,7 @@ def test_nested_try_reraise_with_context():
         except RuntimeError as e:
             return x * 2, str(e), repr(e.__cause__), type(e.__context__).__name__
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_exception_propagates_after_partial_mutation():
@@ -803,7 +786,7 @@ def test_exception_propagates_after_partial_mutation():
         lst.append("mid")
         return {}["missing" + str(y.shape[0])]
 
-    same(f, (X1[0], []), (X2[0], [1]))
+    check_calls(f, [(X1[0], []), (X2[0], [1])])
 
 
 def test_finally_runs_on_break_in_loop():
@@ -818,7 +801,7 @@ def test_finally_runs_on_break_in_loop():
                 log.append(i)
         return x, log
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_finally_continue_in_loop_with_item():
@@ -833,7 +816,7 @@ def test_finally_continue_in_loop_with_item():
                 log.append(("fin", i))
         return log
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 # ---------------------------------------------------------------- with
@@ -858,7 +841,7 @@ def test_with_multiple_context_managers():
             log.append(a + b)
         return y, y.requires_grad, torch.is_grad_enabled()
 
-    same(f, (t(1).requires_grad_(), []), (t(1, 2), ["pre"]))
+    check_calls(f, [(t(1).requires_grad_(), []), (t(1, 2), ["pre"])])
 
 
 def test_with_multiple_exception_order_and_swallow():
@@ -868,7 +851,7 @@ def test_with_multiple_exception_order_and_swallow():
             raise ValueError("x")
         return y, log
 
-    same(f, (X1[0], []), (X2[0], []))
+    check_calls(f, [(X1[0], []), (X2[0], [])])
 
 
 def test_with_return_inside():
@@ -877,7 +860,7 @@ def test_with_return_inside():
             return x * 2
         return None
 
-    same(f, (X1[0], []), (X2[0], []))
+    check_calls(f, [(X1[0], []), (X2[0], [])])
 
 
 def test_with_print_break_inside():
@@ -888,7 +871,7 @@ def test_with_print_break_inside():
             z = y + 1
         return z, z.requires_grad
 
-    same(f, (t(1, 2).requires_grad_(), []), (t(3).requires_grad_(), []))
+    check_calls(f, [(t(1, 2).requires_grad_(), []), (t(3).requires_grad_(), [])])
 
 
 # ---------------------------------------------------------------- assert
@@ -899,7 +882,7 @@ def test_assert_with_message_passes_and_fails():
         assert x.shape[0] < 4, "too long: %d" % x.shape[0]
         return x * 2
 
-    same(f, X1, X2, (torch.zeros(2, 2),))
+    check_calls(f, [X1, X2, (torch.zeros(2, 2),)])
 
 
 def test_assert_on_tensor_value():
@@ -908,7 +891,7 @@ def test_assert_on_tensor_value():
         assert (y > 0).all(), "negative"
         return y
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_assert_no_message_and_item():
@@ -916,7 +899,7 @@ def test_assert_no_message_and_item():
         assert x.sum().item() < 6
         return x + 1
 
-    same(f, (t(1, 2),), X1)
+    check_calls(f, [(t(1, 2),), X1])
 
 
 # ---------------------------------------------------------------- isinstance / types
@@ -927,7 +910,7 @@ def test_isinstance_tensor_vs_parameter():
                 isinstance(p, torch.Tensor), isinstance(p, torch.nn.Parameter),
                 type(p) is torch.nn.Parameter, type(x).__name__, x * p)
 
-    same(f, (t(1, 2), torch.nn.Parameter(t(3, 4))), (t(1, 2), t(3, 4)))
+    check_calls(f, [(t(1, 2), torch.nn.Parameter(t(3, 4))), (t(1, 2), t(3, 4))])
 
 
 def test_parameter_arith_type():
@@ -935,7 +918,7 @@ def test_parameter_arith_type():
         y = p * 2
         return type(y).__name__, y.requires_grad, isinstance(y, torch.nn.Parameter), p.requires_grad
 
-    same(f, (torch.nn.Parameter(t(1, 2)),), (torch.nn.Parameter(t(1, 2), requires_grad=False),))
+    check_calls(f, [(torch.nn.Parameter(t(1, 2)),), (torch.nn.Parameter(t(1, 2), requires_grad=False),)])
 
 
 # ---------------------------------------------------------------- enums / typing
@@ -966,7 +949,7 @@ def test_enum_branches_and_dict_keys():
             y = y * lvl
         return y, mode.value, mode.name, lvl + 1, Level(lvl) is lvl, str(mode), repr(lvl)
 
-    same(f, (X1[0], Mode.TRAIN, Level.LOW), (X1[0], Mode.EVAL, Level.HIGH), (X1[0], Mode.EVAL, 2))
+    check_calls(f, [(X1[0], Mode.TRAIN, Level.LOW), (X1[0], Mode.EVAL, Level.HIGH), (X1[0], Mode.EVAL, 2)])
 
 
 def test_enum_iteration_and_lookup():
@@ -975,14 +958,14 @@ def test_enum_iteration_and_lookup():
         by_val = Mode("eval")
         return x * len(names), names, by_val, Level["HIGH"], Flags.A | Flags.B, Mode.TRAIN in Mode
 
-    same(f, X1)
+    check_calls(f, [X1])
 
 
 def test_intenum_as_tensor_index_and_arith():
     def f(x, lvl):
         return x[lvl], x * lvl, torch.full((2,), lvl), lvl * 1.5
 
-    same(f, (X1[0], Level.LOW), (X1[0], Level.HIGH))
+    check_calls(f, [(X1[0], Level.LOW), (X1[0], Level.HIGH)])
 
 
 class Pair(typing.NamedTuple):
@@ -1005,7 +988,7 @@ def test_namedtuple_class():
         a, b = q
         return p.total(), q, b, q._asdict()["b"], Pair._fields, p[1], len(p)
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_namedtuple_as_input_and_print():
@@ -1013,7 +996,7 @@ def test_namedtuple_as_input_and_print():
         print(p.b)
         return Pair(p.a + 1, p.b * 2)
 
-    same(f, (Pair(t(1, 2), 4),), (Pair(t(0), 1),))
+    check_calls(f, [(Pair(t(1, 2), 4),), (Pair(t(0), 1),)])
 
 
 def test_typeddict_and_optional():
@@ -1024,7 +1007,7 @@ def test_typeddict_and_optional():
         c = Cfg(scale=cfg["scale"] * 2, name=cfg["name"])
         return g(x) * c["scale"], g(x, x), c, type(c).__name__
 
-    same(f, (X1[0], {"scale": 1.5, "name": "n"}), (X2[0], {"scale": -1.0, "name": "m"}))
+    check_calls(f, [(X1[0], {"scale": 1.5, "name": "n"}), (X2[0], {"scale": -1.0, "name": "m"})])
 
 
 def test_typing_cast_and_annotations():
@@ -1033,7 +1016,7 @@ def test_typing_cast_and_annotations():
         z: typing.Union[int, None] = None
         return [y, z is None], typing.cast(torch.Tensor, x) * 2
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 # ---------------------------------------------------------------- math / numpy
@@ -1046,7 +1029,7 @@ def test_math_on_shapes():
                 math.log2(x.shape[-1]), math.isclose(s, 2.0), math.gcd(*x.shape), math.inf > n,
                 math.factorial(x.dim()), math.isqrt(n))
 
-    same(f, (torch.zeros(2, 2),), (torch.zeros(3, 4),), (torch.zeros(8),))
+    check_calls(f, [(torch.zeros(2, 2),), (torch.zeros(3, 4),), (torch.zeros(8),)])
 
 
 def test_math_on_tensor_item():
@@ -1054,7 +1037,7 @@ def test_math_on_tensor_item():
         v = x.sum().item()
         return x * math.exp(v / 10), math.copysign(1.0, v), round(v, 1), math.trunc(v)
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_numpy_scalar_mixed_with_tensor():
@@ -1064,14 +1047,14 @@ def test_numpy_scalar_mixed_with_tensor():
         n = np.prod(x.shape)
         return x * float(a), x + int(b), int(n), np.sqrt(16.0) * 2, type(n).__name__
 
-    same(f, (torch.zeros(2, 3),), (torch.zeros(5),))
+    check_calls(f, [(torch.zeros(2, 3),), (torch.zeros(5),)])
 
 
 def test_numpy_scalar_times_tensor_directly():
     def f(x):
         return x * np.float64(2.0), np.int64(2) * x
 
-    same(f, X1, X2, graphs=False)
+    check_calls(f, [X1, X2], graphs=None)
 
 
 def test_numpy_array_result_from_tensor():
@@ -1080,7 +1063,7 @@ def test_numpy_array_result_from_tensor():
         m = a.mean()
         return x - float(m), a.shape, round(float(a.sum()), 4)
 
-    same(f, X1, X2, graphs=False)
+    check_calls(f, [X1, X2], graphs=None)
 
 
 # ---------------------------------------------------------------- random module
@@ -1169,7 +1152,7 @@ def test_operator_module_functions():
         return (res, ig([10, 20, 30]), ag(x), mc(x), operator.neg(x), operator.getitem(x, 1),
                 operator.contains([1, 2], 2), operator.index(x.shape[0]), operator.not_(0))
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_operator_inplace_functions():
@@ -1178,7 +1161,7 @@ def test_operator_inplace_functions():
         lst2 = operator.iadd(lst, [9])
         return y, lst2 is lst, lst, operator.imul(3, x.shape[0])
 
-    same(f, (X1[0], [1]), (X2[0], []))
+    check_calls(f, [(X1[0], [1]), (X2[0], [])])
 
 
 def test_functools_reduce():
@@ -1188,14 +1171,14 @@ def test_functools_reduce():
         c = functools.reduce(lambda acc, v: acc + [v * 2], range(3), [])
         return a, b, c
 
-    same(f, X1, (torch.zeros(2, 3),))
+    check_calls(f, [X1, (torch.zeros(2, 3),)])
 
 
 def test_functools_reduce_empty_error():
     def f(x):
         return functools.reduce(operator.add, [])
 
-    same(f, X1, graphs=False)
+    check_calls(f, [X1], graphs=None)
 
 
 def test_functools_partial_and_lru_cache_free():
@@ -1207,7 +1190,7 @@ def test_functools_partial_and_lru_cache_free():
         q = functools.partial(scale, b=1)
         return p(x), q(x, 3), p.keywords
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_itertools_chain_product_accumulate_islice():
@@ -1220,7 +1203,7 @@ def test_itertools_chain_product_accumulate_islice():
         z = [x * i for i, _ in zip(itertools.count(1), range(3))]
         return ch, pr, ac, ac2, sl, z
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_itertools_with_print_break():
@@ -1232,7 +1215,7 @@ def test_itertools_with_print_break():
         pairs = list(zip(itertools.count(), [x, x + 1]))
         return x * a + b, pairs
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_itertools_misc():
@@ -1245,7 +1228,7 @@ def test_itertools_misc():
                 list(itertools.starmap(operator.mul, [(x, 2), (x, 3)])),
                 list(itertools.pairwise(range(4))))
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 # ---------------------------------------------------------------- collections
@@ -1257,7 +1240,7 @@ def test_collections_counter():
         top = c.most_common(2)
         return x * c["a"], dict(c), top, c["missing"], sum(c.values())
 
-    same(f, (X1[0], ["a", "b", "a"]), (X2[0], ["q"]))
+    check_calls(f, [(X1[0], ["a", "b", "a"]), (X2[0], ["q"])])
 
 
 def test_collections_deque():
@@ -1270,7 +1253,7 @@ def test_collections_deque():
         d.rotate(-2)
         return left, list(d), len(d), d.maxlen
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_collections_deque_of_ints_with_break():
@@ -1281,7 +1264,7 @@ def test_collections_deque_of_ints_with_break():
         d.extendleft([9, 8])
         return x * d[0], list(d)
 
-    same(f, X1, X2, graphs=False)
+    check_calls(f, [X1, X2], graphs=None)
 
 
 def test_collections_defaultdict_list():
@@ -1291,7 +1274,7 @@ def test_collections_defaultdict_list():
             dd[k].append(x * i)
         return {k: torch.stack(v).sum(0) for k, v in dd.items()}, len(dd), "zz" in dd
 
-    same(f, (X1[0], ["a", "b", "a"]), (X2[0], ["c"]))
+    check_calls(f, [(X1[0], ["a", "b", "a"]), (X2[0], ["c"])])
 
 
 def test_defaultdict_input_mutated():
@@ -1300,7 +1283,7 @@ def test_defaultdict_input_mutated():
         dd["old"] += 1
         return x, dd
 
-    same(f, (X1[0], collections.defaultdict(int, old=1)), (X2[0], collections.defaultdict(int)), graphs=False)
+    check_calls(f, [(X1[0], collections.defaultdict(int, old=1)), (X2[0], collections.defaultdict(int))], graphs=None)
 
 
 def test_ordered_dict_move_to_end():
@@ -1310,7 +1293,7 @@ def test_ordered_dict_move_to_end():
         k, v = od.popitem(last=False)
         return list(od.keys()), k, v
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_namedtuple_factory():
@@ -1321,7 +1304,7 @@ def test_namedtuple_factory():
         q = P(x, y=x.shape[0])
         return p, q, p.y, q._replace(x=1)
 
-    same(f, X1, X2, graphs=False)
+    check_calls(f, [X1, X2], graphs=None)
 
 
 # ---------------------------------------------------------------- sorted / id / hash / recursion
@@ -1333,7 +1316,7 @@ def test_sorted_key_lambda_on_shapes():
         rev = sorted([(v.shape, i) for i, v in enumerate(ts)], key=lambda p: p[0][0], reverse=True)
         return by_shape, [i for _, i in rev], max(ts, key=lambda v: v.numel()).shape
 
-    same(f, (torch.zeros(3), torch.ones(1), torch.ones(2)), (torch.zeros(1), torch.ones(4), torch.ones(2, 2)), graphs=False)
+    check_calls(f, [(torch.zeros(3), torch.ones(1), torch.ones(2)), (torch.zeros(1), torch.ones(4), torch.ones(2, 2))], graphs=None)
 
 
 def test_sorted_stability_and_item_key():
@@ -1341,7 +1324,7 @@ def test_sorted_stability_and_item_key():
         items = [(x[i].item(), i) for i in range(x.shape[0])]
         return sorted(items), sorted(range(x.shape[0]), key=lambda i: -x[i].item())
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_list_sort_in_place_input():
@@ -1350,7 +1333,7 @@ def test_list_sort_in_place_input():
         lst.reverse()
         return x * lst[0][1], lst
 
-    same(f, (X1[0], [("a", 2), ("b", 1), ("c", 3)]), (X2[0], [("z", 0)]))
+    check_calls(f, [(X1[0], [("a", 2), ("b", 1), ("c", 3)]), (X2[0], [("z", 0)])])
 
 
 def test_id_and_hash_of_strings_and_tuples():
@@ -1360,14 +1343,14 @@ def test_id_and_hash_of_strings_and_tuples():
         h = hash(k) == hash((s, 1))
         return x, same_id, h, hash("abc") == hash("ab" + "c"), id(x) == id(x), hash(x.shape) == hash(tuple(x.shape))
 
-    same(f, (X1[0], "key"), (X2[0], "other"), graphs=False)
+    check_calls(f, [(X1[0], "key"), (X2[0], "other")], graphs=None)
 
 
 def test_hash_values_equal():
     def f(x, s):
         return x * 2, hash(s), hash((s, 3)), hash(3.5), hash(None) == hash(None)
 
-    same(f, (X1[0], "key"), (X2[0], "other"))
+    check_calls(f, [(X1[0], "key"), (X2[0], "other")])
 
 
 def test_id_of_arguments():
@@ -1391,7 +1374,7 @@ def test_recursion_with_memo_dict():
     def f(x, memo):
         return x * fib(x.shape[0] + 5, memo), len(memo)
 
-    same(f, (X1[0], {}), (X2[0], {0: 0, 1: 1}))
+    check_calls(f, [(X1[0], {}), (X2[0], {0: 0, 1: 1})])
 
 
 def test_recursion_on_tensors():
@@ -1405,7 +1388,7 @@ def test_recursion_on_tensors():
     def f(x):
         return tree_sum([x, (x * 2, {"a": x * 3, "b": [x]})])
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_recursion_depth_error():
@@ -1418,7 +1401,7 @@ def test_recursion_depth_error():
         except RecursionError:
             return x * 2
 
-    same(f, X1, graphs=False)
+    check_calls(f, [X1], graphs=None)
 
 
 # ---------------------------------------------------------------- misc mixed
@@ -1427,7 +1410,7 @@ def test_conditional_expression_and_boolean_ops_return_operands():
     def f(x, a, b):
         return (a or b), (a and b), (not a), (x if a else x * 2), (a or x).__class__.__name__
 
-    same(f, (X1[0], 0, "s"), (X1[0], [1], None), (X1[0], "", 0))
+    check_calls(f, [(X1[0], 0, "s"), (X1[0], [1], None), (X1[0], "", 0)])
 
 
 def test_global_dict_mutation_with_break():
@@ -1477,7 +1460,7 @@ def test_slice_objects_and_step():
         s = slice(1, None, 2)
         return x[s], lst[s], lst[::-1], lst[-2:], x[::-1] if False else x.flip(0), s.indices(len(lst))
 
-    same(f, (t(1, 2, 3, 4), [1, 2, 3, 4, 5]), (t(1, 2), [0]))
+    check_calls(f, [(t(1, 2, 3, 4), [1, 2, 3, 4, 5]), (t(1, 2), [0])])
 
 
 def test_slice_assignment_list():
@@ -1486,7 +1469,7 @@ def test_slice_assignment_list():
         lst[::2] = [0] * len(lst[::2])
         return x, lst
 
-    same(f, (X1[0], [1, 2, 3, 4]), (X2[0], [9, 8, 7]), graphs=False)
+    check_calls(f, [(X1[0], [1, 2, 3, 4]), (X2[0], [9, 8, 7])], graphs=None)
 
 
 def test_extended_slice_assignment_wrong_size():
@@ -1494,7 +1477,7 @@ def test_extended_slice_assignment_wrong_size():
         lst[::2] = [1]
         return x
 
-    same(f, (X1[0], [1, 2, 3, 4]), graphs=False)
+    check_calls(f, [(X1[0], [1, 2, 3, 4])], graphs=None)
 
 
 def test_int_float_builtins_on_shapes():
@@ -1503,7 +1486,7 @@ def test_int_float_builtins_on_shapes():
         return (divmod(n, 2), pow(n, 2, 5), abs(-n), n.bit_length(), (n / 2).is_integer(),
                 int("1" * n), float(n).hex(), bin(n), round(n / 3, 2), n ** -1, -n // 2, -n % 3)
 
-    same(f, X1, X2, graphs=False)
+    check_calls(f, [X1, X2], graphs=None)
 
 
 def test_string_keys_built_from_shapes():
@@ -1513,14 +1496,14 @@ def test_string_keys_built_from_shapes():
             cache[key] = x.sum()
         return cache[key] * 2, sorted(cache)
 
-    same(f, (torch.ones(2, 3), {}), (torch.ones(3), {"3": t(1)}))
+    check_calls(f, [(torch.ones(2, 3), {}), (torch.ones(3), {"3": t(1)})])
 
 
 def test_zip_strict_length_error():
     def f(x):
         return list(zip([1, 2], [x], strict=True))
 
-    same(f, X1, graphs=False)
+    check_calls(f, [X1], graphs=None)
 
 
 def test_map_filter_enumerate_reversed():
@@ -1530,7 +1513,7 @@ def test_map_filter_enumerate_reversed():
         c = list(enumerate(reversed(range(x.shape[0])), start=10))
         return a, b, c
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_lambda_default_and_keyword_call():
@@ -1538,7 +1521,7 @@ def test_lambda_default_and_keyword_call():
         g = lambda a, b=2, *, c=3: a * b + c  # noqa: E731
         return g(x), g(x, c=0), g(b=1, a=x)
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_unpack_dict_items_and_swap():
@@ -1549,7 +1532,7 @@ def test_unpack_dict_items_and_swap():
         (k1, v1), *_ = d.items()
         return a, b, out, k1, v1
 
-    same(f, (X1[0], {"p": 1, "q": 2}), (X2[0], {"z": 0}))
+    check_calls(f, [(X1[0], {"p": 1, "q": 2}), (X2[0], {"z": 0})])
 
 
 def test_exception_str_with_tensor_shape():
@@ -1558,7 +1541,7 @@ def test_exception_str_with_tensor_shape():
             raise ValueError(f"expected <=2 got {x.shape} {x.dtype!r}")
         return x
 
-    same(f, (t(1),), X1, graphs=False)
+    check_calls(f, [(t(1),), X1], graphs=None)
 
 
 def test_bool_of_empty_containers_and_none_checks():
@@ -1570,7 +1553,7 @@ def test_bool_of_empty_containers_and_none_checks():
             y = y * 10
         return y
 
-    same(f, (X1[0], None), (X1[0], []), (X1[0], [1]))
+    check_calls(f, [(X1[0], None), (X1[0], []), (X1[0], [1])])
 
 
 def test_while_else_and_for_else():
@@ -1588,7 +1571,7 @@ def test_while_else_and_for_else():
             j = j * 10
         return x * i, j
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_match_statement():
@@ -1605,8 +1588,7 @@ def test_match_statement():
             case _:
                 return x
 
-    same(f, (X1[0], ("scale", 3)), (X1[0], {"op": "add", "v": 2}), (X1[0], ["sum", 1, 2]),
-         (X1[0], Mode.TRAIN), (X1[0], "other"), graphs=False)
+    check_calls(f, [(X1[0], ("scale", 3)), (X1[0], {"op": "add", "v": 2}), (X1[0], ["sum", 1, 2]), (X1[0], Mode.TRAIN), (X1[0], "other")], graphs=None)
 
 
 # ---------------------------------------------------------------- mixed cases, mostly with a graph break in the middle
@@ -2420,7 +2402,7 @@ def test_except_unboundlocalerror_on_cell_after_break():
         v = 2
         return y, r, (lambda: v)()
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 def test_iadd_notimplemented_falls_back_to_add_minimal():
@@ -2429,7 +2411,7 @@ def test_iadd_notimplemented_falls_back_to_add_minimal():
         a += 1
         return a.v
 
-    same(f, X1, X2)
+    check_calls(f, [X1, X2])
 
 
 _MIXED_BUGS = {
@@ -2445,4 +2427,4 @@ _MIXED_BUGS = {
     for n in mixed])
 def test_mixed(name):
     fn, argsets = mixed[name]
-    same(fn, *argsets, graphs=False)
+    check_calls(fn, argsets, graphs=None)

@@ -3,7 +3,7 @@
 Covers attribute reads (shape/dtype/device/ndim/T/mT/requires_grad/is_leaf/grad/data),
 metadata methods (size/stride/numel/element_size/is_contiguous/dim), views,
 indexing, dtype promotion, reductions, and Python values computed from them.
-Helpers: tests/test_acceptance_support.py.
+Helpers: dynamo_lite/testing.py.
 """
 import math
 
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, assert_same
-from test_acceptance_support import check
+from dynamo_lite.testing import check
 
 
 def test_shape_dtype_device_ndim_as_python_values():

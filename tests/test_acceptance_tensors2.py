@@ -25,7 +25,7 @@ tests/test_acceptance_tensors.py with:
   fullgraph), and a few runs with backend="aot_eager"
 - known bugs, each as ``xfail(strict=True)`` at the end of the file.
 
-Helpers: tests/test_acceptance_support.py (check, check_calls, check_module).
+Helpers: dynamo_lite/testing.py (check, check_calls, check_module).
 """
 import contextlib
 import copy
@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
-from test_acceptance_support import check, check_calls, check_module
+from dynamo_lite.testing import check, check_calls, check_module
 
 
 def _compiled(fn, backend="eager"):

@@ -19,18 +19,11 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same_as_eager
+from dynamo_lite.testing import CompileCounter, assert_same_as_eager, check
 
 
 def T():
     return torch.arange(3, dtype=torch.float32) + 1
-
-
-def same(fn, *args, graphs=1):
-    cnt = CompileCounter()
-    assert_same_as_eager(fn, *args, backend=cnt)
-    assert cnt.frame_count >= graphs, f"expected >= {graphs} graphs, got {cnt.frame_count}"
-    return cnt
 
 
 def raised_at(fn, *args):
@@ -84,7 +77,7 @@ def test_argument_hash_not_called():
     def f(x, k):
         return x + k.t
 
-    same(f, T(), LoudHash(T()))
+    check(f, T(), LoudHash(T()))
 
 
 def test_argument_hash_raising():
@@ -92,14 +85,14 @@ def test_argument_hash_raising():
         o.field = 1
         return x + 1, hash(o) == hash(1)
 
-    same(f, T(), HashNeedsField())
+    check(f, T(), HashNeedsField())
 
 
 def test_callable_argument_hash_raising():
     def f(x, fn):
         return fn(x * 2)
 
-    same(f, T(), CallableBadHash())
+    check(f, T(), CallableBadHash())
 
 
 def test_frozen_dataclass_built_and_hashed():
@@ -112,7 +105,7 @@ def test_frozen_dataclass_built_and_hashed():
             msg = str(e)
         return {fr: x}[Frozen(1, "z")] + 1, msg
 
-    same(f, T())
+    check(f, T())
 
 
 # ------------------------------------------------------------ abstract classes
@@ -133,7 +126,7 @@ def test_abstract_instantiation_raises_at_user_line():
         y = x * 2
         return Shape(), y
 
-    same(f, T())
+    check(f, T())
     same_raise_site(f, T())
 
 
@@ -146,7 +139,7 @@ def test_abstract_instantiation_caught():
             log.append(str(e))
         return y + Square().area()
 
-    same(f, T(), [])
+    check(f, T(), [])
 
 
 # ------------------------------------------------------------ __slots__
@@ -181,7 +174,7 @@ def test_slots_setattr_unknown_caught(name):
             msg = str(e)
         return y, msg, p.x
 
-    same(f, T(), Pt(1, 2))
+    check(f, T(), Pt(1, 2))
 
 
 def test_slots_setattr_unknown_raises_at_user_line():
@@ -190,7 +183,7 @@ def test_slots_setattr_unknown_raises_at_user_line():
         p.z = y
         return y
 
-    same(f, T(), Pt(1, 2))
+    check(f, T(), Pt(1, 2))
     same_raise_site(f, T(), Pt(1, 2))
 
 
@@ -201,7 +194,7 @@ def test_new_object_without_dict_setattr():
         o.a = 1
         return y
 
-    same(f, T())
+    check(f, T())
     same_raise_site(f, T())
 
 
@@ -232,7 +225,7 @@ def test_slots_error_caught_then_captured():
             msg = e.args
         return x + 1, msg, p.x
 
-    cnt = same(f, T(), Pt(T(), 2))
+    cnt = check(f, T(), Pt(T(), 2))
     assert cnt.frame_count == 1
 
 
@@ -245,7 +238,7 @@ def test_slots_error_attributes_read_from_real_exception():
             err = e
         return y + 1, err.name, err.obj is p, str(err)
 
-    same(f, T(), Pt(1, 2))
+    check(f, T(), Pt(1, 2))
 
 
 def test_slots_error_inside_other_handler_chains_context():
@@ -260,7 +253,7 @@ def test_slots_error_inside_other_handler_chains_context():
             ctx = repr(e.__context__)
         return y, ctx
 
-    same(f, T(), Pt(1, 2))
+    check(f, T(), Pt(1, 2))
 
 
 def test_slots_object_setattr_and_del_class():
@@ -277,7 +270,7 @@ def test_slots_object_setattr_and_del_class():
         object.__setattr__(p, "y", 5)
         return y, m1, m2, p.y
 
-    same(f, T(), Pt(1, 2), SlotsWithDel())
+    check(f, T(), Pt(1, 2), SlotsWithDel())
     assert SlotsWithDel.blank_deleted == []  # the compiler made no blank instance (its __del__ would run)
 
 
@@ -307,7 +300,7 @@ def test_len_result_validated(n):
         return y, n, type(n).__name__
 
     nval = n
-    same(f, T())
+    check(f, T())
 
 
 @pytest.mark.parametrize("n", [2, 0, -1, 1.5])
@@ -319,7 +312,7 @@ def test_truth_through_len_validated(n):
         return -y
 
     nval = n
-    same(f, T())
+    check(f, T())
 
 
 @pytest.mark.parametrize("v", [True, False, 1, 0, None])
@@ -331,7 +324,7 @@ def test_bool_result_validated(v):
         return -y
 
     val = v
-    same(f, T())
+    check(f, T())
 
 
 # ------------------------------------------------------------ builtins raising TypeError
@@ -370,7 +363,7 @@ def test_builtin_raises_as_eager(name):
         y = x * 2
         return y, call()
 
-    same(f, T())
+    check(f, T())
 
 
 def test_builtin_keywords_still_accepted():
@@ -381,7 +374,7 @@ def test_builtin_keywords_still_accepted():
                 list(zip([1, 2], [3, 4], strict=True)), getattr(x, "shape"), hasattr(x, "nope"),
                 collections.defaultdict(list, a=1)["a"], collections.defaultdict(None)["q"] if False else 0)
 
-    same(f, T())
+    check(f, T())
 
 
 # ------------------------------------------------------------ __traceback__ of traced exceptions
@@ -411,7 +404,7 @@ def test_caught_exception_traceback():
             err = e
         return y + 1, _tb_lines(err)
 
-    same(f, T())
+    check(f, T())
 
 
 def test_reraised_instance_traceback_accumulates():
@@ -425,7 +418,7 @@ def test_reraised_instance_traceback_accumulates():
                 y = y + i
         return y, _tb_lines(e)
 
-    same(f, T())
+    check(f, T())
 
 
 def test_traceback_of_exception_from_inlined_call():
@@ -434,7 +427,7 @@ def test_traceback_of_exception_from_inlined_call():
         e = _helper_raise()
         return y + 1, _tb_lines(e)
 
-    same(f, T())
+    check(f, T())
 
 
 def test_traceback_of_never_raised_exception_is_none():
@@ -442,7 +435,7 @@ def test_traceback_of_never_raised_exception_is_none():
         e = ValueError("built only")
         return x * 2, e.__traceback__
 
-    cnt = same(f, T())
+    cnt = check(f, T())
     assert cnt.frame_count == 1
 
 
@@ -455,7 +448,7 @@ def test_format_exception_in_handler():
             text = "".join(traceback.format_exception(e))
         return y, text.count("KeyError"), text.count("raise KeyError")
 
-    same(f, T())
+    check(f, T())
 
 
 def test_with_traceback_after_traced_raise():
@@ -467,4 +460,4 @@ def test_with_traceback_after_traced_raise():
             err = e
         return y, err.with_traceback(None) is err, err.__traceback__
 
-    same(f, T())
+    check(f, T())

@@ -5,30 +5,20 @@ the compiled function must catch exactly what eager catches.
 Tensor work before the raising point is still captured (a graph is compiled);
 ``breaks`` counts the graph breaks the compiled run reported.
 """
+import functools
+
 import pytest
 import torch
 
 import dynamo_lite
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output
-from dynamo_lite.testing import CompileCounter, assert_same_as_eager
+from dynamo_lite.testing import CompileCounter, assert_same_as_eager, check_breaks
 
 
-def check(fn, *args, breaks=None, raises=None, **kwargs):
-    """Eager and compiled agree (value or exception type+message); optionally check
-    the number of graph breaks and that eager raised ``raises``."""
-    recorded = []
-    with events.collecting(recorded.append):
-        out = assert_same_as_eager(fn, *args, **kwargs)
-    if raises is not None:
-        assert isinstance(out.exception, raises), out.exception
-    else:
-        assert out.exception is None, out.exception
-    info = build_explain_output(recorded)
-    if breaks is not None:
-        assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]
-    return out
-
+# eager and compiled agree (value or exception type+message); ``breaks``: number of graph
+# breaks (default: not counted); ``raises``: the exception eager raised (default: none)
+check = functools.partial(check_breaks, breaks=None, raises=None, need_graph=False)
 
 x3 = torch.randn(3)
 

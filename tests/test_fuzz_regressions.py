@@ -14,15 +14,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same_as_eager
-
-
-def assert_same_over_calls(fn, calls, backend="eager"):
-    """assert_same_as_eager for each argument tuple in ``calls``, one compiled fn throughout."""
-    compiled = dynamo_lite.compile(fn, backend=backend)
-    for args in calls:
-        assert_same_as_eager(fn, *args, compiled_fn=compiled)
-    return compiled
+from dynamo_lite.testing import CompileCounter, assert_same_as_eager, check_calls
 
 
 class _Unraisable:
@@ -52,7 +44,7 @@ def test_inplace_int_times_float_raises_inside_try():
         return x + 1
 
     ints = torch.arange(6).reshape(2, 3)
-    assert_same_over_calls(f, [(torch.ones(2, 3), 0.5), (ints, 0.5), (ints, 2)])
+    check_calls(f, [(torch.ones(2, 3), 0.5), (ints, 0.5), (ints, 2)])
 
 
 def test_inplace_method_and_operator_casts():
@@ -73,7 +65,7 @@ def test_inplace_method_and_operator_casts():
         return out, z
 
     ints, bools = torch.arange(4), torch.tensor([True, False])
-    assert_same_over_calls(f, [(ints, 0.5), (ints, torch.ones(4)), (ints, 3), (bools, 2), (torch.ones(4), 2)])
+    check_calls(f, [(ints, 0.5), (ints, torch.ones(4)), (ints, 3), (bools, 2), (torch.ones(4), 2)])
 
 
 @pytest.fixture(params=[False, True], ids=["python-guards", "c-guard-program"])
@@ -95,7 +87,7 @@ def test_list_item_guard_runs_after_the_length_guard(guard_kind):
         return x * sorted(lst)[0] if lst else x
 
     with _Unraisable() as unraisable:
-        assert_same_over_calls(f, [(torch.ones(2), [3, 1, 2]), (torch.ones(2), []), (torch.ones(2), [5]),
+        check_calls(f, [(torch.ones(2), [3, 1, 2]), (torch.ones(2), []), (torch.ones(2), [5]),
                                    (torch.ones(2), [3, 1, 2])])
     assert unraisable.seen == []
 
@@ -110,7 +102,7 @@ def test_nested_dict_guard_order(guard_kind):
         return x + cfg.sizes["a"][1]
 
     with _Unraisable() as unraisable:
-        assert_same_over_calls(f, [(torch.ones(2), Cfg({"a": [1, 2]})), (torch.ones(2), Cfg({"a": [1]})),
+        check_calls(f, [(torch.ones(2), Cfg({"a": [1, 2]})), (torch.ones(2), Cfg({"a": [1]})),
                                    (torch.ones(2), Cfg({"b": [1, 2]})), (torch.ones(2), Cfg({"a": [4, 5]}))])
     assert unraisable.seen == []
 
@@ -128,7 +120,7 @@ def test_no_grad_inside_disabled_grad_across_breaks():
         print("after", torch.is_grad_enabled())
         return x * 2
 
-    assert_same_over_calls(f, [(torch.ones(2),), (torch.ones(3),)])
+    check_calls(f, [(torch.ones(2),), (torch.ones(3),)])
     torch.set_grad_enabled(True)
 
 
@@ -148,7 +140,7 @@ def test_enable_grad_inside_no_grad_across_breaks():
         return y, z
 
     x = torch.ones(3, requires_grad=True)
-    assert_same_over_calls(f, [(x,), (x,)])
+    check_calls(f, [(x,), (x,)])
 
 
 def test_grad_mode_fuzz_program():
@@ -172,7 +164,7 @@ def test_grad_mode_fuzz_program():
 
     x, y = torch.randn(3, 4), torch.randn(3, 4)
     try:
-        assert_same_over_calls(f, [(x, y, 2, True), (x, y, 2, True), (x, y, 0, False)])
+        check_calls(f, [(x, y, 2, True), (x, y, 2, True), (x, y, 0, False)])
     finally:
         torch.set_grad_enabled(True)
 
@@ -258,7 +250,7 @@ def test_nonlocal_counter_in_resume_function():
         return x + cnt2
 
     x, y = torch.randn(3, 4), torch.randn(3, 4)
-    assert_same_over_calls(f, [(x, y, 2), (x, y, 3), (-x.abs() - 1, y.abs() * 0, 1)])
+    check_calls(f, [(x, y, 2), (x, y, 3), (-x.abs() - 1, y.abs() * 0, 1)])
     compiled = dynamo_lite.compile(f, backend="eager")
     G["count"] = 0
     compiled(x.abs() + 1, y.abs(), 2)

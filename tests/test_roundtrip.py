@@ -40,6 +40,7 @@ from bytecode import Bytecode
 
 from dynamo_lite import bytecode_compat
 from dynamo_lite.codegen import resume
+from dynamo_lite.testing import assert_same
 
 _NN_DIR = os.path.dirname(torch.nn.__file__)
 
@@ -478,17 +479,6 @@ def _module_samples():
     ]
 
 
-def _same(a, b):
-    if isinstance(a, torch.Tensor):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
-    elif isinstance(a, (tuple, list)):
-        assert type(a) is type(b) and len(a) == len(b)
-        for x, y in zip(a, b):
-            _same(x, y)
-    else:
-        assert a == b
-
-
 def test_roundtripped_torch_nn_behaves_the_same():
     import torch.nn.functional as F
 
@@ -519,7 +509,7 @@ def test_roundtripped_torch_nn_behaves_the_same():
     with roundtripped(functions) as n:
         assert n == len(functions)
         got = run_all()
-    _same(expected, got)
+    assert_same(expected, got, "roundtripped", rtol=0, atol=0)
 
 
 @pytest.mark.skipif(not HF_FILES, reason="transformers is not installed")
