@@ -9,7 +9,7 @@
   from otherwise.
 
 ``Unsupported`` is the public error raised by ``fullgraph=True`` compiles.
-Tested by tests/test_graph_breaks.py and tests/test_fallback.py.
+Tested by tests/breaks/test_graph_breaks.py and tests/robustness/test_hostile.py.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ states and compare everything a user can observe; plus a counting backend.
 Every run starts from the same RNG state and, when ``reset`` is given, from the same
 global state: a test that mutates globals passes ``reset`` (and ``snapshot`` to compare
 them) so the eager run cannot leak into the compiled one.
-Tested by the whole test-suite (tests/*; the harness itself in tests/unit/test_testing.py).
+Tested by the whole test-suite (tests/), which runs every comparison through it.
 """
 from __future__ import annotations
 

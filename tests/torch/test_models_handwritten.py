@@ -18,7 +18,7 @@ objects, ModuleDict, ParameterList, non-persistent buffers; hooks registered bef
 after compiling; kwargs calls returning dicts/namedtuples/dataclasses; config-flag
 branching; train()/eval() and requires_grad_ toggles between calls; state_dict round
 trips and deepcopy of compiled modules; tiny transformers GPT-2 / Llama / BERT models.
-Known dynamo_lite bugs are kept as ``xfail(strict=True)`` tests.
+Known dynamo_lite bugs are strict xfails in tests/test_known_bugs.py.
 """
 import collections
 import copy

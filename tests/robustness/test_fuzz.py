@@ -18,7 +18,7 @@ import sys
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
 import program_fuzzer as pf  # noqa: E402
 
 N_PROGRAMS = int(os.environ.get("DL_FUZZ_PROGRAMS", "300"))

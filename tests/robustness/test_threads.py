@@ -16,7 +16,7 @@ import torch
 import dynamo_lite
 from dynamo_lite import _C, config
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
 import stress_workloads as sw  # noqa: E402
 
 

@@ -45,7 +45,7 @@ from dynamo_lite.exc import BackendCompilerFailed
 from dynamo_lite.report import events
 from dynamo_lite.testing import CompileCounter, assert_same_as_eager
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
 import stress_workloads as sw  # noqa: E402
 
 

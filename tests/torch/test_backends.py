@@ -1129,17 +1129,6 @@ def test_factory_with_requires_grad_inside_aot_eager(factory):
     run(f, [lambda: (rn(3),), lambda: (rg(3),)], backward=True)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: aot_eager regenerates a view of an input made under no_grad with "
-                                       "grad_fn=ViewBackward: gradient leaks into the input (torch.compile too)")
-def test_output_view_created_under_no_grad_aot_eager():
-    def f(x):
-        with torch.no_grad():
-            v = x.view(3)
-        return v
-
-    run(f, lambda: (rg(3),), backward=True, loss=lambda v: (v * 3).sum())
-
-
 def test_backend_failure_is_not_retried_on_every_call():
     def f(x):
         y = x.sin()

@@ -20,7 +20,7 @@ import torch
 import dynamo_lite
 from dynamo_lite.graph_breaks import REGISTRY
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCS = os.path.join(ROOT, "docs")
 
 

@@ -177,7 +177,7 @@ def test_explain_fields_describe_each_graph():
     assert any("n" in line and "2" in line for line in out.guards[0])  # the constant n is guarded
     assert_same(out.out, f(torch.ones(3), 2))
     reason = out.break_reasons[0]
-    assert reason.filename.endswith("test_acceptance_api.py") and "print" in reason.reason.lower()
+    assert reason.filename.endswith("test_api_usage.py") and "print" in reason.reason.lower()
     assert "Graph count: 2" in str(out)
 
 

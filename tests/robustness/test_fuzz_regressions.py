@@ -257,22 +257,3 @@ def test_nonlocal_counter_in_resume_function():
     assert G["count"] == 4
 
 
-@pytest.mark.xfail(strict=True, reason="open: after a graph break a cell variable of the frame is a free variable of "
-                                       "the resume function, so reading it unassigned raises NameError('cannot "
-                                       "access free variable ...') where eager raises UnboundLocalError (its "
-                                       "subclass) with the local-variable message (fuzz seed 11, 7 programs)")
-def test_unassigned_cell_variable_read_after_a_break_raises_unboundlocalerror():
-    def f(x):
-        print("break")
-        v = (x.sum() * v).item()  # noqa: F821 - read before assignment, on purpose
-
-        def g(a):
-            return a * v
-
-        return g(x)
-
-    with pytest.raises(Exception) as eager:
-        f(torch.ones(2))
-    with pytest.raises(Exception) as compiled:
-        dynamo_lite.compile(f, backend="eager")(torch.ones(2))
-    assert (type(compiled.value), str(compiled.value)) == (type(eager.value), str(eager.value))

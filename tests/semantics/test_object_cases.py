@@ -23,7 +23,7 @@ __getattribute__, operator dunders, __slots__, class attributes, ABCs) and
 exceptions (custom attributes, raise from, re-raise, finally ordering,
 exceptions escaping compiled code, errors from tensor ops).
 
-Cases known to expose a dynamo_lite bug are listed in ``XFAIL`` (strict).
+A case that exposes a dynamo_lite bug goes to tests/test_known_bugs.py (strict xfail).
 """
 from __future__ import annotations
 
@@ -189,7 +189,6 @@ def run_case(c: Case):
     return cnt
 
 
-XFAIL: dict[str, str] = {}
 
 
 # ============================================================================ generators
@@ -2376,13 +2375,12 @@ def exc_runtime_tensor_error_keeps_earlier_side_effects(x, log, box):
 # ============================================================================== tests
 
 
-# Known dynamo_lite bugs go in XFAIL (case name -> reason); a strict xfail flags a fix.
+# Known dynamo_lite bugs go to tests/test_known_bugs.py as strict xfails.
 
 
 def _params():
     for name in CASES:
-        marks = [pytest.mark.xfail(strict=True, reason=XFAIL[name])] if name in XFAIL else []
-        yield pytest.param(name, marks=marks, id=name)
+        yield pytest.param(name, id=name)
 
 
 @pytest.mark.parametrize("name", list(_params()))
