@@ -49,6 +49,13 @@ def _kinds(seen):
     return [type(e).__name__ for e in seen]
 
 
+
+def _line_of(fn, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
 # ---------------------------------------------------------------- fullgraph
 def test_fullgraph_message_names_user_file_and_line():
     def g(t):

@@ -49,6 +49,15 @@ def _kinds(seen):
     return [type(e).__name__ for e in seen]
 
 
+
+def _two_breaks(t):
+    a = t.sin()
+    print("hi")
+    b = a.cos()
+    if b.sum() > 0:
+        b = b + 1
+    return b
+
 # ---------------------------------------------------------------- pytest plugin (pytester)
 def _warm_up_for_pytester():
     """pytester drops modules an inner run imported; import what a compile needs first."""

@@ -49,6 +49,11 @@ def t(*vals):
 X1, X2 = (t(1, 2, 3),), (t(-4, 5, 0.5, 2),)
 
 
+
+class Mode(enum.Enum):
+    TRAIN = "train"
+    EVAL = "eval"
+
 # ---------------------------------------------------------------- misc mixed
 
 def test_conditional_expression_and_boolean_ops_return_operands():
