@@ -59,8 +59,13 @@ def _two_breaks(t):
     return b
 
 # ---------------------------------------------------------------- pytest plugin (pytester)
+importlib.import_module("torch._inductor.test_operators")  # before any inner run: see below
+
+
 def _warm_up_for_pytester():
-    """pytester drops modules an inner run imported; import what a compile needs first."""
+    """pytester drops modules an inner run imported; import what a compile needs first
+    (torch._inductor registers an operator library, which fails when imported twice: it is
+    imported below, outside any inner run)."""
     for info in pkgutil.walk_packages(dynamo_lite.__path__, "dynamo_lite."):
         if info.name.rsplit(".", 1)[-1] not in ("__main__", "demo"):
             importlib.import_module(info.name)
