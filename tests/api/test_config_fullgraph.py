@@ -1,6 +1,9 @@
-"""Acceptance (part 2): the public API and diagnostics as a torch.compile user drives them.
+"""fullgraph=True errors and config knobs as a user sets them.
 
-Covers what tests/test_acceptance_api.py does not: compile() of staticmethods,
+From the suite this file was split out of:
+the public API and diagnostics as a torch.compile user drives them.
+
+Covers what tests/api/test_api_usage.py does not: compile() of staticmethods,
 classmethods, callable objects, functools.partial, closures, `compile(model.forward)`
 and methods decorated in a class body; compiled functions calling compiled functions;
 `disable` (decorator, context manager, of a compiled function); `optimize()` nesting

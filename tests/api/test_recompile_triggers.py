@@ -1,11 +1,14 @@
-"""Acceptance (part 2): tensors, in-place ops, autograd, grad mode, modules, recompiles, API.
+"""What makes a compiled function recompile (values, shapes, globals), eager vs compiled.
+
+From the suite this file was split out of:
+tensors, in-place ops, autograd, grad mode, modules, recompiles, API.
 
 Written the way an outside PyTorch user would test dynamo_lite: every test runs a
 function (or module) eagerly and through ``dynamo_lite.compile`` from identical
 states and compares everything observable -- return values, exceptions (type and
 message), stdout, mutated arguments, gradients, module state and grad mode -- over
 several calls (cache hits) and changed inputs (recompiles).  It complements
-tests/test_acceptance_tensors.py with:
+tests/torch/test_tensor_attributes.py with:
 
 - tensor metadata / dtype promotion / integer division / comparisons, tables of
   indexing and advanced setitem cases, result strides of many ops, views vs copies

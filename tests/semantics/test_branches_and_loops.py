@@ -1,4 +1,7 @@
-"""Acceptance (outside-user view): control flow, loops, functions, globals and side
+"""Branches and loops (for/while/else, break/continue, generators in loops), with graph breaks inside.
+
+From the suite this file was split out of:
+control flow, loops, functions, globals and side
 effects, with graph breaks in the middle of them.
 
 Every test runs a function eagerly and through ``dynamo_lite.compile(fn,

@@ -1,4 +1,7 @@
-"""Acceptance: containers, dataclasses and user classes.
+"""Dataclasses and user classes (properties, inheritance, __call__, __getattr__), eager vs compiled.
+
+From the suite this file was split out of:
+containers, dataclasses and user classes.
 
 list/tuple/dict/set/namedtuple/OrderedDict/defaultdict/deque built, mutated and
 returned; inputs mutated in place; identity and aliasing of returned objects;

@@ -1,4 +1,7 @@
-"""Acceptance: containers, dataclasses and user classes.
+"""Containers built, mutated and returned; values moved between objects, containers and globals.
+
+From the suite this file was split out of:
+containers, dataclasses and user classes.
 
 list/tuple/dict/set/namedtuple/OrderedDict/defaultdict/deque built, mutated and
 returned; inputs mutated in place; identity and aliasing of returned objects;

@@ -1,4 +1,7 @@
-"""Acceptance: exceptions, context managers, printing/logging/warnings, randomness,
+"""Exceptions raised, caught, chained and raised by Python-level operations, as eager shows them.
+
+From the suite this file was split out of:
+exceptions, context managers, printing/logging/warnings, randomness,
 math and numpy - the observable behaviour around the tensor work.
 
 Exceptions raised inside and caught, raised out (same type and message),

@@ -1,4 +1,7 @@
-"""Acceptance: everyday Python features mixed with tensor code, eager vs compiled.
+"""Everyday Python features used together in one function, eager vs compiled.
+
+From the suite this file was split out of:
+everyday Python features mixed with tensor code, eager vs compiled.
 
 Covers the walrus operator, chained comparisons, augmented assignment on
 attributes / subscripts / slices / dict entries / user objects (with __iadd__

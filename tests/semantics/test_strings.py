@@ -1,4 +1,7 @@
-"""Acceptance: everyday Python features mixed with tensor code, eager vs compiled.
+"""f-strings and str methods on values computed from tensors, eager vs compiled.
+
+From the suite this file was split out of:
+everyday Python features mixed with tensor code, eager vs compiled.
 
 Covers the walrus operator, chained comparisons, augmented assignment on
 attributes / subscripts / slices / dict entries / user objects (with __iadd__

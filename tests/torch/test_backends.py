@@ -24,7 +24,7 @@ leaf in-place and version-counter errors, integer/bool/complex dtypes, empty,
 Inductor cases are few and tiny (each compile takes seconds).
 
 Known and not tested here: a graph traced for distinct inputs reused when the
-inputs alias only on a later call (tests/test_acceptance_tensors2.py), and
+inputs alias only on a later call (tests/test_known_bugs.py), and
 grad_fn names under aot_eager.
 """
 from __future__ import annotations

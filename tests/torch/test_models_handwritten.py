@@ -1,4 +1,4 @@
-"""Acceptance, second round: the model code PyTorch users write by hand, compiled with
+"""Hand-written models: the model code PyTorch users write by hand, compiled with
 backend="eager" (a few with "aot_eager"), must behave exactly like eager.
 
 Every test builds two identical copies (``torch.manual_seed`` before each model and
