@@ -9,7 +9,7 @@ not count.  We report
 the median over rounds, and overheads as the median of the per-round
 differences (compiled minus eager of the same round), which cancels slow drift
 of the machine.  No module here imports dynamo_lite or torch.compile state.
-Covered by tests/test_bench_smoke.py.
+Covered by tests/robustness/test_bench_smoke.py.
 """
 from __future__ import annotations
 

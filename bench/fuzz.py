@@ -12,7 +12,7 @@ minimised (statement-level reduction, in workers) and printed.
 Summary (printed and written as JSON): programs, ok, mismatches, crashes,
 timeouts, internal errors, guard errors, graph breaks hit per break id,
 graphs compiled, recompiles, and each distinct failure with its minimised
-program.  The short CI version of this run is tests/test_fuzz.py.
+program.  The short CI version of this run is tests/robustness/test_fuzz.py.
 """
 from __future__ import annotations
 

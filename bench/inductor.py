@@ -8,7 +8,7 @@ calls are timed in interleaved rounds (medians, thread CPU time, torch.no_grad()
 one thread).  Inductor's on-disk caches are off, so both compile from scratch.  Models: the MLP and nanoGPT of bench/models.py.
 
     python bench/inductor.py [--quick] [--models mlp,nanogpt]
-Covered by tests/test_bench_smoke.py (--help only: an inductor compile takes minutes).
+Covered by tests/robustness/test_bench_smoke.py (--help only: an inductor compile takes minutes).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ tiny random-weight GPT-2, BERT, T5 and Llama.  Running each system in its own pr
 their caches, hooks and allocator state apart.
 
     python bench/models.py [--quick] [--models mlp,nanogpt,...] [--systems dynamo_lite,torch.compile]
-Covered by tests/test_bench_smoke.py (quick mode).
+Covered by tests/robustness/test_bench_smoke.py (quick mode).
 """
 from __future__ import annotations
 

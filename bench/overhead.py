@@ -20,7 +20,7 @@ tensor argument, no global).  Per-frame cost = the difference per call.
 Target: <= 0.1 us per frame.
 
     python bench/overhead.py [--quick] [--cases a_add1,...] [--no-write]
-Covered by tests/test_bench_smoke.py (quick mode).
+Covered by tests/robustness/test_bench_smoke.py (quick mode).
 """
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def write_doc(env: dict, parts: list[tuple[str, str]]) -> None:
         "and `load_state_dict` never recompile. What makes this cheap is *how* it is read: the dict",
         "loads are answered from the dicts' version tags while the module's dicts are unchanged (a",
         "changed dict, e.g. a replaced parameter, gets a real lookup), and the metadata comes from",
-        "the TensorImpl. tests/test_guards_fast.py changes each of these facts (and globals,",
+        "the TensorImpl. tests/unit/test_guards.py changes each of these facts (and globals,",
         "closures, hooks, grad mode, container structure) and checks recompiles and results, with",
         "the C++ reader and with attribute reads, and that the C program answers exactly like the",
         "Python expressions it was built from.",

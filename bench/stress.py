@@ -8,7 +8,7 @@
 - memory: 1,000 compile/call/reset iterations of fresh function objects, then
   many cache-hit calls; RSS is sampled (it must stay flat) and the compiled
   code objects must be freed.
-The CI versions are tests/test_threads.py and tests/test_hostile.py.
+The CI versions are tests/robustness/test_threads.py and tests/robustness/test_hostile.py.
 """
 from __future__ import annotations
 

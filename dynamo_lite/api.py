@@ -6,7 +6,7 @@
     optimize(backend) -> context manager / decorator capturing every frame started inside
     disable(fn)       -> fn runs with the hook off (and nothing it calls is captured)
     reset()           -> forget every compiled entry
-Tested by tests/test_api.py.
+Tested by tests/api/test_api.py.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Nothing else in dynamo_lite checks ``sys.version_info``.  Today only CPython
 3.11 is supported; the tables below name the 3.11 opcodes the interpreter and
 code generator rely on, so a port to 3.12 changes this module first.
-Tested by tests/test_bytecode_compat.py.
+Tested by tests/unit/test_codegen_roundtrip.py.
 """
 from __future__ import annotations
 

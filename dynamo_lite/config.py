@@ -1,7 +1,7 @@
 """Every knob of dynamo_lite in one place.
 
 Read as ``config.NAME``; change for a block with ``config.patch(NAME=value)``
-(a context manager and decorator).  Tested by tests/test_api.py.
+(a context manager and decorator).  Tested by tests/api/test_api.py.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ recompile_limit: int = cache_size_limit
 # failures too: a backend that raises or returns a non-callable (the frame runs
 # eagerly), or whose callable returns wrong outputs (caught on its first call;
 # the captured graph replaces it); False raises BackendCompilerFailed naming
-# the backend.  Tested by tests/test_hostile.py.
+# the backend.  Tested by tests/robustness/test_hostile.py.
 suppress_errors: bool = os.environ.get("DYNAMO_LITE_SUPPRESS_ERRORS", "1") != "0"
 
 # Re-raise InternalError instead of falling back (the test-suite sets this).

@@ -16,7 +16,7 @@
            -> guards.compile
 Errors: GraphBreak with fullgraph -> Unsupported; SkipFrame -> eager (SKIP);
 internal errors -> logged, eager (raised when config.raise_internal_errors).
-Tested by tests/test_convert_frame.py and tests/test_recompiles.py.
+Tested by tests/api/test_api.py and tests/api/test_recompiles.py.
 """
 from __future__ import annotations
 

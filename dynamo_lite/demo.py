@@ -14,7 +14,7 @@ it, and prints:
     5. eager vs compiled time per call (median of N calls, one intra-op thread).
 
 With the eager backend it runs in a few seconds.  ``main(argv)`` is the entry point
-(returns an exit code); tests/test_demo.py runs it in-process.
+(returns an exit code); tests/api/test_demo.py runs it in-process.
 """
 from __future__ import annotations
 

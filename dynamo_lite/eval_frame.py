@@ -4,7 +4,7 @@
 thread's hook callback (re-installing the interpreter-wide hook if another
 PEP 523 user replaced it) and restores the previous one on exit.
 ``DisabledCall`` (from C) runs a callable with the hook off.
-Tested by tests/test_api.py and tests/test_c_hook.py.
+Tested by tests/api/test_api.py and tests/unit/test_c_hook.py.
 """
 from __future__ import annotations
 

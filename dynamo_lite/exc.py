@@ -13,7 +13,7 @@
 Every failure that names a break type takes ``(break_id, reason, *, ...)`` in that
 order; ``break_id`` is one of the constants of ``graph_breaks`` (never a literal).
 This module imports only ``graph_breaks`` (to check the id is registered).
-Tested by tests/unit/test_exc.py and the graph-break tests under tests/breaks/.
+Tested by tests/breaks/test_graph_breaks.py, tests/robustness/test_hostile.py and tests/api/test_docs.py.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ INFO shows it.  Lines about one compile carry ``[frame_id/compile_id]`` (e.g.
 ``[3/1]``: frame 3, its second compile), the same id as ``compile_id`` in the
 structured events.  Formatting is lazy: nothing is rendered for a disabled
 artifact.
-Tested by tests/test_logging.py.
+Tested by tests/api/test_logging.py.
 """
 from __future__ import annotations
 

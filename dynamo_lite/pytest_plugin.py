@@ -27,7 +27,7 @@ Options:
 "Graph breaks" in markers, baseline and JUnit counts = graph breaks (the
 rest of the frame resumed) + eager fallbacks (the whole frame ran eagerly),
 as ``explain().graph_break_count`` counts them.
-Tested by tests/test_pytest_plugin.py (with pytester).
+Tested by tests/api/test_pytest_plugin.py (with pytester).
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ traced like user code, so its tensor work enters the graph, except
 
 Third-party model libraries (transformers, ...) are traced like user code.
 The answer for a file never changes while the process runs, so it is cached.
-Tested by tests/test_skipfiles.py.
+Tested by tests/robustness/test_hostile.py.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ function of the frame's arguments plus ``___G`` (the frame's globals) and
 ``___F`` (the function object), so names are valid Python in that scope.
 
 Sources are immutable and hashable; equal sources name the same place.
-Tested by tests/test_guards.py.
+Tested by tests/unit/test_guards.py.
 """
 from __future__ import annotations
 

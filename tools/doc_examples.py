@@ -15,7 +15,7 @@ before a fenced block:
 The code of a page is compiled as the file ``example.py`` (its lines are
 registered in linecache, numbered across the page's run blocks), so graphs and
 break reports print ``example.py:<line>``.
-tests/test_docs.py runs every page through ``run_page``.
+tests/api/test_docs.py runs every page through ``run_page``.
 """
 from __future__ import annotations
 

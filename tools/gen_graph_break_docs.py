@@ -4,7 +4,7 @@
     python tools/gen_graph_break_docs.py --check   exit 1 (and say so) when the page is stale
 
 The page is never edited by hand: change the registry, then run this.
-tests/test_docs.py fails when the committed page differs from ``render()``.
+tests/api/test_docs.py fails when the committed page differs from ``render()``.
 """
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def render() -> str:
         if bt.example:
             out.append("")
             out.append("**Example** (`dynamo_lite.explain(f)(torch.randn(3))` reports "
-                       f"`{bt.id}`; checked by tests/test_docs.py):")
+                       f"`{bt.id}`; checked by tests/api/test_docs.py):")
             out.append("")
             out.append("```python")
             out.append(bt.example)

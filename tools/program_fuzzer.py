@@ -1,6 +1,6 @@
 """Differential fuzzing of dynamo_lite against CPython: random programs, eager vs compiled.
 
-Used by tests/test_fuzz.py (a few hundred programs, fixed seed, shrunk by
+Used by tests/robustness/test_fuzz.py (a few hundred programs, fixed seed, shrunk by
 hypothesis on failure) and bench/fuzz.py (10,000+ programs in worker
 processes, summary in bench/results/fuzz.json).
 
@@ -47,7 +47,7 @@ from hypothesis import strategies as st
 import dynamo_lite
 from dynamo_lite import config
 from dynamo_lite.report import events
-from dynamo_lite.testing import assert_outcomes_equal, assert_same, run_both
+from dynamo_lite.testing import assert_same, compare, run_both
 
 # FakeTensorMode logs every failing meta kernel at ERROR level; failing ops are expected here
 logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
@@ -956,7 +956,7 @@ def run_program(prog: Program, backend="eager") -> Report:
                         traceback.format_exception(type(exc), exc, exc.__traceback__)[-12:])
                     return report
                 try:
-                    assert_outcomes_equal(eager, comp)
+                    compare(eager, comp)
                     if eager.exception is not None:  # explicit chaining (raise ... from ...) too
                         ec, cc = eager.exception.__cause__, comp.exception.__cause__
                         assert (type(ec), str(ec)) == (type(cc), str(cc)), \

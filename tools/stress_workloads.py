@@ -1,4 +1,4 @@
-"""Stress workloads shared by tests/test_threads.py, tests/test_hostile.py and bench/stress.py.
+"""Stress workloads shared by tests/robustness/test_threads.py, tests/robustness/test_hostile.py and bench/stress.py.
 
     THREAD_FUNCTIONS, thread_call_args   four functions (full graph, unrolled loop, tensor
                                          branch with a resume function, dict iteration with

@@ -8,7 +8,7 @@ callable.  Third-party packages can add names through the
       -> registered name      -> the registered function
       -> entry point name     -> loaded once, then registered
       -> callable             -> used as it is
-Tested by tests/test_backends.py.
+Tested by tests/torch/test_backends.py.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ tensors must come out of the graph (``graph_outputs``), then the real pass
 loads them from the graph's result tuple.  Trackers of mutable objects built
 during the trace are rebuilt once and reused through a temporary local, so
 aliasing is preserved.  Codegen never imports the interpreter loop.
-Tested by tests/test_codegen.py.
+Tested by tests/unit/test_codegen_roundtrip.py.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Resume functions take only the live locals as arguments, which keeps their
 signatures, guards and generated code small.  A classic backward data-flow
 over the instruction graph, with exception-handler edges, on 3.11 bytecode.
-Tested by tests/test_graph_breaks.py (test_resume_args_are_live_locals).
+Tested by tests/breaks/test_graph_breaks.py (test_resume_args_are_live_locals).
 """
 from __future__ import annotations
 

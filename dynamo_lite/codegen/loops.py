@@ -26,7 +26,7 @@ the body stay inside B.
 outside, deleted locals, exits at unexpected stack depths, a loop inside a
 try/with block of the parent, zero-argument super() or locals()); the caller
 then lets the rest of the frame run natively.
-Tested by tests/test_graph_breaks.py (the loop cases).
+Tested by tests/breaks/test_graph_breaks.py (the loop cases).
 """
 from __future__ import annotations
 

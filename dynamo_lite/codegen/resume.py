@@ -12,7 +12,7 @@ with its own cache and guards.
 resume function per successor, or None when the rest of the frame must run
 natively (k inside a loop: resuming there would nest one frame per
 iteration).
-Tested by tests/test_graph_breaks.py.
+Tested by tests/breaks/test_graph_breaks.py.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ Graph break before instruction k::
 Both are made with the `bytecode` package from the original code object;
 the new code takes all of the frame's arguments positionally (the calling
 convention of csrc/eval_frame.c).
-Tested by tests/test_codegen.py and tests/test_graph_breaks.py.
+Tested by tests/unit/test_codegen_roundtrip.py and tests/breaks/test_graph_breaks.py.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ It owns the single FakeTensorMode of the trace: graph inputs are converted to
 FakeTensors once, when first read; every operation runs on fakes only.
 ``finalize`` ends the graph with the requested outputs, drops unused inputs,
 and hands the graph to the backend.
-Tested by tests/test_graphs.py.
+Tested by tests/torch/test_backends.py.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ globals, closure cells) is logged here during tracing and replayed by
 generated code after the graph runs, in the order it happened, so that
 compiled and eager runs leave the world in the same state.
 Objects created during the trace are rebuilt only if they escape.
-Tested by tests/test_side_effects.py.
+Tested by tests/semantics/test_side_effects.py.
 """
 from __future__ import annotations
 

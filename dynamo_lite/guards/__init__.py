@@ -20,7 +20,7 @@ Kinds (cheapest first in the Python check; program.py orders the C program):
     NOT_IN      name not in ___G                        (builtins not shadowed)
     TENSOR      type, dtype, device, shape, strides, requires_grad
     EXPR        any boolean expression over the sources (rare kinds)
-Tested by tests/test_guards.py, tests/test_recompiles.py and tests/test_guards_fast.py.
+Tested by tests/unit/test_guards.py and tests/api/test_recompiles.py.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ else in GuardSet order, with one rule on top: a guard that reads through a
 source (``s._modules['fc1']``) runs after the type/identity guards of every
 source it reads through (``s``), so no attribute of an unverified object is
 read before the check that says what the object is.
-Tested by tests/test_guards_fast.py.
+Tested by tests/unit/test_guards.py.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ If anything is missing or disagrees, CHECK_TENSOR reads Python attributes
 reader: ``torch.Tensor`` itself, or a subclass that overrides neither the
 metadata getters nor ``__torch_function__``/``__torch_dispatch__`` (so its
 Python attributes are the TensorImpl's, e.g. ``nn.Parameter``).
-Tested by tests/test_guards_fast.py.
+Tested by tests/unit/test_guards.py.
 """
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ Invariants:
 - ``kind`` names the event type in dicts ("graph_break", "fallback", "graph",
   "recompile", "cache_limit").
 - ``emit`` costs one list check when nobody listens.
-Tested by tests/test_explain.py.
+Tested by tests/api/test_explain.py.
 """
 from __future__ import annotations
 

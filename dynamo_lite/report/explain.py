@@ -11,7 +11,7 @@ an ``ExplainOutput`` built from the structured events of that run
     out.to_dict()    the same, JSON-ready (json.dumps works)
     out.draw(dir)    each graph as graph_<i>.dot, and graph_<i>.svg when
                      graphviz's ``dot`` is on PATH (no Python dependency)
-Tested by tests/test_explain.py.
+Tested by tests/api/test_explain.py.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ generators are fine.  A graph break inside a resumed generator, or a
 generator object that must outlive the trace (returned, live at a break),
 restarts the trace so that it stops where the generator was created: Python
 then makes and runs the real generator.
-Tested by tests/test_functions.py and tests/test_generators.py.
+Tested by tests/semantics/test_functions.py and tests/semantics/test_generators.py.
 """
 from __future__ import annotations
 

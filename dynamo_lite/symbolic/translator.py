@@ -13,7 +13,7 @@ Graph breaks restart: the first trace runs until a ``GraphBreak`` escapes;
 convert_frame then traces again with ``stop_at_step`` set to the root step at
 which it happened, so the state at the stop is exactly "before that
 instruction" even when the break came from deep inside an inlined call.
-Tested by tests/test_opcodes.py and tests/test_graph_breaks.py.
+Tested by tests/semantics/test_branches_and_loops.py and tests/breaks/test_graph_breaks.py.
 """
 from __future__ import annotations
 

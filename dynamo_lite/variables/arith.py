@@ -7,7 +7,7 @@ element by element like CPython (identity first); builtin containers of
 constants fold on copies; user objects (inputs and objects made in the trace)
 with operator dunders are inlined, ``!=`` falling back to ``not __eq__``.
 ``x in "str"`` is a substring test.
-Tested by tests/test_builtins.py, tests/test_containers.py and tests/test_user_classes.py.
+Tested by tests/semantics/test_builtins.py, tests/semantics/test_containers.py and tests/semantics/test_user_classes.py.
 """
 from __future__ import annotations
 

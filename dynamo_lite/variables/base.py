@@ -17,7 +17,7 @@ Trackers of immutable values are never changed after construction.  Mutable
 containers (list, dict, set, new objects) are mutated in place; every alias
 of the same real object shares one tracker (see builder.py), so a mutation is
 seen through all names.  Variables never import the translator.
-Tested through tests/test_opcodes.py and tests/test_values.py.
+Tested through tests/semantics/test_branches_and_loops.py and tests/semantics/test_container_values.py.
 """
 from __future__ import annotations
 

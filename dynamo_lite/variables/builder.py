@@ -7,7 +7,7 @@ mutable object share one tracker, so mutations are seen through every name.
 A few library objects get dedicated trackers: transformers' ModelOutput
 classes and instances (model_output.py), ``os.environ`` and
 ``inspect.signature`` (library.py).
-Tested by tests/test_guards.py and tests/test_values.py.
+Tested by tests/unit/test_guards.py and tests/semantics/test_container_values.py.
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ typing.cast) that are never inlined.  ``operator.itemgetter``/``attrgetter``/
 ``methodcaller`` with constant arguments become ``OperatorGetterVariable``.
 Keywords are checked against the real builtin's signature; ``_HANDLERS`` is only
 looked up for values of its key types (``has_handler``: a user ``__hash__`` never runs).
-Tested by tests/test_builtins.py (and tests/test_containers.py, tests/test_user_classes.py,
-tests/test_builtins_objects_fixes.py).
+Tested by tests/semantics/test_builtins.py (and tests/semantics/test_containers.py, tests/semantics/test_user_classes.py,
+tests/semantics/test_builtin_errors.py).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ operation on the real values (they are immutable, so this is exact).  Methods
 of constants also accept lists/dicts/sets/iterators of constants, passed as
 copies (``"-".join(parts)``); a method that raises breaks the graph so Python
 raises it for real.
-Tested by tests/test_builtins.py.
+Tested by tests/semantics/test_builtins.py.
 """
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ Sets iterate in the order of a shadow real set put through the same
 operations.  An operation Python would raise on breaks (DL0010) so Python
 raises it.  Iteration: lists live (``iterate``); map/zip/dict iterators are
 lazy (iterators.py).
-Tested by tests/test_containers.py, tests/test_builtins.py and tests/test_containers_iterators.py.
+Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py and tests/semantics/test_iterators.py.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ the graph so Python runs it, except: functions with a handler in
 builtin.PYTHON_FUNCTION_HANDLERS, and functions decorated by
 ``@torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` (torch's
 wrapper is recognised and the wrapped function is inlined inside that mode).
-Tested by tests/test_functions.py and tests/test_grad_mode.py.
+Tested by tests/semantics/test_functions.py and tests/torch/test_grad_mode.py.
 """
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ Invariants:
   "dictionary changed size during iteration" at the right point).
 All are ``ListIteratorVariable`` subclasses (FOR_ITER / next() / len() treat
 every iterator tracker alike) but hold no precomputed ``items``.
-Tested by tests/test_containers_iterators.py and tests/test_acceptance_builtins2.py.
+Tested by tests/semantics/test_iterators.py and tests/semantics/test_builtin_cases.py.
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ are answered here instead, from the real value, with a guard on what was read:
   known at trace time: the real Signature (immutable) as a constant, so
   ``len(sig.parameters)`` and ``"name" in sig.parameters`` fold.
 
-Tested by tests/test_models.py (test_library_reads_*).
+Tested by tests/torch/test_models.py (test_library_reads_*).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ objects, and values passed through untouched.
 Closure cells made in the trace are rebuilt as new cells (``types.CellType``)
 when a function closing over them escapes, once, so functions sharing a cell
 still share it.
-Tested by tests/test_grad_mode.py, tests/test_functions.py and tests/test_exceptions.py.
+Tested by tests/torch/test_grad_mode.py, tests/semantics/test_functions.py and tests/semantics/test_exceptions.py.
 """
 from __future__ import annotations
 

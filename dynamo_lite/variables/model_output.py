@@ -24,7 +24,7 @@ its type and keys); writing to such an object breaks the graph.
 Only classes whose behaviour is ModelOutput's own (no overridden
 ``__post_init__``/``__setattr__``/``__getitem__``/..., dataclass ``__init__``) are
 modelled; others are treated as ordinary user classes.
-Tested by tests/test_models.py (test_model_output_*).
+Tested by tests/torch/test_models.py (test_model_output_*).
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ code avoid ``nn.Module.__getattr__`` and weight updates need no recompile.
   ``self.buf += 1`` on a buffer is the in-place op itself; assigning a new
   tensor to a buffer is replayed as ``setattr``; assigning parameters or
   submodules, and the state-changing methods (``train()``, ``to()``, ...), break.
-Tested by tests/test_nn_module.py (and the models of tests/test_models.py).
+Tested by tests/torch/test_nn_module.py (and the models of tests/torch/test_models.py).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ operation whose output depends on tensor data) breaks the graph at the
 current instruction, so Python runs it for real and behaves exactly as eager.
 Reading an attribute a tensor does not have is a DL0011 "missing attribute"
 (so ``hasattr(t, "x")`` folds to False; guarded for input tensors).
-Tested by tests/test_tensor_ops.py.
+Tested by tests/torch/test_tensor_ops.py.
 """
 from __future__ import annotations
 

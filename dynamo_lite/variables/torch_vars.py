@@ -8,7 +8,7 @@ read metadata and fold to constants, tracing-status queries
 torch.compile; ``torch.jit.is_tracing()`` etc. answer False), and functions with
 side effects outside the graph (seeding, printing options, autograd entry
 points), which break.
-Tested by tests/test_tensor_ops.py and tests/test_grad_mode.py.
+Tested by tests/torch/test_tensor_ops.py and tests/torch/test_grad_mode.py.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ own trackers; ``@lru_cache`` functions called with constants inline
 ``__wrapped__``.
 Setting a name that has no slot on an object without ``__dict__`` raises the
 AttributeError in the trace; abstract classes are never instantiated in the trace.
-Tested by tests/test_user_classes.py (and tests/test_exceptions.py, tests/test_grad_mode.py,
-tests/test_builtins_objects_fixes.py).
+Tested by tests/semantics/test_user_classes.py (and tests/semantics/test_exceptions.py, tests/torch/test_grad_mode.py,
+tests/semantics/test_builtin_errors.py).
 """
 from __future__ import annotations
 

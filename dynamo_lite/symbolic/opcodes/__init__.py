@@ -3,7 +3,7 @@
 ``register("LOAD_FAST")`` checks the name is a real opcode of this Python and
 that it is registered once.  ``missing_handlers()`` lists the opcodes of this
 Python with neither a handler nor an entry in ``unsupported.UNSUPPORTED`` (the
-self-check run by tests/test_opcode_table.py).
+self-check; no test runs it yet).
 """
 from __future__ import annotations
 

@@ -1,0 +1,420 @@
+"""compile() forms, compiled calling compiled, disable(), optimize() and reset().
+
+From the suite this file was split out of:
+the public API and diagnostics as a torch.compile user drives them.
+
+Covers what tests/api/test_api_usage.py does not: compile() of staticmethods,
+classmethods, callable objects, functools.partial, closures, `compile(model.forward)`
+and methods decorated in a class body; compiled functions calling compiled functions;
+`disable` (decorator, context manager, of a compiled function); `optimize()` nesting
+and re-entry; `reset()` inside compiled code; every `explain()` field and its text;
+`fullgraph=True` messages naming the user's file and line; `config.patch`
+(`recompile_limit` alias, `suppress_errors`, cache-size limit with one warning);
+recompiles on dtype / shape / requires_grad / scalars / globals / closures / module
+attributes with results compared to eager; DYNAMO_LITE_LOGS and `set_logs`; user
+logging records and warnings inside compiled code (must equal eager's); the pytest
+plugin run on small files with pytester (`--dl`); `register_backend`; and two
+threads compiling at once.
+
+Bugs and doc/behaviour mismatches found here are strict xfails in tests/test_known_bugs.py.
+"""
+import contextlib
+import functools
+import importlib
+import io
+import logging
+import os
+import pkgutil
+import subprocess
+import sys
+import threading
+import warnings
+
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite import config
+from dynamo_lite.report import events
+from dynamo_lite.testing import CompileCounter, assert_same
+
+pytest_plugins = ["pytester"]
+
+X = torch.arange(6, dtype=torch.float32).reshape(2, 3) / 7 - 0.3
+
+
+def _recording():
+    seen = []
+    return seen, events.collecting(seen.append)
+
+
+def _kinds(seen):
+    return [type(e).__name__ for e in seen]
+
+
+# ---------------------------------------------------------------- compile() forms
+class _Holder:
+    k = 2.0
+
+    @staticmethod
+    def st(x):
+        return x * 3
+
+    @classmethod
+    def cm(cls, x):
+        return x * cls.k
+
+
+def test_compile_staticmethod():
+    cnt = CompileCounter()
+    assert_same(dynamo_lite.compile(_Holder.st, backend=cnt)(X), X * 3)
+    assert cnt.frame_count == 1
+
+
+def test_compile_classmethod_sees_class_attribute_change():
+    f = dynamo_lite.compile(_Holder.cm, backend="eager")
+    assert_same(f(X), X * 2.0)
+    _Holder.k = 5.0
+    try:
+        assert_same(f(X), X * 5.0)
+    finally:
+        _Holder.k = 2.0
+
+
+def test_compile_decorator_inside_class_body_method_and_staticmethod():
+    class M:
+        def __init__(self, b):
+            self.b = b
+
+        @dynamo_lite.compile(backend="eager")
+        def add(self, x):
+            return x + self.b
+
+        @staticmethod
+        @dynamo_lite.compile(backend="eager")
+        def twice(x):
+            return x * 2
+
+    assert_same(M(1.0).add(X), X + 1.0)
+    assert_same(M(4.0).add(X), X + 4.0)
+    assert_same(M.twice(X), X * 2)
+
+
+def test_compile_functools_partial_keyword_and_positional():
+    def f(a, b, scale=1.0):
+        return (a - b) * scale
+
+    p = functools.partial(f, torch.ones(2, 3), scale=3.0)
+    assert_same(dynamo_lite.compile(p, backend="eager")(X), p(X))
+
+
+def test_compile_callable_object_follows_attribute_changes():
+    class Affine:
+        def __init__(self):
+            self.w = torch.ones(3)
+            self.b = 0.5
+
+        def __call__(self, x):
+            return x * self.w + self.b
+
+    obj = Affine()
+    f = dynamo_lite.compile(obj, backend="eager")
+    assert_same(f(X), obj(X))
+    obj.w = torch.full((3,), 2.0)
+    obj.b = -1.0
+    assert_same(f(X), obj(X))
+
+
+def test_compile_lambda_and_nested_closures_each_keep_their_cell():
+    def make(k):
+        def inner(x):
+            return x * k
+        return inner
+
+    cnt = CompileCounter()
+    fs = [dynamo_lite.compile(make(k), backend=cnt) for k in (1.0, 2.0, 3.0)]
+    for f, k in zip(fs, (1.0, 2.0, 3.0)):
+        assert_same(f(X), X * k)
+    assert_same(dynamo_lite.compile(lambda t: t.relu() - 1, backend="eager")(X), X.relu() - 1)
+
+
+def test_compile_bound_forward_of_module_follows_weight_replacement():
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    f = dynamo_lite.compile(m.forward, backend="eager")
+    assert_same(f(X), m(X))
+    with torch.no_grad():
+        m.weight.mul_(2)
+    assert_same(f(X), m(X))
+    m.weight = torch.nn.Parameter(torch.zeros(2, 3))
+    assert_same(f(X), m(X))
+
+
+def test_compile_bound_forward_of_module_follows_train_eval():
+    m = torch.nn.Sequential(torch.nn.Dropout(0.5))
+    f = dynamo_lite.compile(m.forward, backend="eager")
+    m.eval()
+    assert_same(f(X), X)
+    m.train()
+    torch.manual_seed(3)
+    got = f(X)
+    torch.manual_seed(3)
+    assert_same(got, m(X))
+
+
+def test_compiled_function_keeps_name_doc_and_wrapped():
+    def documented(x):
+        """Docs here."""
+        return x + 1
+
+    f = dynamo_lite.compile(documented, backend="eager")
+    assert f.__name__ == "documented" and f.__doc__ == "Docs here." and f.__wrapped__ is documented
+    assert dynamo_lite.compile(f, backend="eager").__wrapped__ is documented
+
+
+def test_compile_rejects_mode_and_options_and_non_callables():
+    with pytest.raises(TypeError):
+        dynamo_lite.compile(lambda x: x, mode="max-autotune")
+    with pytest.raises(TypeError):
+        dynamo_lite.compile(lambda x: x, options={"a": 1})
+    with pytest.raises(TypeError):
+        dynamo_lite.compile(3)
+    with pytest.raises(ValueError, match="no_such_backend"):
+        dynamo_lite.compile(lambda x: x, backend="no_such_backend")
+
+
+def test_compile_decorator_form_rejects_mode():
+    with pytest.raises(TypeError):
+        dynamo_lite.compile(backend="eager", mode="max-autotune")
+
+
+def test_compile_dynamic_is_accepted():
+    f = dynamo_lite.compile(lambda x: x * 2, backend="eager", dynamic=True)
+    assert_same(f(X), X * 2)
+    assert_same(f(torch.ones(5)), torch.ones(5) * 2)
+
+
+def test_compile_generator_function_behaves_like_eager():
+    def gen(x):
+        for i in range(3):
+            yield x * i
+
+    g = dynamo_lite.compile(gen, backend="eager")
+    assert [t.tolist() for t in g(X)] == [t.tolist() for t in gen(X)]
+
+
+# ---------------------------------------------------------------- compiled calling compiled
+def test_compiled_calls_compiled_same_backend():
+    cnt = CompileCounter()
+
+    @dynamo_lite.compile(backend=cnt)
+    def inner(x):
+        return x.sin()
+
+    @dynamo_lite.compile(backend=cnt)
+    def outer(x):
+        return inner(x) * 2 + 1
+
+    assert_same(outer(X), X.sin() * 2 + 1)
+    assert_same(inner(X), X.sin())
+    assert cnt.frame_count >= 1
+
+
+def test_compiled_calls_compiled_other_backend_each_backend_sees_its_graph():
+    c_out, c_in = CompileCounter(), CompileCounter()
+
+    @dynamo_lite.compile(backend=c_in)
+    def inner(x):
+        return x.cos()
+
+    @dynamo_lite.compile(backend=c_out)
+    def outer(x):
+        return inner(x + 1) - 1
+
+    assert_same(outer(X), (X + 1).cos() - 1)
+    assert c_in.frame_count == 1
+    assert c_out.frame_count >= 1
+    ops_in = [str(n.target) for g in c_in.graphs for n in g.graph.nodes]
+    assert any("cos" in o for o in ops_in)
+
+
+def test_compiled_mutually_recursive_functions():
+    def even(x, n):
+        return x if n == 0 else c_odd(x + 1, n - 1)
+
+    def odd(x, n):
+        return x * -1 if n == 0 else c_even(x * 2, n - 1)
+
+    c_even = dynamo_lite.compile(even, backend="eager")
+    c_odd = dynamo_lite.compile(odd, backend="eager")
+    ref = X
+    for i, op in enumerate([lambda t: t + 1, lambda t: t * 2, lambda t: t + 1]):
+        ref = op(ref)
+    assert_same(c_even(X, 3), ref * -1)
+
+
+# ---------------------------------------------------------------- disable
+def test_disable_decorator_inside_compiled_code_runs_eagerly():
+    cnt = CompileCounter()
+    ran_eagerly = []
+
+    @dynamo_lite.disable
+    def helper(t):
+        ran_eagerly.append(sys._getframe().f_code.co_name)
+        return t * 2
+
+    def f(x):
+        return helper(x + 1) - 1
+
+    assert_same(dynamo_lite.compile(f, backend=cnt)(X), f(X))
+    assert helper.__name__ == "helper"
+    assert cnt.frame_count == 2  # before and after the disabled call
+    assert not any("mul" in str(n.target) for g in cnt.graphs for n in g.graph.nodes)
+
+
+def test_disable_context_manager_inside_compiled_code():
+    cnt = CompileCounter()
+
+    def helper(t):
+        return t * 3
+
+    def f(x):
+        a = x + 1
+        with dynamo_lite.disable():
+            b = helper(a)
+        return b - 1
+
+    assert_same(dynamo_lite.compile(f, backend=cnt)(X), f(X))
+    assert not any("mul" in str(n.target) for g in cnt.graphs for n in g.graph.nodes)
+
+
+def test_disable_context_manager_around_compiled_wrapper_call():
+    # an explicit compile() turns capture on again, as in torch
+    cnt = CompileCounter()
+    f = dynamo_lite.compile(lambda x: x.exp(), backend=cnt)
+    with dynamo_lite.disable():
+        assert_same(f(X), X.exp())
+    assert cnt.frame_count == 1
+
+
+def test_disable_of_a_compiled_function_runs_it_eagerly():
+    cnt = CompileCounter()
+    f = dynamo_lite.compile(lambda x: x.cos() + 1, backend=cnt)
+    assert_same(dynamo_lite.disable(f)(X), X.cos() + 1)
+    assert cnt.frame_count == 0
+
+
+def test_fullgraph_with_disabled_call_raises_unsupported():
+    @dynamo_lite.disable
+    def helper(t):
+        return t * 2
+
+    def f(x):
+        return helper(x) + 1
+
+    with pytest.raises(dynamo_lite.Unsupported):
+        dynamo_lite.compile(f, backend="eager", fullgraph=True)(X)
+
+
+# ---------------------------------------------------------------- optimize / reset
+def test_optimize_decorator_compiles_once_and_caches():
+    cnt = CompileCounter()
+
+    @dynamo_lite.optimize(cnt)
+    def k(x):
+        return x.exp() * 2
+
+    assert_same(k(X), X.exp() * 2)
+    assert_same(k(X), X.exp() * 2)
+    assert cnt.frame_count == 1
+
+
+def test_optimize_block_does_not_capture_after_exit_or_the_running_frame():
+    cnt = CompileCounter()
+
+    def step(x):
+        return x.tanh()
+
+    y = X * 5  # this frame started before the block: not captured
+    with dynamo_lite.optimize(cnt):
+        assert_same(step(y), y.tanh())
+    assert cnt.frame_count == 1
+    step(torch.randn(4))
+    assert cnt.frame_count == 1
+
+
+def test_optimize_same_instance_nested_restores_no_capture():
+    cnt = CompileCounter()
+    opt = dynamo_lite.optimize(cnt)
+
+    def a(x):
+        return x + 1
+
+    def b(x):
+        return x + 2
+
+    with opt:
+        with opt:
+            a(X)
+        a(X)
+    b(X)
+    assert cnt.frame_count == 1
+
+
+def test_optimize_inner_block_with_other_backend_then_outer_resumes():
+    outer_cnt, inner_cnt = CompileCounter(), CompileCounter()
+
+    def f(x):
+        return x * 2
+
+    def g(x):
+        return x * 3
+
+    def h(x):
+        return x * 4
+
+    with dynamo_lite.optimize(outer_cnt):
+        f(X)
+        with dynamo_lite.optimize(inner_cnt):
+            g(X)
+        h(X)
+    assert (outer_cnt.frame_count, inner_cnt.frame_count) == (2, 1)
+
+
+def test_optimize_decorator_recursion_restores_outer_callback():
+    outer_cnt, inner_cnt = CompileCounter(), CompileCounter()
+
+    @dynamo_lite.optimize(inner_cnt)
+    def rec(t, n):
+        return t if n == 0 else rec(t + 1, n - 1)
+
+    def plain(t):
+        return t.cos() * 3
+
+    with dynamo_lite.optimize(outer_cnt):
+        assert_same(rec(X, 2), X + 2)
+        plain(X)
+    assert outer_cnt.frame_count == 1
+
+
+def test_reset_between_calls_recompiles_same_result():
+    cnt = CompileCounter()
+    f = dynamo_lite.compile(lambda x: x.sigmoid(), backend=cnt)
+    r1 = f(X)
+    dynamo_lite.reset()
+    r2 = f(X)
+    assert_same(r1, r2)
+    assert cnt.frame_count == 2
+
+
+def test_reset_called_inside_compiled_function():
+    cnt = CompileCounter()
+
+    def f(x):
+        a = x + 1
+        dynamo_lite.reset()
+        return a * 2
+
+    cf = dynamo_lite.compile(f, backend=cnt)
+    for _ in range(3):
+        assert_same(cf(X), (X + 1) * 2)

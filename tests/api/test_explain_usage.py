@@ -1,0 +1,151 @@
+"""explain() as a user reads it: counts, ops per graph, break reasons with file and line.
+
+From the suite this file was split out of:
+the public API and diagnostics as a torch.compile user drives them.
+
+Covers what tests/api/test_api_usage.py does not: compile() of staticmethods,
+classmethods, callable objects, functools.partial, closures, `compile(model.forward)`
+and methods decorated in a class body; compiled functions calling compiled functions;
+`disable` (decorator, context manager, of a compiled function); `optimize()` nesting
+and re-entry; `reset()` inside compiled code; every `explain()` field and its text;
+`fullgraph=True` messages naming the user's file and line; `config.patch`
+(`recompile_limit` alias, `suppress_errors`, cache-size limit with one warning);
+recompiles on dtype / shape / requires_grad / scalars / globals / closures / module
+attributes with results compared to eager; DYNAMO_LITE_LOGS and `set_logs`; user
+logging records and warnings inside compiled code (must equal eager's); the pytest
+plugin run on small files with pytester (`--dl`); `register_backend`; and two
+threads compiling at once.
+
+Bugs and doc/behaviour mismatches found here are strict xfails in tests/test_known_bugs.py.
+"""
+import contextlib
+import functools
+import importlib
+import io
+import logging
+import os
+import pkgutil
+import subprocess
+import sys
+import threading
+import warnings
+
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite import config
+from dynamo_lite.report import events
+from dynamo_lite.testing import CompileCounter, assert_same
+
+pytest_plugins = ["pytester"]
+
+X = torch.arange(6, dtype=torch.float32).reshape(2, 3) / 7 - 0.3
+
+
+def _recording():
+    seen = []
+    return seen, events.collecting(seen.append)
+
+
+def _kinds(seen):
+    return [type(e).__name__ for e in seen]
+
+
+# ---------------------------------------------------------------- explain
+def _two_breaks(t):
+    a = t.sin()
+    print("hi")
+    b = a.cos()
+    if b.sum() > 0:
+        b = b + 1
+    return b
+
+
+def _line_of(fn, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_explain_counts_and_ops_per_graph(capsys):
+    r = dynamo_lite.explain(_two_breaks)(X)
+    assert (r.graph_count, r.graph_break_count) == (3, 2)
+    assert r.ops_per_graph == [1, 3, 1]
+    assert len(r.graphs) == len(r.guards) == 3
+    assert_same(r.out, _two_breaks(X))
+
+
+def test_explain_break_reasons_name_user_file_and_line(capsys):
+    r = dynamo_lite.explain(_two_breaks)(X)
+    got = [(b.break_id, b.filename, b.lineno) for b in r.break_reasons]
+    assert got == [("DL0014", __file__, _line_of(_two_breaks, 'print("hi")')),
+                   ("DL0025", __file__, _line_of(_two_breaks, "if b.sum()"))]
+    text = str(r)
+    assert f"{__file__}:{_line_of(_two_breaks, 'print(')}" in text
+    assert text.startswith("Graph count: 3\nGraph break count: 2\nOp count: 5")
+
+
+def test_explain_break_in_resumed_code_names_the_user_function(capsys):
+    r = dynamo_lite.explain(_two_breaks)(X)
+    assert [b.user_stack[-1].name for b in r.break_reasons] == ["_two_breaks", "_two_breaks"]
+    assert "__resume_at" not in str(r).split("Graph 0")[0]
+
+
+def test_explain_guards_describe_inputs():
+    def f(x, factor, names):
+        for _ in names:
+            x = x * factor
+        return x
+
+    r = dynamo_lite.explain(f)(X, 0.5, ["a", "b"])
+    lines = r.guards[0]
+    assert "factor: == 0.5" in lines
+    assert "names: len == 2" in lines
+    assert any(line.startswith("x: Tensor(dtype=float32") and "shape=[2, 3]" in line for line in lines)
+
+
+def test_explain_accepts_kwargs_and_torch_style_args():
+    def f(x, k=2.0):
+        return x * k
+
+    r1 = dynamo_lite.explain(f)(X, k=3.0)
+    r2 = dynamo_lite.explain(f, X, k=3.0)
+    assert_same(r1.out, X * 3.0)
+    assert (r1.graph_count, r1.graph_break_count) == (r2.graph_count, r2.graph_break_count) == (1, 0)
+
+
+def test_explain_of_module_and_of_compiled_module():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    r1 = dynamo_lite.explain(m)(X)
+    r2 = dynamo_lite.explain(dynamo_lite.compile(m, backend="eager"))(X)
+    assert r1.ops_per_graph == r2.ops_per_graph == [2]
+    assert r1.graph_break_count == r2.graph_break_count == 0
+
+
+def test_explain_propagates_user_exception():
+    def bad(x):
+        return x + torch.ones(4)
+
+    with pytest.raises(RuntimeError, match="size"):
+        dynamo_lite.explain(bad)(X)
+
+
+def test_explain_to_dict_is_json_and_consistent(capsys):
+    import json
+
+    r = dynamo_lite.explain(_two_breaks)(X)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["graph_count"] == 3 and d["graph_break_count"] == 2
+    assert [b["break_id"] for b in d["break_reasons"]] == ["DL0014", "DL0025"]
+    assert d["op_names"][0] == ["sin"]
+
+
+def test_explain_counts_fallback_as_break():
+    with torch.device("cpu"):  # a torch function mode: the frame runs eagerly
+        r = dynamo_lite.explain(lambda x: x.sin() + 1)(X)
+    assert (r.graph_count, r.graph_break_count) == (0, 1)
+    assert r.break_reasons[0].kind == "fallback"
+    assert "frame ran eagerly" in str(r)

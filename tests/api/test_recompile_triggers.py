@@ -1,0 +1,155 @@
+"""What makes a compiled function recompile (values, shapes, globals), eager vs compiled.
+
+From the suite this file was split out of:
+tensors, in-place ops, autograd, grad mode, modules, recompiles, API.
+
+Written the way an outside PyTorch user would test dynamo_lite: every test runs a
+function (or module) eagerly and through ``dynamo_lite.compile`` from identical
+states and compares everything observable -- return values, exceptions (type and
+message), stdout, mutated arguments, gradients, module state and grad mode -- over
+several calls (cache hits) and changed inputs (recompiles).  It complements
+tests/torch/test_tensor_attributes.py with:
+
+- tensor metadata / dtype promotion / integer division / comparisons, tables of
+  indexing and advanced setitem cases, result strides of many ops, views vs copies
+- in-place ops: on inputs, views and slices, ``add_`` returning self, aliasing
+  (the same tensor passed twice, overlapping views), ``out=``, ``resize_``,
+  in-place dtype casting rules and their errors
+- data-dependent control flow (item/bool/any/while/tolist/nonzero/masked_select)
+- grad mode (no_grad/enable_grad/set_grad_enabled/inference_mode as context
+  managers and decorators, restored after exceptions)
+- autograd (backward inside, torch.autograd.grad, hooks, retain_grad, custom
+  autograd.Function: multiple outputs, non-differentiable outputs, data-dependent
+  forward, needs_input_grad, set_materialize_grads, mark_dirty)
+- nn.Module (containers, buffers reassigned in forward, train/eval, dropout with
+  seeds, hooks, parameters frozen/replaced, optimizer steps outside, ``.to()``)
+- recompiles (counts via CompileCounter stay sane, results always right)
+- public API (decorator forms, methods, disable, reset, explain, optimize,
+  fullgraph), and a few runs with backend="aot_eager"
+- known bugs: strict xfails in tests/test_known_bugs.py.
+
+Helpers: dynamo_lite/testing.py (check, check_calls, check_module).
+"""
+import contextlib
+import copy
+import io
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynamo_lite
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
+from dynamo_lite.testing import check, check_calls, check_module
+
+
+def _compiled(fn, backend="eager"):
+    return dynamo_lite.compile(fn, backend=backend)
+
+
+# ---------------------------------------------------------------------------
+# recompiles
+# ---------------------------------------------------------------------------
+_K = 2
+
+
+def test_recompile_counts_for_shape_dtype_requires_grad_int_and_global():
+    global _K
+
+    def f(x, n):
+        return x * n + _K
+
+    cnt = CompileCounter()
+    cf = dynamo_lite.compile(f, backend=cnt)
+    counts = []
+    cf(torch.ones(2), 1)
+    cf(torch.ones(2), 1)
+    counts.append(cnt.frame_count)
+    for args in [(torch.ones(3), 1), (torch.ones(2, dtype=torch.float64), 1), (torch.ones(2, requires_grad=True), 1),
+                 (torch.ones(2), 2)]:
+        assert_same(cf(*args), f(*args))
+        counts.append(cnt.frame_count)
+    _K = 5
+    try:
+        assert_same(cf(torch.ones(2), 2), torch.full((2,), 7.))
+        counts.append(cnt.frame_count)
+    finally:
+        _K = 2
+    assert counts == [1, 2, 3, 4, 5, 6]
+    for args in [(torch.ones(2), 1), (torch.ones(3), 1), (torch.ones(2), 2)]:
+        assert_same(cf(*args), f(*args))
+    assert cnt.frame_count == 6  # going back to seen inputs hits the cache
+
+
+def test_python_scalar_arguments_of_each_kind():
+    def f(x, s):
+        return x * s, type(s).__name__, s != s
+
+    calls = [(torch.ones(2), v) for v in (0.5, 1.5, 2, True, 1, -0.0, float("nan"), 1.0, float("nan"))]
+    check_calls(f, calls)
+
+
+def test_list_dtype_and_device_arguments_recompile_only_when_needed():
+    def f(x, shape, dt):
+        return x.reshape(shape).to(dt), torch.zeros(1, dtype=dt, device="cpu")
+
+    cnt = CompileCounter()
+    cf = dynamo_lite.compile(f, backend=cnt)
+    calls = [([2, 3], torch.float16), ([3, 2], torch.float16), ([2, 3], torch.int32), ([2, 3], torch.float16)]
+    for shape, dt in calls:
+        assert_same(cf(torch.arange(6.), shape, dt), f(torch.arange(6.), shape, dt))
+    assert cnt.frame_count == 3
+
+
+def test_requires_grad_and_stride_changes_between_calls():
+    def f(x):
+        return (x.view(-1) if x.is_contiguous() else x.reshape(-1) * 2), x.requires_grad
+
+    cnt = check_calls(f, [(torch.ones(2, 3),), (torch.ones(3, 2).t(),), (torch.ones(2, 3, requires_grad=True),),
+                          (torch.ones(2, 3),), (torch.ones(3, 2).t(),)])
+    assert cnt.frame_count == 3
+
+
+def test_many_values_hit_cache_limit_with_correct_results():
+    def f(x, n):
+        return x * n + x.shape[0]
+
+    cnt = CompileCounter()
+    cf = dynamo_lite.compile(f, backend=cnt)
+    with dynamo_lite.config.patch(cache_size_limit=3):
+        for n in range(8):
+            x = torch.ones(n % 3 + 1)
+            assert_same(cf(x, n), f(x, n))
+    assert cnt.frame_count == 3
+
+
+def test_resume_functions_recompile_with_their_frame():
+    def f(x, k):
+        y = x * k
+        print("break", k)
+        return y + k
+
+    cnt = check_calls(f, [(torch.ones(1), k) for k in (1, 2, 1, 2, 3)])
+    assert cnt.frame_count == 6  # two graphs per distinct k
+
+
+def test_global_tensor_replaced_resized_and_mutated():
+    global _GT
+    _GT = torch.ones(2)
+
+    def f(x):
+        return x + _GT
+
+    cf = _compiled(f)
+    try:
+        cf(torch.ones(2))
+        _GT = torch.full((2,), 10.)
+        assert_same(cf(torch.ones(2)), torch.full((2,), 11.))
+        _GT = torch.ones(3)
+        assert_same_as_eager(f, torch.ones(2), compiled_fn=cf)  # broadcast error
+        _GT.add_(1)
+        assert_same(cf(torch.ones(3)), torch.full((3,), 3.))
+    finally:
+        del _GT

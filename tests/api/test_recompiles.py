@@ -1,0 +1,302 @@
+"""Recompiles as a user meets them: guards that fail, cache_size_limit, dynamic shapes.
+
+From the suite this file was split out of:
+the public API and diagnostics as a torch.compile user drives them.
+
+Covers what tests/api/test_api_usage.py does not: compile() of staticmethods,
+classmethods, callable objects, functools.partial, closures, `compile(model.forward)`
+and methods decorated in a class body; compiled functions calling compiled functions;
+`disable` (decorator, context manager, of a compiled function); `optimize()` nesting
+and re-entry; `reset()` inside compiled code; every `explain()` field and its text;
+`fullgraph=True` messages naming the user's file and line; `config.patch`
+(`recompile_limit` alias, `suppress_errors`, cache-size limit with one warning);
+recompiles on dtype / shape / requires_grad / scalars / globals / closures / module
+attributes with results compared to eager; DYNAMO_LITE_LOGS and `set_logs`; user
+logging records and warnings inside compiled code (must equal eager's); the pytest
+plugin run on small files with pytester (`--dl`); `register_backend`; and two
+threads compiling at once.
+
+Bugs and doc/behaviour mismatches found here are strict xfails in tests/test_known_bugs.py.
+"""
+import contextlib
+import functools
+import importlib
+import io
+import logging
+import os
+import pkgutil
+import subprocess
+import sys
+import threading
+import warnings
+
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite import config
+from dynamo_lite.report import events
+from dynamo_lite.testing import CompileCounter, assert_same
+
+pytest_plugins = ["pytester"]
+
+X = torch.arange(6, dtype=torch.float32).reshape(2, 3) / 7 - 0.3
+
+
+def _recording():
+    seen = []
+    return seen, events.collecting(seen.append)
+
+
+def _kinds(seen):
+    return [type(e).__name__ for e in seen]
+
+
+# ---------------------------------------------------------------- recompiles
+def _calls(fn, arg_list, backend=None):
+    cnt = backend or CompileCounter()
+    cf = dynamo_lite.compile(fn, backend=cnt)
+    for args in arg_list:
+        expected = fn(*args)
+        got = cf(*args)
+        assert_same(got, expected)
+        if isinstance(expected, torch.Tensor):
+            assert got.dtype == expected.dtype and got.requires_grad == expected.requires_grad
+    return cnt
+
+
+def test_recompile_reasons_dtype_shape_value():
+    def affine(x, bias):
+        return x * 2 + bias
+
+    seen, rec = _recording()
+    with rec:
+        _calls(affine, [(torch.ones(4), 1.0), (torch.ones(4), 1.0), (torch.ones(4, dtype=torch.float64), 1.0),
+                        (torch.ones(5), 1.0), (torch.ones(4), 2.0)])
+    reasons = [" | ".join(e.reasons) for e in seen if isinstance(e, events.RecompileEvent)]
+    assert reasons == ["x.dtype changed from float32 to float64",  # newest entry first (docs/recompiles.md)
+                       "x.dtype changed from float64 to float32 | x.shape changed from [4] to [5]",
+                       " | ".join(["bias changed from 1.0 to 2.0"] * 3)]
+
+
+def test_recompile_on_requires_grad_and_grads_match():
+    def f(x):
+        return (x * 2).sum()
+
+    cnt = CompileCounter()
+    cf = dynamo_lite.compile(f, backend=cnt)
+    assert not cf(X).requires_grad
+    y = X.clone().requires_grad_()
+    out = cf(y)
+    out.backward()
+    assert out.requires_grad and torch.equal(y.grad, torch.full_like(X, 2.0))
+    assert cnt.frame_count == 2
+
+
+def test_python_scalar_types_int_float_bool_keep_eager_dtype():
+    def f(x, s):
+        return x * s
+
+    ints = torch.ones(3, dtype=torch.int64)
+    cnt = _calls(f, [(X, 2), (X, 2.0), (X, True), (ints, 2), (ints, 2.0), (ints, True)])
+    assert cnt.frame_count == 6
+
+
+def test_python_float_negative_zero_and_nan():
+    def f(x, s):
+        return torch.ones(1) / s + x
+
+    cnt = _calls(f, [(torch.zeros(1), 0.0), (torch.zeros(1), -0.0), (torch.zeros(1), 0.0)])
+    assert cnt.frame_count == 2
+    g = dynamo_lite.compile(lambda x, s: x + s, backend="eager")
+    for _ in range(3):
+        assert torch.isnan(g(X, float("nan"))).all()
+
+
+def test_string_and_none_arguments():
+    def f(x, mode, extra):
+        y = x.sum() if mode == "sum" else x.mean()
+        return y if extra is None else y + extra
+
+    _calls(f, [(X, "sum", None), (X, "mean", None), (X, "sum", 1.0), (X, "sum", None), (X, "mean", X)])
+
+
+GLOBAL_SCALE = 2.0
+GLOBAL_W = torch.ones(3)
+
+
+def test_global_scalar_and_tensor_changes_recompile_or_reread():
+    global GLOBAL_SCALE, GLOBAL_W
+
+    def f(x):
+        return x * GLOBAL_SCALE + GLOBAL_W
+
+    cf = dynamo_lite.compile(f, backend="eager")
+    try:
+        assert_same(cf(X), f(X))
+        GLOBAL_SCALE = 3.0
+        assert_same(cf(X), f(X))
+        GLOBAL_W = torch.zeros(3)
+        assert_same(cf(X), f(X))
+        GLOBAL_W = torch.zeros(3, dtype=torch.float64)
+        assert_same(cf(X), f(X))
+        del GLOBAL_W
+        with pytest.raises(NameError):
+            cf(X)
+    finally:
+        GLOBAL_SCALE, GLOBAL_W = 2.0, torch.ones(3)
+
+
+def test_closure_cell_value_and_type_change():
+    def make():
+        k = 1.0
+
+        def inner(x):
+            return x * k
+
+        def set_k(v):
+            nonlocal k
+            k = v
+        return inner, set_k
+
+    inner, set_k = make()
+    f = dynamo_lite.compile(inner, backend="eager")
+    assert_same(f(X), X)
+    set_k(5.0)
+    assert_same(f(X), X * 5.0)
+    set_k(torch.full((3,), 2.0))
+    assert_same(f(X), X * 2.0)
+    set_k(3)
+    assert_same(f(X), X * 3)
+
+
+def test_module_attribute_flag_and_submodule_replacement():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.flag = True
+            self.scale = 2.0
+            self.lin = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(x) * self.scale if self.flag else x * self.scale
+
+    torch.manual_seed(0)
+    m = M()
+    cm = dynamo_lite.compile(m, backend="eager")
+    assert_same(cm(X), m(X))
+    m.flag = False
+    assert_same(cm(X), m(X))
+    cm.scale = 4.0  # set through the compiled module: shared state
+    assert m.scale == 4.0
+    assert_same(cm(X), m(X))
+    m.flag = True
+    m.lin = torch.nn.Identity()
+    assert_same(cm(X), m(X))
+
+
+def test_function_defaults_and_code_replacement():
+    def f(x, k=2):
+        return x * k
+
+    cf = dynamo_lite.compile(f, backend="eager")
+    assert_same(cf(X), X * 2)
+    f.__defaults__ = (5,)
+    assert_same(cf(X), X * 5)
+    f.__code__ = (lambda x, k=2: x + k * 100).__code__
+    assert_same(cf(X), X + 500)
+
+
+def test_grad_mode_and_inference_mode_entries():
+    cf = dynamo_lite.compile(lambda x: x * 2, backend="eager")
+    y = X.clone().requires_grad_()
+    assert cf(y).requires_grad
+    with torch.no_grad():
+        assert not cf(y).requires_grad
+    with torch.inference_mode():
+        assert cf(X).is_inference()
+    assert not cf(X).is_inference()
+
+
+def test_strided_views_recompile_and_match():
+    a = torch.arange(12.0).reshape(3, 4)
+
+    def f(x):
+        return x.reshape(-1) * 2
+
+    cnt = _calls(f, [(a,), (a.t(),), (a[:, ::2],), (a,)])
+    assert cnt.frame_count == 3
+
+
+def test_same_inputs_no_recompile_new_values_no_recompile():
+    cnt = _calls(lambda x, y: x @ y.T, [(X, X + 1), (X * 2, X - 1), (torch.randn(2, 3), torch.randn(2, 3))])
+    assert cnt.frame_count == 1
+
+
+def test_keyword_order_varargs_and_list_length_changes():
+    def f(x, *, a=1.0, b=2.0):
+        return x * a - b
+
+    def g(*args, **kw):
+        return sum(args) + sum(kw.values())
+
+    def h(ts):
+        return sum(t * i for i, t in enumerate(ts))
+
+    _calls(f, [(X,)])
+    cf = dynamo_lite.compile(f, backend="eager")
+    for kw in (dict(a=2.0, b=1.0), dict(b=1.0, a=2.0), dict(b=5.0), {}):
+        assert_same(cf(X, **kw), f(X, **kw))
+    cg = dynamo_lite.compile(g, backend="eager")
+    for a, kw in (((X,), {}), ((X, X), {}), ((X,), {"q": X}), ((X,), {"q": X, "r": 1.0})):
+        assert_same(cg(*a, **kw), g(*a, **kw))
+    _calls(h, [([X],), ([X, X],), ([X, X * 2, X],), ([X],)])
+
+
+def test_module_buffer_replaced_mutated_and_reshaped():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", torch.ones(3))
+
+        def forward(self, t):
+            return t + self.b
+
+    m = M()
+    cm = dynamo_lite.compile(m, backend="eager")
+    assert_same(cm(X), m(X))
+    m.b = torch.zeros(3)
+    assert_same(cm(X), m(X))
+    m.b.fill_(4)
+    assert_same(cm(X), X + 4)
+    m.b = torch.ones(1, 3, dtype=torch.float64)
+    assert_same(cm(X), m(X))
+
+
+def test_cache_limit_two_backends_interleaved_results_right():
+    c1, c2 = CompileCounter(), CompileCounter()
+
+    def h(t, s):
+        return t * s
+
+    h1 = dynamo_lite.compile(h, backend=c1)
+    h2 = dynamo_lite.compile(h, backend=c2)
+    with config.patch(cache_size_limit=2):
+        for s in range(5):
+            assert_same(h1(X, s), X * s)
+            assert_same(h2(X, s + 10), X * (s + 10))
+        assert_same(h1(X, 1), X)
+        assert_same(h2(X, 11), X * 11)
+    assert (c1.frame_count, c2.frame_count) == (2, 2)
+
+
+def test_optimize_and_compile_with_same_backend_share_entries():
+    cnt = CompileCounter()
+
+    def k(t):
+        return t.exp()
+
+    with dynamo_lite.optimize(cnt):
+        k(X)
+    assert_same(dynamo_lite.compile(k, backend=cnt)(X), X.exp())
+    assert cnt.frame_count == 1

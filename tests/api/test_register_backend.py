@@ -1,0 +1,85 @@
+"""register_backend and backends looked up by name.
+
+From the suite this file was split out of:
+the public API and diagnostics as a torch.compile user drives them.
+
+Covers what tests/api/test_api_usage.py does not: compile() of staticmethods,
+classmethods, callable objects, functools.partial, closures, `compile(model.forward)`
+and methods decorated in a class body; compiled functions calling compiled functions;
+`disable` (decorator, context manager, of a compiled function); `optimize()` nesting
+and re-entry; `reset()` inside compiled code; every `explain()` field and its text;
+`fullgraph=True` messages naming the user's file and line; `config.patch`
+(`recompile_limit` alias, `suppress_errors`, cache-size limit with one warning);
+recompiles on dtype / shape / requires_grad / scalars / globals / closures / module
+attributes with results compared to eager; DYNAMO_LITE_LOGS and `set_logs`; user
+logging records and warnings inside compiled code (must equal eager's); the pytest
+plugin run on small files with pytester (`--dl`); `register_backend`; and two
+threads compiling at once.
+
+Bugs and doc/behaviour mismatches found here are strict xfails in tests/test_known_bugs.py.
+"""
+import contextlib
+import functools
+import importlib
+import io
+import logging
+import os
+import pkgutil
+import subprocess
+import sys
+import threading
+import warnings
+
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite import config
+from dynamo_lite.report import events
+from dynamo_lite.testing import CompileCounter, assert_same
+
+pytest_plugins = ["pytester"]
+
+X = torch.arange(6, dtype=torch.float32).reshape(2, 3) / 7 - 0.3
+
+
+def _recording():
+    seen = []
+    return seen, events.collecting(seen.append)
+
+
+def _kinds(seen):
+    return [type(e).__name__ for e in seen]
+
+
+# ---------------------------------------------------------------- register_backend
+def test_register_backend_by_name_and_decorator_with_name():
+    from dynamo_lite import backends
+
+    cnt = CompileCounter()
+    name = "acceptance_api2_counter"
+    try:
+        dynamo_lite.register_backend(name, cnt)
+        assert name in dynamo_lite.list_backends()
+        assert_same(dynamo_lite.compile(lambda x: x * 2, backend=name)(X), X * 2)
+        assert cnt.frame_count == 1
+        with pytest.raises(ValueError):
+            dynamo_lite.register_backend(name, cnt)
+    finally:
+        backends._BACKENDS.pop(name, None)
+
+
+def test_register_backend_bare_decorator_as_in_torch():
+    from dynamo_lite import backends
+
+    def acceptance_api2_bare(gm, example_inputs):
+        return gm.forward
+
+    try:
+        registered = dynamo_lite.register_backend(acceptance_api2_bare)
+        assert registered is acceptance_api2_bare
+        assert "acceptance_api2_bare" in dynamo_lite.list_backends()
+    finally:
+        for k in [k for k, v in backends._BACKENDS.items() if k is acceptance_api2_bare or
+                  k == "acceptance_api2_bare"]:
+            backends._BACKENDS.pop(k, None)

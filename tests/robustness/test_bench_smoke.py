@@ -1,0 +1,45 @@
+"""The bench scripts keep working: each runs in a tiny mode and prints its table.
+
+No timing is asserted (speed lives in bench/ and docs/performance.md); these
+tests only check that the scripts run end to end, that both systems compile
+the cases in one process (overhead.py) and in worker processes (models.py),
+and that results agree with eager (the scripts check it).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
+
+
+def _run(*args, timeout=600):
+    proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def test_overhead_quick_both_systems_in_one_process():
+    out = _run(os.path.join(BENCH, "overhead.py"), "--quick", "--no-write", "--cases", "a_add1,e1_break1")
+    assert "a_add1" in out and "e1_break1" in out
+    assert "hook active, code SKIP" in out
+
+
+def test_models_quick_worker_reports_everything():
+    # one worker (dynamo_lite): the torch.compile worker is the same code
+    out = _run(os.path.join(BENCH, "models.py"), "--quick", "--no-write", "--models", "mlp",
+               "--systems", "dynamo_lite", "--json-rows")
+    row = json.loads(out.strip().splitlines()[-1])[0]
+    assert "error" not in row, row["error"]
+    assert row["correct"] and not row["recompiled_on_hits"]
+    assert (row["graphs"], row["breaks"], row["ops"]) == (1, 0, 7)
+    assert row["fake_alive"] == 0  # the trace's FakeTensors are freed
+    assert row["extra_tensor_mb"] == 0  # no copies of parameters
+
+
+@pytest.mark.parametrize("script", ["inductor.py", "run_all.py"])
+def test_other_scripts_parse_their_arguments(script):
+    assert "usage" in _run(os.path.join(BENCH, script), "--help")

@@ -1,0 +1,134 @@
+"""User and contextlib context managers around tensor code, eager vs compiled.
+
+From the suite this file was split out of:
+exceptions, context managers, printing/logging/warnings, randomness,
+math and numpy - the observable behaviour around the tensor work.
+
+Exceptions raised inside and caught, raised out (same type and message),
+finally blocks, exception chaining; user context managers, contextlib,
+nested `with`, exceptions inside `with`; stdout, the "acceptance" logger and
+warnings (category, message, file, line); python random / torch / numpy RNG
+consumption order; math on shapes; numpy values passed in.  Helpers:
+dynamo_lite/testing.py.
+"""
+import collections
+import contextlib
+import logging
+import math
+import os
+import random
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.testing import LOG, check, check_calls
+
+log = logging.getLogger("acceptance.model")
+
+
+class MyError(Exception):
+    pass
+
+
+class CodeError(ValueError):
+    def __init__(self, code):
+        super().__init__(f"code {code}")
+        self.code = code
+
+
+# ---------------------------------------------------------------- context managers
+
+class Recorder:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.log.append(("exit", exc_type.__name__ if exc_type else None))
+        return False
+
+
+class Suppress:
+    def __enter__(self):
+        return "value"
+
+    def __exit__(self, exc_type, exc, tb):
+        return exc_type is not None and issubclass(exc_type, KeyError)
+
+
+@contextlib.contextmanager
+def scaled(log, k):
+    log.append(("start", k))
+    try:
+        yield k * 2
+    finally:
+        log.append(("stop", k))
+
+
+def test_user_context_manager_enter_exit():
+    def f(x, log):
+        with Recorder(log) as r:
+            y = x * 2
+            r.log.append("body")
+        return y
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_user_context_manager_sees_exception_and_suppresses():
+    def f(x, log):
+        with Recorder(log):
+            with Suppress() as v:
+                y = x + 1
+                raise KeyError("swallowed")
+        return y, v
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_contextlib_contextmanager_and_nested_with():
+    def f(x, log):
+        with scaled(log, 2) as a, scaled(log, 3) as b:
+            y = x * a * b
+        return y
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_exception_propagates_through_contextmanager_finally():
+    def f(x, log):
+        with scaled(log, 1):
+            y = x + 1
+            raise MyError("inside")
+        return y
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_nullcontext_and_exitstack():
+    def f(x, log):
+        with contextlib.nullcontext(x) as t:
+            y = t * 2
+        with contextlib.ExitStack() as stack:
+            stack.callback(log.append, "cb")
+            y = y + 1
+        return y
+
+    check(f, torch.ones(2), [], graphs=None)
+
+
+def test_suppress_contextlib():
+    def f(x):
+        with contextlib.suppress(ZeroDivisionError):
+            x = x + 1
+            _ = 1 / 0
+        return x
+
+    check(f, torch.ones(2), graphs=None)

@@ -1,0 +1,118 @@
+"""print, logging and warnings from compiled code, eager vs compiled.
+
+From the suite this file was split out of:
+exceptions, context managers, printing/logging/warnings, randomness,
+math and numpy - the observable behaviour around the tensor work.
+
+Exceptions raised inside and caught, raised out (same type and message),
+finally blocks, exception chaining; user context managers, contextlib,
+nested `with`, exceptions inside `with`; stdout, the "acceptance" logger and
+warnings (category, message, file, line); python random / torch / numpy RNG
+consumption order; math on shapes; numpy values passed in.  Helpers:
+dynamo_lite/testing.py.
+"""
+import collections
+import contextlib
+import logging
+import math
+import os
+import random
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.testing import LOG, check, check_calls
+
+log = logging.getLogger("acceptance.model")
+
+
+class MyError(Exception):
+    pass
+
+
+class CodeError(ValueError):
+    def __init__(self, code):
+        super().__init__(f"code {code}")
+        self.code = code
+
+
+# ---------------------------------------------------------------- print / logging / warnings
+
+def test_print_values_and_kwargs():
+    def f(x):
+        print("a", 1, [1, 2], sep="|", end="!\n")
+        print(x.shape, x.dtype, x.numel())
+        y = x + 1
+        print(f"{y.sum().item():.2f}")
+        return y
+
+    check(f, torch.ones(3), graphs=None)
+
+
+def test_logging_records_and_levels():
+    def f(x):
+        log.debug("debug %d", x.shape[0])
+        y = x * 2
+        log.info("info %s", tuple(y.shape))
+        log.warning("warn")
+        if log.isEnabledFor(logging.DEBUG):
+            y = y + 1
+        return y
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_logging_level_change_between_calls():
+    def f(x):
+        log.info("hello")
+        return x + 1
+
+    def run(fn):
+        out = []
+        for level in (logging.DEBUG, logging.ERROR, logging.DEBUG):
+            LOG.setLevel(level)
+            h = logging.Handler()
+            records = []
+            h.emit = records.append
+            log.addHandler(h)
+            try:
+                fn(torch.ones(2))
+            finally:
+                log.removeHandler(h)
+            out.append(len(records))
+        LOG.setLevel(logging.NOTSET)
+        return out
+
+    assert run(f) == run(dynamo_lite.compile(f, backend="eager"))
+
+
+def test_warnings_warn_category_and_line():
+    def f(x):
+        warnings.warn("first", UserWarning)
+        y = x + 1
+        warnings.warn("second", DeprecationWarning, stacklevel=1)
+        return y
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_warning_as_error_raises_same_exception():
+    def f(x):
+        y = x * 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            warnings.warn("now an error", RuntimeWarning)
+        return y
+
+    check(f, torch.ones(2), graphs=None)
+
+
+def test_torch_op_warning_matches():
+    def f(x):
+        return torch.nn.functional.softmax(x) * 2  # implicit dim warning
+
+    check(f, torch.randn(3), graphs=None)

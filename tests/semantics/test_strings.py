@@ -1,0 +1,119 @@
+"""f-strings and str methods on values computed from tensors, eager vs compiled.
+
+From the suite this file was split out of:
+everyday Python features mixed with tensor code, eager vs compiled.
+
+Covers the walrus operator, chained comparisons, augmented assignment on
+attributes / subscripts / slices / dict entries / user objects (with __iadd__
+and falling back to __add__), ``del`` of locals / items / keys / attributes,
+star-unpacking in calls and assignments, keyword-only and positional-only
+parameters, defaults evaluated once, comprehension scoping (list/set/dict
+comprehensions, generator expressions, nested, with conditions), f-strings with
+format specs and conversions, str methods, try/except/else/finally with returns
+in several clauses, ``with`` over several context managers, ``assert`` with
+messages, isinstance of tensors vs Parameters, Enum/IntEnum, NamedTuple /
+TypedDict / Optional, math on shapes, numpy scalars, the random module (results
+and module state after the call), operator / functools.reduce / itertools /
+collections, sorted with key=lambda, id()/hash(), recursion with memo dicts.
+Many cases put a graph break (print or .item()) in the middle, since resume
+code is where bugs hide.
+
+Every case runs the same compiled function at least twice (changed inputs) and
+compares return values, exceptions (type and message), stdout and mutated
+arguments with eager (dynamo_lite.testing.assert_same_as_eager); cases that
+touch module globals or the random module also compare that state.
+
+PYTEST_DONT_REWRITE (``assert`` statements inside traced functions must stay
+plain Python asserts).
+"""
+import collections
+import contextlib
+import enum
+import functools
+import itertools
+import math
+import operator
+import random
+import typing
+
+import numpy as np
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.report import events
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
+
+
+def t(*vals):
+    return torch.tensor([float(v) for v in vals])
+
+
+X1, X2 = (t(1, 2, 3),), (t(-4, 5, 0.5, 2),)
+
+
+# ---------------------------------------------------------------- f-strings / str
+
+def test_fstring_format_specs():
+    def f(x, v):
+        s = f"{v:>8.3f}|{v!r}|{v!s:<6}|{x.shape[0]:03d}|{x.dtype}|{tuple(x.shape)!r}|{'a'!r:^7}"
+        return x * 2, s, f"{v:+.2e}", f"{12345678:,}", f"{255:#x}", f"{v=}"
+
+    check_calls(f, [(t(1, 2), 3.14159), (t(1), -2.5)])
+
+
+def test_fstring_of_tensor_shape_and_dtype():
+    def f(x):
+        s = f"shape={x.shape} dtype={x.dtype!s} size={x.size()!r} dev={x.device} n={x.numel():>4}"
+        return x.sum(), s
+
+    check_calls(f, [(torch.zeros(2, 3),), (torch.zeros(4, dtype=torch.float64),)])
+
+
+def test_fstring_with_item_break():
+    def f(x):
+        msg = f"sum={x.sum().item():.2f} max={x.max().item()!r}"
+        return msg, x * 2
+
+    check_calls(f, [X1, X2])
+
+
+def test_fstring_nested_spec():
+    def f(x, w):
+        return f"{x.shape[0]:>{w}}|{1.5:{w}.{w - 1}f}", x
+
+    check_calls(f, [(X1[0], 5), (X1[0], 3)], graphs=None)
+
+
+def test_str_methods():
+    def f(x, s):
+        parts = s.split(",")
+        j = "-".join(p.strip().upper() for p in parts)
+        r = s.replace(",", ";", 1)
+        st = (s.startswith("a"), s.endswith(("z", "c")), s.find("b"), s.count(","))
+        fm = "{0}:{name}:{0!r}".format(x.shape[0], name=j)
+        return x * len(parts), j, r, st, fm, s.rsplit(",", 1), s.partition(",")
+
+    check_calls(f, [(t(1), "a, b,c"), (t(1, 2), "xyz")], graphs=None)
+
+
+def test_str_format_with_tensor_dims():
+    def f(x):
+        s = "{0}x{1}".format(*x.shape)
+        t2 = "%d-%s-%.1f" % (x.shape[0], x.dtype, 2.25)
+        return x.view(-1), s, t2, str(x.shape[0]).zfill(4)
+
+    check_calls(f, [(torch.zeros(2, 3),), (torch.zeros(5, 1),)])
+
+
+def test_str_split_drives_tensor_ops():
+    def f(x, spec):
+        for op in spec.split("|"):
+            name, _, arg = op.partition(":")
+            if name == "add":
+                x = x + float(arg)
+            elif name.startswith("mul"):
+                x = x * int(arg)
+        return x
+
+    check_calls(f, [(X1[0], "add:1.5|mul:3"), (X1[0], "mul2:2|add:-1")])

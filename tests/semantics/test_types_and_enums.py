@@ -1,0 +1,169 @@
+"""isinstance/type checks, enums and typing constructs, eager vs compiled.
+
+From the suite this file was split out of:
+everyday Python features mixed with tensor code, eager vs compiled.
+
+Covers the walrus operator, chained comparisons, augmented assignment on
+attributes / subscripts / slices / dict entries / user objects (with __iadd__
+and falling back to __add__), ``del`` of locals / items / keys / attributes,
+star-unpacking in calls and assignments, keyword-only and positional-only
+parameters, defaults evaluated once, comprehension scoping (list/set/dict
+comprehensions, generator expressions, nested, with conditions), f-strings with
+format specs and conversions, str methods, try/except/else/finally with returns
+in several clauses, ``with`` over several context managers, ``assert`` with
+messages, isinstance of tensors vs Parameters, Enum/IntEnum, NamedTuple /
+TypedDict / Optional, math on shapes, numpy scalars, the random module (results
+and module state after the call), operator / functools.reduce / itertools /
+collections, sorted with key=lambda, id()/hash(), recursion with memo dicts.
+Many cases put a graph break (print or .item()) in the middle, since resume
+code is where bugs hide.
+
+Every case runs the same compiled function at least twice (changed inputs) and
+compares return values, exceptions (type and message), stdout and mutated
+arguments with eager (dynamo_lite.testing.assert_same_as_eager); cases that
+touch module globals or the random module also compare that state.
+
+PYTEST_DONT_REWRITE (``assert`` statements inside traced functions must stay
+plain Python asserts).
+"""
+import collections
+import contextlib
+import enum
+import functools
+import itertools
+import math
+import operator
+import random
+import typing
+
+import numpy as np
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.report import events
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
+
+
+def t(*vals):
+    return torch.tensor([float(v) for v in vals])
+
+
+X1, X2 = (t(1, 2, 3),), (t(-4, 5, 0.5, 2),)
+
+
+# ---------------------------------------------------------------- isinstance / types
+
+def test_isinstance_tensor_vs_parameter():
+    def f(x, p):
+        return (isinstance(x, torch.Tensor), isinstance(x, torch.nn.Parameter),
+                isinstance(p, torch.Tensor), isinstance(p, torch.nn.Parameter),
+                type(p) is torch.nn.Parameter, type(x).__name__, x * p)
+
+    check_calls(f, [(t(1, 2), torch.nn.Parameter(t(3, 4))), (t(1, 2), t(3, 4))])
+
+
+def test_parameter_arith_type():
+    def f(p):
+        y = p * 2
+        return type(y).__name__, y.requires_grad, isinstance(y, torch.nn.Parameter), p.requires_grad
+
+    check_calls(f, [(torch.nn.Parameter(t(1, 2)),), (torch.nn.Parameter(t(1, 2), requires_grad=False),)])
+
+
+# ---------------------------------------------------------------- enums / typing
+
+class Mode(enum.Enum):
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Flags(enum.Flag):
+    A = 1
+    B = 2
+
+
+def test_enum_branches_and_dict_keys():
+    table = {Mode.TRAIN: 2.0, Mode.EVAL: 0.5}
+
+    def f(x, mode, lvl):
+        y = x * table[mode]
+        if mode is Mode.TRAIN:
+            y = y + 1
+        if lvl > Level.LOW:
+            y = y * lvl
+        return y, mode.value, mode.name, lvl + 1, Level(lvl) is lvl, str(mode), repr(lvl)
+
+    check_calls(f, [(X1[0], Mode.TRAIN, Level.LOW), (X1[0], Mode.EVAL, Level.HIGH), (X1[0], Mode.EVAL, 2)])
+
+
+def test_enum_iteration_and_lookup():
+    def f(x):
+        names = [m.name for m in Mode]
+        by_val = Mode("eval")
+        return x * len(names), names, by_val, Level["HIGH"], Flags.A | Flags.B, Mode.TRAIN in Mode
+
+    check_calls(f, [X1])
+
+
+def test_intenum_as_tensor_index_and_arith():
+    def f(x, lvl):
+        return x[lvl], x * lvl, torch.full((2,), lvl), lvl * 1.5
+
+    check_calls(f, [(X1[0], Level.LOW), (X1[0], Level.HIGH)])
+
+
+class Pair(typing.NamedTuple):
+    a: torch.Tensor
+    b: int = 3
+
+    def total(self):
+        return self.a * self.b
+
+
+class Cfg(typing.TypedDict):
+    scale: float
+    name: str
+
+
+def test_namedtuple_class():
+    def f(x):
+        p = Pair(x)
+        q = p._replace(b=x.shape[0])
+        a, b = q
+        return p.total(), q, b, q._asdict()["b"], Pair._fields, p[1], len(p)
+
+    check_calls(f, [X1, X2])
+
+
+def test_namedtuple_as_input_and_print():
+    def f(p):
+        print(p.b)
+        return Pair(p.a + 1, p.b * 2)
+
+    check_calls(f, [(Pair(t(1, 2), 4),), (Pair(t(0), 1),)])
+
+
+def test_typeddict_and_optional():
+    def g(x: torch.Tensor, bias: typing.Optional[torch.Tensor] = None) -> torch.Tensor:
+        return x if bias is None else x + bias
+
+    def f(x, cfg: Cfg):
+        c = Cfg(scale=cfg["scale"] * 2, name=cfg["name"])
+        return g(x) * c["scale"], g(x, x), c, type(c).__name__
+
+    check_calls(f, [(X1[0], {"scale": 1.5, "name": "n"}), (X2[0], {"scale": -1.0, "name": "m"})])
+
+
+def test_typing_cast_and_annotations():
+    def f(x: "torch.Tensor") -> typing.List[int]:
+        y: int = typing.cast(int, x.shape[0])
+        z: typing.Union[int, None] = None
+        return [y, z is None], typing.cast(torch.Tensor, x) * 2
+
+    check_calls(f, [X1, X2])

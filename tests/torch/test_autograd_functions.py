@@ -1,0 +1,421 @@
+"""Autograd through compiled code: autograd.Function, backward, and the aot_eager backend.
+
+From the suite this file was split out of:
+tensors, in-place ops, autograd, grad mode, modules, recompiles, API.
+
+Written the way an outside PyTorch user would test dynamo_lite: every test runs a
+function (or module) eagerly and through ``dynamo_lite.compile`` from identical
+states and compares everything observable -- return values, exceptions (type and
+message), stdout, mutated arguments, gradients, module state and grad mode -- over
+several calls (cache hits) and changed inputs (recompiles).  It complements
+tests/torch/test_tensor_attributes.py with:
+
+- tensor metadata / dtype promotion / integer division / comparisons, tables of
+  indexing and advanced setitem cases, result strides of many ops, views vs copies
+- in-place ops: on inputs, views and slices, ``add_`` returning self, aliasing
+  (the same tensor passed twice, overlapping views), ``out=``, ``resize_``,
+  in-place dtype casting rules and their errors
+- data-dependent control flow (item/bool/any/while/tolist/nonzero/masked_select)
+- grad mode (no_grad/enable_grad/set_grad_enabled/inference_mode as context
+  managers and decorators, restored after exceptions)
+- autograd (backward inside, torch.autograd.grad, hooks, retain_grad, custom
+  autograd.Function: multiple outputs, non-differentiable outputs, data-dependent
+  forward, needs_input_grad, set_materialize_grads, mark_dirty)
+- nn.Module (containers, buffers reassigned in forward, train/eval, dropout with
+  seeds, hooks, parameters frozen/replaced, optimizer steps outside, ``.to()``)
+- recompiles (counts via CompileCounter stay sane, results always right)
+- public API (decorator forms, methods, disable, reset, explain, optimize,
+  fullgraph), and a few runs with backend="aot_eager"
+- known bugs: strict xfails in tests/test_known_bugs.py.
+
+Helpers: dynamo_lite/testing.py (check, check_calls, check_module).
+"""
+import contextlib
+import copy
+import io
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynamo_lite
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
+from dynamo_lite.testing import check, check_calls, check_module
+
+
+def _compiled(fn, backend="eager"):
+    return dynamo_lite.compile(fn, backend=backend)
+
+
+# ---------------------------------------------------------------------------
+# autograd
+# ---------------------------------------------------------------------------
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.save_for_backward(x)
+        ctx.k = k
+        return x * x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 2 * x * ctx.k, None
+
+
+class _ClampGrad(torch.autograd.Function):
+    """New-style Function: forward without ctx, setup_context."""
+
+    @staticmethod
+    def forward(x):
+        return x.clamp(min=0)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * (x > 0).float() * 10
+
+
+class _ArgmaxToo(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        idx = x.argmax()
+        ctx.mark_non_differentiable(idx)
+        return x * scale, idx, x.shape[0]
+
+    @staticmethod
+    def backward(ctx, g, gidx, gn):
+        return g * ctx.scale, None
+
+
+class _NormByMax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.max().item()
+        print("forward max", m)
+        ctx.m = m
+        return x / m
+
+    @staticmethod
+    def backward(ctx, g):
+        print("backward")
+        return g / ctx.m
+
+
+class _NeedsGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        print("needs_input_grad", ctx.needs_input_grad)
+        return (g if ctx.needs_input_grad[0] else None), (g if ctx.needs_input_grad[1] else None)
+
+
+class _TooManyGrads(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g
+
+
+class _NoMaterialize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.set_materialize_grads(False)
+        return a * 2, a * 3
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        print("second grad is None:", g2 is None)
+        return g1 * 2
+
+
+class _DoubleInPlace(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        a.mul_(2)
+        ctx.mark_dirty(a)
+        return a
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2
+
+
+def test_backward_inside_compiled_function_over_shapes():
+    def f(x, w):
+        loss = (x @ w).pow(2).sum()
+        loss.backward()
+        return loss.detach(), w.grad.clone()
+
+    check_calls(f, [(torch.randn(2, 3), torch.randn(3, 4, requires_grad=True)),
+                    (torch.randn(5, 3), torch.randn(3, 4, requires_grad=True))])
+
+
+def test_autograd_grad_with_create_graph_and_retain_graph():
+    def f(x):
+        y = (x ** 3).sum()
+        (g,) = torch.autograd.grad(y, x, create_graph=True)
+        (g2,) = torch.autograd.grad(g.sum(), x)
+        z = (x * x).sum()
+        z.backward(retain_graph=True)
+        first = x.grad.clone()
+        z.backward()
+        return g, g2, first, x.grad
+
+    check(f, torch.randn(3, requires_grad=True))
+
+
+def test_custom_function_old_and_new_style():
+    def f(x, k):
+        return _Scale.apply(x, k).sum() + _ClampGrad.apply(x).sum()
+
+    check_calls(f, [(torch.randn(4, requires_grad=True), 2.0), (torch.randn(4, requires_grad=True), 3.0)],
+                backward=True, graphs=None)
+
+
+def test_custom_function_non_differentiable_and_python_outputs():
+    def f(x):
+        y, i, n = _ArgmaxToo.apply(x, 3.0)
+        return y.sum() + n, i, i.requires_grad, y.requires_grad
+
+    check_calls(f, [(torch.randn(4, requires_grad=True),), (torch.randn(4, requires_grad=True),)],
+                backward=True, graphs=None)
+
+
+def test_custom_function_with_data_dependent_forward_and_prints():
+    def f(x):
+        return _NormByMax.apply(x).sum()
+
+    check_calls(f, [(torch.tensor([1., 2.], requires_grad=True),), (torch.tensor([4., 2.], requires_grad=True),)],
+                backward=True, graphs=None)
+
+
+def test_custom_function_needs_input_grad_and_materialize_grads():
+    def f(a, b):
+        y1, _ = _NoMaterialize.apply(a)
+        return _NeedsGrad.apply(a, b).sum() + y1.sum()
+
+    check_calls(f, [(torch.ones(2, requires_grad=True), torch.ones(2)),
+                    (torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True))], backward=True, graphs=None)
+
+
+def test_custom_function_wrong_number_of_grads_errors_at_backward():
+    def f(a):
+        return _TooManyGrads.apply(a).sum()
+
+    check(f, torch.ones(2, requires_grad=True), backward=True, graphs=None)
+
+
+def test_custom_function_mark_dirty_and_under_no_grad():
+    def f(a):
+        b = a * 1
+        c = _DoubleInPlace.apply(b)
+        with torch.no_grad():
+            d = _NeedsGrad.apply(a, a)
+        return c.sum(), c is b, b, d.requires_grad
+
+    check(f, torch.ones(2, requires_grad=True), backward=True, graphs=None)
+
+
+def test_tensor_hooks_modify_and_are_removed():
+    def f(x, k):
+        y = x * 2
+        y.register_hook(lambda g: g * 100)
+        h = (x * 3).register_hook(lambda g: g * 1000)
+        h.remove()
+        x.register_hook(lambda g: g * k)
+        return (y * y).sum()
+
+    check_calls(f, [(torch.randn(3, requires_grad=True), 2), (torch.randn(3, requires_grad=True), 3)],
+                backward=True, graphs=None)
+
+
+def test_retain_grad_on_returned_intermediate():
+    def f(x):
+        y = x * 2
+        y.retain_grad()
+        return (y ** 2).sum(), y
+
+    x = torch.randn(3)
+    ze, ye = f(x.clone().requires_grad_())
+    zc, yc = _compiled(f)(x.clone().requires_grad_())
+    ze.backward()
+    zc.backward()
+    assert yc.retains_grad and yc.grad is not None
+    assert_same(ye.grad, yc.grad)
+
+
+def test_detach_then_requires_grad_and_requires_grad_on_input():
+    def f(x):
+        y = x.detach()
+        y.requires_grad_()
+        (y * 2).sum().backward()
+        return y.grad, x.grad is None, y.is_leaf
+
+    def g(x):
+        x.requires_grad_(True)
+        (x ** 2).sum().backward()
+        return x.grad
+
+    check(f, torch.randn(3, requires_grad=True), graphs=None)
+    check(g, torch.randn(3), graphs=None)
+
+
+def test_grad_attribute_guarded_between_calls():
+    def f(x):
+        return x.grad is None, (x.grad * 2 if x.grad is not None else x * 0)
+
+    cf = _compiled(f)
+    x = torch.ones(2, requires_grad=True)
+    eager, comp = [], []
+    for grad in (None, torch.full((2,), 3.), torch.full((2,), 5.), None):
+        x.grad = grad
+        eager.append(f(x))
+        comp.append(cf(x))
+    assert_same(eager, comp)
+    assert [c[0] for c in comp] == [True, False, False, True]
+
+
+def test_compiled_sgd_step_over_parameters_with_grads():
+    torch.manual_seed(0)
+    m1 = nn.Linear(3, 2)
+    m2 = copy.deepcopy(m1)
+
+    def step(params, lr):
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None:
+                    p.sub_(lr * p.grad)
+                    p.grad.zero_()
+
+    cstep = _compiled(step)
+    x = torch.randn(4, 3)
+    for i in range(3):
+        m1(x * i).pow(2).sum().backward()
+        step(list(m1.parameters()), 0.1)
+        m2(x * i).pow(2).sum().backward()
+        cstep(list(m2.parameters()), 0.1)
+        assert_same(m1, m2, f"step {i}")
+        assert_same([p.grad for p in m1.parameters()], [p.grad for p in m2.parameters()])
+
+
+def test_gradient_accumulates_over_compiled_calls_and_loop_of_backwards():
+    w = nn.Parameter(torch.randn(3))
+
+    def f(x):
+        return (w * x).sum()
+
+    cf = _compiled(f)
+    cf(torch.ones(3)).backward()
+    cf(torch.ones(3) * 2).backward()
+    assert_same(w.grad, torch.full((3,), 3.))
+
+    def g(w, xs):
+        for x in xs:
+            (w * x).sum().backward()
+        return w.grad.clone()
+
+    check(g, torch.ones(2, requires_grad=True), [torch.ones(2), torch.full((2,), 2.)], graphs=None)
+
+
+# ---------------------------------------------------------------------------
+# backend="aot_eager"
+# ---------------------------------------------------------------------------
+def test_aot_eager_backward_and_custom_function_gradients():
+    def f(x, w):
+        y, _, n = _ArgmaxToo.apply(x @ w, 2.0)
+        return torch.tanh(y).sum() * n + _Scale.apply(w, 3.0).sum()
+
+    x = torch.randn(2, 3)
+    w1 = torch.randn(3, 2, requires_grad=True)
+    w2 = w1.detach().clone().requires_grad_()
+    f(x, w1).backward()
+    _compiled(f, "aot_eager")(x, w2).backward()
+    assert_same(w1.grad, w2.grad)
+
+
+def test_aot_eager_input_mutations_and_views():
+    def f(x, y):
+        x.add_(y)
+        y[0] = 5
+        x[0].mul_(3)
+        x.t()[1] = 7
+        return x * y
+
+    cf = _compiled(f, "aot_eager")
+    for _ in range(2):
+        e = (torch.ones(2, 2), torch.arange(2.))
+        c = copy.deepcopy(e)
+        assert_same(f(*e), cf(*c))
+        assert_same(e, c, "inputs")
+
+
+def test_aot_eager_mutation_of_input_that_is_a_view():
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    base, base_c = torch.zeros(4), torch.zeros(4)
+    assert_same(f(base[1:3]), _compiled(f, "aot_eager")(base_c[1:3]))
+    assert_same(base, base_c)
+
+
+def test_aot_eager_returned_views_alias_input():
+    def f(x):
+        v = x.view(-1)
+        v.mul_(2)
+        return v, x[0]
+
+    x1, x2 = torch.ones(2, 2), torch.ones(2, 2)
+    r1, r2 = f(x1), _compiled(f, "aot_eager")(x2)
+    r1[0][0] = 100
+    r2[0][0] = 100
+    r1[1][1] = -1
+    r2[1][1] = -1
+    assert_same(x1, x2)
+
+
+def test_aot_eager_follows_grad_mode_autocast_and_inference_mode():
+    def f(x, w):
+        return x @ w
+
+    cf = _compiled(f, "aot_eager")
+    x, w = torch.randn(2, 2), torch.randn(2, 2, requires_grad=True)
+    assert cf(x, w).requires_grad
+    with torch.no_grad():
+        assert not cf(x, w).requires_grad
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert cf(x, w).dtype == f(x, w).dtype == torch.bfloat16
+    with torch.inference_mode():
+        assert cf(x, w).is_inference()
+
+
+def test_aot_eager_leaf_inplace_error_and_no_grad_parameter_update():
+    def f(x):
+        x.add_(1)
+        return x
+
+    assert_same_as_eager(f, torch.ones(1, requires_grad=True), backend="aot_eager")
+    p = nn.Parameter(torch.ones(2))
+
+    def g(grad):
+        with torch.no_grad():
+            p.sub_(0.1 * grad)
+        return p * 1
+
+    r = _compiled(g, "aot_eager")(torch.ones(2))
+    assert_same(p.detach(), torch.full((2,), 0.9))
+    assert r.requires_grad

@@ -1,0 +1,316 @@
+"""nn.Module calls, attributes and training steps through compiled code.
+
+From the suite this file was split out of:
+tensors, in-place ops, autograd, grad mode, modules, recompiles, API.
+
+Written the way an outside PyTorch user would test dynamo_lite: every test runs a
+function (or module) eagerly and through ``dynamo_lite.compile`` from identical
+states and compares everything observable -- return values, exceptions (type and
+message), stdout, mutated arguments, gradients, module state and grad mode -- over
+several calls (cache hits) and changed inputs (recompiles).  It complements
+tests/torch/test_tensor_attributes.py with:
+
+- tensor metadata / dtype promotion / integer division / comparisons, tables of
+  indexing and advanced setitem cases, result strides of many ops, views vs copies
+- in-place ops: on inputs, views and slices, ``add_`` returning self, aliasing
+  (the same tensor passed twice, overlapping views), ``out=``, ``resize_``,
+  in-place dtype casting rules and their errors
+- data-dependent control flow (item/bool/any/while/tolist/nonzero/masked_select)
+- grad mode (no_grad/enable_grad/set_grad_enabled/inference_mode as context
+  managers and decorators, restored after exceptions)
+- autograd (backward inside, torch.autograd.grad, hooks, retain_grad, custom
+  autograd.Function: multiple outputs, non-differentiable outputs, data-dependent
+  forward, needs_input_grad, set_materialize_grads, mark_dirty)
+- nn.Module (containers, buffers reassigned in forward, train/eval, dropout with
+  seeds, hooks, parameters frozen/replaced, optimizer steps outside, ``.to()``)
+- recompiles (counts via CompileCounter stay sane, results always right)
+- public API (decorator forms, methods, disable, reset, explain, optimize,
+  fullgraph), and a few runs with backend="aot_eager"
+- known bugs: strict xfails in tests/test_known_bugs.py.
+
+Helpers: dynamo_lite/testing.py (check, check_calls, check_module).
+"""
+import contextlib
+import copy
+import io
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import dynamo_lite
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
+from dynamo_lite.testing import check, check_calls, check_module
+
+
+def _compiled(fn, backend="eager"):
+    return dynamo_lite.compile(fn, backend=backend)
+
+
+# ---------------------------------------------------------------------------
+# nn.Module
+# ---------------------------------------------------------------------------
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.bn = nn.BatchNorm1d(4)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x, scale=1.0, *extra, bias=None, **kw):
+        y = self.drop(self.bn(self.lin(x))) * scale
+        for e in extra:
+            y = y + e
+        if bias is not None:
+            y = y + bias
+        if kw.get("neg"):
+            y = -y
+        return y
+
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([_Block() for _ in range(2)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(4, 2), "b": nn.Linear(4, 3)})
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x, head="a"):
+        self.steps += 1
+        for i, b in enumerate(self.blocks):
+            x = b(x) if i % 2 == 0 else b(x, 0.5, x, bias=1.0, neg=True)
+        x = self.seq[0](x) + self.seq[-1](x) + self.seq[1:](x)
+        return self.heads[head](x), len(self.seq), [k for k in self.heads]
+
+
+def test_nested_containers_defaults_star_args_and_train_eval_switching():
+    x = torch.randn(5, 4)
+    steps = [lambda m: m(x), lambda m: m(x, "b"), lambda m: m.eval() and m(x), lambda m: m(x, head="b"),
+             lambda m: m.train() and m(x)]
+    check_module(_Net, steps, attrs=("steps",))
+
+
+def test_training_steps_with_optimizer_outside_compiled_module():
+    torch.manual_seed(0)
+    em = _Net()
+    cm_ = copy.deepcopy(em)
+    cm = _compiled(cm_)
+    eo = torch.optim.SGD(em.parameters(), lr=0.1, momentum=0.9)
+    co = torch.optim.SGD(cm_.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(5, 4)
+    for i in range(3):
+        torch.manual_seed(i)
+        le = em(x)[0].pow(2).sum()
+        le.backward()
+        eo.step()
+        eo.zero_grad()
+        torch.manual_seed(i)
+        lc = cm(x)[0].pow(2).sum()
+        lc.backward()
+        co.step()
+        co.zero_grad()
+        assert_same(le, lc, f"loss {i}")
+    assert_same(em.state_dict(), cm_.state_dict(), "state_dict")
+
+
+class _Ema(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("avg", torch.zeros(3))
+        self.register_buffer("count", torch.tensor(0), persistent=False)
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        if self.training:
+            self.avg = 0.9 * self.avg + 0.1 * x.mean(0).detach()
+            self.count += 1
+        return self.lin(x - self.avg)
+
+
+def test_buffer_reassigned_in_forward_stays_a_buffer():
+    x = torch.randn(4, 3)
+    steps = [lambda m: m(x), lambda m: m(x * 2), lambda m: (m.eval(), m(x))[1], lambda m: (m.train(), m(x))[1]]
+    check_module(_Ema, steps, attrs=("avg", "count"))
+    m = _Ema()
+    _compiled(m)(torch.ones(2, 3))
+    assert m._buffers["avg"] is m.avg and "avg" in m.state_dict() and "count" not in m.state_dict()
+
+
+def test_batchnorm_running_stats_then_eval():
+    torch.manual_seed(0)
+    em = nn.BatchNorm1d(3, momentum=None)
+    cm_ = copy.deepcopy(em)
+    cm = _compiled(cm_)
+    for _ in range(3):
+        x = torch.randn(4, 3)
+        assert_same(em(x), cm(x))
+    em.eval()
+    cm_.eval()
+    x = torch.randn(4, 3)
+    assert_same(em(x), cm(x))
+    assert_same(em, cm_, "module")
+
+
+def test_dropout_with_manual_seed_and_submodule_eval():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.drop = nn.Dropout(0.3)
+
+        def forward(self, x):
+            return self.drop(self.lin(x)), F.dropout(x, 0.5, self.training)
+
+    torch.manual_seed(0)
+    m = M()
+    cm = _compiled(m)
+    x = torch.randn(3, 4)
+    for seed in (5, 6):
+        torch.manual_seed(seed)
+        a = m(x)
+        torch.manual_seed(seed)
+        assert_same(a, cm(x))
+    m.drop.eval()
+    torch.manual_seed(7)
+    a = m(x)
+    torch.manual_seed(7)
+    assert_same(a, cm(x))
+    m.eval()
+    assert_same(m(x), cm(x))
+
+
+def test_parameters_frozen_mutated_and_replaced_between_calls():
+    torch.manual_seed(0)
+    m = nn.Linear(3, 2)
+    cm = _compiled(m)
+    x = torch.randn(2, 3)
+    assert cm(x).requires_grad
+    m.requires_grad_(False)
+    assert not cm(x).requires_grad
+    with torch.no_grad():
+        m.weight.mul_(0)
+    assert_same(cm(x), m(x))
+    m.weight = nn.Parameter(torch.ones(2, 3))
+    assert_same(cm(x), m(x))
+    assert cm(x).requires_grad
+    m.weight = nn.Parameter(torch.ones(5, 3))
+    m.bias = nn.Parameter(torch.zeros(5))
+    assert_same(cm(x), m(x))
+    del m.weight
+    m.weight = torch.full((5, 3), 2.)
+    r = cm(x)
+    assert_same(r, m(x))
+
+
+def test_forward_hooks_added_and_removed_between_calls():
+    m = nn.Linear(3, 3)
+    cm = _compiled(m)
+    x = torch.randn(2, 3)
+    calls = []
+    h = m.register_forward_hook(lambda mod, inp, out: out * 0)
+    assert_same(cm(x), m(x))
+    assert not cm(x).any()
+    h.remove()
+    assert_same(cm(x), m(x))
+    h = m.register_forward_pre_hook(lambda mod, inp: (inp[0] * 0,))
+    assert_same(cm(x), m(x))
+    assert_same(cm(x), m.bias.expand(2, 3))
+    h.remove()
+    m.register_forward_hook(lambda mod, args, kwargs, out: calls.append(len(kwargs)) or out + 1, with_kwargs=True)
+    assert_same(cm(x), m(x))
+    assert calls == [0, 0]
+
+
+def test_compile_then_module_to_float64():
+    torch.manual_seed(0)
+    em = nn.Sequential(nn.Linear(3, 3), nn.Tanh())
+    cm_ = copy.deepcopy(em)
+    cm = _compiled(cm_)
+    x = torch.randn(2, 3)
+    assert_same(em(x), cm(x))
+    em.to(torch.float64)
+    cm.to(torch.float64)
+    assert_same(em(x.double()), cm(x.double()))
+    assert_same_as_eager(lambda m, t: m(t), em, x, compiled_fn=lambda m, t: cm(t))  # dtype mismatch error
+
+
+def test_module_with_star_args_and_kwargs_forward():
+    class M(nn.Module):
+        def forward(self, *xs, **kw):
+            s = sum(xs)
+            for k, v in sorted(kw.items()):
+                s = s * v
+            return s, len(xs), sorted(kw)
+
+    m = M()
+    cm = _compiled(m)
+    a = torch.ones(2)
+    for args, kw in [((a, a), {"b": 2.0}), ((a,), {}), ((a, a, a), {"z": 3, "a": torch.full((2,), 2.)})]:
+        assert_same(m(*args, **kw), cm(*args, **kw))
+
+
+def test_module_containers_change_between_calls():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+            self.d = nn.ModuleDict({"a": nn.Linear(2, 2), "b": nn.Identity()})
+
+        def forward(self, x):
+            for layer in self.layers[1:]:
+                x = layer(x)
+            out = {k: mod(x) for k, mod in self.d.items()}
+            return x, len(self.layers), out, "a" in self.d
+
+    torch.manual_seed(0)
+    m = M()
+    cm = _compiled(m)
+    x = torch.ones(1, 2)
+    assert_same(m(x), cm(x))
+    m.layers.append(nn.Linear(2, 2))
+    m.d["c"] = nn.ReLU()
+    assert_same(m(x), cm(x))
+    del m.layers[0]
+    del m.d["a"]
+    assert_same(m(x), cm(x))
+
+
+def test_compiled_module_method_and_no_grad_decorated_method():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.Linear(2, 2)
+
+        @torch.no_grad()
+        def predict(self, x):
+            return self.l(x)
+
+        def forward(self, x):
+            return self.predict(x), self.l(x)
+
+        def other(self, x, k=2):
+            return self.l(x) * k
+
+    torch.manual_seed(0)
+    m = M()
+    co = _compiled(m.other)
+    x = torch.randn(1, 2)
+    assert_same(co(x), m.other(x))
+    assert_same(co(x, k=3), m.other(x, k=3))
+    a, b = _compiled(m)(x)
+    assert not a.requires_grad and b.requires_grad
+
+
+def test_state_dict_load_and_deepcopy_of_compiled_module():
+    torch.manual_seed(0)
+    m = nn.Linear(2, 2)
+    cm = _compiled(m)
+    x = torch.ones(1, 2)
+    a = cm(x)
+    cm2 = copy.deepcopy(cm)
+    cm.load_state_dict({k: torch.zeros_like(v) for k, v in m.state_dict().items()})
+    assert_same(cm(x), torch.zeros(1, 2, requires_grad=True))
+    assert_same(cm2(x), a)
