@@ -11,11 +11,11 @@ Public API (see docs/api.md):
     set_logs(...)                log artifacts, as DYNAMO_LITE_LOGS (docs/debugging.md)
 """
 from . import config
-from .api import OptimizedModule, compile, disable, optimize, reset
+from .api import OptimizedModule, compile, disable, explain, optimize, reset
 from .backends import list_backends, register_backend
 from .exc import Unsupported
 from .log import set_logs
-from .report.explain import ExplainOutput, explain
+from .report.explain import ExplainOutput
 
 __all__ = [
     "compile", "optimize", "disable", "reset", "explain", "ExplainOutput", "Unsupported",

@@ -22,6 +22,8 @@ from . import _C, config
 from .backends import lookup_backend
 from .convert_frame import FrameConverter, reset_state
 from .eval_frame import enable
+from .report import events
+from .report.explain import ExplainOutput, build_explain_output
 
 _COMPILED_CODES: "weakref.WeakSet" = weakref.WeakSet()
 _MODULE_CALL = torch.nn.Module.__call__  # nn.Module's own __call__ (_wrapped_call_impl)
@@ -164,3 +166,21 @@ def reset() -> None:
 
 
 __all__ = ["compile", "optimize", "disable", "reset", "OptimizedModule"]
+
+
+def explain(fn, *extra_args, backend="eager", **extra_kwargs):
+    """``explain(fn)(*args, **kwargs) -> ExplainOutput``: forget compiled code (``reset()``),
+    compile ``fn`` once with ``backend`` and call it, recording every graph, break, guard and
+    recompile (report/explain.py renders what was recorded)."""
+    if extra_args or extra_kwargs:  # explain(fn, *args): the older one-call form
+        return explain(fn, backend=backend)(*extra_args, **extra_kwargs)
+
+    def run(*args, **kwargs) -> ExplainOutput:
+        recorded: list = []
+        reset()
+        compiled = compile(fn, backend=backend)
+        with events.collecting(recorded.append):
+            out = compiled(*args, **kwargs)
+        return build_explain_output(recorded, out)
+
+    return run

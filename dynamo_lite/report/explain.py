@@ -237,21 +237,3 @@ def build_explain_output(recorded: list, out=None) -> ExplainOutput:
         elif isinstance(ev, events.RecompileEvent):
             recompiles.append(ev.to_dict())
     return ExplainOutput(graphs, len(graphs), len(reasons), reasons, ops, guards, times, recompiles, out, infos)
-
-
-def explain(fn, *extra_args, backend="eager", **extra_kwargs):
-    """``explain(fn)(*args, **kwargs) -> ExplainOutput`` (one fresh compile of the call)."""
-    from ..api import compile as dl_compile, reset
-
-    if extra_args or extra_kwargs:  # explain(fn, *args): the older one-call form
-        return explain(fn, backend=backend)(*extra_args, **extra_kwargs)
-
-    def run(*args, **kwargs):
-        recorded: list = []
-        reset()
-        compiled = dl_compile(fn, backend=backend)
-        with events.collecting(recorded.append):
-            out = compiled(*args, **kwargs)
-        return build_explain_output(recorded, out)
-
-    return run
