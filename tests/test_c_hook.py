@@ -20,6 +20,8 @@ from bytecode import Bytecode, CompilerFlags, FreeVar, Instr
 from dynamo_lite import _C
 
 SKIP = _C.SKIP
+RUN_EAGER = _C.RUN_EAGER
+Entry = _C.CacheEntry
 
 
 # --------------------------------------------------------------------------
@@ -99,7 +101,7 @@ class Hook:
     def __call__(self, code, f_locals, func):
         handler = self.handlers.get(code)
         if handler is None:
-            return None
+            return RUN_EAGER
         if self.record:
             self.calls.append((code, f_locals, func))
         else:
@@ -159,42 +161,54 @@ def test_cache_roundtrip_refcounts():
 
     code = f.__code__
     assert _C.get_cache(code) is None
-    cache = []
-    base = sys.getrefcount(cache)
+    entry = Entry(always)
+    base = sys.getrefcount(entry)
+    cache = [entry]
     _C.set_cache(code, cache)
-    assert sys.getrefcount(cache) == base + 1
-    assert _C.get_cache(code) is cache
-    assert sys.getrefcount(cache) == base + 1
+    assert sys.getrefcount(entry) == base + 2  # our list and C's copy
+    got = _C.get_cache(code)
+    assert got == [entry] and got is not cache  # a copy: C's list is its own
+    del got
+    cache.append(42)  # changing ours does not reach C's
+    assert _C.cache_entries(code) == [entry]
+    del cache
+    assert sys.getrefcount(entry) == base + 1
     # replacing releases the old value
     skip_base = sys.getrefcount(SKIP)
     _C.set_cache(code, SKIP)
-    assert sys.getrefcount(cache) == base
+    assert sys.getrefcount(entry) == base
     assert sys.getrefcount(SKIP) == skip_base + 1
     assert _C.get_cache(code) is SKIP
-    _C.set_cache(code, cache)
+    assert _C.cache_entries(code) == []
+    _C.set_cache(code, [entry])
     assert sys.getrefcount(SKIP) == skip_base
     _C.set_cache(code, None)
-    assert sys.getrefcount(cache) == base
+    assert sys.getrefcount(entry) == base
     assert _C.get_cache(code) is None
+    assert _C.cache_entries(code) == []
     _C.set_cache(code, None)  # clearing twice is fine
 
 
 def test_cache_released_with_code():
     ns = {}
     exec("def g():\n    return 1\n", ns)
-    cache = []
-    base = sys.getrefcount(cache)
-    _C.set_cache(ns["g"].__code__, cache)
-    assert sys.getrefcount(cache) == base + 1
+    entry = Entry(always)
+    base = sys.getrefcount(entry)
+    _C.set_cache(ns["g"].__code__, [entry])
+    assert sys.getrefcount(entry) == base + 1
     del ns
     gc.collect()
-    assert sys.getrefcount(cache) == base
+    assert sys.getrefcount(entry) == base
 
 
 def test_cache_argument_checks():
     code = test_cache_argument_checks.__code__
     with pytest.raises(TypeError):
         _C.set_cache(code, (always, None))
+    with pytest.raises(TypeError, match="must be _C.CacheEntry objects, not tuple"):
+        _C.set_cache(code, [Entry(always), (always, None)])
+    with pytest.raises(TypeError, match="must be _C.CacheEntry objects, not tuple"):
+        _C.insert_entry(code, (always, None))
     with pytest.raises(TypeError):
         _C.set_cache("not code", [])
     with pytest.raises(TypeError):
@@ -208,10 +222,10 @@ def test_cache_argument_checks():
 
 def test_set_callback_returns_previous_and_installs():
     def cb1(*a):
-        return None
+        return RUN_EAGER
 
     def cb2(*a):
-        return None
+        return RUN_EAGER
 
     prev = _C.set_callback(None)
     try:
@@ -229,7 +243,7 @@ def test_uninstall_and_reinstall(hook):
     def f(x):
         return x
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     prev = _C.set_callback(hook)
     try:
         assert _C._is_installed()
@@ -253,7 +267,7 @@ def test_callback_receives_code_args_and_func(hook):
     def f(a, b=2, *args, c, d=4, **kw):
         return (a, b, args, c, d, kw)
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     result = hook.run(f, 1, 5, 6, 7, c=3, e=9)
     assert result == (1, 5, (6, 7), 3, 4, {"e": 9})
     (code, f_locals, func), = hook.calls
@@ -268,7 +282,7 @@ def test_callback_sees_raw_values_of_cell_arguments(hook):
     def f(a, b):
         return lambda: a + b  # a and b become cells after MAKE_CELL
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     g = hook.run(f, 1, 2)
     assert g() == 3
     assert hook.calls[0][1] == {"a": 1, "b": 2}
@@ -278,7 +292,7 @@ def test_none_runs_original_every_time(hook):
     def f(x):
         return x * 2
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     assert hook.run(f, 3) == 6
     assert hook.run(f, 4) == 8
     assert hook.count(f) == 2
@@ -317,7 +331,7 @@ def test_callback_exception_propagates(hook):
     assert _C.get_cache(f.__code__) is None
 
 
-@pytest.mark.parametrize("bad", [42, (always,), (always, 1), (1, None),
+@pytest.mark.parametrize("bad", [None, 42, (always,), (always, None), (always, 1), (1, None),
                                  [always, None]])
 def test_callback_bad_result_is_type_error(hook, bad):
     def f(x):
@@ -338,7 +352,7 @@ def test_hook_is_off_inside_callback(hook):
     def handler(code, f_locals, func):
         seen_inside.append(_C.get_callback())
         assert func(f_locals["x"]) == f_locals["x"]  # no recursion
-        return None
+        return RUN_EAGER
 
     hook.on(f, handler)
     prev = _C.set_callback(hook)
@@ -358,7 +372,7 @@ def test_set_callback_inside_callback_is_scoped(hook):
     def other(*a):
         return None
 
-    hook.on(f, lambda *a: _C.set_callback(other))
+    hook.on(f, lambda *a: (_C.set_callback(other), RUN_EAGER)[1])
     prev = _C.set_callback(hook)
     try:
         f(1)
@@ -382,7 +396,7 @@ def test_generators_and_coroutines_never_reach_callback(hook):
 
     for fn in (gen, coro, agen):
         hook.on(fn, lambda *a: pytest.fail("generator reached callback"))
-    hook.on(genexpr_user, lambda *a: None)
+    hook.on(genexpr_user, lambda *a: RUN_EAGER)
 
     def body():
         assert list(gen(3)) == [0, 1, 2]
@@ -413,12 +427,12 @@ def test_entry_runs_new_code(hook):
         guard_calls.append(args)
         return True
 
-    hook.on(f, lambda *a: (check, new))
+    hook.on(f, lambda *a: Entry(check, new))
     assert hook.run(f, 1, c=3) == "new"
     assert hook.count(f) == 1
     assert guard_calls == []  # a fresh entry runs without its guard
     entry, = _C.get_cache(f.__code__)
-    assert entry == (check, new)
+    assert (entry.check, entry.code, entry.owner) == (check, new, None)
 
     assert hook.run(f, 1, 5, 6, c=3, d=4) == "new"
     assert hook.count(f) == 1  # hit: no callback
@@ -442,7 +456,7 @@ def test_new_code_receives_all_arguments_positionally(hook):
         Instr("BUILD_TUPLE", 4),
         Instr("RETURN_VALUE"),
     ])
-    hook.on(f, lambda *a: (always, new))
+    hook.on(f, lambda *a: Entry(always, new))
     assert hook.run(f, 1, 2, k=3, z=4) == (1, (2,), 3, {"z": 4})
     assert hook.run(f, 5, k=6) == (5, (), 6, {})
 
@@ -462,18 +476,17 @@ def test_failing_guard_calls_callback_again_and_hit_moves_to_front(hook):
 
     def handler(code, f_locals, func):
         x = f_locals["x"]
-        return (is_int, new_int) if type(x) is int else (is_str, new_str)
+        return Entry(is_int, new_int) if type(x) is int else Entry(is_str, new_str)
 
     hook.on(f, handler)
     assert hook.run(f, 1) == "int"
     assert hook.run(f, "a") == "str"  # guard fails -> callback again
     assert hook.count(f) == 2
     cache = _C.get_cache(f.__code__)
-    assert [e[0] for e in cache] == [is_str, is_int]  # newest first
+    assert [e.check for e in cache] == [is_str, is_int]  # newest first
     assert hook.run(f, 2) == "int"  # hit on the second entry
     assert hook.count(f) == 2
-    assert [e[0] for e in _C.get_cache(f.__code__)] == [is_int, is_str]
-    assert _C.get_cache(f.__code__) is cache  # moved in place
+    assert [e.check for e in _C.get_cache(f.__code__)] == [is_int, is_str]
 
 
 def test_only_true_is_a_hit(hook):
@@ -481,7 +494,7 @@ def test_only_true_is_a_hit(hook):
         return "original"
 
     new = return_const(f, "new")
-    hook.on(f, lambda *a: (lambda *g: 1, new))
+    hook.on(f, lambda *a: Entry(lambda *g: 1, new))
     assert hook.run(f, 1) == "new"
     assert hook.run(f, 1) == "new"
     assert hook.count(f) == 2  # 1 is truthy but not True: miss
@@ -492,7 +505,7 @@ def test_entry_with_code_none_runs_original(hook):
     def f(x):
         return x * 10
 
-    hook.on(f, lambda *a: (always, None))
+    hook.on(f, lambda *a: Entry(always, None))
     assert hook.run(f, 2) == 20
     assert hook.run(f, 3) == 30
     assert hook.count(f) == 1
@@ -509,7 +522,7 @@ def test_check_fn_raising_is_a_miss(hook, monkeypatch):
     def bad_check(*a):
         raise RuntimeError("guard failed hard")
 
-    entries = iter([(bad_check, new), (never, None)])
+    entries = iter([Entry(bad_check, new), Entry(never, None)])
     hook.on(f, lambda *a: next(entries))
     assert hook.run(f, 1) == "new"  # fresh entry runs without its guard
     assert hook.run(f, 1) == "original"  # guard raised -> miss -> callback
@@ -534,7 +547,7 @@ def test_guard_runs_with_hook_off(hook):
         return True
 
     new = return_const(f, "new")
-    hook.on(f, lambda *a: (check, new))
+    hook.on(f, lambda *a: Entry(check, new))
     hook.on(helper, lambda *a: pytest.fail("hook on inside guard"))
     hook.run(f, 1)
     assert hook.run(f, 1) == "new"
@@ -553,7 +566,7 @@ def test_many_arguments_use_heap_buffer(hook):
         return True
 
     new = return_const(f, "new")
-    hook.on(f, lambda *a: (check, new))
+    hook.on(f, lambda *a: Entry(check, new))
     hook.run(f, *range(40))
     assert hook.run(f, *range(40)) == "new"
     assert got[0][:40] == tuple(range(40))
@@ -577,7 +590,7 @@ def test_closure_is_passed_to_new_code(hook):
         Instr("BUILD_TUPLE", 3),
         Instr("RETURN_VALUE"),
     ])
-    hook.on(f, lambda *a: (always, new))
+    hook.on(f, lambda *a: Entry(always, new))
     assert hook.run(f, 1) == ("new", 1, 10)
     assert hook.run(f, 2) == ("new", 2, 10)
     g = outer()  # same code, another closure cell
@@ -601,8 +614,8 @@ def test_new_code_runs_with_hook_active(hook):
     ])
     globals()["g"] = g
     try:
-        hook.on(f, lambda *a: (always, new))
-        hook.on(g, lambda *a: None)
+        hook.on(f, lambda *a: Entry(always, new))
+        hook.on(g, lambda *a: RUN_EAGER)
         assert hook.run(f, 1) == 2
         assert hook.run(f, 2) == 3
     finally:
@@ -621,7 +634,7 @@ def test_new_code_exception_propagates(hook):
         Instr("BINARY_OP", 11),  # x / 0
         Instr("RETURN_VALUE"),
     ])
-    hook.on(f, lambda *a: (always, new))
+    hook.on(f, lambda *a: Entry(always, new))
     with pytest.raises(ZeroDivisionError):
         hook.run(f, 1)
     with pytest.raises(ZeroDivisionError):
@@ -629,10 +642,10 @@ def test_new_code_exception_propagates(hook):
 
 
 # --------------------------------------------------------------------------
-# DisabledCall
+# call scopes: CallWithHookOff, CallWithCallback
 # --------------------------------------------------------------------------
 
-def test_disabled_call_turns_hook_off_and_restores(hook):
+def test_call_with_hook_off_turns_hook_off_and_restores(hook):
     def f(x):
         return x
 
@@ -642,10 +655,10 @@ def test_disabled_call_turns_hook_off_and_restores(hook):
         seen.append(_C.get_callback())
         return f(a) + k
 
-    hook.on(f, lambda *a: None)
-    d = _C.DisabledCall(inner)
+    hook.on(f, lambda *a: RUN_EAGER)
+    d = _C.CallWithHookOff(inner)
     assert d.__wrapped__ is inner
-    assert "DisabledCall" in repr(d)
+    assert "CallWithHookOff" in repr(d)
     prev = _C.set_callback(hook)
     try:
         assert d(1, k=2) == 3
@@ -658,11 +671,11 @@ def test_disabled_call_turns_hook_off_and_restores(hook):
     assert seen == [None]
 
 
-def test_disabled_call_with_a_callback_sets_it_for_the_call_only():
+def test_call_with_callback_sets_it_for_the_call_only():
     seen = []
 
     def cb(*args):
-        return None
+        return RUN_EAGER
 
     def inner(a):
         seen.append(_C.get_callback())
@@ -670,8 +683,8 @@ def test_disabled_call_with_a_callback_sets_it_for_the_call_only():
             raise KeyError("x")
         return a + 1
 
-    d = _C.DisabledCall(inner, cb)
-    assert "compiled" in repr(d)
+    d = _C.CallWithCallback(inner, cb)
+    assert "compiled" in repr(d) and d.callback is cb
     before = sys.getrefcount(cb)
     prev = _C.set_callback(None)
     try:
@@ -686,38 +699,42 @@ def test_disabled_call_with_a_callback_sets_it_for_the_call_only():
     seen.clear()
     assert sys.getrefcount(cb) == before
     with pytest.raises(TypeError):
-        _C.DisabledCall(inner, 5)
+        _C.CallWithCallback(inner, 5)
+    with pytest.raises(TypeError):
+        _C.CallWithCallback(inner)
+    with pytest.raises(TypeError):
+        _C.CallWithHookOff(inner, cb)
 
 
-def test_disabled_call_restores_on_exception(hook):
+def test_call_with_hook_off_restores_on_exception(hook):
     def boom():
         raise KeyError("x")
 
     prev = _C.set_callback(hook)
     try:
         with pytest.raises(KeyError):
-            _C.DisabledCall(boom)()
+            _C.CallWithHookOff(boom)()
         assert _C.get_callback() is hook
     finally:
         _C.set_callback(prev)
 
 
-def test_disabled_call_misc():
+def test_call_with_hook_off_misc():
     with pytest.raises(TypeError):
-        _C.DisabledCall(1)
+        _C.CallWithHookOff(1)
     with pytest.raises(TypeError):
-        _C.DisabledCall()
+        _C.CallWithHookOff()
     with pytest.raises(TypeError):
-        _C.DisabledCall(len, fn=len)
+        _C.CallWithHookOff(len, fn=len)
 
     class C:
-        @_C.DisabledCall
+        @_C.CallWithHookOff
         def m(self, y):
             return (self, y)
 
     c = C()
     assert c.m(2) == (c, 2)
-    assert isinstance(C.__dict__["m"], _C.DisabledCall)
+    assert isinstance(C.__dict__["m"], _C.CallWithHookOff)
 
     import functools
 
@@ -725,17 +742,17 @@ def test_disabled_call_misc():
         """doc"""
         return x
 
-    d = functools.update_wrapper(_C.DisabledCall(target), target)
+    d = functools.update_wrapper(_C.CallWithHookOff(target), target)
     assert d.__name__ == "target" and d.__wrapped__ is target
     assert d(4) == 4
 
 
-def test_disabled_call_is_gc_tracked():
+def test_call_with_hook_off_is_gc_tracked():
     class Holder:
         pass
 
     h = Holder()
-    d = _C.DisabledCall(lambda: h)
+    d = _C.CallWithHookOff(lambda: h)
     h.d = d  # cycle: d -> lambda -> cell -> h -> d
     ref = weakref.ref(d)
     del d, h
@@ -761,7 +778,7 @@ def test_threads_see_only_their_own_callback(hook):
         def cb(code, f_locals, func):
             if code is f.__code__:
                 seen.append((name, threading.get_ident()))
-            return None
+            return RUN_EAGER
 
         prev = _C.set_callback(cb)
         try:
@@ -841,7 +858,7 @@ def test_refcounts_flat_on_hit_failed_and_raising_guards(hook, monkeypatch):
     def check_b(x, g, fn):
         return x is other
 
-    entry_a, entry_b = (check_a, new_a), (check_b, new_b)
+    entry_a, entry_b = Entry(check_a, new_a), Entry(check_b, new_b)
     entries = iter([entry_a, entry_b])
     hook.on(f, lambda *a: next(entries))
 
@@ -851,7 +868,7 @@ def test_refcounts_flat_on_hit_failed_and_raising_guards(hook, monkeypatch):
         f(arg)
         return f(other)
 
-    hook.on(drive, lambda *a: None)
+    hook.on(drive, lambda *a: RUN_EAGER)
     y = f.__closure__[0].cell_contents
     assert hook.run(f, arg) is y
     assert hook.run(f, other) == "b"
@@ -873,7 +890,7 @@ def test_refcounts_flat_on_miss_and_skip(hook):
     def g(x):
         return x
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     hook.on(g, lambda *a: SKIP)
     arg = object()
     _calls_keep_refcounts_flat(hook, f, arg)
@@ -897,16 +914,16 @@ def test_refcounts_flat_when_callback_raises(hook):
             pass
 
     hook.on(h, boom)
-    hook.on(call_h, lambda *a: None)
+    hook.on(call_h, lambda *a: RUN_EAGER)
     arg = object()
     _calls_keep_refcounts_flat(hook, call_h, arg, [boom, h])
 
 
-def test_refcounts_flat_through_disabled_call(hook):
+def test_refcounts_flat_through_call_with_hook_off(hook):
     def boom(x):
         raise KeyError(x)
 
-    d = _C.DisabledCall(boom)
+    d = _C.CallWithHookOff(boom)
 
     def call(x):
         try:
@@ -914,7 +931,7 @@ def test_refcounts_flat_through_disabled_call(hook):
         except KeyError:
             pass
 
-    hook.on(call, lambda *a: None)
+    hook.on(call, lambda *a: RUN_EAGER)
     arg = object()
     _calls_keep_refcounts_flat(hook, call, arg, [boom, d])
 
@@ -929,7 +946,7 @@ def test_coexists_with_torch_compile(hook):
     def user(x):
         return x + 1
 
-    hook.on(user, lambda *a: None)
+    hook.on(user, lambda *a: RUN_EAGER)
 
     def body(t):
         return t * 2
@@ -969,18 +986,18 @@ def test_always_entry_stays_last_and_stops_callbacks(hook):
 
     def handler(code, f_locals, func):
         if type(f_locals["x"]) is int:
-            return (is_int, new_int)
-        return (_C.ALWAYS, None)  # everything else: run the original, never ask again
+            return Entry(is_int, new_int)
+        return Entry(_C.ALWAYS, None)  # everything else: run the original, never ask again
 
     hook.on(f, handler)
     assert hook.run(f, 1) == "int"
     assert hook.run(f, "a") == "original"
     assert hook.count(f) == 2
-    assert [e[0] for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
+    assert [e.check for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
     assert hook.run(f, 2.5) == "original"  # hits ALWAYS: no callback
     assert hook.run(f, 3) == "int"  # the int entry is still found first
     assert hook.count(f) == 2
-    assert [e[0] for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
+    assert [e.check for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
 
 
 def test_always_entry_added_once_and_new_entries_go_before_it(hook):
@@ -988,15 +1005,15 @@ def test_always_entry_added_once_and_new_entries_go_before_it(hook):
         return "original"
 
     new = return_const(f, "new")
-    cache = []
-    _C.set_cache(f.__code__, cache)
-    hook.on(f, lambda *a: (_C.ALWAYS, None))
-    _C.set_cache(f.__code__, cache)
+    hook.on(f, lambda *a: Entry(_C.ALWAYS, None))
     assert hook.run(f, 1) == "original"
-    assert len(cache) == 1
-    cache.insert(0, (never, new))
-    hook.handlers[f.__code__] = lambda *a: (always, new)
+    assert len(_C.get_cache(f.__code__)) == 1
+    _C.insert_entry(f.__code__, Entry(never, new))  # in front
+    _C.insert_entry(f.__code__, Entry(_C.ALWAYS, None))  # same owner (None): not added again
+    _C.insert_entry(f.__code__, Entry(_C.ALWAYS, None, hook))  # another owner's: added last
+    hook.handlers[f.__code__] = lambda *a: Entry(always, new)
     # a miss cannot happen any more (ALWAYS matches): the callback is not called
     assert hook.run(f, 2) == "original"
     assert hook.count(f) == 1
-    assert cache[-1][0] is _C.ALWAYS
+    cache = _C.get_cache(f.__code__)
+    assert [(e.check, e.owner) for e in cache] == [(never, None), (_C.ALWAYS, None), (_C.ALWAYS, hook)]
