@@ -1017,3 +1017,304 @@ def test_always_entry_added_once_and_new_entries_go_before_it(hook):
     assert hook.count(f) == 1
     cache = _C.get_cache(f.__code__)
     assert [(e.check, e.owner) for e in cache] == [(never, None), (_C.ALWAYS, None), (_C.ALWAYS, hook)]
+
+
+# --------------------------------------------------------------------------
+# CacheEntry: validated once, read back, the function that runs its code
+# --------------------------------------------------------------------------
+
+def test_cache_entry_fields_and_validation():
+    def f(x):
+        return x
+
+    new = return_const(f, "new")
+    owner = object()
+    e = Entry(always, new, owner, compile_id="3/1", guard="g", graph_module="gm")
+    assert (e.check, e.code, e.owner, e.compile_id, e.guard, e.graph_module) == \
+        (always, new, owner, "3/1", "g", "gm")
+    assert e._function is None  # made on the first run
+    d = Entry(never)
+    assert (d.code, d.owner, d.compile_id, d.guard, d.graph_module) == (None,) * 5
+    assert d.serial > e.serial  # creation order
+    assert "3/1" in repr(e) and "CacheEntry" in repr(e)
+    with pytest.raises(AttributeError):
+        e.code = None  # read-only: validated once, trusted on every lookup
+    with pytest.raises(TypeError, match="check must be a GuardProgram, ALWAYS or a callable, not int"):
+        Entry(1)
+    with pytest.raises(TypeError, match="code must be a code object or None, not str"):
+        Entry(always, "code")
+    with pytest.raises(TypeError, match="compile_id must be a str or None, not int"):
+        Entry(always, compile_id=3)
+    with pytest.raises(TypeError):
+        Entry()
+    with pytest.raises(TypeError):
+        class Sub(Entry):  # noqa: F811 - not a base type: the hook trusts the exact type
+            pass
+
+
+def test_markers_are_distinct_constants():
+    assert len({id(SKIP), id(RUN_EAGER), id(_C.ALWAYS)}) == 3
+    assert repr(RUN_EAGER) == "<dynamo_lite._C.RUN_EAGER>"
+    assert pickle.loads(pickle.dumps(RUN_EAGER)) is RUN_EAGER
+    assert copy.copy(RUN_EAGER) is RUN_EAGER
+    with pytest.raises(TypeError):
+        type(RUN_EAGER)()
+    assert not callable(SKIP) and not callable(RUN_EAGER) and callable(_C.ALWAYS)
+
+
+def test_entries_read_back_through_C(hook):
+    def f(x):
+        return "original"
+
+    new = return_const(f, "int")
+
+    def is_int(x, g, fn):
+        return type(x) is int
+
+    owner = object()
+    hook.on(f, lambda code, f_locals, func: Entry(is_int, new, owner, compile_id="0/0")
+            if type(f_locals["x"]) is int else Entry(_C.ALWAYS, None, owner))
+    assert _C.cache_entries(f.__code__) == []
+    hook.run(f, 1)
+    hook.run(f, "a")
+    entries = _C.cache_entries(f.__code__)
+    assert [(e.check, e.code, e.owner, e.compile_id) for e in entries] == \
+        [(is_int, new, owner, "0/0"), (_C.ALWAYS, None, owner, None)]
+    assert entries == _C.get_cache(f.__code__) and entries is not _C.cache_entries(f.__code__)
+    entries.clear()  # a copy: the cache is unchanged
+    assert len(_C.cache_entries(f.__code__)) == 2
+    _C.set_cache(f.__code__, SKIP)
+    assert _C.cache_entries(f.__code__) == []
+
+
+def test_hits_reuse_one_function(hook):
+    def f(x):
+        return "original"
+
+    new = make_code(f, [Instr("LOAD_FAST", "x"), Instr("RETURN_VALUE")])
+    hook.on(f, lambda *a: Entry(always, new))
+    assert hook.run(f, 1) == 1
+    entry, = _C.cache_entries(f.__code__)
+    fn = entry._function
+    assert type(fn).__name__ == "function" and fn.__code__ is new
+    assert fn.__closure__ is None and fn.__globals__ == {}  # parked: holds no frame's objects
+    ref = weakref.ref(fn)
+    del fn  # (a function someone else holds is not reused)
+    for i in range(5):
+        assert hook.run(f, i) == i
+        assert entry._function is ref()  # the same function on every hit
+
+
+def _closure_case():
+    """(make(value) -> a function of one code with its own cell, new code reading the cell)."""
+    def make(value):
+        y = value
+
+        def f(x):
+            return ("original", x, y)
+
+        return f
+
+    new = make_code(make(0), [
+        Instr("LOAD_CONST", "new"),
+        Instr("LOAD_FAST", "x"),
+        Instr("LOAD_DEREF", FreeVar("y")),
+        Instr("BUILD_TUPLE", 3),
+        Instr("RETURN_VALUE"),
+    ])
+    return make, new
+
+
+def test_same_code_different_closures_and_globals(hook):
+    make, new = _closure_case()
+    f, g = make("f"), make("g")
+    assert f.__code__ is g.__code__
+    hook.on(f, lambda *a: Entry(always, new))
+    for i in range(3):  # alternating closures of one code: each call sees its own cell
+        assert hook.run(f, i) == ("new", i, "f")
+        assert hook.run(g, i) == ("new", i, "g")
+    entry, = _C.cache_entries(f.__code__)
+    assert entry._function is not None and entry._function.__closure__ is None
+
+    # one code under two globals dicts (and builtins)
+    def h(x):
+        return "original"
+
+    reader = make_code(h, [Instr("LOAD_GLOBAL", (True, "len")), Instr("LOAD_GLOBAL", (False, "WHERE")),
+                           Instr("PRECALL", 1), Instr("CALL", 1), Instr("RETURN_VALUE")])
+    ns1 = {"WHERE": "one", "__builtins__": {"len": lambda s: ("len1", s)}}
+    ns2 = {"WHERE": "two!", "__builtins__": {"len": lambda s: ("len2", s)}}
+    h1 = type(h)(h.__code__, ns1)
+    h2 = type(h)(h.__code__, ns2)
+    hook.on(h, lambda *a: Entry(always, reader))
+    for _ in range(3):
+        assert hook.run(h1, 0) == ("len1", "one")
+        assert hook.run(h2, 0) == ("len2", "two!")
+
+
+def test_parked_function_keeps_no_closure_alive(hook):
+    class Big:
+        pass
+
+    make, new = _closure_case()
+    hook.on(make(None), lambda *a: Entry(always, new))
+    value = Big()
+    ref = weakref.ref(value)
+    f = make(value)
+    del value
+    hook.record = False  # (recorded calls would hold f)
+    result = hook.run(f, 1)
+    assert result[2] is ref()
+    del f, result
+    gc.collect()
+    assert ref() is None  # the entry's parked function does not hold the last closure
+
+
+def test_recursive_hits_and_raising_code(hook):
+    def f(n):
+        return "original"
+
+    # new code: n and f(n - 1) or 0 -> a recursive hit while the outer run has the function out
+    new = make_code(f, [
+        Instr("LOAD_FAST", "n"),
+        Instr("POP_JUMP_FORWARD_IF_FALSE", label := __import__("bytecode").Label()),
+        Instr("LOAD_FAST", "n"),
+        Instr("LOAD_GLOBAL", (True, "_recurse")),
+        Instr("LOAD_FAST", "n"),
+        Instr("PRECALL", 1),
+        Instr("CALL", 1),
+        Instr("BINARY_OP", 0),
+        Instr("RETURN_VALUE"),
+        label,
+        Instr("LOAD_CONST", 0),
+        Instr("RETURN_VALUE"),
+    ])
+    globals()["_recurse"] = lambda n: f(n - 1)
+    try:
+        hook.on(f, lambda *a: Entry(always, new))
+        assert hook.run(f, 5) == 15
+        assert hook.run(f, 5) == 15
+        entry, = _C.cache_entries(f.__code__)
+        fn = entry._function
+        assert fn is not None
+        del fn
+        # a raising run: the traceback's frame may keep the function; later hits still work
+        with pytest.raises(TypeError):
+            hook.run(f, "x")
+        assert hook.run(f, 3) == 6
+    finally:
+        del globals()["_recurse"]
+
+
+def test_refcounts_flat_on_hits_with_changing_closures(hook):
+    make, new = _closure_case()
+    f, g = make(object()), make(object())
+    hook.on(f, lambda *a: Entry(always, new))
+    arg = object()
+
+    def drive(x):
+        f(x)
+        return g(x)
+
+    hook.on(drive, lambda *a: RUN_EAGER)
+    hook.run(f, arg)
+    entry, = _C.cache_entries(f.__code__)
+    hook.handlers[f.__code__] = lambda *a: pytest.fail("cache miss")
+    _calls_keep_refcounts_flat(hook, drive, arg, [f.__closure__[0].cell_contents,
+                                                   g.__closure__[0].cell_contents, new, entry, f.__globals__])
+    import tracemalloc
+    hook.record = False
+    prev = _C.set_callback(hook)
+    try:
+        tracemalloc.start()
+        for _ in range(1000):
+            drive(arg)
+        gc.collect()
+        before, objects = tracemalloc.get_traced_memory()[0], len(gc.get_objects())
+        for _ in range(100_000):
+            drive(arg)
+        gc.collect()
+        after, objects_after = tracemalloc.get_traced_memory()[0], len(gc.get_objects())
+        tracemalloc.stop()
+    finally:
+        _C.set_callback(prev)
+    assert after - before < 64 * 1024 and objects_after - objects < 100
+
+
+# --------------------------------------------------------------------------
+# dynamo_lite/cache.py: the Python view of the cache
+# --------------------------------------------------------------------------
+
+def test_cache_module_entries_newest_first_per_owner():
+    import torch
+
+    import dynamo_lite
+    from dynamo_lite import cache
+
+    def f(x):
+        return x + 1
+
+    dynamo_lite.reset()
+    eager = dynamo_lite.compile(f, backend="eager")
+    other = dynamo_lite.compile(f, backend="aot_eager")
+    eager(torch.ones(2))
+    eager(torch.ones(3))
+    other(torch.ones(2))
+    every = cache.entries(f.__code__)
+    assert len(every) == 3 and [e.serial for e in every] == sorted((e.serial for e in every), reverse=True)
+    mine = cache.entries(f.__code__, eager._dl_converter)
+    assert len(mine) == 2 and all(e.owner is eager._dl_converter for e in mine)
+    assert [e.compile_id.split("/")[1] for e in mine] == ["1", "0"]
+    assert all(e.guard is not None and e.code is not None for e in every)
+    assert mine[0].graph_module is not None
+    eager(torch.ones(2))  # a hit moves the entry to the front of C's list; entries() stays newest first
+    assert cache.entries(f.__code__, eager._dl_converter) == mine
+    dynamo_lite.reset()
+    assert cache.entries(f.__code__) == [] and _C.get_cache(f.__code__) is None
+
+
+def test_cache_module_reset_leaves_nothing_alive():
+    import torch
+
+    import dynamo_lite
+    from dynamo_lite import cache
+
+    refs = []
+    for i in range(3):
+        ns = {}
+        exec("def f(x, n):\n    y = x * 2\n    print('mid') if n > 5 else None\n    return y + n\n", ns)
+        fn = ns["f"]
+        dynamo_lite.compile(fn, backend="eager")(torch.ones(2), i)
+        dynamo_lite.compile(fn, backend="eager")(torch.ones(3), 1.5)
+        assert len(cache.entries(fn.__code__)) >= 1
+        refs.append(weakref.ref(fn.__code__))
+        del fn, ns
+    dynamo_lite.reset()
+    for _ in range(3):
+        gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    assert len(cache._TOUCHED) == 0 and len(cache._NOT_CAPTURED) == 0
+
+
+def test_cache_module_display_names_and_limits():
+    from dynamo_lite import cache
+
+    def f():
+        pass
+
+    def g():
+        pass
+
+    cache.register_generated(g.__code__, "resume", "resumed at line 7")
+    assert cache.display_name(f.__code__) == "f"
+    assert cache.display_name(g.__code__) == "g (resumed at line 7)"
+    assert cache.is_resume_code(g.__code__) and not cache.is_loop_body(g.__code__)
+    try:
+        assert [cache.count_not_captured(f.__code__) for _ in range(cache.MAX_NOT_CAPTURED + 1)] == \
+            [True] * cache.MAX_NOT_CAPTURED + [False]
+        assert cache.first_limit_hit(f.__code__) and not cache.first_limit_hit(f.__code__)
+        assert cache.frame_id(f.__code__) == cache.frame_id(f.__code__) != cache.frame_id(g.__code__)
+    finally:
+        cache.reset()
+    assert cache.count_not_captured(f.__code__) and cache.first_limit_hit(f.__code__)
+    cache.reset()
