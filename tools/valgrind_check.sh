@@ -38,7 +38,7 @@ set -e
 import re, sys
 log, out, status = sys.argv[1], sys.argv[2], int(sys.argv[3])
 text = open(log).read()
-ours = re.compile(r"(eval_frame\.c|guards\.c|tensor_meta\.cpp|dynamo_lite/_C|dynamo_lite/_tensor_meta)")
+ours = re.compile(r"(eval_frame\.c|cache_entry\.c|call_scope\.c|guards\.c|tensor_meta\.cpp|dynamo_lite/_C|dynamo_lite/_tensor_meta)")
 blocks, cur = [], []
 for line in text.splitlines():
     body = re.sub(r"^==\d+== ?", "", line)
