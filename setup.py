@@ -1,8 +1,9 @@
 """Build the C core of dynamo_lite.
 
 Only the extensions live here; all metadata is in pyproject.toml.
-csrc/eval_frame.c and csrc/guards.c (with csrc/cpython_compat.h) become
-dynamo_lite._C: plain C, no torch dependency.
+csrc/eval_frame.c, csrc/cache_entry.c, csrc/call_scope.c and csrc/guards.c
+(with csrc/cpython_compat.h) become dynamo_lite._C: plain C, no torch
+dependency.
 csrc/tensor_meta.cpp becomes the optional dynamo_lite._tensor_meta (fast
 tensor guards; built only when torch is importable at build time, e.g.
 `python setup.py build_ext --inplace` or `pip install --no-build-isolation`;
@@ -15,8 +16,9 @@ from setuptools import Extension, setup
 extensions = [
     Extension(
         "dynamo_lite._C",
-        sources=["csrc/eval_frame.c", "csrc/guards.c"],
-        depends=["csrc/cpython_compat.h", "csrc/guards.h", "csrc/tensor_meta.h"],
+        sources=["csrc/eval_frame.c", "csrc/cache_entry.c", "csrc/call_scope.c", "csrc/guards.c"],
+        depends=["csrc/cpython_compat.h", "csrc/eval_frame.h", "csrc/cache_entry.h", "csrc/guards.h",
+                 "csrc/tensor_meta.h"],
         include_dirs=["csrc"],
         extra_compile_args=["-O2", "-Wall"],
     )

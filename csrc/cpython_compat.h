@@ -24,7 +24,7 @@
  *     every function call reaches the hook.
  *   - interp->eval_frame may be NULL or _PyEval_EvalFrameDefault for "default".
  *
- * Tested by tests/test_c_hook.py.
+ * Tested by tests/unit/test_c_hook.py.
  */
 #ifndef DYNAMO_LITE_CPYTHON_COMPAT_H
 #define DYNAMO_LITE_CPYTHON_COMPAT_H
@@ -70,6 +70,13 @@ dl_frame_globals(DLFrame *frame)
     return frame->f_globals;
 }
 
+/* Builtins dict of the frame (borrowed; kept alive by f_func). */
+static inline PyObject *
+dl_frame_builtins(DLFrame *frame)
+{
+    return frame->f_builtins;
+}
+
 /* Fast locals array. On a fresh frame, slots [0, nargs) hold the argument
  * values (borrowed references owned by the frame). */
 static inline PyObject **
@@ -98,6 +105,32 @@ static inline int
 dl_code_nfreevars(PyCodeObject *code)
 {
     return code->co_nfreevars;
+}
+
+/* Point function fn (a PyFunctionObject) at globals, builtins and closure
+ * (new references taken; closure may be NULL; the old ones are released
+ * last, so finalizers they run see fn consistent). Used on a function no one
+ * else holds (refcount 1, or about to be called by its only owner). 3.11
+ * reads these fields at call time (_PyFunction_Vectorcall); func_version
+ * (call specialisation) is reset, as CPython does when it changes them. */
+static inline void
+dl_function_rebind(PyObject *fn, PyObject *globals, PyObject *builtins,
+                   PyObject *closure)
+{
+    PyFunctionObject *f = (PyFunctionObject *)fn;
+    PyObject *old_globals = f->func_globals;
+    PyObject *old_builtins = f->func_builtins;
+    PyObject *old_closure = f->func_closure;
+    Py_INCREF(globals);
+    Py_INCREF(builtins);
+    Py_XINCREF(closure);
+    f->func_globals = globals;
+    f->func_builtins = builtins;
+    f->func_closure = closure;
+    f->func_version = 0;
+    Py_DECREF(old_globals);
+    Py_DECREF(old_builtins);
+    Py_XDECREF(old_closure);
 }
 
 /* Does this eval-frame function stand for "the interpreter's default"? */

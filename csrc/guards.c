@@ -53,7 +53,7 @@
  * Invariants: construction validates every register index and that each
  * register is loaded before it is read, so a run never reads an unset
  * register. After tp_clear (GC) a program has no ops and always fails.
- * Tested by tests/test_guards_fast.py.
+ * Tested by tests/unit/test_guards.py.
  */
 #include "cpython_compat.h"
 #include "guards.h"

@@ -5,7 +5,7 @@
  * A GuardProgram is the compiled check of one cache entry: a straight list
  * of register loads and checks built by dynamo_lite/guards/program.py.
  * The hook calls it directly (no argument tuple, no Python frame).
- * Tested by tests/test_guards_fast.py.
+ * Tested by tests/unit/test_guards.py.
  */
 #ifndef DYNAMO_LITE_GUARDS_H
 #define DYNAMO_LITE_GUARDS_H

@@ -20,7 +20,7 @@
  * The answer matches what Python attribute reads return for plain tensors,
  * nn.Parameter and nn.Buffer-like subclasses without their own
  * __torch_function__/__torch_dispatch__ (the only types guards/ sends here).
- * Tested by tests/test_guards_fast.py.
+ * Tested by tests/unit/test_guards.py.
  */
 #include <Python.h>
 

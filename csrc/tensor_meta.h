@@ -9,7 +9,7 @@
  * without it every tensor check reads metadata through Python attributes
  * (slower, same answers for the tensor types the fast path accepts).
  *
- * Tested by tests/test_guards_fast.py.
+ * Tested by tests/unit/test_guards.py.
  */
 #ifndef DYNAMO_LITE_TENSOR_META_H
 #define DYNAMO_LITE_TENSOR_META_H

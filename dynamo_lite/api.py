@@ -18,14 +18,13 @@ from typing import Callable, Optional, Union
 import torch
 from torch.nn.modules import module as _nn_module
 
-from . import _C, config
+from . import _C, cache, config
 from .backends import lookup_backend
-from .convert_frame import FrameConverter, reset_state
+from .convert_frame import FrameConverter
 from .eval_frame import enable
 from .report import events
 from .report.explain import ExplainOutput, build_explain_output
 
-_COMPILED_CODES: "weakref.WeakSet" = weakref.WeakSet()
 _MODULE_CALL = torch.nn.Module.__call__  # nn.Module's own __call__ (_wrapped_call_impl)
 
 
@@ -134,7 +133,7 @@ def compile(model: Optional[Union[Callable, torch.nn.Module]] = None, *, backend
 
     # a C-level wrapper: it sets the callback around the call and adds no Python frame
     # (warnings' stacklevel, tracebacks and sys._getframe() see the caller directly)
-    compiled = functools.update_wrapper(_C.DisabledCall(model, converter), model)
+    compiled = functools.update_wrapper(_C.CallWithCallback(model, converter), model)
     compiled._dl_compiled = True
     compiled._dl_converter = converter
     return compiled
@@ -155,14 +154,14 @@ def disable(fn: Optional[Callable] = None):
         fn = fn.__wrapped__  # disable(compile(f)) is f, run without capture
     elif isinstance(fn, OptimizedModule):
         fn = fn._orig_mod
-    wrapped = _C.DisabledCall(fn)
+    wrapped = _C.CallWithHookOff(fn)
     functools.update_wrapper(wrapped, fn)
     return wrapped
 
 
 def reset() -> None:
     """Forget every compiled entry (the next call of each function compiles again)."""
-    reset_state()
+    cache.reset()
 
 
 __all__ = ["compile", "optimize", "disable", "reset", "OptimizedModule"]

@@ -1,8 +1,14 @@
 """One frame -> a cache entry, or "run it eagerly".
 
 ``FrameConverter`` is the Python callback the C hook calls on a cache miss:
-``converter(code, f_locals, func)`` returns ``None`` (run eagerly this time),
-``_C.SKIP`` (never look at this code again) or ``(check_fn, new_code)``.
+``converter(code, f_locals, func)`` returns one of (the protocol of csrc/cache_entry.c)
+
+    _C.CacheEntry(check, new_code, owner, compile_id=..., guard=..., graph_module=...)
+                     C stores it on ``code`` and runs it now (new_code None: the original code)
+    _C.SKIP          never look at this code again (until reset)
+    _C.RUN_EAGER     run the original code this time, remember nothing
+
+Entries are read back through ``cache.entries`` (the C cache is the only copy).
 
     __call__
       -> _skip_reason            files we never trace; our own generated code
@@ -21,23 +27,21 @@ Tested by tests/api/test_api.py and tests/api/test_recompiles.py.
 from __future__ import annotations
 
 import gc
-import itertools
 import logging
 import threading
 import time
 import traceback
 import types
-import weakref
 from typing import Optional
 
 import torch
 
 from . import graph_breaks as gb
-from . import _C, bytecode_compat, config
+from . import _C, bytecode_compat, cache, config
 from . import log as dl_log
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .report import events
-from .codegen.resume import display_name, is_loop_body
+from .cache import display_name, is_loop_body
 from .skipfiles import skip_reason
 
 log = logging.getLogger("dynamo_lite")
@@ -48,47 +52,8 @@ graph_code_log = logging.getLogger("dynamo_lite.graph_code")
 bytecode_log = logging.getLogger("dynamo_lite.bytecode")
 
 _CONVERT_LOCK = threading.RLock()
-_frame_ids: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_frame_counter = itertools.count()
-# code -> list of CacheEntryInfo (what each C cache entry was built from), newest first
-_ENTRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-_GENERATED: "weakref.WeakSet" = weakref.WeakSet()
-_LIMIT_WARNED: "weakref.WeakSet" = weakref.WeakSet()
-_SKIPPED: "weakref.WeakSet" = weakref.WeakSet()  # codes the C cache marks SKIP
-
-
-class CacheEntryInfo:
-    """Python-side record of one cache entry (the C side holds (check_fn, code, owner))."""
-
-    def __init__(self, guard, code, compile_id, graph_module, owner=None):
-        self.guard = guard  # CompiledGuard
-        self.code = code  # transformed code or None
-        self.compile_id = compile_id
-        self.graph_module = graph_module
-        self.owner = owner  # the FrameConverter whose calls may use the entry
-
-
-def _frame_id(code) -> int:
-    fid = _frame_ids.get(code)
-    if fid is None:
-        fid = _frame_ids[code] = next(_frame_counter)
-    return fid
-
-
-def reset_state() -> None:
-    for code in list(_ENTRIES.keys()) + list(_SKIPPED) + list(_NOT_CAPTURED.keys()):
-        _C.set_cache(code, None)
-    _SKIPPED.clear()
-    _NOT_CAPTURED.clear()
-    _ENTRIES.clear()
-    _LIMIT_WARNED.clear()
-    _frame_ids.clear()
-
-
-def entries_for(code, owner=None) -> list:
-    """Cache entries of ``code``, newest first (only ``owner``'s when given)."""
-    entries = _ENTRIES.get(code, [])
-    return entries if owner is None else [e for e in entries if e.owner is owner]
+RUN_EAGER = _C.RUN_EAGER  # the callback's "run the original code this time" answer
+entries_for = cache.entries  # (the name tests use)
 
 
 class FrameConverter:
@@ -109,28 +74,26 @@ class FrameConverter:
     def __call__(self, code: types.CodeType, f_locals: dict, func):
         with _CONVERT_LOCK:  # threads convert one frame at a time (cache limit, no duplicate entries)
             result = self._convert(code, f_locals, func)
-        if result is _C.SKIP:
-            _SKIPPED.add(code)
+        cache.record(code, result)
         return result
 
     def _convert(self, code: types.CodeType, f_locals: dict, func):
-        if code in _GENERATED:
+        if cache.is_generated(code):
             return _C.SKIP
         reason = skip_reason(code.co_filename, code.co_name)
         if reason is not None:
             return _C.SKIP
         if not bytecode_compat.SUPPORTED:
             return _C.SKIP
-        existing = entries_for(code, self)
+        existing = cache.entries(code, self)
         if existing:
             reasons = [e.guard.explain_failure(tuple(f_locals[n] for n in bytecode_compat.arg_names(code)
                                                      if n in f_locals), func.__globals__, func)
                        for e in existing]
             if None in reasons:
-                return None  # another thread compiled a matching entry while this one waited: run eagerly once
+                return RUN_EAGER  # another thread compiled a matching entry while this one waited
             if len(existing) >= config.cache_size_limit:
-                if code not in _LIMIT_WARNED:
-                    _LIMIT_WARNED.add(code)
+                if cache.first_limit_hit(code):
                     # loop bodies made for graph breaks in loops are specialised per iteration
                     # value and expected to reach the limit: not worth a warning
                     level = logging.INFO if is_loop_body(code) else logging.WARNING
@@ -142,8 +105,8 @@ class FrameConverter:
                                                        config.cache_size_limit, reasons))
                 # the fallback entry: kept last by C, it runs the original code whenever no compiled
                 # entry matches, without calling back here (the limit is final until reset())
-                return (_C.ALWAYS, None, self)
-            compile_id = f"{_frame_id(code)}/{len(existing)}"
+                return _C.CacheEntry(_C.ALWAYS, None, self)
+            compile_id = f"{cache.frame_id(code)}/{len(existing)}"
             recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, display_name(code),
                                 code.co_filename, code.co_firstlineno, reasons[0])
             recompiles_log.debug("[%s] Guard failures of all %d cache entries of %s (newest first):\n%s",
@@ -151,7 +114,7 @@ class FrameConverter:
             events.emit(events.RecompileEvent(display_name(code), code.co_filename, code.co_firstlineno,
                                               compile_id, reasons))
         else:
-            compile_id = f"{_frame_id(code)}/0"
+            compile_id = f"{cache.frame_id(code)}/0"
         if not self.fullgraph and not _has_tensor_or_module(f_locals, func):
             return _nothing_to_capture(code, f_locals)
         if torch._C._len_torch_function_stack():
@@ -162,7 +125,7 @@ class FrameConverter:
             if self.fullgraph:
                 raise Unsupported(gb.FRAME_SKIPPED, reason, user_stack=[_code_frame(code)])
             self._fallback(code, reason, gb.FRAME_SKIPPED, [_code_frame(code)], compile_id)
-            return None
+            return RUN_EAGER
         # Tracing allocates many short-lived objects: a full collection of a big process
         # (torch, transformers) in the middle of a capture costs hundreds of milliseconds.
         gc_enabled = gc.isenabled()
@@ -181,7 +144,7 @@ class FrameConverter:
     def _compile(self, code, f_locals, func, compile_id):
         shadowed = _shadow_saved_tensor_hooks()
         if shadowed is None:
-            return None  # the user's saved-tensor hooks cannot be shadowed now: run eagerly this time
+            return RUN_EAGER  # the user's saved-tensor hooks cannot be shadowed now
         try:
             return self._compile_inner(code, f_locals, func, compile_id)
         except Unsupported:
@@ -190,17 +153,16 @@ class FrameConverter:
             self._fallback(code, e.reason, e.break_id, e.user_stack or [_code_frame(code)], compile_id)
             if self.fullgraph:
                 raise Unsupported(e.break_id, e.reason, user_stack=e.user_stack or [_code_frame(code)]) from None
-            return _C.SKIP if e.permanent else None
+            return _C.SKIP if e.permanent else RUN_EAGER
         except BackendCompilerFailed as e:
             if not config.suppress_errors or self.fullgraph:
                 raise
             self._fallback(code, str(e), gb.BACKEND_FAILED, [_code_frame(code)], compile_id)
             guard = e.fallback_guard
             if guard is None:
-                return None
+                return RUN_EAGER
             # calls that pass the same guards run the original code: the backend is not retried
-            _ENTRIES.setdefault(code, []).insert(0, CacheEntryInfo(guard, None, compile_id, None, self))
-            return (guard.fn, None, self)
+            return _C.CacheEntry(guard.fn, None, self, compile_id=compile_id, guard=guard)
         except Exception as e:  # noqa: BLE001 - a dynamo_lite bug: never the user's problem
             if config.raise_internal_errors:
                 raise
@@ -230,7 +192,7 @@ class FrameConverter:
         for _ in range(8):
             tx, state = self._frame_state(code, f_locals, func, tx, brk, step)
             if state is None:
-                return None
+                return RUN_EAGER
             try:
                 unclosed = unclosed_generator(tx.output)
                 if unclosed is not None:  # Python must make it, to close it when it is dropped
@@ -263,7 +225,7 @@ class FrameConverter:
                 # (with suppress_errors: an entry that runs the original code for these inputs)
                 e.fallback_guard = output.guards.compile(bytecode_compat.arg_names(code))
                 raise
-            compiled = _C.DisabledCall(compiled_fn)
+            compiled = _C.CallWithHookOff(compiled_fn)
             compiled_fn.owner = compiled  # the first result is checked, then the check is dropped
         output_index = {node: i for i, node in enumerate(outputs)}
         if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells \
@@ -273,11 +235,8 @@ class FrameConverter:
             new_code = transform.build_code(state, compiled, graph_inputs, output_index,
                                             rerun_on_error=compiled is not None and output.can_rerun_on_error(),
                                             grad_enabled=output.initial_grad_enabled)
-            _GENERATED.add(new_code)
-            _C.set_cache(new_code, _C.SKIP)
+            cache.add_generated(new_code)
         guard = output.guards.compile(bytecode_compat.arg_names(code))
-        info = CacheEntryInfo(guard, new_code, compile_id, gm, self)
-        _ENTRIES.setdefault(code, []).insert(0, info)
         if gm is not None:
             graph_code_log.info("[%s] Graph of %s:\n%s", compile_id, display_name(code),
                                 dl_log.lazy(gm.print_readable, print_output=False))
@@ -290,7 +249,7 @@ class FrameConverter:
             bytecode_log.info("[%s] Bytecode of %s:\n%s", compile_id, display_name(code),
                               dl_log.lazy(dl_log.format_code_change, code, new_code))
         output.release_examples()
-        return (guard.fn, new_code, self)
+        return _C.CacheEntry(guard.fn, new_code, self, compile_id=compile_id, guard=guard, graph_module=gm)
 
     def _report_break(self, code, compile_id, brk, tx) -> None:
         event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), display_name(code),
@@ -372,8 +331,6 @@ def _code_frame(code) -> UserFrame:
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
-_NOT_CAPTURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # code -> entries made below
-_MAX_NOT_CAPTURED = 8
 
 
 def _nothing_to_capture(code, f_locals):
@@ -381,21 +338,20 @@ def _nothing_to_capture(code, f_locals):
     tensor or module in the arguments, no global, attribute or closure read).  When every
     argument is a plain scalar: an entry (type guards, None), so later calls with the same
     argument types run the original code without calling back (the hook costs one small guard
-    program instead of a Python callback).  Otherwise None: ask again next time."""
+    program instead of a Python callback; at most cache.MAX_NOT_CAPTURED per code).  Otherwise
+    RUN_EAGER: ask again next time."""
     names = bytecode_compat.arg_names(code)
     if not all(n in f_locals and type(f_locals[n]) in _SCALAR_TYPES for n in names):
-        return None
-    count = _NOT_CAPTURED.get(code, 0)
-    if count >= _MAX_NOT_CAPTURED:
-        return None
-    _NOT_CAPTURED[code] = count + 1
+        return RUN_EAGER
+    if not cache.count_not_captured(code):
+        return RUN_EAGER
     from .guards import Guard, GuardSet
     from .source import LocalSource
 
     guards = GuardSet()
     for n in names:
         guards.add(Guard("TYPE", LocalSource(n), type(f_locals[n])))
-    return (guards.compile(tuple(names)).fn, None)
+    return _C.CacheEntry(guards.compile(tuple(names)).fn, None)
 
 
 def _has_tensor_or_module(f_locals: dict, func) -> bool:

@@ -3,7 +3,8 @@
 ``enable(callback)`` is a context manager that installs ``callback`` as this
 thread's hook callback (re-installing the interpreter-wide hook if another
 PEP 523 user replaced it) and restores the previous one on exit.
-``DisabledCall`` (from C) runs a callable with the hook off.
+``_C.CallWithHookOff`` / ``_C.CallWithCallback`` (csrc/call_scope.c) run a callable with the
+hook off / with a given callback, from C.
 Tested by tests/api/test_api.py and tests/unit/test_c_hook.py.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from . import _C
+from . import _C, cache
 
 
 class enable(contextlib.ContextDecorator):
@@ -53,4 +54,4 @@ def run_with(callback, fn, args, kwargs):
 
 
 def clear_cache(code) -> None:
-    _C.set_cache(code, None)
+    cache.clear(code)

@@ -9,7 +9,7 @@
 # every Python allocation is visible to memcheck.  Torch and CPython produce
 # their own (known, harmless) reports; the summary separates the errors and
 # definite leaks whose stack goes through dynamo_lite's extension
-# (eval_frame.c, guards.c, tensor_meta.cpp) from the rest.  Exit status 1 when
+# (eval_frame.c, cache_entry.c, call_scope.c, guards.c, tensor_meta.cpp) from the rest.  Exit status 1 when
 # the workload fails or any error/definite leak involves our code.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,7 +38,7 @@ set -e
 import re, sys
 log, out, status = sys.argv[1], sys.argv[2], int(sys.argv[3])
 text = open(log).read()
-ours = re.compile(r"(eval_frame\.c|guards\.c|tensor_meta\.cpp|dynamo_lite/_C|dynamo_lite/_tensor_meta)")
+ours = re.compile(r"(eval_frame\.c|cache_entry\.c|call_scope\.c|guards\.c|tensor_meta\.cpp|dynamo_lite/_C|dynamo_lite/_tensor_meta)")
 blocks, cur = [], []
 for line in text.splitlines():
     body = re.sub(r"^==\d+== ?", "", line)

@@ -2,7 +2,7 @@
 
 The hook (install, per-thread callback, frame filter), the co_extra cache
 (insert, hit, miss, SKIP, reset), guard programs (pass, fail, recompile),
-DisabledCall, resume functions after graph breaks, exceptions through
+CallWithHookOff, resume functions after graph breaks, exceptions through
 compiled code, two threads, and teardown.  Prints "workload ok" at the end.
 """
 import gc
@@ -43,7 +43,7 @@ def main():
                     cr(x)
                 except ValueError:
                     pass
-        wrapped = _C.DisabledCall(full)
+        wrapped = _C.CallWithHookOff(full)
         x = torch.ones(3)
         assert torch.equal(wrapped(x, x), full(x, x))
 

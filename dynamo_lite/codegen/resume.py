@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import dis
 import types
-import weakref
 from typing import Optional
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
@@ -185,23 +184,5 @@ def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tupl
     return new_code
 
 
-# generated code objects (resume functions, loop bodies) -> (kind, where in the user's function)
-_GENERATED_KIND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def register_generated(code: types.CodeType, kind: str, where: str) -> None:
-    _GENERATED_KIND[code] = (kind, where)
-
-
-def is_resume_code(code: types.CodeType) -> bool:
-    return _GENERATED_KIND.get(code, ("",))[0] == "resume"
-
-
-def is_loop_body(code: types.CodeType) -> bool:
-    return _GENERATED_KIND.get(code, ("",))[0] == "loop body"
-
-
-def display_name(code: types.CodeType) -> str:
-    """The name diagnostics show: ``f``, ``f (resumed at line 12)``, ``f (loop body at line 9)``."""
-    entry = _GENERATED_KIND.get(code)
-    return code.co_name if entry is None else f"{code.co_name} ({entry[1]})"
+# generated code objects (resume functions, loop bodies) and their display names: cache.py
+from ..cache import display_name, is_loop_body, is_resume_code, register_generated  # noqa: E402,F401

@@ -233,13 +233,13 @@ class CheckedCompiledGraph:
     (``gm.forward``) replaces the backend's callable for this call (when the graph
     mutates no tensor in place: the backend already ran) and every later call,
     with one warning; otherwise ``BackendCompilerFailed`` is raised on every call.
-    Once a result checks out, ``owner`` (the DisabledCall in the cache entry) is
+    Once a result checks out, ``owner`` (the CallWithHookOff in the cache entry) is
     pointed at the backend's callable, so later calls skip the check.
 
     Attributes:
         fn: the backend's callable.  gm: the captured graph.
         expected: (shape, dtype, device) per graph output.
-        owner: the DisabledCall that calls this object (set by convert_frame).
+        owner: the CallWithHookOff that calls this object (set by convert_frame).
     """
 
     def __init__(self, fn, gm: torch.fx.GraphModule, backend_name: str, where: str):

@@ -95,7 +95,7 @@ def _rebuild(cls, init_kwargs, writes):
     return out
 
 
-_REBUILD = _C.DisabledCall(_rebuild)
+_REBUILD = _C.CallWithHookOff(_rebuild)
 
 
 class ModelOutputClassVariable(VariableTracker):

@@ -20,6 +20,8 @@ from bytecode import Bytecode, CompilerFlags, FreeVar, Instr
 from dynamo_lite import _C
 
 SKIP = _C.SKIP
+RUN_EAGER = _C.RUN_EAGER
+Entry = _C.CacheEntry
 
 
 # --------------------------------------------------------------------------
@@ -99,7 +101,7 @@ class Hook:
     def __call__(self, code, f_locals, func):
         handler = self.handlers.get(code)
         if handler is None:
-            return None
+            return RUN_EAGER
         if self.record:
             self.calls.append((code, f_locals, func))
         else:
@@ -159,42 +161,54 @@ def test_cache_roundtrip_refcounts():
 
     code = f.__code__
     assert _C.get_cache(code) is None
-    cache = []
-    base = sys.getrefcount(cache)
+    entry = Entry(always)
+    base = sys.getrefcount(entry)
+    cache = [entry]
     _C.set_cache(code, cache)
-    assert sys.getrefcount(cache) == base + 1
-    assert _C.get_cache(code) is cache
-    assert sys.getrefcount(cache) == base + 1
+    assert sys.getrefcount(entry) == base + 2  # our list and C's copy
+    got = _C.get_cache(code)
+    assert got == [entry] and got is not cache  # a copy: C's list is its own
+    del got
+    cache.append(42)  # changing ours does not reach C's
+    assert _C.cache_entries(code) == [entry]
+    del cache
+    assert sys.getrefcount(entry) == base + 1
     # replacing releases the old value
     skip_base = sys.getrefcount(SKIP)
     _C.set_cache(code, SKIP)
-    assert sys.getrefcount(cache) == base
+    assert sys.getrefcount(entry) == base
     assert sys.getrefcount(SKIP) == skip_base + 1
     assert _C.get_cache(code) is SKIP
-    _C.set_cache(code, cache)
+    assert _C.cache_entries(code) == []
+    _C.set_cache(code, [entry])
     assert sys.getrefcount(SKIP) == skip_base
     _C.set_cache(code, None)
-    assert sys.getrefcount(cache) == base
+    assert sys.getrefcount(entry) == base
     assert _C.get_cache(code) is None
+    assert _C.cache_entries(code) == []
     _C.set_cache(code, None)  # clearing twice is fine
 
 
 def test_cache_released_with_code():
     ns = {}
     exec("def g():\n    return 1\n", ns)
-    cache = []
-    base = sys.getrefcount(cache)
-    _C.set_cache(ns["g"].__code__, cache)
-    assert sys.getrefcount(cache) == base + 1
+    entry = Entry(always)
+    base = sys.getrefcount(entry)
+    _C.set_cache(ns["g"].__code__, [entry])
+    assert sys.getrefcount(entry) == base + 1
     del ns
     gc.collect()
-    assert sys.getrefcount(cache) == base
+    assert sys.getrefcount(entry) == base
 
 
 def test_cache_argument_checks():
     code = test_cache_argument_checks.__code__
     with pytest.raises(TypeError):
         _C.set_cache(code, (always, None))
+    with pytest.raises(TypeError, match="must be _C.CacheEntry objects, not tuple"):
+        _C.set_cache(code, [Entry(always), (always, None)])
+    with pytest.raises(TypeError, match="must be _C.CacheEntry objects, not tuple"):
+        _C.insert_entry(code, (always, None))
     with pytest.raises(TypeError):
         _C.set_cache("not code", [])
     with pytest.raises(TypeError):
@@ -208,10 +222,10 @@ def test_cache_argument_checks():
 
 def test_set_callback_returns_previous_and_installs():
     def cb1(*a):
-        return None
+        return RUN_EAGER
 
     def cb2(*a):
-        return None
+        return RUN_EAGER
 
     prev = _C.set_callback(None)
     try:
@@ -229,7 +243,7 @@ def test_uninstall_and_reinstall(hook):
     def f(x):
         return x
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     prev = _C.set_callback(hook)
     try:
         assert _C._is_installed()
@@ -253,7 +267,7 @@ def test_callback_receives_code_args_and_func(hook):
     def f(a, b=2, *args, c, d=4, **kw):
         return (a, b, args, c, d, kw)
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     result = hook.run(f, 1, 5, 6, 7, c=3, e=9)
     assert result == (1, 5, (6, 7), 3, 4, {"e": 9})
     (code, f_locals, func), = hook.calls
@@ -268,7 +282,7 @@ def test_callback_sees_raw_values_of_cell_arguments(hook):
     def f(a, b):
         return lambda: a + b  # a and b become cells after MAKE_CELL
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     g = hook.run(f, 1, 2)
     assert g() == 3
     assert hook.calls[0][1] == {"a": 1, "b": 2}
@@ -278,7 +292,7 @@ def test_none_runs_original_every_time(hook):
     def f(x):
         return x * 2
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     assert hook.run(f, 3) == 6
     assert hook.run(f, 4) == 8
     assert hook.count(f) == 2
@@ -317,7 +331,7 @@ def test_callback_exception_propagates(hook):
     assert _C.get_cache(f.__code__) is None
 
 
-@pytest.mark.parametrize("bad", [42, (always,), (always, 1), (1, None),
+@pytest.mark.parametrize("bad", [None, 42, (always,), (always, None), (always, 1), (1, None),
                                  [always, None]])
 def test_callback_bad_result_is_type_error(hook, bad):
     def f(x):
@@ -338,7 +352,7 @@ def test_hook_is_off_inside_callback(hook):
     def handler(code, f_locals, func):
         seen_inside.append(_C.get_callback())
         assert func(f_locals["x"]) == f_locals["x"]  # no recursion
-        return None
+        return RUN_EAGER
 
     hook.on(f, handler)
     prev = _C.set_callback(hook)
@@ -358,7 +372,7 @@ def test_set_callback_inside_callback_is_scoped(hook):
     def other(*a):
         return None
 
-    hook.on(f, lambda *a: _C.set_callback(other))
+    hook.on(f, lambda *a: (_C.set_callback(other), RUN_EAGER)[1])
     prev = _C.set_callback(hook)
     try:
         f(1)
@@ -382,7 +396,7 @@ def test_generators_and_coroutines_never_reach_callback(hook):
 
     for fn in (gen, coro, agen):
         hook.on(fn, lambda *a: pytest.fail("generator reached callback"))
-    hook.on(genexpr_user, lambda *a: None)
+    hook.on(genexpr_user, lambda *a: RUN_EAGER)
 
     def body():
         assert list(gen(3)) == [0, 1, 2]
@@ -413,12 +427,12 @@ def test_entry_runs_new_code(hook):
         guard_calls.append(args)
         return True
 
-    hook.on(f, lambda *a: (check, new))
+    hook.on(f, lambda *a: Entry(check, new))
     assert hook.run(f, 1, c=3) == "new"
     assert hook.count(f) == 1
     assert guard_calls == []  # a fresh entry runs without its guard
     entry, = _C.get_cache(f.__code__)
-    assert entry == (check, new)
+    assert (entry.check, entry.code, entry.owner) == (check, new, None)
 
     assert hook.run(f, 1, 5, 6, c=3, d=4) == "new"
     assert hook.count(f) == 1  # hit: no callback
@@ -442,7 +456,7 @@ def test_new_code_receives_all_arguments_positionally(hook):
         Instr("BUILD_TUPLE", 4),
         Instr("RETURN_VALUE"),
     ])
-    hook.on(f, lambda *a: (always, new))
+    hook.on(f, lambda *a: Entry(always, new))
     assert hook.run(f, 1, 2, k=3, z=4) == (1, (2,), 3, {"z": 4})
     assert hook.run(f, 5, k=6) == (5, (), 6, {})
 
@@ -462,18 +476,17 @@ def test_failing_guard_calls_callback_again_and_hit_moves_to_front(hook):
 
     def handler(code, f_locals, func):
         x = f_locals["x"]
-        return (is_int, new_int) if type(x) is int else (is_str, new_str)
+        return Entry(is_int, new_int) if type(x) is int else Entry(is_str, new_str)
 
     hook.on(f, handler)
     assert hook.run(f, 1) == "int"
     assert hook.run(f, "a") == "str"  # guard fails -> callback again
     assert hook.count(f) == 2
     cache = _C.get_cache(f.__code__)
-    assert [e[0] for e in cache] == [is_str, is_int]  # newest first
+    assert [e.check for e in cache] == [is_str, is_int]  # newest first
     assert hook.run(f, 2) == "int"  # hit on the second entry
     assert hook.count(f) == 2
-    assert [e[0] for e in _C.get_cache(f.__code__)] == [is_int, is_str]
-    assert _C.get_cache(f.__code__) is cache  # moved in place
+    assert [e.check for e in _C.get_cache(f.__code__)] == [is_int, is_str]
 
 
 def test_only_true_is_a_hit(hook):
@@ -481,7 +494,7 @@ def test_only_true_is_a_hit(hook):
         return "original"
 
     new = return_const(f, "new")
-    hook.on(f, lambda *a: (lambda *g: 1, new))
+    hook.on(f, lambda *a: Entry(lambda *g: 1, new))
     assert hook.run(f, 1) == "new"
     assert hook.run(f, 1) == "new"
     assert hook.count(f) == 2  # 1 is truthy but not True: miss
@@ -492,7 +505,7 @@ def test_entry_with_code_none_runs_original(hook):
     def f(x):
         return x * 10
 
-    hook.on(f, lambda *a: (always, None))
+    hook.on(f, lambda *a: Entry(always, None))
     assert hook.run(f, 2) == 20
     assert hook.run(f, 3) == 30
     assert hook.count(f) == 1
@@ -509,7 +522,7 @@ def test_check_fn_raising_is_a_miss(hook, monkeypatch):
     def bad_check(*a):
         raise RuntimeError("guard failed hard")
 
-    entries = iter([(bad_check, new), (never, None)])
+    entries = iter([Entry(bad_check, new), Entry(never, None)])
     hook.on(f, lambda *a: next(entries))
     assert hook.run(f, 1) == "new"  # fresh entry runs without its guard
     assert hook.run(f, 1) == "original"  # guard raised -> miss -> callback
@@ -534,7 +547,7 @@ def test_guard_runs_with_hook_off(hook):
         return True
 
     new = return_const(f, "new")
-    hook.on(f, lambda *a: (check, new))
+    hook.on(f, lambda *a: Entry(check, new))
     hook.on(helper, lambda *a: pytest.fail("hook on inside guard"))
     hook.run(f, 1)
     assert hook.run(f, 1) == "new"
@@ -553,7 +566,7 @@ def test_many_arguments_use_heap_buffer(hook):
         return True
 
     new = return_const(f, "new")
-    hook.on(f, lambda *a: (check, new))
+    hook.on(f, lambda *a: Entry(check, new))
     hook.run(f, *range(40))
     assert hook.run(f, *range(40)) == "new"
     assert got[0][:40] == tuple(range(40))
@@ -577,7 +590,7 @@ def test_closure_is_passed_to_new_code(hook):
         Instr("BUILD_TUPLE", 3),
         Instr("RETURN_VALUE"),
     ])
-    hook.on(f, lambda *a: (always, new))
+    hook.on(f, lambda *a: Entry(always, new))
     assert hook.run(f, 1) == ("new", 1, 10)
     assert hook.run(f, 2) == ("new", 2, 10)
     g = outer()  # same code, another closure cell
@@ -601,8 +614,8 @@ def test_new_code_runs_with_hook_active(hook):
     ])
     globals()["g"] = g
     try:
-        hook.on(f, lambda *a: (always, new))
-        hook.on(g, lambda *a: None)
+        hook.on(f, lambda *a: Entry(always, new))
+        hook.on(g, lambda *a: RUN_EAGER)
         assert hook.run(f, 1) == 2
         assert hook.run(f, 2) == 3
     finally:
@@ -621,7 +634,7 @@ def test_new_code_exception_propagates(hook):
         Instr("BINARY_OP", 11),  # x / 0
         Instr("RETURN_VALUE"),
     ])
-    hook.on(f, lambda *a: (always, new))
+    hook.on(f, lambda *a: Entry(always, new))
     with pytest.raises(ZeroDivisionError):
         hook.run(f, 1)
     with pytest.raises(ZeroDivisionError):
@@ -629,10 +642,10 @@ def test_new_code_exception_propagates(hook):
 
 
 # --------------------------------------------------------------------------
-# DisabledCall
+# call scopes: CallWithHookOff, CallWithCallback
 # --------------------------------------------------------------------------
 
-def test_disabled_call_turns_hook_off_and_restores(hook):
+def test_call_with_hook_off_turns_hook_off_and_restores(hook):
     def f(x):
         return x
 
@@ -642,10 +655,10 @@ def test_disabled_call_turns_hook_off_and_restores(hook):
         seen.append(_C.get_callback())
         return f(a) + k
 
-    hook.on(f, lambda *a: None)
-    d = _C.DisabledCall(inner)
+    hook.on(f, lambda *a: RUN_EAGER)
+    d = _C.CallWithHookOff(inner)
     assert d.__wrapped__ is inner
-    assert "DisabledCall" in repr(d)
+    assert "CallWithHookOff" in repr(d)
     prev = _C.set_callback(hook)
     try:
         assert d(1, k=2) == 3
@@ -658,11 +671,11 @@ def test_disabled_call_turns_hook_off_and_restores(hook):
     assert seen == [None]
 
 
-def test_disabled_call_with_a_callback_sets_it_for_the_call_only():
+def test_call_with_callback_sets_it_for_the_call_only():
     seen = []
 
     def cb(*args):
-        return None
+        return RUN_EAGER
 
     def inner(a):
         seen.append(_C.get_callback())
@@ -670,8 +683,8 @@ def test_disabled_call_with_a_callback_sets_it_for_the_call_only():
             raise KeyError("x")
         return a + 1
 
-    d = _C.DisabledCall(inner, cb)
-    assert "compiled" in repr(d)
+    d = _C.CallWithCallback(inner, cb)
+    assert "compiled" in repr(d) and d.callback is cb
     before = sys.getrefcount(cb)
     prev = _C.set_callback(None)
     try:
@@ -686,38 +699,42 @@ def test_disabled_call_with_a_callback_sets_it_for_the_call_only():
     seen.clear()
     assert sys.getrefcount(cb) == before
     with pytest.raises(TypeError):
-        _C.DisabledCall(inner, 5)
+        _C.CallWithCallback(inner, 5)
+    with pytest.raises(TypeError):
+        _C.CallWithCallback(inner)
+    with pytest.raises(TypeError):
+        _C.CallWithHookOff(inner, cb)
 
 
-def test_disabled_call_restores_on_exception(hook):
+def test_call_with_hook_off_restores_on_exception(hook):
     def boom():
         raise KeyError("x")
 
     prev = _C.set_callback(hook)
     try:
         with pytest.raises(KeyError):
-            _C.DisabledCall(boom)()
+            _C.CallWithHookOff(boom)()
         assert _C.get_callback() is hook
     finally:
         _C.set_callback(prev)
 
 
-def test_disabled_call_misc():
+def test_call_with_hook_off_misc():
     with pytest.raises(TypeError):
-        _C.DisabledCall(1)
+        _C.CallWithHookOff(1)
     with pytest.raises(TypeError):
-        _C.DisabledCall()
+        _C.CallWithHookOff()
     with pytest.raises(TypeError):
-        _C.DisabledCall(len, fn=len)
+        _C.CallWithHookOff(len, fn=len)
 
     class C:
-        @_C.DisabledCall
+        @_C.CallWithHookOff
         def m(self, y):
             return (self, y)
 
     c = C()
     assert c.m(2) == (c, 2)
-    assert isinstance(C.__dict__["m"], _C.DisabledCall)
+    assert isinstance(C.__dict__["m"], _C.CallWithHookOff)
 
     import functools
 
@@ -725,17 +742,17 @@ def test_disabled_call_misc():
         """doc"""
         return x
 
-    d = functools.update_wrapper(_C.DisabledCall(target), target)
+    d = functools.update_wrapper(_C.CallWithHookOff(target), target)
     assert d.__name__ == "target" and d.__wrapped__ is target
     assert d(4) == 4
 
 
-def test_disabled_call_is_gc_tracked():
+def test_call_with_hook_off_is_gc_tracked():
     class Holder:
         pass
 
     h = Holder()
-    d = _C.DisabledCall(lambda: h)
+    d = _C.CallWithHookOff(lambda: h)
     h.d = d  # cycle: d -> lambda -> cell -> h -> d
     ref = weakref.ref(d)
     del d, h
@@ -761,7 +778,7 @@ def test_threads_see_only_their_own_callback(hook):
         def cb(code, f_locals, func):
             if code is f.__code__:
                 seen.append((name, threading.get_ident()))
-            return None
+            return RUN_EAGER
 
         prev = _C.set_callback(cb)
         try:
@@ -841,7 +858,7 @@ def test_refcounts_flat_on_hit_failed_and_raising_guards(hook, monkeypatch):
     def check_b(x, g, fn):
         return x is other
 
-    entry_a, entry_b = (check_a, new_a), (check_b, new_b)
+    entry_a, entry_b = Entry(check_a, new_a), Entry(check_b, new_b)
     entries = iter([entry_a, entry_b])
     hook.on(f, lambda *a: next(entries))
 
@@ -851,7 +868,7 @@ def test_refcounts_flat_on_hit_failed_and_raising_guards(hook, monkeypatch):
         f(arg)
         return f(other)
 
-    hook.on(drive, lambda *a: None)
+    hook.on(drive, lambda *a: RUN_EAGER)
     y = f.__closure__[0].cell_contents
     assert hook.run(f, arg) is y
     assert hook.run(f, other) == "b"
@@ -873,7 +890,7 @@ def test_refcounts_flat_on_miss_and_skip(hook):
     def g(x):
         return x
 
-    hook.on(f, lambda *a: None)
+    hook.on(f, lambda *a: RUN_EAGER)
     hook.on(g, lambda *a: SKIP)
     arg = object()
     _calls_keep_refcounts_flat(hook, f, arg)
@@ -897,16 +914,16 @@ def test_refcounts_flat_when_callback_raises(hook):
             pass
 
     hook.on(h, boom)
-    hook.on(call_h, lambda *a: None)
+    hook.on(call_h, lambda *a: RUN_EAGER)
     arg = object()
     _calls_keep_refcounts_flat(hook, call_h, arg, [boom, h])
 
 
-def test_refcounts_flat_through_disabled_call(hook):
+def test_refcounts_flat_through_call_with_hook_off(hook):
     def boom(x):
         raise KeyError(x)
 
-    d = _C.DisabledCall(boom)
+    d = _C.CallWithHookOff(boom)
 
     def call(x):
         try:
@@ -914,7 +931,7 @@ def test_refcounts_flat_through_disabled_call(hook):
         except KeyError:
             pass
 
-    hook.on(call, lambda *a: None)
+    hook.on(call, lambda *a: RUN_EAGER)
     arg = object()
     _calls_keep_refcounts_flat(hook, call, arg, [boom, d])
 
@@ -929,7 +946,7 @@ def test_coexists_with_torch_compile(hook):
     def user(x):
         return x + 1
 
-    hook.on(user, lambda *a: None)
+    hook.on(user, lambda *a: RUN_EAGER)
 
     def body(t):
         return t * 2
@@ -969,18 +986,18 @@ def test_always_entry_stays_last_and_stops_callbacks(hook):
 
     def handler(code, f_locals, func):
         if type(f_locals["x"]) is int:
-            return (is_int, new_int)
-        return (_C.ALWAYS, None)  # everything else: run the original, never ask again
+            return Entry(is_int, new_int)
+        return Entry(_C.ALWAYS, None)  # everything else: run the original, never ask again
 
     hook.on(f, handler)
     assert hook.run(f, 1) == "int"
     assert hook.run(f, "a") == "original"
     assert hook.count(f) == 2
-    assert [e[0] for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
+    assert [e.check for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
     assert hook.run(f, 2.5) == "original"  # hits ALWAYS: no callback
     assert hook.run(f, 3) == "int"  # the int entry is still found first
     assert hook.count(f) == 2
-    assert [e[0] for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
+    assert [e.check for e in _C.get_cache(f.__code__)] == [is_int, _C.ALWAYS]
 
 
 def test_always_entry_added_once_and_new_entries_go_before_it(hook):
@@ -988,15 +1005,316 @@ def test_always_entry_added_once_and_new_entries_go_before_it(hook):
         return "original"
 
     new = return_const(f, "new")
-    cache = []
-    _C.set_cache(f.__code__, cache)
-    hook.on(f, lambda *a: (_C.ALWAYS, None))
-    _C.set_cache(f.__code__, cache)
+    hook.on(f, lambda *a: Entry(_C.ALWAYS, None))
     assert hook.run(f, 1) == "original"
-    assert len(cache) == 1
-    cache.insert(0, (never, new))
-    hook.handlers[f.__code__] = lambda *a: (always, new)
+    assert len(_C.get_cache(f.__code__)) == 1
+    _C.insert_entry(f.__code__, Entry(never, new))  # in front
+    _C.insert_entry(f.__code__, Entry(_C.ALWAYS, None))  # same owner (None): not added again
+    _C.insert_entry(f.__code__, Entry(_C.ALWAYS, None, hook))  # another owner's: added last
+    hook.handlers[f.__code__] = lambda *a: Entry(always, new)
     # a miss cannot happen any more (ALWAYS matches): the callback is not called
     assert hook.run(f, 2) == "original"
     assert hook.count(f) == 1
-    assert cache[-1][0] is _C.ALWAYS
+    cache = _C.get_cache(f.__code__)
+    assert [(e.check, e.owner) for e in cache] == [(never, None), (_C.ALWAYS, None), (_C.ALWAYS, hook)]
+
+
+# --------------------------------------------------------------------------
+# CacheEntry: validated once, read back, the function that runs its code
+# --------------------------------------------------------------------------
+
+def test_cache_entry_fields_and_validation():
+    def f(x):
+        return x
+
+    new = return_const(f, "new")
+    owner = object()
+    e = Entry(always, new, owner, compile_id="3/1", guard="g", graph_module="gm")
+    assert (e.check, e.code, e.owner, e.compile_id, e.guard, e.graph_module) == \
+        (always, new, owner, "3/1", "g", "gm")
+    assert e._function is None  # made on the first run
+    d = Entry(never)
+    assert (d.code, d.owner, d.compile_id, d.guard, d.graph_module) == (None,) * 5
+    assert d.serial > e.serial  # creation order
+    assert "3/1" in repr(e) and "CacheEntry" in repr(e)
+    with pytest.raises(AttributeError):
+        e.code = None  # read-only: validated once, trusted on every lookup
+    with pytest.raises(TypeError, match="check must be a GuardProgram, ALWAYS or a callable, not int"):
+        Entry(1)
+    with pytest.raises(TypeError, match="code must be a code object or None, not str"):
+        Entry(always, "code")
+    with pytest.raises(TypeError, match="compile_id must be a str or None, not int"):
+        Entry(always, compile_id=3)
+    with pytest.raises(TypeError):
+        Entry()
+    with pytest.raises(TypeError):
+        class Sub(Entry):  # noqa: F811 - not a base type: the hook trusts the exact type
+            pass
+
+
+def test_markers_are_distinct_constants():
+    assert len({id(SKIP), id(RUN_EAGER), id(_C.ALWAYS)}) == 3
+    assert repr(RUN_EAGER) == "<dynamo_lite._C.RUN_EAGER>"
+    assert pickle.loads(pickle.dumps(RUN_EAGER)) is RUN_EAGER
+    assert copy.copy(RUN_EAGER) is RUN_EAGER
+    with pytest.raises(TypeError):
+        type(RUN_EAGER)()
+    assert not callable(SKIP) and not callable(RUN_EAGER) and callable(_C.ALWAYS)
+
+
+def test_entries_read_back_through_C(hook):
+    def f(x):
+        return "original"
+
+    new = return_const(f, "int")
+
+    def is_int(x, g, fn):
+        return type(x) is int
+
+    owner = object()
+    hook.on(f, lambda code, f_locals, func: Entry(is_int, new, owner, compile_id="0/0")
+            if type(f_locals["x"]) is int else Entry(_C.ALWAYS, None, owner))
+    assert _C.cache_entries(f.__code__) == []
+    hook.run(f, 1)
+    hook.run(f, "a")
+    entries = _C.cache_entries(f.__code__)
+    assert [(e.check, e.code, e.owner, e.compile_id) for e in entries] == \
+        [(is_int, new, owner, "0/0"), (_C.ALWAYS, None, owner, None)]
+    assert entries == _C.get_cache(f.__code__) and entries is not _C.cache_entries(f.__code__)
+    entries.clear()  # a copy: the cache is unchanged
+    assert len(_C.cache_entries(f.__code__)) == 2
+    _C.set_cache(f.__code__, SKIP)
+    assert _C.cache_entries(f.__code__) == []
+
+
+def test_hits_reuse_one_function(hook):
+    def f(x):
+        return "original"
+
+    new = make_code(f, [Instr("LOAD_FAST", "x"), Instr("RETURN_VALUE")])
+    hook.on(f, lambda *a: Entry(always, new))
+    assert hook.run(f, 1) == 1
+    entry, = _C.cache_entries(f.__code__)
+    fn = entry._function
+    assert type(fn).__name__ == "function" and fn.__code__ is new
+    assert fn.__closure__ is None and fn.__globals__ == {}  # parked: holds no frame's objects
+    ref = weakref.ref(fn)
+    del fn  # (a function someone else holds is not reused)
+    for i in range(5):
+        assert hook.run(f, i) == i
+        assert entry._function is ref()  # the same function on every hit
+
+
+def _closure_case():
+    """(make(value) -> a function of one code with its own cell, new code reading the cell)."""
+    def make(value):
+        y = value
+
+        def f(x):
+            return ("original", x, y)
+
+        return f
+
+    new = make_code(make(0), [
+        Instr("LOAD_CONST", "new"),
+        Instr("LOAD_FAST", "x"),
+        Instr("LOAD_DEREF", FreeVar("y")),
+        Instr("BUILD_TUPLE", 3),
+        Instr("RETURN_VALUE"),
+    ])
+    return make, new
+
+
+def test_same_code_different_closures_and_globals(hook):
+    make, new = _closure_case()
+    f, g = make("f"), make("g")
+    assert f.__code__ is g.__code__
+    hook.on(f, lambda *a: Entry(always, new))
+    for i in range(3):  # alternating closures of one code: each call sees its own cell
+        assert hook.run(f, i) == ("new", i, "f")
+        assert hook.run(g, i) == ("new", i, "g")
+    entry, = _C.cache_entries(f.__code__)
+    assert entry._function is not None and entry._function.__closure__ is None
+
+    # one code under two globals dicts (and builtins)
+    def h(x):
+        return "original"
+
+    reader = make_code(h, [Instr("LOAD_GLOBAL", (True, "len")), Instr("LOAD_GLOBAL", (False, "WHERE")),
+                           Instr("PRECALL", 1), Instr("CALL", 1), Instr("RETURN_VALUE")])
+    ns1 = {"WHERE": "one", "__builtins__": {"len": lambda s: ("len1", s)}}
+    ns2 = {"WHERE": "two!", "__builtins__": {"len": lambda s: ("len2", s)}}
+    h1 = type(h)(h.__code__, ns1)
+    h2 = type(h)(h.__code__, ns2)
+    hook.on(h, lambda *a: Entry(always, reader))
+    for _ in range(3):
+        assert hook.run(h1, 0) == ("len1", "one")
+        assert hook.run(h2, 0) == ("len2", "two!")
+
+
+def test_parked_function_keeps_no_closure_alive(hook):
+    class Big:
+        pass
+
+    make, new = _closure_case()
+    hook.on(make(None), lambda *a: Entry(always, new))
+    value = Big()
+    ref = weakref.ref(value)
+    f = make(value)
+    del value
+    hook.record = False  # (recorded calls would hold f)
+    result = hook.run(f, 1)
+    assert result[2] is ref()
+    del f, result
+    gc.collect()
+    assert ref() is None  # the entry's parked function does not hold the last closure
+
+
+def test_recursive_hits_and_raising_code(hook):
+    def f(n):
+        return "original"
+
+    # new code: n and f(n - 1) or 0 -> a recursive hit while the outer run has the function out
+    new = make_code(f, [
+        Instr("LOAD_FAST", "n"),
+        Instr("POP_JUMP_FORWARD_IF_FALSE", label := __import__("bytecode").Label()),
+        Instr("LOAD_FAST", "n"),
+        Instr("LOAD_GLOBAL", (True, "_recurse")),
+        Instr("LOAD_FAST", "n"),
+        Instr("PRECALL", 1),
+        Instr("CALL", 1),
+        Instr("BINARY_OP", 0),
+        Instr("RETURN_VALUE"),
+        label,
+        Instr("LOAD_CONST", 0),
+        Instr("RETURN_VALUE"),
+    ])
+    globals()["_recurse"] = lambda n: f(n - 1)
+    try:
+        hook.on(f, lambda *a: Entry(always, new))
+        assert hook.run(f, 5) == 15
+        assert hook.run(f, 5) == 15
+        entry, = _C.cache_entries(f.__code__)
+        fn = entry._function
+        assert fn is not None
+        del fn
+        # a raising run: the traceback's frame may keep the function; later hits still work
+        with pytest.raises(TypeError):
+            hook.run(f, "x")
+        assert hook.run(f, 3) == 6
+    finally:
+        del globals()["_recurse"]
+
+
+def test_refcounts_flat_on_hits_with_changing_closures(hook):
+    make, new = _closure_case()
+    f, g = make(object()), make(object())
+    hook.on(f, lambda *a: Entry(always, new))
+    arg = object()
+
+    def drive(x):
+        f(x)
+        return g(x)
+
+    hook.on(drive, lambda *a: RUN_EAGER)
+    hook.run(f, arg)
+    entry, = _C.cache_entries(f.__code__)
+    hook.handlers[f.__code__] = lambda *a: pytest.fail("cache miss")
+    _calls_keep_refcounts_flat(hook, drive, arg, [f.__closure__[0].cell_contents,
+                                                   g.__closure__[0].cell_contents, new, entry, f.__globals__])
+    import tracemalloc
+    hook.record = False
+    prev = _C.set_callback(hook)
+    try:
+        tracemalloc.start()
+        for _ in range(1000):
+            drive(arg)
+        gc.collect()
+        before, objects = tracemalloc.get_traced_memory()[0], len(gc.get_objects())
+        for _ in range(100_000):
+            drive(arg)
+        gc.collect()
+        after, objects_after = tracemalloc.get_traced_memory()[0], len(gc.get_objects())
+        tracemalloc.stop()
+    finally:
+        _C.set_callback(prev)
+    assert after - before < 64 * 1024 and objects_after - objects < 100
+
+
+# --------------------------------------------------------------------------
+# dynamo_lite/cache.py: the Python view of the cache
+# --------------------------------------------------------------------------
+
+def test_cache_module_entries_newest_first_per_owner():
+    import torch
+
+    import dynamo_lite
+    from dynamo_lite import cache
+
+    def f(x):
+        return x + 1
+
+    dynamo_lite.reset()
+    eager = dynamo_lite.compile(f, backend="eager")
+    other = dynamo_lite.compile(f, backend="aot_eager")
+    eager(torch.ones(2))
+    eager(torch.ones(3))
+    other(torch.ones(2))
+    every = cache.entries(f.__code__)
+    assert len(every) == 3 and [e.serial for e in every] == sorted((e.serial for e in every), reverse=True)
+    mine = cache.entries(f.__code__, eager._dl_converter)
+    assert len(mine) == 2 and all(e.owner is eager._dl_converter for e in mine)
+    assert [e.compile_id.split("/")[1] for e in mine] == ["1", "0"]
+    assert all(e.guard is not None and e.code is not None for e in every)
+    assert mine[0].graph_module is not None
+    eager(torch.ones(2))  # a hit moves the entry to the front of C's list; entries() stays newest first
+    assert cache.entries(f.__code__, eager._dl_converter) == mine
+    dynamo_lite.reset()
+    assert cache.entries(f.__code__) == [] and _C.get_cache(f.__code__) is None
+
+
+def test_cache_module_reset_leaves_nothing_alive():
+    import torch
+
+    import dynamo_lite
+    from dynamo_lite import cache
+
+    refs = []
+    for i in range(3):
+        ns = {}
+        exec("def f(x, n):\n    y = x * 2\n    print('mid') if n > 5 else None\n    return y + n\n", ns)
+        fn = ns["f"]
+        dynamo_lite.compile(fn, backend="eager")(torch.ones(2), i)
+        dynamo_lite.compile(fn, backend="eager")(torch.ones(3), 1.5)
+        assert len(cache.entries(fn.__code__)) >= 1
+        refs.append(weakref.ref(fn.__code__))
+        del fn, ns
+    dynamo_lite.reset()
+    for _ in range(3):
+        gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+    assert len(cache._TOUCHED) == 0 and len(cache._NOT_CAPTURED) == 0
+
+
+def test_cache_module_display_names_and_limits():
+    from dynamo_lite import cache
+
+    def f():
+        pass
+
+    def g():
+        pass
+
+    cache.register_generated(g.__code__, "resume", "resumed at line 7")
+    assert cache.display_name(f.__code__) == "f"
+    assert cache.display_name(g.__code__) == "g (resumed at line 7)"
+    assert cache.is_resume_code(g.__code__) and not cache.is_loop_body(g.__code__)
+    try:
+        assert [cache.count_not_captured(f.__code__) for _ in range(cache.MAX_NOT_CAPTURED + 1)] == \
+            [True] * cache.MAX_NOT_CAPTURED + [False]
+        assert cache.first_limit_hit(f.__code__) and not cache.first_limit_hit(f.__code__)
+        assert cache.frame_id(f.__code__) == cache.frame_id(f.__code__) != cache.frame_id(g.__code__)
+    finally:
+        cache.reset()
+    assert cache.count_not_captured(f.__code__) and cache.first_limit_hit(f.__code__)
+    cache.reset()

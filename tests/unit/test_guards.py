@@ -699,8 +699,8 @@ def test_nothing_to_capture_is_cached_per_argument_types():
     c = Case(plain_add)
     assert c(1, 2, compiled=False) == 3
     cache = _C.get_cache(plain_add.__code__)
-    assert [code for _, code in cache] == [None]  # runs the original code, no callback next time
-    check = cache[0][0]
+    assert [e.code for e in cache] == [None]  # runs the original code, no callback next time
+    check = cache[0].check
     assert check(1, 2, plain_add.__globals__, plain_add) is True
     assert check(1.0, 2, plain_add.__globals__, plain_add) is False
     assert c(5, 6, compiled=False) == 11
@@ -725,13 +725,14 @@ def test_cache_limit_falls_back_to_eager_without_hiding_entries():
         c(b)
         c(torch.randn(4), compiled=False)  # limit reached: eager from now on when nothing matches
         cache = _C.get_cache(add_mul.__code__)
-        assert cache[-1][:2] == (_C.ALWAYS, None)
+        assert (cache[-1].check, cache[-1].code) == (_C.ALWAYS, None)
         assert c.compiles == 2
         c(torch.randn(5), compiled=False)
         c(a)  # the compiled entries still match first
         c(b)
         assert c.compiles == 2
-        assert _C.get_cache(add_mul.__code__)[-1][:2] == (_C.ALWAYS, None)
+        assert (_C.get_cache(add_mul.__code__)[-1].check, _C.get_cache(add_mul.__code__)[-1].code) == \
+            (_C.ALWAYS, None)
 
 
 # ---- OptimizedModule.__call__ fast path ------------------------------------------------

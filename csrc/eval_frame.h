@@ -1,0 +1,53 @@
+/*
+ * eval_frame.h -- the hook's per-thread state (csrc/eval_frame.c), as the
+ * cache (csrc/cache_entry.c) and the call scopes (csrc/call_scope.c) see it.
+ *
+ * dl_tls_callback is this thread's callback: a strong reference, or NULL when
+ * the hook is off for the thread. It is NULL while the callback, a guard or a
+ * CallWithHookOff runs, and restored afterwards on every path: take it out
+ * with dl_callback_suspend() and put it back with dl_callback_resume(), which
+ * drops anything set in between (a set_callback() inside such a call is
+ * scoped to it).
+ * Tested by tests/unit/test_c_hook.py.
+ */
+#ifndef DYNAMO_LITE_EVAL_FRAME_H
+#define DYNAMO_LITE_EVAL_FRAME_H
+
+#include "cpython_compat.h"
+
+/* Shared between the translation units of _C only (no PLT/GOT detour). */
+#if defined(__GNUC__)
+#define DL_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define DL_INTERNAL
+#endif
+
+DL_INTERNAL extern _Thread_local PyObject *dl_tls_callback;
+
+/* Take this thread's callback out (hook off); returns the owned reference. */
+static inline PyObject *
+dl_callback_suspend(void)
+{
+    PyObject *cb = dl_tls_callback;
+    dl_tls_callback = NULL;
+    return cb;
+}
+
+/* Put back a callback taken by dl_callback_suspend, dropping anything that
+ * was set in between. */
+static inline void
+dl_callback_resume(PyObject *cb)
+{
+    PyObject *inner = dl_tls_callback;
+    dl_tls_callback = cb;
+    Py_XDECREF(inner);
+}
+
+/* Make ours the interpreter's eval-frame function (cheap if it already is). */
+DL_INTERNAL void dl_hook_ensure_installed(PyThreadState *tstate);
+
+/* Add CallWithHookOff and CallWithCallback (csrc/call_scope.c); 0 on
+ * success. */
+DL_INTERNAL int dl_call_scope_init(PyObject *module);
+
+#endif /* DYNAMO_LITE_EVAL_FRAME_H */

@@ -1,0 +1,124 @@
+"""The Python view of the C cache (csrc/cache_entry.c): entries, limits, reset, display names.
+
+The entries themselves live in C, one list per code object in its co_extra, and are read back
+through ``_C.cache_entries``; nothing in Python keeps a copy of them.  This module owns the
+bookkeeping around them, and is the only module-level cache state of dynamo_lite:
+
+    _TOUCHED          codes whose C cache the callback set (entries or SKIP): what reset() clears
+    _GENERATED        transformed code objects (marked SKIP in C: never captured themselves)
+    _GENERATED_KIND   generated code -> (kind, where): resume functions and loop bodies, for
+                      display_name() ("f (resumed at line 12)")
+    _NOT_CAPTURED     code -> how many "nothing to capture" entries were made for it (at most
+                      MAX_NOT_CAPTURED)
+    _LIMIT_WARNED     codes that reached config.cache_size_limit and were reported
+    _FRAME_IDS        code -> the frame number in compile ids ("3/1": frame 3, its entry 1)
+
+All are weak in the code objects.  ``reset()`` clears the C cache of every touched code and all
+of the bookkeeping (generated codes stay SKIP: they are only reachable from dropped entries), so
+no code object or graph stays alive because of us.  Imports only ``_C``: the bottom layer.
+Tested by tests/unit/test_c_hook.py (the cache section) and tests/api/test_api.py (reset).
+"""
+from __future__ import annotations
+
+import itertools
+import types
+import weakref
+
+from . import _C
+
+MAX_NOT_CAPTURED = 8  # "nothing to capture" entries per code (scalar argument types)
+
+_TOUCHED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_GENERATED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_GENERATED_KIND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_NOT_CAPTURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_LIMIT_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_FRAME_IDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_frame_counter = itertools.count()
+
+
+# ---- entries ------------------------------------------------------------------
+def entries(code: types.CodeType, owner=None) -> list:
+    """The compiled entries of ``code`` (those with a ``guard``: not the ALWAYS fallback, not
+    "nothing to capture" entries), newest first; only ``owner``'s when given."""
+    found = [e for e in _C.cache_entries(code)
+             if e.guard is not None and (owner is None or e.owner is owner)]
+    found.sort(key=lambda e: e.serial, reverse=True)
+    return found
+
+
+def record(code: types.CodeType, answer) -> None:
+    """The callback answered ``answer`` for ``code``: remember the code if C will keep something."""
+    if answer is not _C.RUN_EAGER:
+        _TOUCHED.add(code)
+
+
+def clear(code: types.CodeType) -> None:
+    """Forget ``code``'s C cache (its next call asks the callback again)."""
+    _C.set_cache(code, None)
+
+
+# ---- generated code -------------------------------------------------------------
+def add_generated(code: types.CodeType) -> None:
+    """A transformed code object: marked SKIP, never captured itself."""
+    _GENERATED.add(code)
+    _C.set_cache(code, _C.SKIP)
+
+
+def is_generated(code: types.CodeType) -> bool:
+    return code in _GENERATED
+
+
+def register_generated(code: types.CodeType, kind: str, where: str) -> None:
+    """A resume function or loop body (captured like any frame): its kind and where it comes from."""
+    _GENERATED_KIND[code] = (kind, where)
+
+
+def is_resume_code(code: types.CodeType) -> bool:
+    return _GENERATED_KIND.get(code, ("",))[0] == "resume"
+
+
+def is_loop_body(code: types.CodeType) -> bool:
+    return _GENERATED_KIND.get(code, ("",))[0] == "loop body"
+
+
+def display_name(code: types.CodeType) -> str:
+    """The name diagnostics show: ``f``, ``f (resumed at line 12)``, ``f (loop body at line 9)``."""
+    entry = _GENERATED_KIND.get(code)
+    return code.co_name if entry is None else f"{code.co_name} ({entry[1]})"
+
+
+# ---- limits and ids -------------------------------------------------------------
+def count_not_captured(code: types.CodeType) -> bool:
+    """Count one more "nothing to capture" entry for ``code``; False once MAX_NOT_CAPTURED were made."""
+    count = _NOT_CAPTURED.get(code, 0)
+    if count >= MAX_NOT_CAPTURED:
+        return False
+    _NOT_CAPTURED[code] = count + 1
+    return True
+
+
+def first_limit_hit(code: types.CodeType) -> bool:
+    """True the first time ``code`` reaches the cache size limit (until reset)."""
+    if code in _LIMIT_WARNED:
+        return False
+    _LIMIT_WARNED.add(code)
+    return True
+
+
+def frame_id(code: types.CodeType) -> int:
+    """The number of ``code`` in compile ids (given in order of first compile, until reset)."""
+    fid = _FRAME_IDS.get(code)
+    if fid is None:
+        fid = _FRAME_IDS[code] = next(_frame_counter)
+    return fid
+
+
+def reset() -> None:
+    """Clear every C cache we set and all bookkeeping (frame numbers are not reused)."""
+    for code in list(_TOUCHED) + list(_NOT_CAPTURED.keys()):
+        _C.set_cache(code, None)
+    _TOUCHED.clear()
+    _NOT_CAPTURED.clear()
+    _LIMIT_WARNED.clear()
+    _FRAME_IDS.clear()
