@@ -19,7 +19,7 @@ import torch
 from torch.nn.modules import module as _nn_module
 
 from . import _C, cache, config
-from .backends import lookup_backend
+from .backends import lookup_backend, registered_backend_name
 from .convert_frame import FrameConverter
 from .eval_frame import enable
 from .report import events
@@ -79,8 +79,6 @@ class OptimizedModule(torch.nn.Module):
         # pickled as "compile(<the module>, <same backend and options>)": a registered backend
         # by name, any other backend as itself (it must be picklable, like a module-level function)
         converter = self._dl_converter
-        from .backends import registered_backend_name
-
         backend = registered_backend_name(converter.backend) or converter.backend
         return _recompile, (self._orig_mod, backend, converter.fullgraph, converter.dynamic)
 

@@ -1,7 +1,9 @@
 """Every knob of dynamo_lite in one place.
 
-Read as ``config.NAME``; change for a block with ``config.patch(NAME=value)``
-(a context manager and decorator).  Tested by tests/api/test_api.py.
+Read as ``config.NAME``; change by plain assignment (``config.cache_size_limit = 2``) or for a
+block with ``config.patch(NAME=value)`` (a context manager and decorator).  Assigning a name
+that is not a setting raises AttributeError (a typo never passes silently); aliases
+(``recompile_limit``) set their setting too.  Tested by tests/api/test_api.py.
 """
 from __future__ import annotations
 
@@ -9,11 +11,12 @@ import contextlib
 import functools
 import os
 import sys
+import types
 
 # Maximum number of cache entries (compiled variants) per code object; past it
 # the frame runs eagerly, with one warning.
 cache_size_limit: int = 8
-# Alias of cache_size_limit (torch's newer name): patch(recompile_limit=n) sets both.
+# Alias of cache_size_limit (torch's newer name): setting either sets both.
 recompile_limit: int = cache_size_limit
 
 # Log internal errors and run eagerly (True), or raise them (False).  Backend
@@ -48,8 +51,6 @@ class _Patch(contextlib.ContextDecorator):
         for name in changes:
             if not hasattr(module, name) or name.startswith("_"):
                 raise AttributeError(f"dynamo_lite.config has no setting {name!r}")
-        if "recompile_limit" in changes:  # the alias sets the real setting too
-            changes = {**changes, "cache_size_limit": changes["recompile_limit"]}
         self.changes = changes
         self.saved: list[dict] = []
 
@@ -65,3 +66,22 @@ class _Patch(contextlib.ContextDecorator):
         for k, v in self.saved.pop().items():
             setattr(module, k, v)
         return False
+
+
+# name -> the other name of the same setting
+_ALIASES = {"recompile_limit": "cache_size_limit", "cache_size_limit": "recompile_limit"}
+
+
+class _ConfigModule(types.ModuleType):
+    """This module's type: assignments are checked and aliases kept in step."""
+
+    def __setattr__(self, name, value):
+        if not name.startswith("_") and name not in self.__dict__:
+            raise AttributeError(f"dynamo_lite.config has no setting {name!r}")
+        super().__setattr__(name, value)
+        other = _ALIASES.get(name)
+        if other is not None:
+            super().__setattr__(other, value)
+
+
+sys.modules[__name__].__class__ = _ConfigModule

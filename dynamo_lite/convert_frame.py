@@ -39,10 +39,17 @@ import torch
 from . import graph_breaks as gb
 from . import _C, bytecode_compat, cache, config
 from . import log as dl_log
+from .codegen import transform
+from .codegen.codegen import CodegenFailed
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
+from .graph.output_graph import OutputGraph
+from .guards import Guard, GuardSet
 from .report import events
 from .cache import display_name, is_loop_body
 from .skipfiles import skip_reason
+from .source import LocalSource
+from .symbolic.inliner import GeneratorEscapes, unclosed_generator
+from .symbolic.translator import InstructionTranslator
 
 log = logging.getLogger("dynamo_lite")
 breaks_log = logging.getLogger("dynamo_lite.graph_breaks")
@@ -180,11 +187,7 @@ class FrameConverter:
         events.emit(events.FallbackEvent(break_id, reason, list(user_stack), display_name(code), compile_id))
 
     def _compile_inner(self, code, f_locals, func, compile_id):
-        from .codegen import transform
-        from .guards import GuardSet  # noqa: F401 - documents the dependency
 
-        from .codegen.codegen import CodegenFailed
-        from .symbolic.inliner import GeneratorEscapes, unclosed_generator
 
         start = time.perf_counter()
         tx, brk = self._trace(code, f_locals, func, None)
@@ -261,8 +264,6 @@ class FrameConverter:
     def _frame_state(self, code, f_locals, func, tx, brk, step):
         """(translator, FrameState) for a full capture (brk None) or a break at root step
         ``step`` (traced again to stop there); (None, None): run the frame eagerly."""
-        from .codegen import transform
-
         if brk is None:
             state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
                                          dict(tx.symbolic_locals), [], tx.return_value)
@@ -283,9 +284,6 @@ class FrameConverter:
         return tx, state
 
     def _trace(self, code, f_locals, func, stop_at_step):
-        from .graph.output_graph import OutputGraph
-        from .symbolic.translator import InstructionTranslator
-
         output = OutputGraph(code, func.__globals__, func, "")
         grad = torch.is_grad_enabled()
         try:
@@ -345,9 +343,6 @@ def _nothing_to_capture(code, f_locals):
         return RUN_EAGER
     if not cache.count_not_captured(code):
         return RUN_EAGER
-    from .guards import Guard, GuardSet
-    from .source import LocalSource
-
     guards = GuardSet()
     for n in names:
         guards.add(Guard("TYPE", LocalSource(n), type(f_locals[n])))

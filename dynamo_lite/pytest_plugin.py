@@ -224,7 +224,7 @@ def pytest_configure(config):
             raise pytest.UsageError(f"--dl-report expects json:PATH, got {report!r}")
         state.report_path = os.path.abspath(path)
     if state.dl:
-        from .backends import lookup_backend
+        from .backends import lookup_backend  # lazy: the plugin imports torch only once --dl or a dl fixture is used
 
         try:
             lookup_backend(state.backend)
@@ -258,7 +258,7 @@ def pytest_runtest_protocol(item, nextitem):
     state = _state(item.config)
     if state is None:
         return (yield)
-    from .api import reset
+    from .api import reset  # lazy: the plugin imports torch only once --dl or a dl fixture is used
 
     reset()
     state.current = item.nodeid
@@ -276,7 +276,7 @@ def pytest_runtest_call(item):
         return (yield)
     try:
         if state.dl:
-            from .api import optimize
+            from .api import optimize  # lazy: the plugin imports torch only once --dl or a dl fixture is used
 
             with optimize(state.backend):
                 result = yield
@@ -353,7 +353,7 @@ def graph_breaks(request) -> CompileRecord:
 @pytest.fixture
 def compile_counter():
     """A fresh ``dynamo_lite.testing.CompileCounter`` backend (``.frame_count``, ``.op_count``, ``.graphs``)."""
-    from .testing import CompileCounter
+    from .testing import CompileCounter  # lazy: the plugin imports torch only once --dl or a dl fixture is used
 
     return CompileCounter()
 

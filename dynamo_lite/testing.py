@@ -41,6 +41,9 @@ import torch
 
 import dynamo_lite
 
+from .report import events
+from .report.explain import build_explain_output
+
 try:
     import numpy as np
 except ImportError:  # pragma: no cover - numpy is a test dependency
@@ -465,8 +468,6 @@ def check_breaks(fn, *args, breaks=0, raises=..., need_graph=True, **kwargs) -> 
     have been captured.
     ``raises``: the exception type both runs must raise, ``None``: neither may raise;
     not given, exceptions are left to the comparison."""
-    from .report import events
-    from .report.explain import build_explain_output
 
     recorded: list = []
     with events.collecting(recorded.append):

@@ -21,6 +21,7 @@ import dataclasses
 from typing import Any, Callable, Optional
 
 from ..exc import UserFrame
+from ..graph_breaks import lookup
 
 
 def jsonable(value: Any) -> Any:
@@ -63,19 +64,13 @@ class _BreakLike(_Event):
 
     @property
     def title(self) -> str:
-        from ..graph_breaks import lookup
-
         return lookup(self.break_id).title
 
     @property
     def hints(self) -> tuple:
-        from ..graph_breaks import lookup
-
         return lookup(self.break_id).hints
 
     def to_dict(self) -> dict:
-        from ..graph_breaks import lookup
-
         d = super().to_dict()
         bt = lookup(self.break_id)
         d.update(filename=self.filename, lineno=self.lineno, title=bt.title, explanation=bt.explanation,

@@ -156,6 +156,26 @@ def test_recompile_limit_alias_limits_recompiles():
     assert cnt.frame_count == 2
 
 
+def test_plain_assignment_of_recompile_limit_limits_recompiles():
+    cnt = CompileCounter()
+    f = dynamo_lite.compile(lambda x, s: x + s, backend=cnt)
+    before = config.cache_size_limit
+    config.recompile_limit = 2
+    try:
+        assert config.cache_size_limit == 2
+        for s in range(5):
+            assert_same(f(X, s), X + s)
+    finally:
+        config.cache_size_limit = before
+    assert cnt.frame_count == 2
+    assert config.recompile_limit == before
+
+
+def test_assigning_a_setting_that_does_not_exist_raises():
+    with pytest.raises(AttributeError, match="cache_size_limt"):
+        config.cache_size_limt = 2
+
+
 def test_cache_size_limit_results_stay_right_and_warn_once(caplog):
     cnt = CompileCounter()
 
