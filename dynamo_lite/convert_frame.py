@@ -389,12 +389,12 @@ def _nothing_to_capture(code, f_locals):
     if count >= _MAX_NOT_CAPTURED:
         return None
     _NOT_CAPTURED[code] = count + 1
-    from .guards import Guard, GuardSet
+    from .guards import GuardSet, TypeGuard
     from .source import LocalSource
 
     guards = GuardSet()
     for n in names:
-        guards.add(Guard("TYPE", LocalSource(n), type(f_locals[n])))
+        guards.add(TypeGuard(LocalSource(n), type(f_locals[n])))
     return (guards.compile(tuple(names)).fn, None)
 
 

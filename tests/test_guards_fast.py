@@ -653,12 +653,12 @@ def test_residual_runs_after_c_checks():
 
 
 def test_untranslatable_expression_goes_to_residual():
-    from dynamo_lite.guards import Guard, GuardSet
+    from dynamo_lite.guards import ExprGuard, GuardSet, TypeGuard
     from dynamo_lite.source import LocalSource
 
     gs = GuardSet()
-    gs.add(Guard("TYPE", LocalSource("x"), int))
-    gs.add(Guard("EXPR", None, ("x < 3", ())))
+    gs.add(TypeGuard(LocalSource("x"), int))
+    gs.add(ExprGuard("x < 3"))
     guard = gs.compile(("x",))
     assert guard.residual_source is not None and "x < 3" in guard.residual_source
     assert guard.fn(2, {}, None) is True and guard.fn(4, {}, None) is False
