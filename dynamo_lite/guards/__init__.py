@@ -95,8 +95,10 @@ class GuardSet:
             return guard
         exprs_of = lambda g: texts_of[id(g)]  # noqa: E731
         ordered = order_guards(guards, exprs_of)
-        program, residual_src = build_program(ordered, exprs_of, tuple(arg_names), namespace)
-        return CompiledGuard(program, src, exprs, namespace, arg_names, residual_source=residual_src)
+        program, residual_src, ops = build_program(ordered, exprs_of, tuple(arg_names), namespace)
+        guard = CompiledGuard(program, src, exprs, namespace, arg_names, residual_source=residual_src)
+        guard.program_ops = ops
+        return guard
 
     def render(self) -> list[str]:
         """Readable lines, one per guard (for explain() and the guards log)."""
@@ -126,6 +128,8 @@ class CompiledGuard:
     source_code: py_fn's source (for the guards log).
     residual_source: source of the Python part of ``fn`` (expressions the C
         program does not translate), or None.
+    program_ops: the C program's ops (None when ``USE_PROGRAM`` is off);
+        ``program_text()`` renders them.
     exprs: (expression, guard) pairs in GuardSet order.
     """
 
@@ -134,9 +138,18 @@ class CompiledGuard:
         self.source_code = source_code
         self.exprs = exprs
         self.residual_source = residual_source
+        self.program_ops: Optional[list] = None
         self._namespace = namespace
         self._arg_names = arg_names
         self._py_fn = None
+
+    def program_text(self) -> Optional[str]:
+        """The C guard program, one op a line (None when the Python check is the guard)."""
+        from .program import render_program
+
+        if self.program_ops is None:
+            return None
+        return render_program(self.program_ops, self._arg_names, self.residual_source)
 
     @property
     def py_fn(self):

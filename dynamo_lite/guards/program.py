@@ -410,4 +410,60 @@ def build_program(ordered: list, exprs_of: Callable, arg_names: tuple[str, ...],
         for guard, text in b.residual_guards:
             guards_log.info("Residual Python guard check (not in the C program): %s guard %s: %s",
                             guard.kind, guard.describe(), text)
-    return _C.GuardProgram(b.nargs, b.nregs, b.ops, residual), residual_src
+    program = _C.GuardProgram(b.nargs, b.nregs, b.ops, residual)
+    guards_log.debug("C guard program:\n%s", _Lazy(render_program, b.ops, arg_names, residual_src))
+    return program, residual_src, b.ops
+
+
+class _Lazy:
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __str__(self):
+        return self.fn(*self.args)
+
+
+def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional[str] = None) -> str:
+    """The register program as text, one op a line (the ``+guards`` log; docs/how-it-works.md)::
+
+        r0 = x  r1 = ___G  r2 = ___F
+        r3 = LOAD_ATTR r0 .training
+        CHECK_ID r3 True
+    """
+    names = [*arg_names, "___G", "___F"]
+    lines = ["  ".join(f"r{i} = {n}" for i, n in enumerate(names))]
+    for name, a, b, n, obj in ops:
+        if name == "LOAD_CONST":
+            lines.append(f"r{a} = LOAD_CONST {_short_obj(obj)}")
+        elif name == "LOAD_ATTR":
+            lines.append(f"r{a} = LOAD_ATTR r{b} .{obj}")
+        elif name == "LOAD_ITEM":
+            lines.append(f"r{a} = LOAD_ITEM r{b} [{obj!r}]")
+        elif name == "LOAD_CLOSURE":
+            lines.append(f"r{a} = LOAD_CLOSURE r{b} [{n}]")
+        elif name in ("LOAD_TYPE", "LOAD_CALL0"):
+            lines.append(f"r{a} = {name} r{b}")
+        elif name == "CHECK_SAME":
+            lines.append(f"CHECK_SAME r{a} r{b}")
+        elif name == "CHECK_LEN":
+            lines.append(f"CHECK_LEN r{a} {n}")
+        elif name == "CHECK_TENSOR":
+            spec = obj
+            lines.append(f"CHECK_TENSOR r{a} {spec[0].__name__} {str(spec[1]).replace('torch.', '')} {spec[2]} "
+                         f"shape={list(spec[3])} stride={list(spec[4])} requires_grad={spec[5]}")
+        elif name in ("CHECK_TRUTHY", "CHECK_FALSY"):
+            lines.append(f"{name} r{a}")
+        else:
+            lines.append(f"{name} r{a} {_short_obj(obj)}")
+    if residual_src:
+        lines.append("then the residual Python check:")
+        lines.extend("    " + line for line in residual_src.splitlines())
+    return "\n".join(lines)
+
+
+def _short_obj(obj) -> str:
+    if isinstance(obj, type):
+        return obj.__qualname__
+    if obj is None or isinstance(obj, (bool, int, float, str, list, tuple, set, frozenset)):
+        return repr(obj)
+    return f"<{getattr(obj, '__qualname__', None) or type(obj).__qualname__}>"
