@@ -464,6 +464,8 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
 def _short_obj(obj) -> str:
     if isinstance(obj, type):
         return obj.__qualname__
+    if isinstance(obj, type(sys)):
+        return f"<module {obj.__name__}>"
     if obj is None or isinstance(obj, (bool, int, float, str, list, tuple, set, frozenset)):
         return repr(obj)
     return f"<{getattr(obj, '__qualname__', None) or type(obj).__qualname__}>"
