@@ -35,7 +35,7 @@ from ..source import Source
 from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, ExprGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NotInDictGuard,
                     NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, TensorGuard, TensorSpec, TypeGuard,
-                    pretty_name, short_repr)
+                    pretty_name)
 from .program import build_program, order_guards
 
 __all__ = ["Guard", "GuardSet", "CompiledGuard", "TensorSpec", "USE_PROGRAM",
