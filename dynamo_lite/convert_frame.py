@@ -43,7 +43,7 @@ from .codegen import transform
 from .codegen.codegen import CodegenFailed
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .graph.output_graph import OutputGraph
-from .guards import Guard, GuardSet
+from .guards import GuardSet, TypeGuard
 from .report import events
 from .cache import display_name, is_loop_body
 from .skipfiles import skip_reason
@@ -345,7 +345,7 @@ def _nothing_to_capture(code, f_locals):
         return RUN_EAGER
     guards = GuardSet()
     for n in names:
-        guards.add(Guard("TYPE", LocalSource(n), type(f_locals[n])))
+        guards.add(TypeGuard(LocalSource(n), type(f_locals[n])))
     return _C.CacheEntry(guards.compile(tuple(names)).fn, None)
 
 

@@ -19,7 +19,8 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..exc import BackendCompilerFailed
-from ..guards import Guard, GuardSet, TensorSpec
+from .. import guards
+from ..guards import Guard, GuardSet
 from ..source import Source
 from .side_effects import SideEffects
 
@@ -68,21 +69,21 @@ class OutputGraph:
         self.user_stack_fn = lambda: []
         self.real_values: dict[int, torch.Tensor] = {}
         self.generators: list = []  # GeneratorObjectVariables made in the trace (symbolic/inliner.py)
-        self.add_guard("GLOBAL_STATE", None,
-                       (f"___torch.is_grad_enabled() is {self.initial_grad_enabled!r}", ()))
+        self.add_guard(guards.GlobalStateGuard(
+                       f"___torch.is_grad_enabled() is {self.initial_grad_enabled!r}"))
         # torch-function modes (torch.set_default_device, `with torch.device(...)`) change what
         # factory functions make; traces run only without any (convert_frame), and stay so
-        self.add_guard("GLOBAL_STATE", None, ("___torch._C._len_torch_function_stack() == 0", ()))
+        self.add_guard(guards.GlobalStateGuard("___torch._C._len_torch_function_stack() == 0"))
 
     # ---- guards -----------------------------------------------------------
-    def add_guard(self, kind: str, source: Optional[Source], value=None) -> None:
-        self.guards.add(Guard(kind, source, value))
+    def add_guard(self, guard: Guard) -> None:
+        self.guards.add(guard)
 
     def add_expr_guard(self, expr: str) -> None:
-        self.guards.add(Guard("EXPR", None, (expr, ())))
+        self.guards.add(guards.ExprGuard(expr))
 
     def guard_default_dtype(self) -> None:
-        self.add_guard("GLOBAL_STATE", None, (
+        self.add_guard(guards.GlobalStateGuard(
             "___torch.get_default_dtype() is {d}", (("d", torch.get_default_dtype()),)))
 
     # ---- graph ------------------------------------------------------------
@@ -90,7 +91,7 @@ class OutputGraph:
         """A placeholder for the real tensor ``value`` read from ``source``, guarded on its
         metadata: (node, fake example value).  The caller makes the tracker and registers
         the real value with ``set_real_value``."""
-        self.add_guard("TENSOR", source, TensorSpec.of(value))
+        self.add_guard(guards.TensorGuard.of(source, value))
         name = _node_name(source)
         first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first is not None:

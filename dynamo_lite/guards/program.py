@@ -6,15 +6,16 @@ failure explanations and the guards log use them).  ``build_program``
 translates the same expressions into the register program of csrc/guards.c:
 
     guards, in evaluation order (order_guards)
-      -> for each guard: a kind about one source (TYPE, ID, CONST, LENGTH, DICT_KEYS,
-                         TENSOR) -> its checks on that source's register, by kind
-                         (TENSOR is one CHECK_TENSOR op)
-                         other kinds -> each expression parsed with ``ast``
-      -> value expressions (sources) -> LOAD_* ops, each distinct expression
-         loaded once (``s._modules['fc1']`` is read once for all its params)
-      -> boolean expressions -> CHECK_* ops
-      -> anything not recognised -> the residual: a Python function of the
-         leftover expressions, run after every C check passed
+      -> for each guard: ``guard.emit(builder)`` (guards/kinds.py): the kind writes its
+         checks on the registers of its sources, loaded by walking the Source tree
+         (LOAD_ITEM from ___G, LOAD_ATTR, LOAD_ITEM, LOAD_CLOSURE from ___F,
+         LOAD_TYPE...), each distinct source loaded once (``s._modules['fc1']`` is
+         read once for all its params)
+      -> ExprGuard / GlobalStateGuard only: its expression parsed with ``ast``
+         (value expressions -> LOAD_* ops, boolean expressions -> CHECK_* ops)
+      -> anything not translated -> the residual: a Python function of the
+         leftover expressions, run after every C check passed; each residual is
+         logged on the ``guards`` artifact with the guard that caused it
 
 Evaluation order (order_guards): guards on the frame's own arguments first
 (type/identity/constant, then tensor metadata: they are cheap and they are
@@ -30,16 +31,15 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import logging
+import sys
 from typing import Any, Callable, Optional
 
 from .. import _C
-from ..source import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, TypeSource
-from . import tensor_api
+from ..source import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource,
+                      ModuleGlobalSource, TypeSource)
 
-# Kinds that establish what an object is (run before reading through it).
-_ESTABLISHING = ("TYPE", "ID", "CONST", "TENSOR")
-# Kinds whose expressions read only their source (translated without parsing).
-_SOURCE_KINDS = ("TYPE", "ID", "CONST", "LENGTH", "DICT_KEYS", "TENSOR")
+guards_log = logging.getLogger("dynamo_lite.guards")
 
 
 # Nodes ast.literal_eval may accept (anything else: not a constant).
@@ -112,31 +112,19 @@ def _source_keys(source) -> list[str]:
     return keys
 
 
-def _priority(guard) -> int:
-    src = guard.source
-    if src is not None and isinstance(src, LocalSource):
-        if guard.kind in ("TYPE", "ID", "CONST", "LENGTH"):
-            return 0
-        if guard.kind == "TENSOR":
-            return 1
-    if guard.kind == "GLOBAL_STATE":
-        return 2
-    return 3
-
-
 def order_guards(guards: list, exprs_of: Callable[[Any], list[str]]) -> list:
     """``guards`` (GuardSet order) reordered for evaluation; see the module docstring."""
-    ranked = sorted(range(len(guards)), key=lambda i: (_priority(guards[i]), i))
+    from .kinds import ExprGuard
+
+    ranked = sorted(range(len(guards)), key=lambda i: (guards[i].priority(), i))
     establishing: dict[str, list[int]] = {}
     for i, g in enumerate(guards):
-        if g.source is not None and g.kind in _ESTABLISHING:
+        if g.source is not None and g.establishes:
             establishing.setdefault(g.source.name(), []).append(i)
     reads: dict[int, list[str]] = {}
     for i, g in enumerate(guards):
-        if g.kind in _SOURCE_KINDS and g.source is not None:
-            keys = _source_keys(g.source)  # its expressions only read the source itself
-        else:
-            keys = _source_keys(g.source) if g.source is not None else []
+        keys = [k for src in g.reads() for k in _source_keys(src)]
+        if isinstance(g, ExprGuard):  # free text: the sources it reads are in its expressions
             for text in exprs_of(g):
                 try:
                     keys.extend(_chain_keys(text))
@@ -176,7 +164,9 @@ class _Builder:
         self.nregs = self.nargs
         self.namespace = namespace
         self.ops: list[tuple] = []
-        self.residual: list[str] = []
+        self.residual_texts: list[str] = []  # expressions the C program does not check
+        self.residual_guards: list[tuple] = []  # (guard, text) for each, for the log
+        self._exprs_of: Callable = lambda g: []
         self._text = ""  # the expression being translated (node keys are its substrings)
 
     def _new_reg(self) -> int:
@@ -290,8 +280,8 @@ class _Builder:
             return
         raise Untranslatable(ast.unparse(ast.Compare(left, [op], [right])))
 
-    def add_expr(self, text: str) -> None:
-        """Translate one guard expression, or send it (whole) to the residual."""
+    def add_expr(self, guard, text: str) -> None:
+        """Translate one expression of an ExprGuard, or send it (whole) to the residual."""
         mark_ops, mark_regs, mark_n = len(self.ops), dict(self.regs), self.nregs
         try:
             self._text = text
@@ -299,70 +289,96 @@ class _Builder:
         except (Untranslatable, SyntaxError):
             del self.ops[mark_ops:]
             self.regs, self.nregs = mark_regs, mark_n
-            self.residual.append(text)
+            self.residual(guard, text)
 
-    def source_value(self, source) -> int:
-        """Register holding the value at ``source`` (what ``source.name()`` evaluates to)."""
+    # ---- the interface guard kinds emit through (guards/kinds.py) ----------------
+    def op(self, name: str, a: int, b: int = 0, *, n: int = 0, obj=None) -> None:
+        """Append one CHECK_* op (see csrc/guards.c)."""
+        self.ops.append((name, a, b, n, obj))
+
+    def residual(self, guard, text: str) -> None:
+        """Check ``text`` (one of ``guard``'s expressions, or a part of one) in Python."""
+        self.residual_texts.append(text)
+        self.residual_guards.append((guard, text))
+
+    def exprs_of(self, guard) -> list[str]:
+        return self._exprs_of(guard)
+
+    def globals_reg(self) -> int:
+        return self.regs["___G"]
+
+    def const(self, obj) -> int:
+        """Register holding the fixed object ``obj``."""
+        return self._load(f"=const {id(obj)}", "LOAD_CONST", 0, 0, obj)
+
+    def attr(self, reg: int, name: str) -> int:
+        """Register holding ``getattr(<reg>, name)``."""
+        return self._load(f"=attr {reg}.{name}", "LOAD_ATTR", reg, 0, name)
+
+    def call0(self, reg: int) -> int:
+        """Register holding ``<reg>()``."""
+        return self._load(f"=call {reg}()", "LOAD_CALL0", reg, 0, None)
+
+    def reg(self, source) -> int:
+        """Register holding the value at ``source`` (what ``source.name()`` evaluates to),
+        loaded by walking the Source tree; Untranslatable for a source it cannot load."""
         key = "=" + source.name()
         reg = self.regs.get(key)
         if reg is not None:
             return reg
         kind = type(source)
-        if kind is LocalSource and source.name() in self.regs:
-            return self.regs[source.name()]
+        if kind is LocalSource:
+            if source.name() in self.regs:
+                return self.regs[source.name()]
+            raise Untranslatable(source.name())  # not an argument of the frame
         if kind is GlobalSource:
             return self._load(key, "LOAD_ITEM", self.regs["___G"], 0, source.global_name)
         if kind is AttrSource:
-            return self._load(key, "LOAD_ATTR", self.source_value(source.parent), 0, source.attr)
-        if kind is ItemSource and type(source.key) in (int, str):
-            return self._load(key, "LOAD_ITEM", self.source_value(source.parent), 0, source.key)
+            return self._load(key, "LOAD_ATTR", self.reg(source.parent), 0, source.attr)
+        if kind is ItemSource and _faithful_key(source.key):
+            return self._load(key, "LOAD_ITEM", self.reg(source.parent), 0, source.key)
         if kind is ClosureSource and source.index >= 0:
             return self._load(key, "LOAD_CLOSURE", self.regs["___F"], source.index, None)
         if kind is TypeSource:
-            return self._load(key, "LOAD_TYPE", self.source_value(source.parent), 0, None)
-        self._text = source.name()
-        return self.value(_parse(self._text))
+            return self._load(key, "LOAD_TYPE", self.reg(source.parent), 0, None)
+        if kind is BuiltinSource:
+            return self._load(key, "LOAD_ATTR", self.const(builtins), 0, source.builtin_name)
+        if kind is ModuleGlobalSource:
+            mods = self._load("=___sys.modules", "LOAD_ATTR", self.const(sys), 0, "modules")
+            mod = self._load(f"=___sys.modules[{source.module!r}]", "LOAD_ITEM", mods, 0, source.module)
+            d = self._load(f"=___sys.modules[{source.module!r}].__dict__", "LOAD_ATTR", mod, 0, "__dict__")
+            return self._load(key, "LOAD_ITEM", d, 0, source.global_name)
+        raise Untranslatable(source.name())
 
-    def add_guard(self, guard, texts: list[str]) -> None:
-        """Ops for one guard: by kind for guards on one source (the same checks its expressions
-        state, see guards._guard_exprs), else by translating its expressions."""
-        kind, v = guard.kind, guard.value
-        if guard.source is None or kind not in _SOURCE_KINDS:
-            if kind == "NOT_IN" and type(v) is str:
-                self.ops.append(("CHECK_NOT_IN", self.regs["___G"], 0, 0, v))
-                return
-            for text in texts:
-                self.add_expr(text)
-            return
+    def add_guard(self, guard) -> None:
+        """The ops of one guard (its ``emit``), or, when it cannot be emitted, its
+        expressions translated one by one (what is left goes to the residual)."""
         mark_ops, mark_regs, mark_n = len(self.ops), dict(self.regs), self.nregs
+        mark_res = len(self.residual_texts)
         try:
-            reg = self.source_value(guard.source)
+            guard.emit(self)
         except (Untranslatable, SyntaxError):
             del self.ops[mark_ops:]
+            del self.residual_texts[mark_res:]
+            del self.residual_guards[mark_res:]
             self.regs, self.nregs = mark_regs, mark_n
-            for text in texts:
-                self.add_expr(text)
-            return
-        if kind == "TYPE":
-            self.ops.append(("CHECK_TYPE", reg, 0, 0, v))
-        elif kind == "ID":
-            self.ops.append(("CHECK_ID", reg, 0, 0, v))
-        elif kind == "CONST":
-            if v is None or v is True or v is False or v is Ellipsis:
-                self.ops.append(("CHECK_ID", reg, 0, 0, v))
-            else:
-                self.ops.append(("CHECK_TYPE", reg, 0, 0, type(v)))
-                self.ops.append(("CHECK_EQ", reg, 0, 0, v))
-        elif kind == "LENGTH":
-            self.ops.append(("CHECK_LEN", reg, 0, v, None))
-        elif kind == "DICT_KEYS":
-            self.ops.append(("CHECK_KEYS", reg, 0, 0, list(v)))
-        else:  # TENSOR
-            spec = v
-            codes = tensor_api.codes(spec.dtype, spec.device) if tensor_api.eligible(spec.type) else None
-            desc = (spec.type, spec.dtype, spec.device, tuple(spec.shape), tuple(spec.stride),
-                    bool(spec.requires_grad), codes)
-            self.ops.append(("CHECK_TENSOR", reg, 0, 0, desc))
+            for text in self.exprs_of(guard):
+                self.add_expr(guard, text)
+
+
+def _faithful_key(key) -> bool:
+    """``key`` is what ``repr(key)`` evaluates to in the Python check (so C may use the object)."""
+    if type(key) in (int, str, bool, type(None)):
+        return True
+    try:
+        value = ast.literal_eval(repr(key))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    try:
+        hash(key)
+        return type(value) is type(key) and value == key
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _is_builtin_call(node: ast.AST, name: str, nargs: int, b: _Builder) -> bool:
@@ -379,15 +395,77 @@ def build_program(ordered: list, exprs_of: Callable, arg_names: tuple[str, ...],
     source text or None).
     """
     b = _Builder(arg_names, namespace)
+    b._exprs_of = exprs_of
     for guard in ordered:
-        b.add_guard(guard, exprs_of(guard))
+        b.add_guard(guard)
     residual = None
     residual_src = None
-    if b.residual:
+    if b.residual_texts:
         params = ", ".join([*arg_names, "___G", "___F"])
-        body = " and ".join(f"({t})" for t in b.residual)
+        body = " and ".join(f"({t})" for t in b.residual_texts)
         residual_src = f"def ___residual({params}):\n    return bool({body})\n"
         scope = dict(namespace)
         exec(compile(residual_src, "<dynamo_lite residual guards>", "exec"), scope)  # noqa: S102
         residual = scope["___residual"]
-    return _C.GuardProgram(b.nargs, b.nregs, b.ops, residual), residual_src
+        for guard, text in b.residual_guards:
+            guards_log.info("Residual Python guard check (not in the C program): %s guard %s: %s",
+                            guard.kind, guard.describe(), text)
+    program = _C.GuardProgram(b.nargs, b.nregs, b.ops, residual)
+    guards_log.debug("C guard program:\n%s", _Lazy(render_program, b.ops, arg_names, residual_src))
+    return program, residual_src, b.ops
+
+
+class _Lazy:
+    def __init__(self, fn, *args):
+        self.fn, self.args = fn, args
+
+    def __str__(self):
+        return self.fn(*self.args)
+
+
+def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional[str] = None) -> str:
+    """The register program as text, one op a line (the ``+guards`` log; docs/how-it-works.md)::
+
+        r0 = x  r1 = ___G  r2 = ___F
+        r3 = LOAD_ATTR r0 .training
+        CHECK_ID r3 True
+    """
+    names = [*arg_names, "___G", "___F"]
+    lines = ["  ".join(f"r{i} = {n}" for i, n in enumerate(names))]
+    for name, a, b, n, obj in ops:
+        if name == "LOAD_CONST":
+            lines.append(f"r{a} = LOAD_CONST {_short_obj(obj)}")
+        elif name == "LOAD_ATTR":
+            lines.append(f"r{a} = LOAD_ATTR r{b} .{obj}")
+        elif name == "LOAD_ITEM":
+            lines.append(f"r{a} = LOAD_ITEM r{b} [{obj!r}]")
+        elif name == "LOAD_CLOSURE":
+            lines.append(f"r{a} = LOAD_CLOSURE r{b} [{n}]")
+        elif name in ("LOAD_TYPE", "LOAD_CALL0"):
+            lines.append(f"r{a} = {name} r{b}")
+        elif name == "CHECK_SAME":
+            lines.append(f"CHECK_SAME r{a} r{b}")
+        elif name == "CHECK_LEN":
+            lines.append(f"CHECK_LEN r{a} {n}")
+        elif name == "CHECK_TENSOR":
+            spec = obj
+            lines.append(f"CHECK_TENSOR r{a} {spec[0].__name__} {str(spec[1]).replace('torch.', '')} {spec[2]} "
+                         f"shape={list(spec[3])} stride={list(spec[4])} requires_grad={spec[5]}")
+        elif name in ("CHECK_TRUTHY", "CHECK_FALSY"):
+            lines.append(f"{name} r{a}")
+        else:
+            lines.append(f"{name} r{a} {_short_obj(obj)}")
+    if residual_src:
+        lines.append("then the residual Python check:")
+        lines.extend("    " + line for line in residual_src.splitlines())
+    return "\n".join(lines)
+
+
+def _short_obj(obj) -> str:
+    if isinstance(obj, type):
+        return obj.__qualname__
+    if isinstance(obj, type(sys)):
+        return f"<module {obj.__name__}>"
+    if obj is None or isinstance(obj, (bool, int, float, str, list, tuple, set, frozenset)):
+        return repr(obj)
+    return f"<{getattr(obj, '__qualname__', None) or type(obj).__qualname__}>"

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from .. import graph_breaks as gb
+from .. import guards
 from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, Source
 from .base import VariableTracker
@@ -73,7 +74,7 @@ def _aliased(tx, value, source, make):
     if existing is not None and existing[0] is value:
         var = existing[1]
         if source is not None and var.source is not None and var.source != source:
-            output.add_expr_guard(f"{source.name()} is {var.source.name()}")
+            output.add_guard(guards.SameObjectGuard(source, var.source))
         return var
     var = make()
     output.object_cache[id(value)] = (value, var)
@@ -95,10 +96,10 @@ def _wrap(tx, value, source):
     if value is os.environ or value is inspect.signature:
         from .library import library_variable
 
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         return library_variable(value, source)
     if callable(value) and not isinstance(value, type) and _has_builtin_handler(value):
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         return BuiltinVariable(value, source)
     if isinstance(value, torch.Tensor):
         if source is None:
@@ -119,68 +120,66 @@ def _wrap(tx, value, source):
 
         return _aliased(tx, value, source, lambda: ModelOutputVariable.from_real(tx, value, source))
     if isinstance(value, torch.Size):
-        guard("CONST", source, value)
+        guard(guards.ConstGuard(source, value))
         return SizeVariable([ConstantVariable(int(v)) for v in value], source)
     if isinstance(value, enum.Enum):
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         return ConstantVariable(value, source)
     if is_constant_value(value):
         if type(value) is float and value != value:  # NaN == NaN is False: a CONST guard would never pass
             if source is not None:
-                name = source.name()
-                guard("EXPR", source, (f"type({name}) is {{t}} and {name} != {name}", (("t", float),)))
+                guard(guards.NanGuard(source))
         else:
-            guard("CONST", source, value)
+            guard(guards.ConstGuard(source, value))
         if type(value) is float and value == 0.0 and source is not None:  # 0.0 == -0.0: guard the sign too
-            guard("EXPR", source, (f"___builtins.repr({source.name()}) == {repr(value)!r}", ()))
+            guard(guards.FloatReprGuard(source, repr(value)))
         return ConstantVariable(value, source)
     if type(value) is tuple or (isinstance(value, tuple) and hasattr(type(value), "_fields")):
-        guard("TYPE", source, type(value))
-        guard("LENGTH", source, len(value))
+        guard(guards.TypeGuard(source, type(value)))
+        guard(guards.LengthGuard(source, len(value)))
         items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
         if type(value) is tuple:
             return TupleVariable(items, source)
         return NamedTupleVariable(type(value), items, source)
     if type(value) is list:
         def make():
-            guard("TYPE", source, list)
-            guard("LENGTH", source, len(value))
+            guard(guards.TypeGuard(source, list))
+            guard(guards.LengthGuard(source, len(value)))
             items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
             return ListVariable(items, source)
         return _aliased(tx, value, source, make)
     if type(value) in (dict, collections.OrderedDict, collections.defaultdict):  # not Counter: its own update()
         if all(type(k) in (str, int, bool, type(None), float) for k in value):
             def make():
-                guard("TYPE", source, type(value))
-                guard("DICT_KEYS", source, tuple(value.keys()))
+                guard(guards.TypeGuard(source, type(value)))
+                guard(guards.DictKeysGuard(source, tuple(value.keys())))
                 items = {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
                 return DictVariable(items, source, dict_type=type(value))
             return _aliased(tx, value, source, make)
-        guard("TYPE", source, type(value))
+        guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
     if type(value) in (set, frozenset):
         if all(is_constant_value(v) for v in value):
             def make():
-                guard("CONST", source, frozenset(value)) if type(value) is frozenset else guard(
-                    "EXPR", source, (f"type({source.name()}) is set and {source.name()} == {{v}}",
-                                     (("v", set(value)),)))
+                guard(guards.ConstGuard(source, frozenset(value))) if type(value) is frozenset else guard(
+                    guards.SetEqualsGuard(source, frozenset(value)))
                 return SetVariable([ConstantVariable(v) for v in value], source, frozen=type(value) is frozenset)
             return _aliased(tx, value, source, make)
-        guard("TYPE", source, type(value))
+        guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
     if isinstance(value, nn.Module):
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         if source is not None:
-            guard("EXPR", source, (f"{AttrSource(source, 'training').name()} is {value.training!r}", ()))
+            guard(guards.IsGuard(source, ("training",), value.training))
         return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))
     if isinstance(value, types.FunctionType):
         if "<locals>" in value.__qualname__ and source is not None:
             # a nested function (lambda, closure, generator expression) is a new object on every
             # call of its maker: guard what it runs (code; defaults and cells are guarded when read)
-            guard("TYPE", source, types.FunctionType)
-            guard("ID", AttrSource(source, "__code__"), value.__code__)
+            guard(guards.TypeGuard(source, types.FunctionType))
+            guard(guards.IdGuard(AttrSource(source, "__code__"), value.__code__))
         else:
-            guard("ID", source, value)
+            guard(guards.IdGuard(source, value))
         if _is_torch_callable(value) and value.__module__.split(".")[0] == "torch" and not _inline_torch(value):
             return TorchVariable(value, source)
         return UserFunctionVariable(value, source)
@@ -196,42 +195,42 @@ def _wrap(tx, value, source):
             type(ctx) is torch.enable_grad
         if isinstance(prev, bool) and isinstance(enabled, bool):
             if source is not None:
-                guard("EXPR", source, (f"type({source.name()}.__self__) is {{t}} and "
+                guard(guards.ExprGuard(f"type({source.name()}.__self__) is {{t}} and "
                                        f"{source.name()}.__self__.prev is {prev!r} and "
                                        f"getattr({source.name()}.__self__, 'mode', {enabled!r}) is {enabled!r}",
-                                       (("t", type(ctx)),)))
+                                       (("t", type(ctx)),), source))
             entered = GradModeVariable(enabled, type(ctx))
             entered.prev = prev
             return GradModeExitVariable(entered)
     if isinstance(value, types.MethodType):
-        guard("ID", source, value.__func__) if source is None else guard(
-            "EXPR", source, (f"{source.name()}.__func__ is {{f}}", (("f", value.__func__),)))
+        guard(guards.IdGuard(source, value.__func__)) if source is None else guard(
+            guards.IsGuard(source, ("__func__",), value.__func__))
         self_var = wrap(tx, value.__self__, AttrSource(source, "__self__") if source else None)
         if isinstance(value.__func__, types.FunctionType):
             return UserMethodVariable(value.__func__, self_var, source)
         return ObjectVariable(value, source)
     if isinstance(value, functools.partial):
-        guard("TYPE", source, functools.partial)
+        guard(guards.TypeGuard(source, functools.partial))
         fn = wrap(tx, value.func, AttrSource(source, "func") if source else None)
         args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None)
                 for i, a in enumerate(value.args)]
-        guard("LENGTH", AttrSource(source, "args") if source else None, len(value.args))
+        guard(guards.LengthGuard(AttrSource(source, "args") if source else None, len(value.args)))
         kwargs = {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source else None)
                   for k, v in value.keywords.items()}
         if source is not None:
-            guard("DICT_KEYS", AttrSource(source, "keywords"), tuple(value.keywords))
+            guard(guards.DictKeysGuard(AttrSource(source, "keywords"), tuple(value.keywords)))
         return PartialVariable(fn, args, kwargs, source)
     if isinstance(value, types.ModuleType):
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         return PythonModuleVariable(value, source)
     if is_builtin_callable(value):
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         return BuiltinVariable(value, source)
     if is_torch_class(value) or _is_torch_callable(value):
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         return TorchVariable(value, source)
     if isinstance(value, type):
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         if _is_model_output(value):
             from .model_output import ModelOutputClassVariable
 
@@ -241,11 +240,11 @@ def _wrap(tx, value, source):
         return ConstantVariable(value, source)
     if isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType,
                           types.WrapperDescriptorType, types.MethodDescriptorType)):
-        guard("ID", source, value)
+        guard(guards.IdGuard(source, value))
         return BuiltinVariable(value, source)
     if isinstance(value, types.CellType):
         raise GraphBreak(gb.VALUE_UNKNOWN, "a raw closure cell")
-    guard("TYPE", source, type(value))
+    guard(guards.TypeGuard(source, type(value)))
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
         return ObjectVariable(value, source)
     return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
@@ -276,6 +275,6 @@ def wrap_builtin_name(tx, name: str) -> VariableTracker:
     from ..source import BuiltinSource
 
     value = getattr(builtins, name)
-    tx.output.add_guard("NOT_IN", None, name)
+    tx.output.add_guard(guards.NotInGlobalsGuard(name))
     return wrap(tx, value, None) if not isinstance(value, type) or value.__module__ == "builtins" else wrap(
         tx, value, BuiltinSource(name))

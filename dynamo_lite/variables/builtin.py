@@ -24,7 +24,7 @@ import types
 from typing import Any, Callable
 
 from .. import graph_breaks as gb
-from .. import runtime
+from .. import guards, runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
@@ -485,9 +485,9 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
             isinstance(value, torch.nn.Module) or _mro_lookup(cls, "__getattr__")[0] is None):
         dicts = ["__dict__"] + (["_parameters", "_buffers", "_modules"] if isinstance(value, torch.nn.Module) else [])
         for d in dicts:
-            tx.output.add_guard("EXPR", src, (f"{name!r} not in {src.name()}.{d}", ()))
+            tx.output.add_guard(guards.NotInDictGuard(src, name, d))
         return
-    tx.output.add_guard("EXPR", src, (f"not ___builtins.hasattr({src.name()}, {name!r})", ()))
+    tx.output.add_guard(guards.AbsentAttrGuard(src, name))
 
 
 @_handler(builtins.setattr)

@@ -17,6 +17,7 @@ import types
 from typing import Any, Optional
 
 from .. import graph_breaks as gb
+from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -148,9 +149,9 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         fn = self.fn
         # the code inlined is the function's code now: `fn.__code__ = ...` later is a recompile
         if self.source is not None:
-            tx.output.add_guard("ID", AttrSource(self.source, "__code__"), fn.__code__)
+            tx.output.add_guard(guards.IdGuard(AttrSource(self.source, "__code__"), fn.__code__))
         else:
-            tx.output.add_guard("EXPR", None, ("{f}.__code__ is {c}", (("f", fn), ("c", fn.__code__))))
+            tx.output.add_guard(guards.ConstAttrIsGuard(fn, "__code__", fn.__code__))
         defaults = []
         for i, d in enumerate(fn.__defaults__ or ()):
             src = ItemSource(AttrSource(self.source, "__defaults__"), i) if self.source else None

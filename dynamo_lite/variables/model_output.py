@@ -33,6 +33,7 @@ import sys
 from typing import Optional
 
 from .. import graph_breaks as gb
+from .. import guards
 from .. import _C
 from ..exc import GraphBreak
 from .base import VariableTracker
@@ -199,8 +200,8 @@ class ModelOutputVariable(VariableTracker):
 
         cls = type(value)
         output = tx.output
-        output.add_guard("TYPE", source, cls)
-        output.add_guard("DICT_KEYS", source, tuple(value.keys()))
+        output.add_guard(guards.TypeGuard(source, cls))
+        output.add_guard(guards.DictKeysGuard(source, tuple(value.keys())))
         names = [f.name for f in dataclasses.fields(cls)]
         extra = sorted(k for k in value.__dict__ if k not in names)
         output.add_expr_guard(f"sorted(k for k in {source.name()}.__dict__ if k not in {tuple(names)!r}) == "

@@ -31,6 +31,7 @@ import types
 from torch import nn
 
 from .. import graph_breaks as gb
+from .. import guards
 from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, TypeSource
 from .base import VariableTracker
@@ -172,7 +173,7 @@ class NNModuleVariable(VariableTracker):
                 from .functions import UserMethodVariable
 
                 if self.source is not None:
-                    tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "__call__"), call)
+                    tx.output.add_guard(guards.IdGuard(AttrSource(TypeSource(self.source), "__call__"), call))
 
                 return UserMethodVariable(call, self).call_function(tx, args, kwargs)
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
@@ -192,8 +193,8 @@ class NNModuleVariable(VariableTracker):
         if "forward" in module.__dict__:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "forward replaced on the instance")
         if self.source is not None:  # ... and not replaced on the instance or the class after this compile
-            tx.output.add_guard("EXPR", self.source, (f"'forward' not in {self.source.name()}.__dict__", ()))
-            tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "forward"), forward)
+            tx.output.add_guard(guards.NotInDictGuard(self.source, "forward"))
+            tx.output.add_guard(guards.IdGuard(AttrSource(TypeSource(self.source), "forward"), forward))
         from .functions import UserFunctionVariable
 
         return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
@@ -202,7 +203,7 @@ class NNModuleVariable(VariableTracker):
         """Guard the names in ``module.<store>`` (_modules, _parameters, _buffers): code that walked
         them (iteration, parameters(), len) must see a module added or removed later."""
         if self.source is not None:
-            tx.output.add_guard("DICT_KEYS", AttrSource(self.source, store), tuple(getattr(self.value, store)))
+            tx.output.add_guard(guards.DictKeysGuard(AttrSource(self.source, store), tuple(getattr(self.value, store))))
 
     def children_vars(self, tx) -> list[tuple[str, VariableTracker]]:
         from .builder import wrap
@@ -218,7 +219,7 @@ class NNModuleVariable(VariableTracker):
         module = self.value
         if isinstance(module, (nn.Sequential, nn.ModuleList)):
             if self.source is not None:
-                tx.output.add_guard("LENGTH", AttrSource(self.source, "_modules"), len(module._modules))
+                tx.output.add_guard(guards.LengthGuard(AttrSource(self.source, "_modules"), len(module._modules)))
             return [v for _, v in self.children_vars(tx)]
         if isinstance(module, nn.ModuleDict):
             return [ConstantVariable(k) for k, _ in self.children_vars(tx)]

@@ -26,6 +26,7 @@ from torch._subclasses.fake_tensor import (
 )
 
 from .. import graph_breaks as gb
+from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -193,8 +194,8 @@ class TensorVariable(VariableTracker):
             # changed by an in-place op earlier in the trace (x.as_strided_(...)): Python answers
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.{name} of an input changed in place")
         read = f"{self.source.name()}.{name}" + ("" if name in _METADATA_ATTRS else "()")
-        tx.output.add_guard("EXPR", self.source, (f"{read} == {value!r}" if type(value) is int else
-                                                  f"{read} is {value!r}", ()))
+        tx.output.add_guard(guards.ExprGuard(f"{read} == {value!r}" if type(value) is int else
+                                             f"{read} is {value!r}", (), self.source))
         return ConstantVariable(value)
 
     def reconstruct(self, cg):

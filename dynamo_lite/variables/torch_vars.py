@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import graph_breaks as gb
+from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -221,5 +222,5 @@ def _setting_query(tx, fn):
         return None
     if type(value) not in (bool, int, str):
         return None
-    tx.output.add_guard("GLOBAL_STATE", None, ("{f}() == {v}", (("f", fn), ("v", value))))
+    tx.output.add_guard(guards.GlobalStateGuard("{f}() == {v}", (("f", fn), ("v", value))))
     return ConstantVariable(value)

@@ -25,6 +25,7 @@ import types
 from typing import Any, Optional
 
 from .. import graph_breaks as gb
+from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
@@ -320,7 +321,7 @@ class UserDefinedObjectVariable(_ObjectLike):
 
     def _guard_not_shadowed(self, tx, name) -> None:
         if self.source is not None and isinstance(getattr(self.value, "__dict__", None), dict):
-            tx.output.add_guard("EXPR", self.source, (f"{name!r} not in {self.source.name()}.__dict__", ()))
+            tx.output.add_guard(guards.NotInDictGuard(self.source, name))
 
     def reconstruct(self, cg):
         if self.source is None:
@@ -421,11 +422,11 @@ def guard_class_attr(tx, cls_src, cls_attr) -> None:
     if cls_src is None:
         return
     if isinstance(cls_attr, staticmethod):
-        tx.output.add_guard("ID", cls_src, cls_attr.__func__)
+        tx.output.add_guard(guards.IdGuard(cls_src, cls_attr.__func__))
     elif isinstance(cls_attr, classmethod):
-        tx.output.add_guard("EXPR", cls_src, (f"{cls_src.name()}.__func__ is {{f}}", (("f", cls_attr.__func__),)))
+        tx.output.add_guard(guards.IsGuard(cls_src, ("__func__",), cls_attr.__func__))
     else:
-        tx.output.add_guard("ID", cls_src, cls_attr)
+        tx.output.add_guard(guards.IdGuard(cls_src, cls_attr))
 
 
 def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
@@ -445,9 +446,9 @@ def guard_attr_value(tx, owner, name: str, value) -> None:
     constant) by value: equal scalars (NaN by identity), else the same object."""
     if type(value) in (bool, int, str, type(None)) or (type(value) is float and value == value):
         for text in (f"type({{o}}.{name}) is {{t}}", f"{{o}}.{name} == {{v}}"):
-            tx.output.add_guard("EXPR", None, (text, (("o", owner), ("t", type(value)), ("v", value))))
+            tx.output.add_guard(guards.ExprGuard(text, (("o", owner), ("t", type(value)), ("v", value))))
     elif name.isidentifier():
-        tx.output.add_guard("EXPR", None, (f"{{o}}.{name} is {{v}}", (("o", owner), ("v", value))))
+        tx.output.add_guard(guards.ConstAttrIsGuard(owner, name, value))
 
 
 class UserDefinedClassVariable(VariableTracker):
@@ -488,8 +489,8 @@ class UserDefinedClassVariable(VariableTracker):
         if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
             # cls.name gives the function (static) or a new bound method (class): guard the function
             src = AttrSource(self.source, name)
-            tx.output.add_guard("EXPR", src, (f"{src.name()}{'.__func__' if isinstance(attr, classmethod) else ''}"
-                                              f" is {{f}}", (("f", attr.__func__),)))
+            tx.output.add_guard(guards.IsGuard(src, ("__func__",) if isinstance(attr, classmethod) else (),
+                                               attr.__func__))
         if isinstance(attr, staticmethod):
             return UserFunctionVariable(attr.__func__)
         if isinstance(attr, classmethod):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import types
 import weakref
 
 import pytest
@@ -653,12 +654,12 @@ def test_residual_runs_after_c_checks():
 
 
 def test_untranslatable_expression_goes_to_residual():
-    from dynamo_lite.guards import Guard, GuardSet
+    from dynamo_lite.guards import ExprGuard, GuardSet, TypeGuard
     from dynamo_lite.source import LocalSource
 
     gs = GuardSet()
-    gs.add(Guard("TYPE", LocalSource("x"), int))
-    gs.add(Guard("EXPR", None, ("x < 3", ())))
+    gs.add(TypeGuard(LocalSource("x"), int))
+    gs.add(ExprGuard("x < 3"))
     guard = gs.compile(("x",))
     assert guard.residual_source is not None and "x < 3" in guard.residual_source
     assert guard.fn(2, {}, None) is True and guard.fn(4, {}, None) is False
@@ -771,3 +772,149 @@ def test_module_with_its_own_call_keeps_it():
     x = torch.randn(2, 3)
     assert_same(m(x), compiled(x))
     assert_same(m(x), compiled(x))
+
+
+# ---- guard kinds: the Python expression and the C emission agree -------------------------
+class _Obj:
+    pass
+
+
+def _obj(**attrs):
+    o = _Obj()
+    o.__dict__.update(attrs)
+    return o
+
+
+_SHARED = _Obj()
+_HOLDER = _obj(v=_SHARED)
+_MOD = nn.Linear(1, 1)
+
+
+def _kind_cases():
+    """(guard, arg names, passing args, failing args, globals of the failing call, in C?) per kind."""
+    from dynamo_lite import guards as g
+    from dynamo_lite.source import AttrSource, GlobalSource, ItemSource, LocalSource
+
+    x, y = LocalSource("x"), LocalSource("y")
+    t = torch.randn(2, 3)
+    return {
+        "TYPE": (g.TypeGuard(x, int), ("x",), (1,), ("s",), None, True),
+        "ID": (g.IdGuard(x, _SHARED), ("x",), (_SHARED,), (_Obj(),), None, True),
+        "CONST": (g.ConstGuard(x, 3), ("x",), (3,), (3.0,), None, True),
+        "CONST_NONE": (g.ConstGuard(x, None), ("x",), (None,), (0,), None, True),
+        "LENGTH": (g.LengthGuard(x, 2), ("x",), ([1, 2],), ([1],), None, True),
+        "NOT_IN": (g.NotInGlobalsGuard("len"), ("x",), (0,), (0,), {"len": 1}, True),
+        "DICT_KEYS": (g.DictKeysGuard(x, ("a", "b")), ("x",), ({"a": 1, "b": 2},), ({"b": 1, "a": 2},), None, True),
+        "TENSOR": (g.TensorGuard.of(x, t), ("x",), (torch.randn(2, 3),), (t.double(),), None, True),
+        "NAN": (g.NanGuard(x), ("x",), (float("nan"),), (1.0,), None, True),
+        "NAN_STR": (g.NanGuard(x), ("x",), (-float("nan"),), ("nan",), None, True),
+        "FLOAT_REPR": (g.FloatReprGuard(x, "-0.0"), ("x",), (-0.0,), (0.0,), None, True),
+        "SET_EQ": (g.SetEqualsGuard(x, frozenset({1, 2})), ("x",), ({2, 1},), (frozenset({1, 2}),), None, True),
+        "NOT_IN_DICT": (g.NotInDictGuard(x, "a"), ("x",), (_obj(b=1),), (_obj(a=1),), None, True),
+        "NOT_IN_DICT_PARAMS": (g.NotInDictGuard(x, "weight", "_parameters"), ("x",), (nn.ReLU(),),
+                               (nn.Linear(1, 1),), None, True),
+        "ABSENT_ATTR": (g.AbsentAttrGuard(x, "a"), ("x",), (_obj(),), (_obj(a=1),), None, False),
+        "IS": (g.IsGuard(x, ("training",), True), ("x",), (nn.Linear(1, 1),), (nn.Linear(1, 1).eval(),), None, True),
+        "IS_FUNC": (g.IsGuard(AttrSource(x, "f"), ("__func__",), _Obj.__init__), ("x",),
+                    (_obj(f=types.MethodType(_Obj.__init__, 1)),), (_obj(f=types.MethodType(len, 1)),), None, True),
+        "SAME": (g.SameObjectGuard(x, ItemSource(y, 0)), ("x", "y"), (_SHARED, [_SHARED]), (_SHARED, [_Obj()]),
+                 None, True),
+        "CONST_ATTR_IS": (g.ConstAttrIsGuard(_HOLDER, "v", _SHARED), ("x",), (0,), (0,), None, True),
+        "EXPR": (g.ExprGuard("x < {n}", (("n", 3),)), ("x",), (2,), (4,), None, False),
+        "EXPR_C": (g.ExprGuard("not {m}._forward_hooks", (("m", _MOD),)), ("x",), (0,), (0,), None, True),
+        "GLOBAL_STATE": (g.GlobalStateGuard("___G['flag'] == 1"), ("x",), (0,), (0,), {"flag": 2}, True),
+        "GLOBAL_NAME": (g.TypeGuard(GlobalSource("flag"), int), ("x",), (0,), (0,), {"flag": "1"}, True),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_kind_cases()))
+def test_guard_kind_python_and_c_agree(case, monkeypatch):
+    import logging
+
+    from dynamo_lite import guards as g
+
+    guard, names, good, bad, bad_globals, in_c = _kind_cases()[case]
+    monkeypatch.setattr(g, "USE_PROGRAM", True)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    log = logging.getLogger("dynamo_lite.guards")
+    old_level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        gs = g.GuardSet()
+        gs.add(guard)
+        compiled = gs.compile(names)
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old_level)
+    assert isinstance(compiled.fn, _C.GuardProgram)
+    residual = [r.getMessage() for r in records if "Residual" in r.getMessage()]
+    if in_c:
+        assert compiled.residual_source is None and residual == []
+    else:  # not silent: the log names the kind and the readable line
+        assert compiled.residual_source is not None
+        assert residual and guard.kind in residual[0] and guard.describe() in residual[0]
+    good_globals = {"flag": 1}
+    assert compiled.fn(*good, good_globals, None) is True
+    assert compiled.py_fn(*good, good_globals, None) is True
+    assert compiled.explain_failure(good, good_globals, None) is None
+    bad_globals = {**good_globals, **(bad_globals or {})}
+    if case == "CONST_ATTR_IS":
+        monkeypatch.setattr(_HOLDER, "v", _Obj())
+    hook = _MOD.register_forward_hook(lambda *a: None) if case == "EXPR_C" else None
+    try:
+        assert compiled.fn(*bad, bad_globals, None) is False
+        assert compiled.py_fn(*bad, bad_globals, None) is False
+        why = compiled.explain_failure(bad, bad_globals, None)
+    finally:
+        if hook is not None:
+            hook.remove()
+    assert isinstance(why, str) and why
+
+
+def test_guard_kinds_deduplicate_by_fields():
+    from dynamo_lite import guards as g
+    from dynamo_lite.source import LocalSource
+
+    x = LocalSource("x")
+    gs = g.GuardSet()
+    for _ in range(2):
+        gs.add(g.TypeGuard(LocalSource("x"), int))
+        gs.add(g.ConstGuard(x, 1))
+        gs.add(g.ConstGuard(x, True))  # 1 == True, but not the same constant
+        gs.add(g.IdGuard(x, [1]))  # identity: a new list each time
+        gs.add(g.SetEqualsGuard(x, frozenset({1})))
+        gs.add(g.ExprGuard("x > {v}", (("v", 2),)))
+    assert len(gs) == 1 + 2 + 2 + 1 + 1
+    assert [type(k).__name__ for k in gs][:3] == ["TypeGuard", "IdGuard", "IdGuard"]
+
+
+def test_guard_log_shows_the_c_program_example():
+    from dynamo_lite import guards as g
+    from dynamo_lite.source import AttrSource, LocalSource
+
+    m = LocalSource("m")
+    gs = g.GuardSet()
+    gs.add(g.NotInDictGuard(m, "forward"))
+    gs.add(g.IdGuard(m, _MOD))
+    gs.add(g.IsGuard(m, ("training",), True))
+    gs.add(g.TensorGuard.of(AttrSource(m, "weight"), _MOD.weight))
+    gs.add(g.TypeGuard(LocalSource("n"), int))
+    compiled = gs.compile(("m", "n"))
+    assert compiled.residual_source is None
+    assert compiled.program_text() == PROGRAM_EXAMPLE, compiled.program_text()
+
+
+# docs/how-it-works.md shows this program (keep the two in step)
+PROGRAM_EXAMPLE = """\
+r0 = m  r1 = n  r2 = ___G  r3 = ___F
+CHECK_TYPE r1 int
+CHECK_ID r0 <Linear>
+r4 = LOAD_ATTR r0 .__dict__
+CHECK_NOT_IN r4 'forward'
+r5 = LOAD_ATTR r0 .training
+CHECK_ID r5 True
+r6 = LOAD_ATTR r0 .weight
+CHECK_TENSOR r6 Parameter float32 cpu shape=[1, 1] stride=[1, 1] requires_grad=True"""

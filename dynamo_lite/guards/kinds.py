@@ -1,0 +1,604 @@
+"""Guard kinds: one class per kind of fact a compiled graph relies on.
+
+Every kind is a frozen dataclass built from ``Source`` trees (source.py) and
+constants -- never from pre-rendered ``source.name()`` text -- and implements:
+
+    exprs(const) -> list[str]    the Python expressions stating the fact (the
+                                 specification: the Python check, failure
+                                 explanations and parity tests use them);
+                                 ``const(obj)`` names a constant in the check
+    describe() -> str            the readable line (explain(), the guards log)
+    explain_failure(actual, pretty) -> str
+                                 the words on a cache miss (``actual``: the value
+                                 now at ``source``; ``pretty``: its readable name)
+    emit(b)                      the C ops (guards/program.py ``_Builder``), loaded
+                                 from the Source tree; raises ``Untranslatable``
+                                 (the whole guard goes to the residual Python
+                                 check) or sends part of itself there with
+                                 ``b.residual(self, text)``
+    reads() -> list[Source]      the sources the check reads (evaluation order:
+                                 it runs after the establishing guards of each)
+
+and declares ``rank`` (GuardSet order among guards at the same source depth),
+``establishes`` (the kind says what the object at ``source`` is: guards reading
+through it run after it) and ``local_priority`` (C program order when
+``source`` is a frame argument).  ``source`` is the anchor: the source whose
+nesting depth orders the guard (None: depth 0).
+
+Kinds (``kind`` names them in logs):
+    TYPE            type(s) is T
+    ID              s is <object>                            (modules, functions, classes)
+    CONST           type(s) is T and s == v                  (None/bool/int/float/str/...)
+    LENGTH          len(s) == n                              (tuples, lists, dicts)
+    NOT_IN          name not in ___G                         (builtins not shadowed)
+    DICT_KEYS       list(s.keys()) == keys
+    TENSOR          type, dtype, device, shape, strides, requires_grad
+    NAN             type(s) is float and s != s              (a NaN constant)
+    FLOAT_REPR      repr(s) == text                          (the sign of 0.0)
+    SET_EQ          type(s) is set and s == v
+    NOT_IN_DICT     name not in s.<__dict__>                 (no instance attribute)
+    ABSENT_ATTR     not hasattr(s, name)
+    IS              s.<attr path> is obj                     (x.__func__, x.__code__, m.training)
+    SAME            s is other                               (two sources, one object)
+    CONST_ATTR_IS   obj.attr is v                            (an attribute of a fixed object)
+    EXPR            any boolean expression (text with {key} constants)
+    GLOBAL_STATE    an EXPR about interpreter state (grad mode, default dtype)
+Tested by tests/test_guards_fast.py (each kind: Python and C agree).
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any, Callable, ClassVar, Optional
+
+import torch
+
+from ..source import AttrSource, Source
+
+Const = Callable[[Any], str]  # names a constant object in the check's namespace
+_SINGLETONS = (None, True, False, Ellipsis)
+
+
+def _is_singleton(v) -> bool:
+    return any(v is s for s in _SINGLETONS)
+
+
+def _same_value(a, b) -> bool:
+    """Field equality for de-duplication: same type and ==, identity when == fails."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an odd __eq__: compare by identity
+        return False
+
+
+def _hashable(v):
+    try:
+        hash(v)
+    except TypeError:
+        return id(v)
+    return v
+
+
+def _short(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def short_repr(obj) -> str:
+    """How a constant appears in a readable guard line."""
+    text = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return f"<{text}>" if not isinstance(obj, (int, float, str, bool, type(None))) else repr(obj)
+
+
+def _name(source: Optional[Source]) -> str:
+    return source.name() if source is not None else ""
+
+
+class Guard:
+    """Base of the guard kinds: one fact, checked on every call of a cache entry.
+
+    Subclasses are frozen dataclasses; their fields are the fact.  Equality
+    (de-duplication in GuardSet) compares kind and fields: ``_IDENTITY`` fields
+    by identity, the others by type and value.
+    """
+
+    kind: ClassVar[str]
+    rank: ClassVar[int] = 7  # GuardSet order among guards at the same source depth
+    establishes: ClassVar[bool] = False  # says what the object at `source` is
+    local_priority: ClassVar[Optional[int]] = None  # C order when `source` is a frame argument
+    _IDENTITY: ClassVar[tuple[str, ...]] = ()  # fields compared by identity
+
+    source: Optional[Source]  # the anchor (every kind declares it as a field)
+
+    def exprs(self, const: Const) -> list[str]:
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def explain_failure(self, actual, pretty: str) -> str:
+        return f"failed: {self.describe()}"
+
+    def reads(self) -> list[Source]:
+        return [self.source] if self.source is not None else []
+
+    def emit(self, b) -> None:
+        raise NotImplementedError
+
+    def priority(self) -> int:
+        """C program order (guards/program.py): arguments' cheap facts, their tensors,
+        global state, the rest."""
+        from ..source import LocalSource
+
+        if self.local_priority is not None and isinstance(self.source, LocalSource):
+            return self.local_priority
+        return 3
+
+    # ---- identity ----------------------------------------------------------------
+    def _fields(self):
+        return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return False
+        for name, v in self._fields():
+            w = getattr(other, name)
+            if not (v is w if name in self._IDENTITY else _same_value(v, w)):
+                return False
+        return True
+
+    def __hash__(self):
+        return hash((type(self), *(id(v) if n in self._IDENTITY else _hashable(v) for n, v in self._fields())))
+
+
+# ---- kinds about one source --------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class TypeGuard(Guard):
+    kind: ClassVar[str] = "TYPE"
+    rank: ClassVar[int] = 0
+    establishes: ClassVar[bool] = True
+    local_priority: ClassVar[Optional[int]] = 0
+    source: Source
+    type: type  # the exact type (type(value) is T)
+
+    def exprs(self, const):
+        return [f"type({self.source.name()}) is {const(self.type)}"]
+
+    def describe(self):
+        return f"{self.source.name()}: type is {self.type.__qualname__}"
+
+    def explain_failure(self, actual, pretty):
+        return f"type({pretty}) changed from {self.type.__name__} to {type(actual).__name__}"
+
+    def emit(self, b):
+        b.op("CHECK_TYPE", b.reg(self.source), obj=self.type)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class IdGuard(Guard):
+    kind: ClassVar[str] = "ID"
+    rank: ClassVar[int] = 1
+    establishes: ClassVar[bool] = True
+    local_priority: ClassVar[Optional[int]] = 0
+    _IDENTITY: ClassVar[tuple[str, ...]] = ("obj",)
+    source: Source
+    obj: Any  # the object itself (kept alive by the guard)
+
+    def exprs(self, const):
+        return [f"{self.source.name()} is {const(self.obj)}"]
+
+    def describe(self):
+        return f"{self.source.name()}: is the object {short_repr(self.obj)} (id {id(self.obj):#x})"
+
+    def explain_failure(self, actual, pretty):
+        return f"{pretty} is a different object than when compiled ({short_repr(actual)})"
+
+    def emit(self, b):
+        b.op("CHECK_ID", b.reg(self.source), obj=self.obj)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConstGuard(Guard):
+    kind: ClassVar[str] = "CONST"
+    rank: ClassVar[int] = 2
+    establishes: ClassVar[bool] = True
+    local_priority: ClassVar[Optional[int]] = 0
+    source: Source
+    value: Any  # None/bool/int/float/str/bytes/Size/frozenset...: compared by type and ==
+
+    def exprs(self, const):
+        name, v = self.source.name(), self.value
+        if _is_singleton(v):
+            return [f"{name} is {v!r}"]
+        return [f"type({name}) is {const(type(v))}", f"{name} == {const(v)}"]
+
+    def describe(self):
+        return f"{self.source.name()}: == {self.value!r}"
+
+    def explain_failure(self, actual, pretty):
+        return f"{pretty} changed from {self.value!r} to {actual!r}"
+
+    def emit(self, b):
+        reg, v = b.reg(self.source), self.value
+        if _is_singleton(v):
+            b.op("CHECK_ID", reg, obj=v)
+        else:
+            b.op("CHECK_TYPE", reg, obj=type(v))
+            b.op("CHECK_EQ", reg, obj=v)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LengthGuard(Guard):
+    kind: ClassVar[str] = "LENGTH"
+    rank: ClassVar[int] = 3
+    local_priority: ClassVar[Optional[int]] = 0
+    source: Source
+    length: int
+
+    def exprs(self, const):
+        return [f"len({self.source.name()}) == {self.length}"]
+
+    def describe(self):
+        return f"{self.source.name()}: len == {self.length}"
+
+    def explain_failure(self, actual, pretty):
+        now = len(actual) if hasattr(actual, "__len__") else "?"
+        return f"len({pretty}) changed from {self.length} to {now}"
+
+    def emit(self, b):
+        b.op("CHECK_LEN", b.reg(self.source), n=self.length)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NotInGlobalsGuard(Guard):
+    """The global ``name`` is not defined (so the builtin of that name is what was read)."""
+
+    kind: ClassVar[str] = "NOT_IN"
+    rank: ClassVar[int] = 4
+    name: str
+    source: Optional[Source] = None  # always None (reads ___G)
+
+    def exprs(self, const):
+        return [f"{self.name!r} not in ___G"]
+
+    def describe(self):
+        return f"global {self.name!r}: not defined (builtin used)"
+
+    def explain_failure(self, actual, pretty):
+        return f"global {self.name!r} now shadows the builtin"
+
+    def emit(self, b):
+        b.op("CHECK_NOT_IN", b.globals_reg(), obj=self.name)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DictKeysGuard(Guard):
+    kind: ClassVar[str] = "DICT_KEYS"
+    rank: ClassVar[int] = 5
+    source: Source
+    keys: tuple  # the keys, in order
+
+    def exprs(self, const):
+        return [f"list({self.source.name()}.keys()) == {const(list(self.keys))}"]
+
+    def describe(self):
+        return f"{self.source.name()}: keys == {list(self.keys)!r}"
+
+    def explain_failure(self, actual, pretty):
+        now = list(actual.keys()) if hasattr(actual, "keys") else "?"
+        return f"keys of {pretty} changed from {list(self.keys)} to {now}"
+
+    def emit(self, b):
+        b.op("CHECK_KEYS", b.reg(self.source), obj=list(self.keys))
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """What a TENSOR guard expects of a tensor."""
+
+    type: type
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple
+    stride: tuple
+    requires_grad: bool
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> "TensorSpec":
+        return cls(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+    def describe(self) -> str:
+        return (f"{self.type.__name__}(dtype={_short(self.dtype)}, device={self.device}, "
+                f"shape={list(self.shape)}, stride={list(self.stride)}, "
+                f"requires_grad={self.requires_grad})")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TensorGuard(Guard):
+    kind: ClassVar[str] = "TENSOR"
+    rank: ClassVar[int] = 6
+    establishes: ClassVar[bool] = True
+    local_priority: ClassVar[Optional[int]] = 1
+    source: Source
+    spec: TensorSpec
+
+    @classmethod
+    def of(cls, source: Source, t: torch.Tensor) -> "TensorGuard":
+        return cls(source, TensorSpec.of(t))
+
+    def exprs(self, const):
+        name, spec = self.source.name(), self.spec
+        return [
+            f"type({name}) is {const(spec.type)}",
+            f"{name}.dtype is {const(spec.dtype)}",
+            f"{name}.device == {const(spec.device)}",
+            f"{name}.shape == {const(torch.Size(spec.shape))}",
+            f"{name}.stride() == {const(spec.stride)}",
+            f"{name}.requires_grad is {spec.requires_grad!r}",
+        ]
+
+    def describe(self):
+        return f"{self.source.name()}: {self.spec.describe()}"
+
+    def explain_failure(self, actual, pretty):
+        if not isinstance(actual, torch.Tensor):
+            return f"{pretty} is no longer a tensor (now {type(actual).__name__})"
+        spec, now = self.spec, TensorSpec.of(actual)
+        for field in ("type", "dtype", "device", "shape", "stride", "requires_grad"):
+            old, new = getattr(spec, field), getattr(now, field)
+            if old != new:
+                if field == "dtype":
+                    old, new = _short(old), _short(new)
+                if field == "type":
+                    old, new = old.__name__, new.__name__
+                if field in ("shape", "stride"):
+                    old, new = list(old), list(new)
+                return f"{pretty}.{field} changed from {old} to {new}"
+        return f"failed: {self.describe()}"
+
+    def emit(self, b):
+        from . import tensor_api
+
+        spec = self.spec
+        codes = tensor_api.codes(spec.dtype, spec.device) if tensor_api.eligible(spec.type) else None
+        desc = (spec.type, spec.dtype, spec.device, tuple(spec.shape), tuple(spec.stride),
+                bool(spec.requires_grad), codes)
+        b.op("CHECK_TENSOR", b.reg(self.source), obj=desc)
+
+
+# ---- kinds that were EXPR text (same text, same rank: the same order and log lines) --
+@dataclasses.dataclass(frozen=True, eq=False)
+class NanGuard(Guard):
+    """A NaN float constant (NaN == NaN is False: a CONST guard would never pass)."""
+
+    kind: ClassVar[str] = "NAN"
+    source: Source
+
+    def exprs(self, const):
+        name = self.source.name()
+        return [f"type({name}) is {const(float)} and {name} != {name}"]
+
+    def describe(self):
+        name = self.source.name()
+        return f"type({name}) is {short_repr(float)} and {name} != {name}"
+
+    def emit(self, b):
+        # for an exact float, float.hex(x) is 'nan' for every NaN (any sign or payload) and only then
+        reg = b.reg(self.source)
+        b.op("CHECK_TYPE", reg, obj=float)
+        b.op("CHECK_EQ", b.call0(b.attr(reg, "hex")), obj="nan")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FloatReprGuard(Guard):
+    """``repr(s) == text`` for a float (0.0 == -0.0: the CONST guard does not see the sign).
+    Always added after the CONST guard of ``source`` (which checks the exact type first)."""
+
+    kind: ClassVar[str] = "FLOAT_REPR"
+    source: Source
+    text: str  # repr() of the value
+
+    def exprs(self, const):
+        return [f"___builtins.repr({self.source.name()}) == {self.text!r}"]
+
+    def describe(self):
+        return self.exprs(None)[0]
+
+    def emit(self, b):
+        # float.__repr__ of an exact float is repr(): checked through the type, not the instance
+        reg = b.reg(self.source)
+        b.op("CHECK_TYPE", reg, obj=float)
+        b.op("CHECK_EQ", b.call0(b.attr(reg, "__repr__")), obj=self.text)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SetEqualsGuard(Guard):
+    kind: ClassVar[str] = "SET_EQ"
+    source: Source
+    value: frozenset  # the elements (constants)
+
+    def exprs(self, const):
+        name = self.source.name()
+        return [f"type({name}) is set and {name} == {const(set(self.value))}"]
+
+    def describe(self):
+        name = self.source.name()
+        return f"type({name}) is set and {name} == {short_repr(set(self.value))}"
+
+    def emit(self, b):
+        reg = b.reg(self.source)
+        b.op("CHECK_TYPE", reg, obj=set)
+        b.op("CHECK_EQ", reg, obj=set(self.value))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NotInDictGuard(Guard):
+    """``name not in s.<dict_attr>`` (no instance attribute shadows what was read)."""
+
+    kind: ClassVar[str] = "NOT_IN_DICT"
+    source: Source
+    name: str
+    dict_attr: str = "__dict__"
+
+    def _dict(self) -> Source:
+        return AttrSource(self.source, self.dict_attr)
+
+    def exprs(self, const):
+        return [f"{self.name!r} not in {self._dict().name()}"]
+
+    def describe(self):
+        return self.exprs(None)[0]
+
+    def reads(self):
+        return [self._dict()]
+
+    def emit(self, b):
+        b.op("CHECK_NOT_IN", b.reg(self._dict()), obj=self.name)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class AbsentAttrGuard(Guard):
+    """``not hasattr(s, name)``.  The C program has no getattr-or-default op: residual."""
+
+    kind: ClassVar[str] = "ABSENT_ATTR"
+    source: Source
+    name: str
+
+    def exprs(self, const):
+        return [f"not ___builtins.hasattr({self.source.name()}, {self.name!r})"]
+
+    def describe(self):
+        return self.exprs(None)[0]
+
+    def emit(self, b):
+        b.residual(self, self.exprs(None)[0])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class IsGuard(Guard):
+    """``s.<attrs> is obj``: the object reached from ``source`` through an attribute path
+    (``m.training is True``, ``f.__func__ is <fn>``); anchored (ordered) at ``source``."""
+
+    kind: ClassVar[str] = "IS"
+    _IDENTITY: ClassVar[tuple[str, ...]] = ("obj",)
+    source: Source
+    attrs: tuple  # attribute names, may be empty
+    obj: Any
+
+    def _target(self) -> Source:
+        src = self.source
+        for a in self.attrs:
+            src = AttrSource(src, a)
+        return src
+
+    def exprs(self, const):
+        rhs = repr(self.obj) if _is_singleton(self.obj) else const(self.obj)
+        return [f"{self._target().name()} is {rhs}"]
+
+    def describe(self):
+        return f"{self._target().name()} is {short_repr(self.obj)}"
+
+    def reads(self):
+        return [self._target()]
+
+    def emit(self, b):
+        b.op("CHECK_ID", b.reg(self._target()), obj=self.obj)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SameObjectGuard(Guard):
+    """``a is b``: two sources hold one object (aliasing the trace relied on)."""
+
+    kind: ClassVar[str] = "SAME"
+    a: Source
+    b: Source
+    source: Optional[Source] = None  # anchored at depth 0
+
+    def exprs(self, const):
+        return [f"{self.a.name()} is {self.b.name()}"]
+
+    def describe(self):
+        return self.exprs(None)[0]
+
+    def reads(self):
+        return [self.a, self.b]
+
+    def emit(self, b):
+        ra = b.reg(self.a)
+        b.op("CHECK_SAME", ra, b.reg(self.b))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConstAttrIsGuard(Guard):
+    """``owner.attr is value``: an attribute of a fixed object (a class or module reached
+    without a source, a function's ``__code__``)."""
+
+    kind: ClassVar[str] = "CONST_ATTR_IS"
+    _IDENTITY: ClassVar[tuple[str, ...]] = ("owner", "value")
+    owner: Any
+    attr: str
+    value: Any
+    source: Optional[Source] = None  # anchored at depth 0
+
+    def exprs(self, const):
+        return [f"{const(self.owner)}.{self.attr} is {const(self.value)}"]
+
+    def describe(self):
+        return f"{short_repr(self.owner)}.{self.attr} is {short_repr(self.value)}"
+
+    def emit(self, b):
+        b.op("CHECK_ID", b.attr(b.const(self.owner), self.attr), obj=self.value)
+
+
+# ---- free expressions ---------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, eq=False)
+class ExprGuard(Guard):
+    """A boolean expression with no kind of its own: ``text`` over the sources (as their
+    ``name()``), ``___G``/``___F``/``___builtins``/``___torch``/``___sys``, and constants
+    written ``{key}`` (``consts``: (key, object) pairs).  program.py parses it with ``ast``;
+    what it cannot translate runs in the residual Python check (logged)."""
+
+    kind: ClassVar[str] = "EXPR"
+    text: str
+    consts: tuple = ()  # ((key, object), ...)
+    source: Optional[Source] = None  # anchor (ordering only)
+
+    def exprs(self, const):
+        text = self.text
+        for key, obj in self.consts:
+            text = text.replace("{" + key + "}", const(obj))
+        return [text]
+
+    def describe(self):
+        text = self.text
+        for key, obj in self.consts:
+            text = text.replace("{" + key + "}", short_repr(obj))
+        return text
+
+    def emit(self, b):
+        for text in b.exprs_of(self):
+            b.add_expr(self, text)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GlobalStateGuard(ExprGuard):
+    """An expression about interpreter state (grad mode, default dtype, torch function mode)."""
+
+    kind: ClassVar[str] = "GLOBAL_STATE"
+    rank: ClassVar[int] = 8
+
+    def priority(self):
+        return 2
+
+
+def pretty_name(name: str) -> str:
+    """A source name as the user wrote it (``___G['x']`` -> ``x``, ``m._modules['fc']`` -> ``m.fc``)."""
+    name = re.sub(r"___G\[('([^']*)')\]", r"\2", name)
+    name = re.sub(r"___F\.__closure__\[\d+\]\.cell_contents", "<closure var>", name)
+    name = re.sub(r"\._parameters\['([^']*)'\]", r".\1", name)
+    name = re.sub(r"\._buffers\['([^']*)'\]", r".\1", name)
+    name = re.sub(r"\._modules\['([^']*)'\]", r".\1", name)
+    return name
