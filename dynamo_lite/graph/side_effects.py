@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..exc import InternalError
 from ..variables.base import VariableTracker
 
 
@@ -133,7 +134,7 @@ class SideEffects:
                     cg.call_method(1)
                     cg.emit("POP_TOP")
                 else:
-                    raise AssertionError(f"cannot replay mutation of {var}")
+                    raise InternalError(f"the side-effect log holds a mutated {var.describe()}, which it cannot replay")
             elif kind == "attr":
                 obj = self.attr_objects[key]
                 for name, value in self.attr_values[key].items():

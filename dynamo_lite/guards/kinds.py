@@ -43,7 +43,7 @@ Kinds (``kind`` names them in logs):
     CONST_ATTR_IS   obj.attr is v                            (an attribute of a fixed object)
     EXPR            any boolean expression (text with {key} constants)
     GLOBAL_STATE    an EXPR about interpreter state (grad mode, default dtype)
-Tested by tests/test_guards_fast.py (each kind: Python and C agree).
+Tested by tests/unit/test_guards.py (each kind: Python and C agree).
 """
 from __future__ import annotations
 
