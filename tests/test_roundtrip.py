@@ -13,7 +13,7 @@ included) and of transformers' GPT-2 and Llama model files goes through
    must be the original's.  Differences that are not behaviour are
    normalised away: CACHE entries, EXTENDED_ARG prefixes (constants are
    renumbered), the order of non-argument local names, line-table encoding.
-2. our transform path, ``codegen.resume.make_resume_code`` at two offsets of
+2. our transform path, ``codegen.resume.make_resume_code`` at two points of
    every function of torch.nn.functional, torch/nn/modules and the transformers
    files (a statement boundary and a call with a non-empty stack):
    it must assemble, keep every instruction from the resume point on (the
@@ -305,7 +305,8 @@ def _resume_points(code: types.CodeType) -> list:
 def _check_resume(code: types.CodeType, offset: int, depth: int) -> None:
     nulls = (False,) * depth
     live = tuple(n for n in code.co_varnames if n not in code.co_cellvars)
-    new = resume.make_resume_code(code, offset, nulls, live)
+    k = next(i for i, inst in enumerate(bytecode_compat.instructions(code)) if inst.offset == offset)
+    new = resume.make_resume_code(code, k, nulls, live)  # codegen numbers instructions, not offsets
     where = f"{code.co_qualname} at {offset}"
     assert new.co_freevars == code.co_cellvars + code.co_freevars, where
     assert new.co_cellvars == (), where
@@ -315,7 +316,6 @@ def _check_resume(code: types.CodeType, offset: int, depth: int) -> None:
     # the original program from the resume point on is intact
     _, orig_body, orig_table = normalised(code)
     _, new_body, new_table = normalised(new)
-    k = next(i for i, inst in enumerate(bytecode_compat.instructions(code)) if inst.offset == offset)
     shift = len(new_body) - len(orig_body)
     assert shift > 0, where
     prologue = new_body[:shift]
@@ -391,12 +391,13 @@ def test_resume_code_runs():
               if i.starts_line and depths.get(i.offset) == 0 and i.opname not in _RESUME_PROLOGUE]
     lines = sorted({i.starts_line - code.co_firstlineno for i in starts})
     assert lines == [1, 2, 3, 4, 7]  # each statement, the `try:` NOP included
+    number = {inst.offset: n for n, inst in enumerate(bytecode_compat.instructions(code))}
     for inst in starts:
         line = inst.starts_line - code.co_firstlineno
         for a, b in [(1, 0), (2, 1), (3, 5)]:
             env = state_before(line, a, b)
             live = tuple(env)
-            fn = types.FunctionType(resume.make_resume_code(code, inst.offset, (), live), f.__globals__)
+            fn = types.FunctionType(resume.make_resume_code(code, number[inst.offset], (), live), f.__globals__)
             assert fn(*env.values()) == f(a, b), (line, a, b)
 
 
