@@ -6,7 +6,7 @@ the `bytecode` items of ``original_instructions(code)`` (Instr / Label /
 TryBegin / TryEnd).  ``FlowInfo`` numbers the real instructions of that list
 0..n-1 (the n-th ``Instr``), and all facts are indexed by that number; a
 rewrite takes a fresh copy of the same list and finds instruction i at
-``positions[i]``.  The symbolic interpreter numbers its ``dis`` instructions
+``positions[i]``.  The interpreter (translator) numbers its ``dis`` instructions
 the same way (see bytecode_compat's docstring); ``FlowInfo`` checks the two
 agree once, so a break index from the interpreter means the same instruction
 here.

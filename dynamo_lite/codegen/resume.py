@@ -88,11 +88,11 @@ _RESUME_CACHE: dict = {}
 def live_local_names(state, index: int) -> tuple:
     code = state.code
     live = live_locals_at(code, index)
-    names = tuple(n for n in state.symbolic_locals if n in live and n not in code.co_cellvars)
+    names = tuple(n for n in state.frame_locals if n in live and n not in code.co_cellvars)
     # zero-argument super() reads local slot 0: keep the first argument first (and alive)
     first = code.co_varnames[0] if code.co_varnames and "__class__" in code.co_freevars and (
         code.co_argcount or code.co_flags & bytecode_compat.CO_VARARGS) else None
-    if first is not None and first in state.symbolic_locals and first not in code.co_cellvars:
+    if first is not None and first in state.frame_locals and first not in code.co_cellvars:
         names = (first,) + tuple(n for n in names if n != first)
     return names
 

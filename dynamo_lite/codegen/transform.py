@@ -45,7 +45,7 @@ class FrameState:
     code: types.CodeType
     side_effects: object
     root_cells: dict  # name -> CellVariable of the root frame's cellvars
-    symbolic_locals: dict  # name -> tracker
+    frame_locals: dict  # name -> tracker of each bound local of the frame
     stack: list  # value stack at the break (empty for a full capture)
     return_value: Optional[VariableTracker]  # set for a full capture
     break_index: Optional[int] = None  # the breaking instruction: index into bytecode_compat.instructions(code),
@@ -71,7 +71,7 @@ def emit_body(cg: PyCodegen, state: FrameState) -> None:
         _set_grad_mode(cg, state)
         cg.emit("RETURN_VALUE")
         return
-    for name, var in state.symbolic_locals.items():
+    for name, var in state.frame_locals.items():
         if var.source == LocalSource(name) and not getattr(var, "mutable_local", False):
             continue  # still the argument the frame was called with
         cg.reconstruct(var)
@@ -107,7 +107,7 @@ def _sources_to_preload(cg: PyCodegen, state: FrameState) -> list:
     if state.return_value is not None:
         return []
     # only locals are stored: values read from a local that gets reassigned
-    stored = {name for name, var in state.symbolic_locals.items()
+    stored = {name for name, var in state.frame_locals.items()
               if not (var.source == LocalSource(name) and not getattr(var, "mutable_local", False))}
     return [v for v in cg.source_loads.values()
             if isinstance(v.source.base(), LocalSource) and v.source.base().local_name in stored]
