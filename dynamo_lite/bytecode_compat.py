@@ -33,9 +33,10 @@ interpreter (symbolic/translator.py and its handlers) steps over the
 walks one list of ``bytecode`` items (Instr / Label / TryBegin / TryEnd) made
 by ``codegen.codegen.original_instructions``.  Both lists hold the real
 instructions in the same order, so the interpreter hands codegen the index of
-the breaking instruction; ``codegen.flow.FlowInfo`` checks the two agree once,
-where the index crosses over.
-Tested by tests/test_bytecode_compat.py.
+the breaking instruction; ``codegen.liveness.FlowInfo`` checks the two agree
+once, where the index crosses over.
+Tested by tests/test_roundtrip.py (the emitters, the grep for version-specific
+names) and, through codegen, by tests/test_graph_breaks.py.
 """
 from __future__ import annotations
 

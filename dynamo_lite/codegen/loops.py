@@ -6,17 +6,18 @@ whole frame there.  We keep the code before the loop captured and turn the
 loop body into a function of its own (named like the function, shown as
 "f (loop body at line N)" in diagnostics):
 
-    parent (generated code)                 loop body function B
+    parent (generated code)                 loop body function B(item, locals)
     ------------------------                ---------------------------------
     graph for the code before the break     prologue: restore the locals the
     rest of that iteration runs natively      body reads, push placeholders for
-    the loop control (FOR_ITER / the          the stack below, push the item
-      condition) runs natively              the original body bytecode, with
-    each iteration: res = B(item, locals)     continue -> return (0, locals)
-      0: store written locals, next           break/exit -> return (1+i, locals)
-      1+i: store locals, leave the loop       return v -> return (2?, v)
-      RETURN: return the value
+    for loops: FOR_ITER runs natively         the stack below, push the item
+    each iteration: tag, v = B(item, reads) the original body bytecode, with
+      0: store written locals, next           continue -> return (0, written)
+      1: return v                             return v -> return (1, v)
+      2+i: store locals, go to exit i         break/exit i -> return (2+i, written)
 
+A while loop's repeat test (its conditional back-edge) is the end of B: taken
+it continues, falling through it is an exit.
 B is an ordinary function: the hook captures it, and a break inside it is an
 ordinary (non-loop) break with a resume function.  Exceptions propagate out
 of B into the parent (loops inside a try/with block of the parent are not

@@ -10,10 +10,11 @@ Full capture (the trace reached RETURN_VALUE)::
 Graph break before instruction k::
 
     <prologue> ___graph_out = compiled_graph(...)  <replay side effects>
-    <store every live local>  <push the value stack>  JUMP k
+    <store every live local>  <push the value stack>  jump to k
     <a copy of the original code>   # k runs natively, with its exception table
     ...after k: either a stub that calls __resume_at_<next>(stack..., locals...)
-       and returns its result, or (inside loops) the original code just goes on
+       and returns its result, or (inside loops) the loop calls its loop-body function
+       each iteration (loops.py), or the original code just goes on
 
 Both are made with the `bytecode` package from the original code object;
 the new code takes all of the frame's arguments positionally (the calling
