@@ -1,9 +1,42 @@
 """What differs between Python versions, in one place.
 
-Nothing else in dynamo_lite checks ``sys.version_info``.  Today only CPython
-3.11 is supported; the tables below name the 3.11 opcodes the interpreter and
-code generator rely on, so a port to 3.12 changes this module first.
-Tested by tests/unit/test_codegen_roundtrip.py.
+Nothing else in dynamo_lite checks ``sys.version_info`` or spells an opcode
+that exists only in 3.11 (``VERSION_SPECIFIC_OPNAMES``; the check is
+tests/unit/test_codegen_roundtrip.py::test_version_knowledge_stays_in_bytecode_compat).
+Today only CPython 3.11 is supported; a port to 3.12 changes this module and
+csrc/cpython_compat.h.  What it knows:
+
+- opcode tables for the symbolic interpreter's handlers: ``NOOPS``,
+  ``CONDITIONAL_JUMPS`` (opname -> pops?, jump when truthy?, test kind),
+  ``UNCONDITIONAL_JUMPS``, ``BACKWARD_JUMPS``, ``CALL_PREFIX`` (the
+  instructions before a CALL that belong to it), ``OP_KW_NAMES``,
+  ``OP_LOAD_METHOD``, ``OP_LIST_TO_TUPLE``, ``UNSUPPORTED_OPS`` (3.11-only
+  opcodes the interpreter refuses, by kind);
+- code flags (``CO_*``) and MAKE_FUNCTION flag bits (``MF_*``);
+- decoding for the interpreter: ``instructions`` (``dis.Instruction``s without
+  CACHE/EXTENDED_ARG), ``exception_table``, ``binary_op_name``,
+  ``load_global_pushes_null``, ``arg_names``;
+- emitters for generated code, each returning a list of ``bytecode.Instr``:
+  ``push_null``, ``call`` (n positional arguments, the last ones by keyword),
+  ``load_method`` / ``call_method``, ``jump``, ``jump_if`` (by truth),
+  ``redirect_jump`` (same test, new target), ``frame_prologue`` (COPY_FREE_VARS,
+  MAKE_CELL, RESUME), ``make_function`` (named flags); ``is_prologue`` /
+  ``ends_prologue`` recognise the original prologue;
+- stack effects: ``stack_effect`` (``dis.stack_effect`` through
+  ``bytecode.Instr``) and ``nulls_after`` (which stack slots hold NULL after an
+  instruction: only calls consume NULL, only the NULL-pushing loads make one).
+
+The boundary between the two instruction representations: the symbolic
+interpreter (symbolic/translator.py and its handlers) steps over the
+``dis.Instruction`` list of ``instructions(code)``; everything in codegen/
+(liveness, stack depths, loop detection, resume planning and every rewrite)
+walks one list of ``bytecode`` items (Instr / Label / TryBegin / TryEnd) made
+by ``codegen.codegen.original_instructions``.  Both lists hold the real
+instructions in the same order, so the interpreter hands codegen the index of
+the breaking instruction; ``codegen.liveness.FlowInfo`` checks the two agree
+once, where the index crosses over.
+Tested by tests/unit/test_codegen_roundtrip.py (the emitters, the grep for version-specific
+names) and, through codegen, by tests/breaks/test_graph_breaks.py.
 """
 from __future__ import annotations
 
@@ -11,6 +44,9 @@ import dis
 import sys
 import types
 import weakref
+from typing import Any, Optional
+
+from bytecode import Instr, Label
 
 SUPPORTED = sys.version_info[:2] == (3, 11)
 PY_VERSION = "%d.%d" % sys.version_info[:2]
@@ -55,6 +91,29 @@ def backward_variant(opname: str) -> str:
 
 # Instructions that start a call sequence (3.11: [KW_NAMES] PRECALL CALL).
 CALL_PREFIX = ("KW_NAMES", "PRECALL")
+OP_KW_NAMES = "KW_NAMES"  # sets the keyword names of the next CALL
+OP_LOAD_METHOD = "LOAD_METHOD"  # NULL + bound attribute, or the function + self
+OP_LIST_TO_TUPLE = "LIST_TO_TUPLE"  # an intrinsic from 3.12 on
+
+# 3.11-only opcodes the interpreter does not trace, by kind (symbolic/opcodes/unsupported.py
+# gives each kind its reason).
+UNSUPPORTED_OPS = {
+    "PREP_RERAISE_STAR": "except*",
+    "ASYNC_GEN_WRAP": "async",
+    "LOAD_CLASSDEREF": "class body",
+    "IMPORT_STAR": "import *",
+    "PRINT_EXPR": "interactive",
+}
+
+# Opcode names that exist only in 3.11 (removed or changed in meaning in 3.12): no other
+# module of dynamo_lite spells them.
+VERSION_SPECIFIC_OPNAMES = frozenset({
+    *CONDITIONAL_JUMPS, "JUMP_BACKWARD_NO_INTERRUPT", *CALL_PREFIX, OP_LOAD_METHOD,
+    OP_LIST_TO_TUPLE, *UNSUPPORTED_OPS,
+})
+
+# The frame prologue: instructions before RESUME that set up cells (then RESUME itself).
+PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME")
 
 # Code flags.
 CO_VARARGS = 0x04
@@ -143,3 +202,111 @@ def exception_table(code: types.CodeType):
 def binary_op_name(inst: dis.Instruction) -> str:
     """The operator symbol of a BINARY_OP (e.g. '+', '+=', '@')."""
     return dis._nb_ops[inst.arg][1]  # noqa: SLF001 - stable in 3.11
+
+
+# ---- emitters: lists of bytecode.Instr for generated code ---------------------------------
+def push_null(lineno: int) -> list:
+    """The NULL a call expects below a callable that is not a method."""
+    return [Instr("PUSH_NULL", lineno=lineno)]
+
+
+def call(nargs: int, kwnames: tuple = (), *, lineno: int) -> list:
+    """Call: the stack holds NULL (or the self of ``load_method``), the callable, then
+    ``nargs`` arguments, the last ``len(kwnames)`` of them passed by keyword."""
+    out = [Instr(OP_KW_NAMES, tuple(kwnames), lineno=lineno)] if kwnames else []
+    out.append(Instr("PRECALL", nargs, lineno=lineno))
+    out.append(Instr("CALL", nargs, lineno=lineno))
+    return out
+
+
+def load_method(name: str, *, lineno: int) -> list:
+    """Replace TOS with what ``call_method`` needs to call its method ``name``."""
+    return [Instr(OP_LOAD_METHOD, name, lineno=lineno)]
+
+
+def call_method(nargs: int, *, lineno: int) -> list:
+    """Call after ``load_method`` with ``nargs`` positional arguments."""
+    return call(nargs, lineno=lineno)
+
+
+def jump(label: Label, *, backward: bool = False, lineno: int) -> list:
+    """Unconditional jump; ``backward`` when ``label`` is placed before the jump."""
+    return [Instr("JUMP_BACKWARD" if backward else "JUMP_FORWARD", label, lineno=lineno)]
+
+
+def jump_if(truth: bool, label: Label, pop: bool = True, *, backward: bool = False,
+            lineno: int) -> list:
+    """Jump when TOS's truth is ``truth``.  ``pop``: TOS is popped either way; else it is
+    popped only when the jump is not taken."""
+    if not pop:
+        if backward:
+            raise ValueError("a jump that keeps its value goes forward")
+        return [Instr("JUMP_IF_TRUE_OR_POP" if truth else "JUMP_IF_FALSE_OR_POP", label, lineno=lineno)]
+    direction = "BACKWARD" if backward else "FORWARD"
+    return [Instr(f"POP_JUMP_{direction}_IF_{'TRUE' if truth else 'FALSE'}", label, lineno=lineno)]
+
+
+def redirect_jump(instr: Instr, label: Label, *, lineno: Optional[int]) -> Instr:
+    """A jump with the test of ``instr`` (a jump of the original code) to ``label``, which
+    generated code places after it (a stub at the end)."""
+    return Instr(forward_variant(instr.name), label, lineno=lineno)
+
+
+def frame_prologue(*, n_freevars: int = 0, cells: tuple = (), lineno: int) -> list:
+    """The start of a frame: copy the closure into the free slots, make the cells, RESUME."""
+    out = [Instr("COPY_FREE_VARS", n_freevars, lineno=lineno)] if n_freevars else []
+    out.extend(Instr("MAKE_CELL", cell, lineno=lineno) for cell in cells)
+    out.append(Instr("RESUME", 0, lineno=lineno))
+    return out
+
+
+def is_prologue(instr: Instr) -> bool:
+    """Part of the original frame prologue (``frame_prologue``'s instructions)."""
+    return instr.name in PROLOGUE_OPS
+
+
+def ends_prologue(instr: Instr) -> bool:
+    return instr.name == "RESUME"
+
+
+def make_function(*, defaults: bool = False, kwdefaults: bool = False, annotations: bool = False,
+                  closure: bool = False, lineno: int) -> list:
+    """MAKE_FUNCTION over the values pushed before the code object, in flag order:
+    defaults tuple, kw-only defaults dict, annotations, closure tuple."""
+    flags = (MF_DEFAULTS if defaults else 0) | (MF_KWDEFAULTS if kwdefaults else 0) | \
+        (MF_ANNOTATIONS if annotations else 0) | (MF_CLOSURE if closure else 0)
+    return [Instr("MAKE_FUNCTION", flags, lineno=lineno)]
+
+
+# ---- stack effects -------------------------------------------------------------------------
+def stack_effect(instr: Instr, jump: Optional[bool] = None) -> int:
+    """Net stack effect of ``instr`` (``dis.stack_effect``); ``jump`` as there."""
+    return instr.stack_effect(jump=jump)
+
+
+_CALLS = frozenset({"CALL", "CALL_FUNCTION_EX"})  # the only instructions that pop a NULL
+
+
+def nulls_after(instr: Instr, nulls: tuple) -> Optional[tuple]:
+    """Per stack slot after ``instr`` ran (not jumping), True where it holds NULL, given the
+    same before it; None where that is not modelled (an instruction that may push NULL).
+
+    Only calls consume a NULL: every call pops the NULL slot below its callable and pushes
+    one result.  Other instructions pop no NULL and push none, except LOAD_GLOBAL with the
+    NULL bit and LOAD_METHOD (not modelled), so their effect on the slots is the net effect.
+    """
+    effect = stack_effect(instr, jump=False)
+    if instr.name in _CALLS:
+        # CALL n pops NULL-or-self, the callable and n arguments (dis gives PRECALL a share
+        # of that effect, but PRECALL pops nothing at run time)
+        pops = instr.arg + 2 if instr.name == "CALL" else 1 - effect
+        if pops > len(nulls):
+            return None
+        return nulls[:len(nulls) - pops] + (False,)
+    if instr.name in ("LOAD_GLOBAL", OP_LOAD_METHOD):
+        return None
+    if effect >= 0:
+        return nulls + (False,) * effect
+    if -effect > len(nulls):
+        return None
+    return nulls[:len(nulls) + effect]

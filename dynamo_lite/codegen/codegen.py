@@ -15,13 +15,16 @@ import types
 from typing import Any, Optional
 
 import torch
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin
 
 from .. import graph_breaks as gb
 from .. import bytecode_compat, runtime
 
 from ..exc import SkipFrame
 from ..variables.base import NullVariable, VariableTracker
+from ..variables.constant import ConstantVariable
+from ..variables.containers import DictVariable, ListVariable, SetVariable, key_to_var
+from ..variables.tensor import TensorVariable
 
 GRAPH_OUT = "___graph_out"
 
@@ -74,6 +77,16 @@ class PyCodegen:
 
     def label(self, label: Label) -> None:
         self.instrs.append(label)
+
+    def push_null(self) -> None:
+        self.instrs.extend(bytecode_compat.push_null(self.lineno))
+
+    def jump(self, label: Label, backward: bool = False) -> None:
+        self.instrs.extend(bytecode_compat.jump(label, backward=backward, lineno=self.lineno))
+
+    def jump_if(self, truth: bool, label: Label, pop: bool = True) -> None:
+        """Jump forward to ``label`` when TOS's truth is ``truth`` (see bytecode_compat.jump_if)."""
+        self.instrs.extend(bytecode_compat.jump_if(truth, label, pop, lineno=self.lineno))
 
     @property
     def temp_prefix(self) -> str:
@@ -141,24 +154,20 @@ class PyCodegen:
         self.emit("LOAD_ATTR", name)
 
     def load_method(self, name: str) -> None:
-        self.emit("LOAD_METHOD", name)
+        self.instrs.extend(bytecode_compat.load_method(name, lineno=self.lineno))
 
     def load_callable(self, obj: Any) -> None:
         """Push NULL and a constant callable (start of a call sequence)."""
-        self.emit("PUSH_NULL")
+        self.push_null()
         self.load_const(obj)
 
     def call(self, nargs: int, kwnames: tuple = ()) -> None:
         """Call: the stack holds NULL, callable, nargs arguments (last len(kwnames) by keyword)."""
-        if kwnames:
-            self.emit("KW_NAMES", tuple(kwnames))
-        self.emit("PRECALL", nargs)
-        self.emit("CALL", nargs)
+        self.instrs.extend(bytecode_compat.call(nargs, tuple(kwnames), lineno=self.lineno))
 
     def call_method(self, nargs: int) -> None:
-        """Call after LOAD_METHOD."""
-        self.emit("PRECALL", nargs)
-        self.emit("CALL", nargs)
+        """Call after ``load_method``."""
+        self.instrs.extend(bytecode_compat.call_method(nargs, lineno=self.lineno))
 
     # ---- trackers -----------------------------------------------------------
     def reconstruct(self, var: VariableTracker) -> None:
@@ -167,7 +176,7 @@ class PyCodegen:
             self.load_fast(name)
             return
         if isinstance(var, NullVariable):
-            self.emit("PUSH_NULL")
+            self.push_null()
             return
         if var.source is None and var.mutable_local:
             if id(var) in self._in_progress:
@@ -230,8 +239,6 @@ class PyCodegen:
 
     def reconstruct_contents(self, var) -> None:
         """Build a fresh list/dict/set with the current items of a tracked container."""
-        from ..variables.containers import DictVariable, ListVariable, SetVariable, key_to_var
-
         if isinstance(var, ListVariable):
             for item in var.items:
                 self.reconstruct(item)
@@ -269,7 +276,7 @@ class PyCodegen:
         if closure:
             self.emit("BUILD_TUPLE", len(closure))
         self.load_const(new_code)
-        self.emit("MAKE_FUNCTION", 0x08 if closure else 0)
+        self.instrs.extend(bytecode_compat.make_function(closure=bool(closure), lineno=self.lineno))
 
     def store_locals_from_dict(self, dict_local: str, names) -> None:
         """``name = d[name]`` for each name present in the dict held by local ``dict_local``."""
@@ -278,7 +285,7 @@ class PyCodegen:
             self.load_const(name)
             self.load_fast(dict_local)
             self.emit("CONTAINS_OP", 0)
-            self.emit("POP_JUMP_FORWARD_IF_FALSE", skip)
+            self.jump_if(False, skip)
             self.load_fast(dict_local)
             self.load_const(name)
             self.emit("BINARY_SUBSCR")
@@ -286,29 +293,24 @@ class PyCodegen:
             self.label(skip)
 
     def make_function(self, fn_var) -> None:
-        flags = 0
         if fn_var.defaults is not None:
             self.reconstruct(fn_var.defaults)
-            flags |= 0x01
         if fn_var.kwdefaults is not None:
             self.reconstruct(fn_var.kwdefaults)
-            flags |= 0x02
         if fn_var.closure:
             for cell in fn_var.closure:
                 if not cell.can_reconstruct_as_cell():
                     raise CodegenFailed("a function closing over a variable of an inlined call")
                 cell.reconstruct_as_cell(self)
             self.emit("BUILD_TUPLE", len(fn_var.closure))
-            flags |= 0x08
         self.load_const(fn_var.code)
-        self.emit("MAKE_FUNCTION", flags)
+        self.instrs.extend(bytecode_compat.make_function(
+            defaults=fn_var.defaults is not None, kwdefaults=fn_var.kwdefaults is not None,
+            closure=bool(fn_var.closure), lineno=self.lineno))
 
 
 def _loads_source(var) -> bool:
     """Whether rebuilding ``var`` (which has a source) loads the value from its source."""
-    from ..variables.constant import ConstantVariable
-    from ..variables.tensor import TensorVariable
-
     if isinstance(var, ConstantVariable):
         return False  # a constant is rebuilt by LOAD_CONST
     if isinstance(var, TensorVariable):
@@ -324,8 +326,6 @@ def original_instructions(code: types.CodeType) -> list:
     depths by following control flow from the entry; the original exception
     table already has them.
     """
-    from bytecode import TryBegin
-
     items = list(Bytecode.from_code(code))
     begins = [x for x in items if isinstance(x, TryBegin)]
     entries = bytecode_compat.exception_table(code)

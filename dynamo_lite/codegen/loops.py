@@ -6,17 +6,18 @@ whole frame there.  We keep the code before the loop captured and turn the
 loop body into a function of its own (named like the function, shown as
 "f (loop body at line N)" in diagnostics):
 
-    parent (generated code)                 loop body function B
+    parent (generated code)                 loop body function B(item, locals)
     ------------------------                ---------------------------------
     graph for the code before the break     prologue: restore the locals the
     rest of that iteration runs natively      body reads, push placeholders for
-    the loop control (FOR_ITER / the          the stack below, push the item
-      condition) runs natively              the original body bytecode, with
-    each iteration: res = B(item, locals)     continue -> return (0, locals)
-      0: store written locals, next           break/exit -> return (1+i, locals)
-      1+i: store locals, leave the loop       return v -> return (2?, v)
-      RETURN: return the value
+    for loops: FOR_ITER runs natively         the stack below, push the item
+    each iteration: tag, v = B(item, reads) the original body bytecode, with
+      0: store written locals, next           continue -> return (0, written)
+      1: return v                             return v -> return (1, v)
+      2+i: store locals, go to exit i         break/exit i -> return (2+i, written)
 
+A while loop's repeat test (its conditional back-edge) is the end of B: taken
+it continues, falling through it is an exit.
 B is an ordinary function: the hook captures it, and a break inside it is an
 ordinary (non-loop) break with a resume function.  Exceptions propagate out
 of B into the parent (loops inside a try/with block of the parent are not
@@ -35,11 +36,12 @@ import dataclasses
 import types
 from typing import Optional
 
-from bytecode import CellVar, Compare, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode import Bytecode, CellVar, Compare, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat, runtime
 from .codegen import PyCodegen, assemble, original_instructions
-from .liveness import _JUMPS, stack_depths
+from .liveness import FlowInfo
+from .resume import register_generated
 
 _TAG_CONTINUE = 0
 _TAG_RETURN = 1
@@ -48,77 +50,77 @@ _TAG_EXIT = 2  # 2 + index of the exit target
 
 @dataclasses.dataclass(frozen=True)
 class LoopInfo:
-    header: int  # index of FOR_ITER (for) or of the back-edge target (while)
-    entry: int  # index of the first body instruction: where the dispatch goes
-    last: int  # index of the last back-edge
+    """A loop around a graph break; instructions numbered as in liveness.FlowInfo."""
+
+    header: int  # FOR_ITER (for) or the back-edge target (while)
+    entry: int  # the first body instruction: where the dispatch goes
+    last: int  # the last back-edge
     is_for: bool
-    exits: tuple  # offsets outside the loop that the body jumps to
+    exits: tuple  # instructions outside the loop that the body jumps to
     reads: tuple  # fast locals the body reads
     writes: tuple  # fast locals the body assigns
     below: int  # stack depth under the body (for loops: including the iterator)
 
 
-def find_loop(code: types.CodeType, insts: list, k: int) -> Optional[LoopInfo]:
+def find_loop(code: types.CodeType, flow: FlowInfo, k: int) -> Optional[LoopInfo]:
     if "__class__" in code.co_freevars or {"locals", "vars", "super"} & set(code.co_names):
         return None  # zero-argument super() and locals() need the frame's own locals and first argument
-    index = {inst.offset: i for i, inst in enumerate(insts)}
-    off = insts[k].offset
+    n = len(flow)
     best = None
-    for j, inst in enumerate(insts):
-        if inst.opname in bytecode_compat.BACKWARD_JUMPS and inst.argval <= off <= inst.offset:
-            t = index[inst.argval]
+    for j in range(n):
+        if flow.is_backward_jump(j) and flow.target[j] <= k <= j:
+            t = flow.target[j]
             if best is None or t > best[0] or (t == best[0] and j > best[1]):
                 best = (t, j)
     if best is None:
         return None
     header, _ = best
-    last = max(j for j, inst in enumerate(insts)
-               if inst.opname in bytecode_compat.BACKWARD_JUMPS and inst.argval == insts[header].offset)
-    is_for = insts[header].opname == "FOR_ITER"
+    last = max(j for j in range(n) if flow.is_backward_jump(j) and flow.target[j] == header)
+    is_for = flow.instrs[header].name == "FOR_ITER"
     entry = header + 1 if is_for else header
     if not entry <= k <= last:
         return None
-    depths = stack_depths(code)
-    if insts[entry].offset not in depths:
+    depths = flow.depth
+    if depths[entry] is None:
         return None
-    below = depths[insts[entry].offset] - (1 if is_for else 0)
+    below = depths[entry] - (1 if is_for else 0)
     exit_depth = below - 1 if is_for else below
-    lo, hi = insts[entry].offset, insts[last].offset
+    lo, hi = entry, last
     exits: list[int] = []
     reads, writes = set(), set()
-    for i, inst in enumerate(insts):
-        inside = entry <= i <= last
-        if inst.opname in _JUMPS and inst.argval in index:
-            target_inside = lo <= inst.argval <= hi
+    for i, inst in enumerate(flow.instrs):
+        inside = lo <= i <= hi
+        t = flow.target[i]
+        if t is not None:
+            target_inside = lo <= t <= hi
             if inside:
-                if inst.argval == insts[header].offset or target_inside:
+                if t == header or target_inside:
                     continue
-                if depths.get(inst.argval) != exit_depth and inst.opname != "FOR_ITER":
+                if depths[t] != exit_depth and inst.name != "FOR_ITER":
                     return None
-                if inst.argval not in exits:
-                    exits.append(inst.argval)
-            elif target_inside and not (inst.argval == lo and not is_for):
+                if t not in exits:
+                    exits.append(t)
+            elif target_inside and not (t == lo and not is_for):
                 return None  # a jump into the body from outside
         if not inside:
             continue
-        if inst.opname in ("DELETE_FAST", "YIELD_VALUE", "SEND", "LOAD_NAME", "STORE_NAME"):
+        if inst.name in ("DELETE_FAST", "YIELD_VALUE", "SEND", "LOAD_NAME", "STORE_NAME"):
             return None
-        if inst.opname == "LOAD_FAST":
-            reads.add(inst.argval)
-        elif inst.opname == "STORE_FAST":
-            writes.add(inst.argval)
-    last_inst = insts[last]
-    if last_inst.opname in bytecode_compat.CONDITIONAL_JUMPS and last + 1 < len(insts):
-        fall = insts[last + 1].offset
-        if depths.get(fall) != exit_depth:
+        if inst.name == "LOAD_FAST":
+            reads.add(inst.arg)
+        elif inst.name == "STORE_FAST":
+            writes.add(inst.arg)
+    if flow.instrs[last].name in bytecode_compat.CONDITIONAL_JUMPS and last + 1 < n:
+        fall = last + 1
+        if depths[fall] != exit_depth:
             return None
         if fall not in exits:
             exits.append(fall)
-    for start, end, target, _depth, _lasti in bytecode_compat.exception_table(code):
+    for start, end, target in flow.try_blocks:  # instructions start..end-1
         overlaps = start <= hi and end > lo
         if not overlaps:
             continue
-        if lo <= target <= hi and not (start >= lo and end <= hi + 2):
+        if lo <= target <= hi and not (start >= lo and end <= hi + 1):
             return None  # a handler inside the body covering code outside it
         if not lo <= target <= hi:
             # an enclosing try/with: its handler would see the locals as they were before the
@@ -146,7 +148,7 @@ def _label_positions(items) -> dict:
     return out
 
 
-def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.CodeType:
+def make_body_code(code: types.CodeType, flow: FlowInfo, info: LoopInfo) -> types.CodeType:
     key = (code, info)
     cached = _BODY_CACHE.get(key)
     if cached is not None:
@@ -154,7 +156,6 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
     items = original_instructions(code)
     label_pos = _label_positions(items)
     lo_i, hi_i = info.entry, info.last
-    header_off = insts[info.header].offset
     cells = set(code.co_cellvars)
     cont_label, ret_label = Label(), Label()
     exit_labels = {x: Label() for x in info.exits}
@@ -180,26 +181,26 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
         line = x.lineno or code.co_firstlineno
         if n == lo_i:
             out.append(entry_label)
-        if not seen_resume and x.name in ("COPY_FREE_VARS", "MAKE_CELL", "RESUME"):
-            seen_resume = x.name == "RESUME"
+        if not seen_resume and bytecode_compat.is_prologue(x):
+            seen_resume = bytecode_compat.ends_prologue(x)
             out.append(Instr("NOP", lineno=line))
             continue
         if isinstance(x.arg, CellVar) and x.arg.name in cells:
             x = Instr(x.name, FreeVar(x.arg.name), location=x.location)
         inside = lo_i <= n <= hi_i
-        inst = insts[n]
-        if inside and inst.opname in _JUMPS and inst.opname != "FOR_ITER" and inst.argval == header_off:
-            out.append(Instr(bytecode_compat.forward_variant(x.name), cont_label, lineno=line))
-        elif inside and inst.opname in _JUMPS and inst.opname != "FOR_ITER" and inst.argval in exit_labels:
-            out.append(Instr(bytecode_compat.forward_variant(x.name), exit_labels[inst.argval], lineno=line))
-        elif inside and inst.opname == "RETURN_VALUE":
-            out.append(Instr("JUMP_FORWARD", ret_label, lineno=line))
+        t = flow.target[n]
+        if inside and t is not None and x.name != "FOR_ITER" and t == info.header:
+            out.append(bytecode_compat.redirect_jump(x, cont_label, lineno=line))
+        elif inside and t is not None and x.name != "FOR_ITER" and t in exit_labels:
+            out.append(bytecode_compat.redirect_jump(x, exit_labels[t], lineno=line))
+        elif inside and x.name == "RETURN_VALUE":
+            out.extend(bytecode_compat.jump(ret_label, lineno=line))
         else:
             out.append(x)
-        if n == hi_i and inst.opname in bytecode_compat.CONDITIONAL_JUMPS:
+        if n == hi_i and x.name in bytecode_compat.CONDITIONAL_JUMPS:
             # the loop's last test falls through out of the loop
-            out.append(Instr("JUMP_FORWARD", exit_labels[insts[n + 1].offset], lineno=line))
-    line = insts[lo_i].positions.lineno or code.co_firstlineno
+            out.extend(bytecode_compat.jump(exit_labels[n + 1], lineno=line))
+    line = flow.instrs[lo_i].lineno or code.co_firstlineno
     cg = PyCodegen(code, collecting=False)
     cg.cellvars, cg.freevars = set(), set(code.co_cellvars) | set(code.co_freevars)
     cg.lineno = line
@@ -209,14 +210,14 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
         # functions of this body must receive them): a branch never taken.
         taken = Label()
         cg.load_const(False)
-        cg.emit("POP_JUMP_FORWARD_IF_FALSE", taken)
+        cg.jump_if(False, taken)
         for name in info.writes:
             cg.load_fast(name)
             cg.emit("POP_TOP")
         cg.label(taken)
         cg.load_const(tag)
         cg.load_callable(runtime.pick)
-        cg.emit("PUSH_NULL")
+        cg.push_null()
         cg.load_const(builtins.locals)
         cg.call(0)
         cg.load_const(info.writes)
@@ -238,17 +239,13 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
     pro = PyCodegen(code, collecting=False)
     pro.lineno = line
     freevars = list(code.co_cellvars) + list(code.co_freevars)
-    if freevars:
-        pro.emit("COPY_FREE_VARS", len(freevars))
-    pro.emit("RESUME", 0)
+    pro.instrs.extend(bytecode_compat.frame_prologue(n_freevars=len(freevars), lineno=line))
     pro.store_locals_from_dict("___locals", info.reads)
     for _ in range(info.below):
         pro.load_const(None)
     if info.is_for:
         pro.load_fast("___item")
-    pro.emit("JUMP_FORWARD", entry_label)
-    from bytecode import Bytecode
-
+    pro.jump(entry_label)
     bc = Bytecode(pro.instrs + out + stubs)
     bc.name = code.co_name  # the user's name (tracebacks, logging); see resume.display_name
     bc.qualname = code.co_qualname
@@ -266,13 +263,11 @@ def make_body_code(code: types.CodeType, insts: list, info: LoopInfo) -> types.C
     bc.freevars = freevars
     new_code = assemble(bc, code, len(pro.instrs) + len(stubs))
     _BODY_CACHE[key] = new_code
-    from .resume import register_generated
-
     register_generated(new_code, "loop body", f"loop body at line {line}")
     return new_code
 
 
-def rewrite_parent_copy(copy: list, code: types.CodeType, insts: list, info: LoopInfo, body_code) -> list:
+def rewrite_parent_copy(copy: list, code: types.CodeType, flow: FlowInfo, info: LoopInfo, body_code) -> list:
     """Insert the per-iteration dispatch into the parent's copy of the original code."""
     positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
     label_pos = _label_positions(copy)
@@ -298,24 +293,20 @@ def rewrite_parent_copy(copy: list, code: types.CodeType, insts: list, info: Loo
         insert_at += 1
     # exit targets: labels before their instructions
     positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
-    by_offset = {inst.offset: i for i, inst in enumerate(insts)}
-    exit_labels = {}
-    for x in info.exits:
-        lab = Label()
-        exit_labels[x] = lab
-    line = insts[info.entry].positions.lineno or code.co_firstlineno
+    exit_labels = {x: Label() for x in info.exits}
+    line = flow.instrs[info.entry].lineno or code.co_firstlineno
     cg = PyCodegen(code, collecting=False)
     cg.lineno = line
     if info.is_for:
         cg.store_fast("___loop_item")
-    cg.emit("PUSH_NULL")
+    cg.push_null()
     cg.make_sibling_function(body_code, code)
     if info.is_for:
         cg.load_fast("___loop_item")
     else:
         cg.load_const(None)
     cg.load_callable(runtime.pick)
-    cg.emit("PUSH_NULL")
+    cg.push_null()
     cg.load_const(builtins.locals)
     cg.call(0)
     cg.load_const(info.reads)
@@ -328,7 +319,7 @@ def rewrite_parent_copy(copy: list, code: types.CodeType, insts: list, info: Loo
     cg.load_fast("___loop_tag")
     cg.load_const(_TAG_RETURN)
     cg.emit("COMPARE_OP", Compare.EQ)
-    cg.emit("POP_JUMP_FORWARD_IF_FALSE", not_ret)
+    cg.jump_if(False, not_ret)
     cg.load_fast("___loop_vars")
     cg.emit("RETURN_VALUE")
     cg.label(not_ret)
@@ -338,15 +329,14 @@ def rewrite_parent_copy(copy: list, code: types.CodeType, insts: list, info: Loo
         cg.load_fast("___loop_tag")
         cg.load_const(_TAG_EXIT + i)
         cg.emit("COMPARE_OP", Compare.EQ)
-        cg.emit("POP_JUMP_FORWARD_IF_FALSE", nxt)
+        cg.jump_if(False, nxt)
         if info.is_for:
             cg.emit("POP_TOP")  # the iterator
-        backward = x <= insts[info.entry].offset
-        cg.emit("JUMP_BACKWARD" if backward else "JUMP_FORWARD", exit_labels[x])
+        cg.jump(exit_labels[x], backward=x <= info.entry)
         cg.label(nxt)
-    cg.emit("JUMP_BACKWARD", header_label)  # continue
+    cg.jump(header_label, backward=True)  # continue
     for x, lab in exit_labels.items():
-        p = positions[by_offset[x]]
+        p = positions[x]
         copy.insert(p, lab)
         positions = [i for i, y in enumerate(copy) if isinstance(y, Instr)]
         if p <= insert_at:

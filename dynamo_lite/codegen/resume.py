@@ -10,14 +10,14 @@ with its own cache and guards.
 
 ``plan_successors`` decides what follows the breaking instruction k: one
 resume function per successor, or None when the rest of the frame must run
-natively (k inside a loop: resuming there would nest one frame per
-iteration).
+natively or through a loop-body function (k inside a loop: resuming there
+would nest one frame per iteration; see loops.py).  Instructions are
+numbered as in liveness.FlowInfo.
 Tested by tests/breaks/test_graph_breaks.py.
 """
 from __future__ import annotations
 
 import dataclasses
-import dis
 import types
 from typing import Optional
 
@@ -25,80 +25,73 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .. import bytecode_compat
 from .codegen import assemble, original_instructions
+from .liveness import FlowInfo, live_locals_at
 from ..variables.base import NullVariable
 
 # Arguments of a resume function holding the saved value stack: STACK_PREFIX + slot.
 STACK_PREFIX = "___stack"
 
-# Values pushed by instructions that may break the graph (pops = pushes - net effect).
-_PUSHES = {
-    "BINARY_OP": 1, "BINARY_SUBSCR": 1, "COMPARE_OP": 1, "CONTAINS_OP": 1, "IS_OP": 1,
-    "UNARY_NEGATIVE": 1, "UNARY_POSITIVE": 1, "UNARY_INVERT": 1, "UNARY_NOT": 1, "GET_ITER": 1,
-    "FORMAT_VALUE": 1, "BUILD_STRING": 1, "LOAD_ATTR": 1, "STORE_ATTR": 0, "STORE_SUBSCR": 0,
-    "DELETE_SUBSCR": 0, "IMPORT_NAME": 1, "IMPORT_FROM": 1, "BUILD_TUPLE": 1, "BUILD_LIST": 1,
-    "BUILD_SET": 1, "BUILD_MAP": 1, "BUILD_CONST_KEY_MAP": 1, "BUILD_SLICE": 1, "LIST_APPEND": 0,
-    "SET_ADD": 0, "MAP_ADD": 0, "LIST_EXTEND": 0, "SET_UPDATE": 0, "DICT_UPDATE": 0,
-    "DICT_MERGE": 0, "LIST_TO_TUPLE": 1, "CALL_FUNCTION_EX": 1, "STORE_GLOBAL": 0,
-    "LOAD_GLOBAL": None, "GET_LEN": 1, "LOAD_DEREF": 1, "STORE_DEREF": 0, "LOAD_FAST": 1,
-    "MAKE_FUNCTION": 1,
-}
+# Instructions after which the frame continues in a resume function (after any other
+# breaking instruction the rest of the frame runs natively).  CALL and the conditional
+# jumps are handled too.
+_RESUMABLE = frozenset({
+    "BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "IS_OP",
+    "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT", "GET_ITER",
+    "FORMAT_VALUE", "BUILD_STRING", "LOAD_ATTR", "STORE_ATTR", "STORE_SUBSCR",
+    "DELETE_SUBSCR", "IMPORT_NAME", "IMPORT_FROM", "BUILD_TUPLE", "BUILD_LIST",
+    "BUILD_SET", "BUILD_MAP", "BUILD_CONST_KEY_MAP", "BUILD_SLICE", "LIST_APPEND",
+    "SET_ADD", "MAP_ADD", "LIST_EXTEND", "SET_UPDATE", "DICT_UPDATE",
+    "DICT_MERGE", bytecode_compat.OP_LIST_TO_TUPLE, "CALL", "CALL_FUNCTION_EX", "STORE_GLOBAL",
+    "GET_LEN", "LOAD_DEREF", "STORE_DEREF", "LOAD_FAST", "MAKE_FUNCTION",
+})
 _NO_SUCCESSOR = ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE")
 
 
 @dataclasses.dataclass
 class Successor:
-    offset: int  # where the resume function continues
+    index: int  # the instruction where the resume function continues
     is_jump_target: bool  # reached by k's jump (else by falling through)
     nulls: tuple  # per stack slot at the successor: True where the slot holds NULL
     label: Optional[Label] = None  # the stub in the transformed code
 
 
-def _in_loop(insts, k: int) -> bool:
-    off = insts[k].offset
-    return any(i.opname in bytecode_compat.BACKWARD_JUMPS and i.offset >= off and i.argval <= off
-               for i in insts)
+def _in_loop(flow: FlowInfo, k: int) -> bool:
+    return any(flow.is_backward_jump(j) and flow.target[j] <= k for j in range(k, len(flow)))
 
 
-def plan_successors(code, insts, k: int, stack: list) -> Optional[list]:
-    inst = insts[k]
-    name = inst.opname
+def plan_successors(flow: FlowInfo, k: int, stack: list) -> Optional[list]:
+    inst = flow.instrs[k]
+    name = inst.name
     if name in _NO_SUCCESSOR:
         return []
-    if _in_loop(insts, k) or k + 1 >= len(insts):
+    if _in_loop(flow, k) or k + 1 >= len(flow):
         return None
-    before = [isinstance(v, NullVariable) for v in stack]
-    nxt = insts[k + 1].offset
+    before = tuple(isinstance(v, NullVariable) for v in stack)
+    nxt = k + 1
     if name in bytecode_compat.CONDITIONAL_JUMPS:
         pops_always = bytecode_compat.CONDITIONAL_JUMPS[name][0]
-        below = tuple(before[:-1])
-        jump_stack = below if pops_always else tuple(before)
-        return [Successor(inst.argval, True, jump_stack), Successor(nxt, False, below)]
-    if name == "CALL":
-        pops, pushes = inst.arg + 2, 1
-    else:
-        pushes = _PUSHES.get(name)
-        if pushes is None:
-            return None
-        pops = pushes - dis.stack_effect(inst.opcode, inst.arg)
-    if pops > len(before):
+        below = before[:-1]
+        jump_stack = below if pops_always else before
+        return [Successor(flow.target[k], True, jump_stack), Successor(nxt, False, below)]
+    if name not in _RESUMABLE:
         return None
-    below = tuple(before[:len(before) - pops])
-    return [Successor(nxt, False, below + (False,) * pushes)]
+    after = bytecode_compat.nulls_after(inst, before)
+    if after is None:
+        return None
+    return [Successor(nxt, False, after)]
 
 
 _RESUME_CACHE: dict = {}
 
 
-def live_local_names(state, offset: int) -> tuple:
-    from .liveness import live_locals_at
-
+def live_local_names(state, index: int) -> tuple:
     code = state.code
-    live = live_locals_at(code, offset)
-    names = tuple(n for n in state.symbolic_locals if n in live and n not in code.co_cellvars)
+    live = live_locals_at(code, index)
+    names = tuple(n for n in state.frame_locals if n in live and n not in code.co_cellvars)
     # zero-argument super() reads local slot 0: keep the first argument first (and alive)
     first = code.co_varnames[0] if code.co_varnames and "__class__" in code.co_freevars and (
         code.co_argcount or code.co_flags & bytecode_compat.CO_VARARGS) else None
-    if first is not None and first in state.symbolic_locals and first not in code.co_cellvars:
+    if first is not None and first in state.frame_locals and first not in code.co_cellvars:
         names = (first,) + tuple(n for n in names if n != first)
     return names
 
@@ -108,9 +101,9 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     depth = len(succ.nulls)
     for i in reversed(range(depth)):
         cg.store_fast(f"{STACK_PREFIX}{i}")  # a NULL slot stores NULL: the local just stays unbound
-    live = live_local_names(state, succ.offset)
-    resume_code = make_resume_code(code, succ.offset, succ.nulls, live)
-    cg.emit("PUSH_NULL")
+    live = live_local_names(state, succ.index)
+    resume_code = make_resume_code(code, succ.index, succ.nulls, live)
+    cg.push_null()
     cg.make_sibling_function(resume_code, code)
     nargs = 0
     for n in live:  # live locals first: slot 0 stays the frame's first argument (super())
@@ -125,42 +118,39 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     cg.emit("RETURN_VALUE")
 
 
-def make_resume_code(code: types.CodeType, offset: int, nulls: tuple, live: tuple) -> types.CodeType:
-    key = (code, offset, nulls, live)
+def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple) -> types.CodeType:
+    """The resume function's code: continue at instruction ``index`` with the stack ``nulls``
+    describes (its non-NULL slots and the ``live`` locals are the arguments)."""
+    key = (code, index, nulls, live)
     cached = _RESUME_CACHE.get(key)
     if cached is not None:
         return cached
-    insts = bytecode_compat.instructions(code)
-    index = next(i for i, inst in enumerate(insts) if inst.offset == offset)
     items = original_instructions(code)
     positions = [i for i, x in enumerate(items) if isinstance(x, Instr)]
+    target_line = items[positions[index]].lineno or code.co_firstlineno
     cells = set(code.co_cellvars)
     seen_resume = False
     for p in positions:
         instr = items[p]
-        if not seen_resume and instr.name in ("COPY_FREE_VARS", "MAKE_CELL", "RESUME"):
-            seen_resume = instr.name == "RESUME"
+        if not seen_resume and bytecode_compat.is_prologue(instr):
+            seen_resume = bytecode_compat.ends_prologue(instr)
             items[p] = Instr("NOP", lineno=instr.lineno or code.co_firstlineno)
             continue
         if isinstance(instr.arg, CellVar) and instr.arg.name in cells:
             items[p] = Instr(instr.name, FreeVar(instr.arg.name), location=instr.location)
-    target_line = insts[index].positions.lineno or code.co_firstlineno
     label = Label()
     items.insert(positions[index], label)
     freevars = list(code.co_cellvars) + list(code.co_freevars)
-    prologue = []
-    if freevars:
-        prologue.append(Instr("COPY_FREE_VARS", len(freevars), lineno=target_line))
-    prologue.append(Instr("RESUME", 0, lineno=target_line))
+    prologue = bytecode_compat.frame_prologue(n_freevars=len(freevars), lineno=target_line)
     argnames = list(live)
     for i, is_null in enumerate(nulls):
         if is_null:
-            prologue.append(Instr("PUSH_NULL", lineno=target_line))
+            prologue.extend(bytecode_compat.push_null(target_line))
         else:
             argnames.append(f"{STACK_PREFIX}{i}")
             prologue.append(Instr("LOAD_FAST", f"{STACK_PREFIX}{i}", lineno=target_line))
             prologue.append(Instr("DELETE_FAST", f"{STACK_PREFIX}{i}", lineno=target_line))
-    prologue.append(Instr("JUMP_FORWARD", label, lineno=target_line))
+    prologue.extend(bytecode_compat.jump(label, lineno=target_line))
     bc = Bytecode(prologue + items)
     # the user's own name: tracebacks, logging's funcName and sys._getframe() see the function
     # the code came from (diagnostics say which part: display_name)

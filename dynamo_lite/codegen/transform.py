@@ -10,10 +10,11 @@ Full capture (the trace reached RETURN_VALUE)::
 Graph break before instruction k::
 
     <prologue> ___graph_out = compiled_graph(...)  <replay side effects>
-    <store every live local>  <push the value stack>  JUMP k
+    <store every live local>  <push the value stack>  jump to k
     <a copy of the original code>   # k runs natively, with its exception table
     ...after k: either a stub that calls __resume_at_<next>(stack..., locals...)
-       and returns its result, or (inside loops) the original code just goes on
+       and returns its result, or (inside loops) the loop calls its loop-body function
+       each iteration (loops.py), or the original code just goes on
 
 Both are made with the `bytecode` package from the original code object;
 the new code takes all of the frame's arguments positionally (the calling
@@ -26,15 +27,16 @@ import dataclasses
 import types
 from typing import Callable, Optional
 
+import torch
 from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat
+from ..exc import BackendCompilerFailed
 from ..source import AttrSource, ItemSource, LocalSource, Source
 from ..variables.base import VariableTracker
 from .codegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
+from .liveness import flow_info
 from . import loops, resume as resume_mod
-
-_PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME", "NOP")
 
 
 @dataclasses.dataclass
@@ -44,10 +46,11 @@ class FrameState:
     code: types.CodeType
     side_effects: object
     root_cells: dict  # name -> CellVariable of the root frame's cellvars
-    symbolic_locals: dict  # name -> tracker
+    frame_locals: dict  # name -> tracker of each bound local of the frame
     stack: list  # value stack at the break (empty for a full capture)
     return_value: Optional[VariableTracker]  # set for a full capture
-    break_index: Optional[int] = None  # index into bytecode_compat.instructions(code)
+    break_index: Optional[int] = None  # the breaking instruction: index into bytecode_compat.instructions(code),
+    # which is also its number in liveness.FlowInfo (checked there)
     grad_mode: Optional[bool] = None  # grad mode the code must leave set (None: unchanged)
     # trackers whose sources are loaded right after the graph call, before anything is
     # stored (set by collect_graph_outputs; see PyCodegen.preload_sources)
@@ -69,7 +72,7 @@ def emit_body(cg: PyCodegen, state: FrameState) -> None:
         _set_grad_mode(cg, state)
         cg.emit("RETURN_VALUE")
         return
-    for name, var in state.symbolic_locals.items():
+    for name, var in state.frame_locals.items():
         if var.source == LocalSource(name) and not getattr(var, "mutable_local", False):
             continue  # still the argument the frame was called with
         cg.reconstruct(var)
@@ -82,8 +85,6 @@ def emit_body(cg: PyCodegen, state: FrameState) -> None:
 def _set_grad_mode(cg: PyCodegen, state: FrameState) -> None:
     """The graph leaves grad mode as it found it; set the mode the frame ends in."""
     if state.grad_mode is not None:
-        import torch
-
         cg.load_callable(torch._C._set_grad_enabled)
         cg.load_const(state.grad_mode)
         cg.call(1)
@@ -107,7 +108,7 @@ def _sources_to_preload(cg: PyCodegen, state: FrameState) -> list:
     if state.return_value is not None:
         return []
     # only locals are stored: values read from a local that gets reassigned
-    stored = {name for name, var in state.symbolic_locals.items()
+    stored = {name for name, var in state.frame_locals.items()
               if not (var.source == LocalSource(name) and not getattr(var, "mutable_local", False))}
     return [v for v in cg.source_loads.values()
             if isinstance(v.source.base(), LocalSource) and v.source.base().local_name in stored]
@@ -116,11 +117,11 @@ def _sources_to_preload(cg: PyCodegen, state: FrameState) -> list:
 def _original_prologue(code: types.CodeType) -> list:
     out = []
     for inst in Bytecode.from_code(code):
-        if isinstance(inst, Instr) and inst.name in _PROLOGUE_OPS:
-            out.append(Instr(inst.name, inst.arg, lineno=code.co_firstlineno)
-                       if inst.name != "RESUME" else Instr("RESUME", 0, lineno=code.co_firstlineno))
-            if inst.name == "RESUME":
-                break
+        if isinstance(inst, Instr) and bytecode_compat.ends_prologue(inst):
+            out.extend(bytecode_compat.frame_prologue(lineno=code.co_firstlineno))
+            break
+        if isinstance(inst, Instr) and (bytecode_compat.is_prologue(inst) or inst.name == "NOP"):
+            out.append(Instr(inst.name, inst.arg, lineno=code.co_firstlineno))
         elif isinstance(inst, Instr):
             break
     return out
@@ -248,8 +249,6 @@ def build_code(state: FrameState, compiled, graph_inputs, output_index: dict,
 def _graph_error_handler(code, handler: Label, rerun_label: Label, rerun: bool, grad_enabled: bool,
                          rerun_copy: Optional[list]) -> list:
     """The handler of the graph call: [exc] -> restore grad mode -> rerun the original or re-raise."""
-    import torch
-
     cg = PyCodegen(code, collecting=False)
     cg.lineno = code.co_firstlineno
     cg.label(handler)
@@ -264,12 +263,12 @@ def _graph_error_handler(code, handler: Label, rerun_label: Label, rerun: bool, 
     cg.load_callable(_rerun_after)
     cg.emit("COPY", 3)
     cg.call(1)
-    cg.instrs.append(Instr("POP_JUMP_FORWARD_IF_FALSE", reraise, lineno=code.co_firstlineno))
+    cg.jump_if(False, reraise)
     cg.emit("POP_TOP")  # the exception: the original code raises it again, where eager does
     if rerun_copy is not None:  # full capture: the original code follows the handler
         cg.instrs.extend(rerun_copy)
     else:
-        cg.instrs.append(Instr("JUMP_BACKWARD", rerun_label, lineno=code.co_firstlineno))  # the copy's start
+        cg.jump(rerun_label, backward=True)  # the copy's start
     cg.label(reraise)
     cg.emit("RERAISE", 0)
     return cg.instrs
@@ -278,8 +277,6 @@ def _graph_error_handler(code, handler: Label, rerun_label: Label, rerun: bool, 
 def _rerun_after(exc: BaseException) -> bool:
     """Does the original code run again after the graph raised ``exc``?  Not for
     KeyboardInterrupt and the like, nor for a backend's failure (the user must see it)."""
-    from ..exc import BackendCompilerFailed
-
     return isinstance(exc, Exception) and not isinstance(exc, BackendCompilerFailed)
 
 
@@ -288,27 +285,25 @@ def _inert_prologue(code: types.CodeType, copy: list) -> list:
     for p, x in enumerate(copy):
         if not isinstance(x, Instr):
             continue
-        if x.name in ("COPY_FREE_VARS", "MAKE_CELL"):
-            copy[p] = Instr("NOP", lineno=x.lineno if x.lineno else code.co_firstlineno)
-        elif x.name == "RESUME":
+        if bytecode_compat.ends_prologue(x):
             copy[p] = Instr("NOP", lineno=code.co_firstlineno)
             break
+        if bytecode_compat.is_prologue(x):
+            copy[p] = Instr("NOP", lineno=x.lineno if x.lineno else code.co_firstlineno)
     return copy
 
 
 def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> list:
     """Jump into a copy of the original code at the break, with stubs after it."""
     code = state.code
-    insts = bytecode_compat.instructions(code)
+    flow = flow_info(code)  # checks that break_index means the same instruction here
     k = state.break_index
     start = k
-    while start > 0 and insts[start - 1].opname in bytecode_compat.CALL_PREFIX and \
-            insts[k].opname == "CALL":
+    while start > 0 and flow.instrs[start - 1].name in bytecode_compat.CALL_PREFIX and \
+            flow.instrs[k].name == "CALL":
         start -= 1
     copy = original_instructions(code)
     positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
-    if len(positions) != len(insts) or any(copy[p].name != i.opname for p, i in zip(positions, insts)):
-        raise CodegenFailed("bytecode and dis disagree on this code's instructions")
     # the copy's own prologue is unreachable (or, on a rerun after a graph error, already done)
     copy = _inert_prologue(code, copy)
     entry = Label()
@@ -321,13 +316,13 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     # a resume function's saved-stack arguments are dead past its prologue (which deletes them)
     temps += [n for n in bytecode_compat.arg_names(code) if n.startswith(resume_mod.STACK_PREFIX)]
     jump_in = [Instr("DELETE_FAST", name, lineno=cg.lineno) for name in temps]
-    jump_in.append(Instr("JUMP_FORWARD", entry, lineno=cg.lineno))
-    plan = resume_mod.plan_successors(code, insts, k, state.stack)
+    jump_in.extend(bytecode_compat.jump(entry, lineno=cg.lineno))
+    plan = resume_mod.plan_successors(flow, k, state.stack)
     if plan is None:
-        info = loops.find_loop(code, insts, k)
+        info = loops.find_loop(code, flow, k)
         if info is not None:
-            body = loops.make_body_code(code, insts, info)
-            rewritten = loops.rewrite_parent_copy(copy, code, insts, info, body)
+            body = loops.make_body_code(code, flow, info)
+            rewritten = loops.rewrite_parent_copy(copy, code, flow, info, body)
             if rewritten is not None:
                 return jump_in + rewritten  # the loop goes on natively, calling its body function
         return jump_in + copy  # the rest of the frame runs natively
@@ -345,10 +340,9 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     jump_succ = next((s for s in plan if s.is_jump_target), None)
     fall_succ = next((s for s in plan if not s.is_jump_target), None)
     if jump_succ is not None:
-        copy[inst_pos] = Instr(bytecode_compat.forward_variant(k_inst.name), jump_succ.label,
-                               lineno=k_inst.lineno)
+        copy[inst_pos] = bytecode_compat.redirect_jump(k_inst, jump_succ.label, lineno=k_inst.lineno)
     if fall_succ is not None:
-        copy.insert(inst_pos + 1, Instr("JUMP_FORWARD", fall_succ.label, lineno=k_inst.lineno))
+        copy[inst_pos + 1:inst_pos + 1] = bytecode_compat.jump(fall_succ.label, lineno=k_inst.lineno)
     return jump_in + copy + stubs
 
 

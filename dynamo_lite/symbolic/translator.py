@@ -80,7 +80,7 @@ class InstructionTranslatorBase:
         stack: the value stack (NullVariable stands for 3.11's NULL).
         symbolic_locals: fast locals by name (unbound names are absent).
         cells: CellVariable per cell and free variable name.
-        kw_names: the tuple set by KW_NAMES for the next CALL.
+        kw_names: the keyword names set for the next CALL (bytecode_compat.OP_KW_NAMES).
         parent: the translator of the calling frame (None for the root).
     """
 

@@ -109,7 +109,7 @@ class NullVariable(VariableTracker):
     """The NULL that 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL)."""
 
     def reconstruct(self, cg):
-        cg.emit("PUSH_NULL")
+        cg.push_null()
 
     def can_reconstruct(self):
         return True

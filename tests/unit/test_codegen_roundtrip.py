@@ -13,7 +13,7 @@ included) and of transformers' GPT-2 and Llama model files goes through
    must be the original's.  Differences that are not behaviour are
    normalised away: CACHE entries, EXTENDED_ARG prefixes (constants are
    renumbered), the order of non-argument local names, line-table encoding.
-2. our transform path, ``codegen.resume.make_resume_code`` at two offsets of
+2. our transform path, ``codegen.resume.make_resume_code`` at two points of
    every function of torch.nn.functional, torch/nn/modules and the transformers
    files (a statement boundary and a call with a non-empty stack):
    it must assemble, keep every instruction from the resume point on (the
@@ -306,7 +306,8 @@ def _resume_points(code: types.CodeType) -> list:
 def _check_resume(code: types.CodeType, offset: int, depth: int) -> None:
     nulls = (False,) * depth
     live = tuple(n for n in code.co_varnames if n not in code.co_cellvars)
-    new = resume.make_resume_code(code, offset, nulls, live)
+    k = next(i for i, inst in enumerate(bytecode_compat.instructions(code)) if inst.offset == offset)
+    new = resume.make_resume_code(code, k, nulls, live)  # codegen numbers instructions, not offsets
     where = f"{code.co_qualname} at {offset}"
     assert new.co_freevars == code.co_cellvars + code.co_freevars, where
     assert new.co_cellvars == (), where
@@ -316,7 +317,6 @@ def _check_resume(code: types.CodeType, offset: int, depth: int) -> None:
     # the original program from the resume point on is intact
     _, orig_body, orig_table = normalised(code)
     _, new_body, new_table = normalised(new)
-    k = next(i for i, inst in enumerate(bytecode_compat.instructions(code)) if inst.offset == offset)
     shift = len(new_body) - len(orig_body)
     assert shift > 0, where
     prologue = new_body[:shift]
@@ -392,12 +392,13 @@ def test_resume_code_runs():
               if i.starts_line and depths.get(i.offset) == 0 and i.opname not in _RESUME_PROLOGUE]
     lines = sorted({i.starts_line - code.co_firstlineno for i in starts})
     assert lines == [1, 2, 3, 4, 7]  # each statement, the `try:` NOP included
+    number = {inst.offset: n for n, inst in enumerate(bytecode_compat.instructions(code))}
     for inst in starts:
         line = inst.starts_line - code.co_firstlineno
         for a, b in [(1, 0), (2, 1), (3, 5)]:
             env = state_before(line, a, b)
             live = tuple(env)
-            fn = types.FunctionType(resume.make_resume_code(code, inst.offset, (), live), f.__globals__)
+            fn = types.FunctionType(resume.make_resume_code(code, number[inst.offset], (), live), f.__globals__)
             assert fn(*env.values()) == f(a, b), (line, a, b)
 
 
@@ -535,3 +536,127 @@ def test_roundtripped_transformers_models_behave_the_same(family):
         with roundtripped(functions):
             got = model(ids).logits
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+# --------------------------------------------------------------------------
+# 4. version knowledge in one place; the emitters and flow facts
+# --------------------------------------------------------------------------
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(bytecode_compat.__file__))
+
+
+def test_version_knowledge_stays_in_bytecode_compat():
+    """No module but bytecode_compat spells a 3.11-only opcode or reads sys.version_info."""
+    import re
+
+    names = bytecode_compat.VERSION_SPECIFIC_OPNAMES
+    assert {"PRECALL", "KW_NAMES", "LOAD_METHOD", "POP_JUMP_FORWARD_IF_FALSE",
+            "POP_JUMP_BACKWARD_IF_TRUE", "JUMP_BACKWARD_NO_INTERRUPT"} <= names
+    assert names <= set(dis.opmap)
+    pattern = re.compile(r"\b(%s)\b|version_info" % "|".join(sorted(names)))
+    files = glob.glob(os.path.join(_PACKAGE_DIR, "**", "*.py"), recursive=True)
+    assert len(files) > 30
+    offenders = []
+    for path in files:
+        if os.path.basename(path) == "bytecode_compat.py":
+            continue
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if pattern.search(line):
+                    offenders.append(f"{os.path.relpath(path, _PACKAGE_DIR)}:{n}: {line.strip()}")
+    assert offenders == []
+
+
+def test_codegen_does_not_import_the_interpreter():
+    import ast
+
+    for path in glob.glob(os.path.join(_PACKAGE_DIR, "codegen", "*.py")):
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert "symbolic" not in (node.module or ""), path
+            elif isinstance(node, ast.Import):
+                assert not any("symbolic" in a.name for a in node.names), path
+
+
+def _assemble(instrs, argnames=("x",)):
+    bc = Bytecode(bytecode_compat.frame_prologue(lineno=1) + instrs)
+    bc.argnames = list(argnames)
+    bc.argcount = len(argnames)
+    bc.first_lineno = 1
+    return types.FunctionType(bc.to_code(), {})
+
+
+def test_emitters_make_calls_methods_jumps_and_functions():
+    from bytecode import Instr, Label
+
+    # sorted(x, key=abs) through push_null + call with a keyword name
+    body = bytecode_compat.push_null(1) + [Instr("LOAD_CONST", sorted, lineno=1), Instr("LOAD_FAST", "x", lineno=1),
+                                          Instr("LOAD_CONST", abs, lineno=1)]
+    body += bytecode_compat.call(2, ("key",), lineno=1) + [Instr("RETURN_VALUE", lineno=1)]
+    assert _assemble(body)([3, -5, 1]) == [1, 3, -5]
+    # x.count(1) through load_method + call_method
+    body = [Instr("LOAD_FAST", "x", lineno=1)] + bytecode_compat.load_method("count", lineno=1)
+    body += [Instr("LOAD_CONST", 1, lineno=1)] + bytecode_compat.call_method(1, lineno=1)
+    body += [Instr("RETURN_VALUE", lineno=1)]
+    assert _assemble(body)([1, 2, 1]) == 2
+    # jumps by truth, popping and keeping the value
+    for truth in (True, False):
+        for pop in (True, False):
+            taken = Label()
+            body = [Instr("LOAD_FAST", "x", lineno=1)] + bytecode_compat.jump_if(truth, taken, pop, lineno=1)
+            body += [Instr("LOAD_CONST", "fell through", lineno=1), Instr("RETURN_VALUE", lineno=1), taken]
+            if pop:
+                body += [Instr("LOAD_CONST", "jumped", lineno=1)]
+            body += [Instr("RETURN_VALUE", lineno=1)]
+            fn = _assemble(body)
+            for x in (0, 3):
+                jumped = bool(x) == truth
+                assert fn(x) == (("jumped" if pop else x) if jumped else "fell through"), (truth, pop, x)
+    # an unconditional backward jump: count down to zero
+    top, done = Label(), Label()
+    body = [top, Instr("LOAD_FAST", "x", lineno=1)] + bytecode_compat.jump_if(False, done, lineno=1)
+    body += [Instr("LOAD_FAST", "x", lineno=1), Instr("LOAD_CONST", 1, lineno=1), Instr("BINARY_OP", 10, lineno=1),
+             Instr("STORE_FAST", "x", lineno=1)] + bytecode_compat.jump(top, backward=True, lineno=1)
+    body += [done, Instr("LOAD_FAST", "x", lineno=1), Instr("RETURN_VALUE", lineno=1)]
+    assert _assemble(body)(4) == 0
+    # make_function with named flags: defaults and kw-only defaults
+    def template(a, b=1, *, c=2):
+        return a + b + c
+    body = [Instr("LOAD_CONST", (10,), lineno=1), Instr("LOAD_CONST", "c", lineno=1),
+            Instr("LOAD_CONST", 20, lineno=1), Instr("BUILD_MAP", 1, lineno=1),
+            Instr("LOAD_CONST", template.__code__, lineno=1)]
+    body += bytecode_compat.make_function(defaults=True, kwdefaults=True, lineno=1) + [Instr("RETURN_VALUE", lineno=1)]
+    made = _assemble(body)(None)
+    assert made(1) == 31 and made.__defaults__ == (10,) and made.__kwdefaults__ == {"c": 20}
+
+
+def test_stack_effects_and_nulls_after_come_from_dis():
+    from bytecode import Instr
+
+    from dynamo_lite.codegen.liveness import flow_info
+
+    def f(a, b):
+        c = len(a) + b
+        for i in range(c):
+            b = b * i
+        return b
+
+    flow = flow_info(f.__code__)
+    names = [x.name for x in flow.instrs]
+    assert names == [i.opname for i in bytecode_compat.instructions(f.__code__)]
+    call = names.index("CALL")
+    assert flow.depth[call] is not None
+    checked = 0
+    for i, d in enumerate(bytecode_compat.instructions(f.__code__)):  # depths follow dis.stack_effect
+        if flow.depth[i] is not None and flow.falls_through(i) and flow.target[i] is None \
+                and i + 1 not in flow.target:
+            effect = dis.stack_effect(d.opcode, d.arg) if d.opcode >= dis.HAVE_ARGUMENT else dis.stack_effect(d.opcode)
+            assert flow.depth[i + 1] == flow.depth[i] + effect, d
+            checked += 1
+    assert checked > 10
+    # a call consumes its NULL and pushes one result; a binary op replaces two values by one
+    assert bytecode_compat.nulls_after(Instr("CALL", 1), (False, True, False, False)) == (False, False)
+    assert bytecode_compat.nulls_after(Instr("BINARY_OP", 0), (True, False, False, False)) == (True, False, False)
+    assert bytecode_compat.nulls_after(Instr("LOAD_GLOBAL", (True, "len")), ()) is None

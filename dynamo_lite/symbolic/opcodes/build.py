@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ... import graph_breaks as gb
+from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.constant import ConstantVariable
 from ...variables.containers import (
@@ -124,8 +125,8 @@ def DICT_UPDATE(tx, inst):
     target.call_method(tx, "update", [v], {})
 
 
-@register("LIST_TO_TUPLE")
-def LIST_TO_TUPLE(tx, inst):
+@register(bytecode_compat.OP_LIST_TO_TUPLE)
+def list_to_tuple(tx, inst):
     tx.push(TupleVariable(tx.pop().unpack(tx)))
 
 

@@ -1,4 +1,4 @@
-"""Calls and function objects: KW_NAMES, CALL, CALL_FUNCTION_EX, MAKE_FUNCTION,
+"""Calls and function objects: keyword names of a call, CALL, CALL_FUNCTION_EX, MAKE_FUNCTION,
 BEFORE_WITH, and the generator protocol used when inlining generators."""
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from . import register
 from .helpers import call
 
 
-@register("KW_NAMES")
-def KW_NAMES(tx, inst):
-    tx.kw_names = tx.code.co_consts[inst.arg]  # dis shows no argval for KW_NAMES in 3.11
+@register(bytecode_compat.OP_KW_NAMES)
+def kw_names(tx, inst):
+    tx.kw_names = tx.code.co_consts[inst.arg]  # dis shows no argval for it in 3.11
 
 
 @register("CALL")

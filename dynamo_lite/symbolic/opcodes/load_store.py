@@ -5,6 +5,7 @@ import sys
 import types
 
 from ... import graph_breaks as gb
+from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import ConstantVariable, is_constant_value
@@ -70,10 +71,10 @@ def LOAD_ATTR(tx, inst):
     tx.push(obj.var_getattr(tx, inst.argval))
 
 
-@register("LOAD_METHOD")
-def LOAD_METHOD(tx, inst):
-    # Modelled as NULL + bound attribute: the unbound-method form of 3.11's
-    # LOAD_METHOD is an optimisation with the same meaning.
+@register(bytecode_compat.OP_LOAD_METHOD)
+def load_method(tx, inst):
+    # Modelled as NULL + bound attribute: the unbound-method form (function + self)
+    # is an optimisation with the same meaning.
     obj = tx.pop()
     attr = obj.var_getattr(tx, inst.argval)
     tx.push(NullVariable())

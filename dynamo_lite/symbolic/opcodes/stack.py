@@ -1,11 +1,12 @@
 """Stack shuffling and instructions with no symbolic effect."""
 from __future__ import annotations
 
+from ... import bytecode_compat
 from ...variables.base import NullVariable
 from . import register
 
 
-@register("NOP", "RESUME", "EXTENDED_ARG", "PRECALL")
+@register(*bytecode_compat.NOOPS - {"CACHE"})
 def NOP(tx, inst):
     pass
 

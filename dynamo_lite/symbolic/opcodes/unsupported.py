@@ -7,28 +7,24 @@ bodies, async code).
 """
 from __future__ import annotations
 
+from ... import bytecode_compat
 from ... import graph_breaks as gb
 from ...exc import GraphBreak
 from . import register
 
 UNSUPPORTED = {
     "CHECK_EG_MATCH": "except* runs in Python",
-    "PREP_RERAISE_STAR": "except* runs in Python",
     "BEFORE_ASYNC_WITH": "async code is not traced",
     "GET_AWAITABLE": "async code is not traced",
     "GET_AITER": "async code is not traced",
     "GET_ANEXT": "async code is not traced",
     "END_ASYNC_FOR": "async code is not traced",
-    "ASYNC_GEN_WRAP": "async code is not traced",
     "SEND": "yield from / await is not traced",
     "GET_YIELD_FROM_ITER": "yield from is not traced",
     "LOAD_NAME": "module and class bodies are not traced",
     "STORE_NAME": "module and class bodies are not traced",
     "DELETE_NAME": "module and class bodies are not traced",
-    "LOAD_CLASSDEREF": "class bodies are not traced",
     "SETUP_ANNOTATIONS": "module and class bodies are not traced",
-    "IMPORT_STAR": "import * is not traced",
-    "PRINT_EXPR": "interactive mode is not traced",
     "DELETE_GLOBAL": "deleting a global",
     "DELETE_ATTR": "deleting an attribute",
     "DELETE_DEREF": "deleting a closure variable",
@@ -37,6 +33,15 @@ UNSUPPORTED = {
     "MATCH_SEQUENCE": "match statements are not traced",
     "MATCH_KEYS": "match statements are not traced",
 }
+# the 3.11-only ones, named by bytecode_compat (by kind)
+_REASON_OF_KIND = {
+    "except*": "except* runs in Python",
+    "async": "async code is not traced",
+    "class body": "class bodies are not traced",
+    "import *": "import * is not traced",
+    "interactive": "interactive mode is not traced",
+}
+UNSUPPORTED.update({name: _REASON_OF_KIND[kind] for name, kind in bytecode_compat.UNSUPPORTED_OPS.items()})
 
 
 def _unsupported(tx, inst):
