@@ -21,13 +21,11 @@ Tested through tests/test_opcodes.py and tests/test_values.py.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, TYPE_CHECKING
+from typing import Any, Optional
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..source import Source
+from ..source import Source
 
 
 class VariableTracker:

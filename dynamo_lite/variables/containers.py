@@ -23,9 +23,9 @@ import torch
 
 from .. import graph_breaks as gb
 from .. import runtime
-from ..exc import GraphBreak
+from ..exc import GraphBreak, SkipFrame
 from .base import VariableTracker
-from .constant import ConstantVariable, NONE
+from .constant import ConstantVariable, is_constant_value, NONE
 
 
 def wrap_constant_result(value: Any) -> VariableTracker:
@@ -40,8 +40,6 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return DictVariable({k: wrap_constant_result(v) for k, v in value.items()})
     if type(value) in (set, frozenset):
         return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
-    from .constant import is_constant_value
-
     if is_constant_value(value):
         return ConstantVariable(value)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} computed at trace time cannot be tracked")
@@ -881,8 +879,6 @@ class ListIteratorVariable(VariableTracker):
         if self.generator is not None and (name in ("send", "throw", "close") or name.startswith("gi_")):
             # the generator already ran to completion in the trace (and would be rebuilt as a
             # plain iterator): only running the whole frame in Python gives a real generator
-            from ..exc import SkipFrame
-
             raise SkipFrame(gb.CALL_NOT_TRACED, f"generator {self.generator}() used through .{name}")
         return super().var_getattr(tx, name)
 
@@ -895,8 +891,6 @@ class ListIteratorVariable(VariableTracker):
     def next_item(self, tx):
         if self._watched_changed():
             # "Set changed size during iteration": only Python raises it at the right point
-            from ..exc import SkipFrame
-
             raise SkipFrame(gb.OPERATION_RAISES, f"{self.watched[0].describe()} changed during iteration",
                             permanent=False)
         if self.exhausted or self.index >= len(self.items):
@@ -914,8 +908,6 @@ class ListIteratorVariable(VariableTracker):
 
     def reconstruct(self, cg):
         if self._watched_changed():  # Python must raise "changed size during iteration"
-            from ..exc import SkipFrame
-
             raise SkipFrame(gb.CANNOT_REBUILD, f"an iterator over {self.watched[0].describe()}, which changed")
         if self.live is not None:  # the real list's iterator, advanced to the same position
             cg.load_callable(runtime.list_iterator_at)

@@ -5,7 +5,7 @@ Calling a user function inlines it: a child translator runs its bytecode over
 the same output graph (symbolic/inliner.py).  A function from a file we do not
 trace (the standard library, torch internals) is not inlined: the call breaks
 the graph so Python runs it, except: functions with a handler in
-builtin.PYTHON_FUNCTION_HANDLERS, and functions decorated by
+PYTHON_FUNCTION_HANDLERS (filled by builtin.py), and functions decorated by
 ``@torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` (torch's
 wrapper is recognised and the wrapped function is inlined inside that mode).
 Tested by tests/test_functions.py and tests/test_grad_mode.py.
@@ -14,12 +14,23 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
+from ..skipfiles import skip_reason
+from ..source import AttrSource, ItemSource
+from .containers import DictVariable, TupleVariable
+from .misc import CellVariable, GradModeDecoratedVariable, GradModeVariable
+
+
+# Python-level functions (standard library, nn.Module dunders) answered without
+# inlining them: function object -> handler(tx, args, kwargs), which returns a
+# tracker or None (None: inline the function as usual).  Filled at import time
+# by builtin.py, which owns the handlers and their argument checking.
+PYTHON_FUNCTION_HANDLERS: dict[Any, Callable[[Any, list, dict], Optional[VariableTracker]]] = {}
 
 
 class BaseUserFunctionVariable(VariableTracker):
@@ -52,8 +63,6 @@ class BaseUserFunctionVariable(VariableTracker):
 
 def _bind(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dict:
     """Bind trackers to parameters following CPython's rules; TypeError -> break."""
-    from .containers import DictVariable, TupleVariable
-
     nposargs = code.co_argcount
     nkwonly = code.co_kwonlyargcount
     names = code.co_varnames
@@ -121,13 +130,9 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return self.fn.__globals__
 
     def call_function(self, tx, args, kwargs):
-        from .builtin import PYTHON_FUNCTION_HANDLERS
-
         handler = PYTHON_FUNCTION_HANDLERS.get(self.fn)
         if handler is not None:
-            from .builtin import call_handler
-
-            result = call_handler(handler, self.fn, tx, args, kwargs)
+            result = handler(tx, args, kwargs)
             if result is not None:
                 return result
         decorated = _grad_mode_decorated(tx, self)
@@ -143,8 +148,6 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
     def bind_args(self, tx, args, kwargs):
         from .builder import wrap
-        from ..source import AttrSource, ItemSource
-
         fn = self.fn
         # the code inlined is the function's code now: `fn.__code__ = ...` later is a recompile
         if self.source is not None:
@@ -162,9 +165,6 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return _bind(tx, fn.__code__, fn.__name__, defaults, kwdefaults, args, kwargs)
 
     def closure_cells(self, tx):
-        from .misc import CellVariable
-        from ..source import AttrSource, ItemSource
-
         cells = []
         for i, cell in enumerate(self.fn.__closure__ or ()):
             src = ItemSource(AttrSource(self.source, "__closure__"), i) if self.source else None
@@ -173,8 +173,6 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
     def var_getattr(self, tx, name):
         from .builder import wrap
-        from ..source import AttrSource
-
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
         if name == "__code__":  # inlining already relies on the function's code
@@ -371,8 +369,6 @@ class PartialVariable(VariableTracker):
         return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
     def var_getattr(self, tx, name):
-        from .containers import DictVariable, TupleVariable
-
         if name == "func":
             return self.fn
         if name == "args":
@@ -407,9 +403,6 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
     import torch.utils._contextlib as _contextlib
 
     from .builder import wrap
-    from .misc import GradModeDecoratedVariable, GradModeVariable
-    from ..source import AttrSource, ItemSource
-
     code = fn_var.fn.__code__
     if code.co_name != "decorate_context" or code.co_filename != _contextlib.__file__ or \
             code.co_freevars != ("ctx_factory", "func"):
@@ -432,8 +425,6 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
 
 def is_inlinable_function(fn: Any) -> Optional[str]:
     """None if ``fn`` may be inlined; otherwise the reason it may not."""
-    from ..skipfiles import skip_reason
-
     if not isinstance(fn, types.FunctionType):
         return f"{type(fn).__name__} is not a Python function"
     code = fn.__code__

@@ -19,6 +19,8 @@ from .. import runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
+from ..source import AttrSource
+from .containers import TupleVariable
 
 
 class PythonModuleVariable(VariableTracker):
@@ -44,7 +46,6 @@ class PythonModuleVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        from ..source import AttrSource
         from .builder import wrap
 
         try:
@@ -346,8 +347,6 @@ class ExceptionVariable(VariableTracker):
         return self.exc_type
 
     def var_getattr(self, tx, name):
-        from .containers import TupleVariable
-
         if name == "args":
             return TupleVariable(self.args)
         if name in ("__context__", "__cause__"):

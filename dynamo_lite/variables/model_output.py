@@ -37,6 +37,11 @@ from .. import _C
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
+from ..source import AttrSource, ItemSource
+from .containers import ListIteratorVariable, TupleVariable
+from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
+from .tensor import TensorVariable
+from .user_objects import _mro_lookup, UserDefinedClassVariable
 
 _BEHAVIOUR = ("__post_init__", "__setattr__", "__setitem__", "__getitem__", "__delitem__", "to_tuple",
               "__contains__", "get", "_replace_old_cache_name", "keys", "values", "items", "__iter__",
@@ -121,8 +126,6 @@ class ModelOutputClassVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        from .user_objects import UserDefinedClassVariable
-
         return UserDefinedClassVariable(self.value, self.source).var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
@@ -185,8 +188,6 @@ class ModelOutputVariable(VariableTracker):
         # __post_init__
         first = attrs[fields[0]]
         others_none = all(_is_none(attrs[n]) for n in fields[1:])
-        from .tensor import TensorVariable
-
         if others_none and not isinstance(first, TensorVariable) and not _is_none(first):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{cls.__name__}() with a non-tensor first field (key/value iterator path)")
         init_kwargs = dict(bound)
@@ -194,7 +195,6 @@ class ModelOutputVariable(VariableTracker):
 
     @classmethod
     def from_real(cls_, tx, value, source) -> "ModelOutputVariable":
-        from ..source import AttrSource, ItemSource
         from .builder import wrap
 
         cls = type(value)
@@ -236,15 +236,10 @@ class ModelOutputVariable(VariableTracker):
         return [ConstantVariable(k) for k in self.items]
 
     def to_tuple(self):
-        from .containers import TupleVariable
-
         return TupleVariable(list(self.items.values()))
 
     # ---- reads -------------------------------------------------------------------
     def var_getattr(self, tx, name):
-        from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
-        from .user_objects import _mro_lookup
-
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
@@ -270,8 +265,6 @@ class ModelOutputVariable(VariableTracker):
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{self.cls.__name__!r} object has no attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
-        from .containers import ListIteratorVariable, TupleVariable
-
         if kwargs:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.cls.__name__}.{name}() with keyword arguments")
         if name == "to_tuple" and not args:

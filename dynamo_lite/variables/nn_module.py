@@ -35,7 +35,10 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, TypeSource
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import _mro_lookup, guard_class_attr
+from .user_objects import _mro_lookup, guard_class_attr, UserDefinedClassVariable
+from .containers import ListIteratorVariable, TupleVariable
+from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
+from .tensor import TensorVariable
 
 
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
@@ -70,9 +73,6 @@ class NNModuleVariable(VariableTracker):
         ``__dict__``, other class attributes, then ``Module.__getattr__`` (parameters,
         buffers, submodules) or the class's own ``__getattr__``."""
         from .builder import wrap
-        from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
-        from .user_objects import UserDefinedClassVariable
-
         module = self.value
         cls = type(module)
         pending = tx.output.side_effects.load_attr(self, name)
@@ -131,8 +131,6 @@ class NNModuleVariable(VariableTracker):
 
     def store_attr(self, tx, name, value):
         module = self.value
-        from .tensor import TensorVariable
-
         if type(module).__setattr__ is not nn.Module.__setattr__:
             raise GraphBreak(gb.SIDE_EFFECT, f"{type(module).__name__} defines __setattr__")
         return self.module_setattr(tx, name, value)
@@ -140,8 +138,6 @@ class NNModuleVariable(VariableTracker):
     def module_setattr(self, tx, name, value):
         """``nn.Module.__setattr__`` for the assignments a graph can hold."""
         module = self.value
-        from .tensor import TensorVariable
-
         if name in module._buffers and isinstance(value, TensorVariable):
             current = self.var_getattr(tx, name)
             if isinstance(current, TensorVariable) and current.example is value.example:
@@ -169,8 +165,6 @@ class NNModuleVariable(VariableTracker):
         # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward)
         if call is not nn.Module.__call__ and not isinstance(module, OptimizedModule):
             if isinstance(call, types.FunctionType):
-                from .functions import UserMethodVariable
-
                 if self.source is not None:
                     tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "__call__"), call)
 
@@ -194,8 +188,6 @@ class NNModuleVariable(VariableTracker):
         if self.source is not None:  # ... and not replaced on the instance or the class after this compile
             tx.output.add_guard("EXPR", self.source, (f"'forward' not in {self.source.name()}.__dict__", ()))
             tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "forward"), forward)
-        from .functions import UserFunctionVariable
-
         return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
 
     def guard_keys(self, tx, store: str) -> None:
@@ -231,8 +223,6 @@ class NNModuleVariable(VariableTracker):
         return isinstance(self.value, (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.ParameterList))
 
     def call_method(self, tx, name, args, kwargs):
-        from .containers import ListIteratorVariable, TupleVariable
-
         module = self.value
         if name == "__len__" and self.has_len():
             self.guard_keys(tx, "_parameters" if isinstance(module, nn.ParameterList) else "_modules")
@@ -344,8 +334,6 @@ class ModuleSliceVariable(VariableTracker):
         return list(self.items)
 
     def call_method(self, tx, name, args, kwargs):
-        from .containers import ListIteratorVariable
-
         if name == "__len__" and not args:
             return ConstantVariable(len(self.items))
         if name == "__iter__" and not args:
@@ -390,14 +378,12 @@ def _module_dunder_handler(kind):
     return impl
 
 
-def _register_handlers():
-    from .builtin import PYTHON_FUNCTION_HANDLERS
-
-    PYTHON_FUNCTION_HANDLERS[nn.Module.__getattr__] = _module_dunder_handler("get")
-    PYTHON_FUNCTION_HANDLERS[nn.Module.__setattr__] = _module_dunder_handler("set")
-
-
-_register_handlers()
+# nn.Module.__getattr__/__setattr__ called as functions (``nn.Module.__getattr__(self, name)``):
+# builtin.py registers these in functions.PYTHON_FUNCTION_HANDLERS
+MODULE_FUNCTION_HANDLERS = {
+    nn.Module.__getattr__: _module_dunder_handler("get"),
+    nn.Module.__setattr__: _module_dunder_handler("set"),
+}
 
 
 # nn.Module methods answered by NNModuleVariable.call_method (when the class does not override them)

@@ -29,6 +29,12 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
+from ..source import AttrSource
+from .containers import (
+    BaseListVariable, DictVariable, ListVariable, SizeVariable, StructSeqVariable, TupleVariable,
+    wrap_constant_result,
+)
+from .functions import TensorMethodVariable
 
 # Tensor methods and attributes that cannot be part of a graph.
 _DATA_DEPENDENT_METHODS = {
@@ -113,8 +119,6 @@ class TensorVariable(VariableTracker):
     def var_getattr(self, tx, name):
         ex = self.example
         if name in ("shape",):
-            from .containers import SizeVariable
-
             return SizeVariable([ConstantVariable(int(s)) for s in ex.shape])
         if name == "__class__":
             from .builder import wrap
@@ -132,7 +136,6 @@ class TensorVariable(VariableTracker):
             return record_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             if self.source is not None:
-                from ..source import AttrSource
                 from .builder import wrap
 
                 return wrap(tx, getattr(tx.output.real_value_of(self), "grad"), AttrSource(self.source, "grad"))
@@ -140,13 +143,10 @@ class TensorVariable(VariableTracker):
         if name in ("grad_fn", "_version", "_base", "names"):
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.{name} is not traceable")
         if name in _DATA_DEPENDENT_METHODS or name in _SIDE_EFFECT_METHODS or hasattr(torch.Tensor, name):
-            from .functions import TensorMethodVariable
-
             return TensorMethodVariable(self, name)
         if self.source is not None:
             real = tx.output.real_value_of(self)
             if name in getattr(real, "__dict__", {}):
-                from ..source import AttrSource
                 from .builder import wrap
 
                 return wrap(tx, real.__dict__[name], AttrSource(self.source, name))
@@ -165,8 +165,6 @@ class TensorVariable(VariableTracker):
         if name in _METADATA_METHODS:
             fake_args, fake_kwargs = _fake_args(args), {k: _fake_arg(v) for k, v in kwargs.items()}
             value = getattr(self.example, name if name != "__len__" else "__len__")(*fake_args, **fake_kwargs)
-            from .containers import wrap_constant_result
-
             return wrap_constant_result(value)
         if name == "type" and not args and not kwargs:
             return ConstantVariable(self.example.type() if not _is_fake(self.example) else
@@ -234,8 +232,6 @@ def _type_string(fake) -> str:
 
 # ---- turning trackers into node arguments ---------------------------------------
 def _node_arg(v: VariableTracker):
-    from .containers import BaseListVariable, DictVariable, SizeVariable
-
     if isinstance(v, TensorVariable):
         return v.node
     if isinstance(v, ConstantVariable):
@@ -256,8 +252,6 @@ def _node_arg(v: VariableTracker):
 
 
 def _fake_arg(v: VariableTracker):
-    from .containers import BaseListVariable, DictVariable, SizeVariable
-
     if isinstance(v, TensorVariable):
         return v.example
     if isinstance(v, ConstantVariable):
@@ -399,8 +393,6 @@ def _check_inplace_cast(kind: str, target: Any, fake_args: tuple) -> None:
 
 
 def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
-    from .containers import ListVariable, SizeVariable, StructSeqVariable, TupleVariable
-
     output = tx.output
     if isinstance(example, torch.Tensor):
         node.meta["example_value"] = example

@@ -28,6 +28,12 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
+from ..source import AttrSource, ItemSource, TypeSource
+from .containers import DefaultDictVariable, DictVariable, NamedTupleVariable
+from .functions import (
+    _bind, BoundMethodOfVariable, ContainerMethodVariable, UserFunctionVariable, UserMethodVariable,
+)
+from .misc import ExceptionVariable, NullContextVariable
 
 
 class IdentityKey:
@@ -46,7 +52,6 @@ class IdentityKey:
 
 def identity_key(v: VariableTracker) -> Optional[IdentityKey]:
     """A key for ``v`` when its identity is known (real objects, new objects)."""
-    from .functions import UserFunctionVariable
     from .nn_module import NNModuleVariable
     from .tensor import TensorVariable
 
@@ -86,8 +91,6 @@ class _ObjectLike(VariableTracker):
         raise NotImplementedError
 
     def var_getattr(self, tx, name):
-        from .functions import UserMethodVariable
-
         cls = self.value_type
         getattribute = _mro_lookup(cls, "__getattribute__")[0]
         if getattribute not in _PLAIN_GETATTRIBUTE + (None,):
@@ -101,8 +104,6 @@ class _ObjectLike(VariableTracker):
     def generic_getattr(self, tx, name):
         """object.__getattribute__(obj, name): the lookup without a custom __getattribute__."""
         from .builder import wrap
-        from .functions import UserFunctionVariable, UserMethodVariable
-
         cls = self.value_type
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None:
@@ -170,16 +171,12 @@ class _ObjectLike(VariableTracker):
         setattr_fn, _ = _mro_lookup(cls, "__setattr__")
         if setattr_fn not in (object.__setattr__, None):
             if isinstance(setattr_fn, types.FunctionType):
-                from .functions import UserMethodVariable
-
                 return UserMethodVariable(setattr_fn, self).call_function(tx, [ConstantVariable(name), value], {})
             raise GraphBreak(gb.SIDE_EFFECT, f"{cls.__name__} defines __setattr__")
         cls_attr, _ = _mro_lookup(cls, name)
         if isinstance(cls_attr, property):
             if cls_attr.fset is None:
                 raise GraphBreak(gb.OPERATION_RAISES, f"property {name!r} has no setter")
-            from .functions import UserFunctionVariable
-
             return UserFunctionVariable(cls_attr.fset).call_function(tx, [self, value], {})
         if isinstance(cls_attr, types.MemberDescriptorType) and isinstance(self, UserDefinedObjectVariable) \
                 and "__slots__" in getattr(cls_attr.__objclass__, "__dict__", {}):
@@ -198,7 +195,6 @@ class _ObjectLike(VariableTracker):
             fn, _ = _mro_lookup(cls, dunder)
             if fn is not None:
                 if isinstance(fn, types.FunctionType):
-                    from .functions import UserMethodVariable
                     from .arith import truth
 
                     result = UserMethodVariable(fn, self).call_function(tx, [], {})
@@ -219,8 +215,6 @@ class _ObjectLike(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
-        from .functions import UserMethodVariable
-
         call, _ = _mro_lookup(self.value_type, "__call__")
         if isinstance(call, types.FunctionType):
             return UserMethodVariable(call, self).call_function(tx, args, kwargs)
@@ -230,16 +224,12 @@ class _ObjectLike(VariableTracker):
             # wrapped function gives the cached answer.  If it breaks the graph,
             # the call site breaks and Python calls the real cached function.
             from .builder import wrap
-            from ..source import AttrSource
-
             wrapped = self.value.__wrapped__
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
             return wrap(tx, wrapped, src).call_function(tx, args, kwargs)
         return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
-        from .functions import UserMethodVariable
-
         it, _ = _mro_lookup(self.value_type, "__iter__")
         if isinstance(it, types.FunctionType):
             iterator = UserMethodVariable(it, self).call_function(tx, [], {})
@@ -258,8 +248,6 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
     goes on), with the message object.__setattr__ gives.  Raised while another traced
     exception is handled (its __context__), or when the message cannot be made on a blank
     instance: the graph breaks and Python runs the STORE_ATTR."""
-    from .misc import ExceptionVariable
-
     try:
         if _mro_lookup(cls, "__del__")[0] is not None:
             raise TypeError("freeing a blank instance would run __del__")
@@ -293,8 +281,6 @@ class UserDefinedObjectVariable(_ObjectLike):
 
     def _instance_attr(self, tx, name):
         from .builder import wrap
-        from ..source import AttrSource
-
         d = getattr(self.value, "__dict__", None)
         if d is not None and name in d:
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
@@ -302,8 +288,6 @@ class UserDefinedObjectVariable(_ObjectLike):
 
     def _descriptor_value(self, tx, name):
         from .builder import wrap
-        from ..source import AttrSource
-
         cls_attr, _ = _mro_lookup(self.value_type, name)
         if type(cls_attr).__name__ in ("member_descriptor", "getset_descriptor") and self.source is not None:
             try:
@@ -314,8 +298,6 @@ class UserDefinedObjectVariable(_ObjectLike):
         return None
 
     def _class_attr_source(self, name):
-        from ..source import AttrSource, TypeSource
-
         return AttrSource(TypeSource(self.source), name) if self.source is not None else None
 
     def _guard_not_shadowed(self, tx, name) -> None:
@@ -339,8 +321,6 @@ class InstanceDictVariable(VariableTracker):
     """
 
     def __init__(self, obj: "UserDefinedObjectVariable"):
-        from ..source import AttrSource
-
         super().__init__(AttrSource(obj.source, "__dict__"))
         self.obj = obj
 
@@ -352,8 +332,6 @@ class InstanceDictVariable(VariableTracker):
 
     def _lookup(self, tx, key_var):
         from .builder import wrap
-        from ..source import ItemSource
-
         if not key_var.is_python_constant() or not isinstance(key_var.as_python_constant(), str):
             raise GraphBreak(gb.VALUE_UNKNOWN, "__dict__ key not known at trace time")
         key = key_var.as_python_constant()
@@ -363,8 +341,6 @@ class InstanceDictVariable(VariableTracker):
         return (wrap(tx, d[key], ItemSource(self.source, key)) if present else None), key
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if name in ("get", "__contains__", "__getitem__"):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
@@ -398,8 +374,6 @@ class NewObjectVariable(_ObjectLike):
         return f"new {self.value_type.__name__} object"
 
     def _class_attr_source(self, name):
-        from ..source import AttrSource
-
         return AttrSource(self.class_source, name) if self.class_source is not None else None
 
     def python_type(self):
@@ -432,8 +406,6 @@ def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
     """``type(obj)`` / ``obj.__class__`` as a tracker: sourced as ``type(<obj's source>)``
     when obj has one, so class attributes read through it are guarded."""
     from .builder import wrap
-    from ..source import TypeSource
-
     source = getattr(obj, "source", None)
     if source is not None:
         return wrap(tx, cls, TypeSource(source))
@@ -474,15 +446,10 @@ class UserDefinedClassVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         from .builder import wrap
-        from .functions import UserFunctionVariable, UserMethodVariable
-        from ..source import AttrSource
-
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstantVariable(getattr(self.value, name))
         if name == "_make" and is_namedtuple_class(self.value) and \
                 getattr(getattr(self.value._make, "__func__", None), "__code__", None) is _NAMEDTUPLE_MAKE_CODE:
-            from .functions import BoundMethodOfVariable
-
             return BoundMethodOfVariable(self, "_make")
         attr, owner = _mro_lookup(self.value, name)
         if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
@@ -506,8 +473,6 @@ class UserDefinedClassVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "_make" and len(args) == 1 and not kwargs and is_namedtuple_class(self.value):
-            from .containers import NamedTupleVariable
-
             items = args[0].unpack(tx)
             if len(items) != len(self.value._fields):
                 raise GraphBreak(gb.OPERATION_RAISES, f"{self.value.__name__}._make(): wrong number of items (TypeError)")
@@ -515,27 +480,17 @@ class UserDefinedClassVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
-        from .functions import UserFunctionVariable
-
         cls = self.value
         if is_namedtuple_class(cls):
-            from .containers import NamedTupleVariable
-            from .functions import _bind
-
             new = cls.__new__
             defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
             bound = _bind(tx, new.__code__, cls.__name__, defaults, {}, [self, *args], kwargs)
             return NamedTupleVariable(cls, [bound[f] for f in cls._fields])
         if cls is contextlib.nullcontext:
-            from .misc import NullContextVariable
-            from .functions import _bind
-
             bound = _bind(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
             return NullContextVariable(bound["enter_result"])
         if cls is collections.OrderedDict or cls is collections.defaultdict:
             from .builtin import _HANDLERS
-            from .containers import DefaultDictVariable, DictVariable
-
             if cls is collections.OrderedDict:
                 result = _HANDLERS[dict](tx, *args, **kwargs)
                 return DictVariable(result.items, dict_type=collections.OrderedDict)
@@ -546,8 +501,6 @@ class UserDefinedClassVariable(VariableTracker):
             result = _HANDLERS[dict](tx, *args[1:], **kwargs)
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
-            from .misc import ExceptionVariable
-
             return ExceptionVariable.create(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
             raise GraphBreak(gb.OPERATION_RAISES, f"class {cls.__name__} has abstract methods (TypeError)")
@@ -620,7 +573,6 @@ class SuperVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         from .builder import wrap
-        from .functions import UserFunctionVariable, UserMethodVariable
         from .builtin import BuiltinVariable
 
         obj_type = self.obj.python_type() if not isinstance(self.obj, UserDefinedClassVariable) else self.obj.value
@@ -642,9 +594,7 @@ class SuperVariable(VariableTracker):
                     return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
                 if attr is object.__init__ or attr is object.__setattr__ or isinstance(
                         attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
-                    from .functions import UserMethodVariable as _M
-
-                    return _M(BuiltinVariable(attr), self.obj)
+                    return UserMethodVariable(BuiltinVariable(attr), self.obj)
                 return wrap(tx, attr, None)
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"super() has no attribute {name!r}")
 

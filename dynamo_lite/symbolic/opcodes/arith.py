@@ -8,6 +8,8 @@ from ...variables import arith
 from ...variables.constant import ConstantVariable
 from . import register
 from .helpers import store_subscript, subscript
+from ...variables.builtin import BuiltinVariable
+from ...variables.tensor import TensorVariable
 
 
 @register("BINARY_OP")
@@ -72,8 +74,6 @@ def STORE_SUBSCR(tx, inst):
 
 @register("DELETE_SUBSCR")
 def DELETE_SUBSCR(tx, inst):
-    from ...variables.tensor import TensorVariable
-
     key = tx.pop()
     obj = tx.pop()
     if isinstance(obj, TensorVariable):
@@ -83,6 +83,4 @@ def DELETE_SUBSCR(tx, inst):
 
 @register("GET_LEN")
 def GET_LEN(tx, inst):
-    from ...variables.builtin import BuiltinVariable
-
     tx.push(BuiltinVariable(len).call_function(tx, [tx.peek()], {}))

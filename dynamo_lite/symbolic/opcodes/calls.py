@@ -8,9 +8,12 @@ from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import NONE
 from ...variables.containers import DictVariable, TupleVariable
-from ...variables.functions import NestedUserFunctionVariable
+from ...variables.functions import NestedUserFunctionVariable, UserMethodVariable
 from . import register
 from .helpers import call
+from ...variables.builder import wrap
+from ...variables.misc import ContextManagerVariable, GradModeExitVariable
+from ...variables.user_objects import _ObjectLike
 
 
 @register("KW_NAMES")
@@ -71,10 +74,6 @@ def MAKE_FUNCTION(tx, inst):
 
 @register("BEFORE_WITH")
 def BEFORE_WITH(tx, inst):
-    from ...variables.misc import ContextManagerVariable, GradModeExitVariable
-    from ...variables.functions import UserMethodVariable
-    from ...variables.user_objects import _ObjectLike
-
     ctx = tx.pop()
     if isinstance(ctx, ContextManagerVariable):
         result = ctx.enter(tx)
@@ -97,8 +96,6 @@ def LOAD_BUILD_CLASS(tx, inst):
     # a class statement: the body function is made in the trace, and the call of
     # __build_class__ (not traceable) breaks the graph there; the rest of the frame resumes
     import builtins
-
-    from ...variables.builder import wrap
 
     tx.push(wrap(tx, builtins.__build_class__, None))
 

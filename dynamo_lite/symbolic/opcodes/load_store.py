@@ -10,6 +10,8 @@ from ...variables.base import NullVariable
 from ...variables.constant import ConstantVariable, is_constant_value
 from . import register
 from .helpers import store_attr
+from ...variables.builder import wrap
+from ...variables.containers import wrap_constant_result
 
 
 @register("LOAD_FAST")
@@ -38,16 +40,12 @@ def DELETE_FAST(tx, inst):
 
 @register("LOAD_CONST")
 def LOAD_CONST(tx, inst):
-    from ...variables.containers import wrap_constant_result
-
     value = inst.argval
     if type(value) in (tuple, frozenset):
         tx.push(wrap_constant_result(value))
     elif is_constant_value(value) or isinstance(value, types.CodeType):
         tx.push(ConstantVariable(value))
     else:  # an object placed in co_consts by generated code (resume functions, loop bodies)
-        from ...variables.builder import wrap
-
         tx.push(wrap(tx, value, None))
 
 
@@ -109,8 +107,6 @@ def MAKE_CELL(tx, inst):
 
 @register("IMPORT_NAME")
 def IMPORT_NAME(tx, inst):
-    from ...variables.builder import wrap
-
     fromlist = tx.pop()
     level = tx.pop()
     name = inst.argval
