@@ -297,6 +297,11 @@ class InstructionTranslatorBase:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "super(): first argument is unbound")
         return cls, obj
 
+    # ---- services for trackers (variables/ never imports this package) -----
+    def wrap(self, value, source) -> VariableTracker:
+        """The tracker for a real ``value`` read at ``source`` (variables/builder.py's ``wrap``)."""
+        return wrap(self, value, source)
+
     # ---- calls ------------------------------------------------------------
     def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:
         from .inliner import inline_call

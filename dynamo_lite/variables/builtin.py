@@ -34,9 +34,8 @@ from .containers import (
     DictVariable, DictViewVariable, iterate, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
     wrap_constant_result,
 )
-from .functions import (
-    BaseUserFunctionVariable, BoundMethodOfVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserMethodVariable,
-)
+from .functions import BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserMethodVariable
+from .methods import BoundMethodOfVariable
 from .iterators import (
     DictIteratorVariable, EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily,
     ListReverseIteratorVariable, MapIteratorVariable, ZipIteratorVariable,
@@ -141,14 +140,12 @@ class BuiltinVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"builtin {_name(fn)}() with arguments ({', '.join(a.describe() for a in args)})")
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-
         if self.value is dict and name == "fromkeys":
             return BoundMethodOfVariable(self, name)
         value = getattr(self.value, name, None)
         if value is None:
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{_name(self.value)} has no attribute {name!r}")
-        return wrap(tx, value, None)
+        return tx.wrap(value, None)
 
     def call_method(self, tx, name, args, kwargs):
         if self.value is dict and name == "fromkeys":
@@ -261,16 +258,12 @@ def _arith_call(tx, fn, args, kwargs):
 
 @_handler(operator.getitem)
 def _getitem(tx, obj, key):
-    from ..symbolic.opcodes.helpers import subscript
-
-    return subscript(tx, obj, key)
+    return obj.getitem(tx, key)
 
 
 @_handler(operator.setitem)
 def _setitem(tx, obj, key, value):
-    from ..symbolic.opcodes.helpers import store_subscript
-
-    store_subscript(tx, obj, key, value)
+    obj.setitem(tx, key, value)
     return NONE
 
 
@@ -316,7 +309,6 @@ class OperatorGetterVariable(VariableTracker):
         return True
 
     def call_function(self, tx, args, kwargs):
-        from ..symbolic.opcodes.helpers import subscript
         if len(args) != 1 or kwargs:
             raise GraphBreak(gb.BAD_ARGUMENTS, f"{type(self.getter).__name__} expects one argument")
         obj = args[0]
@@ -329,7 +321,7 @@ class OperatorGetterVariable(VariableTracker):
             name, *margs = spec
             return obj.call_method(tx, name, [wrap_constant_result(a) for a in margs], {})
         if cls is operator.itemgetter:
-            results = [subscript(tx, obj, ConstantVariable(k)) for k in spec]
+            results = [obj.getitem(tx, ConstantVariable(k)) for k in spec]
         else:
             results = []
             for path in spec:
@@ -415,14 +407,13 @@ def _issubclass(tx, a, b):
 
 @_handler(builtins.type)
 def _type(tx, *args):
-    from .builder import wrap
     import torch
 
     if len(args) != 1:
         raise GraphBreak(gb.UNSUPPORTED_CALL, "type() with 3 arguments creates a class")
     obj = args[0]
     if isinstance(obj, TensorVariable):
-        return wrap(tx, getattr(obj, "real_type", torch.Tensor), None)
+        return tx.wrap(getattr(obj, "real_type", torch.Tensor), None)
     return class_of(tx, obj, _python_type(tx, obj))
 
 
@@ -482,11 +473,9 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
 
 @_handler(builtins.setattr)
 def _setattr(tx, obj, name, value):
-    from ..symbolic.opcodes.helpers import store_attr
-
     if not name.is_python_constant():
         raise GraphBreak(gb.VALUE_UNKNOWN, "setattr() with a name not known at trace time")
-    store_attr(tx, obj, name.as_python_constant(), value)
+    obj.setattr(tx, name.as_python_constant(), value)
     return NONE
 
 
@@ -757,7 +746,6 @@ def _dict_slot(fn):
     """dict.get/__getitem__/__contains__(obj, key) on a real dict-subclass instance
     (``super().get(key)`` inside its methods): reads the real dict, guarding the key."""
     def impl(tx, obj, *args):
-        from .builder import wrap
         nargs = 2 if fn is dict.get else 1
         if not (isinstance(obj, UserDefinedObjectVariable) and isinstance(obj.value, dict)
                 and obj.source is not None and 1 <= len(args) <= nargs and args[0].is_python_constant()):
@@ -771,7 +759,7 @@ def _dict_slot(fn):
         if fn is dict.__contains__:
             return ConstantVariable(present)
         if present:
-            return wrap(tx, dict.__getitem__(obj.value, key), ItemSource(obj.source, key))
+            return tx.wrap(dict.__getitem__(obj.value, key), ItemSource(obj.source, key))
         if fn is dict.__getitem__:
             raise GraphBreak(gb.OPERATION_RAISES, f"KeyError: {key!r}")
         return args[1] if len(args) == 2 else NONE
@@ -992,8 +980,6 @@ def _dc_is_dataclass(tx, obj):
 def _dc_replace(tx, obj, **changes):
     import dataclasses
 
-    from .builder import wrap
-
     cls = _dataclass_type(obj)
     if cls is None or (obj.is_python_constant() and isinstance(obj.as_python_constant(), type)):
         raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.replace() of a non-dataclass instance (TypeError)")
@@ -1008,7 +994,7 @@ def _dc_replace(tx, obj, **changes):
         kwargs[f.name] = changes.pop(f.name) if f.name in changes else obj.var_getattr(tx, f.name)
     if changes:
         raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.replace() with an unknown field (TypeError)")
-    return wrap(tx, cls, None).call_function(tx, [], kwargs)
+    return tx.wrap(cls, None).call_function(tx, [], kwargs)
 
 
 @_py_handler(__import__("typing").cast)

@@ -78,7 +78,7 @@ class ConstantVariable(VariableTracker):
         except AttributeError as e:
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__} has no attribute {name!r}") from e
         if callable(value) and not isinstance(value, CONSTANT_TYPES):
-            from .functions import ConstantMethodVariable
+            from .methods import ConstantMethodVariable
 
             return ConstantMethodVariable(self, name)
         if type(value) in (tuple, frozenset):  # e.g. code.co_varnames: a container of constants

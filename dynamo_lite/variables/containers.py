@@ -26,6 +26,7 @@ from .. import runtime
 from ..exc import GraphBreak, SkipFrame
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value, NONE
+from .methods import ContainerMethodVariable
 
 
 def wrap_constant_result(value: Any) -> VariableTracker:
@@ -44,6 +45,9 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ConstantVariable(value)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} computed at trace time cannot be tracked")
 
+
+
+VariableTracker.wrap_constant = staticmethod(wrap_constant_result)  # see VariableTracker.wrap_constant
 
 def constant_value(v: VariableTracker) -> Any:
     """A fresh Python value equal to ``v`` when everything in it is known at
@@ -98,7 +102,13 @@ class BaseListVariable(VariableTracker):
     def truthiness(self, tx):
         return bool(self.items)
 
-    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+    def getitem(self, tx, key):
+        if key.is_tensor():
+            raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
+        return self.lookup(tx, key)
+
+    def lookup(self, tx, index: VariableTracker) -> VariableTracker:
+        """``self[index]`` for an index known at trace time."""
         if not index.is_python_constant():
             raise GraphBreak(gb.VALUE_UNKNOWN, f"indexing a {self.python_type().__name__} with {index.describe()}")
         key = index.as_python_constant()
@@ -113,15 +123,13 @@ class BaseListVariable(VariableTracker):
         return type(self)(items)
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if hasattr(self.python_type(), name):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
+            return self.lookup(tx, args[0])
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
@@ -183,8 +191,8 @@ class SizeVariable(TupleVariable):
     def clone_with(self, items):
         return SizeVariable(items) if not isinstance(items, VariableTracker) else items
 
-    def getitem(self, tx, index):
-        result = super().getitem(tx, index)
+    def lookup(self, tx, index):
+        result = super().lookup(tx, index)
         if isinstance(result, SizeVariable) or isinstance(result, ConstantVariable):
             return result
         return result
@@ -265,8 +273,6 @@ class NamedTupleVariable(TupleVariable):
         if name == "_fields":
             return TupleVariable([ConstantVariable(f) for f in fields])
         if name in ("_asdict", "_replace"):
-            from .functions import ContainerMethodVariable
-
             return ContainerMethodVariable(self, name)
         attr = getattr(self.tuple_type, name, None)
         if attr is not None and callable(attr):
@@ -456,14 +462,18 @@ class DictVariable(VariableTracker):
         return hash_key(v, "dict key")
 
     def getitem(self, tx, key):
+        if key.is_tensor():
+            raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
+        return self.lookup(tx, key)
+
+    def lookup(self, tx, key):
+        """``self[key]`` (a missing key breaks: Python raises KeyError)."""
         k = self._key(key)
         if k not in self.items:
             raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
         return self.items[k]
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if hasattr(dict, name):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
@@ -473,7 +483,7 @@ class DictVariable(VariableTracker):
         if kwargs and name != "update":  # dict methods take no other keywords: Python handles them
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.dict_type.__name__}.{name}() with keyword arguments")
         if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
+            return self.lookup(tx, args[0])
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
@@ -579,7 +589,7 @@ class DefaultDictVariable(DictVariable):
         super().__init__(items, source, dict_type=collections.defaultdict)
         self.default_factory = default_factory
 
-    def getitem(self, tx, key):
+    def lookup(self, tx, key):
         k = self._key(key)
         if k not in self.items:
             factory = self.default_factory
@@ -828,8 +838,6 @@ class SetVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() is not supported here")
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if hasattr(set, name):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)

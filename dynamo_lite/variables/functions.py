@@ -1,5 +1,6 @@
 """Callables: user functions (inlined), nested functions made in the trace,
-bound methods, and the bound methods of tensors, containers and constants.
+bound methods of user functions, functools.partial (bound methods of tensors,
+containers and constants are in methods.py).
 
 Calling a user function inlines it: a child translator runs its bytecode over
 the same output graph (symbolic/inliner.py).  A function from a file we do not
@@ -147,7 +148,6 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return True
 
     def bind_args(self, tx, args, kwargs):
-        from .builder import wrap
         fn = self.fn
         # the code inlined is the function's code now: `fn.__code__ = ...` later is a recompile
         if self.source is not None:
@@ -157,11 +157,11 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         defaults = []
         for i, d in enumerate(fn.__defaults__ or ()):
             src = ItemSource(AttrSource(self.source, "__defaults__"), i) if self.source else None
-            defaults.append(wrap(tx, d, src))
+            defaults.append(tx.wrap(d, src))
         kwdefaults = {}
         for k, d in (fn.__kwdefaults__ or {}).items():
             src = ItemSource(AttrSource(self.source, "__kwdefaults__"), k) if self.source else None
-            kwdefaults[k] = wrap(tx, d, src)
+            kwdefaults[k] = tx.wrap(d, src)
         return _bind(tx, fn.__code__, fn.__name__, defaults, kwdefaults, args, kwargs)
 
     def closure_cells(self, tx):
@@ -172,13 +172,12 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return cells
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
         if name == "__code__":  # inlining already relies on the function's code
             return ConstantVariable(self.fn.__code__)
         if name in self.fn.__dict__:
-            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+            return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__get__":
             return GetMethodVariable(self)
         return super().var_getattr(tx, name)
@@ -300,59 +299,6 @@ class UserMethodVariable(VariableTracker):
         return self.source is not None or self.obj.can_reconstruct()
 
 
-class BoundMethodOfVariable(VariableTracker):
-    """``obj.name`` for a tracker that answers ``call_method`` itself."""
-
-    def __init__(self, obj: VariableTracker, name: str):
-        super().__init__()
-        self.obj = obj
-        self.name = name
-
-    def _repr_body(self):
-        return f"{self.obj!r}.{self.name}"
-
-    def describe(self):
-        return f"method {self.name} of {self.obj.describe()}"
-
-    def call_function(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
-
-    def var_getattr(self, tx, name):
-        if name == "__self__":
-            return self.obj
-        if name == "__name__":
-            return ConstantVariable(self.name)
-        return super().var_getattr(tx, name)
-
-    def reconstruct(self, cg):
-        cg.reconstruct(self.obj)
-        cg.load_attr(self.name)
-
-    def can_reconstruct(self):
-        return self.obj.can_reconstruct()
-
-
-class TensorMethodVariable(BoundMethodOfVariable):
-    def python_type(self):
-        return types.BuiltinMethodType
-
-
-class ContainerMethodVariable(BoundMethodOfVariable):
-    def python_type(self):
-        return types.BuiltinMethodType
-
-
-class ConstantMethodVariable(BoundMethodOfVariable):
-    def python_type(self):
-        return types.BuiltinMethodType
-
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return getattr(self.obj.as_python_constant(), self.name)
-
-
 class PartialVariable(VariableTracker):
     """functools.partial(fn, *args, **kwargs)."""
 
@@ -402,7 +348,6 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
     import torch
     import torch.utils._contextlib as _contextlib
 
-    from .builder import wrap
     code = fn_var.fn.__code__
     if code.co_name != "decorate_context" or code.co_filename != _contextlib.__file__ or \
             code.co_freevars != ("ctx_factory", "func"):
@@ -420,7 +365,7 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
     src = None
     if fn_var.source is not None:
         src = AttrSource(ItemSource(AttrSource(fn_var.source, "__closure__"), 1), "cell_contents")
-    return GradModeDecoratedVariable(GradModeVariable(mode, type(ctx)), wrap(tx, func, src))
+    return GradModeDecoratedVariable(GradModeVariable(mode, type(ctx)), tx.wrap(func, src))
 
 
 def is_inlinable_function(fn: Any) -> Optional[str]:
@@ -435,7 +380,6 @@ def is_inlinable_function(fn: Any) -> Optional[str]:
 
 __all__ = [
     "BaseUserFunctionVariable", "UserFunctionVariable", "NestedUserFunctionVariable",
-    "UserMethodVariable", "BoundMethodOfVariable", "TensorMethodVariable",
-    "ContainerMethodVariable", "ConstantMethodVariable", "PartialVariable",
+    "UserMethodVariable", "PartialVariable",
     "GetMethodVariable", "is_inlinable_function",
 ]

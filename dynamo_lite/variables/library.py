@@ -22,7 +22,8 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
-from .functions import ContainerMethodVariable, UserFunctionVariable, UserMethodVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+from .methods import ContainerMethodVariable
 from .nn_module import NNModuleVariable
 
 

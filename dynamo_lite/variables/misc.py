@@ -21,6 +21,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource
 from .containers import TupleVariable
+from .methods import BoundMethodOfVariable
 
 
 class PythonModuleVariable(VariableTracker):
@@ -46,8 +47,6 @@ class PythonModuleVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-
         try:
             value = getattr(self.module, name)
         except AttributeError as e:
@@ -61,7 +60,7 @@ class PythonModuleVariable(VariableTracker):
             guard_attr_value(tx, self.module, name, value)
             return ConstantVariable(value)
         source = None if trusted or self.source is None else AttrSource(self.source, name)
-        return wrap(tx, value, source)
+        return tx.wrap(value, source)
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -165,8 +164,6 @@ class NullContextVariable(ContextManagerVariable):
         return super().call_method(tx, name, args, kwargs)
 
     def var_getattr(self, tx, name):
-        from .functions import BoundMethodOfVariable
-
         if name in ("__enter__", "__exit__"):
             return BoundMethodOfVariable(self, name)
         return super().var_getattr(tx, name)
@@ -218,8 +215,6 @@ class GradModeVariable(ContextManagerVariable):
         return super().call_method(tx, name, args, kwargs)
 
     def var_getattr(self, tx, name):
-        from .functions import BoundMethodOfVariable
-
         if name in ("__enter__", "__exit__", "clone"):
             return BoundMethodOfVariable(self, name)
         return super().var_getattr(tx, name)
@@ -355,9 +350,7 @@ class ExceptionVariable(VariableTracker):
         if name == "__suppress_context__":
             return ConstantVariable(self.suppress_context)
         if name == "__class__":
-            from .builder import wrap
-
-            return wrap(tx, self.exc_type, None)
+            return tx.wrap(self.exc_type, None)
         if self.first_raised_at_step is not None:
             # what the trace does not model (__traceback__, with_traceback, an AttributeError's
             # .name/.obj) is only right on the real exception: Python raises it from the first raise on

@@ -39,7 +39,8 @@ from .base import VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource
 from .containers import ListIteratorVariable, TupleVariable
-from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
 from .user_objects import _mro_lookup, UserDefinedClassVariable
 
@@ -195,8 +196,6 @@ class ModelOutputVariable(VariableTracker):
 
     @classmethod
     def from_real(cls_, tx, value, source) -> "ModelOutputVariable":
-        from .builder import wrap
-
         cls = type(value)
         output = tx.output
         output.add_guard("TYPE", source, cls)
@@ -205,7 +204,7 @@ class ModelOutputVariable(VariableTracker):
         extra = sorted(k for k in value.__dict__ if k not in names)
         output.add_expr_guard(f"sorted(k for k in {source.name()}.__dict__ if k not in {tuple(names)!r}) == "
                               f"{extra!r}")
-        attrs = {k: wrap(tx, value.__dict__[k], AttrSource(source, k)) for k in (*names, *extra)
+        attrs = {k: tx.wrap(value.__dict__[k], AttrSource(source, k)) for k in (*names, *extra)
                  if k in value.__dict__}
         items = {}
         for k in value.keys():
@@ -213,7 +212,7 @@ class ModelOutputVariable(VariableTracker):
             if k in value.__dict__ and value.__dict__[k] is real:
                 items[k] = attrs[k]
             else:
-                items[k] = wrap(tx, real, ItemSource(source, k))
+                items[k] = tx.wrap(real, ItemSource(source, k))
         return cls_(cls, attrs, items, None, source)
 
     # ---- what it is ------------------------------------------------------------
@@ -259,9 +258,7 @@ class ModelOutputVariable(VariableTracker):
         if isinstance(attr, types.FunctionType):
             return UserMethodVariable(attr, self)
         if attr is not None and not callable(attr):
-            from .builder import wrap
-
-            return wrap(tx, attr, None)
+            return tx.wrap(attr, None)
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{self.cls.__name__!r} object has no attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
@@ -300,11 +297,11 @@ class ModelOutputVariable(VariableTracker):
             self._write(tx, "item", _rename(args[0].as_python_constant()), args[1])
             return NONE
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
-            return self.store_attr(tx, args[0].as_python_constant(), args[1])
+            return self.setattr(tx, args[0].as_python_constant(), args[1])
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.cls.__name__}.{name}() is not modelled")
 
     # ---- writes ------------------------------------------------------------------
-    def store_attr(self, tx, name, value):
+    def setattr(self, tx, name, value):
         self._write(tx, "attr", _rename(name), value)
         return NONE
 

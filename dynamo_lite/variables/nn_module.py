@@ -37,7 +37,8 @@ from .base import VariableTracker
 from .constant import ConstantVariable, NONE
 from .user_objects import _mro_lookup, guard_class_attr, UserDefinedClassVariable
 from .containers import ListIteratorVariable, TupleVariable
-from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
 
 
@@ -72,7 +73,6 @@ class NNModuleVariable(VariableTracker):
         """``module.name`` in Python's order: data descriptors of the class, the instance
         ``__dict__``, other class attributes, then ``Module.__getattr__`` (parameters,
         buffers, submodules) or the class's own ``__getattr__``."""
-        from .builder import wrap
         module = self.value
         cls = type(module)
         pending = tx.output.side_effects.load_attr(self, name)
@@ -95,7 +95,7 @@ class NNModuleVariable(VariableTracker):
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(cls_attr, type):
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
         if name in d:
-            return wrap(tx, d[name], AttrSource(src, name) if src else None)
+            return tx.wrap(d[name], AttrSource(src, name) if src else None)
         if cls_attr is not None:
             if name in _MODULE_METHODS and owner.__module__.startswith("torch.nn.modules"):
                 return BoundMethodOfVariable(self, name)  # answered by call_method
@@ -109,7 +109,7 @@ class NNModuleVariable(VariableTracker):
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
-            return wrap(tx, cls_attr, cls_src)
+            return tx.wrap(cls_attr, cls_src)
         getattr_fn, _ = _mro_lookup(cls, "__getattr__")
         if getattr_fn is not nn.Module.__getattr__:
             if isinstance(getattr_fn, types.FunctionType):
@@ -119,17 +119,15 @@ class NNModuleVariable(VariableTracker):
 
     def module_getattr(self, tx, name):
         """``nn.Module.__getattr__``: parameters, buffers and submodules."""
-        from .builder import wrap
-
         d = self.value.__dict__
         src = self.source
         for store in ("_parameters", "_buffers", "_modules"):
             table = d.get(store)
             if table is not None and name in table:
-                return wrap(tx, table[name], ItemSource(AttrSource(src, store), name) if src else None)
+                return tx.wrap(table[name], ItemSource(AttrSource(src, store), name) if src else None)
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__!r} object has no attribute {name!r}")
 
-    def store_attr(self, tx, name, value):
+    def setattr(self, tx, name, value):
         module = self.value
         if type(module).__setattr__ is not nn.Module.__setattr__:
             raise GraphBreak(gb.SIDE_EFFECT, f"{type(module).__name__} defines __setattr__")
@@ -197,13 +195,11 @@ class NNModuleVariable(VariableTracker):
             tx.output.add_guard("DICT_KEYS", AttrSource(self.source, store), tuple(getattr(self.value, store)))
 
     def children_vars(self, tx) -> list[tuple[str, VariableTracker]]:
-        from .builder import wrap
-
         self.guard_keys(tx, "_modules")
         out = []
         for key, child in self.value._modules.items():
             src = ItemSource(AttrSource(self.source, "_modules"), key) if self.source else None
-            out.append((key, wrap(tx, child, src)))
+            out.append((key, tx.wrap(child, src)))
         return out
 
     def unpack(self, tx):
@@ -282,7 +278,7 @@ class NNModuleVariable(VariableTracker):
                 items.append(TupleVariable([ConstantVariable(prefix), var]) if name == "named_modules" else var)
             return ListIteratorVariable(items)
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
-            return self.store_attr(tx, args[0].as_python_constant(), args[1])
+            return self.setattr(tx, args[0].as_python_constant(), args[1])
         if name in ("train", "eval", "to", "cuda", "cpu", "apply", "zero_grad", "register_buffer",
                     "register_parameter", "add_module", "requires_grad_", "half", "float", "double"):
             raise GraphBreak(gb.SIDE_EFFECT, f"Module.{name}() changes module state")

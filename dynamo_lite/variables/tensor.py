@@ -34,7 +34,7 @@ from .containers import (
     BaseListVariable, DictVariable, ListVariable, SizeVariable, StructSeqVariable, TupleVariable,
     wrap_constant_result,
 )
-from .functions import TensorMethodVariable
+from .methods import TensorMethodVariable
 
 # Tensor methods and attributes that cannot be part of a graph.
 _DATA_DEPENDENT_METHODS = {
@@ -106,6 +106,15 @@ class TensorVariable(VariableTracker):
     def truthiness(self, tx):
         return None
 
+    def is_tensor(self):
+        return True
+
+    def getitem(self, tx, key):
+        return record_op(tx, "call_function", operator.getitem, [self, key], {})
+
+    def setitem(self, tx, key, value):
+        record_op(tx, "call_function", operator.setitem, [self, key, value], {})
+
     def has_len(self):
         return self.example.dim() > 0
 
@@ -121,9 +130,7 @@ class TensorVariable(VariableTracker):
         if name in ("shape",):
             return SizeVariable([ConstantVariable(int(s)) for s in ex.shape])
         if name == "__class__":
-            from .builder import wrap
-
-            return wrap(tx, getattr(self, "real_type", torch.Tensor), None)
+            return tx.wrap(getattr(self, "real_type", torch.Tensor), None)
         if name == "is_leaf":  # the one property among _INPUT_FACTS (the others are methods)
             return self._input_fact(tx, name)
         if name in _METADATA_ATTRS:
@@ -136,9 +143,7 @@ class TensorVariable(VariableTracker):
             return record_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             if self.source is not None:
-                from .builder import wrap
-
-                return wrap(tx, getattr(tx.output.real_value_of(self), "grad"), AttrSource(self.source, "grad"))
+                return tx.wrap(getattr(tx.output.real_value_of(self), "grad"), AttrSource(self.source, "grad"))
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, ".grad of a tensor computed in the graph")
         if name in ("grad_fn", "_version", "_base", "names"):
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.{name} is not traceable")
@@ -147,9 +152,7 @@ class TensorVariable(VariableTracker):
         if self.source is not None:
             real = tx.output.real_value_of(self)
             if name in getattr(real, "__dict__", {}):
-                from .builder import wrap
-
-                return wrap(tx, real.__dict__[name], AttrSource(self.source, name))
+                return tx.wrap(real.__dict__[name], AttrSource(self.source, name))
             if type(real) is not torch.Tensor and hasattr(type(real), name):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"attribute {name!r} of tensor subclass {type(real).__name__}")
             tx.output.add_expr_guard(f"not hasattr({self.source.name()}, {name!r})")

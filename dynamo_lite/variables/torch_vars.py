@@ -111,13 +111,11 @@ class TorchVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-
         try:
             value = getattr(self.value, name)
         except AttributeError as e:
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{self.describe()} has no attribute {name!r}") from e
-        return wrap(tx, value, None)
+        return tx.wrap(value, None)
 
     def call_function(self, tx, args, kwargs):
         fn = self.value

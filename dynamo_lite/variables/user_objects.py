@@ -30,9 +30,8 @@ from .base import VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
 from .containers import DefaultDictVariable, DictVariable, NamedTupleVariable
-from .functions import (
-    _bind, BoundMethodOfVariable, ContainerMethodVariable, UserFunctionVariable, UserMethodVariable,
-)
+from .functions import _bind, UserFunctionVariable, UserMethodVariable
+from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .misc import ExceptionVariable, NullContextVariable
 
 
@@ -103,7 +102,6 @@ class _ObjectLike(VariableTracker):
 
     def generic_getattr(self, tx, name):
         """object.__getattribute__(obj, name): the lookup without a custom __getattribute__."""
-        from .builder import wrap
         cls = self.value_type
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None:
@@ -147,7 +145,7 @@ class _ObjectLike(VariableTracker):
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
-            return wrap(tx, cls_attr, cls_src)
+            return tx.wrap(cls_attr, cls_src)
         getattr_fn, _ = _mro_lookup(cls, "__getattr__")
         if isinstance(getattr_fn, types.FunctionType):
             self._guard_not_shadowed(tx, name)
@@ -164,7 +162,7 @@ class _ObjectLike(VariableTracker):
     def _guard_not_shadowed(self, tx, name) -> None:
         """Guard that the instance's __dict__ still lacks ``name`` (a class attribute or __getattr__ was used)."""
 
-    def store_attr(self, tx, name, value):
+    def setattr(self, tx, name, value):
         cls = self.value_type
         if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
             raise GraphBreak(gb.OPERATION_RAISES, "cannot assign to a field of a frozen dataclass")
@@ -211,7 +209,7 @@ class _ObjectLike(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
-            return self.store_attr(tx, args[0].as_python_constant(), args[1])
+            return self.setattr(tx, args[0].as_python_constant(), args[1])
         return super().call_method(tx, name, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
@@ -223,10 +221,9 @@ class _ObjectLike(VariableTracker):
             # an @lru_cache function called with constants (a config helper): the
             # wrapped function gives the cached answer.  If it breaks the graph,
             # the call site breaks and Python calls the real cached function.
-            from .builder import wrap
             wrapped = self.value.__wrapped__
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
-            return wrap(tx, wrapped, src).call_function(tx, args, kwargs)
+            return tx.wrap(wrapped, src).call_function(tx, args, kwargs)
         return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
@@ -280,21 +277,19 @@ class UserDefinedObjectVariable(_ObjectLike):
         return self.value_type
 
     def _instance_attr(self, tx, name):
-        from .builder import wrap
         d = getattr(self.value, "__dict__", None)
         if d is not None and name in d:
-            return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
+            return tx.wrap(d[name], AttrSource(self.source, name) if self.source else None)
         return None
 
     def _descriptor_value(self, tx, name):
-        from .builder import wrap
         cls_attr, _ = _mro_lookup(self.value_type, name)
         if type(cls_attr).__name__ in ("member_descriptor", "getset_descriptor") and self.source is not None:
             try:
                 value = getattr(self.value, name)
             except AttributeError as e:
                 raise GraphBreak(gb.MISSING_ATTRIBUTE, f"slot {name!r} is empty") from e
-            return wrap(tx, value, AttrSource(self.source, name))
+            return tx.wrap(value, AttrSource(self.source, name))
         return None
 
     def _class_attr_source(self, name):
@@ -331,14 +326,13 @@ class InstanceDictVariable(VariableTracker):
         return dict
 
     def _lookup(self, tx, key_var):
-        from .builder import wrap
         if not key_var.is_python_constant() or not isinstance(key_var.as_python_constant(), str):
             raise GraphBreak(gb.VALUE_UNKNOWN, "__dict__ key not known at trace time")
         key = key_var.as_python_constant()
         d = self.obj.value.__dict__
         present = key in d
         tx.output.add_expr_guard(f"({key!r} in {self.source.name()}) is {present!r}")
-        return (wrap(tx, d[key], ItemSource(self.source, key)) if present else None), key
+        return (tx.wrap(d[key], ItemSource(self.source, key)) if present else None), key
 
     def var_getattr(self, tx, name):
         if name in ("get", "__contains__", "__getitem__"):
@@ -405,11 +399,10 @@ def guard_class_attr(tx, cls_src, cls_attr) -> None:
 def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
     """``type(obj)`` / ``obj.__class__`` as a tracker: sourced as ``type(<obj's source>)``
     when obj has one, so class attributes read through it are guarded."""
-    from .builder import wrap
     source = getattr(obj, "source", None)
     if source is not None:
-        return wrap(tx, cls, TypeSource(source))
-    return wrap(tx, cls, None)
+        return tx.wrap(cls, TypeSource(source))
+    return tx.wrap(cls, None)
 
 
 def guard_attr_value(tx, owner, name: str, value) -> None:
@@ -445,7 +438,6 @@ class UserDefinedClassVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstantVariable(getattr(self.value, name))
         if name == "_make" and is_namedtuple_class(self.value) and \
@@ -463,13 +455,13 @@ class UserDefinedClassVariable(VariableTracker):
             return UserMethodVariable(attr.__func__, self)
         if attr is None:
             if hasattr(self.value, name):
-                return wrap(tx, getattr(self.value, name), None)
+                return tx.wrap(getattr(self.value, name), None)
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"class {self.value.__name__} has no attribute {name!r}")
         value = getattr(self.value, name)
         if self.source is None:  # a class met without a source: guard the attribute through the class itself
             guard_attr_value(tx, self.value, name, value)
-            return wrap(tx, value, None)
-        return wrap(tx, value, AttrSource(self.source, name))
+            return tx.wrap(value, None)
+        return tx.wrap(value, AttrSource(self.source, name))
 
     def call_method(self, tx, name, args, kwargs):
         if name == "_make" and len(args) == 1 and not kwargs and is_namedtuple_class(self.value):
@@ -554,9 +546,7 @@ def _is_plain_meta(cls) -> bool:
 
 
 def wrap_default(tx, value):
-    from .builder import wrap
-
-    return wrap(tx, value, None)
+    return tx.wrap(value, None)
 
 
 def is_dataclass_instance(value) -> bool:
@@ -572,7 +562,6 @@ class SuperVariable(VariableTracker):
         self.obj = obj
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
         from .builtin import BuiltinVariable
 
         obj_type = self.obj.python_type() if not isinstance(self.obj, UserDefinedClassVariable) else self.obj.value
@@ -595,7 +584,7 @@ class SuperVariable(VariableTracker):
                 if attr is object.__init__ or attr is object.__setattr__ or isinstance(
                         attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
                     return UserMethodVariable(BuiltinVariable(attr), self.obj)
-                return wrap(tx, attr, None)
+                return tx.wrap(attr, None)
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"super() has no attribute {name!r}")
 
 
@@ -613,12 +602,10 @@ class DataclassFieldVariable(VariableTracker):
         return dataclasses.Field
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-
         if name not in ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare",
                         "metadata", "kw_only"):
             return super().var_getattr(tx, name)
-        return wrap(tx, getattr(self.field, name), None)
+        return tx.wrap(getattr(self.field, name), None)
 
     def reconstruct(self, cg):
         cg.load_const(self.field)

@@ -6,10 +6,9 @@ from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables import arith
 from ...variables.constant import ConstantVariable
-from . import register
-from .helpers import store_subscript, subscript
 from ...variables.builtin import BuiltinVariable
 from ...variables.tensor import TensorVariable
+from . import register
 
 
 @register("BINARY_OP")
@@ -61,7 +60,7 @@ def CONTAINS_OP(tx, inst):
 def BINARY_SUBSCR(tx, inst):
     key = tx.pop()
     obj = tx.pop()
-    tx.push(subscript(tx, obj, key))
+    tx.push(obj.getitem(tx, key))
 
 
 @register("STORE_SUBSCR")
@@ -69,7 +68,7 @@ def STORE_SUBSCR(tx, inst):
     key = tx.pop()
     obj = tx.pop()
     value = tx.pop()
-    store_subscript(tx, obj, key, value)
+    obj.setitem(tx, key, value)
 
 
 @register("DELETE_SUBSCR")

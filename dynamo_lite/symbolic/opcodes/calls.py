@@ -9,11 +9,17 @@ from ...variables.base import NullVariable
 from ...variables.constant import NONE
 from ...variables.containers import DictVariable, TupleVariable
 from ...variables.functions import NestedUserFunctionVariable, UserMethodVariable
-from . import register
-from .helpers import call
 from ...variables.builder import wrap
 from ...variables.misc import ContextManagerVariable, GradModeExitVariable
 from ...variables.user_objects import _ObjectLike
+from . import register
+
+
+def _call(tx, fn, args: list, kwargs: dict):
+    result = fn.call_function(tx, args, kwargs)
+    if result is None:
+        raise AssertionError(f"{fn!r}.call_function returned None")
+    return result
 
 
 @register("KW_NAMES")
@@ -37,7 +43,7 @@ def CALL(tx, inst):
         args = args[:len(args) - len(names)]
         kwargs = dict(zip(names, kw_values))
         tx.kw_names = None
-    tx.push(call(tx, fn, list(args), kwargs))
+    tx.push(_call(tx, fn, list(args), kwargs))
 
 
 @register("CALL_FUNCTION_EX")
@@ -55,7 +61,7 @@ def CALL_FUNCTION_EX(tx, inst):
             if not isinstance(k, str):
                 raise GraphBreak(gb.OPERATION_RAISES, "keywords must be strings")
             kwargs[k] = v
-    tx.push(call(tx, fn, list(args), kwargs))
+    tx.push(_call(tx, fn, list(args), kwargs))
 
 
 @register("MAKE_FUNCTION")

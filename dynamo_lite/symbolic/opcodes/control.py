@@ -6,10 +6,10 @@ from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.constant import ConstantVariable, NONE
 from ...variables.containers import iterate, ListIteratorVariable, TupleVariable
-from . import register
 from ...variables.builder import wrap
 from ...variables.misc import ExceptionVariable
 from ...variables.tensor import TensorVariable
+from . import register
 
 
 def _branch(tx, inst):

@@ -8,10 +8,9 @@ from ... import graph_breaks as gb
 from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import ConstantVariable, is_constant_value
-from . import register
-from .helpers import store_attr
 from ...variables.builder import wrap
 from ...variables.containers import wrap_constant_result
+from . import register
 
 
 @register("LOAD_FAST")
@@ -82,7 +81,7 @@ def LOAD_METHOD(tx, inst):
 def STORE_ATTR(tx, inst):
     obj = tx.pop()
     value = tx.pop()
-    store_attr(tx, obj, inst.argval, value)
+    obj.setattr(tx, inst.argval, value)
 
 
 @register("LOAD_DEREF")
