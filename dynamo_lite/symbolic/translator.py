@@ -29,7 +29,7 @@ from ..exc import GraphBreak, SkipFrame, UserFrame
 from ..source import AttrSource, ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
 from ..variables.base import NullVariable, VariableTracker
 from ..variables.constant import ConstantVariable
-from ..variables.misc import CellVariable
+from ..variables.cells import CellVariable
 from .opcodes import HANDLERS
 from ..variables.builder import wrap, wrap_builtin_name
 

@@ -6,7 +6,7 @@ constant value, length, tensor metadata), and makes every alias of the same
 mutable object share one tracker, so mutations are seen through every name.
 A few library objects get dedicated trackers: transformers' ModelOutput
 classes and instances (model_output.py), ``os.environ`` and
-``inspect.signature`` (library.py).
+``inspect.signature`` (stdlib.py).
 Tested by tests/test_guards.py and tests/test_values.py.
 """
 from __future__ import annotations
@@ -33,8 +33,10 @@ from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
 from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
-from .library import library_variable
-from .misc import GradModeExitVariable, GradModeVariable, ObjectVariable, PythonModuleVariable
+from .stdlib import library_variable
+from .contexts import GradModeExitVariable, GradModeVariable
+from .objects import ObjectVariable
+from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable
 from .torch_vars import is_torch_class, TorchVariable

@@ -40,7 +40,7 @@ from .iterators import (
     DictIteratorVariable, EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily,
     ListReverseIteratorVariable, MapIteratorVariable, ZipIteratorVariable,
 )
-from .misc import ExceptionVariable
+from .exceptions import ExceptionVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
 from .torch_vars import TorchVariable

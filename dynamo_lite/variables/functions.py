@@ -24,7 +24,8 @@ from .constant import ConstantVariable
 from ..skipfiles import skip_reason
 from ..source import AttrSource, ItemSource
 from .containers import DictVariable, TupleVariable
-from .misc import CellVariable, GradModeDecoratedVariable, GradModeVariable
+from .cells import CellVariable
+from .contexts import GradModeDecoratedVariable, GradModeVariable
 
 
 # Python-level functions (standard library, nn.Module dunders) answered without

@@ -23,7 +23,7 @@ from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .containers import SizeVariable, wrap_constant_result
-from .misc import GradModeVariable
+from .contexts import GradModeVariable
 from .tensor import _fake_arg, record_op, TensorVariable
 
 

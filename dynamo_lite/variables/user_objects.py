@@ -32,7 +32,9 @@ from ..source import AttrSource, ItemSource, TypeSource
 from .containers import DefaultDictVariable, DictVariable, NamedTupleVariable
 from .functions import _bind, UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
-from .misc import ExceptionVariable, NullContextVariable
+from .contexts import NullContextVariable
+from .exceptions import ExceptionVariable
+from .python_modules import guard_attr_value
 
 
 class IdentityKey:
@@ -404,15 +406,6 @@ def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
         return tx.wrap(cls, TypeSource(source))
     return tx.wrap(cls, None)
 
-
-def guard_attr_value(tx, owner, name: str, value) -> None:
-    """Guard ``owner.name`` (owner: a class or module reached without a source, held as a
-    constant) by value: equal scalars (NaN by identity), else the same object."""
-    if type(value) in (bool, int, str, type(None)) or (type(value) is float and value == value):
-        for text in (f"type({{o}}.{name}) is {{t}}", f"{{o}}.{name} == {{v}}"):
-            tx.output.add_guard("EXPR", None, (text, (("o", owner), ("t", type(value)), ("v", value))))
-    elif name.isidentifier():
-        tx.output.add_guard("EXPR", None, (f"{{o}}.{name} is {{v}}", (("o", owner), ("v", value))))
 
 
 class UserDefinedClassVariable(VariableTracker):

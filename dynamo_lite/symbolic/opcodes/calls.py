@@ -10,7 +10,7 @@ from ...variables.constant import NONE
 from ...variables.containers import DictVariable, TupleVariable
 from ...variables.functions import NestedUserFunctionVariable, UserMethodVariable
 from ...variables.builder import wrap
-from ...variables.misc import ContextManagerVariable, GradModeExitVariable
+from ...variables.contexts import ContextManagerVariable, GradModeExitVariable
 from ...variables.user_objects import _ObjectLike
 from . import register
 

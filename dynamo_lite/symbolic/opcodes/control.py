@@ -7,7 +7,7 @@ from ...exc import GraphBreak
 from ...variables.constant import ConstantVariable, NONE
 from ...variables.containers import iterate, ListIteratorVariable, TupleVariable
 from ...variables.builder import wrap
-from ...variables.misc import ExceptionVariable
+from ...variables.exceptions import ExceptionVariable
 from ...variables.tensor import TensorVariable
 from . import register
 
