@@ -304,7 +304,7 @@ class InstructionTranslatorBase:
 
     # ---- calls ------------------------------------------------------------
     def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:
-        from .inliner import inline_call
+        from .inliner import inline_call  # lazy: inliner.py subclasses this translator (cycle)
 
         return inline_call(self, fn_var, args, kwargs)
 

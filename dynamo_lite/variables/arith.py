@@ -23,7 +23,7 @@ from .containers import (
     SizeVariable, TupleVariable, wrap_constant_result,
 )
 from .tensor import record_op, TensorVariable
-from .user_objects import _mro_lookup, _ObjectLike, identity_key
+from .user_objects import _mro_lookup, _ObjectLike
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -120,7 +120,7 @@ def _same_object(a, b):
         va, vb = a.as_python_constant(), b.as_python_constant()
         if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):
             return va is vb
-    ka, kb = identity_key(a), identity_key(b)
+    ka, kb = a.identity_key(), b.identity_key()
     if ka is not None and kb is not None:
         return ka == kb
     ta, tb = _type_or_none(a), _type_or_none(b)

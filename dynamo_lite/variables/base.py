@@ -28,6 +28,20 @@ from ..exc import GraphBreak
 from ..source import Source
 
 
+class IdentityKey:
+    """A dict/set key standing for an object compared by identity."""
+
+    def __init__(self, var, ident):
+        self.var = var
+        self.ident = ident
+
+    def __hash__(self):
+        return hash(self.ident)
+
+    def __eq__(self, other):
+        return isinstance(other, IdentityKey) and other.ident == self.ident
+
+
 class VariableTracker:
     """Base class of every symbolic value.
 
@@ -95,6 +109,16 @@ class VariableTracker:
     def is_tensor(self) -> bool:
         """True for a tensor tracker (a tensor index into a Python container is data-dependent)."""
         return False
+
+    def identity_key(self) -> Optional[IdentityKey]:
+        """A dict/set key for this value when its identity is known (real objects, new objects);
+        trackers of real objects compared by identity override it."""
+        if self.mutable_local:
+            return IdentityKey(self, ("var", id(self)))
+        if self.is_python_constant():
+            value = self.as_python_constant()
+            return IdentityKey(self, ("obj", id(value))) if isinstance(value, type) else None
+        return None
 
     # ---- the protocol: what Python code does to a value ----------------------
     # Opcode handlers and builtins call these; trackers override what they support.

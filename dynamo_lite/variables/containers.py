@@ -24,7 +24,7 @@ import torch
 from .. import graph_breaks as gb
 from .. import runtime
 from ..exc import GraphBreak, SkipFrame
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, is_constant_value, NONE
 from .methods import ContainerMethodVariable
 
@@ -59,8 +59,6 @@ def constant_value(v: VariableTracker) -> Any:
     if isinstance(v, ListVariable):
         return [constant_value(i) for i in v.items]
     if isinstance(v, DictVariable):
-        from .user_objects import IdentityKey
-
         if any(isinstance(k, IdentityKey) for k in v.items):
             raise NotImplementedError
         return v.dict_type((k, constant_value(i)) for k, i in v.items.items())
@@ -133,7 +131,7 @@ class BaseListVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
-            from .arith import contains
+            from .arith import contains  # lazy: upward (cycle)
 
             return contains(tx, args[0], self)
         if name in ("index", "count") and not kwargs:
@@ -146,7 +144,7 @@ class BaseListVariable(VariableTracker):
             if not args or len(args) > (3 if name == "index" else 1):
                 raise GraphBreak(gb.OPERATION_RAISES, f"{name}() with {len(args)} arguments (TypeError)")
             if name == "index" and len(args) == 1:
-                from .arith import _same_object, apply_operator, truth
+                from .arith import _same_object, apply_operator, truth  # lazy: upward (cycle)
                 import operator
 
                 for i, item in enumerate(self.items):
@@ -276,14 +274,14 @@ class NamedTupleVariable(TupleVariable):
             return ContainerMethodVariable(self, name)
         attr = getattr(self.tuple_type, name, None)
         if attr is not None and callable(attr):
-            from .functions import UserMethodVariable, UserFunctionVariable
+            from .functions import UserMethodVariable, UserFunctionVariable  # lazy: upward (cycle)
             import types
 
             if isinstance(attr, types.FunctionType):
                 return UserMethodVariable(attr, self)
             del UserFunctionVariable
         if isinstance(attr, property):
-            from .functions import UserFunctionVariable
+            from .functions import UserFunctionVariable  # lazy: upward (cycle)
 
             return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
         return super().var_getattr(tx, name)
@@ -374,7 +372,7 @@ class ListVariable(BaseListVariable):
         if name == "remove" and len(args) == 1:
             import operator
 
-            from .arith import _is_tensor, _same_object, apply_operator, truth
+            from .arith import _is_tensor, _same_object, apply_operator, truth  # lazy: upward (cycle)
 
             for i, item in enumerate(items):  # `item is x or item == x`, in order, like CPython
                 if _same_object(item, args[0]) is not True:
@@ -387,7 +385,7 @@ class ListVariable(BaseListVariable):
                 return NONE
             raise GraphBreak(gb.OPERATION_RAISES, "list.remove(x): x not in list (ValueError)")
         if name == "sort" and not args:
-            from .builtin import sort_items
+            from .builtin import sort_items  # lazy: upward (cycle)
 
             new = sort_items(tx, items, kwargs)
             se.mutate(self)
@@ -645,17 +643,13 @@ def hash_key(v: VariableTracker, what: str):
             raise GraphBreak(gb.OPERATION_RAISES, f"{what}: unhashable type {t.__name__!r} (TypeError)")
         if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is hashed by value, not identity")
-    from .user_objects import identity_key
-
-    key = identity_key(v)
+    key = v.identity_key()
     if key is None:
         raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is not hashable at trace time")
     return key
 
 
 def key_to_var(k) -> VariableTracker:
-    from .user_objects import IdentityKey
-
     if isinstance(k, IdentityKey):
         return k.var
     return wrap_constant_result(k) if isinstance(k, tuple) else ConstantVariable(k)
@@ -721,8 +715,6 @@ class SetVariable(VariableTracker):
 
     def _sync_shadow(self, added=()):
         """Add ``added`` keys to the shadow set (and drop keys no longer in ``items``)."""
-        from .user_objects import IdentityKey
-
         if self.shadow is None and not self.items.keys() - set(added):
             self.shadow = set()
         if self.shadow is None:
@@ -987,11 +979,11 @@ def iterate(tx, value: VariableTracker) -> "ListIteratorVariable":
         it.live = value
         return it
     if isinstance(value, DictVariable):
-        from .iterators import DictIteratorVariable
+        from .iterators import DictIteratorVariable  # lazy: upward (cycle)
 
         return DictIteratorVariable(value, "keys")
     if isinstance(value, DictViewVariable):
-        from .iterators import DictIteratorVariable
+        from .iterators import DictIteratorVariable  # lazy: upward (cycle)
 
         return DictIteratorVariable(value.dict_var, value.kind)
     it = ListIteratorVariable(value.unpack(tx))

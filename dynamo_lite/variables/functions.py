@@ -19,12 +19,11 @@ from typing import Any, Callable, Optional
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from ..skipfiles import skip_reason
 from ..source import AttrSource, ItemSource
 from .containers import DictVariable, TupleVariable
-from .cells import CellVariable
 from .contexts import GradModeDecoratedVariable, GradModeVariable
 
 
@@ -115,6 +114,9 @@ def _bind(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dic
 
 class UserFunctionVariable(BaseUserFunctionVariable):
     """A real Python function object (from globals, attributes, closures)."""
+
+    def identity_key(self):
+        return IdentityKey(self, ("obj", id(self.fn)))
 
     def __init__(self, fn: types.FunctionType, source=None):
         super().__init__(source)

@@ -33,7 +33,7 @@ from torch import nn
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, TypeSource
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from .user_objects import _mro_lookup, guard_class_attr, UserDefinedClassVariable
 from .containers import ListIteratorVariable, TupleVariable
@@ -54,6 +54,9 @@ def _global_hooks_present() -> bool:
 
 class NNModuleVariable(VariableTracker):
     """A real nn.Module (with a source) whose forward is inlined."""
+
+    def identity_key(self):
+        return IdentityKey(self, ("obj", id(self.value)))
 
     def __init__(self, value: nn.Module, source=None):
         super().__init__(source)
@@ -158,10 +161,9 @@ class NNModuleVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         module = self.value
         call = type(module).__call__
-        from ..api import OptimizedModule
-
-        # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward)
-        if call is not nn.Module.__call__ and not isinstance(module, OptimizedModule):
+        # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward;
+        # api.OptimizedModule carries the marker, so this layer need not import the API)
+        if call is not nn.Module.__call__ and not getattr(type(module), "_dynamo_lite_optimized_module", False):
             if isinstance(call, types.FunctionType):
                 if self.source is not None:
                     tx.output.add_guard("ID", AttrSource(TypeSource(self.source), "__call__"), call)

@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import (
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from ..source import AttrSource
 from .containers import (
@@ -88,6 +88,9 @@ class TensorVariable(VariableTracker):
         source: set for tensors read from the frame's inputs (then ``node``
             is a placeholder).
     """
+
+    def identity_key(self):
+        return IdentityKey(self, ("var", id(self)))
 
     def __init__(self, node: torch.fx.Node, example: torch.Tensor, source=None):
         super().__init__(source)

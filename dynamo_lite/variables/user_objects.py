@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
 from .containers import DefaultDictVariable, DictVariable, NamedTupleVariable
@@ -35,37 +35,6 @@ from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .contexts import NullContextVariable
 from .exceptions import ExceptionVariable
 from .python_modules import guard_attr_value
-
-
-class IdentityKey:
-    """A dict/set key standing for an object compared by identity."""
-
-    def __init__(self, var, ident):
-        self.var = var
-        self.ident = ident
-
-    def __hash__(self):
-        return hash(self.ident)
-
-    def __eq__(self, other):
-        return isinstance(other, IdentityKey) and other.ident == self.ident
-
-
-def identity_key(v: VariableTracker) -> Optional[IdentityKey]:
-    """A key for ``v`` when its identity is known (real objects, new objects)."""
-    from .nn_module import NNModuleVariable
-    from .tensor import TensorVariable
-
-    if isinstance(v, (UserDefinedObjectVariable, UserDefinedClassVariable, NNModuleVariable)):
-        return IdentityKey(v, ("obj", id(v.value)))
-    if isinstance(v, UserFunctionVariable):
-        return IdentityKey(v, ("obj", id(v.fn)))
-    if isinstance(v, (NewObjectVariable, TensorVariable)) or v.mutable_local:
-        return IdentityKey(v, ("var", id(v)))
-    if v.is_python_constant():
-        value = v.as_python_constant()
-        return IdentityKey(v, ("obj", id(value))) if isinstance(value, type) else None
-    return None
 
 
 def _mro_lookup(cls: type, name: str):
@@ -195,11 +164,11 @@ class _ObjectLike(VariableTracker):
             fn, _ = _mro_lookup(cls, dunder)
             if fn is not None:
                 if isinstance(fn, types.FunctionType):
-                    from .arith import truth
+                    from .arith import truth  # lazy: upward (cycle)
 
                     result = UserMethodVariable(fn, self).call_function(tx, [], {})
                     if dunder == "__len__":
-                        from .builtin import checked_len
+                        from .builtin import checked_len  # lazy: upward (cycle)
 
                         return checked_len(result) != 0
                     if result.is_python_constant() and type(result.as_python_constant()) is not bool:
@@ -263,6 +232,9 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
 
 class UserDefinedObjectVariable(_ObjectLike):
     """A real instance of a user class (read from the frame's inputs)."""
+
+    def identity_key(self):
+        return IdentityKey(self, ("obj", id(self.value)))
 
     def __init__(self, value: Any, source=None):
         super().__init__(source)
@@ -361,6 +333,9 @@ class NewObjectVariable(_ObjectLike):
 
     mutable_local = True
 
+    def identity_key(self):
+        return IdentityKey(self, ("var", id(self)))
+
     def __init__(self, cls: type, class_source=None):
         super().__init__()
         self.value_type = cls
@@ -410,6 +385,9 @@ def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
 
 class UserDefinedClassVariable(VariableTracker):
     """A user class (calling it creates a NewObjectVariable and inlines __init__)."""
+
+    def identity_key(self):
+        return IdentityKey(self, ("obj", id(self.value)))
 
     def __init__(self, value: type, source=None):
         super().__init__(source)
@@ -475,7 +453,7 @@ class UserDefinedClassVariable(VariableTracker):
             bound = _bind(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
             return NullContextVariable(bound["enter_result"])
         if cls is collections.OrderedDict or cls is collections.defaultdict:
-            from .builtin import _HANDLERS
+            from .builtin import _HANDLERS  # lazy: upward (cycle)
             if cls is collections.OrderedDict:
                 result = _HANDLERS[dict](tx, *args, **kwargs)
                 return DictVariable(result.items, dict_type=collections.OrderedDict)
@@ -555,7 +533,7 @@ class SuperVariable(VariableTracker):
         self.obj = obj
 
     def var_getattr(self, tx, name):
-        from .builtin import BuiltinVariable
+        from .builtin import BuiltinVariable  # lazy: upward (cycle)
 
         obj_type = self.obj.python_type() if not isinstance(self.obj, UserDefinedClassVariable) else self.obj.value
         mro = obj_type.__mro__
