@@ -51,6 +51,9 @@ class OptimizedModule(torch.nn.Module):
     are the original's.  ``_orig_mod`` is the original module.
     """
 
+    # recognised by variables/nn_module.py, which does not import this module
+    _dynamo_lite_optimized_module = True
+
     _dl_converter: FrameConverter
     # True when the class's next __call__ is nn.Module's own (set by _compile_module).
     _dl_plain_call: bool = False

@@ -131,7 +131,7 @@ class OutputGraph:
         self.grad_enabled = enabled
 
     def cell_for_real(self, cell, source):
-        from ..variables.misc import CellVariable
+        from ..variables.cells import CellVariable
 
         existing = self.cells.get(id(cell))
         if existing is None:

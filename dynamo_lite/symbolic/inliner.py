@@ -27,7 +27,7 @@ from ..variables.base import VariableTracker
 from ..variables.constant import NONE
 from ..variables.iterators import LazyIteratorVariable
 from ..variables.functions import UserFunctionVariable, is_inlinable_function
-from ..variables.misc import CellVariable
+from ..variables.cells import CellVariable
 from .translator import InstructionTranslatorBase
 
 

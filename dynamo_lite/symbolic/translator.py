@@ -26,11 +26,12 @@ from typing import Optional
 from .. import graph_breaks as gb
 from .. import bytecode_compat, config
 from ..exc import GraphBreak, SkipFrame, UserFrame
-from ..source import ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
+from ..source import AttrSource, ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
 from ..variables.base import NullVariable, VariableTracker
 from ..variables.constant import ConstantVariable
-from ..variables.misc import CellVariable
+from ..variables.cells import CellVariable
 from .opcodes import HANDLERS
+from ..variables.builder import wrap, wrap_builtin_name
 
 
 class _StopTracing(Exception):
@@ -224,8 +225,6 @@ class InstructionTranslatorBase:
 
     # ---- names ------------------------------------------------------------
     def load_global(self, name: str) -> VariableTracker:
-        from ..variables.builder import wrap, wrap_builtin_name
-
         pending = self.output.side_effects.load_global(name) if self.f_globals is self.output.f_globals else None
         if pending is not None:
             return pending
@@ -238,9 +237,7 @@ class InstructionTranslatorBase:
             if builtins_dict is builtins.__dict__:
                 if self.f_globals is self.output.f_globals:
                     return wrap_builtin_name(self, name)
-                from ..variables.builder import wrap as _wrap
-
-                return _wrap(self, builtins_dict[name], None)
+                return wrap(self, builtins_dict[name], None)
             raise GraphBreak(gb.NONSTANDARD_BUILTINS, "frame uses a non-standard __builtins__")
         raise GraphBreak(gb.UNBOUND_NAME, f"name {name!r} is not defined (NameError)")
 
@@ -264,8 +261,6 @@ class InstructionTranslatorBase:
         cell = self.cells[name]
         if cell.contents is None:
             if cell.kind == "root" and cell.source is not None:
-                from ..variables.builder import wrap
-
                 real = cell.real_cell
                 try:
                     value = real.cell_contents
@@ -273,9 +268,6 @@ class InstructionTranslatorBase:
                     raise GraphBreak(gb.UNBOUND_NAME, f"free variable {name!r} referenced before assignment") from e
                 cell.contents = wrap(self, value, cell.source)
             elif cell.kind == "real":
-                from ..source import AttrSource
-                from ..variables.builder import wrap
-
                 try:
                     value = cell.real_cell.cell_contents
                 except ValueError as e:
@@ -305,9 +297,14 @@ class InstructionTranslatorBase:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "super(): first argument is unbound")
         return cls, obj
 
+    # ---- services for trackers (variables/ never imports this package) -----
+    def wrap(self, value, source) -> VariableTracker:
+        """The tracker for a real ``value`` read at ``source`` (variables/builder.py's ``wrap``)."""
+        return wrap(self, value, source)
+
     # ---- calls ------------------------------------------------------------
     def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:
-        from .inliner import inline_call
+        from .inliner import inline_call  # lazy: inliner.py subclasses this translator (cycle)
 
         return inline_call(self, fn_var, args, kwargs)
 
@@ -323,8 +320,6 @@ class InstructionTranslator(InstructionTranslatorBase):
     """
 
     def __init__(self, output, code, func, f_locals: dict, stop_at_step: Optional[int] = None):
-        from ..variables.builder import wrap
-
         cells: dict[str, CellVariable] = {}
         super().__init__(output, code, func.__globals__, {}, cells, None)
         self.func = func

@@ -18,6 +18,12 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .containers import (
+    BaseListVariable, constant_value, DictVariable, DictViewVariable, ListVariable, SetVariable,
+    SizeVariable, TupleVariable, wrap_constant_result,
+)
+from .tensor import record_op, TensorVariable
+from .user_objects import _mro_lookup, _ObjectLike
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -61,15 +67,11 @@ UNARY = {
 
 
 def _is_tensor(v) -> bool:
-    from .tensor import TensorVariable
-
     return isinstance(v, TensorVariable)
 
 
 def apply_operator(tx, fn, args: list) -> VariableTracker:
     """Apply an ``operator`` function (binary, compare, unary) to trackers."""
-    from .tensor import record_op
-
     if any(_is_tensor(a) for a in args):
         if fn is operator.not_:
             raise GraphBreak(gb.DATA_DEPENDENT, "`not tensor` depends on tensor data")
@@ -90,8 +92,6 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
             result = fn(*values)
         except Exception as e:  # noqa: BLE001 - let Python raise it for real
             raise GraphBreak(gb.OPERATION_RAISES, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} at trace time") from e
-        from .containers import wrap_constant_result
-
         return wrap_constant_result(result)
     if fn in (operator.is_, operator.is_not):
         return ConstantVariable(_identity_compare(fn, *args))
@@ -103,8 +103,6 @@ _SET_INPLACE = {operator.ior: "update", operator.iand: "intersection_update",
 
 
 def _is_set(v, frozen=None) -> bool:
-    from .containers import SetVariable
-
     return isinstance(v, SetVariable) and (frozen is None or v.frozen == frozen)
 
 
@@ -116,15 +114,13 @@ def _identity_compare(fn, a, b) -> bool:
 
 
 def _same_object(a, b):
-    from .user_objects import identity_key
-
     if a is b:
         return True
     if a.is_python_constant() and b.is_python_constant():
         va, vb = a.as_python_constant(), b.as_python_constant()
         if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):
             return va is vb
-    ka, kb = identity_key(a), identity_key(b)
+    ka, kb = a.identity_key(), b.identity_key()
     if ka is not None and kb is not None:
         return ka == kb
     ta, tb = _type_or_none(a), _type_or_none(b)
@@ -145,21 +141,15 @@ def _type_or_none(v):
 
 
 def _is_tuple(v) -> bool:
-    from .containers import TupleVariable
-
     return isinstance(v, TupleVariable)
 
 
 def _folds_on_copies(v) -> bool:
-    from .containers import DictVariable, DictViewVariable, ListVariable, SetVariable
-
     return v.is_python_constant() or isinstance(v, (DictVariable, DictViewVariable, ListVariable, SetVariable))
 
 
 def _compare_sequences(tx, fn, a, b):
     """``a <op> b`` for two lists or two tuples, element by element like CPython."""
-    from .containers import ListVariable
-
     if isinstance(a, ListVariable) != isinstance(b, ListVariable):
         if fn in (operator.eq, operator.ne):
             return ConstantVariable(fn is operator.ne)
@@ -182,16 +172,12 @@ def _compare_sequences(tx, fn, a, b):
 
 
 def _sequence_or_object_op(tx, fn, args):
-    from .containers import BaseListVariable, ListVariable, SizeVariable, TupleVariable
-
     if len(args) == 2:
         a, b = args
         plain = _INPLACE_TO_PLAIN.get(fn, fn)
         if fn is plain and _folds_on_copies(a) and _folds_on_copies(b):
             # e.g. d.keys() & {"a"}, "%(k)s" % {"k": 1}, {1: 2} == {1: 2}: builtin containers of
             # constants, computed on copies (non-inplace operators do not mutate their operands)
-            from .containers import constant_value, wrap_constant_result
-
             try:
                 values = [constant_value(a), constant_value(b)]
             except NotImplementedError:
@@ -241,8 +227,6 @@ def _sequence_or_object_op(tx, fn, args):
 
 
 def _user_dunder(tx, fn, a, b):
-    from .user_objects import _ObjectLike
-
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     names = _DUNDER.get(plain) or _COMPARE_DUNDER.get(plain)
     if names is None:
@@ -276,8 +260,6 @@ def _has_user_dunder(v, name: str) -> bool:
     """Does ``v``'s class define ``name`` as a Python function (which we can inline)?"""
     import types
 
-    from .user_objects import _ObjectLike, _mro_lookup
-
     if not isinstance(v, _ObjectLike):
         return False
     attr, _ = _mro_lookup(v.value_type, name)
@@ -286,8 +268,6 @@ def _has_user_dunder(v, name: str) -> bool:
 
 def _object_default(v, name: str) -> bool:
     """Is ``v``'s ``name`` the one inherited from ``object`` (identity semantics)?"""
-    from .user_objects import _mro_lookup
-
     _, owner = _mro_lookup(v.value_type, name)
     return owner is object
 
@@ -302,8 +282,6 @@ def compare(tx, symbol: str, a, b):
 
 def contains(tx, item, container) -> VariableTracker:
     """``item in container``."""
-    from .containers import BaseListVariable, DictVariable, DictViewVariable, SetVariable
-
     if _is_tensor(container):
         raise GraphBreak(gb.DATA_DEPENDENT, "`in` on a tensor depends on tensor data")
     if isinstance(container, (DictVariable, SetVariable, DictViewVariable)):

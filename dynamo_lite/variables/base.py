@@ -21,13 +21,25 @@ Tested through tests/semantics/test_branches_and_loops.py and tests/semantics/te
 """
 from __future__ import annotations
 
-from typing import Any, Optional, TYPE_CHECKING
+from typing import Any, Optional
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
+from ..source import Source
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..source import Source
+
+class IdentityKey:
+    """A dict/set key standing for an object compared by identity."""
+
+    def __init__(self, var, ident):
+        self.var = var
+        self.ident = ident
+
+    def __hash__(self):
+        return hash(self.ident)
+
+    def __eq__(self, other):
+        return isinstance(other, IdentityKey) and other.ident == self.ident
 
 
 class VariableTracker:
@@ -93,6 +105,46 @@ class VariableTracker:
 
     def has_len(self) -> bool:
         return False
+
+    def is_tensor(self) -> bool:
+        """True for a tensor tracker (a tensor index into a Python container is data-dependent)."""
+        return False
+
+    def identity_key(self) -> Optional[IdentityKey]:
+        """A dict/set key for this value when its identity is known (real objects, new objects);
+        trackers of real objects compared by identity override it."""
+        if self.mutable_local:
+            return IdentityKey(self, ("var", id(self)))
+        if self.is_python_constant():
+            value = self.as_python_constant()
+            return IdentityKey(self, ("obj", id(value))) if isinstance(value, type) else None
+        return None
+
+    # ---- the protocol: what Python code does to a value ----------------------
+    # Opcode handlers and builtins call these; trackers override what they support.
+    def getitem(self, tx, key: "VariableTracker") -> "VariableTracker":
+        """``self[key]`` (BINARY_SUBSCR, ``operator.getitem``): folded when both are constants,
+        else ``self.__getitem__(key)``."""
+        if self.is_python_constant() and key.is_python_constant():
+            try:
+                return self.wrap_constant(self.as_python_constant()[key.as_python_constant()])
+            except Exception as e:  # noqa: BLE001 - raise it for real
+                raise GraphBreak(gb.OPERATION_RAISES, f"subscript raised {type(e).__name__}") from e
+        return self.call_method(tx, "__getitem__", [key], {})
+
+    def setitem(self, tx, key: "VariableTracker", value: "VariableTracker") -> None:
+        """``self[key] = value`` (STORE_SUBSCR, ``operator.setitem``)."""
+        self.call_method(tx, "__setitem__", [key, value], {})
+
+    def setattr(self, tx, name: str, value: "VariableTracker") -> None:
+        """``self.name = value`` (STORE_ATTR, ``setattr``): only objects whose attribute writes
+        the trace can replay support it."""
+        raise GraphBreak(gb.SIDE_EFFECT, f"setting attribute {name!r} on {self.describe()}")
+
+    # value -> tracker for a plain value computed at trace time from constants (containers of
+    # constants included).  containers.py installs its wrap_constant_result here at import time:
+    # the container trackers live above this layer.
+    wrap_constant: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:

@@ -6,7 +6,7 @@ constant value, length, tensor metadata), and makes every alias of the same
 mutable object share one tracker, so mutations are seen through every name.
 A few library objects get dedicated trackers: transformers' ModelOutput
 classes and instances (model_output.py), ``os.environ`` and
-``inspect.signature`` (library.py).
+``inspect.signature`` (stdlib.py).
 Tested by tests/unit/test_guards.py and tests/semantics/test_container_values.py.
 """
 from __future__ import annotations
@@ -26,11 +26,23 @@ from torch import nn
 
 from .. import graph_breaks as gb
 from .. import guards
-from ..exc import GraphBreak
-from ..source import AttrSource, ItemSource, Source
+from ..exc import GraphBreak, SkipFrame
+from ..source import AttrSource, BuiltinSource, ItemSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
+from ..skipfiles import skip_reason
+from .builtin import BuiltinVariable, has_handler, is_builtin_callable
+from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
+from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .stdlib import library_variable
+from .contexts import GradModeExitVariable, GradModeVariable
+from .objects import ObjectVariable
+from .python_modules import PythonModuleVariable
+from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
+from .nn_module import NNModuleVariable
 from .tensor import TensorVariable
+from .torch_vars import is_torch_class, TorchVariable
+from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 
 
 def _is_torch_callable(value) -> bool:
@@ -82,20 +94,10 @@ def _aliased(tx, value, source, make):
 
 
 def _wrap(tx, value, source):
-    from .builtin import BuiltinVariable, is_builtin_callable
-    from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
-    from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
-    from .misc import ObjectVariable, PythonModuleVariable
-    from .nn_module import NNModuleVariable
-    from .torch_vars import TorchVariable, is_torch_class
-    from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
-
     output = tx.output
     guard = output.add_guard if source is not None else (lambda *a, **k: None)
 
     if value is os.environ or value is inspect.signature:
-        from .library import library_variable
-
         guard(guards.IdGuard(source, value))
         return library_variable(value, source)
     if callable(value) and not isinstance(value, type) and _has_builtin_handler(value):
@@ -108,16 +110,12 @@ def _wrap(tx, value, source):
                 getattr(type(value), "__torch_function__", None) is not torch._C._disabled_torch_function_impl:
             # a subclass whose ops return the subclass (Tensor.__torch_function__): fake values
             # would be plain tensors, so types and subclass overrides would differ from eager
-            from ..exc import SkipFrame
-
             raise SkipFrame(gb.UNKNOWN_TYPE, f"tensor subclass {type(value).__qualname__} with __torch_function__",
                             permanent=False)
         return _aliased(tx, value, source, lambda: _graph_input(output, source, value))
     if isinstance(value, dict) and type(value) not in (dict,) and _is_model_output(value):
         if source is None:
             raise GraphBreak(gb.VALUE_UNKNOWN, "a ModelOutput reached without a source")
-        from .model_output import ModelOutputVariable
-
         return _aliased(tx, value, source, lambda: ModelOutputVariable.from_real(tx, value, source))
     if isinstance(value, torch.Size):
         guard(guards.ConstGuard(source, value))
@@ -186,8 +184,6 @@ def _wrap(tx, value, source):
     if isinstance(value, types.MethodType) and value.__name__ == "__exit__" and \
             type(value.__self__) in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
         # the __exit__ of an entered grad-mode block (e.g. a resume function inside `with no_grad()`)
-        from .misc import GradModeExitVariable, GradModeVariable
-
         ctx = value.__self__
         prev = getattr(ctx, "prev", None)
         # the mode the block set (not always `not prev`: no_grad() inside no_grad())
@@ -232,8 +228,6 @@ def _wrap(tx, value, source):
     if isinstance(value, type):
         guard(guards.IdGuard(source, value))
         if _is_model_output(value):
-            from .model_output import ModelOutputClassVariable
-
             return ModelOutputClassVariable(value, source)
         return UserDefinedClassVariable(value, source)
     if isinstance(value, (torch.finfo, torch.iinfo)):
@@ -252,28 +246,20 @@ def _wrap(tx, value, source):
 
 def _is_model_output(value) -> bool:
     """transformers' ModelOutput (a class or an instance) with ModelOutput's own behaviour."""
-    from .model_output import is_model_output_class
-
     cls = value if isinstance(value, type) else type(value)
     return "transformers" in sys.modules and is_model_output_class(cls)
 
 
 def _has_builtin_handler(value) -> bool:
-    from .builtin import has_handler
-
     return has_handler(value)  # never hashes a user object (its __hash__ may print or raise)
 
 
 def _inline_torch(fn) -> bool:
-    from ..skipfiles import skip_reason
-
     return skip_reason(fn.__code__.co_filename, fn.__name__, inline=True) is None
 
 
 def wrap_builtin_name(tx, name: str) -> VariableTracker:
     """A builtin read by LOAD_GLOBAL (not shadowed by a global)."""
-    from ..source import BuiltinSource
-
     value = getattr(builtins, name)
     tx.output.add_guard(guards.NotInGlobalsGuard(name))
     return wrap(tx, value, None) if not isinstance(value, type) or value.__module__ == "builtins" else wrap(

@@ -4,9 +4,9 @@ plus pure C functions of ``math``, ``operator``, ``itertools`` and ``functools``
 Each supported builtin has one handler in ``_HANDLERS``; pure functions fold
 when every argument is a constant; anything else breaks the graph so Python
 calls it for real.  ``print`` always breaks: printing is a side effect that
-must happen at the right moment.  ``PYTHON_FUNCTION_HANDLERS`` answers a few
-pure-Python standard-library functions (dataclasses.fields/replace/is_dataclass,
-typing.cast) that are never inlined.  ``operator.itemgetter``/``attrgetter``/
+must happen at the right moment.  Handlers registered in functions.PYTHON_FUNCTION_HANDLERS
+answer a few pure-Python functions (dataclasses.fields/replace/is_dataclass, typing.cast,
+nn.Module.__getattr__/__setattr__) that are never inlined.  ``operator.itemgetter``/``attrgetter``/
 ``methodcaller`` with constant arguments become ``OperatorGetterVariable``.
 Keywords are checked against the real builtin's signature; ``_HANDLERS`` is only
 looked up for values of its key types (``has_handler``: a user ``__hash__`` never runs).
@@ -28,6 +28,26 @@ from .. import guards, runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
+from ..source import ItemSource
+from .arith import apply_operator, binary_op, contains, truth
+from .containers import (
+    DictVariable, DictViewVariable, iterate, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
+    wrap_constant_result,
+)
+from .functions import BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserMethodVariable
+from .methods import BoundMethodOfVariable
+from .iterators import (
+    DictIteratorVariable, EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily,
+    ListReverseIteratorVariable, MapIteratorVariable, ZipIteratorVariable,
+)
+from .exceptions import ExceptionVariable
+from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
+from .tensor import record_op, TensorVariable
+from .torch_vars import TorchVariable
+from .user_objects import (
+    _mro_lookup, _ObjectLike, class_of, DataclassFieldVariable, NewObjectVariable, SuperVariable,
+    UserDefinedObjectVariable,
+)
 
 _HANDLERS: dict[Any, Callable] = {}
 _PURE_MODULES = ("math", "operator", "cmath", "_operator")
@@ -114,31 +134,21 @@ class BuiltinVariable(VariableTracker):
                            **{k: v.as_python_constant() for k, v in kwargs.items()})
             except Exception as e:  # noqa: BLE001 - raise it for real, from Python
                 raise GraphBreak(gb.OPERATION_RAISES, f"{_name(fn)}() raised {type(e).__name__} at trace time") from e
-            from .containers import wrap_constant_result
-
             return wrap_constant_result(value)
         if isinstance(fn, type) and issubclass(fn, BaseException):
-            from .misc import ExceptionVariable
-
             return ExceptionVariable.create(tx, fn, args, kwargs)
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"builtin {_name(fn)}() with arguments ({', '.join(a.describe() for a in args)})")
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-
         if self.value is dict and name == "fromkeys":
-            from .functions import BoundMethodOfVariable
-
             return BoundMethodOfVariable(self, name)
         value = getattr(self.value, name, None)
         if value is None:
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{_name(self.value)} has no attribute {name!r}")
-        return wrap(tx, value, None)
+        return tx.wrap(value, None)
 
     def call_method(self, tx, name, args, kwargs):
         if self.value is dict and name == "fromkeys":
-            from .containers import DictVariable
-
             keys = args[0].unpack(tx)
             value = args[1] if len(args) > 1 else NONE
             return DictVariable({k.as_python_constant(): value for k in keys})
@@ -241,8 +251,6 @@ _ARITH_FNS = {
 
 
 def _arith_call(tx, fn, args, kwargs):
-    from .arith import apply_operator
-
     if kwargs:
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"operator.{fn.__name__} with keyword arguments")
     return apply_operator(tx, fn, list(args))
@@ -250,30 +258,22 @@ def _arith_call(tx, fn, args, kwargs):
 
 @_handler(operator.getitem)
 def _getitem(tx, obj, key):
-    from ..symbolic.opcodes.helpers import subscript
-
-    return subscript(tx, obj, key)
+    return obj.getitem(tx, key)
 
 
 @_handler(operator.setitem)
 def _setitem(tx, obj, key, value):
-    from ..symbolic.opcodes.helpers import store_subscript
-
-    store_subscript(tx, obj, key, value)
+    obj.setitem(tx, key, value)
     return NONE
 
 
 @_handler(operator.contains)
 def _op_contains(tx, container, item):
-    from .arith import contains
-
     return contains(tx, item, container)
 
 
 @_handler(operator.truth)
 def _op_truth(tx, v):
-    from .arith import truth
-
     return ConstantVariable(truth(tx, v))
 
 
@@ -309,14 +309,9 @@ class OperatorGetterVariable(VariableTracker):
         return True
 
     def call_function(self, tx, args, kwargs):
-        from ..symbolic.opcodes.helpers import subscript
-        from .containers import TupleVariable
-
         if len(args) != 1 or kwargs:
             raise GraphBreak(gb.BAD_ARGUMENTS, f"{type(self.getter).__name__} expects one argument")
         obj = args[0]
-        from .containers import wrap_constant_result
-
         cls, spec = self.getter.__reduce__()[:2]
         if isinstance(cls, functools.partial):  # methodcaller(name, *args, **kwargs)
             name, *margs = [*cls.args, *spec]
@@ -326,7 +321,7 @@ class OperatorGetterVariable(VariableTracker):
             name, *margs = spec
             return obj.call_method(tx, name, [wrap_constant_result(a) for a in margs], {})
         if cls is operator.itemgetter:
-            results = [subscript(tx, obj, ConstantVariable(k)) for k in spec]
+            results = [obj.getitem(tx, ConstantVariable(k)) for k in spec]
         else:
             results = []
             for path in spec:
@@ -347,9 +342,6 @@ class OperatorGetterVariable(VariableTracker):
 
 @_handler(builtins.len)
 def _len(tx, obj):
-    from .containers import ListIteratorVariable
-    from .tensor import TensorVariable
-
     if isinstance(obj, ListIteratorVariable):
         raise GraphBreak(gb.OPERATION_RAISES, f"len() of {obj.describe()} (TypeError: iterators have no len())")
 
@@ -386,8 +378,6 @@ def _python_type(tx, obj):
 @_handler(builtins.isinstance)
 def _isinstance(tx, obj, classes):
     if not classes.is_python_constant():
-        from .containers import TupleVariable
-
         if isinstance(classes, TupleVariable):
             classes = ConstantVariable(tuple(c.as_python_constant() for c in classes.items))
         else:
@@ -395,8 +385,6 @@ def _isinstance(tx, obj, classes):
     cls = classes.as_python_constant()
     t = _python_type(tx, obj)
     try:
-        from .tensor import TensorVariable
-
         if isinstance(obj, TensorVariable):
             import torch
 
@@ -419,17 +407,13 @@ def _issubclass(tx, a, b):
 
 @_handler(builtins.type)
 def _type(tx, *args):
-    from .builder import wrap
-    from .tensor import TensorVariable
     import torch
 
     if len(args) != 1:
         raise GraphBreak(gb.UNSUPPORTED_CALL, "type() with 3 arguments creates a class")
     obj = args[0]
     if isinstance(obj, TensorVariable):
-        return wrap(tx, getattr(obj, "real_type", torch.Tensor), None)
-    from .user_objects import class_of
-
+        return tx.wrap(getattr(obj, "real_type", torch.Tensor), None)
     return class_of(tx, obj, _python_type(tx, obj))
 
 
@@ -472,9 +456,6 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
     guarded with hasattr() itself."""
     import torch
 
-    from .nn_module import NNModuleVariable
-    from .user_objects import UserDefinedObjectVariable, _mro_lookup
-
     src = obj.source
     if src is None or not isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable)):
         return  # no source: nothing outside the trace can add it; other kinds: fixed by their type
@@ -492,20 +473,14 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
 
 @_handler(builtins.setattr)
 def _setattr(tx, obj, name, value):
-    from ..symbolic.opcodes.helpers import store_attr
-
     if not name.is_python_constant():
         raise GraphBreak(gb.VALUE_UNKNOWN, "setattr() with a name not known at trace time")
-    store_attr(tx, obj, name.as_python_constant(), value)
+    obj.setattr(tx, name.as_python_constant(), value)
     return NONE
 
 
 @_handler(builtins.callable)
 def _callable(tx, obj):
-    from .functions import BaseUserFunctionVariable, BoundMethodOfVariable, UserMethodVariable
-    from .nn_module import NNModuleVariable
-    from .torch_vars import TorchVariable
-
     if isinstance(obj, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable, TorchVariable,
                         NNModuleVariable, BoundMethodOfVariable)):
         return TRUE
@@ -530,9 +505,6 @@ def _iter_items(tx, obj) -> list:
 
 @_handler(builtins.enumerate)
 def _enumerate(tx, iterable, start=None):
-    from .containers import iterate
-    from .iterators import EnumerateIteratorVariable
-
     s = 0
     if start is not None:
         if not start.is_python_constant():
@@ -546,9 +518,6 @@ def _enumerate(tx, iterable, start=None):
 
 @_handler(builtins.zip)
 def _zip(tx, *iterables, strict=None):
-    from .containers import iterate
-    from .iterators import ZipIteratorVariable
-
     if strict is not None and not strict.is_python_constant():
         raise GraphBreak(gb.VALUE_UNKNOWN, "zip(strict=...) not known at trace time")
     # lazy: items on demand; a strict zip breaks where Python raises ValueError
@@ -558,9 +527,6 @@ def _zip(tx, *iterables, strict=None):
 
 @_handler(builtins.reversed)
 def _reversed(tx, seq):
-    from .containers import DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable
-    from .iterators import DictIteratorVariable, ListReverseIteratorVariable
-
     if type(seq) is ListVariable:
         return ListReverseIteratorVariable(seq)  # reads the list live
     if isinstance(seq, DictVariable):
@@ -576,23 +542,17 @@ def _reversed(tx, seq):
 
 @_handler(builtins.iter)
 def _iter(tx, obj, *sentinel):
-    from .containers import DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable
-
     if sentinel:
         raise GraphBreak(gb.UNSUPPORTED_CALL, "iter() with a sentinel")
     if isinstance(obj, ListIteratorVariable):
         return obj
     if isinstance(obj, (ListVariable, DictVariable, SetVariable, DictViewVariable)):
-        from .containers import iterate
-
         return iterate(tx, obj)
     return ListIteratorVariable(_iter_items(tx, obj))
 
 
 @_handler(builtins.next)
 def _next(tx, it, *default):
-    from .containers import ListIteratorVariable
-
     if not isinstance(it, ListIteratorVariable):
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"next() on {it.describe()}")
     item = it.next_item(tx)
@@ -621,15 +581,11 @@ def sort_items(tx, items, kwargs):
 
 @_handler(builtins.sorted)
 def _sorted(tx, iterable, **kwargs):
-    from .containers import ListVariable
-
     return ListVariable(sort_items(tx, _iter_items(tx, iterable), kwargs))
 
 
 def _minmax(fn):
     def impl(tx, *args, **kwargs):
-        from .tensor import TensorVariable
-
         if not args or (len(args) > 1 and "default" in kwargs):
             raise GraphBreak(gb.BAD_ARGUMENTS, f"{fn.__name__}() arguments (TypeError)")
         items = list(args) if len(args) > 1 else _iter_items(tx, args[0])
@@ -658,8 +614,6 @@ _HANDLERS[builtins.max] = _minmax(max)
 
 @_handler(builtins.sum)
 def _sum(tx, iterable, start=None):
-    from .arith import binary_op
-
     if start is not None and start.is_python_constant() and isinstance(start.as_python_constant(),
                                                                        (str, bytes, bytearray)):
         raise GraphBreak(gb.OPERATION_RAISES, "sum() can't sum strings or bytes (TypeError)")
@@ -671,17 +625,11 @@ def _sum(tx, iterable, start=None):
 
 @_handler(builtins.abs)
 def _abs(tx, x):
-    from .arith import apply_operator
-
     return apply_operator(tx, operator.abs, [x])
 
 
 def _make_all_any(fn):
     def impl(tx, iterable):
-        from .arith import truth
-
-        from .iterators import iterate_lazily
-
         for item in iterate_lazily(tx, iterable):  # stops consuming at the deciding item
             t = truth(tx, item)
             if fn is builtins.all and not t:
@@ -698,9 +646,6 @@ _HANDLERS[builtins.any] = _make_all_any(builtins.any)
 
 @_handler(builtins.map)
 def _map(tx, fn, *iterables):
-    from .containers import iterate
-    from .iterators import MapIteratorVariable
-
     if not iterables:
         raise GraphBreak(gb.OPERATION_RAISES, "map() must have at least two arguments (TypeError)")
     return MapIteratorVariable(fn, [iterate(tx, it) for it in iterables])  # lazy: fn runs on demand
@@ -708,30 +653,21 @@ def _map(tx, fn, *iterables):
 
 @_handler(builtins.filter)
 def _filter(tx, fn, iterable):
-    from .containers import iterate
-    from .iterators import FilterIteratorVariable
-
     return FilterIteratorVariable(fn, iterate(tx, iterable))  # lazy: fn runs on demand
 
 
 @_handler(builtins.tuple)
 def _tuple(tx, iterable=None):
-    from .containers import TupleVariable
-
     return TupleVariable(_iter_items(tx, iterable) if iterable is not None else [])
 
 
 @_handler(builtins.list)
 def _list(tx, iterable=None):
-    from .containers import ListVariable
-
     return ListVariable(_iter_items(tx, iterable) if iterable is not None else [])
 
 
 def _make_set(frozen):
     def impl(tx, iterable=None):
-        from .containers import SetVariable
-
         return SetVariable(_iter_items(tx, iterable) if iterable is not None else [], frozen=frozen)
     return impl
 
@@ -742,8 +678,6 @@ _HANDLERS[builtins.frozenset] = _make_set(True)
 
 @_handler(builtins.dict)
 def _dict(tx, *args, **kwargs):
-    from .containers import DictVariable
-
     result = DictVariable({})
     if args:
         src = args[0]
@@ -759,14 +693,10 @@ def _dict(tx, *args, **kwargs):
 
 def _scalar_conversion(fn):
     def impl(tx, *args, **kwargs):
-        from .tensor import TensorVariable
-
         if args and isinstance(args[0], TensorVariable):
             raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}(tensor) reads a value out of the tensor")
         if args and not args[0].is_python_constant():
             if fn is bool:
-                from .arith import truth
-
                 return ConstantVariable(truth(tx, args[0]))
             if fn is str:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"str() of {args[0].describe()}")
@@ -785,8 +715,6 @@ def _print(tx, *args, **kwargs):
 
 @_handler(builtins.super)
 def _super(tx, *args):
-    from .user_objects import SuperVariable
-
     if args:
         if len(args) != 2:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "super() with one argument")
@@ -797,10 +725,6 @@ def _super(tx, *args):
 
 @_handler(object.__setattr__)
 def _object_setattr(tx, obj, name, value):
-    from .user_objects import _ObjectLike
-
-    from .user_objects import NewObjectVariable, _mro_lookup
-
     # replay is a STORE_ATTR, which would run a custom __setattr__ again: only plain ones
     plain = isinstance(obj, NewObjectVariable) or _mro_lookup(obj.value_type, "__setattr__")[0] in (
         object.__setattr__, None) if isinstance(obj, _ObjectLike) else False
@@ -822,10 +746,6 @@ def _dict_slot(fn):
     """dict.get/__getitem__/__contains__(obj, key) on a real dict-subclass instance
     (``super().get(key)`` inside its methods): reads the real dict, guarding the key."""
     def impl(tx, obj, *args):
-        from ..source import ItemSource
-        from .builder import wrap
-        from .user_objects import UserDefinedObjectVariable, _mro_lookup
-
         nargs = 2 if fn is dict.get else 1
         if not (isinstance(obj, UserDefinedObjectVariable) and isinstance(obj.value, dict)
                 and obj.source is not None and 1 <= len(args) <= nargs and args[0].is_python_constant()):
@@ -839,7 +759,7 @@ def _dict_slot(fn):
         if fn is dict.__contains__:
             return ConstantVariable(present)
         if present:
-            return wrap(tx, dict.__getitem__(obj.value, key), ItemSource(obj.source, key))
+            return tx.wrap(dict.__getitem__(obj.value, key), ItemSource(obj.source, key))
         if fn is dict.__getitem__:
             raise GraphBreak(gb.OPERATION_RAISES, f"KeyError: {key!r}")
         return args[1] if len(args) == 2 else NONE
@@ -852,8 +772,6 @@ for _fn in (dict.get, dict.__getitem__, dict.__contains__):
 
 @_handler(object.__getattribute__)
 def _object_getattribute(tx, obj, name):
-    from .user_objects import _ObjectLike
-
     if isinstance(obj, _ObjectLike) and name.is_python_constant():
         return obj.generic_getattr(tx, name.as_python_constant())
     return None
@@ -862,8 +780,6 @@ def _object_getattribute(tx, obj, name):
 @_handler(builtins.locals)
 def _locals(tx):
     """locals() of a traced frame: its bound fast locals and known cell contents."""
-    from .containers import DictVariable
-
     items = dict(tx.symbolic_locals)
     for name, cell in tx.cells.items():
         if cell.contents is not None:
@@ -873,8 +789,6 @@ def _locals(tx):
 
 def _pick(tx, mapping, names):
     """runtime.pick: the bound ones among names (generated loop-body code)."""
-    from .containers import DictVariable
-
     keys = names.as_python_constant()
     return DictVariable({k: v for k, v in mapping.items.items() if k in keys})
 
@@ -894,9 +808,6 @@ def _hash(tx, obj):
 
 def _make_numeric(fn):
     def impl(tx, *args):
-        from .arith import apply_operator
-        from .tensor import TensorVariable, record_op
-
         if not any(isinstance(a, TensorVariable) for a in args):
             return None  # fold as a pure builtin
         if fn is builtins.pow and len(args) == 2:
@@ -927,15 +838,11 @@ def _reduce(tx, fn, iterable, *initial):
 
 @_handler(functools.partial)
 def _partial(tx, fn, *args, **kwargs):
-    from .functions import PartialVariable
-
     return PartialVariable(fn, list(args), dict(kwargs))
 
 
 @_handler(itertools.chain)
 def _chain(tx, *iterables):
-    from .containers import ListIteratorVariable
-
     out = []
     for it in iterables:
         out.extend(_iter_items(tx, it))
@@ -944,8 +851,6 @@ def _chain(tx, *iterables):
 
 @_handler(itertools.product)
 def _product(tx, *iterables, repeat=None):
-    from .containers import ListIteratorVariable, TupleVariable
-
     lists = [_iter_items(tx, it) for it in iterables]
     r = repeat.as_python_constant() if repeat is not None else 1
     return ListIteratorVariable([TupleVariable(list(p)) for p in itertools.product(*lists, repeat=r)])
@@ -953,8 +858,6 @@ def _product(tx, *iterables, repeat=None):
 
 @_handler(itertools.chain.from_iterable)
 def _chain_from_iterable(tx, iterable):
-    from .containers import ListIteratorVariable
-
     out = []
     for it in _iter_items(tx, iterable):
         out.extend(_iter_items(tx, it))
@@ -963,8 +866,6 @@ def _chain_from_iterable(tx, iterable):
 
 def _combinatoric(fn):
     def impl(tx, iterable, *rest, **kwargs):
-        from .containers import ListIteratorVariable, TupleVariable
-
         items = _iter_items(tx, iterable)
         if not all(r.is_python_constant() for r in rest) or not all(v.is_python_constant() for v in kwargs.values()):
             raise GraphBreak(gb.VALUE_UNKNOWN, f"itertools.{fn.__name__}() with arguments not known at trace time")
@@ -986,8 +887,6 @@ for _fn in (itertools.combinations, itertools.permutations, itertools.combinatio
 
 @_handler(itertools.zip_longest)
 def _zip_longest(tx, *iterables, fillvalue=None):
-    from .containers import ListIteratorVariable, TupleVariable
-
     lists = [_iter_items(tx, it) for it in iterables]
     fill = fillvalue if fillvalue is not None else NONE
     n = max((len(x) for x in lists), default=0)
@@ -996,9 +895,6 @@ def _zip_longest(tx, *iterables, fillvalue=None):
 
 @_handler(itertools.accumulate)
 def _accumulate(tx, iterable, func=None, *, initial=None):
-    from .arith import binary_op
-    from .containers import ListIteratorVariable
-
     items = _iter_items(tx, iterable)
     out = []
     acc = initial
@@ -1019,8 +915,6 @@ def _accumulate(tx, iterable, func=None, *, initial=None):
 
 @_handler(itertools.repeat)
 def _repeat(tx, obj, times=None):
-    from .containers import ListIteratorVariable
-
     if times is None or not times.is_python_constant():
         raise GraphBreak(gb.VALUE_UNKNOWN, "itertools.repeat() without a known count")
     return ListIteratorVariable([obj] * max(0, times.as_python_constant()))
@@ -1028,15 +922,11 @@ def _repeat(tx, obj, times=None):
 
 @_handler(itertools.starmap)
 def _starmap(tx, fn, iterable):
-    from .containers import ListIteratorVariable
-
     return ListIteratorVariable([fn.call_function(tx, item.unpack(tx), {}) for item in _iter_items(tx, iterable)])
 
 
 @_handler(math.prod)
 def _prod(tx, iterable, start=None):
-    from .arith import binary_op
-
     total = start if start is not None else ConstantVariable(1)
     for item in _iter_items(tx, iterable):
         total = binary_op(tx, "*", total, item)
@@ -1044,17 +934,19 @@ def _prod(tx, iterable, start=None):
 
 
 # ---- Python-level standard-library functions answered without inlining them -----------------
-# Keyed by the function object; looked up by UserFunctionVariable.call_function
-# before inlining (the standard library is never inlined).
-PYTHON_FUNCTION_HANDLERS: dict[Any, Callable] = {}
-
-
+# Registered in functions.PYTHON_FUNCTION_HANDLERS (keyed by the function object), which
+# UserFunctionVariable.call_function consults before inlining (the standard library is never
+# inlined); each goes through call_handler, so its arguments are checked like a builtin's.
 def _py_handler(*fns):
     def deco(impl):
         for fn in fns:
-            PYTHON_FUNCTION_HANDLERS[fn] = impl
+            PYTHON_FUNCTION_HANDLERS[fn] = functools.partial(call_handler, impl, fn)
         return impl
     return deco
+
+
+for _fn, _impl in MODULE_FUNCTION_HANDLERS.items():
+    _py_handler(_fn)(_impl)
 
 
 def _dataclass_type(v):
@@ -1068,9 +960,6 @@ def _dataclass_type(v):
 @_py_handler(__import__("dataclasses").fields)
 def _dc_fields(tx, obj):
     import dataclasses
-
-    from .containers import TupleVariable
-    from .user_objects import DataclassFieldVariable
 
     cls = _dataclass_type(obj)
     if cls is None:
@@ -1091,8 +980,6 @@ def _dc_is_dataclass(tx, obj):
 def _dc_replace(tx, obj, **changes):
     import dataclasses
 
-    from .builder import wrap
-
     cls = _dataclass_type(obj)
     if cls is None or (obj.is_python_constant() and isinstance(obj.as_python_constant(), type)):
         raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.replace() of a non-dataclass instance (TypeError)")
@@ -1107,7 +994,7 @@ def _dc_replace(tx, obj, **changes):
         kwargs[f.name] = changes.pop(f.name) if f.name in changes else obj.var_getattr(tx, f.name)
     if changes:
         raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.replace() with an unknown field (TypeError)")
-    return wrap(tx, cls, None).call_function(tx, [], kwargs)
+    return tx.wrap(cls, None).call_function(tx, [], kwargs)
 
 
 @_py_handler(__import__("typing").cast)

@@ -78,20 +78,18 @@ class ConstantVariable(VariableTracker):
         except AttributeError as e:
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__} has no attribute {name!r}") from e
         if callable(value) and not isinstance(value, CONSTANT_TYPES):
-            from .functions import ConstantMethodVariable
+            from .methods import ConstantMethodVariable  # lazy: upward (built on constant.py)
 
             return ConstantMethodVariable(self, name)
         if type(value) in (tuple, frozenset):  # e.g. code.co_varnames: a container of constants
-            from .containers import wrap_constant_result
-
-            return wrap_constant_result(value)
+            return self.wrap_constant(value)
         return ConstantVariable(value)
 
     def call_method(self, tx, name, args, kwargs):
-        from .containers import constant_value, wrap_constant_result
+        from .containers import constant_value, wrap_constant_result  # lazy: upward (built on constant.py)
 
         if isinstance(self.value, _PURE_TYPES):  # "".join(map(str, l)) consumes the lazy map
-            from .iterators import materialize
+            from .iterators import materialize  # lazy: upward (built on constant.py)
 
             args = [materialize(tx, a) for a in args]
         try:
@@ -109,14 +107,14 @@ class ConstantVariable(VariableTracker):
                 result = fn(*const_args, **const_kwargs)
             except Exception as e:  # noqa: BLE001 - the real call raises: let Python raise it
                 raise GraphBreak(gb.OPERATION_RAISES, f"{type(self.value).__name__}.{name} raised {type(e).__name__}") from e
-            from .containers import ListIteratorVariable
+            from .containers import ListIteratorVariable  # lazy: upward (built on constant.py)
 
             for a in [*args, *kwargs.values()]:
                 if isinstance(a, ListIteratorVariable):
                     a.index = len(a.items)  # the method consumed the iterator
             return wrap_constant_result(result)
         if name in ("__eq__", "__ne__") and len(args) == 1:
-            from .arith import compare
+            from .arith import compare  # lazy: upward (built on constant.py)
 
             return compare(tx, "==" if name == "__eq__" else "!=", self, args[0])
         if name == "format" and isinstance(self.value, str):

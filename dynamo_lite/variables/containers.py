@@ -23,9 +23,10 @@ import torch
 
 from .. import graph_breaks as gb
 from .. import runtime
-from ..exc import GraphBreak
-from .base import VariableTracker
-from .constant import ConstantVariable, NONE
+from ..exc import GraphBreak, SkipFrame
+from .base import IdentityKey, VariableTracker
+from .constant import ConstantVariable, is_constant_value, NONE
+from .methods import ContainerMethodVariable
 
 
 def wrap_constant_result(value: Any) -> VariableTracker:
@@ -40,12 +41,13 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return DictVariable({k: wrap_constant_result(v) for k, v in value.items()})
     if type(value) in (set, frozenset):
         return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
-    from .constant import is_constant_value
-
     if is_constant_value(value):
         return ConstantVariable(value)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} computed at trace time cannot be tracked")
 
+
+
+VariableTracker.wrap_constant = staticmethod(wrap_constant_result)  # see VariableTracker.wrap_constant
 
 def constant_value(v: VariableTracker) -> Any:
     """A fresh Python value equal to ``v`` when everything in it is known at
@@ -57,8 +59,6 @@ def constant_value(v: VariableTracker) -> Any:
     if isinstance(v, ListVariable):
         return [constant_value(i) for i in v.items]
     if isinstance(v, DictVariable):
-        from .user_objects import IdentityKey
-
         if any(isinstance(k, IdentityKey) for k in v.items):
             raise NotImplementedError
         return v.dict_type((k, constant_value(i)) for k, i in v.items.items())
@@ -100,7 +100,13 @@ class BaseListVariable(VariableTracker):
     def truthiness(self, tx):
         return bool(self.items)
 
-    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+    def getitem(self, tx, key):
+        if key.is_tensor():
+            raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
+        return self.lookup(tx, key)
+
+    def lookup(self, tx, index: VariableTracker) -> VariableTracker:
+        """``self[index]`` for an index known at trace time."""
         if not index.is_python_constant():
             raise GraphBreak(gb.VALUE_UNKNOWN, f"indexing a {self.python_type().__name__} with {index.describe()}")
         key = index.as_python_constant()
@@ -115,19 +121,17 @@ class BaseListVariable(VariableTracker):
         return type(self)(items)
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if hasattr(self.python_type(), name):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
+            return self.lookup(tx, args[0])
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
-            from .arith import contains
+            from .arith import contains  # lazy: upward (cycle)
 
             return contains(tx, args[0], self)
         if name in ("index", "count") and not kwargs:
@@ -140,7 +144,7 @@ class BaseListVariable(VariableTracker):
             if not args or len(args) > (3 if name == "index" else 1):
                 raise GraphBreak(gb.OPERATION_RAISES, f"{name}() with {len(args)} arguments (TypeError)")
             if name == "index" and len(args) == 1:
-                from .arith import _same_object, apply_operator, truth
+                from .arith import _same_object, apply_operator, truth  # lazy: upward (cycle)
                 import operator
 
                 for i, item in enumerate(self.items):
@@ -185,8 +189,8 @@ class SizeVariable(TupleVariable):
     def clone_with(self, items):
         return SizeVariable(items) if not isinstance(items, VariableTracker) else items
 
-    def getitem(self, tx, index):
-        result = super().getitem(tx, index)
+    def lookup(self, tx, index):
+        result = super().lookup(tx, index)
         if isinstance(result, SizeVariable) or isinstance(result, ConstantVariable):
             return result
         return result
@@ -267,19 +271,17 @@ class NamedTupleVariable(TupleVariable):
         if name == "_fields":
             return TupleVariable([ConstantVariable(f) for f in fields])
         if name in ("_asdict", "_replace"):
-            from .functions import ContainerMethodVariable
-
             return ContainerMethodVariable(self, name)
         attr = getattr(self.tuple_type, name, None)
         if attr is not None and callable(attr):
-            from .functions import UserMethodVariable, UserFunctionVariable
+            from .functions import UserMethodVariable, UserFunctionVariable  # lazy: upward (cycle)
             import types
 
             if isinstance(attr, types.FunctionType):
                 return UserMethodVariable(attr, self)
             del UserFunctionVariable
         if isinstance(attr, property):
-            from .functions import UserFunctionVariable
+            from .functions import UserFunctionVariable  # lazy: upward (cycle)
 
             return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
         return super().var_getattr(tx, name)
@@ -370,7 +372,7 @@ class ListVariable(BaseListVariable):
         if name == "remove" and len(args) == 1:
             import operator
 
-            from .arith import _is_tensor, _same_object, apply_operator, truth
+            from .arith import _is_tensor, _same_object, apply_operator, truth  # lazy: upward (cycle)
 
             for i, item in enumerate(items):  # `item is x or item == x`, in order, like CPython
                 if _same_object(item, args[0]) is not True:
@@ -383,7 +385,7 @@ class ListVariable(BaseListVariable):
                 return NONE
             raise GraphBreak(gb.OPERATION_RAISES, "list.remove(x): x not in list (ValueError)")
         if name == "sort" and not args:
-            from .builtin import sort_items
+            from .builtin import sort_items  # lazy: upward (cycle)
 
             new = sort_items(tx, items, kwargs)
             se.mutate(self)
@@ -458,14 +460,18 @@ class DictVariable(VariableTracker):
         return hash_key(v, "dict key")
 
     def getitem(self, tx, key):
+        if key.is_tensor():
+            raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
+        return self.lookup(tx, key)
+
+    def lookup(self, tx, key):
+        """``self[key]`` (a missing key breaks: Python raises KeyError)."""
         k = self._key(key)
         if k not in self.items:
             raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
         return self.items[k]
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if hasattr(dict, name):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
@@ -475,7 +481,7 @@ class DictVariable(VariableTracker):
         if kwargs and name != "update":  # dict methods take no other keywords: Python handles them
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.dict_type.__name__}.{name}() with keyword arguments")
         if name == "__getitem__" and len(args) == 1:
-            return self.getitem(tx, args[0])
+            return self.lookup(tx, args[0])
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
@@ -581,7 +587,7 @@ class DefaultDictVariable(DictVariable):
         super().__init__(items, source, dict_type=collections.defaultdict)
         self.default_factory = default_factory
 
-    def getitem(self, tx, key):
+    def lookup(self, tx, key):
         k = self._key(key)
         if k not in self.items:
             factory = self.default_factory
@@ -637,17 +643,13 @@ def hash_key(v: VariableTracker, what: str):
             raise GraphBreak(gb.OPERATION_RAISES, f"{what}: unhashable type {t.__name__!r} (TypeError)")
         if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is hashed by value, not identity")
-    from .user_objects import identity_key
-
-    key = identity_key(v)
+    key = v.identity_key()
     if key is None:
         raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is not hashable at trace time")
     return key
 
 
 def key_to_var(k) -> VariableTracker:
-    from .user_objects import IdentityKey
-
     if isinstance(k, IdentityKey):
         return k.var
     return wrap_constant_result(k) if isinstance(k, tuple) else ConstantVariable(k)
@@ -713,8 +715,6 @@ class SetVariable(VariableTracker):
 
     def _sync_shadow(self, added=()):
         """Add ``added`` keys to the shadow set (and drop keys no longer in ``items``)."""
-        from .user_objects import IdentityKey
-
         if self.shadow is None and not self.items.keys() - set(added):
             self.shadow = set()
         if self.shadow is None:
@@ -830,8 +830,6 @@ class SetVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() is not supported here")
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if hasattr(set, name):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
@@ -881,8 +879,6 @@ class ListIteratorVariable(VariableTracker):
         if self.generator is not None and (name in ("send", "throw", "close") or name.startswith("gi_")):
             # the generator already ran to completion in the trace (and would be rebuilt as a
             # plain iterator): only running the whole frame in Python gives a real generator
-            from ..exc import SkipFrame
-
             raise SkipFrame(gb.CALL_NOT_TRACED, f"generator {self.generator}() used through .{name}")
         return super().var_getattr(tx, name)
 
@@ -895,8 +891,6 @@ class ListIteratorVariable(VariableTracker):
     def next_item(self, tx):
         if self._watched_changed():
             # "Set changed size during iteration": only Python raises it at the right point
-            from ..exc import SkipFrame
-
             raise SkipFrame(gb.OPERATION_RAISES, f"{self.watched[0].describe()} changed during iteration",
                             permanent=False)
         if self.exhausted or self.index >= len(self.items):
@@ -914,8 +908,6 @@ class ListIteratorVariable(VariableTracker):
 
     def reconstruct(self, cg):
         if self._watched_changed():  # Python must raise "changed size during iteration"
-            from ..exc import SkipFrame
-
             raise SkipFrame(gb.CANNOT_REBUILD, f"an iterator over {self.watched[0].describe()}, which changed")
         if self.live is not None:  # the real list's iterator, advanced to the same position
             cg.load_callable(runtime.list_iterator_at)
@@ -987,11 +979,11 @@ def iterate(tx, value: VariableTracker) -> "ListIteratorVariable":
         it.live = value
         return it
     if isinstance(value, DictVariable):
-        from .iterators import DictIteratorVariable
+        from .iterators import DictIteratorVariable  # lazy: upward (cycle)
 
         return DictIteratorVariable(value, "keys")
     if isinstance(value, DictViewVariable):
-        from .iterators import DictIteratorVariable
+        from .iterators import DictIteratorVariable  # lazy: upward (cycle)
 
         return DictIteratorVariable(value.dict_var, value.kind)
     it = ListIteratorVariable(value.unpack(tx))

@@ -1,11 +1,12 @@
 """Callables: user functions (inlined), nested functions made in the trace,
-bound methods, and the bound methods of tensors, containers and constants.
+bound methods of user functions, functools.partial (bound methods of tensors,
+containers and constants are in methods.py).
 
 Calling a user function inlines it: a child translator runs its bytecode over
 the same output graph (symbolic/inliner.py).  A function from a file we do not
 trace (the standard library, torch internals) is not inlined: the call breaks
 the graph so Python runs it, except: functions with a handler in
-builtin.PYTHON_FUNCTION_HANDLERS, and functions decorated by
+PYTHON_FUNCTION_HANDLERS (filled by builtin.py), and functions decorated by
 ``@torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` (torch's
 wrapper is recognised and the wrapped function is inlined inside that mode).
 Tested by tests/semantics/test_functions.py and tests/torch/test_grad_mode.py.
@@ -14,13 +15,24 @@ from __future__ import annotations
 
 import functools
 import types
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
+from ..skipfiles import skip_reason
+from ..source import AttrSource, ItemSource
+from .containers import DictVariable, TupleVariable
+from .contexts import GradModeDecoratedVariable, GradModeVariable
+
+
+# Python-level functions (standard library, nn.Module dunders) answered without
+# inlining them: function object -> handler(tx, args, kwargs), which returns a
+# tracker or None (None: inline the function as usual).  Filled at import time
+# by builtin.py, which owns the handlers and their argument checking.
+PYTHON_FUNCTION_HANDLERS: dict[Any, Callable[[Any, list, dict], Optional[VariableTracker]]] = {}
 
 
 class BaseUserFunctionVariable(VariableTracker):
@@ -53,8 +65,6 @@ class BaseUserFunctionVariable(VariableTracker):
 
 def _bind(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dict:
     """Bind trackers to parameters following CPython's rules; TypeError -> break."""
-    from .containers import DictVariable, TupleVariable
-
     nposargs = code.co_argcount
     nkwonly = code.co_kwonlyargcount
     names = code.co_varnames
@@ -106,6 +116,9 @@ def _bind(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dic
 class UserFunctionVariable(BaseUserFunctionVariable):
     """A real Python function object (from globals, attributes, closures)."""
 
+    def identity_key(self):
+        return IdentityKey(self, ("obj", id(self.fn)))
+
     def __init__(self, fn: types.FunctionType, source=None):
         super().__init__(source)
         if isinstance(fn, staticmethod):
@@ -122,13 +135,9 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return self.fn.__globals__
 
     def call_function(self, tx, args, kwargs):
-        from .builtin import PYTHON_FUNCTION_HANDLERS
-
         handler = PYTHON_FUNCTION_HANDLERS.get(self.fn)
         if handler is not None:
-            from .builtin import call_handler
-
-            result = call_handler(handler, self.fn, tx, args, kwargs)
+            result = handler(tx, args, kwargs)
             if result is not None:
                 return result
         decorated = _grad_mode_decorated(tx, self)
@@ -143,9 +152,6 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return True
 
     def bind_args(self, tx, args, kwargs):
-        from .builder import wrap
-        from ..source import AttrSource, ItemSource
-
         fn = self.fn
         # the code inlined is the function's code now: `fn.__code__ = ...` later is a recompile
         if self.source is not None:
@@ -155,17 +161,14 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         defaults = []
         for i, d in enumerate(fn.__defaults__ or ()):
             src = ItemSource(AttrSource(self.source, "__defaults__"), i) if self.source else None
-            defaults.append(wrap(tx, d, src))
+            defaults.append(tx.wrap(d, src))
         kwdefaults = {}
         for k, d in (fn.__kwdefaults__ or {}).items():
             src = ItemSource(AttrSource(self.source, "__kwdefaults__"), k) if self.source else None
-            kwdefaults[k] = wrap(tx, d, src)
+            kwdefaults[k] = tx.wrap(d, src)
         return _bind(tx, fn.__code__, fn.__name__, defaults, kwdefaults, args, kwargs)
 
     def closure_cells(self, tx):
-        from .misc import CellVariable
-        from ..source import AttrSource, ItemSource
-
         cells = []
         for i, cell in enumerate(self.fn.__closure__ or ()):
             src = ItemSource(AttrSource(self.source, "__closure__"), i) if self.source else None
@@ -173,15 +176,12 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return cells
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-        from ..source import AttrSource
-
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantVariable(getattr(self.fn, name))
         if name == "__code__":  # inlining already relies on the function's code
             return ConstantVariable(self.fn.__code__)
         if name in self.fn.__dict__:
-            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+            return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__get__":
             return GetMethodVariable(self)
         return super().var_getattr(tx, name)
@@ -303,59 +303,6 @@ class UserMethodVariable(VariableTracker):
         return self.source is not None or self.obj.can_reconstruct()
 
 
-class BoundMethodOfVariable(VariableTracker):
-    """``obj.name`` for a tracker that answers ``call_method`` itself."""
-
-    def __init__(self, obj: VariableTracker, name: str):
-        super().__init__()
-        self.obj = obj
-        self.name = name
-
-    def _repr_body(self):
-        return f"{self.obj!r}.{self.name}"
-
-    def describe(self):
-        return f"method {self.name} of {self.obj.describe()}"
-
-    def call_function(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
-
-    def var_getattr(self, tx, name):
-        if name == "__self__":
-            return self.obj
-        if name == "__name__":
-            return ConstantVariable(self.name)
-        return super().var_getattr(tx, name)
-
-    def reconstruct(self, cg):
-        cg.reconstruct(self.obj)
-        cg.load_attr(self.name)
-
-    def can_reconstruct(self):
-        return self.obj.can_reconstruct()
-
-
-class TensorMethodVariable(BoundMethodOfVariable):
-    def python_type(self):
-        return types.BuiltinMethodType
-
-
-class ContainerMethodVariable(BoundMethodOfVariable):
-    def python_type(self):
-        return types.BuiltinMethodType
-
-
-class ConstantMethodVariable(BoundMethodOfVariable):
-    def python_type(self):
-        return types.BuiltinMethodType
-
-    def is_python_constant(self):
-        return True
-
-    def as_python_constant(self):
-        return getattr(self.obj.as_python_constant(), self.name)
-
-
 class PartialVariable(VariableTracker):
     """functools.partial(fn, *args, **kwargs)."""
 
@@ -372,8 +319,6 @@ class PartialVariable(VariableTracker):
         return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
     def var_getattr(self, tx, name):
-        from .containers import DictVariable, TupleVariable
-
         if name == "func":
             return self.fn
         if name == "args":
@@ -407,10 +352,6 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
     import torch
     import torch.utils._contextlib as _contextlib
 
-    from .builder import wrap
-    from .misc import GradModeDecoratedVariable, GradModeVariable
-    from ..source import AttrSource, ItemSource
-
     code = fn_var.fn.__code__
     if code.co_name != "decorate_context" or code.co_filename != _contextlib.__file__ or \
             code.co_freevars != ("ctx_factory", "func"):
@@ -428,13 +369,11 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
     src = None
     if fn_var.source is not None:
         src = AttrSource(ItemSource(AttrSource(fn_var.source, "__closure__"), 1), "cell_contents")
-    return GradModeDecoratedVariable(GradModeVariable(mode, type(ctx)), wrap(tx, func, src))
+    return GradModeDecoratedVariable(GradModeVariable(mode, type(ctx)), tx.wrap(func, src))
 
 
 def is_inlinable_function(fn: Any) -> Optional[str]:
     """None if ``fn`` may be inlined; otherwise the reason it may not."""
-    from ..skipfiles import skip_reason
-
     if not isinstance(fn, types.FunctionType):
         return f"{type(fn).__name__} is not a Python function"
     code = fn.__code__
@@ -445,7 +384,6 @@ def is_inlinable_function(fn: Any) -> Optional[str]:
 
 __all__ = [
     "BaseUserFunctionVariable", "UserFunctionVariable", "NestedUserFunctionVariable",
-    "UserMethodVariable", "BoundMethodOfVariable", "TensorMethodVariable",
-    "ContainerMethodVariable", "ConstantMethodVariable", "PartialVariable",
+    "UserMethodVariable", "PartialVariable",
     "GetMethodVariable", "is_inlinable_function",
 ]

@@ -116,7 +116,7 @@ class FilterIteratorVariable(LazyIteratorVariable):
         self.iterator = iterator
 
     def next_item(self, tx):
-        from .arith import truth
+        from .arith import truth  # lazy: upward (cycle)
 
         plain = self.fn.is_python_constant() and self.fn.as_python_constant() is None
         while True:

@@ -38,6 +38,12 @@ from .. import _C
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
+from ..source import AttrSource, ItemSource
+from .containers import ListIteratorVariable, TupleVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+from .methods import BoundMethodOfVariable
+from .tensor import TensorVariable
+from .user_objects import _mro_lookup, UserDefinedClassVariable
 
 _BEHAVIOUR = ("__post_init__", "__setattr__", "__setitem__", "__getitem__", "__delitem__", "to_tuple",
               "__contains__", "get", "_replace_old_cache_name", "keys", "values", "items", "__iter__",
@@ -122,8 +128,6 @@ class ModelOutputClassVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        from .user_objects import UserDefinedClassVariable
-
         return UserDefinedClassVariable(self.value, self.source).var_getattr(tx, name)
 
     def call_function(self, tx, args, kwargs):
@@ -186,8 +190,6 @@ class ModelOutputVariable(VariableTracker):
         # __post_init__
         first = attrs[fields[0]]
         others_none = all(_is_none(attrs[n]) for n in fields[1:])
-        from .tensor import TensorVariable
-
         if others_none and not isinstance(first, TensorVariable) and not _is_none(first):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{cls.__name__}() with a non-tensor first field (key/value iterator path)")
         init_kwargs = dict(bound)
@@ -195,9 +197,6 @@ class ModelOutputVariable(VariableTracker):
 
     @classmethod
     def from_real(cls_, tx, value, source) -> "ModelOutputVariable":
-        from ..source import AttrSource, ItemSource
-        from .builder import wrap
-
         cls = type(value)
         output = tx.output
         output.add_guard(guards.TypeGuard(source, cls))
@@ -206,7 +205,7 @@ class ModelOutputVariable(VariableTracker):
         extra = sorted(k for k in value.__dict__ if k not in names)
         output.add_expr_guard(f"sorted(k for k in {source.name()}.__dict__ if k not in {tuple(names)!r}) == "
                               f"{extra!r}")
-        attrs = {k: wrap(tx, value.__dict__[k], AttrSource(source, k)) for k in (*names, *extra)
+        attrs = {k: tx.wrap(value.__dict__[k], AttrSource(source, k)) for k in (*names, *extra)
                  if k in value.__dict__}
         items = {}
         for k in value.keys():
@@ -214,7 +213,7 @@ class ModelOutputVariable(VariableTracker):
             if k in value.__dict__ and value.__dict__[k] is real:
                 items[k] = attrs[k]
             else:
-                items[k] = wrap(tx, real, ItemSource(source, k))
+                items[k] = tx.wrap(real, ItemSource(source, k))
         return cls_(cls, attrs, items, None, source)
 
     # ---- what it is ------------------------------------------------------------
@@ -237,15 +236,10 @@ class ModelOutputVariable(VariableTracker):
         return [ConstantVariable(k) for k in self.items]
 
     def to_tuple(self):
-        from .containers import TupleVariable
-
         return TupleVariable(list(self.items.values()))
 
     # ---- reads -------------------------------------------------------------------
     def var_getattr(self, tx, name):
-        from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
-        from .user_objects import _mro_lookup
-
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
@@ -265,14 +259,10 @@ class ModelOutputVariable(VariableTracker):
         if isinstance(attr, types.FunctionType):
             return UserMethodVariable(attr, self)
         if attr is not None and not callable(attr):
-            from .builder import wrap
-
-            return wrap(tx, attr, None)
+            return tx.wrap(attr, None)
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{self.cls.__name__!r} object has no attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
-        from .containers import ListIteratorVariable, TupleVariable
-
         if kwargs:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.cls.__name__}.{name}() with keyword arguments")
         if name == "to_tuple" and not args:
@@ -308,11 +298,11 @@ class ModelOutputVariable(VariableTracker):
             self._write(tx, "item", _rename(args[0].as_python_constant()), args[1])
             return NONE
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
-            return self.store_attr(tx, args[0].as_python_constant(), args[1])
+            return self.setattr(tx, args[0].as_python_constant(), args[1])
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.cls.__name__}.{name}() is not modelled")
 
     # ---- writes ------------------------------------------------------------------
-    def store_attr(self, tx, name, value):
+    def setattr(self, tx, name, value):
         self._write(tx, "attr", _rename(name), value)
         return NONE
 

@@ -34,9 +34,13 @@ from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, TypeSource
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import _mro_lookup, guard_class_attr
+from .user_objects import _mro_lookup, guard_class_attr, UserDefinedClassVariable
+from .containers import ListIteratorVariable, TupleVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+from .methods import BoundMethodOfVariable
+from .tensor import TensorVariable
 
 
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
@@ -51,6 +55,9 @@ def _global_hooks_present() -> bool:
 
 class NNModuleVariable(VariableTracker):
     """A real nn.Module (with a source) whose forward is inlined."""
+
+    def identity_key(self):
+        return IdentityKey(self, ("obj", id(self.value)))
 
     def __init__(self, value: nn.Module, source=None):
         super().__init__(source)
@@ -70,10 +77,6 @@ class NNModuleVariable(VariableTracker):
         """``module.name`` in Python's order: data descriptors of the class, the instance
         ``__dict__``, other class attributes, then ``Module.__getattr__`` (parameters,
         buffers, submodules) or the class's own ``__getattr__``."""
-        from .builder import wrap
-        from .functions import BoundMethodOfVariable, UserFunctionVariable, UserMethodVariable
-        from .user_objects import UserDefinedClassVariable
-
         module = self.value
         cls = type(module)
         pending = tx.output.side_effects.load_attr(self, name)
@@ -96,7 +99,7 @@ class NNModuleVariable(VariableTracker):
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(cls_attr, type):
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
         if name in d:
-            return wrap(tx, d[name], AttrSource(src, name) if src else None)
+            return tx.wrap(d[name], AttrSource(src, name) if src else None)
         if cls_attr is not None:
             if name in _MODULE_METHODS and owner.__module__.startswith("torch.nn.modules"):
                 return BoundMethodOfVariable(self, name)  # answered by call_method
@@ -110,7 +113,7 @@ class NNModuleVariable(VariableTracker):
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
-            return wrap(tx, cls_attr, cls_src)
+            return tx.wrap(cls_attr, cls_src)
         getattr_fn, _ = _mro_lookup(cls, "__getattr__")
         if getattr_fn is not nn.Module.__getattr__:
             if isinstance(getattr_fn, types.FunctionType):
@@ -120,20 +123,16 @@ class NNModuleVariable(VariableTracker):
 
     def module_getattr(self, tx, name):
         """``nn.Module.__getattr__``: parameters, buffers and submodules."""
-        from .builder import wrap
-
         d = self.value.__dict__
         src = self.source
         for store in ("_parameters", "_buffers", "_modules"):
             table = d.get(store)
             if table is not None and name in table:
-                return wrap(tx, table[name], ItemSource(AttrSource(src, store), name) if src else None)
+                return tx.wrap(table[name], ItemSource(AttrSource(src, store), name) if src else None)
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__!r} object has no attribute {name!r}")
 
-    def store_attr(self, tx, name, value):
+    def setattr(self, tx, name, value):
         module = self.value
-        from .tensor import TensorVariable
-
         if type(module).__setattr__ is not nn.Module.__setattr__:
             raise GraphBreak(gb.SIDE_EFFECT, f"{type(module).__name__} defines __setattr__")
         return self.module_setattr(tx, name, value)
@@ -141,8 +140,6 @@ class NNModuleVariable(VariableTracker):
     def module_setattr(self, tx, name, value):
         """``nn.Module.__setattr__`` for the assignments a graph can hold."""
         module = self.value
-        from .tensor import TensorVariable
-
         if name in module._buffers and isinstance(value, TensorVariable):
             current = self.var_getattr(tx, name)
             if isinstance(current, TensorVariable) and current.example is value.example:
@@ -165,13 +162,10 @@ class NNModuleVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         module = self.value
         call = type(module).__call__
-        from ..api import OptimizedModule
-
-        # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward)
-        if call is not nn.Module.__call__ and not isinstance(module, OptimizedModule):
+        # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward;
+        # api.OptimizedModule carries the marker, so this layer need not import the API)
+        if call is not nn.Module.__call__ and not getattr(type(module), "_dynamo_lite_optimized_module", False):
             if isinstance(call, types.FunctionType):
-                from .functions import UserMethodVariable
-
                 if self.source is not None:
                     tx.output.add_guard(guards.IdGuard(AttrSource(TypeSource(self.source), "__call__"), call))
 
@@ -195,8 +189,6 @@ class NNModuleVariable(VariableTracker):
         if self.source is not None:  # ... and not replaced on the instance or the class after this compile
             tx.output.add_guard(guards.NotInDictGuard(self.source, "forward"))
             tx.output.add_guard(guards.IdGuard(AttrSource(TypeSource(self.source), "forward"), forward))
-        from .functions import UserFunctionVariable
-
         return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
 
     def guard_keys(self, tx, store: str) -> None:
@@ -206,13 +198,11 @@ class NNModuleVariable(VariableTracker):
             tx.output.add_guard(guards.DictKeysGuard(AttrSource(self.source, store), tuple(getattr(self.value, store))))
 
     def children_vars(self, tx) -> list[tuple[str, VariableTracker]]:
-        from .builder import wrap
-
         self.guard_keys(tx, "_modules")
         out = []
         for key, child in self.value._modules.items():
             src = ItemSource(AttrSource(self.source, "_modules"), key) if self.source else None
-            out.append((key, wrap(tx, child, src)))
+            out.append((key, tx.wrap(child, src)))
         return out
 
     def unpack(self, tx):
@@ -232,8 +222,6 @@ class NNModuleVariable(VariableTracker):
         return isinstance(self.value, (nn.Sequential, nn.ModuleList, nn.ModuleDict, nn.ParameterList))
 
     def call_method(self, tx, name, args, kwargs):
-        from .containers import ListIteratorVariable, TupleVariable
-
         module = self.value
         if name == "__len__" and self.has_len():
             self.guard_keys(tx, "_parameters" if isinstance(module, nn.ParameterList) else "_modules")
@@ -293,7 +281,7 @@ class NNModuleVariable(VariableTracker):
                 items.append(TupleVariable([ConstantVariable(prefix), var]) if name == "named_modules" else var)
             return ListIteratorVariable(items)
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
-            return self.store_attr(tx, args[0].as_python_constant(), args[1])
+            return self.setattr(tx, args[0].as_python_constant(), args[1])
         if name in ("train", "eval", "to", "cuda", "cpu", "apply", "zero_grad", "register_buffer",
                     "register_parameter", "add_module", "requires_grad_", "half", "float", "double"):
             raise GraphBreak(gb.SIDE_EFFECT, f"Module.{name}() changes module state")
@@ -345,8 +333,6 @@ class ModuleSliceVariable(VariableTracker):
         return list(self.items)
 
     def call_method(self, tx, name, args, kwargs):
-        from .containers import ListIteratorVariable
-
         if name == "__len__" and not args:
             return ConstantVariable(len(self.items))
         if name == "__iter__" and not args:
@@ -391,14 +377,12 @@ def _module_dunder_handler(kind):
     return impl
 
 
-def _register_handlers():
-    from .builtin import PYTHON_FUNCTION_HANDLERS
-
-    PYTHON_FUNCTION_HANDLERS[nn.Module.__getattr__] = _module_dunder_handler("get")
-    PYTHON_FUNCTION_HANDLERS[nn.Module.__setattr__] = _module_dunder_handler("set")
-
-
-_register_handlers()
+# nn.Module.__getattr__/__setattr__ called as functions (``nn.Module.__getattr__(self, name)``):
+# builtin.py registers these in functions.PYTHON_FUNCTION_HANDLERS
+MODULE_FUNCTION_HANDLERS = {
+    nn.Module.__getattr__: _module_dunder_handler("get"),
+    nn.Module.__setattr__: _module_dunder_handler("set"),
+}
 
 
 # nn.Module methods answered by NNModuleVariable.call_method (when the class does not override them)

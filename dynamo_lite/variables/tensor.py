@@ -28,8 +28,14 @@ from torch._subclasses.fake_tensor import (
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
+from ..source import AttrSource
+from .containers import (
+    BaseListVariable, DictVariable, ListVariable, SizeVariable, StructSeqVariable, TupleVariable,
+    wrap_constant_result,
+)
+from .methods import TensorMethodVariable
 
 # Tensor methods and attributes that cannot be part of a graph.
 _DATA_DEPENDENT_METHODS = {
@@ -84,6 +90,9 @@ class TensorVariable(VariableTracker):
             is a placeholder).
     """
 
+    def identity_key(self):
+        return IdentityKey(self, ("var", id(self)))
+
     def __init__(self, node: torch.fx.Node, example: torch.Tensor, source=None):
         super().__init__(source)
         self.node = node
@@ -101,6 +110,15 @@ class TensorVariable(VariableTracker):
     def truthiness(self, tx):
         return None
 
+    def is_tensor(self):
+        return True
+
+    def getitem(self, tx, key):
+        return record_op(tx, "call_function", operator.getitem, [self, key], {})
+
+    def setitem(self, tx, key, value):
+        record_op(tx, "call_function", operator.setitem, [self, key, value], {})
+
     def has_len(self):
         return self.example.dim() > 0
 
@@ -114,13 +132,9 @@ class TensorVariable(VariableTracker):
     def var_getattr(self, tx, name):
         ex = self.example
         if name in ("shape",):
-            from .containers import SizeVariable
-
             return SizeVariable([ConstantVariable(int(s)) for s in ex.shape])
         if name == "__class__":
-            from .builder import wrap
-
-            return wrap(tx, getattr(self, "real_type", torch.Tensor), None)
+            return tx.wrap(getattr(self, "real_type", torch.Tensor), None)
         if name == "is_leaf":  # the one property among _INPUT_FACTS (the others are methods)
             return self._input_fact(tx, name)
         if name in _METADATA_ATTRS:
@@ -133,24 +147,16 @@ class TensorVariable(VariableTracker):
             return record_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             if self.source is not None:
-                from ..source import AttrSource
-                from .builder import wrap
-
-                return wrap(tx, getattr(tx.output.real_value_of(self), "grad"), AttrSource(self.source, "grad"))
+                return tx.wrap(getattr(tx.output.real_value_of(self), "grad"), AttrSource(self.source, "grad"))
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, ".grad of a tensor computed in the graph")
         if name in ("grad_fn", "_version", "_base", "names"):
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.{name} is not traceable")
         if name in _DATA_DEPENDENT_METHODS or name in _SIDE_EFFECT_METHODS or hasattr(torch.Tensor, name):
-            from .functions import TensorMethodVariable
-
             return TensorMethodVariable(self, name)
         if self.source is not None:
             real = tx.output.real_value_of(self)
             if name in getattr(real, "__dict__", {}):
-                from ..source import AttrSource
-                from .builder import wrap
-
-                return wrap(tx, real.__dict__[name], AttrSource(self.source, name))
+                return tx.wrap(real.__dict__[name], AttrSource(self.source, name))
             if type(real) is not torch.Tensor and hasattr(type(real), name):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"attribute {name!r} of tensor subclass {type(real).__name__}")
             tx.output.add_expr_guard(f"not hasattr({self.source.name()}, {name!r})")
@@ -166,8 +172,6 @@ class TensorVariable(VariableTracker):
         if name in _METADATA_METHODS:
             fake_args, fake_kwargs = _fake_args(args), {k: _fake_arg(v) for k, v in kwargs.items()}
             value = getattr(self.example, name if name != "__len__" else "__len__")(*fake_args, **fake_kwargs)
-            from .containers import wrap_constant_result
-
             return wrap_constant_result(value)
         if name == "type" and not args and not kwargs:
             return ConstantVariable(self.example.type() if not _is_fake(self.example) else
@@ -235,8 +239,6 @@ def _type_string(fake) -> str:
 
 # ---- turning trackers into node arguments ---------------------------------------
 def _node_arg(v: VariableTracker):
-    from .containers import BaseListVariable, DictVariable, SizeVariable
-
     if isinstance(v, TensorVariable):
         return v.node
     if isinstance(v, ConstantVariable):
@@ -257,8 +259,6 @@ def _node_arg(v: VariableTracker):
 
 
 def _fake_arg(v: VariableTracker):
-    from .containers import BaseListVariable, DictVariable, SizeVariable
-
     if isinstance(v, TensorVariable):
         return v.example
     if isinstance(v, ConstantVariable):
@@ -400,8 +400,6 @@ def _check_inplace_cast(kind: str, target: Any, fake_args: tuple) -> None:
 
 
 def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
-    from .containers import ListVariable, SizeVariable, StructSeqVariable, TupleVariable
-
     output = tx.output
     if isinstance(example, torch.Tensor):
         node.meta["example_value"] = example

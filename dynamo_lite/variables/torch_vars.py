@@ -23,6 +23,9 @@ from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .containers import SizeVariable, wrap_constant_result
+from .contexts import GradModeVariable
+from .tensor import _fake_arg, record_op, TensorVariable
 
 
 def is_torch_class(value) -> bool:
@@ -109,19 +112,13 @@ class TorchVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-
         try:
             value = getattr(self.value, name)
         except AttributeError as e:
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{self.describe()} has no attribute {name!r}") from e
-        return wrap(tx, value, None)
+        return tx.wrap(value, None)
 
     def call_function(self, tx, args, kwargs):
-        from .containers import SizeVariable, wrap_constant_result
-        from .misc import GradModeVariable
-        from .tensor import TensorVariable, record_op
-
         fn = self.value
         if fn in _GRAD_CLASSES:
             if args or kwargs:
@@ -151,8 +148,6 @@ class TorchVariable(VariableTracker):
             return SizeVariable(items)
         if fn in (torch.device, torch.dtype, torch.finfo, torch.iinfo) or fn in _METADATA:
             if fn in _METADATA and any(isinstance(a, TensorVariable) for a in args):
-                from .tensor import _fake_arg
-
                 with tx.output.fake_mode:
                     value = fn(*[_fake_arg(a) for a in args], **{k: _fake_arg(v) for k, v in kwargs.items()})
                 return wrap_constant_result(value)

@@ -27,40 +27,15 @@ from typing import Any, Optional
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-
-
-class IdentityKey:
-    """A dict/set key standing for an object compared by identity."""
-
-    def __init__(self, var, ident):
-        self.var = var
-        self.ident = ident
-
-    def __hash__(self):
-        return hash(self.ident)
-
-    def __eq__(self, other):
-        return isinstance(other, IdentityKey) and other.ident == self.ident
-
-
-def identity_key(v: VariableTracker) -> Optional[IdentityKey]:
-    """A key for ``v`` when its identity is known (real objects, new objects)."""
-    from .functions import UserFunctionVariable
-    from .nn_module import NNModuleVariable
-    from .tensor import TensorVariable
-
-    if isinstance(v, (UserDefinedObjectVariable, UserDefinedClassVariable, NNModuleVariable)):
-        return IdentityKey(v, ("obj", id(v.value)))
-    if isinstance(v, UserFunctionVariable):
-        return IdentityKey(v, ("obj", id(v.fn)))
-    if isinstance(v, (NewObjectVariable, TensorVariable)) or v.mutable_local:
-        return IdentityKey(v, ("var", id(v)))
-    if v.is_python_constant():
-        value = v.as_python_constant()
-        return IdentityKey(v, ("obj", id(value))) if isinstance(value, type) else None
-    return None
+from ..source import AttrSource, ItemSource, TypeSource
+from .containers import DefaultDictVariable, DictVariable, NamedTupleVariable
+from .functions import _bind, UserFunctionVariable, UserMethodVariable
+from .methods import BoundMethodOfVariable, ContainerMethodVariable
+from .contexts import NullContextVariable
+from .exceptions import ExceptionVariable
+from .python_modules import guard_attr_value
 
 
 def _mro_lookup(cls: type, name: str):
@@ -87,8 +62,6 @@ class _ObjectLike(VariableTracker):
         raise NotImplementedError
 
     def var_getattr(self, tx, name):
-        from .functions import UserMethodVariable
-
         cls = self.value_type
         getattribute = _mro_lookup(cls, "__getattribute__")[0]
         if getattribute not in _PLAIN_GETATTRIBUTE + (None,):
@@ -101,9 +74,6 @@ class _ObjectLike(VariableTracker):
 
     def generic_getattr(self, tx, name):
         """object.__getattribute__(obj, name): the lookup without a custom __getattribute__."""
-        from .builder import wrap
-        from .functions import UserFunctionVariable, UserMethodVariable
-
         cls = self.value_type
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None:
@@ -147,7 +117,7 @@ class _ObjectLike(VariableTracker):
                 return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
-            return wrap(tx, cls_attr, cls_src)
+            return tx.wrap(cls_attr, cls_src)
         getattr_fn, _ = _mro_lookup(cls, "__getattr__")
         if isinstance(getattr_fn, types.FunctionType):
             self._guard_not_shadowed(tx, name)
@@ -164,23 +134,19 @@ class _ObjectLike(VariableTracker):
     def _guard_not_shadowed(self, tx, name) -> None:
         """Guard that the instance's __dict__ still lacks ``name`` (a class attribute or __getattr__ was used)."""
 
-    def store_attr(self, tx, name, value):
+    def setattr(self, tx, name, value):
         cls = self.value_type
         if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
             raise GraphBreak(gb.OPERATION_RAISES, "cannot assign to a field of a frozen dataclass")
         setattr_fn, _ = _mro_lookup(cls, "__setattr__")
         if setattr_fn not in (object.__setattr__, None):
             if isinstance(setattr_fn, types.FunctionType):
-                from .functions import UserMethodVariable
-
                 return UserMethodVariable(setattr_fn, self).call_function(tx, [ConstantVariable(name), value], {})
             raise GraphBreak(gb.SIDE_EFFECT, f"{cls.__name__} defines __setattr__")
         cls_attr, _ = _mro_lookup(cls, name)
         if isinstance(cls_attr, property):
             if cls_attr.fset is None:
                 raise GraphBreak(gb.OPERATION_RAISES, f"property {name!r} has no setter")
-            from .functions import UserFunctionVariable
-
             return UserFunctionVariable(cls_attr.fset).call_function(tx, [self, value], {})
         if isinstance(cls_attr, types.MemberDescriptorType) and isinstance(self, UserDefinedObjectVariable) \
                 and "__slots__" in getattr(cls_attr.__objclass__, "__dict__", {}):
@@ -199,12 +165,11 @@ class _ObjectLike(VariableTracker):
             fn, _ = _mro_lookup(cls, dunder)
             if fn is not None:
                 if isinstance(fn, types.FunctionType):
-                    from .functions import UserMethodVariable
-                    from .arith import truth
+                    from .arith import truth  # lazy: upward (cycle)
 
                     result = UserMethodVariable(fn, self).call_function(tx, [], {})
                     if dunder == "__len__":
-                        from .builtin import checked_len
+                        from .builtin import checked_len  # lazy: upward (cycle)
 
                         return checked_len(result) != 0
                     if result.is_python_constant() and type(result.as_python_constant()) is not bool:
@@ -216,12 +181,10 @@ class _ObjectLike(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
-            return self.store_attr(tx, args[0].as_python_constant(), args[1])
+            return self.setattr(tx, args[0].as_python_constant(), args[1])
         return super().call_method(tx, name, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
-        from .functions import UserMethodVariable
-
         call, _ = _mro_lookup(self.value_type, "__call__")
         if isinstance(call, types.FunctionType):
             return UserMethodVariable(call, self).call_function(tx, args, kwargs)
@@ -230,17 +193,12 @@ class _ObjectLike(VariableTracker):
             # an @lru_cache function called with constants (a config helper): the
             # wrapped function gives the cached answer.  If it breaks the graph,
             # the call site breaks and Python calls the real cached function.
-            from .builder import wrap
-            from ..source import AttrSource
-
             wrapped = self.value.__wrapped__
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
-            return wrap(tx, wrapped, src).call_function(tx, args, kwargs)
+            return tx.wrap(wrapped, src).call_function(tx, args, kwargs)
         return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
-        from .functions import UserMethodVariable
-
         it, _ = _mro_lookup(self.value_type, "__iter__")
         if isinstance(it, types.FunctionType):
             iterator = UserMethodVariable(it, self).call_function(tx, [], {})
@@ -259,8 +217,6 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
     goes on), with the message object.__setattr__ gives.  Raised while another traced
     exception is handled (its __context__), or when the message cannot be made on a blank
     instance: the graph breaks and Python runs the STORE_ATTR."""
-    from .misc import ExceptionVariable
-
     try:
         if _mro_lookup(cls, "__del__")[0] is not None:
             raise TypeError("freeing a blank instance would run __del__")
@@ -278,6 +234,9 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
 class UserDefinedObjectVariable(_ObjectLike):
     """A real instance of a user class (read from the frame's inputs)."""
 
+    def identity_key(self):
+        return IdentityKey(self, ("obj", id(self.value)))
+
     def __init__(self, value: Any, source=None):
         super().__init__(source)
         self.value = value
@@ -293,30 +252,22 @@ class UserDefinedObjectVariable(_ObjectLike):
         return self.value_type
 
     def _instance_attr(self, tx, name):
-        from .builder import wrap
-        from ..source import AttrSource
-
         d = getattr(self.value, "__dict__", None)
         if d is not None and name in d:
-            return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
+            return tx.wrap(d[name], AttrSource(self.source, name) if self.source else None)
         return None
 
     def _descriptor_value(self, tx, name):
-        from .builder import wrap
-        from ..source import AttrSource
-
         cls_attr, _ = _mro_lookup(self.value_type, name)
         if type(cls_attr).__name__ in ("member_descriptor", "getset_descriptor") and self.source is not None:
             try:
                 value = getattr(self.value, name)
             except AttributeError as e:
                 raise GraphBreak(gb.MISSING_ATTRIBUTE, f"slot {name!r} is empty") from e
-            return wrap(tx, value, AttrSource(self.source, name))
+            return tx.wrap(value, AttrSource(self.source, name))
         return None
 
     def _class_attr_source(self, name):
-        from ..source import AttrSource, TypeSource
-
         return AttrSource(TypeSource(self.source), name) if self.source is not None else None
 
     def _guard_not_shadowed(self, tx, name) -> None:
@@ -340,8 +291,6 @@ class InstanceDictVariable(VariableTracker):
     """
 
     def __init__(self, obj: "UserDefinedObjectVariable"):
-        from ..source import AttrSource
-
         super().__init__(AttrSource(obj.source, "__dict__"))
         self.obj = obj
 
@@ -352,20 +301,15 @@ class InstanceDictVariable(VariableTracker):
         return dict
 
     def _lookup(self, tx, key_var):
-        from .builder import wrap
-        from ..source import ItemSource
-
         if not key_var.is_python_constant() or not isinstance(key_var.as_python_constant(), str):
             raise GraphBreak(gb.VALUE_UNKNOWN, "__dict__ key not known at trace time")
         key = key_var.as_python_constant()
         d = self.obj.value.__dict__
         present = key in d
         tx.output.add_expr_guard(f"({key!r} in {self.source.name()}) is {present!r}")
-        return (wrap(tx, d[key], ItemSource(self.source, key)) if present else None), key
+        return (tx.wrap(d[key], ItemSource(self.source, key)) if present else None), key
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if name in ("get", "__contains__", "__getitem__"):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
@@ -390,6 +334,9 @@ class NewObjectVariable(_ObjectLike):
 
     mutable_local = True
 
+    def identity_key(self):
+        return IdentityKey(self, ("var", id(self)))
+
     def __init__(self, cls: type, class_source=None):
         super().__init__()
         self.value_type = cls
@@ -399,8 +346,6 @@ class NewObjectVariable(_ObjectLike):
         return f"new {self.value_type.__name__} object"
 
     def _class_attr_source(self, name):
-        from ..source import AttrSource
-
         return AttrSource(self.class_source, name) if self.class_source is not None else None
 
     def python_type(self):
@@ -432,27 +377,18 @@ def guard_class_attr(tx, cls_src, cls_attr) -> None:
 def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
     """``type(obj)`` / ``obj.__class__`` as a tracker: sourced as ``type(<obj's source>)``
     when obj has one, so class attributes read through it are guarded."""
-    from .builder import wrap
-    from ..source import TypeSource
-
     source = getattr(obj, "source", None)
     if source is not None:
-        return wrap(tx, cls, TypeSource(source))
-    return wrap(tx, cls, None)
+        return tx.wrap(cls, TypeSource(source))
+    return tx.wrap(cls, None)
 
-
-def guard_attr_value(tx, owner, name: str, value) -> None:
-    """Guard ``owner.name`` (owner: a class or module reached without a source, held as a
-    constant) by value: equal scalars (NaN by identity), else the same object."""
-    if type(value) in (bool, int, str, type(None)) or (type(value) is float and value == value):
-        for text in (f"type({{o}}.{name}) is {{t}}", f"{{o}}.{name} == {{v}}"):
-            tx.output.add_guard(guards.ExprGuard(text, (("o", owner), ("t", type(value)), ("v", value))))
-    elif name.isidentifier():
-        tx.output.add_guard(guards.ConstAttrIsGuard(owner, name, value))
 
 
 class UserDefinedClassVariable(VariableTracker):
     """A user class (calling it creates a NewObjectVariable and inlines __init__)."""
+
+    def identity_key(self):
+        return IdentityKey(self, ("obj", id(self.value)))
 
     def __init__(self, value: type, source=None):
         super().__init__(source)
@@ -474,16 +410,10 @@ class UserDefinedClassVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-        from .functions import UserFunctionVariable, UserMethodVariable
-        from ..source import AttrSource
-
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstantVariable(getattr(self.value, name))
         if name == "_make" and is_namedtuple_class(self.value) and \
                 getattr(getattr(self.value._make, "__func__", None), "__code__", None) is _NAMEDTUPLE_MAKE_CODE:
-            from .functions import BoundMethodOfVariable
-
             return BoundMethodOfVariable(self, "_make")
         attr, owner = _mro_lookup(self.value, name)
         if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
@@ -497,18 +427,16 @@ class UserDefinedClassVariable(VariableTracker):
             return UserMethodVariable(attr.__func__, self)
         if attr is None:
             if hasattr(self.value, name):
-                return wrap(tx, getattr(self.value, name), None)
+                return tx.wrap(getattr(self.value, name), None)
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"class {self.value.__name__} has no attribute {name!r}")
         value = getattr(self.value, name)
         if self.source is None:  # a class met without a source: guard the attribute through the class itself
             guard_attr_value(tx, self.value, name, value)
-            return wrap(tx, value, None)
-        return wrap(tx, value, AttrSource(self.source, name))
+            return tx.wrap(value, None)
+        return tx.wrap(value, AttrSource(self.source, name))
 
     def call_method(self, tx, name, args, kwargs):
         if name == "_make" and len(args) == 1 and not kwargs and is_namedtuple_class(self.value):
-            from .containers import NamedTupleVariable
-
             items = args[0].unpack(tx)
             if len(items) != len(self.value._fields):
                 raise GraphBreak(gb.OPERATION_RAISES, f"{self.value.__name__}._make(): wrong number of items (TypeError)")
@@ -516,27 +444,17 @@ class UserDefinedClassVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
-        from .functions import UserFunctionVariable
-
         cls = self.value
         if is_namedtuple_class(cls):
-            from .containers import NamedTupleVariable
-            from .functions import _bind
-
             new = cls.__new__
             defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
             bound = _bind(tx, new.__code__, cls.__name__, defaults, {}, [self, *args], kwargs)
             return NamedTupleVariable(cls, [bound[f] for f in cls._fields])
         if cls is contextlib.nullcontext:
-            from .misc import NullContextVariable
-            from .functions import _bind
-
             bound = _bind(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
             return NullContextVariable(bound["enter_result"])
         if cls is collections.OrderedDict or cls is collections.defaultdict:
-            from .builtin import _HANDLERS
-            from .containers import DefaultDictVariable, DictVariable
-
+            from .builtin import _HANDLERS  # lazy: upward (cycle)
             if cls is collections.OrderedDict:
                 result = _HANDLERS[dict](tx, *args, **kwargs)
                 return DictVariable(result.items, dict_type=collections.OrderedDict)
@@ -547,8 +465,6 @@ class UserDefinedClassVariable(VariableTracker):
             result = _HANDLERS[dict](tx, *args[1:], **kwargs)
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
-            from .misc import ExceptionVariable
-
             return ExceptionVariable.create(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
             raise GraphBreak(gb.OPERATION_RAISES, f"class {cls.__name__} has abstract methods (TypeError)")
@@ -602,9 +518,7 @@ def _is_plain_meta(cls) -> bool:
 
 
 def wrap_default(tx, value):
-    from .builder import wrap
-
-    return wrap(tx, value, None)
+    return tx.wrap(value, None)
 
 
 def is_dataclass_instance(value) -> bool:
@@ -620,9 +534,7 @@ class SuperVariable(VariableTracker):
         self.obj = obj
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-        from .functions import UserFunctionVariable, UserMethodVariable
-        from .builtin import BuiltinVariable
+        from .builtin import BuiltinVariable  # lazy: upward (cycle)
 
         obj_type = self.obj.python_type() if not isinstance(self.obj, UserDefinedClassVariable) else self.obj.value
         mro = obj_type.__mro__
@@ -643,10 +555,8 @@ class SuperVariable(VariableTracker):
                     return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
                 if attr is object.__init__ or attr is object.__setattr__ or isinstance(
                         attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
-                    from .functions import UserMethodVariable as _M
-
-                    return _M(BuiltinVariable(attr), self.obj)
-                return wrap(tx, attr, None)
+                    return UserMethodVariable(BuiltinVariable(attr), self.obj)
+                return tx.wrap(attr, None)
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"super() has no attribute {name!r}")
 
 
@@ -664,12 +574,10 @@ class DataclassFieldVariable(VariableTracker):
         return dataclasses.Field
 
     def var_getattr(self, tx, name):
-        from .builder import wrap
-
         if name not in ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare",
                         "metadata", "kw_only"):
             return super().var_getattr(tx, name)
-        return wrap(tx, getattr(self.field, name), None)
+        return tx.wrap(getattr(self.field, name), None)
 
     def reconstruct(self, cg):
         cg.load_const(self.field)

@@ -26,7 +26,7 @@ def register(*opnames: str):
 
 
 def missing_handlers() -> list[str]:
-    from .unsupported import UNSUPPORTED
+    from .unsupported import UNSUPPORTED  # lazy: unsupported.py registers through this package (cycle)
 
     return sorted(n for n in dis.opmap if n not in HANDLERS and n not in UNSUPPORTED
                   and not n.startswith("<") and n != "CACHE")

@@ -6,8 +6,9 @@ from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables import arith
 from ...variables.constant import ConstantVariable
+from ...variables.builtin import BuiltinVariable
+from ...variables.tensor import TensorVariable
 from . import register
-from .helpers import store_subscript, subscript
 
 
 @register("BINARY_OP")
@@ -59,7 +60,7 @@ def CONTAINS_OP(tx, inst):
 def BINARY_SUBSCR(tx, inst):
     key = tx.pop()
     obj = tx.pop()
-    tx.push(subscript(tx, obj, key))
+    tx.push(obj.getitem(tx, key))
 
 
 @register("STORE_SUBSCR")
@@ -67,13 +68,11 @@ def STORE_SUBSCR(tx, inst):
     key = tx.pop()
     obj = tx.pop()
     value = tx.pop()
-    store_subscript(tx, obj, key, value)
+    obj.setitem(tx, key, value)
 
 
 @register("DELETE_SUBSCR")
 def DELETE_SUBSCR(tx, inst):
-    from ...variables.tensor import TensorVariable
-
     key = tx.pop()
     obj = tx.pop()
     if isinstance(obj, TensorVariable):
@@ -83,6 +82,4 @@ def DELETE_SUBSCR(tx, inst):
 
 @register("GET_LEN")
 def GET_LEN(tx, inst):
-    from ...variables.builtin import BuiltinVariable
-
     tx.push(BuiltinVariable(len).call_function(tx, [tx.peek()], {}))

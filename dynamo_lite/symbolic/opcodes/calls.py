@@ -8,9 +8,18 @@ from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import NONE
 from ...variables.containers import DictVariable, TupleVariable
-from ...variables.functions import NestedUserFunctionVariable
+from ...variables.functions import NestedUserFunctionVariable, UserMethodVariable
+from ...variables.builder import wrap
+from ...variables.contexts import ContextManagerVariable, GradModeExitVariable
+from ...variables.user_objects import _ObjectLike
 from . import register
-from .helpers import call
+
+
+def _call(tx, fn, args: list, kwargs: dict):
+    result = fn.call_function(tx, args, kwargs)
+    if result is None:
+        raise AssertionError(f"{fn!r}.call_function returned None")
+    return result
 
 
 @register(bytecode_compat.OP_KW_NAMES)
@@ -34,7 +43,7 @@ def CALL(tx, inst):
         args = args[:len(args) - len(names)]
         kwargs = dict(zip(names, kw_values))
         tx.kw_names = None
-    tx.push(call(tx, fn, list(args), kwargs))
+    tx.push(_call(tx, fn, list(args), kwargs))
 
 
 @register("CALL_FUNCTION_EX")
@@ -52,7 +61,7 @@ def CALL_FUNCTION_EX(tx, inst):
             if not isinstance(k, str):
                 raise GraphBreak(gb.OPERATION_RAISES, "keywords must be strings")
             kwargs[k] = v
-    tx.push(call(tx, fn, list(args), kwargs))
+    tx.push(_call(tx, fn, list(args), kwargs))
 
 
 @register("MAKE_FUNCTION")
@@ -71,10 +80,6 @@ def MAKE_FUNCTION(tx, inst):
 
 @register("BEFORE_WITH")
 def BEFORE_WITH(tx, inst):
-    from ...variables.misc import ContextManagerVariable, GradModeExitVariable
-    from ...variables.functions import UserMethodVariable
-    from ...variables.user_objects import _ObjectLike
-
     ctx = tx.pop()
     if isinstance(ctx, ContextManagerVariable):
         result = ctx.enter(tx)
@@ -97,8 +102,6 @@ def LOAD_BUILD_CLASS(tx, inst):
     # a class statement: the body function is made in the trace, and the call of
     # __build_class__ (not traceable) breaks the graph there; the rest of the frame resumes
     import builtins
-
-    from ...variables.builder import wrap
 
     tx.push(wrap(tx, builtins.__build_class__, None))
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
-from ...variables.constant import ConstantVariable
-from ...variables.containers import ListIteratorVariable
+from ...variables.constant import ConstantVariable, NONE
+from ...variables.containers import iterate, ListIteratorVariable, TupleVariable
+from ...variables.builder import wrap
+from ...variables.exceptions import ExceptionVariable
+from ...variables.tensor import TensorVariable
 from . import register
 
 
@@ -27,8 +30,6 @@ def _branch(tx, inst):
     else:
         outcome = value.truthiness(tx)
         if outcome is None:
-            from ...variables.tensor import TensorVariable
-
             if isinstance(value, TensorVariable):
                 raise GraphBreak(gb.TENSOR_BRANCH, "branch on a tensor value (data-dependent control flow)")
             raise GraphBreak(gb.DATA_DEPENDENT, f"branch on {value.describe()} not known at trace time")
@@ -55,8 +56,6 @@ def RETURN_VALUE(tx, inst):
 
 @register("GET_ITER")
 def GET_ITER(tx, inst):
-    from ...variables.containers import iterate
-
     tx.push(iterate(tx, tx.pop()))
 
 
@@ -76,8 +75,6 @@ def FOR_ITER(tx, inst):
 # ---- exceptions: raised by traced code and handled by its own handlers ---------------
 def _as_exception(tx, value):
     """The exception object a `raise` of ``value`` raises (None: not modelled)."""
-    from ...variables.misc import ExceptionVariable
-
     if isinstance(value, ExceptionVariable):
         return value
     if value.is_python_constant():
@@ -136,8 +133,6 @@ def RERAISE(tx, inst):
 
 @register("PUSH_EXC_INFO")
 def PUSH_EXC_INFO(tx, inst):
-    from ...variables.constant import NONE
-
     exc = tx.pop()
     tx.push(tx.handling[-1] if tx.handling else NONE)  # the previously handled exception
     tx.push(exc)
@@ -156,8 +151,6 @@ def CHECK_EXC_MATCH(tx, inst):
     classes = tx.pop()
     exc = tx.peek()
     if not classes.is_python_constant():
-        from ...variables.containers import TupleVariable
-
         if not isinstance(classes, TupleVariable) or not classes.is_python_constant():
             raise GraphBreak(gb.VALUE_UNKNOWN, "except clause with classes not known at trace time")
     match = classes.as_python_constant()
@@ -169,9 +162,6 @@ def CHECK_EXC_MATCH(tx, inst):
 
 @register("WITH_EXCEPT_START")
 def WITH_EXCEPT_START(tx, inst):
-    from ...variables.builder import wrap
-    from ...variables.constant import NONE
-
     exc = tx.peek(1)
     exit_fn = tx.peek(4)
     tx.push(exit_fn.call_function(tx, [wrap(tx, exc.python_type(), None), exc, NONE], {}))
@@ -179,8 +169,6 @@ def WITH_EXCEPT_START(tx, inst):
 
 @register("LOAD_ASSERTION_ERROR")
 def LOAD_ASSERTION_ERROR(tx, inst):
-    from ...variables.builder import wrap
-
     tx.push(wrap(tx, AssertionError, None))
 
 

@@ -9,8 +9,9 @@ from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import ConstantVariable, is_constant_value
+from ...variables.builder import wrap
+from ...variables.containers import wrap_constant_result
 from . import register
-from .helpers import store_attr
 
 
 @register("LOAD_FAST")
@@ -39,16 +40,12 @@ def DELETE_FAST(tx, inst):
 
 @register("LOAD_CONST")
 def LOAD_CONST(tx, inst):
-    from ...variables.containers import wrap_constant_result
-
     value = inst.argval
     if type(value) in (tuple, frozenset):
         tx.push(wrap_constant_result(value))
     elif is_constant_value(value) or isinstance(value, types.CodeType):
         tx.push(ConstantVariable(value))
     else:  # an object placed in co_consts by generated code (resume functions, loop bodies)
-        from ...variables.builder import wrap
-
         tx.push(wrap(tx, value, None))
 
 
@@ -85,7 +82,7 @@ def load_method(tx, inst):
 def STORE_ATTR(tx, inst):
     obj = tx.pop()
     value = tx.pop()
-    store_attr(tx, obj, inst.argval, value)
+    obj.setattr(tx, inst.argval, value)
 
 
 @register("LOAD_DEREF")
@@ -110,8 +107,6 @@ def MAKE_CELL(tx, inst):
 
 @register("IMPORT_NAME")
 def IMPORT_NAME(tx, inst):
-    from ...variables.builder import wrap
-
     fromlist = tx.pop()
     level = tx.pop()
     name = inst.argval

@@ -22,6 +22,9 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
+from .functions import UserFunctionVariable, UserMethodVariable
+from .methods import ContainerMethodVariable
+from .nn_module import NNModuleVariable
 
 
 class EnvironVariable(VariableTracker):
@@ -42,8 +45,6 @@ class EnvironVariable(VariableTracker):
         return key, value
 
     def var_getattr(self, tx, name):
-        from .functions import ContainerMethodVariable
-
         if name in ("get", "__getitem__", "__contains__"):
             return ContainerMethodVariable(self, name)
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"os.environ.{name}")
@@ -90,9 +91,6 @@ class SignatureFunctionVariable(VariableTracker):
         return True
 
     def call_function(self, tx, args, kwargs):
-        from .functions import UserFunctionVariable, UserMethodVariable
-        from .nn_module import NNModuleVariable
-
         if len(args) != 1 or kwargs:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "inspect.signature() with options")
         fn = args[0]

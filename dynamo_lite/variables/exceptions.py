@@ -1,0 +1,120 @@
+"""Exception objects created in the trace (``ValueError("bad")``): ExceptionVariable.
+
+Tested by tests/semantics/test_exceptions.py and tests/semantics/test_exceptions_traced.py.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import graph_breaks as gb
+from .. import runtime
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable, NONE
+from .containers import TupleVariable
+
+
+class ExceptionVariable(VariableTracker):
+    """An exception object created in the trace, e.g. ``ValueError("bad")``.
+
+    Only classes whose construction runs no Python code are modelled (builtin
+    exceptions and user subclasses that define neither ``__init__`` nor
+    ``__new__``); ``raise`` itself breaks the graph, and generated code
+    rebuilds the object by calling the class with the same arguments.
+
+    Attributes:
+        exc_type: the exception class.
+        args: trackers of the constructor's positional arguments.
+        context / cause: the ExceptionVariable (or NONE) set as ``__context__`` / ``__cause__``
+            by a traced ``raise`` (None: never set); suppress_context: ``__suppress_context__``.
+        raised_at_step: root step of the latest traced ``raise`` of it (set by the translator;
+            None: never raised in this trace).  first_raised_at_step: of the first one.
+
+    Its ``__traceback__`` only exists once Python raises it: reading it (or
+    ``with_traceback``, or any attribute not modelled here) after a traced raise breaks
+    with ``restart_step`` at the first raise, so the graph ends there and Python raises
+    (and catches) it for real.
+    """
+
+    mutable_local = True  # one object: rebuilt once, shared by every place that holds it
+
+    def __init__(self, exc_type: type, args: list):
+        super().__init__()
+        self.exc_type = exc_type
+        self.args = list(args)
+        self.context: Optional[VariableTracker] = None
+        self.cause: Optional[VariableTracker] = None
+        self.suppress_context = False
+        self._raised_at_step: Optional[int] = None
+        self.first_raised_at_step: Optional[int] = None
+
+    @property
+    def raised_at_step(self) -> Optional[int]:
+        return self._raised_at_step
+
+    @raised_at_step.setter
+    def raised_at_step(self, step: Optional[int]) -> None:
+        self._raised_at_step = step
+        if self.first_raised_at_step is None:
+            self.first_raised_at_step = step
+
+    @staticmethod
+    def create(tx, exc_type: type, args: list, kwargs: dict) -> "ExceptionVariable":
+        for klass in exc_type.__mro__:
+            if klass.__module__ == "builtins":
+                break
+            if "__init__" in klass.__dict__ or "__new__" in klass.__dict__:
+                raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} (custom constructor)")
+        if kwargs:
+            raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} with keyword arguments")
+        return ExceptionVariable(exc_type, args)
+
+    def _repr_body(self):
+        return self.exc_type.__name__
+
+    def describe(self):
+        return f"{self.exc_type.__name__} exception"
+
+    def python_type(self):
+        return self.exc_type
+
+    def var_getattr(self, tx, name):
+        if name == "args":
+            return TupleVariable(self.args)
+        if name in ("__context__", "__cause__"):
+            value = self.context if name == "__context__" else self.cause
+            return value if value is not None else NONE
+        if name == "__suppress_context__":
+            return ConstantVariable(self.suppress_context)
+        if name == "__class__":
+            return tx.wrap(self.exc_type, None)
+        if self.first_raised_at_step is not None:
+            # what the trace does not model (__traceback__, with_traceback, an AttributeError's
+            # .name/.obj) is only right on the real exception: Python raises it from the first raise on
+            brk = GraphBreak(gb.EXCEPTION_RAISED, f"{name} of {self.describe()} raised by traced code (Python raises it)")
+            brk.restart_step = self.first_raised_at_step
+            raise brk
+        if name == "__traceback__":  # never raised: no traceback, as in eager
+            return NONE
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        chained = self.context is not None or self.cause is not None or self.suppress_context
+        if chained:
+            cg.load_callable(runtime.chained_exception)
+        cg.load_callable(self.exc_type)
+        for a in self.args:
+            cg.reconstruct(a)
+        cg.call(len(self.args))
+        if chained:
+            for v in (self.context, self.cause):
+                cg.reconstruct(v) if v is not None else cg.load_const(None)
+            cg.load_const(self.suppress_context)
+            cg.call(4)
+
+    def can_reconstruct(self):
+        return all(a.can_reconstruct() for a in self.args) and all(
+            v.can_reconstruct() for v in (self.context, self.cause) if v is not None)
+
+
+__all__ = ["ExceptionVariable"]
