@@ -18,10 +18,13 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from .. import config
 from ..exc import BackendCompilerFailed
 from .. import guards
 from ..guards import Guard, GuardSet
 from ..source import Source
+from ..variables.cells import CellVariable
+from ..variables.tensor import _warnings_issued
 from .side_effects import SideEffects
 
 
@@ -131,8 +134,6 @@ class OutputGraph:
         self.grad_enabled = enabled
 
     def cell_for_real(self, cell, source):
-        from ..variables.cells import CellVariable
-
         existing = self.cells.get(id(cell))
         if existing is None:
             existing = CellVariable("real", real_cell=cell, source=source)
@@ -165,8 +166,6 @@ class OutputGraph:
         _forget_source_with(gm)
         example_inputs = [gi.example for gi in self.graph_inputs]
         start = time.perf_counter()
-        from ..variables.tensor import _warnings_issued
-
         try:
             # warnings of a backend that then fails are noise (the frame runs eagerly): held back,
             # and shown only when it succeeds
@@ -267,8 +266,6 @@ class CheckedCompiledGraph:
                 self.owner.__wrapped__ = self.fn
                 self.owner = None
             return out
-        from .. import config
-
         text = f"backend {self.backend_name!r} returned wrong outputs for {self.where}: {problem}"
         if not config.suppress_errors:
             raise BackendCompilerFailed(text)

@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..exc import InternalError
 from ..variables.base import VariableTracker
+from ..variables.containers import DictVariable, ListVariable, SetVariable
 
 
 class SideEffects:
@@ -106,8 +107,6 @@ class SideEffects:
     # ---- replay -------------------------------------------------------------
     def codegen(self, cg) -> None:
         """Emit code that applies every logged effect to the real objects."""
-        from ..variables.containers import DictVariable, ListVariable, SetVariable
-
         for kind, key in self.order:
             if kind == "container":
                 var = self.mutated[key]

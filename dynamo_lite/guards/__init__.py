@@ -31,12 +31,12 @@ from typing import Any, Optional
 
 import torch
 
-from ..source import Source
+from ..source import Source, guard_local_name
 from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, ExprGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NotInDictGuard,
                     NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, TensorGuard, TensorSpec, TypeGuard,
                     pretty_name)
-from .program import build_program, order_guards
+from .program import build_program, order_guards, render_program
 
 __all__ = ["Guard", "GuardSet", "CompiledGuard", "TensorSpec", "USE_PROGRAM",
            "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
@@ -66,8 +66,6 @@ class GuardSet:
 
     # ---- compilation -----------------------------------------------------
     def compile(self, arg_names: tuple[str, ...]) -> "CompiledGuard":
-        from ..source import guard_local_name
-
         arg_names = tuple(guard_local_name(n) for n in arg_names)
         namespace: dict[str, Any] = {"___builtins": builtins, "___torch": torch, "___sys": sys}
         counter = itertools.count()
@@ -145,8 +143,6 @@ class CompiledGuard:
 
     def program_text(self) -> Optional[str]:
         """The C guard program, one op a line (None when the Python check is the guard)."""
-        from .program import render_program
-
         if self.program_ops is None:
             return None
         return render_program(self.program_ops, self._arg_names, self.residual_source)

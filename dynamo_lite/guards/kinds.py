@@ -53,7 +53,8 @@ from typing import Any, Callable, ClassVar, Optional
 
 import torch
 
-from ..source import AttrSource, Source
+from ..source import AttrSource, LocalSource, Source
+from . import tensor_api
 
 Const = Callable[[Any], str]  # names a constant object in the check's namespace
 _SINGLETONS = (None, True, False, Ellipsis)
@@ -131,8 +132,6 @@ class Guard:
     def priority(self) -> int:
         """C program order (guards/program.py): arguments' cheap facts, their tensors,
         global state, the rest."""
-        from ..source import LocalSource
-
         if self.local_priority is not None and isinstance(self.source, LocalSource):
             return self.local_priority
         return 3
@@ -360,8 +359,6 @@ class TensorGuard(Guard):
         return f"failed: {self.describe()}"
 
     def emit(self, b):
-        from . import tensor_api
-
         spec = self.spec
         codes = tensor_api.codes(spec.dtype, spec.device) if tensor_api.eligible(spec.type) else None
         desc = (spec.type, spec.dtype, spec.device, tuple(spec.shape), tuple(spec.stride),

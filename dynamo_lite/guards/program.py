@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional
 from .. import _C
 from ..source import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource,
                       ModuleGlobalSource, TypeSource)
+from .kinds import ExprGuard
 
 guards_log = logging.getLogger("dynamo_lite.guards")
 
@@ -114,8 +115,6 @@ def _source_keys(source) -> list[str]:
 
 def order_guards(guards: list, exprs_of: Callable[[Any], list[str]]) -> list:
     """``guards`` (GuardSet order) reordered for evaluation; see the module docstring."""
-    from .kinds import ExprGuard
-
     ranked = sorted(range(len(guards)), key=lambda i: (guards[i].priority(), i))
     establishing: dict[str, list[int]] = {}
     for i, g in enumerate(guards):

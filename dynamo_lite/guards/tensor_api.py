@@ -82,7 +82,7 @@ def _agrees(meta) -> bool:
 def _load():
     global _meta
     try:
-        from .. import _tensor_meta as meta
+        from .. import _tensor_meta as meta  # lazy: the optional C++ extension (links libc10) loads on first use
     except ImportError:
         log.debug("dynamo_lite._tensor_meta is not built: tensor guards read Python attributes")
         return
