@@ -44,7 +44,7 @@ import dis
 import sys
 import types
 import weakref
-from typing import Any, Optional
+from typing import Optional
 
 from bytecode import Instr, Label
 

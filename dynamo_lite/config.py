@@ -8,7 +8,6 @@ that is not a setting raises AttributeError (a typo never passes silently); alia
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 import types

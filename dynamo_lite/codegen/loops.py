@@ -41,7 +41,7 @@ from bytecode import Bytecode, CellVar, Compare, FreeVar, Instr, Label, TryBegin
 from .. import bytecode_compat, runtime
 from .codegen import PyCodegen, assemble, original_instructions
 from .liveness import FlowInfo
-from .resume import register_generated
+from ..cache import register_generated
 
 _TAG_CONTINUE = 0
 _TAG_RETURN = 1
@@ -247,7 +247,7 @@ def make_body_code(code: types.CodeType, flow: FlowInfo, info: LoopInfo) -> type
         pro.load_fast("___item")
     pro.jump(entry_label)
     bc = Bytecode(pro.instrs + out + stubs)
-    bc.name = code.co_name  # the user's name (tracebacks, logging); see resume.display_name
+    bc.name = code.co_name  # the user's name (tracebacks, logging); see cache.display_name
     bc.qualname = code.co_qualname
     bc.filename = code.co_filename
     bc.first_lineno = code.co_firstlineno

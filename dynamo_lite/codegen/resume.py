@@ -24,6 +24,7 @@ from typing import Optional
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .. import bytecode_compat
+from ..cache import register_generated
 from .codegen import assemble, original_instructions
 from .liveness import FlowInfo, live_locals_at
 from ..variables.base import NullVariable
@@ -172,7 +173,3 @@ def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple
     _RESUME_CACHE[key] = new_code
     register_generated(new_code, "resume", f"resumed at line {target_line}")
     return new_code
-
-
-# generated code objects (resume functions, loop bodies) and their display names: cache.py
-from ..cache import display_name, is_loop_body, is_resume_code, register_generated  # noqa: E402,F401

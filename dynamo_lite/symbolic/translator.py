@@ -25,9 +25,9 @@ from typing import Optional
 
 from .. import graph_breaks as gb
 from .. import bytecode_compat, config
-from ..exc import GraphBreak, SkipFrame, UserFrame
+from ..exc import GraphBreak, InternalError, SkipFrame, UserFrame
 from ..source import AttrSource, ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
-from ..variables.base import NullVariable, VariableTracker
+from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable
 from ..variables.cells import CellVariable
 from .opcodes import HANDLERS
@@ -110,10 +110,13 @@ class InstructionTranslatorBase:
 
     # ---- stack ------------------------------------------------------------
     def push(self, v: VariableTracker) -> None:
-        assert isinstance(v, VariableTracker), v
+        if not isinstance(v, VariableTracker):
+            raise InternalError(f"a handler pushed {type(v).__name__} {v!r}, not a tracker")
         self.stack.append(v)
 
     def pop(self) -> VariableTracker:
+        if not self.stack:
+            raise InternalError("stack underflow: a handler popped more than the bytecode pushed")
         return self.stack.pop()
 
     def popn(self, n: int) -> list[VariableTracker]:

@@ -52,3 +52,8 @@ def test_internal_error_is_raised_when_asked(monkeypatch):
     monkeypatch.setattr(InstructionTranslator, "run", _broken_run)
     with config.patch(raise_internal_errors=True), pytest.raises(InternalError, match="invariant"):
         dynamo_lite.compile(lambda t: t * 2, backend="eager")(torch.randn(3))
+
+
+def test_the_translator_refuses_a_value_that_is_not_a_tracker():
+    with pytest.raises(InternalError, match="not a tracker"):
+        InstructionTranslator.push(type("FakeTx", (), {"stack": []})(), 3)

@@ -3,12 +3,14 @@
 ``register("LOAD_FAST")`` checks the name is a real opcode of this Python and
 that it is registered once.  ``missing_handlers()`` lists the opcodes of this
 Python with neither a handler nor an entry in ``unsupported.UNSUPPORTED`` (the
-self-check; no test runs it yet).
+self-check, kept empty by tests/unit/test_opcode_table.py).
 """
 from __future__ import annotations
 
 import dis
 from typing import Callable
+
+from ...exc import InternalError
 
 HANDLERS: dict[str, Callable] = {}
 
@@ -17,9 +19,9 @@ def register(*opnames: str):
     def deco(fn):
         for name in opnames:
             if name not in dis.opmap:
-                raise AssertionError(f"{name} is not an opcode of this Python")
+                raise InternalError(f"{name} is not an opcode of this Python")
             if name in HANDLERS:
-                raise AssertionError(f"{name} registered twice")
+                raise InternalError(f"{name} registered twice")
             HANDLERS[name] = fn
         return fn
     return deco
