@@ -259,6 +259,8 @@ class FrameConverter:
                                        compile_id, tx.instructions[tx.ip].opname)
         breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, display_name(code), brk.break_id,
                         brk.reason, "\n".join(str(f) for f in brk.user_stack))
+        breaks_log.debug("[%s] Trackers at the break in %s, before %s (what the generated code rebuilds):\n%s",
+                         compile_id, display_name(code), event.instruction, dl_log.lazy(_tracker_state, tx))
         events.emit(event)
 
     def _frame_state(self, code, f_locals, func, tx, brk, step):
@@ -319,6 +321,15 @@ def _same_tensor(t):
 
 def _root_cells(tx, code) -> dict:
     return {name: tx.cells[name] for name in code.co_cellvars}
+
+
+def _tracker_state(tx) -> str:
+    """The translator's value stack (bottom to top) and bound locals, one tracker a line."""
+    lines = ["  stack, bottom to top:"]
+    lines += [f"    {i}: {v!r}" for i, v in enumerate(tx.stack)] or ["    (empty)"]
+    lines.append("  locals:")
+    lines += [f"    {name} = {v!r}" for name, v in tx.symbolic_locals.items()] or ["    (none)"]
+    return "\n".join(lines)
 
 
 def _code_frame(code) -> UserFrame:

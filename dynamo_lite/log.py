@@ -3,6 +3,7 @@
 The settings string is a comma-separated list of names (spaces ignored):
 
     graph_breaks   every graph break / eager fallback: id, reason, user stack
+                   (+graph_breaks: the tracker stack and locals at each break)
     recompiles     why a frame is compiled again: the first guard that failed
     guards         the guards of every new cache entry
     graph_code     the FX graph of every captured graph
@@ -42,7 +43,7 @@ from typing import Optional, Union
 
 ROOT = "dynamo_lite"
 ARTIFACTS = {
-    "graph_breaks": "graph breaks and eager fallbacks, with the user stack",
+    "graph_breaks": "graph breaks and eager fallbacks, with the user stack (+: the trackers at each break)",
     "recompiles": "recompilations, with the guard that failed",
     "guards": "the guards of every new cache entry",
     "graph_code": "the FX graph code of every captured graph",
