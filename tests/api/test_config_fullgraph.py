@@ -1,22 +1,7 @@
 """fullgraph=True errors and config knobs as a user sets them.
 
-From the suite this file was split out of:
-the public API and diagnostics as a torch.compile user drives them.
-
-Covers what tests/api/test_api_usage.py does not: compile() of staticmethods,
-classmethods, callable objects, functools.partial, closures, `compile(model.forward)`
-and methods decorated in a class body; compiled functions calling compiled functions;
-`disable` (decorator, context manager, of a compiled function); `optimize()` nesting
-and re-entry; `reset()` inside compiled code; every `explain()` field and its text;
-`fullgraph=True` messages naming the user's file and line; `config.patch`
-(`recompile_limit` alias, `suppress_errors`, cache-size limit with one warning);
-recompiles on dtype / shape / requires_grad / scalars / globals / closures / module
-attributes with results compared to eager; DYNAMO_LITE_LOGS and `set_logs`; user
-logging records and warnings inside compiled code (must equal eager's); the pytest
-plugin run on small files with pytester (`--dl`); `register_backend`; and two
-threads compiling at once.
-
-Bugs and doc/behaviour mismatches found here are strict xfails in tests/test_known_bugs.py.
+Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
+xfails in tests/test_known_bugs.py.
 """
 import contextlib
 import functools

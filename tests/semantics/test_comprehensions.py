@@ -1,30 +1,7 @@
 """Comprehensions and generator expressions mixed with tensor code, eager vs compiled.
 
-From the suite this file was split out of:
-everyday Python features mixed with tensor code, eager vs compiled.
-
-Covers the walrus operator, chained comparisons, augmented assignment on
-attributes / subscripts / slices / dict entries / user objects (with __iadd__
-and falling back to __add__), ``del`` of locals / items / keys / attributes,
-star-unpacking in calls and assignments, keyword-only and positional-only
-parameters, defaults evaluated once, comprehension scoping (list/set/dict
-comprehensions, generator expressions, nested, with conditions), f-strings with
-format specs and conversions, str methods, try/except/else/finally with returns
-in several clauses, ``with`` over several context managers, ``assert`` with
-messages, isinstance of tensors vs Parameters, Enum/IntEnum, NamedTuple /
-TypedDict / Optional, math on shapes, numpy scalars, the random module (results
-and module state after the call), operator / functools.reduce / itertools /
-collections, sorted with key=lambda, id()/hash(), recursion with memo dicts.
-Many cases put a graph break (print or .item()) in the middle, since resume
-code is where bugs hide.
-
-Every case runs the same compiled function at least twice (changed inputs) and
-compares return values, exceptions (type and message), stdout and mutated
-arguments with eager (dynamo_lite.testing.assert_same_as_eager); cases that
-touch module globals or the random module also compare that state.
-
-PYTEST_DONT_REWRITE (``assert`` statements inside traced functions must stay
-plain Python asserts).
+Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
+xfails in tests/test_known_bugs.py.
 """
 import collections
 import contextlib

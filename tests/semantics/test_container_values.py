@@ -1,13 +1,7 @@
 """Containers built, mutated and returned; values moved between objects, containers and globals.
 
-From the suite this file was split out of:
-containers, dataclasses and user classes.
-
-list/tuple/dict/set/namedtuple/OrderedDict/defaultdict/deque built, mutated and
-returned; inputs mutated in place; identity and aliasing of returned objects;
-dataclasses; user classes with properties, inheritance, __call__, __getattr__,
-__eq__/__hash__, class attributes, slots, class/static methods.  Helpers:
-dynamo_lite/testing.py.
+Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
+xfails in tests/test_known_bugs.py.
 """
 import collections
 import dataclasses

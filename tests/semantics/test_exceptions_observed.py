@@ -1,15 +1,7 @@
 """Exceptions raised, caught, chained and raised by Python-level operations, as eager shows them.
 
-From the suite this file was split out of:
-exceptions, context managers, printing/logging/warnings, randomness,
-math and numpy - the observable behaviour around the tensor work.
-
-Exceptions raised inside and caught, raised out (same type and message),
-finally blocks, exception chaining; user context managers, contextlib,
-nested `with`, exceptions inside `with`; stdout, the "acceptance" logger and
-warnings (category, message, file, line); python random / torch / numpy RNG
-consumption order; math on shapes; numpy values passed in.  Helpers:
-dynamo_lite/testing.py.
+Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
+xfails in tests/test_known_bugs.py.
 """
 import collections
 import contextlib

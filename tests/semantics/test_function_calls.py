@@ -1,30 +1,7 @@
 """Function calls and closures (inlined, nonlocal, defaults, decorators) across graph breaks.
 
-From the suite this file was split out of:
-control flow, loops, functions, globals and side
-effects, with graph breaks in the middle of them.
-
-Every test runs a function eagerly and through ``dynamo_lite.compile(fn,
-backend="eager")`` from identical starting states (deep-copied arguments, reset
-globals, same RNG seeds), over several calls (the second call hits the cache,
-changed inputs recompile), and compares everything a user observes: return
-values, exceptions (type and message), stdout, mutated arguments, module
-globals and objects, and object identity where it matters.
-
-Areas: if/elif chains on Python and tensor values, ternaries, ``and``/``or``
-short-circuit with side effects, ``match``, ``assert``; for over
-range/list/dict/zip/enumerate/tensor rows/sets/iterators, while with
-break/continue/else, nested loops, loops mutating what they iterate; graph
-breaks (print, ``.item()``) inside loops, nested functions, try/finally and with
-blocks (resume functions and loop-body functions, codegen/resume.py and
-codegen/loops.py); closures, nonlocal, recursion, lambdas, decorators, default
-arguments, compiled-calls-compiled; module globals read, rebound and mutated;
-math/random/numpy inside loops.
-
-Known dynamo_lite bugs are strict xfails in tests/test_known_bugs.py.
-
-PYTEST_DONT_REWRITE: the user functions under test contain ``assert`` statements whose
-messages are compared; pytest must not rewrite them (its messages embed object addresses).
+Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
+xfails in tests/test_known_bugs.py.
 """
 from __future__ import annotations
 

@@ -1,34 +1,7 @@
 """Autograd through compiled code: autograd.Function, backward, and the aot_eager backend.
 
-From the suite this file was split out of:
-tensors, in-place ops, autograd, grad mode, modules, recompiles, API.
-
-Written the way an outside PyTorch user would test dynamo_lite: every test runs a
-function (or module) eagerly and through ``dynamo_lite.compile`` from identical
-states and compares everything observable -- return values, exceptions (type and
-message), stdout, mutated arguments, gradients, module state and grad mode -- over
-several calls (cache hits) and changed inputs (recompiles).  It complements
-tests/torch/test_tensor_attributes.py with:
-
-- tensor metadata / dtype promotion / integer division / comparisons, tables of
-  indexing and advanced setitem cases, result strides of many ops, views vs copies
-- in-place ops: on inputs, views and slices, ``add_`` returning self, aliasing
-  (the same tensor passed twice, overlapping views), ``out=``, ``resize_``,
-  in-place dtype casting rules and their errors
-- data-dependent control flow (item/bool/any/while/tolist/nonzero/masked_select)
-- grad mode (no_grad/enable_grad/set_grad_enabled/inference_mode as context
-  managers and decorators, restored after exceptions)
-- autograd (backward inside, torch.autograd.grad, hooks, retain_grad, custom
-  autograd.Function: multiple outputs, non-differentiable outputs, data-dependent
-  forward, needs_input_grad, set_materialize_grads, mark_dirty)
-- nn.Module (containers, buffers reassigned in forward, train/eval, dropout with
-  seeds, hooks, parameters frozen/replaced, optimizer steps outside, ``.to()``)
-- recompiles (counts via CompileCounter stay sane, results always right)
-- public API (decorator forms, methods, disable, reset, explain, optimize,
-  fullgraph), and a few runs with backend="aot_eager"
-- known bugs: strict xfails in tests/test_known_bugs.py.
-
-Helpers: dynamo_lite/testing.py (check, check_calls, check_module).
+Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
+xfails in tests/test_known_bugs.py.
 """
 import contextlib
 import copy
