@@ -51,65 +51,55 @@ static PyObject *parked_namespace = NULL;
 static unsigned long long last_serial = 0;
 
 /* ------------------------------------------------------------------------ */
-/* Markers: SKIP, ALWAYS, RUN_EAGER                                         */
+/* Markers (SKIP, RUN_EAGER) and the ALWAYS check                          */
 /* ------------------------------------------------------------------------ */
 
+/* SKIP and RUN_EAGER: two instances of one marker type, told apart by name. */
+typedef struct {
+    PyObject_HEAD
+    const char *name; /* "SKIP" or "RUN_EAGER": the module global it is (static string) */
+} MarkerObject;
+
 static PyObject *
-skip_repr(PyObject *self)
+marker_repr(PyObject *self)
 {
-    return PyUnicode_FromString("<dynamo_lite._C.SKIP>");
+    return PyUnicode_FromFormat("<dynamo_lite._C.%s>", ((MarkerObject *)self)->name);
 }
 
 /* Pickle/copy as the module global: copy.copy(SKIP) is SKIP. */
 static PyObject *
-skip_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+marker_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
-    return PyUnicode_FromString("SKIP");
+    return PyUnicode_FromString(((MarkerObject *)self)->name);
 }
 
-static PyMethodDef skip_methods[] = {
-    {"__reduce__", skip_reduce, METH_NOARGS, NULL},
+static PyMethodDef marker_methods[] = {
+    {"__reduce__", marker_reduce, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject SkipType = {
+static PyTypeObject MarkerType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "dynamo_lite._C.SkipType",
-    .tp_basicsize = sizeof(PyObject),
+    .tp_name = "dynamo_lite._C.Marker",
+    .tp_basicsize = sizeof(MarkerObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Type of the SKIP marker: a code object marked SKIP is never "
-              "passed to the callback; a callback returns SKIP to mark it.",
-    .tp_repr = skip_repr,
-    .tp_methods = skip_methods,
+    .tp_doc = "A marker of the cache protocol. SKIP: a code object marked SKIP "
+              "is never passed to the callback, and a callback returns SKIP to "
+              "mark it. RUN_EAGER: a callback returns it to run the original "
+              "frame this time and remember nothing.",
+    .tp_repr = marker_repr,
+    .tp_methods = marker_methods,
 };
 
 static PyObject *
-run_eager_repr(PyObject *self)
+new_marker(const char *name)
 {
-    return PyUnicode_FromString("<dynamo_lite._C.RUN_EAGER>");
+    MarkerObject *m = PyObject_New(MarkerObject, &MarkerType);
+    if (m != NULL) {
+        m->name = name;
+    }
+    return (PyObject *)m;
 }
-
-static PyObject *
-run_eager_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
-{
-    return PyUnicode_FromString("RUN_EAGER");
-}
-
-static PyMethodDef run_eager_methods[] = {
-    {"__reduce__", run_eager_reduce, METH_NOARGS, NULL},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyTypeObject RunEagerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "dynamo_lite._C.RunEagerType",
-    .tp_basicsize = sizeof(PyObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Type of the RUN_EAGER marker: a callback returns it to run "
-              "the original frame this time and remember nothing.",
-    .tp_repr = run_eager_repr,
-    .tp_methods = run_eager_methods,
-};
 
 static PyObject *
 always_repr(PyObject *self)
@@ -642,8 +632,7 @@ static PyMethodDef cache_methods[] = {
 int
 dl_cache_init(PyObject *module)
 {
-    if (PyType_Ready(&SkipType) < 0 || PyType_Ready(&AlwaysType) < 0 ||
-        PyType_Ready(&RunEagerType) < 0 ||
+    if (PyType_Ready(&MarkerType) < 0 || PyType_Ready(&AlwaysType) < 0 ||
         PyType_Ready(&DLCacheEntryType) < 0) {
         return -1;
     }
@@ -652,11 +641,11 @@ dl_cache_init(PyObject *module)
         return -1;
     }
     if (dl_skip_marker == NULL &&
-        (dl_skip_marker = PyType_GenericAlloc(&SkipType, 0)) == NULL) {
+        (dl_skip_marker = new_marker("SKIP")) == NULL) {
         return -1;
     }
     if (dl_run_eager_marker == NULL &&
-        (dl_run_eager_marker = PyType_GenericAlloc(&RunEagerType, 0)) == NULL) {
+        (dl_run_eager_marker = new_marker("RUN_EAGER")) == NULL) {
         return -1;
     }
     if (parked_namespace == NULL && (parked_namespace = PyDict_New()) == NULL) {
