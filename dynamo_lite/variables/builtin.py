@@ -29,9 +29,9 @@ from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
 from ..source import ItemSource
-from .arith import apply_operator, binary_op, contains, truth
+from .arith import apply_operator, binary_op
 from .containers import (
-    DictVariable, DictViewVariable, iterate, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
+    DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
     wrap_constant_result,
 )
 from .functions import BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserMethodVariable
@@ -269,12 +269,12 @@ def _setitem(tx, obj, key, value):
 
 @_handler(operator.contains)
 def _op_contains(tx, container, item):
-    return contains(tx, item, container)
+    return ConstantVariable(container.contains(tx, item))
 
 
 @_handler(operator.truth)
 def _op_truth(tx, v):
-    return ConstantVariable(truth(tx, v))
+    return ConstantVariable(v.bool(tx))
 
 
 @_handler(operator.itemgetter, operator.attrgetter, operator.methodcaller)
@@ -342,33 +342,7 @@ class OperatorGetterVariable(VariableTracker):
 
 @_handler(builtins.len)
 def _len(tx, obj):
-    if isinstance(obj, ListIteratorVariable):
-        raise GraphBreak(gb.OPERATION_RAISES, f"len() of {obj.describe()} (TypeError: iterators have no len())")
-
-    if isinstance(obj, TensorVariable):
-        if obj.example.dim() == 0:
-            raise GraphBreak(gb.OPERATION_RAISES, "len() of a 0-d tensor")
-        return ConstantVariable(int(obj.example.shape[0]))
-    if obj.is_python_constant() and not hasattr(obj, "items"):
-        value = obj.as_python_constant()
-        try:
-            return ConstantVariable(len(value))
-        except TypeError as e:
-            raise GraphBreak(gb.OPERATION_RAISES, f"len() of {type(value).__name__}") from e
-    if hasattr(obj, "items") and isinstance(getattr(obj, "items"), (list, dict)):
-        return ConstantVariable(len(obj.items))
-    return ConstantVariable(checked_len(obj.call_method(tx, "__len__", [], {})))
-
-
-def checked_len(result: VariableTracker) -> int:
-    """The int len() makes of ``__len__``'s result (True -> 1); a result len() rejects
-    (negative: ValueError, not an int: TypeError) breaks so Python raises it."""
-    if not result.is_python_constant():
-        raise GraphBreak(gb.VALUE_UNKNOWN, "__len__() result not known at trace time")
-    value = result.as_python_constant()
-    if type(value) not in (int, bool) or value < 0:
-        raise GraphBreak(gb.OPERATION_RAISES, f"__len__() returned {type(value).__name__} {value!r} (len() raises)")
-    return int(value)
+    return ConstantVariable(obj.len(tx))
 
 
 def _python_type(tx, obj):
@@ -513,7 +487,7 @@ def _enumerate(tx, iterable, start=None):
             s = operator.index(start.as_python_constant())
         except TypeError as e:
             raise GraphBreak(gb.OPERATION_RAISES, f"enumerate() start raised TypeError: {e}") from e
-    return EnumerateIteratorVariable(iterate(tx, iterable), s)  # lazy: items on demand
+    return EnumerateIteratorVariable(iterable.iter(tx), s)  # lazy: items on demand
 
 
 @_handler(builtins.zip)
@@ -521,7 +495,7 @@ def _zip(tx, *iterables, strict=None):
     if strict is not None and not strict.is_python_constant():
         raise GraphBreak(gb.VALUE_UNKNOWN, "zip(strict=...) not known at trace time")
     # lazy: items on demand; a strict zip breaks where Python raises ValueError
-    return ZipIteratorVariable([iterate(tx, it) for it in iterables],
+    return ZipIteratorVariable([it.iter(tx) for it in iterables],
                                strict=strict is not None and bool(strict.as_python_constant()))
 
 
@@ -544,11 +518,7 @@ def _reversed(tx, seq):
 def _iter(tx, obj, *sentinel):
     if sentinel:
         raise GraphBreak(gb.UNSUPPORTED_CALL, "iter() with a sentinel")
-    if isinstance(obj, ListIteratorVariable):
-        return obj
-    if isinstance(obj, (ListVariable, DictVariable, SetVariable, DictViewVariable)):
-        return iterate(tx, obj)
-    return ListIteratorVariable(_iter_items(tx, obj))
+    return obj.iter(tx)
 
 
 @_handler(builtins.next)
@@ -631,7 +601,7 @@ def _abs(tx, x):
 def _make_all_any(fn):
     def impl(tx, iterable):
         for item in iterate_lazily(tx, iterable):  # stops consuming at the deciding item
-            t = truth(tx, item)
+            t = item.bool(tx)
             if fn is builtins.all and not t:
                 return FALSE
             if fn is builtins.any and t:
@@ -648,12 +618,12 @@ _HANDLERS[builtins.any] = _make_all_any(builtins.any)
 def _map(tx, fn, *iterables):
     if not iterables:
         raise GraphBreak(gb.OPERATION_RAISES, "map() must have at least two arguments (TypeError)")
-    return MapIteratorVariable(fn, [iterate(tx, it) for it in iterables])  # lazy: fn runs on demand
+    return MapIteratorVariable(fn, [it.iter(tx) for it in iterables])  # lazy: fn runs on demand
 
 
 @_handler(builtins.filter)
 def _filter(tx, fn, iterable):
-    return FilterIteratorVariable(fn, iterate(tx, iterable))  # lazy: fn runs on demand
+    return FilterIteratorVariable(fn, iterable.iter(tx))  # lazy: fn runs on demand
 
 
 @_handler(builtins.tuple)
@@ -697,7 +667,7 @@ def _scalar_conversion(fn):
             raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}(tensor) reads a value out of the tensor")
         if args and not args[0].is_python_constant():
             if fn is bool:
-                return ConstantVariable(truth(tx, args[0]))
+                return ConstantVariable(args[0].bool(tx))
             if fn is str:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"str() of {args[0].describe()}")
         return None  # fold as a pure builtin

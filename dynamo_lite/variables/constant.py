@@ -5,7 +5,7 @@ Operations on constants are folded at trace time by calling the real
 operation on the real values (they are immutable, so this is exact).  Methods
 of constants also accept lists/dicts/sets/iterators of constants, passed as
 copies (``"-".join(parts)``); a method that raises breaks the graph so Python
-raises it for real.
+raises it for real.  ``x in "str"`` is a substring test.
 Tested by tests/semantics/test_builtins.py.
 """
 from __future__ import annotations
@@ -66,6 +66,19 @@ class ConstantVariable(VariableTracker):
 
     def has_len(self):
         return isinstance(self.value, (str, bytes, range))
+
+    def contains(self, tx, item):
+        value = self.value
+        if isinstance(value, (str, bytes)):  # substring test, not membership of characters
+            if not item.is_python_constant():
+                raise GraphBreak(gb.OPERATION_RAISES, f"`in <{type(value).__name__}>` requires a {type(value).__name__} operand")
+            try:
+                return item.as_python_constant() in value
+            except TypeError as e:
+                raise GraphBreak(gb.OPERATION_RAISES, f"`in` raised TypeError: {e}") from e
+        if isinstance(value, range) and item.is_python_constant():
+            return item.as_python_constant() in value
+        return super().contains(tx, item)
 
     def unpack(self, tx):
         if isinstance(self.value, (str, bytes, range)):

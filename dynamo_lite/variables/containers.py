@@ -11,12 +11,13 @@ factory for missing keys.  Keys are constants by value or objects by
 identity (``hash_key``): value-hashed objects and unhashable keys break.
 Sets iterate in the order of a shadow real set put through the same
 operations.  An operation Python would raise on breaks (DL0010) so Python
-raises it.  Iteration: lists live (``iterate``); map/zip/dict iterators are
+raises it.  Iteration (``iter``): lists live; map/zip/dict iterators are
 lazy (iterators.py).
 Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py and tests/semantics/test_iterators.py.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -24,7 +25,7 @@ import torch
 from .. import graph_breaks as gb
 from .. import runtime
 from ..exc import GraphBreak, SkipFrame
-from .base import IdentityKey, VariableTracker
+from .base import IdentityKey, same_object, search_items, VariableTracker
 from .constant import ConstantVariable, is_constant_value, NONE
 from .methods import ContainerMethodVariable
 
@@ -100,6 +101,12 @@ class BaseListVariable(VariableTracker):
     def truthiness(self, tx):
         return bool(self.items)
 
+    def contains(self, tx, item):
+        return search_items(tx, self.unpack(tx), item)
+
+    def len(self, tx):
+        return len(self.items)
+
     def getitem(self, tx, key):
         if key.is_tensor():
             raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
@@ -131,9 +138,7 @@ class BaseListVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
-            from .arith import contains  # lazy: upward (cycle)
-
-            return contains(tx, args[0], self)
+            return ConstantVariable(self.contains(tx, args[0]))
         if name in ("index", "count") and not kwargs:
             if all(i.is_python_constant() for i in self.items) and all(a.is_python_constant() for a in args):
                 values = [i.as_python_constant() for i in self.items]
@@ -144,11 +149,8 @@ class BaseListVariable(VariableTracker):
             if not args or len(args) > (3 if name == "index" else 1):
                 raise GraphBreak(gb.OPERATION_RAISES, f"{name}() with {len(args)} arguments (TypeError)")
             if name == "index" and len(args) == 1:
-                from .arith import _same_object, apply_operator, truth  # lazy: upward (cycle)
-                import operator
-
                 for i, item in enumerate(self.items):
-                    if _same_object(item, args[0]) or truth(tx, apply_operator(tx, operator.eq, [item, args[0]])):
+                    if same_object(item, args[0]) or self.apply_operator(tx, operator.eq, [item, args[0]]).bool(tx):
                         return ConstantVariable(i)
                 raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__}.index(x): x not in sequence (ValueError)")
         if name == "__getattribute__":
@@ -331,6 +333,11 @@ class ListVariable(BaseListVariable):
     def is_python_constant(self):
         return False
 
+    def iter(self, tx):
+        it = ListIteratorVariable(self.items)  # live: appends during the loop are reached
+        it.live = self
+        return it
+
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
         items = self.items
@@ -370,15 +377,11 @@ class ListVariable(BaseListVariable):
         if name == "copy" and not args:
             return ListVariable(list(items))
         if name == "remove" and len(args) == 1:
-            import operator
-
-            from .arith import _is_tensor, _same_object, apply_operator, truth  # lazy: upward (cycle)
-
             for i, item in enumerate(items):  # `item is x or item == x`, in order, like CPython
-                if _same_object(item, args[0]) is not True:
-                    if _is_tensor(item) or _is_tensor(args[0]):
+                if same_object(item, args[0]) is not True:
+                    if item.is_tensor() or args[0].is_tensor():
                         raise GraphBreak(gb.DATA_DEPENDENT, "list.remove compares a tensor (depends on tensor data)")
-                    if not truth(tx, apply_operator(tx, operator.eq, [item, args[0]])):
+                    if not self.apply_operator(tx, operator.eq, [item, args[0]]).bool(tx):
                         continue
                 se.mutate(self)
                 del items[i]
@@ -421,8 +424,6 @@ class ListVariable(BaseListVariable):
 
 def _list_index(v: VariableTracker, method: str) -> int:
     """A list method's index argument (a constant) as an int; TypeError breaks (Python raises it)."""
-    import operator
-
     try:
         return operator.index(v.as_python_constant())
     except TypeError as e:
@@ -456,6 +457,17 @@ class DictVariable(VariableTracker):
     def unpack(self, tx):
         return [key_to_var(k) for k in self.items]
 
+    def contains(self, tx, item):
+        return self._key(item) in self.items
+
+    def len(self, tx):
+        return len(self.items)
+
+    def iter(self, tx):
+        from .iterators import DictIteratorVariable  # lazy: upward (cycle)
+
+        return DictIteratorVariable(self, "keys")
+
     def _key(self, v: VariableTracker):
         return hash_key(v, "dict key")
 
@@ -485,7 +497,7 @@ class DictVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(self._key(args[0]) in self.items)
+            return ConstantVariable(self.contains(tx, args[0]))
         if name == "get" and 1 <= len(args) <= 2:
             k = self._key(args[0])
             return self.items.get(k, args[1] if len(args) == 2 else NONE)
@@ -677,6 +689,17 @@ class DictViewVariable(VariableTracker):
             return list(d.items.values())
         return [TupleVariable([key_to_var(k), v]) for k, v in d.items.items()]
 
+    def contains(self, tx, item):
+        return self.call_method(tx, "__contains__", [item], {}).bool(tx)
+
+    def len(self, tx):
+        return len(self.dict_var.items)
+
+    def iter(self, tx):
+        from .iterators import DictIteratorVariable  # lazy: upward (cycle)
+
+        return DictIteratorVariable(self.dict_var, self.kind)
+
     def call_method(self, tx, name, args, kwargs):
         if name == "__len__":
             return ConstantVariable(len(self.dict_var.items))
@@ -754,10 +777,21 @@ class SetVariable(VariableTracker):
     def unpack(self, tx):
         return [self.items[k] for k in self._ordered_keys()]  # in the order the real set iterates
 
+    def contains(self, tx, item):
+        return self._key(item) in self.items
+
+    def len(self, tx):
+        return len(self.items)
+
+    def iter(self, tx):
+        it = ListIteratorVariable(self.unpack(tx))
+        it.watched = (self, list(self.items))  # eager raises if the set changes size meanwhile
+        return it
+
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
         if name == "__contains__" and len(args) == 1:
-            return ConstantVariable(self._key(args[0]) in self.items)
+            return ConstantVariable(self.contains(tx, args[0]))
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "add" and len(args) == 1 and not self.frozen:
@@ -885,6 +919,12 @@ class ListIteratorVariable(VariableTracker):
     def describe(self):
         return f"{self.kind.__name__} object" if self.kind else "iterator"
 
+    def iter(self, tx):
+        return self
+
+    def len(self, tx):
+        raise GraphBreak(gb.OPERATION_RAISES, f"len() of {self.describe()} (TypeError: iterators have no len())")
+
     def _watched_changed(self) -> bool:
         return self.watched is not None and list(self.watched[0].items) != self.watched[1]
 
@@ -969,29 +1009,6 @@ class ListIteratorVariable(VariableTracker):
         return all(i.can_reconstruct() for i in self.items[self.index:])
 
 
-def iterate(tx, value: VariableTracker) -> "ListIteratorVariable":
-    """iter(value) for GET_ITER and iter(): lists are iterated live, dicts read live (see
-    iterators.DictIteratorVariable), sets watched; other values are snapshotted (immutable)."""
-    if isinstance(value, ListIteratorVariable):
-        return value
-    if type(value) is ListVariable:
-        it = ListIteratorVariable(value.items)
-        it.live = value
-        return it
-    if isinstance(value, DictVariable):
-        from .iterators import DictIteratorVariable  # lazy: upward (cycle)
-
-        return DictIteratorVariable(value, "keys")
-    if isinstance(value, DictViewVariable):
-        from .iterators import DictIteratorVariable  # lazy: upward (cycle)
-
-        return DictIteratorVariable(value.dict_var, value.kind)
-    it = ListIteratorVariable(value.unpack(tx))
-    if isinstance(value, SetVariable):
-        it.watched = (value, list(value.items))
-    return it
-
-
 class SliceVariable(VariableTracker):
     """slice(a, b, c) where some part is not a constant (e.g. a tensor)."""
 
@@ -1009,3 +1026,6 @@ class SliceVariable(VariableTracker):
 
     def can_reconstruct(self):
         return all(p.can_reconstruct() for p in self.parts)
+
+
+VariableTracker.snapshot_iterator = staticmethod(ListIteratorVariable)  # see VariableTracker.iter

@@ -5,7 +5,7 @@ Python's iterators compute nothing when they are created: ``map(f, l)`` calls
 appended or replaced after creation are seen), and stops calling ``f`` when
 its consumer stops (``any(map(f, xs))``).  The trackers here keep that
 contract: each holds the *iterators* of its arguments (made by
-``containers.iterate`` at creation, as CPython calls ``iter()`` then) and
+the arguments' ``iter`` at creation, as CPython calls ``iter()`` then) and
 produces one item per ``next_item`` call (FOR_ITER, ``next()``), reading the
 underlying list / dict trackers live and calling the mapped function then.
 ``unpack`` consumes what is left (``list(m)``, ``sorted(m)``, ``*m``).
@@ -116,14 +116,12 @@ class FilterIteratorVariable(LazyIteratorVariable):
         self.iterator = iterator
 
     def next_item(self, tx):
-        from .arith import truth  # lazy: upward (cycle)
-
         plain = self.fn.is_python_constant() and self.fn.as_python_constant() is None
         while True:
             item = self.iterator.next_item(tx)
             if item is None:
                 return None
-            if truth(tx, item if plain else self.fn.call_function(tx, [item], {})):
+            if (item if plain else self.fn.call_function(tx, [item], {})).bool(tx):
                 return item
 
     def reconstruct(self, cg):

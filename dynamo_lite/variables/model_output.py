@@ -229,6 +229,9 @@ class ModelOutputVariable(VariableTracker):
     def has_len(self):
         return True
 
+    def len(self, tx):
+        return len(self.items)
+
     def truthiness(self, tx):
         return bool(self.items)
 

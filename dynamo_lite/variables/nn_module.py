@@ -329,6 +329,9 @@ class ModuleSliceVariable(VariableTracker):
     def has_len(self):
         return True
 
+    def len(self, tx):
+        return len(self.items)
+
     def unpack(self, tx):
         return list(self.items)
 

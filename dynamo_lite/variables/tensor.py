@@ -122,6 +122,14 @@ class TensorVariable(VariableTracker):
     def has_len(self):
         return self.example.dim() > 0
 
+    def len(self, tx):
+        if self.example.dim() == 0:
+            raise GraphBreak(gb.OPERATION_RAISES, "len() of a 0-d tensor")
+        return int(self.example.shape[0])
+
+    def contains(self, tx, item):
+        raise GraphBreak(gb.DATA_DEPENDENT, "`in` on a tensor depends on tensor data")
+
     def unpack(self, tx):
         if self.example.dim() == 0:
             raise GraphBreak(gb.OPERATION_RAISES, "iteration over a 0-d tensor")

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
-from .base import IdentityKey, VariableTracker
+from .base import checked_len, IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
 from .containers import DefaultDictVariable, DictVariable, NamedTupleVariable
@@ -165,17 +165,13 @@ class _ObjectLike(VariableTracker):
             fn, _ = _mro_lookup(cls, dunder)
             if fn is not None:
                 if isinstance(fn, types.FunctionType):
-                    from .arith import truth  # lazy: upward (cycle)
-
                     result = UserMethodVariable(fn, self).call_function(tx, [], {})
                     if dunder == "__len__":
-                        from .builtin import checked_len  # lazy: upward (cycle)
-
                         return checked_len(result) != 0
                     if result.is_python_constant() and type(result.as_python_constant()) is not bool:
                         raise GraphBreak(gb.OPERATION_RAISES, f"__bool__ returned {type(result.as_python_constant()).__name__}"
                                                    " (TypeError)")
-                    return truth(tx, result)
+                    return result.bool(tx)
                 return None
         return True
 
