@@ -106,7 +106,9 @@ class SideEffects:
     # ---- replay -------------------------------------------------------------
     def codegen(self, cg) -> None:
         """Emit code that applies every logged effect to the real objects."""
-        from ..variables.containers import DictVariable, ListVariable, SetVariable
+        from ..variables.mappings import DictVariable
+        from ..variables.sequences import ListVariable
+        from ..variables.sets import SetVariable
 
         for kind, key in self.order:
             if kind == "container":

@@ -18,10 +18,10 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import same_object, VariableTracker
 from .constant import ConstantVariable
-from .containers import (
-    BaseListVariable, constant_value, DictVariable, DictViewVariable, ListVariable, SetVariable,
-    SizeVariable, TupleVariable, wrap_constant_result,
-)
+from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
+from .mappings import DictVariable, DictViewVariable
+from .sets import SetVariable
+from .folding import wrap_constant_result
 from .tensor import record_op, TensorVariable
 from .user_objects import _mro_lookup, _ObjectLike
 
@@ -152,7 +152,7 @@ def _sequence_or_object_op(tx, fn, args):
             # e.g. d.keys() & {"a"}, "%(k)s" % {"k": 1}, {1: 2} == {1: 2}: builtin containers of
             # constants, computed on copies (non-inplace operators do not mutate their operands)
             try:
-                values = [constant_value(a), constant_value(b)]
+                values = [a.constant_copy(), b.constant_copy()]
             except NotImplementedError:
                 values = None
             if values is not None:

@@ -107,6 +107,14 @@ class VariableTracker:
     def has_len(self) -> bool:
         return False
 
+    def constant_copy(self) -> Any:
+        """A fresh Python value equal to this one when everything in it is known at trace time
+        (lists, dicts, sets and iterators of constants included; they are copies, so only pass the
+        result to functions that do not mutate it).  Raises NotImplementedError otherwise."""
+        if self.is_python_constant():
+            return self.as_python_constant()
+        raise NotImplementedError(f"{self.describe()} is not a constant")
+
     def is_tensor(self) -> bool:
         """True for a tensor tracker (a tensor index into a Python container is data-dependent)."""
         return False

@@ -30,15 +30,15 @@ from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
 from ..source import ItemSource
 from .arith import apply_operator, binary_op
-from .containers import (
-    DictVariable, DictViewVariable, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
-    wrap_constant_result,
-)
+from .mappings import dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable
+from .sequences import ListIteratorVariable, ListVariable, sort_items, TupleVariable
+from .sets import SetVariable
+from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .iterators import (
-    DictIteratorVariable, EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily,
-    ListReverseIteratorVariable, MapIteratorVariable, ZipIteratorVariable,
+    EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily, ListReverseIteratorVariable,
+    MapIteratorVariable, ZipIteratorVariable,
 )
 from .exceptions import ExceptionVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
@@ -533,22 +533,6 @@ def _next(tx, it, *default):
     return item
 
 
-def sort_items(tx, items, kwargs):
-    key = kwargs.get("key")
-    reverse = kwargs.get("reverse", FALSE).as_python_constant()
-    if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
-        keys = [key.call_function(tx, [i], {}) for i in items]
-    else:
-        keys = items
-    if not all(k.is_python_constant() for k in keys):
-        raise GraphBreak(gb.VALUE_UNKNOWN, "sorting values not known at trace time")
-    try:
-        order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
-    except TypeError as e:  # unorderable values: Python raises it at the call
-        raise GraphBreak(gb.OPERATION_RAISES, f"sorting raised TypeError: {e}") from e
-    return [items[i] for i in order]
-
-
 @_handler(builtins.sorted)
 def _sorted(tx, iterable, **kwargs):
     return ListVariable(sort_items(tx, _iter_items(tx, iterable), kwargs))
@@ -648,17 +632,7 @@ _HANDLERS[builtins.frozenset] = _make_set(True)
 
 @_handler(builtins.dict)
 def _dict(tx, *args, **kwargs):
-    result = DictVariable({})
-    if args:
-        src = args[0]
-        if isinstance(src, DictVariable):
-            result.items.update(src.items)
-        else:
-            for pair in _iter_items(tx, src):
-                k, v = pair.unpack(tx)
-                result.items[result._key(k)] = v
-    result.items.update(kwargs)
-    return result
+    return dict_from_args(tx, *args, **kwargs)
 
 
 def _scalar_conversion(fn):

@@ -24,7 +24,8 @@ from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from ..skipfiles import skip_reason
 from ..source import AttrSource, ItemSource
-from .containers import DictVariable, TupleVariable
+from .mappings import DictVariable
+from .sequences import TupleVariable
 from .contexts import GradModeDecoratedVariable, GradModeVariable
 
 

@@ -39,7 +39,7 @@ from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource
-from .containers import ListIteratorVariable, TupleVariable
+from .sequences import ListIteratorVariable, TupleVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable

@@ -37,7 +37,7 @@ from ..source import AttrSource, ItemSource, TypeSource
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from .user_objects import _mro_lookup, guard_class_attr, UserDefinedClassVariable
-from .containers import ListIteratorVariable, TupleVariable
+from .sequences import ListIteratorVariable, TupleVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable

@@ -31,10 +31,9 @@ from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from ..source import AttrSource
-from .containers import (
-    BaseListVariable, DictVariable, ListVariable, SizeVariable, StructSeqVariable, TupleVariable,
-    wrap_constant_result,
-)
+from .sequences import BaseListVariable, ListVariable, SizeVariable, StructSeqVariable, TupleVariable
+from .mappings import DictVariable
+from .folding import wrap_constant_result
 from .methods import TensorMethodVariable
 
 # Tensor methods and attributes that cannot be part of a graph.

@@ -23,7 +23,8 @@ from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .containers import SizeVariable, wrap_constant_result
+from .sequences import SizeVariable
+from .folding import wrap_constant_result
 from .contexts import GradModeVariable
 from .tensor import _fake_arg, record_op, TensorVariable
 

@@ -30,7 +30,8 @@ from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
-from .containers import DefaultDictVariable, DictVariable, NamedTupleVariable
+from .mappings import DefaultDictVariable, dict_from_args, DictVariable
+from .sequences import TupleVariable
 from .functions import _bind, UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .contexts import NullContextVariable
@@ -380,6 +381,71 @@ def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
 
 
 
+class NamedTupleVariable(TupleVariable):
+    """An instance of a collections.namedtuple / typing.NamedTuple class."""
+
+    def __init__(self, tuple_type, items, source=None):
+        super().__init__(items, source)
+        self.tuple_type = tuple_type
+
+    def python_type(self):
+        return self.tuple_type
+
+    def describe(self):
+        return f"namedtuple {self.tuple_type.__name__}"
+
+    def clone_with(self, items):
+        return TupleVariable(items)
+
+    def as_python_constant(self):
+        return self.tuple_type(*[i.as_python_constant() for i in self.items])
+
+    def constant_copy(self):
+        if self.is_python_constant():
+            return self.as_python_constant()
+        return self.tuple_type(*[i.constant_copy() for i in self.items])
+
+    def var_getattr(self, tx, name):
+        fields = list(self.tuple_type._fields)
+        if name in fields:
+            return self.items[fields.index(name)]
+        if name == "_fields":
+            return TupleVariable([ConstantVariable(f) for f in fields])
+        if name in ("_asdict", "_replace"):
+            return ContainerMethodVariable(self, name)
+        attr = getattr(self.tuple_type, name, None)
+        if attr is not None and callable(attr) and isinstance(attr, types.FunctionType):
+            return UserMethodVariable(attr, self)
+        if isinstance(attr, property):
+            return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = list(self.tuple_type._fields)
+        if name == "_asdict":
+            return DictVariable(dict(zip(fields, self.items)))
+        if name == "_replace":
+            if args or any(k not in fields for k in kwargs):
+                raise GraphBreak(gb.OPERATION_RAISES, f"{self.tuple_type.__name__}._replace(): bad arguments (ValueError)")
+            items = list(self.items)
+            for k, v in kwargs.items():
+                items[fields.index(k)] = v
+            return NamedTupleVariable(self.tuple_type, items)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return VariableTracker.reconstruct(self, cg)
+        # tuple.__new__(cls, items): what a namedtuple's generated __new__ does,
+        # without calling Python code (which the hook would try to capture)
+        cg.load_callable(tuple.__new__)
+        cg.load_const(self.tuple_type)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_TUPLE", len(self.items))
+        cg.call(2)
+
+
 class UserDefinedClassVariable(VariableTracker):
     """A user class (calling it creates a NewObjectVariable and inlines __init__)."""
 
@@ -450,15 +516,14 @@ class UserDefinedClassVariable(VariableTracker):
             bound = _bind(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
             return NullContextVariable(bound["enter_result"])
         if cls is collections.OrderedDict or cls is collections.defaultdict:
-            from .builtin import _HANDLERS  # lazy: upward (cycle)
             if cls is collections.OrderedDict:
-                result = _HANDLERS[dict](tx, *args, **kwargs)
+                result = dict_from_args(tx, *args, **kwargs)
                 return DictVariable(result.items, dict_type=collections.OrderedDict)
             factory = args[0] if args else NONE
             if factory.is_python_constant() and factory.as_python_constant() is not None and \
                     not callable(factory.as_python_constant()):
                 raise GraphBreak(gb.OPERATION_RAISES, "defaultdict(): first argument must be callable or None (TypeError)")
-            result = _HANDLERS[dict](tx, *args[1:], **kwargs)
+            result = dict_from_args(tx, *args[1:], **kwargs)
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
             return ExceptionVariable.create(tx, cls, args, kwargs)

@@ -7,7 +7,8 @@ from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import NONE
-from ...variables.containers import DictVariable, TupleVariable
+from ...variables.mappings import DictVariable
+from ...variables.sequences import TupleVariable
 from ...variables.functions import NestedUserFunctionVariable, UserMethodVariable
 from ...variables.builder import wrap
 from ...variables.contexts import ContextManagerVariable, GradModeExitVariable

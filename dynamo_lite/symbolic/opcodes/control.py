@@ -5,7 +5,7 @@ from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.constant import ConstantVariable, NONE
-from ...variables.containers import ListIteratorVariable, TupleVariable
+from ...variables.sequences import ListIteratorVariable, TupleVariable
 from ...variables.builder import wrap
 from ...variables.exceptions import ExceptionVariable
 from ...variables.tensor import TensorVariable
