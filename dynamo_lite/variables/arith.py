@@ -23,7 +23,7 @@ from .mappings import DictVariable, DictViewVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
 from .tensor import record_op, TensorVariable
-from .user_objects import _mro_lookup, _ObjectLike
+from .user_objects import mro_lookup, ObjectLike
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -213,7 +213,7 @@ def _user_dunder(tx, fn, a, b):
         result = a.call_method(tx, names[0], [b], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
-    elif isinstance(a, _ObjectLike) and a.has_class_attr(names[0]) and not _object_default(a, names[0]):
+    elif isinstance(a, ObjectLike) and a.has_class_attr(names[0]) and not _object_default(a, names[0]):
         raise GraphBreak(gb.VALUE_UNKNOWN, f"{a.describe()}.{names[0]} is not a Python function")
     if _has_user_dunder(b, names[1]):
         result = b.call_method(tx, names[1], [a], {})
@@ -230,15 +230,15 @@ def _has_user_dunder(v, name: str) -> bool:
     """Does ``v``'s class define ``name`` as a Python function (which we can inline)?"""
     import types
 
-    if not isinstance(v, _ObjectLike):
+    if not isinstance(v, ObjectLike):
         return False
-    attr, _ = _mro_lookup(v.value_type, name)
+    attr, _ = mro_lookup(v.value_type, name)
     return isinstance(attr, types.FunctionType)
 
 
 def _object_default(v, name: str) -> bool:
     """Is ``v``'s ``name`` the one inherited from ``object`` (identity semantics)?"""
-    _, owner = _mro_lookup(v.value_type, name)
+    _, owner = mro_lookup(v.value_type, name)
     return owner is object
 
 

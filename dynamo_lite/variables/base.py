@@ -7,16 +7,19 @@ family in this package).  A tracker knows:
   was created during the trace).  A tracker with a source can always be
   reloaded in generated code; one without must know how to rebuild itself.
 - ``python_type()``: the Python type of the value it stands for.
-- how to answer operations (``call_function``, ``call_method``,
-  ``var_getattr``) by recording graph nodes, returning other trackers, or
-  raising ``GraphBreak`` when it cannot.
+- how to answer operations: the protocol below (``getitem``, ``setitem``,
+  ``setattr``, ``contains``, ``bool``, ``len``, ``iter``, ``var_getattr``,
+  ``call_function``, ``call_method``, ``constant_copy``), by recording graph
+  nodes, returning other trackers, or raising ``GraphBreak`` when it cannot.
+  Opcode handlers and builtins call the protocol; they do not test the kind.
 - ``reconstruct(cg)``: emit bytecode that rebuilds the real value after the
   graph ran.
 
 Trackers of immutable values are never changed after construction.  Mutable
 containers (list, dict, set, new objects) are mutated in place; every alias
 of the same real object shares one tracker (see builder.py), so a mutation is
-seen through all names.  Variables never import the translator.
+seen through all names.  Variables never import the translator; no file here imports one above it
+(what a default needs from above is installed on VariableTracker at import time).
 Tested through tests/semantics/test_branches_and_loops.py and tests/semantics/test_container_values.py.
 """
 from __future__ import annotations
@@ -190,7 +193,7 @@ class VariableTracker:
     # folded value becomes).  The module that owns each installs it here at import time, so no
     # file of this package imports a file above it.
     # value -> tracker for a plain value computed at trace time from constants (containers of
-    # constants included): sets.wrap_constant_result.
+    # constants included): folding.wrap_constant_result.
     wrap_constant: "staticmethod"
     # items -> an iterator tracker over them (the default ``iter``): sequences.ListIteratorVariable.
     snapshot_iterator: "staticmethod"

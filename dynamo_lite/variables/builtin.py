@@ -45,7 +45,7 @@ from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
-    _mro_lookup, _ObjectLike, class_of, DataclassFieldVariable, NewObjectVariable, SuperVariable,
+    mro_lookup, ObjectLike, class_of, DataclassFieldVariable, NewObjectVariable, SuperVariable,
     UserDefinedObjectVariable,
 )
 
@@ -435,9 +435,9 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
         return  # no source: nothing outside the trace can add it; other kinds: fixed by their type
     value = obj.value
     cls = type(value)
-    in_class = _mro_lookup(cls, name)[0] is not None
+    in_class = mro_lookup(cls, name)[0] is not None
     if not in_class and isinstance(getattr(value, "__dict__", None), dict) and (
-            isinstance(value, torch.nn.Module) or _mro_lookup(cls, "__getattr__")[0] is None):
+            isinstance(value, torch.nn.Module) or mro_lookup(cls, "__getattr__")[0] is None):
         dicts = ["__dict__"] + (["_parameters", "_buffers", "_modules"] if isinstance(value, torch.nn.Module) else [])
         for d in dicts:
             tx.output.add_guard(guards.NotInDictGuard(src, name, d))
@@ -670,11 +670,11 @@ def _super(tx, *args):
 @_handler(object.__setattr__)
 def _object_setattr(tx, obj, name, value):
     # replay is a STORE_ATTR, which would run a custom __setattr__ again: only plain ones
-    plain = isinstance(obj, NewObjectVariable) or _mro_lookup(obj.value_type, "__setattr__")[0] in (
-        object.__setattr__, None) if isinstance(obj, _ObjectLike) else False
-    if isinstance(obj, _ObjectLike) and name.is_python_constant() and plain:
+    plain = isinstance(obj, NewObjectVariable) or mro_lookup(obj.value_type, "__setattr__")[0] in (
+        object.__setattr__, None) if isinstance(obj, ObjectLike) else False
+    if isinstance(obj, ObjectLike) and name.is_python_constant() and plain:
         if not getattr(obj.value_type, "__dictoffset__", 1) and not hasattr(
-                type(_mro_lookup(obj.value_type, name.as_python_constant())[0]), "__set__"):
+                type(mro_lookup(obj.value_type, name.as_python_constant())[0]), "__set__"):
             raise GraphBreak(gb.OPERATION_RAISES, "object.__setattr__ of a name with no slot and no __dict__ (AttributeError)")
         tx.output.side_effects.store_attr(obj, name.as_python_constant(), value)
         return NONE
@@ -696,7 +696,7 @@ def _dict_slot(fn):
             return None
         key = args[0].as_python_constant()
         if type(key) not in (str, int, bool, type(None)) or \
-                _mro_lookup(type(obj.value), "__getitem__")[0] is not dict.__getitem__:
+                mro_lookup(type(obj.value), "__getitem__")[0] is not dict.__getitem__:
             return None
         present = dict.__contains__(obj.value, key)
         tx.output.add_expr_guard(f"___builtins.dict.__contains__({obj.source.name()}, {key!r}) is {present!r}")
@@ -716,7 +716,7 @@ for _fn in (dict.get, dict.__getitem__, dict.__contains__):
 
 @_handler(object.__getattribute__)
 def _object_getattribute(tx, obj, name):
-    if isinstance(obj, _ObjectLike) and name.is_python_constant():
+    if isinstance(obj, ObjectLike) and name.is_python_constant():
         return obj.generic_getattr(tx, name.as_python_constant())
     return None
 

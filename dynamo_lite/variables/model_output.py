@@ -43,7 +43,7 @@ from .sequences import ListIteratorVariable, TupleVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
-from .user_objects import _mro_lookup, UserDefinedClassVariable
+from .user_objects import mro_lookup, UserDefinedClassVariable
 
 _BEHAVIOUR = ("__post_init__", "__setattr__", "__setitem__", "__getitem__", "__delitem__", "to_tuple",
               "__contains__", "get", "_replace_old_cache_name", "keys", "values", "items", "__iter__",
@@ -252,7 +252,7 @@ class ModelOutputVariable(VariableTracker):
             return BoundMethodOfVariable(self, name)
         if name == "__dict__":
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "reading a ModelOutput's __dict__")
-        attr, _ = _mro_lookup(self.cls, name)
+        attr, _ = mro_lookup(self.cls, name)
         if isinstance(attr, property) and attr.fget is not None:
             return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
         if isinstance(attr, staticmethod):

@@ -177,7 +177,7 @@ class TensorVariable(VariableTracker):
         if name in _INPUT_FACTS and not args and not kwargs:
             return self._input_fact(tx, name)
         if name in _METADATA_METHODS:
-            fake_args, fake_kwargs = _fake_args(args), {k: _fake_arg(v) for k, v in kwargs.items()}
+            fake_args, fake_kwargs = _fake_args(args), {k: fake_arg(v) for k, v in kwargs.items()}
             value = getattr(self.example, name if name != "__len__" else "__len__")(*fake_args, **fake_kwargs)
             return wrap_constant_result(value)
         if name == "type" and not args and not kwargs:
@@ -265,25 +265,26 @@ def _node_arg(v: VariableTracker):
     raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")
 
 
-def _fake_arg(v: VariableTracker):
+def fake_arg(v: VariableTracker):
+    """The value a tensor operation receives for ``v`` at trace time (a FakeTensor for a tensor)."""
     if isinstance(v, TensorVariable):
         return v.example
     if isinstance(v, ConstantVariable):
         return v.value
     if isinstance(v, SizeVariable):
-        return torch.Size([_fake_arg(i) for i in v.items])
+        return torch.Size([fake_arg(i) for i in v.items])
     if isinstance(v, BaseListVariable):
-        items = [_fake_arg(i) for i in v.items]
+        items = [fake_arg(i) for i in v.items]
         return tuple(items) if v.python_type() is not list else items
     if isinstance(v, DictVariable):
-        return {k: _fake_arg(i) for k, i in v.items.items()}
+        return {k: fake_arg(i) for k, i in v.items.items()}
     if v.is_python_constant():
         return v.as_python_constant()
     raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")
 
 
 def _fake_args(args):
-    return [_fake_arg(a) for a in args]
+    return [fake_arg(a) for a in args]
 
 
 def _target_name(kind: str, target: Any) -> str:
@@ -329,7 +330,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     node_args = tuple(_node_arg(a) for a in args)
     node_kwargs = {k: _node_arg(v) for k, v in kwargs.items()}
     fake_args = _fake_args(args)
-    fake_kwargs = {k: _fake_arg(v) for k, v in kwargs.items()}
+    fake_kwargs = {k: fake_arg(v) for k, v in kwargs.items()}
     output = tx.output
     quiet = not _FAKE_LOG.disabled
     try:

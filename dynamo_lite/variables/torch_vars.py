@@ -26,7 +26,7 @@ from .constant import ConstantVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
 from .contexts import GradModeVariable
-from .tensor import _fake_arg, record_op, TensorVariable
+from .tensor import fake_arg, record_op, TensorVariable
 
 
 def is_torch_class(value) -> bool:
@@ -150,7 +150,7 @@ class TorchVariable(VariableTracker):
         if fn in (torch.device, torch.dtype, torch.finfo, torch.iinfo) or fn in _METADATA:
             if fn in _METADATA and any(isinstance(a, TensorVariable) for a in args):
                 with tx.output.fake_mode:
-                    value = fn(*[_fake_arg(a) for a in args], **{k: _fake_arg(v) for k, v in kwargs.items()})
+                    value = fn(*[fake_arg(a) for a in args], **{k: fake_arg(v) for k, v in kwargs.items()})
                 return wrap_constant_result(value)
             if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()):
                 try:
