@@ -23,7 +23,9 @@ from .. import bytecode_compat, runtime
 from ..exc import SkipFrame
 from ..variables.base import NullVariable, VariableTracker
 from ..variables.constant import ConstantVariable
-from ..variables.containers import DictVariable, ListVariable, SetVariable, key_to_var
+from ..variables.mappings import DictVariable, key_to_var
+from ..variables.sequences import ListVariable
+from ..variables.sets import SetVariable
 from ..variables.tensor import TensorVariable
 
 GRAPH_OUT = "___graph_out"

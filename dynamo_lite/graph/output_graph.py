@@ -24,7 +24,7 @@ from .. import guards
 from ..guards import Guard, GuardSet
 from ..source import Source
 from ..variables.cells import CellVariable
-from ..variables.tensor import _warnings_issued
+from ..variables.tensor import warnings_issued
 from .side_effects import SideEffects
 
 
@@ -169,7 +169,7 @@ class OutputGraph:
         try:
             # warnings of a backend that then fails are noise (the frame runs eagerly): held back,
             # and shown only when it succeeds
-            with _warnings_issued() as issued:
+            with warnings_issued() as issued:
                 compiled = backend(gm, example_inputs)
             for w in issued:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -14,7 +14,9 @@ from typing import Optional
 
 from ..exc import InternalError
 from ..variables.base import VariableTracker
-from ..variables.containers import DictVariable, ListVariable, SetVariable
+from ..variables.mappings import DictVariable
+from ..variables.sequences import ListVariable
+from ..variables.sets import SetVariable
 
 
 class SideEffects:

@@ -25,7 +25,7 @@ from .. import bytecode_compat, config
 from ..exc import GraphBreak
 from ..variables.base import VariableTracker
 from ..variables.constant import NONE
-from ..variables.iterators import LazyIteratorVariable
+from ..variables.sequences import LazyIteratorVariable
 from ..variables.functions import UserFunctionVariable, is_inlinable_function
 from ..variables.cells import CellVariable
 from .translator import InstructionTranslatorBase

@@ -1,12 +1,12 @@
 """Operators: one table for every binary, unary, comparison and `in` operation.
 
 BINARY_OP (all 26 variants), COMPARE_OP, IS_OP, CONTAINS_OP, UNARY_* and the
-``operator`` module all come here.  Constants fold exactly; anything involving
+``operator`` module all come here (``in`` is the trackers' ``contains``, truth their ``bool``:
+base.py's protocol).  Constants fold exactly; anything involving
 a tensor becomes a graph node; containers concatenate, repeat and compare
 element by element like CPython (identity first); builtin containers of
 constants fold on copies; user objects (inputs and objects made in the trace)
 with operator dunders are inlined, ``!=`` falling back to ``not __eq__``.
-``x in "str"`` is a substring test.
 Tested by tests/semantics/test_builtins.py, tests/semantics/test_containers.py and tests/semantics/test_user_classes.py.
 """
 from __future__ import annotations
@@ -16,14 +16,14 @@ import operator
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import same_object, VariableTracker
 from .constant import ConstantVariable
-from .containers import (
-    BaseListVariable, constant_value, DictVariable, DictViewVariable, ListVariable, SetVariable,
-    SizeVariable, TupleVariable, wrap_constant_result,
-)
+from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
+from .mappings import DictVariable, DictViewVariable
+from .sets import SetVariable
+from .folding import wrap_constant_result
 from .tensor import record_op, TensorVariable
-from .user_objects import _mro_lookup, _ObjectLike
+from .user_objects import mro_lookup, ObjectLike
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -107,37 +107,10 @@ def _is_set(v, frozen=None) -> bool:
 
 
 def _identity_compare(fn, a, b) -> bool:
-    same = _same_object(a, b)
+    same = same_object(a, b)
     if same is None:
         raise GraphBreak(gb.VALUE_UNKNOWN, "identity of these values is not known at trace time")
     return same if fn is operator.is_ else not same
-
-
-def _same_object(a, b):
-    if a is b:
-        return True
-    if a.is_python_constant() and b.is_python_constant():
-        va, vb = a.as_python_constant(), b.as_python_constant()
-        if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):
-            return va is vb
-    ka, kb = a.identity_key(), b.identity_key()
-    if ka is not None and kb is not None:
-        return ka == kb
-    ta, tb = _type_or_none(a), _type_or_none(b)
-    if ta is not None and tb is not None and ta is not tb:
-        return False
-    if (a.is_python_constant() and b.mutable_local) or (b.is_python_constant() and a.mutable_local):
-        return False
-    if a.mutable_local and b.mutable_local:
-        return False
-    return None
-
-
-def _type_or_none(v):
-    try:
-        return v.python_type()
-    except GraphBreak:
-        return None
 
 
 def _is_tuple(v) -> bool:
@@ -157,17 +130,17 @@ def _compare_sequences(tx, fn, a, b):
     if fn in (operator.eq, operator.ne) and len(a.items) != len(b.items):
         return ConstantVariable(fn is operator.ne)
     for x, y in zip(a.items, b.items):
-        if _same_object(x, y) is True:
+        if same_object(x, y) is True:
             continue  # CPython compares items by identity first
         if _is_tensor(x) or _is_tensor(y):
             raise GraphBreak(gb.DATA_DEPENDENT, "comparing sequences of tensors depends on tensor data")
-        if truth(tx, apply_operator(tx, operator.eq, [x, y])):
+        if apply_operator(tx, operator.eq, [x, y]).bool(tx):
             continue
         if fn is operator.eq:
             return ConstantVariable(False)
         if fn is operator.ne:
             return ConstantVariable(True)
-        return ConstantVariable(truth(tx, apply_operator(tx, fn, [x, y])))
+        return ConstantVariable(apply_operator(tx, fn, [x, y]).bool(tx))
     return ConstantVariable(fn(len(a.items), len(b.items)))
 
 
@@ -179,7 +152,7 @@ def _sequence_or_object_op(tx, fn, args):
             # e.g. d.keys() & {"a"}, "%(k)s" % {"k": 1}, {1: 2} == {1: 2}: builtin containers of
             # constants, computed on copies (non-inplace operators do not mutate their operands)
             try:
-                values = [constant_value(a), constant_value(b)]
+                values = [a.constant_copy(), b.constant_copy()]
             except NotImplementedError:
                 values = None
             if values is not None:
@@ -219,10 +192,7 @@ def _sequence_or_object_op(tx, fn, args):
             return _compare_sequences(tx, fn, a, b)
         return _user_dunder(tx, fn, a, b)
     if len(args) == 1 and fn is operator.not_:
-        t = args[0].truthiness(tx)
-        if t is None:
-            raise GraphBreak(gb.DATA_DEPENDENT, f"truth value of {args[0].describe()} is not known at trace time")
-        return ConstantVariable(not t)
+        return ConstantVariable(not args[0].bool(tx))
     raise GraphBreak(gb.VALUE_UNKNOWN, f"operator {getattr(fn, '__name__', fn)} on {', '.join(a.describe() for a in args)}")
 
 
@@ -234,7 +204,7 @@ def _user_dunder(tx, fn, a, b):
     if plain is operator.ne and not _has_user_dunder(a, "__ne__") and not _has_user_dunder(b, "__ne__") and (
             _has_user_dunder(a, "__eq__") or _has_user_dunder(b, "__eq__")):
         # object.__ne__ inverts __eq__
-        return ConstantVariable(not truth(tx, _user_dunder(tx, operator.eq, a, b)))
+        return ConstantVariable(not _user_dunder(tx, operator.eq, a, b).bool(tx))
     if fn in _INPLACE_TO_PLAIN and _has_user_dunder(a, "__i" + names[0][2:]):
         result = a.call_method(tx, "__i" + names[0][2:], [b], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
@@ -243,14 +213,14 @@ def _user_dunder(tx, fn, a, b):
         result = a.call_method(tx, names[0], [b], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
-    elif isinstance(a, _ObjectLike) and a.has_class_attr(names[0]) and not _object_default(a, names[0]):
+    elif isinstance(a, ObjectLike) and a.has_class_attr(names[0]) and not _object_default(a, names[0]):
         raise GraphBreak(gb.VALUE_UNKNOWN, f"{a.describe()}.{names[0]} is not a Python function")
     if _has_user_dunder(b, names[1]):
         result = b.call_method(tx, names[1], [a], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
     if plain in (operator.eq, operator.ne):
-        same = _same_object(a, b)
+        same = same_object(a, b)
         if same is not None:
             return ConstantVariable(same if plain is operator.eq else not same)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
@@ -260,15 +230,15 @@ def _has_user_dunder(v, name: str) -> bool:
     """Does ``v``'s class define ``name`` as a Python function (which we can inline)?"""
     import types
 
-    if not isinstance(v, _ObjectLike):
+    if not isinstance(v, ObjectLike):
         return False
-    attr, _ = _mro_lookup(v.value_type, name)
+    attr, _ = mro_lookup(v.value_type, name)
     return isinstance(attr, types.FunctionType)
 
 
 def _object_default(v, name: str) -> bool:
     """Is ``v``'s ``name`` the one inherited from ``object`` (identity semantics)?"""
-    _, owner = _mro_lookup(v.value_type, name)
+    _, owner = mro_lookup(v.value_type, name)
     return owner is object
 
 
@@ -280,52 +250,13 @@ def compare(tx, symbol: str, a, b):
     return apply_operator(tx, COMPARE[symbol], [a, b])
 
 
-def contains(tx, item, container) -> VariableTracker:
-    """``item in container``."""
-    if _is_tensor(container):
-        raise GraphBreak(gb.DATA_DEPENDENT, "`in` on a tensor depends on tensor data")
-    if isinstance(container, (DictVariable, SetVariable, DictViewVariable)):
-        return container.call_method(tx, "__contains__", [item], {})
-    if container.is_python_constant() and not isinstance(container, BaseListVariable):
-        value = container.as_python_constant()
-        if isinstance(value, (str, bytes)):  # substring test, not membership of characters
-            if not item.is_python_constant():
-                raise GraphBreak(gb.OPERATION_RAISES, f"`in <{type(value).__name__}>` requires a {type(value).__name__} operand")
-            try:
-                return ConstantVariable(item.as_python_constant() in value)
-            except TypeError as e:
-                raise GraphBreak(gb.OPERATION_RAISES, f"`in` raised TypeError: {e}") from e
-        if isinstance(value, range) and item.is_python_constant():
-            return ConstantVariable(item.as_python_constant() in value)
-    if isinstance(container, BaseListVariable) or container.is_python_constant():
-        items = container.unpack(tx)
-        for candidate in items:
-            same = _same_object(candidate, item)
-            if same:
-                return ConstantVariable(True)
-            if _is_tensor(candidate) or _is_tensor(item):
-                raise GraphBreak(gb.DATA_DEPENDENT, "`in` with tensors compares tensor data")
-            result = apply_operator(tx, operator.eq, [candidate, item])
-            equal = result.truthiness(tx)
-            if equal is None:
-                raise GraphBreak(gb.DATA_DEPENDENT, "`in` comparison not known at trace time")
-            if equal:
-                return ConstantVariable(True)
-        return ConstantVariable(False)
-    result = container.call_method(tx, "__contains__", [item], {})
-    return ConstantVariable(truth(tx, result))  # `in` is bool(__contains__(item))
-
-
 def unary_op(tx, opname: str, v):
     return apply_operator(tx, UNARY[opname], [v])
 
 
-def truth(tx, v) -> bool:
-    t = v.truthiness(tx)
-    if t is None:
-        raise GraphBreak(gb.DATA_DEPENDENT, f"truth value of {v.describe()} is not known at trace time")
-    return t
+# the container methods below this layer that compare items (list.index, list.remove, `in`)
+VariableTracker.apply_operator = staticmethod(apply_operator)  # see VariableTracker.apply_operator
 
 
-__all__ = ["apply_operator", "binary_op", "compare", "contains", "unary_op", "truth",
+__all__ = ["apply_operator", "binary_op", "compare", "unary_op",
            "BINARY", "COMPARE", "UNARY"]

@@ -7,20 +7,24 @@ family in this package).  A tracker knows:
   was created during the trace).  A tracker with a source can always be
   reloaded in generated code; one without must know how to rebuild itself.
 - ``python_type()``: the Python type of the value it stands for.
-- how to answer operations (``call_function``, ``call_method``,
-  ``var_getattr``) by recording graph nodes, returning other trackers, or
-  raising ``GraphBreak`` when it cannot.
+- how to answer operations: the protocol below (``getitem``, ``setitem``,
+  ``setattr``, ``contains``, ``bool``, ``len``, ``iter``, ``var_getattr``,
+  ``call_function``, ``call_method``, ``constant_copy``), by recording graph
+  nodes, returning other trackers, or raising ``GraphBreak`` when it cannot.
+  Opcode handlers and builtins call the protocol; they do not test the kind.
 - ``reconstruct(cg)``: emit bytecode that rebuilds the real value after the
   graph ran.
 
 Trackers of immutable values are never changed after construction.  Mutable
 containers (list, dict, set, new objects) are mutated in place; every alias
 of the same real object shares one tracker (see builder.py), so a mutation is
-seen through all names.  Variables never import the translator.
+seen through all names.  Variables never import the translator; no file here imports one above it
+(what a default needs from above is installed on VariableTracker at import time).
 Tested through tests/semantics/test_branches_and_loops.py and tests/semantics/test_container_values.py.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Optional
 
 from .. import graph_breaks as gb
@@ -106,6 +110,14 @@ class VariableTracker:
     def has_len(self) -> bool:
         return False
 
+    def constant_copy(self) -> Any:
+        """A fresh Python value equal to this one when everything in it is known at trace time
+        (lists, dicts, sets and iterators of constants included; they are copies, so only pass the
+        result to functions that do not mutate it).  Raises NotImplementedError otherwise."""
+        if self.is_python_constant():
+            return self.as_python_constant()
+        raise NotImplementedError(f"{self.describe()} is not a constant")
+
     def is_tensor(self) -> bool:
         """True for a tensor tracker (a tensor index into a Python container is data-dependent)."""
         return False
@@ -141,10 +153,52 @@ class VariableTracker:
         the trace can replay support it."""
         raise GraphBreak(gb.SIDE_EFFECT, f"setting attribute {name!r} on {self.describe()}")
 
+    def contains(self, tx, item: "VariableTracker") -> bool:
+        """``item in self`` (CONTAINS_OP, ``operator.contains``, ``__contains__``).  Default: a
+        constant is searched item by item (``is`` then ``==``, like CPython); anything else is
+        ``bool(self.__contains__(item))``.  Containers, strings and tensors override it."""
+        if self.is_python_constant():
+            return search_items(tx, self.unpack(tx), item)
+        return self.call_method(tx, "__contains__", [item], {}).bool(tx)
+
+    def bool(self, tx) -> bool:
+        """``bool(self)`` (``not``, ``bool()``, ``any``/``all``, ``__bool__`` results): the
+        ``truthiness`` known at trace time; unknown (a tensor's data) breaks the graph."""
+        t = self.truthiness(tx)
+        if t is None:
+            raise GraphBreak(gb.DATA_DEPENDENT, f"truth value of {self.describe()} is not known at trace time")
+        return t
+
+    def len(self, tx) -> int:
+        """``len(self)`` (``len()``, ``__len__``).  Default: a constant's len, else
+        ``self.__len__()`` checked as len() checks it.  Containers, tensors and iterators override it."""
+        if self.is_python_constant():
+            value = self.as_python_constant()
+            try:
+                return len(value)
+            except TypeError as e:
+                raise GraphBreak(gb.OPERATION_RAISES, f"len() of {type(value).__name__}") from e
+        return checked_len(self.call_method(tx, "__len__", [], {}))
+
+    def iter(self, tx) -> "VariableTracker":
+        """``iter(self)`` (GET_ITER, ``iter()``, the argument iterators of map/zip/...): an iterator
+        tracker (sequences.ListIteratorVariable or a subclass).  Default: an iterator over a snapshot
+        of ``unpack`` (immutable values); lists iterate live, dicts read live, sets are watched, and
+        an iterator is its own iterator."""
+        return self.snapshot_iterator(self.unpack(tx))
+
+    # ---- calls up the layers, installed from above at import time ------------------
+    # Some protocol defaults and container methods need what is built on top of them (an
+    # iterator tracker, the operator table that compares list items, the container trackers a
+    # folded value becomes).  The module that owns each installs it here at import time, so no
+    # file of this package imports a file above it.
     # value -> tracker for a plain value computed at trace time from constants (containers of
-    # constants included).  containers.py installs its wrap_constant_result here at import time:
-    # the container trackers live above this layer.
+    # constants included): folding.wrap_constant_result.
     wrap_constant: "staticmethod"
+    # items -> an iterator tracker over them (the default ``iter``): sequences.ListIteratorVariable.
+    snapshot_iterator: "staticmethod"
+    # (tx, fn, args) -> tracker: the ``operator`` table (``==`` on list items): arith.apply_operator.
+    apply_operator: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:
@@ -155,6 +209,63 @@ class VariableTracker:
 
     def can_reconstruct(self) -> bool:
         return self.source is not None
+
+
+def checked_len(result: VariableTracker) -> int:
+    """The int len() makes of ``__len__``'s result (True -> 1); a result len() rejects
+    (negative: ValueError, not an int: TypeError) breaks so Python raises it."""
+    if not result.is_python_constant():
+        raise GraphBreak(gb.VALUE_UNKNOWN, "__len__() result not known at trace time")
+    value = result.as_python_constant()
+    if type(value) not in (int, bool) or value < 0:
+        raise GraphBreak(gb.OPERATION_RAISES, f"__len__() returned {type(value).__name__} {value!r} (len() raises)")
+    return int(value)
+
+
+def same_object(a: VariableTracker, b: VariableTracker) -> Optional[bool]:
+    """``a is b`` when it is known at trace time (None: not known)."""
+    if a is b:
+        return True
+    if a.is_python_constant() and b.is_python_constant():
+        va, vb = a.as_python_constant(), b.as_python_constant()
+        if va is None or vb is None or isinstance(va, bool) or isinstance(vb, bool):
+            return va is vb
+    ka, kb = a.identity_key(), b.identity_key()
+    if ka is not None and kb is not None:
+        return ka == kb
+    ta, tb = type_or_none(a), type_or_none(b)
+    if ta is not None and tb is not None and ta is not tb:
+        return False
+    if (a.is_python_constant() and b.mutable_local) or (b.is_python_constant() and a.mutable_local):
+        return False
+    if a.mutable_local and b.mutable_local:
+        return False
+    return None
+
+
+def type_or_none(v: VariableTracker) -> Optional[type]:
+    """``v.python_type()``, or None when it is not known at trace time."""
+    try:
+        return v.python_type()
+    except GraphBreak:
+        return None
+
+
+def search_items(tx, items: list, item: VariableTracker) -> bool:
+    """``item in items`` as CPython searches a sequence: identity first, then ``==``."""
+    for candidate in items:
+        same = same_object(candidate, item)
+        if same:
+            return True
+        if candidate.is_tensor() or item.is_tensor():
+            raise GraphBreak(gb.DATA_DEPENDENT, "`in` with tensors compares tensor data")
+        result = VariableTracker.apply_operator(tx, operator.eq, [candidate, item])
+        equal = result.truthiness(tx)
+        if equal is None:
+            raise GraphBreak(gb.DATA_DEPENDENT, "`in` comparison not known at trace time")
+        if equal:
+            return True
+    return False
 
 
 class NullVariable(VariableTracker):

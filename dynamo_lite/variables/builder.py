@@ -32,7 +32,10 @@ from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
-from .containers import DictVariable, ListVariable, NamedTupleVariable, SetVariable, SizeVariable, TupleVariable
+from .mappings import DictVariable
+from .sequences import ListVariable, SizeVariable, TupleVariable
+from .user_objects import NamedTupleVariable
+from .sets import SetVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
 from .stdlib import library_variable
 from .contexts import GradModeExitVariable, GradModeVariable

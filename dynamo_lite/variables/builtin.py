@@ -29,23 +29,23 @@ from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
 from ..source import ItemSource
-from .arith import apply_operator, binary_op, contains, truth
-from .containers import (
-    DictVariable, DictViewVariable, iterate, ListIteratorVariable, ListVariable, SetVariable, TupleVariable,
-    wrap_constant_result,
-)
+from .arith import apply_operator, binary_op
+from .mappings import dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable
+from .sequences import ListIteratorVariable, ListVariable, sort_items, TupleVariable
+from .sets import SetVariable
+from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .iterators import (
-    DictIteratorVariable, EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily,
-    ListReverseIteratorVariable, MapIteratorVariable, ZipIteratorVariable,
+    EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily, ListReverseIteratorVariable,
+    MapIteratorVariable, ZipIteratorVariable,
 )
 from .exceptions import ExceptionVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
-    _mro_lookup, _ObjectLike, class_of, DataclassFieldVariable, NewObjectVariable, SuperVariable,
+    mro_lookup, ObjectLike, class_of, DataclassFieldVariable, NewObjectVariable, SuperVariable,
     UserDefinedObjectVariable,
 )
 
@@ -269,12 +269,12 @@ def _setitem(tx, obj, key, value):
 
 @_handler(operator.contains)
 def _op_contains(tx, container, item):
-    return contains(tx, item, container)
+    return ConstantVariable(container.contains(tx, item))
 
 
 @_handler(operator.truth)
 def _op_truth(tx, v):
-    return ConstantVariable(truth(tx, v))
+    return ConstantVariable(v.bool(tx))
 
 
 @_handler(operator.itemgetter, operator.attrgetter, operator.methodcaller)
@@ -342,33 +342,7 @@ class OperatorGetterVariable(VariableTracker):
 
 @_handler(builtins.len)
 def _len(tx, obj):
-    if isinstance(obj, ListIteratorVariable):
-        raise GraphBreak(gb.OPERATION_RAISES, f"len() of {obj.describe()} (TypeError: iterators have no len())")
-
-    if isinstance(obj, TensorVariable):
-        if obj.example.dim() == 0:
-            raise GraphBreak(gb.OPERATION_RAISES, "len() of a 0-d tensor")
-        return ConstantVariable(int(obj.example.shape[0]))
-    if obj.is_python_constant() and not hasattr(obj, "items"):
-        value = obj.as_python_constant()
-        try:
-            return ConstantVariable(len(value))
-        except TypeError as e:
-            raise GraphBreak(gb.OPERATION_RAISES, f"len() of {type(value).__name__}") from e
-    if hasattr(obj, "items") and isinstance(getattr(obj, "items"), (list, dict)):
-        return ConstantVariable(len(obj.items))
-    return ConstantVariable(checked_len(obj.call_method(tx, "__len__", [], {})))
-
-
-def checked_len(result: VariableTracker) -> int:
-    """The int len() makes of ``__len__``'s result (True -> 1); a result len() rejects
-    (negative: ValueError, not an int: TypeError) breaks so Python raises it."""
-    if not result.is_python_constant():
-        raise GraphBreak(gb.VALUE_UNKNOWN, "__len__() result not known at trace time")
-    value = result.as_python_constant()
-    if type(value) not in (int, bool) or value < 0:
-        raise GraphBreak(gb.OPERATION_RAISES, f"__len__() returned {type(value).__name__} {value!r} (len() raises)")
-    return int(value)
+    return ConstantVariable(obj.len(tx))
 
 
 def _python_type(tx, obj):
@@ -461,9 +435,9 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
         return  # no source: nothing outside the trace can add it; other kinds: fixed by their type
     value = obj.value
     cls = type(value)
-    in_class = _mro_lookup(cls, name)[0] is not None
+    in_class = mro_lookup(cls, name)[0] is not None
     if not in_class and isinstance(getattr(value, "__dict__", None), dict) and (
-            isinstance(value, torch.nn.Module) or _mro_lookup(cls, "__getattr__")[0] is None):
+            isinstance(value, torch.nn.Module) or mro_lookup(cls, "__getattr__")[0] is None):
         dicts = ["__dict__"] + (["_parameters", "_buffers", "_modules"] if isinstance(value, torch.nn.Module) else [])
         for d in dicts:
             tx.output.add_guard(guards.NotInDictGuard(src, name, d))
@@ -513,7 +487,7 @@ def _enumerate(tx, iterable, start=None):
             s = operator.index(start.as_python_constant())
         except TypeError as e:
             raise GraphBreak(gb.OPERATION_RAISES, f"enumerate() start raised TypeError: {e}") from e
-    return EnumerateIteratorVariable(iterate(tx, iterable), s)  # lazy: items on demand
+    return EnumerateIteratorVariable(iterable.iter(tx), s)  # lazy: items on demand
 
 
 @_handler(builtins.zip)
@@ -521,7 +495,7 @@ def _zip(tx, *iterables, strict=None):
     if strict is not None and not strict.is_python_constant():
         raise GraphBreak(gb.VALUE_UNKNOWN, "zip(strict=...) not known at trace time")
     # lazy: items on demand; a strict zip breaks where Python raises ValueError
-    return ZipIteratorVariable([iterate(tx, it) for it in iterables],
+    return ZipIteratorVariable([it.iter(tx) for it in iterables],
                                strict=strict is not None and bool(strict.as_python_constant()))
 
 
@@ -544,11 +518,7 @@ def _reversed(tx, seq):
 def _iter(tx, obj, *sentinel):
     if sentinel:
         raise GraphBreak(gb.UNSUPPORTED_CALL, "iter() with a sentinel")
-    if isinstance(obj, ListIteratorVariable):
-        return obj
-    if isinstance(obj, (ListVariable, DictVariable, SetVariable, DictViewVariable)):
-        return iterate(tx, obj)
-    return ListIteratorVariable(_iter_items(tx, obj))
+    return obj.iter(tx)
 
 
 @_handler(builtins.next)
@@ -561,22 +531,6 @@ def _next(tx, it, *default):
             return default[0]
         raise GraphBreak(gb.OPERATION_RAISES, "next() raised StopIteration")
     return item
-
-
-def sort_items(tx, items, kwargs):
-    key = kwargs.get("key")
-    reverse = kwargs.get("reverse", FALSE).as_python_constant()
-    if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
-        keys = [key.call_function(tx, [i], {}) for i in items]
-    else:
-        keys = items
-    if not all(k.is_python_constant() for k in keys):
-        raise GraphBreak(gb.VALUE_UNKNOWN, "sorting values not known at trace time")
-    try:
-        order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
-    except TypeError as e:  # unorderable values: Python raises it at the call
-        raise GraphBreak(gb.OPERATION_RAISES, f"sorting raised TypeError: {e}") from e
-    return [items[i] for i in order]
 
 
 @_handler(builtins.sorted)
@@ -631,7 +585,7 @@ def _abs(tx, x):
 def _make_all_any(fn):
     def impl(tx, iterable):
         for item in iterate_lazily(tx, iterable):  # stops consuming at the deciding item
-            t = truth(tx, item)
+            t = item.bool(tx)
             if fn is builtins.all and not t:
                 return FALSE
             if fn is builtins.any and t:
@@ -648,12 +602,12 @@ _HANDLERS[builtins.any] = _make_all_any(builtins.any)
 def _map(tx, fn, *iterables):
     if not iterables:
         raise GraphBreak(gb.OPERATION_RAISES, "map() must have at least two arguments (TypeError)")
-    return MapIteratorVariable(fn, [iterate(tx, it) for it in iterables])  # lazy: fn runs on demand
+    return MapIteratorVariable(fn, [it.iter(tx) for it in iterables])  # lazy: fn runs on demand
 
 
 @_handler(builtins.filter)
 def _filter(tx, fn, iterable):
-    return FilterIteratorVariable(fn, iterate(tx, iterable))  # lazy: fn runs on demand
+    return FilterIteratorVariable(fn, iterable.iter(tx))  # lazy: fn runs on demand
 
 
 @_handler(builtins.tuple)
@@ -678,17 +632,7 @@ _HANDLERS[builtins.frozenset] = _make_set(True)
 
 @_handler(builtins.dict)
 def _dict(tx, *args, **kwargs):
-    result = DictVariable({})
-    if args:
-        src = args[0]
-        if isinstance(src, DictVariable):
-            result.items.update(src.items)
-        else:
-            for pair in _iter_items(tx, src):
-                k, v = pair.unpack(tx)
-                result.items[result._key(k)] = v
-    result.items.update(kwargs)
-    return result
+    return dict_from_args(tx, *args, **kwargs)
 
 
 def _scalar_conversion(fn):
@@ -697,7 +641,7 @@ def _scalar_conversion(fn):
             raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}(tensor) reads a value out of the tensor")
         if args and not args[0].is_python_constant():
             if fn is bool:
-                return ConstantVariable(truth(tx, args[0]))
+                return ConstantVariable(args[0].bool(tx))
             if fn is str:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"str() of {args[0].describe()}")
         return None  # fold as a pure builtin
@@ -726,11 +670,11 @@ def _super(tx, *args):
 @_handler(object.__setattr__)
 def _object_setattr(tx, obj, name, value):
     # replay is a STORE_ATTR, which would run a custom __setattr__ again: only plain ones
-    plain = isinstance(obj, NewObjectVariable) or _mro_lookup(obj.value_type, "__setattr__")[0] in (
-        object.__setattr__, None) if isinstance(obj, _ObjectLike) else False
-    if isinstance(obj, _ObjectLike) and name.is_python_constant() and plain:
+    plain = isinstance(obj, NewObjectVariable) or mro_lookup(obj.value_type, "__setattr__")[0] in (
+        object.__setattr__, None) if isinstance(obj, ObjectLike) else False
+    if isinstance(obj, ObjectLike) and name.is_python_constant() and plain:
         if not getattr(obj.value_type, "__dictoffset__", 1) and not hasattr(
-                type(_mro_lookup(obj.value_type, name.as_python_constant())[0]), "__set__"):
+                type(mro_lookup(obj.value_type, name.as_python_constant())[0]), "__set__"):
             raise GraphBreak(gb.OPERATION_RAISES, "object.__setattr__ of a name with no slot and no __dict__ (AttributeError)")
         tx.output.side_effects.store_attr(obj, name.as_python_constant(), value)
         return NONE
@@ -752,7 +696,7 @@ def _dict_slot(fn):
             return None
         key = args[0].as_python_constant()
         if type(key) not in (str, int, bool, type(None)) or \
-                _mro_lookup(type(obj.value), "__getitem__")[0] is not dict.__getitem__:
+                mro_lookup(type(obj.value), "__getitem__")[0] is not dict.__getitem__:
             return None
         present = dict.__contains__(obj.value, key)
         tx.output.add_expr_guard(f"___builtins.dict.__contains__({obj.source.name()}, {key!r}) is {present!r}")
@@ -772,7 +716,7 @@ for _fn in (dict.get, dict.__getitem__, dict.__contains__):
 
 @_handler(object.__getattribute__)
 def _object_getattribute(tx, obj, name):
-    if isinstance(obj, _ObjectLike) and name.is_python_constant():
+    if isinstance(obj, ObjectLike) and name.is_python_constant():
         return obj.generic_getattr(tx, name.as_python_constant())
     return None
 

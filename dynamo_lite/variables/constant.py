@@ -5,7 +5,7 @@ Operations on constants are folded at trace time by calling the real
 operation on the real values (they are immutable, so this is exact).  Methods
 of constants also accept lists/dicts/sets/iterators of constants, passed as
 copies (``"-".join(parts)``); a method that raises breaks the graph so Python
-raises it for real.
+raises it for real (that folding is folding.py's, installed here).  ``x in "str"`` is a substring test.
 Tested by tests/semantics/test_builtins.py.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
+from .methods import ConstantMethodVariable
 
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
@@ -32,11 +33,6 @@ def is_constant_value(value: Any) -> bool:
     if type(value) in (tuple, frozenset) and all(is_constant_value(v) for v in value):
         return False  # containers are tracked as containers, not constants
     return False
-
-
-# Methods that never mutate and never depend on anything but their arguments.
-_PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice,
-               torch.dtype, torch.device)
 
 
 class ConstantVariable(VariableTracker):
@@ -67,6 +63,19 @@ class ConstantVariable(VariableTracker):
     def has_len(self):
         return isinstance(self.value, (str, bytes, range))
 
+    def contains(self, tx, item):
+        value = self.value
+        if isinstance(value, (str, bytes)):  # substring test, not membership of characters
+            if not item.is_python_constant():
+                raise GraphBreak(gb.OPERATION_RAISES, f"`in <{type(value).__name__}>` requires a {type(value).__name__} operand")
+            try:
+                return item.as_python_constant() in value
+            except TypeError as e:
+                raise GraphBreak(gb.OPERATION_RAISES, f"`in` raised TypeError: {e}") from e
+        if isinstance(value, range) and item.is_python_constant():
+            return item.as_python_constant() in value
+        return super().contains(tx, item)
+
     def unpack(self, tx):
         if isinstance(self.value, (str, bytes, range)):
             return [ConstantVariable(v) for v in self.value]
@@ -78,48 +87,17 @@ class ConstantVariable(VariableTracker):
         except AttributeError as e:
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__} has no attribute {name!r}") from e
         if callable(value) and not isinstance(value, CONSTANT_TYPES):
-            from .methods import ConstantMethodVariable  # lazy: upward (built on constant.py)
-
             return ConstantMethodVariable(self, name)
         if type(value) in (tuple, frozenset):  # e.g. code.co_varnames: a container of constants
             return self.wrap_constant(value)
         return ConstantVariable(value)
 
+    # A method call folds on copies of its container / iterator arguments; folding.py (above the
+    # containers) installs fold_constant_method here at import time.
+    fold_method: "staticmethod"
+
     def call_method(self, tx, name, args, kwargs):
-        from .containers import constant_value, wrap_constant_result  # lazy: upward (built on constant.py)
-
-        if isinstance(self.value, _PURE_TYPES):  # "".join(map(str, l)) consumes the lazy map
-            from .iterators import materialize  # lazy: upward (built on constant.py)
-
-            args = [materialize(tx, a) for a in args]
-        try:
-            # methods of immutable values never mutate their arguments, so
-            # lists/dicts of constants can be passed as copies ("-".join(parts))
-            const_args = [constant_value(a) for a in args]
-            const_kwargs = {k: constant_value(v) for k, v in kwargs.items()}
-        except NotImplementedError:
-            const_args = const_kwargs = None
-        if const_args is not None and isinstance(self.value, _PURE_TYPES):
-            fn = getattr(self.value, name, None)
-            if fn is None:
-                raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(self.value).__name__} has no attribute {name!r}")
-            try:
-                result = fn(*const_args, **const_kwargs)
-            except Exception as e:  # noqa: BLE001 - the real call raises: let Python raise it
-                raise GraphBreak(gb.OPERATION_RAISES, f"{type(self.value).__name__}.{name} raised {type(e).__name__}") from e
-            from .containers import ListIteratorVariable  # lazy: upward (built on constant.py)
-
-            for a in [*args, *kwargs.values()]:
-                if isinstance(a, ListIteratorVariable):
-                    a.index = len(a.items)  # the method consumed the iterator
-            return wrap_constant_result(result)
-        if name in ("__eq__", "__ne__") and len(args) == 1:
-            from .arith import compare  # lazy: upward (built on constant.py)
-
-            return compare(tx, "==" if name == "__eq__" else "!=", self, args[0])
-        if name == "format" and isinstance(self.value, str):
-            raise GraphBreak(gb.OPERATION_RAISES, "str.format with non-constant arguments")
-        raise GraphBreak(gb.UNSUPPORTED_CALL, f"method {type(self.value).__name__}.{name} with these arguments")
+        return self.fold_method(tx, self, name, args, kwargs)
 
     def reconstruct(self, cg):
         cg.load_const(self.value)

@@ -11,7 +11,7 @@ from .. import runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
-from .containers import TupleVariable
+from .sequences import TupleVariable
 
 
 class ExceptionVariable(VariableTracker):

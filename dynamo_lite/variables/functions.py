@@ -24,7 +24,8 @@ from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from ..skipfiles import skip_reason
 from ..source import AttrSource, ItemSource
-from .containers import DictVariable, TupleVariable
+from .mappings import DictVariable
+from .sequences import TupleVariable
 from .contexts import GradModeDecoratedVariable, GradModeVariable
 
 
@@ -63,7 +64,7 @@ class BaseUserFunctionVariable(VariableTracker):
         return tx.inline_user_function(self, args, kwargs)
 
 
-def _bind(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dict:
+def bind_arguments(tx, code, name, defaults: list, kwdefaults: dict, args, kwargs) -> dict:
     """Bind trackers to parameters following CPython's rules; TypeError -> break."""
     nposargs = code.co_argcount
     nkwonly = code.co_kwonlyargcount
@@ -166,7 +167,7 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         for k, d in (fn.__kwdefaults__ or {}).items():
             src = ItemSource(AttrSource(self.source, "__kwdefaults__"), k) if self.source else None
             kwdefaults[k] = tx.wrap(d, src)
-        return _bind(tx, fn.__code__, fn.__name__, defaults, kwdefaults, args, kwargs)
+        return bind_arguments(tx, fn.__code__, fn.__name__, defaults, kwdefaults, args, kwargs)
 
     def closure_cells(self, tx):
         cells = []
@@ -235,7 +236,7 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
         kwdefaults = {}
         if self.kwdefaults is not None:
             kwdefaults = {k: v for k, v in self.kwdefaults.items.items()}
-        return _bind(tx, self.code, self.code.co_name, defaults, kwdefaults, args, kwargs)
+        return bind_arguments(tx, self.code, self.code.co_name, defaults, kwdefaults, args, kwargs)
 
     def closure_cells(self, tx):
         return list(self.closure or [])

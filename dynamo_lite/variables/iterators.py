@@ -1,11 +1,11 @@
-"""Lazy iterators: map, filter, enumerate, zip, reversed and dict iterators.
+"""Lazy iterators: map, filter, enumerate, zip and reversed(list).
 
 Python's iterators compute nothing when they are created: ``map(f, l)`` calls
 ``f`` only when an item is asked for, reads ``l`` at that moment (items
 appended or replaced after creation are seen), and stops calling ``f`` when
 its consumer stops (``any(map(f, xs))``).  The trackers here keep that
 contract: each holds the *iterators* of its arguments (made by
-``containers.iterate`` at creation, as CPython calls ``iter()`` then) and
+the arguments' ``iter`` at creation, as CPython calls ``iter()`` then) and
 produces one item per ``next_item`` call (FOR_ITER, ``next()``), reading the
 underlying list / dict trackers live and calling the mapped function then.
 ``unpack`` consumes what is left (``list(m)``, ``sorted(m)``, ``*m``).
@@ -16,67 +16,20 @@ Invariants:
   value) is rebuilt as the same kind of real iterator over the rebuilt
   argument iterators (``map(f, <list iterator at its position>)``), so Python
   continues it exactly; what cannot be rebuilt makes the frame run eagerly.
-- Dict iterators read values live; a dict whose size or keys changed since
-  the iterator was made runs the frame eagerly (Python raises RuntimeError
-  "dictionary changed size during iteration" at the right point).
-All are ``ListIteratorVariable`` subclasses (FOR_ITER / next() / len() treat
-every iterator tracker alike) but hold no precomputed ``items``.
+All are ``LazyIteratorVariable`` subclasses (sequences.py; FOR_ITER / next() /
+len() treat every iterator tracker alike) but hold no precomputed ``items``.
+Dict iterators, which read a dict live, are mappings.py's.
 Tested by tests/semantics/test_iterators.py and tests/semantics/test_builtin_cases.py.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from typing import Iterator
 
 from .. import graph_breaks as gb
-from ..exc import GraphBreak, SkipFrame
+from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .containers import ListIteratorVariable, TupleVariable, key_to_var
-
-
-class LazyIteratorVariable(ListIteratorVariable):
-    """Base of iterators that produce their items on demand.
-
-    Attributes:
-        kind: the real iterator type (map, filter, ...) this tracker stands for.
-        exhausted: True once ``next_item`` returned None and the real iterator
-            would stay exhausted (only where CPython latches it).
-    """
-
-    mutable_local = True  # one real iterator: rebuilt once, shared by every holder
-
-    def __init__(self, kind: type):
-        VariableTracker.__init__(self)
-        self.kind = kind
-        self.index = 0
-        self.exhausted = False
-
-    @property
-    def items(self):  # noqa: D401 - guard against code that reads a precomputed item list
-        raise AttributeError(f"{type(self).__name__} has no precomputed items")
-
-    def python_type(self):
-        return self.kind
-
-    def describe(self):
-        return f"{self.kind.__name__} object"
-
-    def next_item(self, tx) -> Optional[VariableTracker]:
-        raise NotImplementedError
-
-    def unpack(self, tx):
-        out = []
-        while True:
-            item = self.next_item(tx)
-            if item is None:
-                return out
-            out.append(item)
-
-    def can_reconstruct(self):
-        return all(v.can_reconstruct() for v in self._parts())
-
-    def _parts(self) -> list:
-        return []
+from .sequences import LazyIteratorVariable, ListIteratorVariable, TupleVariable
 
 
 class MapIteratorVariable(LazyIteratorVariable):
@@ -116,14 +69,12 @@ class FilterIteratorVariable(LazyIteratorVariable):
         self.iterator = iterator
 
     def next_item(self, tx):
-        from .arith import truth  # lazy: upward (cycle)
-
         plain = self.fn.is_python_constant() and self.fn.as_python_constant() is None
         while True:
             item = self.iterator.next_item(tx)
             if item is None:
                 return None
-            if truth(tx, item if plain else self.fn.call_function(tx, [item], {})):
+            if (item if plain else self.fn.call_function(tx, [item], {})).bool(tx):
                 return item
 
     def reconstruct(self, cg):
@@ -229,80 +180,6 @@ class ListReverseIteratorVariable(LazyIteratorVariable):
         return [self.list_var]
 
 
-_DICT_ITER_TYPES = {
-    ("keys", False): type(iter({})), ("values", False): type(iter({}.values())),
-    ("items", False): type(iter({}.items())), ("keys", True): type(reversed({})),
-    ("values", True): type(reversed({}.values())), ("items", True): type(reversed({}.items())),
-}
-
-
-class DictIteratorVariable(LazyIteratorVariable):
-    """iter(d) / iter(d.values()) / iter(d.items()) / reversed(...): reads values live.
-
-    Attributes:
-        dict_var: the DictVariable iterated.
-        view: "keys", "values" or "items".
-        reverse: reversed(d...) instead of iter(d...).
-        keys: the dict's keys (in iteration order) when the iterator was made.
-        index: how many items were produced.
-    """
-
-    def __init__(self, dict_var, view: str, reverse: bool = False):
-        super().__init__(_DICT_ITER_TYPES[(view, reverse)])
-        self.dict_var = dict_var
-        self.view = view
-        self.reverse = reverse
-        self.keys = list(dict_var.items)
-        if reverse:
-            self.keys.reverse()
-
-    def _changed(self) -> bool:
-        current = list(self.dict_var.items)
-        if self.reverse:
-            current.reverse()
-        return current != self.keys
-
-    def next_item(self, tx):
-        if self.exhausted:
-            return None
-        if self._changed():
-            # "dictionary changed size / keys changed during iteration": only Python raises it
-            # at the right point (a rebuilt iterator would not know the old size)
-            raise SkipFrame(gb.OPERATION_RAISES, f"{self.dict_var.describe()} changed during iteration", permanent=False)
-        if self.index >= len(self.keys):
-            self.exhausted = True
-            return None
-        k = self.keys[self.index]
-        self.index += 1
-        if self.view == "keys":
-            return key_to_var(k)
-        value = self.dict_var.items[k]
-        return value if self.view == "values" else TupleVariable([key_to_var(k), value])
-
-    def reconstruct(self, cg):
-        if self._changed():
-            raise SkipFrame(gb.CANNOT_REBUILD, f"an iterator over {self.dict_var.describe()}, which changed")
-        cg.load_callable(_dict_iterator_at)
-        cg.reconstruct(self.dict_var)
-        cg.load_const(self.view)
-        cg.load_const(self.reverse)
-        cg.load_const(self.index + self.exhausted)
-        cg.call(4)
-
-    def _parts(self):
-        return [self.dict_var]
-
-
-def _dict_iterator_at(d: dict, view: str, reverse: bool, index: int):
-    """iter/reversed of ``d`` or its view advanced by ``index`` items (rebuilt by generated code;
-    one more than its length: exhausted for good)."""
-    obj = d if view == "keys" else getattr(d, view)()
-    it = reversed(obj) if reverse else iter(obj)
-    for _ in range(index):
-        next(it, None)
-    return it
-
-
 def _list_reverse_iterator_at(lst: list, index: int):
     """reversed(lst) positioned at ``index`` (-1: exhausted), rebuilt by generated code."""
     it = reversed(lst)
@@ -325,14 +202,5 @@ def iterate_lazily(tx, obj: VariableTracker) -> Iterator[VariableTracker]:
         yield from obj.unpack(tx)
 
 
-def materialize(tx, obj: Any) -> Any:
-    """A lazy iterator consumed into a plain ListIteratorVariable of its items (for functions
-    that consume their argument whole, computed on constant copies: str.join(map(str, l)))."""
-    if isinstance(obj, LazyIteratorVariable):
-        return ListIteratorVariable(obj.unpack(tx), kind=obj.kind)
-    return obj
-
-
-__all__ = ["LazyIteratorVariable", "MapIteratorVariable", "FilterIteratorVariable",
-           "EnumerateIteratorVariable", "ZipIteratorVariable", "ListReverseIteratorVariable",
-           "DictIteratorVariable", "iterate_lazily", "materialize"]
+__all__ = ["MapIteratorVariable", "FilterIteratorVariable", "EnumerateIteratorVariable",
+           "ZipIteratorVariable", "ListReverseIteratorVariable", "iterate_lazily"]

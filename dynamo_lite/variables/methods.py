@@ -4,7 +4,7 @@
 calling it is ``obj.call_method(tx, name, ...)``, and it rebuilds as
 ``obj.name`` in generated code.  The subclasses only give the real type
 (``types.BuiltinMethodType``); ``ConstantMethodVariable`` is itself a constant
-(``"a,b".split``).  This sits just above constant.py so that every container,
+(``"a,b".split``).  This sits just above base.py (below constant.py) so that every container,
 tensor and constant tracker can make one without importing functions.py.
 Tested by tests/semantics/test_containers.py and tests/semantics/test_builtins.py.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 import types
 
 from .base import VariableTracker
-from .constant import ConstantVariable
 
 
 class BoundMethodOfVariable(VariableTracker):
@@ -37,7 +36,7 @@ class BoundMethodOfVariable(VariableTracker):
         if name == "__self__":
             return self.obj
         if name == "__name__":
-            return ConstantVariable(self.name)
+            return self.wrap_constant(self.name)
         return super().var_getattr(tx, name)
 
     def reconstruct(self, cg):

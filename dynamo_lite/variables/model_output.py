@@ -39,11 +39,11 @@ from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource
-from .containers import ListIteratorVariable, TupleVariable
+from .sequences import ListIteratorVariable, TupleVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
-from .user_objects import _mro_lookup, UserDefinedClassVariable
+from .user_objects import mro_lookup, UserDefinedClassVariable
 
 _BEHAVIOUR = ("__post_init__", "__setattr__", "__setitem__", "__getitem__", "__delitem__", "to_tuple",
               "__contains__", "get", "_replace_old_cache_name", "keys", "values", "items", "__iter__",
@@ -229,6 +229,9 @@ class ModelOutputVariable(VariableTracker):
     def has_len(self):
         return True
 
+    def len(self, tx):
+        return len(self.items)
+
     def truthiness(self, tx):
         return bool(self.items)
 
@@ -249,7 +252,7 @@ class ModelOutputVariable(VariableTracker):
             return BoundMethodOfVariable(self, name)
         if name == "__dict__":
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "reading a ModelOutput's __dict__")
-        attr, _ = _mro_lookup(self.cls, name)
+        attr, _ = mro_lookup(self.cls, name)
         if isinstance(attr, property) and attr.fget is not None:
             return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
         if isinstance(attr, staticmethod):

@@ -36,8 +36,8 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, TypeSource
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import _mro_lookup, guard_class_attr, UserDefinedClassVariable
-from .containers import ListIteratorVariable, TupleVariable
+from .user_objects import mro_lookup, guard_class_attr, UserDefinedClassVariable
+from .sequences import ListIteratorVariable, TupleVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
@@ -82,13 +82,13 @@ class NNModuleVariable(VariableTracker):
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None:
             return pending
-        if _mro_lookup(cls, "__getattribute__")[0] is not object.__getattribute__:
+        if mro_lookup(cls, "__getattribute__")[0] is not object.__getattribute__:
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
         if name == "__class__":
             return UserDefinedClassVariable(cls)
         src = self.source
         d = module.__dict__
-        cls_attr, owner = _mro_lookup(cls, name)
+        cls_attr, owner = mro_lookup(cls, name)
         # class attributes read below are guarded: `type(module).name` still holds the same object
         cls_src = AttrSource(TypeSource(src), name) if src is not None and cls_attr is not None else None
         if isinstance(cls_attr, property):
@@ -114,7 +114,7 @@ class NNModuleVariable(VariableTracker):
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
             return tx.wrap(cls_attr, cls_src)
-        getattr_fn, _ = _mro_lookup(cls, "__getattr__")
+        getattr_fn, _ = mro_lookup(cls, "__getattr__")
         if getattr_fn is not nn.Module.__getattr__:
             if isinstance(getattr_fn, types.FunctionType):
                 return UserMethodVariable(getattr_fn, self).call_function(tx, [ConstantVariable(name)], {})
@@ -181,7 +181,7 @@ class NNModuleVariable(VariableTracker):
         # hooks registered on every module (register_module_forward_hook, ...) after this compile
         for hooks in _GLOBAL_HOOKS:
             tx.output.add_expr_guard(f"not ___sys.modules['torch.nn.modules.module'].{hooks}")
-        forward, _ = _mro_lookup(type(module), "forward")
+        forward, _ = mro_lookup(type(module), "forward")
         if not isinstance(forward, types.FunctionType):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.forward is not a Python function")
         if "forward" in module.__dict__:
@@ -328,6 +328,9 @@ class ModuleSliceVariable(VariableTracker):
 
     def has_len(self):
         return True
+
+    def len(self, tx):
+        return len(self.items)
 
     def unpack(self, tx):
         return list(self.items)

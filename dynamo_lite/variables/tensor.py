@@ -31,10 +31,9 @@ from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from ..source import AttrSource
-from .containers import (
-    BaseListVariable, DictVariable, ListVariable, SizeVariable, StructSeqVariable, TupleVariable,
-    wrap_constant_result,
-)
+from .sequences import BaseListVariable, ListVariable, SizeVariable, StructSeqVariable, TupleVariable
+from .mappings import DictVariable
+from .folding import wrap_constant_result
 from .methods import TensorMethodVariable
 
 # Tensor methods and attributes that cannot be part of a graph.
@@ -122,6 +121,14 @@ class TensorVariable(VariableTracker):
     def has_len(self):
         return self.example.dim() > 0
 
+    def len(self, tx):
+        if self.example.dim() == 0:
+            raise GraphBreak(gb.OPERATION_RAISES, "len() of a 0-d tensor")
+        return int(self.example.shape[0])
+
+    def contains(self, tx, item):
+        raise GraphBreak(gb.DATA_DEPENDENT, "`in` on a tensor depends on tensor data")
+
     def unpack(self, tx):
         if self.example.dim() == 0:
             raise GraphBreak(gb.OPERATION_RAISES, "iteration over a 0-d tensor")
@@ -170,7 +177,7 @@ class TensorVariable(VariableTracker):
         if name in _INPUT_FACTS and not args and not kwargs:
             return self._input_fact(tx, name)
         if name in _METADATA_METHODS:
-            fake_args, fake_kwargs = _fake_args(args), {k: _fake_arg(v) for k, v in kwargs.items()}
+            fake_args, fake_kwargs = _fake_args(args), {k: fake_arg(v) for k, v in kwargs.items()}
             value = getattr(self.example, name if name != "__len__" else "__len__")(*fake_args, **fake_kwargs)
             return wrap_constant_result(value)
         if name == "type" and not args and not kwargs:
@@ -258,25 +265,26 @@ def _node_arg(v: VariableTracker):
     raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")
 
 
-def _fake_arg(v: VariableTracker):
+def fake_arg(v: VariableTracker):
+    """The value a tensor operation receives for ``v`` at trace time (a FakeTensor for a tensor)."""
     if isinstance(v, TensorVariable):
         return v.example
     if isinstance(v, ConstantVariable):
         return v.value
     if isinstance(v, SizeVariable):
-        return torch.Size([_fake_arg(i) for i in v.items])
+        return torch.Size([fake_arg(i) for i in v.items])
     if isinstance(v, BaseListVariable):
-        items = [_fake_arg(i) for i in v.items]
+        items = [fake_arg(i) for i in v.items]
         return tuple(items) if v.python_type() is not list else items
     if isinstance(v, DictVariable):
-        return {k: _fake_arg(i) for k, i in v.items.items()}
+        return {k: fake_arg(i) for k, i in v.items.items()}
     if v.is_python_constant():
         return v.as_python_constant()
     raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")
 
 
 def _fake_args(args):
-    return [_fake_arg(a) for a in args]
+    return [fake_arg(a) for a in args]
 
 
 def _target_name(kind: str, target: Any) -> str:
@@ -286,7 +294,7 @@ def _target_name(kind: str, target: Any) -> str:
 
 
 @contextlib.contextmanager
-def _warnings_issued():
+def warnings_issued():
     """Collect the warnings issued inside the block instead of showing them.
 
     Not ``warnings.catch_warnings``: that bumps the filters version, which empties
@@ -322,14 +330,14 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     node_args = tuple(_node_arg(a) for a in args)
     node_kwargs = {k: _node_arg(v) for k, v in kwargs.items()}
     fake_args = _fake_args(args)
-    fake_kwargs = {k: _fake_arg(v) for k, v in kwargs.items()}
+    fake_kwargs = {k: fake_arg(v) for k, v in kwargs.items()}
     output = tx.output
     quiet = not _FAKE_LOG.disabled
     try:
         # a failing op is re-run by Python, which raises the user's error: FakeTensorMode's own
         # "failed while attempting to run meta" traceback log would only be noise on stderr
         _FAKE_LOG.disabled = True
-        with output.fake_mode, _warnings_issued() as caught:
+        with output.fake_mode, warnings_issued() as caught:
             _check_inplace_cast(kind, target, fake_args)
             if kind == "call_method":
                 example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)

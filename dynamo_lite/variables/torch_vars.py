@@ -16,16 +16,16 @@ import inspect
 import types
 
 import torch
-import torch.nn.functional as F
 
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .containers import SizeVariable, wrap_constant_result
+from .sequences import SizeVariable
+from .folding import wrap_constant_result
 from .contexts import GradModeVariable
-from .tensor import _fake_arg, record_op, TensorVariable
+from .tensor import fake_arg, record_op, TensorVariable
 
 
 def is_torch_class(value) -> bool:
@@ -149,7 +149,7 @@ class TorchVariable(VariableTracker):
         if fn in (torch.device, torch.dtype, torch.finfo, torch.iinfo) or fn in _METADATA:
             if fn in _METADATA and any(isinstance(a, TensorVariable) for a in args):
                 with tx.output.fake_mode:
-                    value = fn(*[_fake_arg(a) for a in args], **{k: _fake_arg(v) for k, v in kwargs.items()})
+                    value = fn(*[fake_arg(a) for a in args], **{k: fake_arg(v) for k, v in kwargs.items()})
                 return wrap_constant_result(value)
             if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()):
                 try:

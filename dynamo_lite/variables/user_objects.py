@@ -27,18 +27,21 @@ from typing import Any, Optional
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
-from .base import IdentityKey, VariableTracker
+from .base import checked_len, IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
-from .containers import DefaultDictVariable, DictVariable, NamedTupleVariable
-from .functions import _bind, UserFunctionVariable, UserMethodVariable
+from .mappings import DefaultDictVariable, dict_from_args, DictVariable
+from .sequences import TupleVariable
+from .functions import bind_arguments, UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .contexts import NullContextVariable
 from .exceptions import ExceptionVariable
 from .python_modules import guard_attr_value
 
 
-def _mro_lookup(cls: type, name: str):
+def mro_lookup(cls: type, name: str):
+    """``(attribute, owning class)`` of ``name`` found along ``cls.__mro__`` without running
+    descriptors, or ``(None, None)``."""
     for klass in cls.__mro__:
         if name in klass.__dict__:
             return klass.__dict__[name], klass
@@ -50,22 +53,23 @@ _PLAIN_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__, list.__ge
                        tuple.__getattribute__, set.__getattribute__, BaseException.__getattribute__)
 
 
-class _ObjectLike(VariableTracker):
-    """Shared attribute logic for real and new user objects."""
+class ObjectLike(VariableTracker):
+    """Shared attribute logic for real and new user objects (the base that operators and calls
+    recognise user instances by)."""
 
     value_type: type
 
     def has_class_attr(self, name: str) -> bool:
-        return _mro_lookup(self.value_type, name)[0] is not None
+        return mro_lookup(self.value_type, name)[0] is not None
 
     def _instance_attr(self, tx, name) -> Optional[VariableTracker]:
         raise NotImplementedError
 
     def var_getattr(self, tx, name):
         cls = self.value_type
-        getattribute = _mro_lookup(cls, "__getattribute__")[0]
+        getattribute = mro_lookup(cls, "__getattribute__")[0]
         if getattribute not in _PLAIN_GETATTRIBUTE + (None,):
-            if not isinstance(getattribute, types.FunctionType) or _mro_lookup(cls, "__getattr__")[0] is not None:
+            if not isinstance(getattribute, types.FunctionType) or mro_lookup(cls, "__getattr__")[0] is not None:
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
             # a Python __getattribute__ is inlined; its super().__getattribute__(name)
             # reaches generic_getattr through object.__getattribute__
@@ -87,7 +91,7 @@ class _ObjectLike(VariableTracker):
                     tx.output.side_effects.new_object_attrs(self):
                 return InstanceDictVariable(self)
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "reading an object's __dict__")
-        cls_attr, owner = _mro_lookup(cls, name)
+        cls_attr, owner = mro_lookup(cls, name)
         cls_src = self._class_attr_source(name) if cls_attr is not None else None
         if isinstance(cls_attr, property):
             if cls_attr.fget is None:
@@ -118,7 +122,7 @@ class _ObjectLike(VariableTracker):
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
             return tx.wrap(cls_attr, cls_src)
-        getattr_fn, _ = _mro_lookup(cls, "__getattr__")
+        getattr_fn, _ = mro_lookup(cls, "__getattr__")
         if isinstance(getattr_fn, types.FunctionType):
             self._guard_not_shadowed(tx, name)
             return UserMethodVariable(getattr_fn, self).call_function(tx, [ConstantVariable(name)], {})
@@ -138,12 +142,12 @@ class _ObjectLike(VariableTracker):
         cls = self.value_type
         if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
             raise GraphBreak(gb.OPERATION_RAISES, "cannot assign to a field of a frozen dataclass")
-        setattr_fn, _ = _mro_lookup(cls, "__setattr__")
+        setattr_fn, _ = mro_lookup(cls, "__setattr__")
         if setattr_fn not in (object.__setattr__, None):
             if isinstance(setattr_fn, types.FunctionType):
                 return UserMethodVariable(setattr_fn, self).call_function(tx, [ConstantVariable(name), value], {})
             raise GraphBreak(gb.SIDE_EFFECT, f"{cls.__name__} defines __setattr__")
-        cls_attr, _ = _mro_lookup(cls, name)
+        cls_attr, _ = mro_lookup(cls, name)
         if isinstance(cls_attr, property):
             if cls_attr.fset is None:
                 raise GraphBreak(gb.OPERATION_RAISES, f"property {name!r} has no setter")
@@ -162,20 +166,16 @@ class _ObjectLike(VariableTracker):
     def truthiness(self, tx):
         cls = self.value_type
         for dunder in ("__bool__", "__len__"):
-            fn, _ = _mro_lookup(cls, dunder)
+            fn, _ = mro_lookup(cls, dunder)
             if fn is not None:
                 if isinstance(fn, types.FunctionType):
-                    from .arith import truth  # lazy: upward (cycle)
-
                     result = UserMethodVariable(fn, self).call_function(tx, [], {})
                     if dunder == "__len__":
-                        from .builtin import checked_len  # lazy: upward (cycle)
-
                         return checked_len(result) != 0
                     if result.is_python_constant() and type(result.as_python_constant()) is not bool:
                         raise GraphBreak(gb.OPERATION_RAISES, f"__bool__ returned {type(result.as_python_constant()).__name__}"
                                                    " (TypeError)")
-                    return truth(tx, result)
+                    return result.bool(tx)
                 return None
         return True
 
@@ -185,7 +185,7 @@ class _ObjectLike(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
     def call_function(self, tx, args, kwargs):
-        call, _ = _mro_lookup(self.value_type, "__call__")
+        call, _ = mro_lookup(self.value_type, "__call__")
         if isinstance(call, types.FunctionType):
             return UserMethodVariable(call, self).call_function(tx, args, kwargs)
         if self.value_type is functools._lru_cache_wrapper and isinstance(self, UserDefinedObjectVariable) \
@@ -199,10 +199,10 @@ class _ObjectLike(VariableTracker):
         return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):
-        it, _ = _mro_lookup(self.value_type, "__iter__")
+        it, _ = mro_lookup(self.value_type, "__iter__")
         if isinstance(it, types.FunctionType):
             iterator = UserMethodVariable(it, self).call_function(tx, [], {})
-            if isinstance(iterator, _ObjectLike):  # a user iterator (often self): its __next__ runs in Python
+            if isinstance(iterator, ObjectLike):  # a user iterator (often self): its __next__ runs in Python
                 raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"iterating over {self.describe()} (a user-defined iterator)")
             return iterator.unpack(tx)
         return super().unpack(tx)
@@ -218,7 +218,7 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
     exception is handled (its __context__), or when the message cannot be made on a blank
     instance: the graph breaks and Python runs the STORE_ATTR."""
     try:
-        if _mro_lookup(cls, "__del__")[0] is not None:
+        if mro_lookup(cls, "__del__")[0] is not None:
             raise TypeError("freeing a blank instance would run __del__")
         object.__setattr__(object.__new__(cls), name, None)  # a blank instance: no user code runs
         error = None
@@ -231,7 +231,7 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
     tx.raise_exception(ExceptionVariable(AttributeError, [ConstantVariable(str(error))]))
 
 
-class UserDefinedObjectVariable(_ObjectLike):
+class UserDefinedObjectVariable(ObjectLike):
     """A real instance of a user class (read from the frame's inputs)."""
 
     def identity_key(self):
@@ -258,7 +258,7 @@ class UserDefinedObjectVariable(_ObjectLike):
         return None
 
     def _descriptor_value(self, tx, name):
-        cls_attr, _ = _mro_lookup(self.value_type, name)
+        cls_attr, _ = mro_lookup(self.value_type, name)
         if type(cls_attr).__name__ in ("member_descriptor", "getset_descriptor") and self.source is not None:
             try:
                 value = getattr(self.value, name)
@@ -329,7 +329,7 @@ class InstanceDictVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name} on an object's __dict__")
 
 
-class NewObjectVariable(_ObjectLike):
+class NewObjectVariable(ObjectLike):
     """An instance of a user class created during the trace."""
 
     mutable_local = True
@@ -384,6 +384,71 @@ def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
 
 
 
+class NamedTupleVariable(TupleVariable):
+    """An instance of a collections.namedtuple / typing.NamedTuple class."""
+
+    def __init__(self, tuple_type, items, source=None):
+        super().__init__(items, source)
+        self.tuple_type = tuple_type
+
+    def python_type(self):
+        return self.tuple_type
+
+    def describe(self):
+        return f"namedtuple {self.tuple_type.__name__}"
+
+    def clone_with(self, items):
+        return TupleVariable(items)
+
+    def as_python_constant(self):
+        return self.tuple_type(*[i.as_python_constant() for i in self.items])
+
+    def constant_copy(self):
+        if self.is_python_constant():
+            return self.as_python_constant()
+        return self.tuple_type(*[i.constant_copy() for i in self.items])
+
+    def var_getattr(self, tx, name):
+        fields = list(self.tuple_type._fields)
+        if name in fields:
+            return self.items[fields.index(name)]
+        if name == "_fields":
+            return TupleVariable([ConstantVariable(f) for f in fields])
+        if name in ("_asdict", "_replace"):
+            return ContainerMethodVariable(self, name)
+        attr = getattr(self.tuple_type, name, None)
+        if attr is not None and callable(attr) and isinstance(attr, types.FunctionType):
+            return UserMethodVariable(attr, self)
+        if isinstance(attr, property):
+            return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = list(self.tuple_type._fields)
+        if name == "_asdict":
+            return DictVariable(dict(zip(fields, self.items)))
+        if name == "_replace":
+            if args or any(k not in fields for k in kwargs):
+                raise GraphBreak(gb.OPERATION_RAISES, f"{self.tuple_type.__name__}._replace(): bad arguments (ValueError)")
+            items = list(self.items)
+            for k, v in kwargs.items():
+                items[fields.index(k)] = v
+            return NamedTupleVariable(self.tuple_type, items)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return VariableTracker.reconstruct(self, cg)
+        # tuple.__new__(cls, items): what a namedtuple's generated __new__ does,
+        # without calling Python code (which the hook would try to capture)
+        cg.load_callable(tuple.__new__)
+        cg.load_const(self.tuple_type)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_TUPLE", len(self.items))
+        cg.call(2)
+
+
 class UserDefinedClassVariable(VariableTracker):
     """A user class (calling it creates a NewObjectVariable and inlines __init__)."""
 
@@ -415,7 +480,7 @@ class UserDefinedClassVariable(VariableTracker):
         if name == "_make" and is_namedtuple_class(self.value) and \
                 getattr(getattr(self.value._make, "__func__", None), "__code__", None) is _NAMEDTUPLE_MAKE_CODE:
             return BoundMethodOfVariable(self, "_make")
-        attr, owner = _mro_lookup(self.value, name)
+        attr, owner = mro_lookup(self.value, name)
         if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
             # cls.name gives the function (static) or a new bound method (class): guard the function
             src = AttrSource(self.source, name)
@@ -448,21 +513,20 @@ class UserDefinedClassVariable(VariableTracker):
         if is_namedtuple_class(cls):
             new = cls.__new__
             defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
-            bound = _bind(tx, new.__code__, cls.__name__, defaults, {}, [self, *args], kwargs)
+            bound = bind_arguments(tx, new.__code__, cls.__name__, defaults, {}, [self, *args], kwargs)
             return NamedTupleVariable(cls, [bound[f] for f in cls._fields])
         if cls is contextlib.nullcontext:
-            bound = _bind(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
+            bound = bind_arguments(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
             return NullContextVariable(bound["enter_result"])
         if cls is collections.OrderedDict or cls is collections.defaultdict:
-            from .builtin import _HANDLERS  # lazy: upward (cycle)
             if cls is collections.OrderedDict:
-                result = _HANDLERS[dict](tx, *args, **kwargs)
+                result = dict_from_args(tx, *args, **kwargs)
                 return DictVariable(result.items, dict_type=collections.OrderedDict)
             factory = args[0] if args else NONE
             if factory.is_python_constant() and factory.as_python_constant() is not None and \
                     not callable(factory.as_python_constant()):
                 raise GraphBreak(gb.OPERATION_RAISES, "defaultdict(): first argument must be callable or None (TypeError)")
-            result = _HANDLERS[dict](tx, *args[1:], **kwargs)
+            result = dict_from_args(tx, *args[1:], **kwargs)
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
             return ExceptionVariable.create(tx, cls, args, kwargs)
@@ -470,7 +534,7 @@ class UserDefinedClassVariable(VariableTracker):
             raise GraphBreak(gb.OPERATION_RAISES, f"class {cls.__name__} has abstract methods (TypeError)")
         if type(cls) is not type and not _is_plain_meta(cls):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} has a custom metaclass")
-        new_fn, _ = _mro_lookup(cls, "__new__")
+        new_fn, _ = mro_lookup(cls, "__new__")
         if new_fn is not None and new_fn is not object.__new__ and not isinstance(new_fn, staticmethod):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
         if isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__:
@@ -482,7 +546,7 @@ class UserDefinedClassVariable(VariableTracker):
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} derives from {base.__name__}")
         obj = NewObjectVariable(cls, self.source)
         tx.output.side_effects.track_new_object(obj)
-        init, _ = _mro_lookup(cls, "__init__")
+        init, _ = mro_lookup(cls, "__init__")
         if isinstance(init, types.FunctionType):
             UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
         elif (args or kwargs) and init is object.__init__:
@@ -534,7 +598,7 @@ class SuperVariable(VariableTracker):
         self.obj = obj
 
     def var_getattr(self, tx, name):
-        from .builtin import BuiltinVariable  # lazy: upward (cycle)
+        from .builtin import BuiltinVariable  # lazy: upward (cycle): a slot wrapper bound through super() is a builtin, and builtin.py sits above user classes
 
         obj_type = self.obj.python_type() if not isinstance(self.obj, UserDefinedClassVariable) else self.obj.value
         mro = obj_type.__mro__

@@ -50,10 +50,8 @@ def IS_OP(tx, inst):
 def CONTAINS_OP(tx, inst):
     container = tx.pop()
     item = tx.pop()
-    result = arith.contains(tx, item, container)
-    if inst.arg:
-        result = ConstantVariable(not arith.truth(tx, result))
-    tx.push(result)
+    found = container.contains(tx, item)  # the tracker protocol (base.py)
+    tx.push(ConstantVariable(not found if inst.arg else found))
 
 
 @register("BINARY_SUBSCR")

@@ -5,9 +5,9 @@ from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.constant import ConstantVariable
-from ...variables.containers import (
-    DictVariable, ListVariable, SetVariable, SliceVariable, TupleVariable,
-)
+from ...variables.mappings import DictVariable
+from ...variables.sequences import ListVariable, SliceVariable, TupleVariable
+from ...variables.sets import SetVariable
 from . import register
 
 

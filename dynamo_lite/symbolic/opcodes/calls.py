@@ -7,11 +7,12 @@ from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import NONE
-from ...variables.containers import DictVariable, TupleVariable
+from ...variables.mappings import DictVariable
+from ...variables.sequences import TupleVariable
 from ...variables.functions import NestedUserFunctionVariable, UserMethodVariable
 from ...variables.builder import wrap
 from ...variables.contexts import ContextManagerVariable, GradModeExitVariable
-from ...variables.user_objects import _ObjectLike
+from ...variables.user_objects import ObjectLike
 from . import register
 
 
@@ -86,7 +87,7 @@ def BEFORE_WITH(tx, inst):
         tx.push(GradModeExitVariable(ctx))
         tx.push(result)
         return
-    if isinstance(ctx, _ObjectLike) and ctx.has_class_attr("__enter__") and ctx.has_class_attr("__exit__"):
+    if isinstance(ctx, ObjectLike) and ctx.has_class_attr("__enter__") and ctx.has_class_attr("__exit__"):
         exit_fn = ctx.var_getattr(tx, "__exit__")
         enter = ctx.var_getattr(tx, "__enter__")
         if isinstance(exit_fn, UserMethodVariable) and isinstance(enter, UserMethodVariable):

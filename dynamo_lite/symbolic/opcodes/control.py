@@ -5,7 +5,7 @@ from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
 from ...variables.constant import ConstantVariable, NONE
-from ...variables.containers import iterate, ListIteratorVariable, TupleVariable
+from ...variables.sequences import ListIteratorVariable, TupleVariable
 from ...variables.builder import wrap
 from ...variables.exceptions import ExceptionVariable
 from ...variables.tensor import TensorVariable
@@ -56,7 +56,7 @@ def RETURN_VALUE(tx, inst):
 
 @register("GET_ITER")
 def GET_ITER(tx, inst):
-    tx.push(iterate(tx, tx.pop()))
+    tx.push(tx.pop().iter(tx))
 
 
 @register("FOR_ITER")

@@ -10,7 +10,7 @@ from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import ConstantVariable, is_constant_value
 from ...variables.builder import wrap
-from ...variables.containers import wrap_constant_result
+from ...variables.folding import wrap_constant_result
 from . import register
 
 

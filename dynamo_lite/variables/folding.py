@@ -1,0 +1,93 @@
+"""Constant folding across containers: plain values computed at trace time become trackers.
+
+``wrap_constant_result`` turns a value computed from constants (an int, a str,
+a tuple / list / dict / set of them, a torch.Size) into trackers; it is
+installed as ``VariableTracker.wrap_constant`` so that every tracker below the
+containers can fold without importing them.  ``materialize`` consumes a lazy
+iterator whole for functions computed on constant copies (``"".join(map(str, l))``);
+``fold_constant_method`` answers methods of constants (installed as
+``ConstantVariable.fold_method``).
+Tested by tests/semantics/test_builtins.py and tests/semantics/test_containers.py.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+
+from .. import graph_breaks as gb
+from ..exc import GraphBreak
+from .base import VariableTracker
+from .constant import ConstantVariable, is_constant_value
+from .mappings import DictVariable
+from .sequences import LazyIteratorVariable, ListIteratorVariable, ListVariable, SizeVariable, TupleVariable
+from .sets import SetVariable
+
+
+def wrap_constant_result(value: Any) -> VariableTracker:
+    """Wrap a plain Python value computed at trace time from constants."""
+    if isinstance(value, torch.Size):
+        return SizeVariable([ConstantVariable(int(v)) for v in value])
+    if type(value) is tuple:
+        return TupleVariable([wrap_constant_result(v) for v in value])
+    if type(value) is list:
+        return ListVariable([wrap_constant_result(v) for v in value])
+    if type(value) is dict:
+        return DictVariable({k: wrap_constant_result(v) for k, v in value.items()})
+    if type(value) in (set, frozenset):
+        return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
+    if is_constant_value(value):
+        return ConstantVariable(value)
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} computed at trace time cannot be tracked")
+
+
+VariableTracker.wrap_constant = staticmethod(wrap_constant_result)  # see VariableTracker.wrap_constant
+
+
+def materialize(tx, obj: Any) -> Any:
+    """A lazy iterator consumed into a plain ListIteratorVariable of its items (for functions
+    that consume their argument whole, computed on constant copies: str.join(map(str, l)))."""
+    if isinstance(obj, LazyIteratorVariable):
+        return ListIteratorVariable(obj.unpack(tx), kind=obj.kind)
+    return obj
+
+
+# Methods that never mutate and never depend on anything but their arguments.
+_PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice,
+               torch.dtype, torch.device)
+
+
+def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwargs: dict) -> VariableTracker:
+    """``const.name(*args, **kwargs)`` (ConstantVariable.call_method): computed on the real value
+    with copies of container / iterator arguments of constants; ``==`` / ``!=`` with anything
+    else go through the operator table."""
+    if isinstance(const.value, _PURE_TYPES):  # "".join(map(str, l)) consumes the lazy map
+        args = [materialize(tx, a) for a in args]
+    try:
+        # methods of immutable values never mutate their arguments, so
+        # lists/dicts of constants can be passed as copies ("-".join(parts))
+        const_args = [a.constant_copy() for a in args]
+        const_kwargs = {k: v.constant_copy() for k, v in kwargs.items()}
+    except NotImplementedError:
+        const_args = const_kwargs = None
+    if const_args is not None and isinstance(const.value, _PURE_TYPES):
+        fn = getattr(const.value, name, None)
+        if fn is None:
+            raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(const.value).__name__} has no attribute {name!r}")
+        try:
+            result = fn(*const_args, **const_kwargs)
+        except Exception as e:  # noqa: BLE001 - the real call raises: let Python raise it
+            raise GraphBreak(gb.OPERATION_RAISES, f"{type(const.value).__name__}.{name} raised {type(e).__name__}") from e
+        for a in [*args, *kwargs.values()]:
+            if isinstance(a, ListIteratorVariable):
+                a.index = len(a.items)  # the method consumed the iterator
+        return wrap_constant_result(result)
+    if name in ("__eq__", "__ne__") and len(args) == 1:
+        return VariableTracker.apply_operator(tx, operator.eq if name == "__eq__" else operator.ne, [const, args[0]])
+    if name == "format" and isinstance(const.value, str):
+        raise GraphBreak(gb.OPERATION_RAISES, "str.format with non-constant arguments")
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"method {type(const.value).__name__}.{name} with these arguments")
+
+
+ConstantVariable.fold_method = staticmethod(fold_constant_method)  # see ConstantVariable.call_method

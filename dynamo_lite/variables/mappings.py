@@ -1,0 +1,402 @@
+"""Mappings: dict, OrderedDict, defaultdict, dict views and dict iterators.
+
+Dicts are mutable: their trackers are mutated in place, and when they came
+from the frame's inputs (they have a source) the side-effect log records that
+the real dict must be updated after the graph runs.  Keys are constants by
+value or objects by identity (``hash_key``): value-hashed objects and
+unhashable keys break.  ``defaultdict`` made in the trace calls its factory
+for missing keys.  Dict iterators read values live; a dict whose size or keys
+changed since the iterator was made runs the frame eagerly (Python raises
+RuntimeError at the right point).  A method a dict tracker does not model
+breaks the graph (DL0003).
+Tested by tests/semantics/test_containers.py, tests/semantics/test_container_values.py and tests/semantics/test_iterators.py.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import graph_breaks as gb
+from ..exc import GraphBreak, SkipFrame
+from .base import IdentityKey, VariableTracker
+from .constant import ConstantVariable, NONE
+from .methods import ContainerMethodVariable
+from .sequences import LazyIteratorVariable, TupleVariable
+
+
+class DictVariable(VariableTracker):
+    """A dict with keys known at trace time (constants, or objects by identity)."""
+
+    def __init__(self, items: dict, source=None, dict_type=dict):
+        super().__init__(source)
+        self.items = dict(items)
+        self.mutable_local = source is None
+        self.dict_type = dict_type
+
+    def _repr_body(self):
+        return ", ".join(f"{k!r}: {v!r}" for k, v in list(self.items.items())[:6])
+
+    def python_type(self):
+        return self.dict_type
+
+    def describe(self):
+        return "dict"
+
+    def has_len(self):
+        return True
+
+    def truthiness(self, tx):
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return [key_to_var(k) for k in self.items]
+
+    def contains(self, tx, item):
+        return self._key(item) in self.items
+
+    def len(self, tx):
+        return len(self.items)
+
+    def iter(self, tx):
+        return DictIteratorVariable(self, "keys")
+
+    def _key(self, v: VariableTracker):
+        return hash_key(v, "dict key")
+
+    def getitem(self, tx, key):
+        if key.is_tensor():
+            raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
+        return self.lookup(tx, key)
+
+    def lookup(self, tx, key):
+        """``self[key]`` (a missing key breaks: Python raises KeyError)."""
+        k = self._key(key)
+        if k not in self.items:
+            raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
+        return self.items[k]
+
+    def var_getattr(self, tx, name):
+        if hasattr(dict, name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        se = tx.output.side_effects
+        if kwargs and name != "update":  # dict methods take no other keywords: Python handles them
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.dict_type.__name__}.{name}() with keyword arguments")
+        if name == "__getitem__" and len(args) == 1:
+            return self.lookup(tx, args[0])
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name == "get" and 1 <= len(args) <= 2:
+            k = self._key(args[0])
+            return self.items.get(k, args[1] if len(args) == 2 else NONE)
+        if name == "keys" and not args:
+            return DictViewVariable(self, "keys")
+        if name == "values" and not args:
+            return DictViewVariable(self, "values")
+        if name == "items" and not args:
+            return DictViewVariable(self, "items")
+        if name == "__setitem__" and len(args) == 2:
+            se.mutate(self)
+            self.items[self._key(args[0])] = args[1]
+            return NONE
+        if name == "__delitem__" and len(args) == 1:
+            k = self._key(args[0])
+            if k not in self.items:
+                raise GraphBreak(gb.OPERATION_RAISES, "KeyError in del")
+            se.mutate(self)
+            del self.items[k]
+            return NONE
+        if name == "pop" and 1 <= len(args) <= 2:
+            k = self._key(args[0])
+            if k in self.items:
+                se.mutate(self)
+                return self.items.pop(k)
+            if len(args) == 2:
+                return args[1]
+            raise GraphBreak(gb.OPERATION_RAISES, "KeyError in dict.pop")
+        if name == "setdefault" and 1 <= len(args) <= 2:
+            k = self._key(args[0])
+            if k not in self.items:
+                se.mutate(self)
+                self.items[k] = args[1] if len(args) == 2 else NONE
+            return self.items[k]
+        if name == "update":
+            if len(args) > 1:
+                raise GraphBreak(gb.OPERATION_RAISES, f"update expected at most 1 argument, got {len(args)} (TypeError)")
+            se.mutate(self)
+            if args:
+                other = args[0]
+                if isinstance(other, DictVariable):
+                    self.items.update(other.items)
+                else:
+                    for pair in other.unpack(tx):
+                        parts = pair.unpack(tx)
+                        if len(parts) != 2:  # Python raises ValueError (after the earlier pairs)
+                            raise GraphBreak(gb.OPERATION_RAISES, f"dict update sequence element has length {len(parts)}")
+                        self.items[self._key(parts[0])] = parts[1]
+            for k, v in kwargs.items():
+                self.items[k] = v
+            return NONE
+        if name == "clear" and not args:
+            se.mutate(self)
+            self.items.clear()
+            return NONE
+        if name == "copy" and not args:
+            return DictVariable(dict(self.items), dict_type=self.dict_type)
+        if name == "popitem" and not args:
+            if not self.items:
+                raise GraphBreak(gb.OPERATION_RAISES, "popitem(): dictionary is empty (KeyError)")
+            se.mutate(self)
+            k, v = self.items.popitem()
+            return TupleVariable([key_to_var(k), v])
+        if name in ("__or__", "__ior__") and len(args) == 1 and isinstance(args[0], DictVariable):
+            target = self if name == "__ior__" else DictVariable(dict(self.items), dict_type=self.dict_type)
+            if name == "__ior__":
+                se.mutate(self)
+            target.items.update(args[0].items)
+            return target
+        if name == "__getattribute__":
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict.{name}() is not supported here")
+
+    def is_python_constant(self):
+        return False
+
+    def constant_copy(self):
+        if any(isinstance(k, IdentityKey) for k in self.items):
+            raise NotImplementedError
+        return self.dict_type((k, i.constant_copy()) for k, i in self.items.items())
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        if self.dict_type is not dict:
+            cg.load_callable(self.dict_type)
+        for k, v in self.items.items():
+            cg.reconstruct(key_to_var(k))
+            cg.reconstruct(v)
+        cg.emit("BUILD_MAP", len(self.items))
+        if self.dict_type is not dict:
+            cg.call(1)
+
+    def can_reconstruct(self):
+        return all(v.can_reconstruct() for v in self.items.values())
+
+
+class DefaultDictVariable(DictVariable):
+    """A collections.defaultdict created in the trace: a missing key calls the factory."""
+
+    def __init__(self, items: dict, default_factory: VariableTracker, source=None):
+        import collections
+
+        super().__init__(items, source, dict_type=collections.defaultdict)
+        self.default_factory = default_factory
+
+    def lookup(self, tx, key):
+        k = self._key(key)
+        if k not in self.items:
+            factory = self.default_factory
+            if factory.is_python_constant() and factory.as_python_constant() is None:
+                raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
+            value = factory.call_function(tx, [], {})
+            tx.output.side_effects.mutate(self)
+            self.items[k] = value
+        return self.items[k]
+
+    def var_getattr(self, tx, name):
+        if name == "default_factory":
+            return self.default_factory
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "copy" and not args:
+            return DefaultDictVariable(dict(self.items), self.default_factory)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return VariableTracker.reconstruct(self, cg)
+        cg.load_callable(self.dict_type)
+        cg.reconstruct(self.default_factory)
+        for k, v in self.items.items():
+            cg.reconstruct(key_to_var(k))
+            cg.reconstruct(v)
+        cg.emit("BUILD_MAP", len(self.items))
+        cg.call(2)
+
+    def can_reconstruct(self):
+        return self.default_factory.can_reconstruct() and super().can_reconstruct()
+
+
+def hash_key(v: VariableTracker, what: str):
+    """The key of ``v`` in a dict / set tracker: its value for constants, an IdentityKey for
+    objects hashed by identity.  Unhashable values break where Python raises TypeError; objects
+    whose class defines its own __hash__ / __eq__ (equal objects are one key) break too."""
+    if v.is_python_constant():
+        value = v.as_python_constant()
+        try:
+            hash(value)
+        except TypeError as e:
+            raise GraphBreak(gb.OPERATION_RAISES, f"{what}: {e} (TypeError)") from e
+        return value
+    try:
+        t = v.python_type()
+    except GraphBreak:
+        t = None
+    if isinstance(t, type) and not issubclass(t, torch.Tensor):
+        if t.__hash__ is None:
+            raise GraphBreak(gb.OPERATION_RAISES, f"{what}: unhashable type {t.__name__!r} (TypeError)")
+        if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is hashed by value, not identity")
+    key = v.identity_key()
+    if key is None:
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is not hashable at trace time")
+    return key
+
+
+def key_to_var(k) -> VariableTracker:
+    if isinstance(k, IdentityKey):
+        return k.var
+    return VariableTracker.wrap_constant(k) if isinstance(k, tuple) else ConstantVariable(k)
+
+
+class DictViewVariable(VariableTracker):
+    """dict.keys() / .values() / .items() of a tracked dict."""
+
+    def __init__(self, dict_var: DictVariable, kind: str):
+        super().__init__()
+        self.dict_var = dict_var
+        self.kind = kind
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def has_len(self):
+        return True
+
+    def unpack(self, tx):
+        d = self.dict_var
+        if self.kind == "keys":
+            return [key_to_var(k) for k in d.items]
+        if self.kind == "values":
+            return list(d.items.values())
+        return [TupleVariable([key_to_var(k), v]) for k, v in d.items.items()]
+
+    def contains(self, tx, item):
+        return self.call_method(tx, "__contains__", [item], {}).bool(tx)
+
+    def len(self, tx):
+        return len(self.dict_var.items)
+
+    def iter(self, tx):
+        return DictIteratorVariable(self.dict_var, self.kind)
+
+    def constant_copy(self):
+        return getattr(self.dict_var.constant_copy(), self.kind)()
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__":
+            return ConstantVariable(len(self.dict_var.items))
+        if name == "__contains__" and len(args) == 1 and self.kind == "keys":
+            return self.dict_var.call_method(tx, "__contains__", args, {})
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.dict_var)
+        cg.load_method(self.kind)
+        cg.call_method(0)
+
+    def can_reconstruct(self):
+        return self.dict_var.can_reconstruct()
+
+
+def dict_from_args(tx, *args, **kwargs) -> DictVariable:
+    """``dict(*args, **kwargs)``: a new DictVariable (builtin ``dict``, OrderedDict, defaultdict)."""
+    result = DictVariable({})
+    if args:
+        src = args[0]
+        if isinstance(src, DictVariable):
+            result.items.update(src.items)
+        else:
+            for pair in src.unpack(tx):
+                k, v = pair.unpack(tx)
+                result.items[result._key(k)] = v
+    result.items.update(kwargs)
+    return result
+
+
+_DICT_ITER_TYPES = {
+    ("keys", False): type(iter({})), ("values", False): type(iter({}.values())),
+    ("items", False): type(iter({}.items())), ("keys", True): type(reversed({})),
+    ("values", True): type(reversed({}.values())), ("items", True): type(reversed({}.items())),
+}
+
+
+class DictIteratorVariable(LazyIteratorVariable):
+    """iter(d) / iter(d.values()) / iter(d.items()) / reversed(...): reads values live.
+
+    Attributes:
+        dict_var: the DictVariable iterated.
+        view: "keys", "values" or "items".
+        reverse: reversed(d...) instead of iter(d...).
+        keys: the dict's keys (in iteration order) when the iterator was made.
+        index: how many items were produced.
+    """
+
+    def __init__(self, dict_var, view: str, reverse: bool = False):
+        super().__init__(_DICT_ITER_TYPES[(view, reverse)])
+        self.dict_var = dict_var
+        self.view = view
+        self.reverse = reverse
+        self.keys = list(dict_var.items)
+        if reverse:
+            self.keys.reverse()
+
+    def _changed(self) -> bool:
+        current = list(self.dict_var.items)
+        if self.reverse:
+            current.reverse()
+        return current != self.keys
+
+    def next_item(self, tx):
+        if self.exhausted:
+            return None
+        if self._changed():
+            # "dictionary changed size / keys changed during iteration": only Python raises it
+            # at the right point (a rebuilt iterator would not know the old size)
+            raise SkipFrame(gb.OPERATION_RAISES, f"{self.dict_var.describe()} changed during iteration", permanent=False)
+        if self.index >= len(self.keys):
+            self.exhausted = True
+            return None
+        k = self.keys[self.index]
+        self.index += 1
+        if self.view == "keys":
+            return key_to_var(k)
+        value = self.dict_var.items[k]
+        return value if self.view == "values" else TupleVariable([key_to_var(k), value])
+
+    def reconstruct(self, cg):
+        if self._changed():
+            raise SkipFrame(gb.CANNOT_REBUILD, f"an iterator over {self.dict_var.describe()}, which changed")
+        cg.load_callable(_dict_iterator_at)
+        cg.reconstruct(self.dict_var)
+        cg.load_const(self.view)
+        cg.load_const(self.reverse)
+        cg.load_const(self.index + self.exhausted)
+        cg.call(4)
+
+    def _parts(self):
+        return [self.dict_var]
+
+
+def _dict_iterator_at(d: dict, view: str, reverse: bool, index: int):
+    """iter/reversed of ``d`` or its view advanced by ``index`` items (rebuilt by generated code;
+    one more than its length: exhausted for good)."""
+    obj = d if view == "keys" else getattr(d, view)()
+    it = reversed(obj) if reverse else iter(obj)
+    for _ in range(index):
+        next(it, None)
+    return it

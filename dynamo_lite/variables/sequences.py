@@ -1,0 +1,538 @@
+"""Sequences: tuple, list, torch.Size, structseq, slices, and the iterator trackers' bases.
+
+Immutable sequences (tuple, Size) hold a fixed list of item trackers.  Lists
+are mutable: their trackers are mutated in place, and when they came from the
+frame's inputs (they have a source) the side-effect log records that the real
+list must be updated after the graph runs.  A method a sequence tracker does
+not model breaks the graph (DL0003); an operation Python would raise on breaks
+(DL0010) so Python raises it.  ``x in seq``, ``list.index`` and ``list.remove``
+compare items like CPython (identity, then ``==`` through the operator table
+installed on VariableTracker by arith.py).
+Iteration (``iter``): lists are iterated live, other values snapshotted.
+``ListIteratorVariable`` (an iterator over items known at trace time) and
+``LazyIteratorVariable`` (items on demand) sit here, below mappings.py (dict
+iterators) and iterators.py (map, zip, ...), which subclass them.  Named
+tuples are instances of user classes (user_objects.py).
+Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py and tests/semantics/test_iterators.py.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Optional
+
+import torch
+
+from .. import graph_breaks as gb
+from .. import runtime
+from ..exc import GraphBreak, SkipFrame
+from .base import same_object, search_items, VariableTracker
+from .constant import ConstantVariable, FALSE, NONE
+from .methods import ContainerMethodVariable
+
+
+class BaseListVariable(VariableTracker):
+    """Shared behaviour of tuple-like and list-like containers."""
+
+    def __init__(self, items: list, source=None):
+        super().__init__(source)
+        self.items = list(items)
+
+    def _repr_body(self):
+        return ", ".join(repr(i) for i in self.items[:6]) + (", ..." if len(self.items) > 6 else "")
+
+    def has_len(self):
+        return True
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def is_python_constant(self):
+        return all(i.is_python_constant() for i in self.items)
+
+    def as_python_constant(self):
+        return self.python_type()([i.as_python_constant() for i in self.items])
+
+    def constant_copy(self):
+        if self.is_python_constant():
+            return self.as_python_constant()
+        return self.python_type()([i.constant_copy() for i in self.items])
+
+    def truthiness(self, tx):
+        return bool(self.items)
+
+    def contains(self, tx, item):
+        return search_items(tx, self.unpack(tx), item)
+
+    def len(self, tx):
+        return len(self.items)
+
+    def getitem(self, tx, key):
+        if key.is_tensor():
+            raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
+        return self.lookup(tx, key)
+
+    def lookup(self, tx, index: VariableTracker) -> VariableTracker:
+        """``self[index]`` for an index known at trace time."""
+        if not index.is_python_constant():
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"indexing a {self.python_type().__name__} with {index.describe()}")
+        key = index.as_python_constant()
+        try:
+            if isinstance(key, slice):
+                return self.clone_with(self.items[key])
+            return self.items[key.__index__() if not isinstance(key, int) else key]
+        except (IndexError, TypeError, AttributeError, ValueError) as e:
+            raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__} index raised {type(e).__name__}") from e
+
+    def clone_with(self, items):
+        return type(self)(items)
+
+    def var_getattr(self, tx, name):
+        if hasattr(self.python_type(), name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__" and len(args) == 1:
+            return self.lookup(tx, args[0])
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name in ("index", "count") and not kwargs:
+            if all(i.is_python_constant() for i in self.items) and all(a.is_python_constant() for a in args):
+                values = [i.as_python_constant() for i in self.items]
+                try:
+                    return ConstantVariable(getattr(values, name)(*[a.as_python_constant() for a in args]))
+                except (ValueError, TypeError) as e:
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{name} raised ValueError") from e
+            if not args or len(args) > (3 if name == "index" else 1):
+                raise GraphBreak(gb.OPERATION_RAISES, f"{name}() with {len(args)} arguments (TypeError)")
+            if name == "index" and len(args) == 1:
+                for i, item in enumerate(self.items):
+                    if same_object(item, args[0]) or self.apply_operator(tx, operator.eq, [item, args[0]]).bool(tx):
+                        return ConstantVariable(i)
+                raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__}.index(x): x not in sequence (ValueError)")
+        if name == "__getattribute__":
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.python_type().__name__}.{name}() is not supported here")
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return VariableTracker.reconstruct(self, cg)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_LIST" if self.python_type() is list else "BUILD_TUPLE", len(self.items))
+
+    def can_reconstruct(self):
+        return all(i.can_reconstruct() for i in self.items)
+
+
+class TupleVariable(BaseListVariable):
+    def python_type(self):
+        return tuple
+
+    def describe(self):
+        return "tuple"
+
+
+class SizeVariable(TupleVariable):
+    """torch.Size of static ints."""
+
+    def python_type(self):
+        return torch.Size
+
+    def describe(self):
+        return "torch.Size"
+
+    def as_python_constant(self):
+        return torch.Size([i.as_python_constant() for i in self.items])
+
+    def clone_with(self, items):
+        return SizeVariable(items) if not isinstance(items, VariableTracker) else items
+
+    def lookup(self, tx, index):
+        result = super().lookup(tx, index)
+        if isinstance(result, SizeVariable) or isinstance(result, ConstantVariable):
+            return result
+        return result
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "numel" and not args:
+            n = 1
+            for i in self.items:
+                n *= i.as_python_constant()
+            return ConstantVariable(n)
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.load_const(self.as_python_constant())
+
+
+class StructSeqVariable(TupleVariable):
+    """torch.return_types.* results (e.g. torch.max(x, dim)): a tuple with field names."""
+
+    def __init__(self, struct_type, items, source=None):
+        super().__init__(items, source)
+        self.struct_type = struct_type
+
+    def python_type(self):
+        return self.struct_type
+
+    def clone_with(self, items):
+        return TupleVariable(items)
+
+    def var_getattr(self, tx, name):
+        fields = [f for f in dir(self.struct_type) if not f.startswith("_") and
+                  isinstance(getattr(self.struct_type, f), type(self.struct_type.__dict__.get(f)))]
+        names = _structseq_fields(self.struct_type)
+        if name in names:
+            return self.items[names.index(name)]
+        del fields
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        cg.load_callable(self.struct_type)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_TUPLE", len(self.items))
+        cg.call(1)
+
+
+def _structseq_fields(struct_type) -> list[str]:
+    n = struct_type.n_fields
+    dummy = struct_type(tuple(range(n)))
+    names = [f for f in dir(dummy) if not f.startswith("_") and f not in ("count", "index", "n_fields",
+                                                                       "n_sequence_fields", "n_unnamed_fields")]
+    return sorted(names, key=lambda f: getattr(dummy, f))
+
+
+class ListVariable(BaseListVariable):
+    """A list; mutated in place.  ``mutable_local`` lists were created in the trace."""
+
+    def __init__(self, items, source=None):
+        super().__init__(items, source)
+        self.mutable_local = source is None
+
+    def python_type(self):
+        return list
+
+    def describe(self):
+        return "list"
+
+    def clone_with(self, items):
+        return ListVariable(items)
+
+    def is_python_constant(self):
+        return False
+
+    def constant_copy(self):
+        return [i.constant_copy() for i in self.items]
+
+    def iter(self, tx):
+        it = ListIteratorVariable(self.items)  # live: appends during the loop are reached
+        it.live = self
+        return it
+
+    def call_method(self, tx, name, args, kwargs):
+        se = tx.output.side_effects
+        items = self.items
+        if kwargs and (name != "sort" or set(kwargs) - {"key", "reverse"}):
+            # list methods take no (other) keywords: Python raises the TypeError
+            raise GraphBreak(gb.OPERATION_RAISES, f"list.{name}() with keyword arguments {sorted(kwargs)}")
+        if name == "append" and len(args) == 1:
+            se.mutate(self)
+            items.append(args[0])
+            return NONE
+        if name == "extend" and len(args) == 1:
+            new = args[0].unpack(tx)
+            se.mutate(self)
+            items.extend(new)
+            return NONE
+        if name == "insert" and len(args) == 2 and args[0].is_python_constant():
+            idx = _list_index(args[0], "insert")
+            se.mutate(self)
+            items.insert(idx, args[1])
+            return NONE
+        if name == "pop" and len(args) <= 1:
+            if args and not args[0].is_python_constant():
+                raise GraphBreak(gb.VALUE_UNKNOWN, "list.pop() index not known at trace time")
+            idx = _list_index(args[0], "pop") if args else -1
+            if not -len(items) <= idx < len(items):
+                raise GraphBreak(gb.OPERATION_RAISES, "pop from an empty list / index out of range (IndexError)")
+            se.mutate(self)
+            return items.pop(idx)
+        if name == "clear" and not args:
+            se.mutate(self)
+            items.clear()
+            return NONE
+        if name == "reverse" and not args:
+            se.mutate(self)
+            items.reverse()
+            return NONE
+        if name == "copy" and not args:
+            return ListVariable(list(items))
+        if name == "remove" and len(args) == 1:
+            for i, item in enumerate(items):  # `item is x or item == x`, in order, like CPython
+                if same_object(item, args[0]) is not True:
+                    if item.is_tensor() or args[0].is_tensor():
+                        raise GraphBreak(gb.DATA_DEPENDENT, "list.remove compares a tensor (depends on tensor data)")
+                    if not self.apply_operator(tx, operator.eq, [item, args[0]]).bool(tx):
+                        continue
+                se.mutate(self)
+                del items[i]
+                return NONE
+            raise GraphBreak(gb.OPERATION_RAISES, "list.remove(x): x not in list (ValueError)")
+        if name == "sort" and not args:
+            new = sort_items(tx, items, kwargs)
+            se.mutate(self)
+            items[:] = new
+            return NONE
+        if name == "__setitem__" and len(args) == 2:
+            return self.setitem(tx, args[0], args[1])
+        if name == "__delitem__" and len(args) == 1 and args[0].is_python_constant():
+            k = args[0].as_python_constant()
+            try:  # on a stand-in first: Python raises IndexError / TypeError / ValueError for real
+                del list(range(len(items)))[k]
+            except Exception as e:  # noqa: BLE001
+                raise GraphBreak(gb.OPERATION_RAISES, f"del list[{k!r}] raised {type(e).__name__}") from e
+            se.mutate(self)
+            del items[k]
+            return NONE
+        return super().call_method(tx, name, args, kwargs)
+
+    def setitem(self, tx, key, value):
+        if not key.is_python_constant():
+            raise GraphBreak(gb.VALUE_UNKNOWN, "list index is not a constant")
+        k = key.as_python_constant()
+        new = value.unpack(tx) if isinstance(k, slice) else value
+        try:  # on a stand-in first: Python raises IndexError / TypeError / ValueError for real
+            list(range(len(self.items)))[k] = new
+        except Exception as e:  # noqa: BLE001
+            raise GraphBreak(gb.OPERATION_RAISES, f"list[{k!r}] = ... raised {type(e).__name__}") from e
+        tx.output.side_effects.mutate(self)
+        self.items[k] = new
+        return NONE
+
+
+
+def _list_index(v: VariableTracker, method: str) -> int:
+    """A list method's index argument (a constant) as an int; TypeError breaks (Python raises it)."""
+    try:
+        return operator.index(v.as_python_constant())
+    except TypeError as e:
+        raise GraphBreak(gb.OPERATION_RAISES, f"list.{method}() index: {e} (TypeError)") from e
+
+
+def sort_items(tx, items, kwargs):
+    key = kwargs.get("key")
+    reverse = kwargs.get("reverse", FALSE).as_python_constant()
+    if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
+        keys = [key.call_function(tx, [i], {}) for i in items]
+    else:
+        keys = items
+    if not all(k.is_python_constant() for k in keys):
+        raise GraphBreak(gb.VALUE_UNKNOWN, "sorting values not known at trace time")
+    try:
+        order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
+    except TypeError as e:  # unorderable values: Python raises it at the call
+        raise GraphBreak(gb.OPERATION_RAISES, f"sorting raised TypeError: {e}") from e
+    return [items[i] for i in order]
+
+
+class ListIteratorVariable(VariableTracker):
+    """An iterator over items known at trace time (lists, tuples, ranges, dict keys, zip, ...)."""
+
+    mutable_local = True
+    # name of the generator function whose yields these are (inliner.inline_call), or None
+    generator: Any = None
+    # the ListVariable iterated live (``items`` is its own list: appends during the loop are
+    # reached, as by a list_iterator), or None
+    live: Any = None
+    # (set tracker, its keys when iteration began): eager raises if the size changes (and
+    # iterates its hash table in an order we do not model if the elements change)
+    watched: Any = None
+    # a live list iterator that ran off the end: CPython drops the list, later appends are not seen
+    exhausted = False
+
+    def __init__(self, items: list, index: int = 0, kind: type = None):
+        super().__init__()
+        self.items = items
+        self.index = index
+        self.kind = kind  # zip / enumerate / map / filter: the real iterator's type (None: tuple_iterator)
+
+    def python_type(self):
+        if self.live is not None:
+            return type(iter([]))
+        return self.kind or type(iter(()))
+
+    def var_getattr(self, tx, name):
+        if self.generator is not None and (name in ("send", "throw", "close") or name.startswith("gi_")):
+            # the generator already ran to completion in the trace (and would be rebuilt as a
+            # plain iterator): only running the whole frame in Python gives a real generator
+            raise SkipFrame(gb.CALL_NOT_TRACED, f"generator {self.generator}() used through .{name}")
+        return super().var_getattr(tx, name)
+
+    def describe(self):
+        return f"{self.kind.__name__} object" if self.kind else "iterator"
+
+    def iter(self, tx):
+        return self
+
+    def constant_copy(self):
+        return iter([i.constant_copy() for i in self.items[self.index:]])
+
+    def len(self, tx):
+        raise GraphBreak(gb.OPERATION_RAISES, f"len() of {self.describe()} (TypeError: iterators have no len())")
+
+    def _watched_changed(self) -> bool:
+        return self.watched is not None and list(self.watched[0].items) != self.watched[1]
+
+    def next_item(self, tx):
+        if self._watched_changed():
+            # "Set changed size during iteration": only Python raises it at the right point
+            raise SkipFrame(gb.OPERATION_RAISES, f"{self.watched[0].describe()} changed during iteration",
+                            permanent=False)
+        if self.exhausted or self.index >= len(self.items):
+            if self.live is not None:
+                self.exhausted = True
+            return None
+        item = self.items[self.index]
+        self.index += 1
+        return item
+
+    def unpack(self, tx):
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return list(rest)
+
+    def reconstruct(self, cg):
+        if self._watched_changed():  # Python must raise "changed size during iteration"
+            raise SkipFrame(gb.CANNOT_REBUILD, f"an iterator over {self.watched[0].describe()}, which changed")
+        if self.live is not None:  # the real list's iterator, advanced to the same position
+            cg.load_callable(runtime.list_iterator_at)
+            cg.reconstruct(self.live)
+            cg.load_const(self.index if not self.exhausted else -1)
+            cg.call(2)
+            return
+        rest = self.items[self.index:]
+        if self.watched is not None and self.watched[0].can_reconstruct():
+            # the real set's iterator (so a later change of its size raises as in eager), at the
+            # same position when the real set yields the same items (else a tuple iterator)
+            cg.load_callable(runtime.set_iterator_at)
+            cg.reconstruct(self.watched[0])
+            for part in (self.items[:self.index], rest):
+                for item in part:
+                    cg.reconstruct(item)
+                cg.emit("BUILD_TUPLE", len(part))
+            cg.call(3)
+            return
+        if self.kind is zip and all(isinstance(i, TupleVariable) for i in rest) and \
+                len({len(i.items) for i in rest}) <= 1:
+            # zip(col0, col1, ...) over what is left: the same items, the same type
+            width = len(rest[0].items) if rest else 0
+            cg.load_callable(zip)
+            for j in range(width):
+                for item in rest:
+                    cg.reconstruct(item.items[j])
+                cg.emit("BUILD_TUPLE", len(rest))
+            cg.call(width)
+            return
+        if self.kind is enumerate and all(isinstance(i, TupleVariable) and len(i.items) == 2 for i in rest):
+            cg.load_callable(enumerate)
+            for item in rest:
+                cg.reconstruct(item.items[1])
+            cg.emit("BUILD_TUPLE", len(rest))
+            cg.load_const(rest[0].items[0].as_python_constant() if rest else 0)
+            cg.call(2)
+            return
+        if self.kind is reversed:  # reversed(tuple / str / ...): a reversed object over what is left
+            cg.load_callable(reversed)
+            for item in reversed(rest):
+                cg.reconstruct(item)
+            cg.emit("BUILD_TUPLE", len(rest))
+            cg.call(1)
+            return
+        if self.kind in (map, filter):
+            cg.load_callable(self.kind)
+            cg.load_const(runtime.passthrough if self.kind is map else runtime.keep)
+        else:
+            cg.load_callable(iter)
+        for item in rest:
+            cg.reconstruct(item)
+        cg.emit("BUILD_TUPLE", len(rest))
+        cg.call(2 if self.kind in (map, filter) else 1)
+
+    def can_reconstruct(self):
+        if self.live is not None:
+            return self.live.can_reconstruct()
+        return all(i.can_reconstruct() for i in self.items[self.index:])
+
+
+class LazyIteratorVariable(ListIteratorVariable):
+    """Base of iterators that produce their items on demand.
+
+    Attributes:
+        kind: the real iterator type (map, filter, ...) this tracker stands for.
+        exhausted: True once ``next_item`` returned None and the real iterator
+            would stay exhausted (only where CPython latches it).
+    """
+
+    mutable_local = True  # one real iterator: rebuilt once, shared by every holder
+
+    def __init__(self, kind: type):
+        VariableTracker.__init__(self)
+        self.kind = kind
+        self.index = 0
+        self.exhausted = False
+
+    @property
+    def items(self):  # noqa: D401 - guard against code that reads a precomputed item list
+        raise AttributeError(f"{type(self).__name__} has no precomputed items")
+
+    def python_type(self):
+        return self.kind
+
+    def describe(self):
+        return f"{self.kind.__name__} object"
+
+    def next_item(self, tx) -> Optional[VariableTracker]:
+        raise NotImplementedError
+
+    def constant_copy(self):  # its items are computed on demand (folding.materialize first)
+        return VariableTracker.constant_copy(self)
+
+    def unpack(self, tx):
+        out = []
+        while True:
+            item = self.next_item(tx)
+            if item is None:
+                return out
+            out.append(item)
+
+    def can_reconstruct(self):
+        return all(v.can_reconstruct() for v in self._parts())
+
+    def _parts(self) -> list:
+        return []
+
+
+class SliceVariable(VariableTracker):
+    """slice(a, b, c) where some part is not a constant (e.g. a tensor)."""
+
+    def __init__(self, parts):
+        super().__init__()
+        self.parts = parts
+
+    def python_type(self):
+        return slice
+
+    def reconstruct(self, cg):
+        for p in self.parts:
+            cg.reconstruct(p)
+        cg.emit("BUILD_SLICE", len(self.parts))
+
+    def can_reconstruct(self):
+        return all(p.can_reconstruct() for p in self.parts)
+
+
+VariableTracker.snapshot_iterator = staticmethod(ListIteratorVariable)  # see VariableTracker.iter

@@ -1,0 +1,190 @@
+"""Sets: set and frozenset of constants or identity-keyed objects.
+
+Elements are keyed like dict keys (mappings.hash_key).  A set iterates in the
+order of a shadow real set put through the same operations, so iteration and
+rebuilding follow CPython's order; an iterator over a set is watched (a set
+that changed size during iteration runs the frame eagerly).  Set algebra on
+constants folds on copies; an operation Python would raise on breaks (DL0010).
+Tested by tests/semantics/test_containers.py and tests/semantics/test_container_values.py.
+"""
+from __future__ import annotations
+
+from .. import graph_breaks as gb
+from ..exc import GraphBreak
+from .base import IdentityKey, VariableTracker
+from .constant import ConstantVariable, NONE
+from .mappings import hash_key
+from .methods import ContainerMethodVariable
+from .sequences import ListIteratorVariable
+
+
+class SetVariable(VariableTracker):
+    """A set of constants (or identity-keyed objects).
+
+    Attributes:
+        items: key (``hash_key``) -> element tracker, in insertion order.
+        shadow: a real set of the keys that went through the same sequence of
+            operations as the real set (None once an element is not a constant):
+            iteration and rebuilding follow its order, which is CPython's.
+    """
+
+    def __init__(self, items: list, source=None, frozen=False):
+        super().__init__(source)
+        self.frozen = frozen
+        self.items: dict = {}
+        for item in items:
+            self.items[self._key(item)] = item
+        self.mutable_local = source is None and not frozen
+        self.shadow = None
+        self._sync_shadow(list(self.items))
+
+    def _sync_shadow(self, added=()):
+        """Add ``added`` keys to the shadow set (and drop keys no longer in ``items``)."""
+        if self.shadow is None and not self.items.keys() - set(added):
+            self.shadow = set()
+        if self.shadow is None:
+            return
+        if any(isinstance(k, IdentityKey) for k in added):
+            self.shadow = None
+            return
+        for k in [k for k in self.shadow if k not in self.items]:
+            self.shadow.discard(k)
+        for k in added:
+            self.shadow.add(k)
+
+    def _ordered_keys(self) -> list:
+        if self.shadow is not None and len(self.shadow) == len(self.items):
+            return list(self.shadow)
+        return list(self.items)
+
+    @staticmethod
+    def _key(v):
+        return hash_key(v, "set element")
+
+    def python_type(self):
+        return frozenset if self.frozen else set
+
+    def has_len(self):
+        return True
+
+    def truthiness(self, tx):
+        return bool(self.items)
+
+    def is_python_constant(self):
+        return all(v.is_python_constant() for v in self.items.values())
+
+    def as_python_constant(self):
+        return self.python_type()(self.items[k].as_python_constant() for k in self._ordered_keys())
+
+    def unpack(self, tx):
+        return [self.items[k] for k in self._ordered_keys()]  # in the order the real set iterates
+
+    def constant_copy(self):
+        if self.is_python_constant():
+            return self.as_python_constant()
+        return self.python_type()(i.constant_copy() for i in self.items.values())
+
+    def contains(self, tx, item):
+        return self._key(item) in self.items
+
+    def len(self, tx):
+        return len(self.items)
+
+    def iter(self, tx):
+        it = ListIteratorVariable(self.unpack(tx))
+        it.watched = (self, list(self.items))  # eager raises if the set changes size meanwhile
+        return it
+
+    def call_method(self, tx, name, args, kwargs):
+        se = tx.output.side_effects
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "add" and len(args) == 1 and not self.frozen:
+            se.mutate(self)
+            k = self._key(args[0])
+            self.items.setdefault(k, args[0])
+            self._sync_shadow([k])
+            return NONE
+        if name == "discard" and len(args) == 1 and not self.frozen:
+            se.mutate(self)
+            self.items.pop(self._key(args[0]), None)
+            self._sync_shadow()
+            return NONE
+        if name in ("union", "intersection", "difference", "issubset", "issuperset", "__or__", "__and__",
+                    "__sub__", "symmetric_difference", "__xor__", "isdisjoint", "copy") and \
+                self.is_python_constant() and not kwargs:
+            try:
+                others = [a.constant_copy() for a in args]
+            except NotImplementedError:
+                others = None
+            if others is not None:
+                try:
+                    result = getattr(self.as_python_constant(), name)(*others)
+                except Exception as e:  # noqa: BLE001 - raise it for real
+                    raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
+                return self.wrap_constant(result)
+        if name in ("update", "__ior__") and not self.frozen:
+            added = []
+            for a in args:
+                for item in a.unpack(tx):
+                    added.append(self._key(item))
+                    self.items.setdefault(added[-1], item)
+            se.mutate(self)
+            self._sync_shadow(added)
+            return self if name == "__ior__" else NONE
+        if name == "remove" and len(args) == 1 and not self.frozen:
+            k = self._key(args[0])
+            if k not in self.items:
+                raise GraphBreak(gb.OPERATION_RAISES, "set.remove(x): x not in set (KeyError)")
+            se.mutate(self)
+            del self.items[k]
+            self._sync_shadow()
+            return NONE
+        if name == "clear" and not args and not self.frozen:
+            se.mutate(self)
+            self.items.clear()
+            self._sync_shadow()
+            return NONE
+        if name in ("difference_update", "intersection_update", "symmetric_difference_update") and \
+                not self.frozen and self.is_python_constant():
+            try:
+                others = [a.constant_copy() for a in args]
+            except NotImplementedError:
+                others = None
+            if others is not None:
+                # on the shadow itself: it goes through what the real set goes through
+                value = self.shadow if self.shadow is not None else set(self.as_python_constant())
+                try:
+                    getattr(value, name)(*others)
+                except Exception as e:  # noqa: BLE001 - raise it for real (the trace restarts)
+                    raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
+                se.mutate(self)
+                self.items = {k: v for k, v in self.items.items() if k in value}
+                for v in value:
+                    self.items.setdefault(v, ConstantVariable(v))
+                self.shadow = value
+                return NONE
+        if name == "__getattribute__":
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() is not supported here")
+
+    def var_getattr(self, tx, name):
+        if hasattr(set, name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        if self.frozen:
+            cg.load_callable(frozenset)
+        for k in self._ordered_keys():
+            cg.reconstruct(self.items[k])
+        cg.emit("BUILD_SET", len(self.items))
+        if self.frozen:
+            cg.call(1)
+
+    def can_reconstruct(self):
+        return all(v.can_reconstruct() for v in self.items.values())
