@@ -626,10 +626,13 @@ def check_calls(fn: Callable, calls: Sequence, *, backward=False, reset: Callabl
     if interleave:
         for i, call in enumerate(calls):
             before = cnt.frame_count
-            (e_args, e_watch), (c_args, c_watch) = _made(call, i), _made(call, i)
-            eager = observe(fn, e_args, seed=seed, reset=reset, watch=e_watch, **opts)
-            comp = observe(opt, c_args, seed=seed, reset=reset, watch=c_watch, **opts)
-            compare(eager, comp, f"call #{i}", **how)
+            seen = []
+            for f in (fn, opt):
+                if reset is not None:
+                    reset()
+                args, watch = _made(call, i)  # after reset: a factory may set up state
+                seen.append(observe(f, args, seed=seed, watch=watch, **opts))
+            compare(*seen, f"call #{i}", **how)
             if i in hits:
                 assert cnt.frame_count == before, f"call #{i} recompiled although its inputs match an earlier call"
     else:
