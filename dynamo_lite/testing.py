@@ -7,7 +7,8 @@ states and compare everything a user can observe; plus a counting backend.
                                  message), stdout, stderr, log records of the "acceptance"
                                  logger, warnings (category, message, file, line), arguments
                                  after the call (mutated inputs), grads of tensor arguments,
-                                 grad mode, RNG state and a ``snapshot()`` of touched globals;
+                                 grad mode, RNG state, a ``snapshot()`` of touched globals
+                                 and the exception of a backward after the call;
                                  optionally (``views=True``) the layout, autograd flags and
                                  aliasing of every returned tensor and the input tensors right
                                  after the call, and (``structure=True``) a ``picture`` of
@@ -19,6 +20,7 @@ states and compare everything a user can observe; plus a counting backend.
                                  module: type, training, parameters with requires_grad and
                                  grads, every buffer persistent or not)
     picture(obj)                 comparable picture of a value that also shows identity
+    normalize(obj)               numpy values, Generators, sets, deques as comparable data
     run_both(fn, *args)          one eager and one compiled call on deep copies, same RNG state
     assert_same_as_eager(fn, *args)      run_both + compare; returns the compiled Observed
     check(fn, *args)             seeded call each way (warnings, logs, grads, ``reset``/
