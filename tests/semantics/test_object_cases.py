@@ -46,96 +46,11 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same
+from dynamo_lite.testing import CompileCounter, assert_same, check_calls, compare, observe
 
 # ----------------------------------------------------------------------------- harness
-
-_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), type, range, slice)
-_RESUME = re.compile(r"^(?:__resume_at_\d+_)+")
-
-
-def _state(obj, ids=None, path="$"):
-    """A comparable picture of ``obj``: containers/objects recursed, generators drained,
-    a second occurrence of the same mutable object recorded as a reference (aliasing)."""
-    ids = {} if ids is None else ids
-    if isinstance(obj, _IMMUTABLE) or obj is Ellipsis or obj is NotImplemented:
-        return obj
-    if isinstance(obj, (type(len), type(_state))) or inspect.ismethod(obj):
-        return ("callable", getattr(obj, "__qualname__", repr(obj)))
-    if id(obj) in ids:
-        return ("ref", ids[id(obj)])
-    ids[id(obj)] = path
-    if isinstance(obj, torch.Tensor):
-        return obj
-    if isinstance(obj, BaseException):
-        return _exc_state(obj)
-    if inspect.isgenerator(obj):
-        state = inspect.getgeneratorstate(obj)
-        rest = list(obj) if state != inspect.GEN_RUNNING else None
-        return ("generator", obj.__name__, state, _state(rest, ids, path + ".rest"))
-    if isinstance(obj, io.StringIO):
-        return ("StringIO", obj.getvalue())
-    if isinstance(obj, (list, tuple)):
-        return (type(obj), [_state(v, ids, f"{path}[{i}]") for i, v in enumerate(obj)])
-    if isinstance(obj, (set, frozenset)):
-        return (type(obj), sorted(repr(v) for v in obj))
-    if isinstance(obj, dict):
-        return (type(obj), [(_state(k, ids, path + ".key"), _state(v, ids, f"{path}[{k!r}]"))
-                            for k, v in obj.items()])
-    out = {}
-    for cls in type(obj).__mro__:
-        for name in getattr(cls, "__slots__", ()):
-            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
-                out[name] = _state(object.__getattribute__(obj, name), ids, f"{path}.{name}")
-    if hasattr(obj, "__dict__"):
-        for k, v in vars(obj).items():
-            out[k] = _state(v, ids, f"{path}.{k}")
-    return (type(obj), out)
-
-
-def _exc_state(e: Optional[BaseException], depth: int = 0):
-    if e is None:
-        return None
-    tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ is not None else []
-    last = (os.path.basename(tb[-1].filename), tb[-1].lineno, _RESUME.sub("", tb[-1].name)) if tb else None
-    attrs = {k: v for k, v in vars(e).items() if not k.startswith("__")}
-    return dict(type=type(e), str=str(e), args=_state(e.args), attrs=_state(attrs), last_frame=last,
-                cause=_exc_state(e.__cause__, depth + 1) if depth < 3 else "...",
-                context=_exc_state(e.__context__, depth + 1) if depth < 3 else "...",
-                suppress_context=e.__suppress_context__)
-
-
-def _run(fn, args, snapshot):
-    buf = io.StringIO()
-    value = exc = None
-    grad_before = torch.is_grad_enabled()
-    torch.manual_seed(0)
-    with contextlib.redirect_stdout(buf):
-        try:
-            value = fn(*args)
-        except Exception as e:  # noqa: BLE001 - compared between eager and compiled
-            exc = e
-    snap = snapshot() if snapshot is not None else None
-    grad = torch.is_grad_enabled()
-    torch.set_grad_enabled(grad_before)
-    return dict(exception=_exc_state(exc), stdout=buf.getvalue(), grad=grad,
-                result_and_args=_state((value, args)), snapshot=_state(snap))
-
-
-def _assert_equal(eager, comp, path="$"):
-    """assert_same extended to the nested tuples/dicts/types _state produces."""
-    if isinstance(eager, torch.Tensor) or isinstance(comp, torch.Tensor):
-        assert_same(eager, comp, path)
-    elif isinstance(eager, dict) and isinstance(comp, dict):
-        assert list(eager) == list(comp), f"{path}: keys {list(eager)} != {list(comp)}"
-        for k in eager:
-            _assert_equal(eager[k], comp[k], f"{path}.{k}")
-    elif isinstance(eager, (list, tuple)) and isinstance(comp, (list, tuple)):
-        assert type(eager) is type(comp) and len(eager) == len(comp), f"{path}: {eager!r} != {comp!r}"
-        for i, (a, b) in enumerate(zip(eager, comp)):
-            _assert_equal(a, b, f"{path}[{i}]")
-    else:
-        assert type(eager) is type(comp) and eager == comp, f"{path}: eager {eager!r} != compiled {comp!r}"
+# dynamo_lite.testing.check_calls with structure=True: result and arguments as a picture that
+# shows identity/aliasing and generator state, exceptions with their chain and last frame.
 
 
 @dataclasses.dataclass
@@ -168,27 +83,9 @@ def case(make=None, *, calls=3, snapshot=None, reset=None, graphs=1):
 
 
 def run_case(c: Case):
-    cnt = CompileCounter()
-    compiled = dynamo_lite.compile(c.fn, backend=cnt)
-    for i in range(c.calls):
-        results = []
-        for fn in (c.fn, compiled):
-            if c.reset is not None:
-                c.reset()
-            torch.manual_seed(100 + i)
-            args = c.make(i)
-            results.append(_run(fn, args, c.snapshot))
-        if c.reset is not None:
-            c.reset()
-        try:
-            _assert_equal(results[0], results[1])
-        except AssertionError as e:
-            raise AssertionError(f"call #{i}: {e}") from None
-    if c.graphs:
-        assert cnt.frame_count >= c.graphs, f"expected >= {c.graphs} graphs, got {cnt.frame_count}"
-    return cnt
-
-
+    """Each call i eagerly and through one compiled function, both on fresh ``make(i)``."""
+    return check_calls(c.fn, [functools.partial(c.make, i) for i in range(c.calls)], reset=c.reset,
+                       snapshot=c.snapshot, graphs=c.graphs or None, structure=True)
 
 
 # ============================================================================ generators
@@ -2397,13 +2294,13 @@ def test_harness_detects_differences():
 
     c = Case(eager_fn, _default_make, 1, None, None, 0)
     run_case(c)
-    r1 = _run(eager_fn, (torch.ones(2),), None)
-    r2 = _run(lambda x: x + 2, (torch.ones(2),), None)
+    r1 = observe(eager_fn, (torch.ones(2),), structure=True)
+    r2 = observe(lambda x: x + 2, (torch.ones(2),), structure=True)
     with pytest.raises(AssertionError):
-        _assert_equal(r1, r2)
+        compare(r1, r2)
     with pytest.raises(AssertionError):
-        _assert_equal(_run(lambda: (_ for _ in ()).throw(ValueError("a")), (), None),
-                      _run(lambda: (_ for _ in ()).throw(ValueError("b")), (), None))
+        compare(observe(lambda: (_ for _ in ()).throw(ValueError("a")), structure=True),
+                observe(lambda: (_ for _ in ()).throw(ValueError("b")), structure=True))
 
 
 def test_generator_second_call_hits_cache():

@@ -29,10 +29,8 @@ grad_fn names under aot_eager.
 """
 from __future__ import annotations
 
-import dataclasses
-import re
 import warnings
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import pytest
 import torch
@@ -40,157 +38,26 @@ from torch import nn
 
 import dynamo_lite
 from dynamo_lite.backends import lookup_backend
-from dynamo_lite.testing import assert_same
+from dynamo_lite.testing import CompileCounter, assert_same, check_calls
 
 
 # ---------------------------------------------------------------------------
-# harness
+# harness: dynamo_lite.testing.check_calls with views (layout, autograd flags and aliasing of
+# every returned tensor, inputs after the call), factories for the inputs and a counting
+# wrapper around the named backend; warnings are not compared (the backends warn while compiling)
 # ---------------------------------------------------------------------------
-class CountingBackend:
-    """Wraps a named backend and counts the graphs it is given."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.inner, _ = lookup_backend(name)
-        self.frame_count = 0
-
-    def __call__(self, gm, example_inputs):
-        self.frame_count += 1
-        return self.inner(gm, example_inputs)
+def counting(backend: str) -> CompileCounter:
+    return CompileCounter(lookup_backend(backend)[0])
 
 
-def _leaves(obj, out):
-    if isinstance(obj, torch.Tensor):
-        out.append(obj)
-    elif isinstance(obj, nn.Module):
-        out.extend(obj.parameters())
-        out.extend(obj.buffers())
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            _leaves(v, out)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            _leaves(v, out)
-    return out
-
-
-def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return bool(a.numel() and b.numel()) and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
-
-
-def _meta(t: torch.Tensor, inputs: list, outputs: list) -> tuple:
-    """What a user can observe about an output tensor besides its values: layout, autograd
-    flags, and which inputs / other outputs it is (``is``) or shares storage with."""
-    return (tuple(t.shape), t.stride(), t.storage_offset() if t.numel() else 0, t.dtype, t.requires_grad,
-            t.is_leaf, t.grad_fn is None,
-            tuple(i for i, x in enumerate(inputs) if t is x), tuple(i for i, x in enumerate(inputs) if _shares(t, x)),
-            tuple(i for i, x in enumerate(outputs) if t is x), tuple(i for i, x in enumerate(outputs) if _shares(t, x)))
-
-
-@dataclasses.dataclass
-class Observed:
-    value: Any = None
-    meta: list = dataclasses.field(default_factory=list)
-    exception: Optional[BaseException] = None
-    backward_exception: Optional[BaseException] = None
-    inputs: Any = None
-    grads: list = dataclasses.field(default_factory=list)
-
-
-def _default_loss(out):
-    ts = [t for t in _leaves(out, []) if t.requires_grad and (t.is_floating_point() or t.is_complex())]
-    if not ts:
-        return None
-    return sum((t.abs() if t.is_complex() else t).mul(1.5).sum() for t in ts)
-
-
-def _observe(fn, args, watch, backward, loss) -> Observed:
-    """Call fn(*args); ``watch``: extra tensors (bases, modules) whose state is compared."""
-    obs = Observed()
-    inputs = _leaves((args, watch), [])
-    try:
-        obs.value = fn(*args)
-    except Exception as e:  # noqa: BLE001 - compared between eager and compiled
-        obs.exception = e
-        obs.inputs = [t.detach().clone() for t in inputs]
-        return obs
-    outputs = _leaves(obs.value, [])
-    obs.meta = [_meta(t, inputs, outputs) for t in outputs]
-    obs.inputs = [t.detach().clone() for t in inputs]  # before backward: mutations by the call
-    if backward:
-        try:
-            lo = (loss or _default_loss)(obs.value)
-            if lo is not None:
-                lo.backward()
-        except Exception as e:  # noqa: BLE001
-            obs.backward_exception = e
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # .grad of a non-leaf input: None, with a warning
-        obs.grads = [None if t.grad is None else t.grad.detach().clone() for t in inputs]
-    return obs
-
-
-def _message(e: BaseException) -> str:
-    # grad_fn names legitimately differ under AOTAutograd ("output 0 of CompiledFunction")
-    text = re.sub(r", which is output \d+ of [\w:]+,", "", str(e))
-    return re.sub(r"(?i)output (\d+) of [\w:]+", r"output \1 of <grad_fn>", text)
-
-
-def _same_exc(a, b, what):
-    assert (a is None) == (b is None), f"{what}: eager {a!r} vs compiled {b!r}"
-    if a is not None:
-        assert type(a) is type(b), f"{what}: {a!r} vs {b!r}"
-        assert _message(a) == _message(b), f"{what}: {a!r} vs {b!r}"
-
-
-def _compare(e: Observed, c: Observed) -> None:
-    _same_exc(e.exception, c.exception, "exception")
-    if e.exception is None:
-        assert_same(e.value, c.value)
-        assert e.meta == c.meta, f"output metadata (shape, stride, offset, dtype, requires_grad, is_leaf, " \
-                                 f"grad_fn is None, is/shares-with inputs, is/shares-with outputs):\n eager    " \
-                                 f"{e.meta}\n compiled {c.meta}"
-    assert_same(e.inputs, c.inputs, "inputs after the call")
-    _same_exc(e.backward_exception, c.backward_exception, "backward exception")
-    assert len(e.grads) == len(c.grads)
-    for i, (a, b) in enumerate(zip(e.grads, c.grads)):
-        assert (a is None) == (b is None), f"grad of input #{i}: eager {a} vs compiled {b}"
-        if a is not None:
-            assert_same(a, b, f"grad of input #{i}")
-
-
-def run(fn: Callable, factories, *, backend: str = "aot_eager", backward: bool = False,
-        loss: Callable = None, graphs: Optional[int] = 1, repeat: int = 2) -> CountingBackend:
-    """Compile ``fn`` once; for each factory (-> (args, watch)) call it ``repeat`` times
-    eagerly and compiled on fresh inputs and compare everything observable."""
-    if callable(factories):
-        factories = [factories]
-    cnt = CountingBackend(backend)
-    cf = dynamo_lite.compile(fn, backend=cnt)
-    for k, make in enumerate(factories):
-        for r in range(repeat):
-            torch.manual_seed(100 * k + r)
-            e_args, e_watch = _split(make())
-            torch.manual_seed(100 * k + r)
-            c_args, c_watch = _split(make())
-            torch.manual_seed(7)
-            eo = _observe(fn, e_args, e_watch, backward, loss)
-            torch.manual_seed(7)
-            co = _observe(cf, c_args, c_watch, backward, loss)
-            try:
-                _compare(eo, co)
-            except AssertionError as err:
-                raise AssertionError(f"[{backend}] inputs #{k}, call #{r}: {err}") from None
-    if graphs is not None:
-        assert cnt.frame_count >= graphs, f"expected >= {graphs} graphs, got {cnt.frame_count}"
-    return cnt
-
-
-def _split(made):
-    """A factory returns args (a tuple) or (args, watch) as a dict {"args": ..., "watch": ...}."""
-    if isinstance(made, dict):
-        return tuple(made["args"]), made.get("watch", ())
-    return tuple(made), ()
+def run(fn: Callable, factories, *, backend: str = "aot_eager", backward=False, graphs: Optional[int] = 1,
+        repeat: int = 2) -> CompileCounter:
+    """``check_calls`` of ``fn`` through ``backend``: each factory (-> args, or {"args", "watch"})
+    makes the inputs of ``repeat`` calls (the repeats hit the cache); ``backward``: True or a loss."""
+    factories = [factories] if callable(factories) else factories
+    return check_calls(fn, [make for make in factories for _ in range(repeat)], backend=counting(backend),
+                       backward=backward, graphs=graphs, views=True, grad_fn_names=False,
+                       warnings=False)
 
 
 def rg(*shape, dtype=torch.float32):
@@ -479,7 +346,7 @@ def test_returned_alias_then_modified_by_caller_version_counter():
         out[1].add_(1)
         return out[2]
 
-    run(f, lambda: (rg(2, 2),), backward=True, loss=loss)
+    run(f, lambda: (rg(2, 2),), backward=loss)
 
 
 # ---------------------------------------------------------------------------
@@ -829,7 +696,7 @@ def test_version_counter_error_when_caller_mutates_saved_output():
             out[0].mul_(2)
         return out[1].sum()
 
-    run(f, lambda: (rg(3),), backward=True, loss=loss)
+    run(f, lambda: (rg(3),), backward=loss)
 
 
 def test_caller_mutates_returned_exp_output_before_backward():
@@ -840,7 +707,7 @@ def test_caller_mutates_returned_exp_output_before_backward():
         out.add_(1)  # exp saved its result
         return out.sum()
 
-    run(f, lambda: (rg(3),), backward=True, loss=loss)
+    run(f, lambda: (rg(3),), backward=loss)
 
 
 def test_caller_inplace_on_multi_output_view_raises():
@@ -851,7 +718,7 @@ def test_caller_inplace_on_multi_output_view_raises():
         out[0].add_(1)
         return out[0].sum()
 
-    run(f, lambda: (rg(3, 2) * 1,), backward=True, loss=loss)
+    run(f, lambda: (rg(3, 2) * 1,), backward=loss)
 
 
 def test_mutated_non_leaf_input_keeps_autograd_history():
@@ -1135,7 +1002,7 @@ def test_backend_failure_is_not_retried_on_every_call():
         x.add_(1)  # AOTAutograd's joint trace hits the version-counter error: the backend fails
         return y
 
-    cnt = CountingBackend("aot_eager")
+    cnt = counting("aot_eager")
     cf = dynamo_lite.compile(f, backend=cnt)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

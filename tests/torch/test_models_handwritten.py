@@ -34,7 +34,7 @@ import torch.utils.checkpoint
 from torch import nn
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_module, twins
 
 try:
     import transformers
@@ -58,52 +58,9 @@ def _single_thread():
 
 
 # ---- helpers ------------------------------------------------------------------------------------
-def twins(factory, seed=0):
-    """Two identical models: (eager copy, compiled copy's original)."""
-    torch.manual_seed(seed)
-    model = factory()
-    return model, copy.deepcopy(model)
-
-
-def same_state(eager: nn.Module, comp: nn.Module, grads=True):
-    """Parameters, gradients and every buffer (persistent or not) match."""
-    pe, pc = dict(eager.named_parameters()), dict(comp.named_parameters())
-    assert list(pe) == list(pc)
-    for name in pe:
-        torch.testing.assert_close(pc[name].detach(), pe[name].detach(), rtol=RTOL, atol=ATOL,
-                                   msg=lambda m, n=name: f"param {n}: {m}")
-        assert pe[name].requires_grad == pc[name].requires_grad, name
-        if grads:
-            assert (pe[name].grad is None) == (pc[name].grad is None), f"grad of {name} presence"
-            if pe[name].grad is not None:
-                torch.testing.assert_close(pc[name].grad, pe[name].grad, rtol=RTOL, atol=ATOL,
-                                           msg=lambda m, n=name: f"grad of {n}: {m}")
-    be, bc = dict(eager.named_buffers()), dict(comp.named_buffers())
-    assert list(be) == list(bc)
-    for name in be:
-        assert_same(be[name], bc[name], f"buffer {name}", RTOL, ATOL)
-
-
-def run_module(model_e, model_c, calls, *, backend="eager", loss=None, seed=1234):
-    """Call the eager model and the compiled copy on each (args, kwargs) of ``calls``;
-    returns, gradients (with ``loss``) and state must match after every call."""
-    cnt = CompileCounter() if backend == "eager" else backend
-    compiled = dynamo_lite.compile(model_c, backend=cnt)
-    for args, kwargs in calls:
-        torch.manual_seed(seed)
-        expected = model_e(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        torch.manual_seed(seed)
-        got = compiled(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-        assert_same(expected, got, "output", RTOL, ATOL)
-        if loss is not None:
-            model_e.zero_grad()
-            model_c.zero_grad()
-            loss(expected).backward()
-            loss(got).backward()
-        same_state(model_e, model_c, grads=loss is not None)
-    return cnt, compiled
-
-
+# twins(factory) builds the two identical models, check_module((e, c), calls) runs the eager one
+# and the compiled copy on each (args, kwargs) and compares outputs, gradients (``backward=loss``)
+# and state (parameters, grads, every buffer); assert_same(e, c) compares the state of the two.
 def sq(out):
     return out.float().pow(2).mean()
 
@@ -156,16 +113,16 @@ class Block(nn.Module):
 @pytest.mark.parametrize("kind", ["triu", "tril", "none"])
 def test_attention_causal_masks_two_calls_and_new_length(kind):
     e, c = twins(lambda: Attention(mask_kind=kind))
-    cnt, _ = run_module(e, c, [((rand(2, 5, 16),), {}), ((rand(2, 5, 16, seed=1),), {}),
-                               ((rand(2, 7, 16, seed=2),), {})], loss=sq)
+    cnt = check_module((e, c), [((rand(2, 5, 16),), {}), ((rand(2, 5, 16, seed=1),), {}),
+                               ((rand(2, 7, 16, seed=2),), {})], backward=sq, rtol=RTOL, atol=ATOL)
     assert cnt.frame_count == 2  # one recompile for T=7
 
 
 def test_attention_with_padding_mask():
     e, c = twins(Attention)
     pad = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
-    run_module(e, c, [((rand(2, 6, 16),), {"pad_mask": pad}), ((rand(2, 6, 16, seed=3),), {"pad_mask": pad}),
-                      ((rand(2, 6, 16, seed=4),), {})], loss=sq)
+    check_module((e, c), [((rand(2, 6, 16),), {"pad_mask": pad}), ((rand(2, 6, 16, seed=3),), {"pad_mask": pad}),
+                      ((rand(2, 6, 16, seed=4),), {})], backward=sq, rtol=RTOL, atol=ATOL)
 
 
 def test_block_with_dropout_train_then_eval_then_train():
@@ -185,7 +142,7 @@ def test_block_with_dropout_train_then_eval_then_train():
         c.zero_grad()
         sq(ye).backward()
         sq(yc).backward()
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
     # dropout really is active in train mode
     torch.manual_seed(1)
     a = compiled(x)
@@ -224,8 +181,8 @@ def test_einsum_attention_and_scaled_dot_product_attention():
             return y1 + y2[:, 0]
 
     e, c = twins(M)
-    cnt, _ = run_module(e, c, [((rand(2, 5, 8), True), {}), ((rand(2, 5, 8, seed=1), True), {}),
-                               ((rand(2, 5, 8, seed=2), False), {})], loss=sq)
+    cnt = check_module((e, c), [((rand(2, 5, 8), True), {}), ((rand(2, 5, 8, seed=1), True), {}),
+                               ((rand(2, 5, 8, seed=2), False), {})], backward=sq, rtol=RTOL, atol=ATOL)
     assert cnt.frame_count == 2
 
 
@@ -323,10 +280,10 @@ class Rotary(nn.Module):
 
 def test_rotary_embedding_with_cached_sin_cos_grown_between_calls():
     e, c = twins(Rotary)
-    cnt, compiled = run_module(e, c, [((rand(1, 2, 4, 8), rand(1, 2, 4, 8, seed=1)), {}),
+    cnt = check_module((e, c), [((rand(1, 2, 4, 8), rand(1, 2, 4, 8, seed=1)), {}),
                                       ((rand(1, 2, 3, 8, seed=2), rand(1, 2, 3, 8, seed=3)), {}),
                                       ((rand(1, 2, 6, 8, seed=4), rand(1, 2, 6, 8, seed=5)), {}),
-                                      ((rand(1, 2, 6, 8, seed=6), rand(1, 2, 6, 8, seed=7)), {})])
+                                      ((rand(1, 2, 6, 8, seed=6), rand(1, 2, 6, 8, seed=7)), {})], rtol=RTOL, atol=ATOL)
     assert c.seq_len_cached == e.seq_len_cached == 6
     assert_same(e.cos_cached, c.cos_cached, "cos cache")
     assert "inv_freq" not in c.state_dict() and "inv_freq" in dict(c.named_buffers())
@@ -338,10 +295,10 @@ def test_nn_multihead_attention_with_masks_and_weights():
     causal = nn.Transformer.generate_square_subsequent_mask(T)
     kpm = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
     x = rand(2, T, 16)
-    run_module(e, c, [((x, x, x), {"attn_mask": causal, "key_padding_mask": kpm}),
+    check_module((e, c), [((x, x, x), {"attn_mask": causal, "key_padding_mask": kpm}),
                       ((x * 2, x, x), {"attn_mask": causal, "need_weights": False}),
                       ((x, x, x), {"key_padding_mask": kpm, "average_attn_weights": False})],
-               loss=lambda out: sq(out[0]))
+               backward=lambda out: sq(out[0]), rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize("train", [True, False])
@@ -355,10 +312,10 @@ def test_transformer_encoder_with_causal_mask(train):
     mask = nn.Transformer.generate_square_subsequent_mask(5)
     calls = [((rand(2, 5, 16),), {"mask": mask, "is_causal": True}), ((rand(2, 5, 16, seed=1),), {"mask": mask})]
     if train:
-        run_module(e, c, calls, loss=sq)
+        check_module((e, c), calls, backward=sq, rtol=RTOL, atol=ATOL)
     else:
         with torch.no_grad():  # takes the fused fast path in eager
-            run_module(e, c, calls)
+            check_module((e, c), calls, rtol=RTOL, atol=ATOL)
 
 
 # ---- CNNs -------------------------------------------------------------------------------------------
@@ -397,7 +354,7 @@ def test_cnn_batchnorm_train_running_stats_then_eval(flatten):
         assert_same(ye, yc, f"step {step}", RTOL, ATOL)
         e.zero_grad(), c.zero_grad()
         sq(ye).backward(), sq(yc).backward()
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
     assert int(c.bn1.num_batches_tracked) == 4
 
 
@@ -405,7 +362,7 @@ def test_batchnorm_momentum_none_cumulative_average():
     """momentum=None: the factor is 1/num_batches_tracked, read from the buffer in Python."""
     e, c = twins(lambda: SmallCNN(momentum=None))
     e.train(), c.train()
-    run_module(e, c, [((rand(4, 3, 8, 8, seed=s),), {}) for s in range(4)], loss=sq)
+    check_module((e, c), [((rand(4, 3, 8, 8, seed=s),), {}) for s in range(4)], backward=sq, rtol=RTOL, atol=ATOL)
     assert int(c.bn1.num_batches_tracked) == 4
 
 
@@ -413,7 +370,7 @@ def test_batchnorm_without_running_stats_and_without_affine():
     e, c = twins(lambda: SmallCNN(affine=False, track=False))
     for mode in (True, False):
         e.train(mode), c.train(mode)
-        run_module(e, c, [((rand(2, 3, 8, 8, seed=s),), {}) for s in range(2)], loss=sq)
+        check_module((e, c), [((rand(2, 3, 8, 8, seed=s),), {}) for s in range(2)], backward=sq, rtol=RTOL, atol=ATOL)
 
 
 def test_batchnorm1d_groupnorm_conv1d_avgpool():
@@ -429,15 +386,15 @@ def test_batchnorm1d_groupnorm_conv1d_avgpool():
             return self.pool(self.bn(F.silu(self.gn(self.conv(x))))).mean(-1)
 
     e, c = twins(M)
-    run_module(e, c, [((rand(3, 4, 10, seed=s),), {}) for s in range(3)] + [((rand(3, 4, 12),), {})], loss=sq)
+    check_module((e, c), [((rand(3, 4, 10, seed=s),), {}) for s in range(3)] + [((rand(3, 4, 12),), {})], backward=sq, rtol=RTOL, atol=ATOL)
 
 
 def test_batchnorm_eval_with_aot_eager_backend():
     e, c = twins(SmallCNN)
     e.train(), c.train()
-    run_module(e, c, [((rand(4, 3, 8, 8, seed=s),), {}) for s in range(2)], backend="aot_eager", loss=sq)
+    check_module((e, c), [((rand(4, 3, 8, 8, seed=s),), {}) for s in range(2)], backend="aot_eager", backward=sq, rtol=RTOL, atol=ATOL)
     e.eval(), c.eval()
-    run_module(e, c, [((rand(4, 3, 8, 8, seed=s),), {}) for s in range(2)], backend="aot_eager", loss=sq)
+    check_module((e, c), [((rand(4, 3, 8, 8, seed=s),), {}) for s in range(2)], backend="aot_eager", backward=sq, rtol=RTOL, atol=ATOL)
 
 
 # ---- recurrent models ------------------------------------------------------------------------------
@@ -448,9 +405,9 @@ def test_rnn_modules_with_initial_state(kind):
     layers = 2 * (2 if kind == "gru" else 1)
     h0 = rand(layers, 3, 6, seed=5)
     state = (h0, rand(layers, 3, 6, seed=6)) if kind == "lstm" else h0
-    run_module(e, c, [((rand(3, 5, 4),), {}), ((rand(3, 5, 4, seed=1), state), {}),
+    check_module((e, c), [((rand(3, 5, 4),), {}), ((rand(3, 5, 4, seed=1), state), {}),
                       ((rand(3, 7, 4, seed=2), state), {})],
-               loss=lambda out: sq(out[0]) + sq(out[1][0] if kind == "lstm" else out[1]))
+               backward=lambda out: sq(out[0]) + sq(out[1][0] if kind == "lstm" else out[1]), rtol=RTOL, atol=ATOL)
 
 
 class LoopLSTM(nn.Module):
@@ -473,9 +430,9 @@ class LoopLSTM(nn.Module):
 
 def test_hand_written_lstm_cell_loop_over_time_steps():
     e, c = twins(LoopLSTM)
-    run_module(e, c, [((rand(2, 4, 4),), {}), ((rand(2, 4, 4, seed=1),), {}), ((rand(2, 6, 4, seed=2),), {}),
+    check_module((e, c), [((rand(2, 4, 4),), {}), ((rand(2, 4, 4, seed=1),), {}), ((rand(2, 6, 4, seed=2),), {}),
                       ((rand(2, 3, 4, seed=3), (rand(2, 6), rand(2, 6, seed=1))), {})],
-               loss=lambda out: sq(out[0]) + sq(out[1][1]))
+               backward=lambda out: sq(out[0]) + sq(out[1][1]), rtol=RTOL, atol=ATOL)
 
 
 def test_hand_written_elman_rnn_with_early_stop_on_tensor_value():
@@ -510,9 +467,9 @@ def test_packed_sequence_lstm():
             out, lens = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
             return out, h, lens
 
-    run_module(Wrap(e), Wrap(c), [((rand(3, 5, 3), torch.tensor([5, 2, 3])), {}),
+    check_module((Wrap(e), Wrap(c)), [((rand(3, 5, 3), torch.tensor([5, 2, 3])), {}),
                                   ((rand(3, 5, 3, seed=1), torch.tensor([4, 5, 1])), {})],
-               loss=lambda out: sq(out[0]) + sq(out[1]))
+               backward=lambda out: sq(out[0]) + sq(out[1]), rtol=RTOL, atol=ATOL)
 
 
 # ---- embeddings -------------------------------------------------------------------------------------
@@ -535,8 +492,8 @@ def test_embedding_with_padding_idx_positions_and_tied_head():
 
     e, c = twins(LM)
     idx = torch.tensor([[1, 5, 0, 0], [3, 4, 7, 9]])
-    run_module(e, c, [((idx,), {}), ((idx,), {"targets": idx.roll(1, 1)}), ((idx[:, :3],), {"targets": idx[:, :3].contiguous()})],
-               loss=lambda out: out["loss"] if "loss" in out else sq(out["logits"]))
+    check_module((e, c), [((idx,), {}), ((idx,), {"targets": idx.roll(1, 1)}), ((idx[:, :3],), {"targets": idx[:, :3].contiguous()})],
+               backward=lambda out: out["loss"] if "loss" in out else sq(out["logits"]), rtol=RTOL, atol=ATOL)
 
 
 def test_embedding_bag_and_functional_embedding_max_norm():
@@ -551,8 +508,8 @@ def test_embedding_bag_and_functional_embedding_max_norm():
 
     e, c = twins(M)
     idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
-    run_module(e, c, [((idx, torch.tensor([0, 4])), {}), ((idx.flip(0), torch.tensor([0, 3])), {})],
-               loss=lambda out: sq(out[0]) + sq(out[1]))
+    check_module((e, c), [((idx, torch.tensor([0, 4])), {}), ((idx.flip(0), torch.tensor([0, 3])), {})],
+               backward=lambda out: sq(out[0]) + sq(out[1]), rtol=RTOL, atol=ATOL)
 
 
 # ---- whole training steps ---------------------------------------------------------------------------
@@ -604,7 +561,7 @@ def test_compiled_training_step_matches_eager_over_steps(opt_name):
         torch.manual_seed(i)
         lc, pc = step_c(x, y)
         assert_same((le, pe), (lc, pc), f"step {i}", RTOL, ATOL)
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
         _opt_state_same(oe, oc)
 
 
@@ -621,7 +578,7 @@ def test_compiled_training_step_with_clipping_scheduler_and_zero_grad_to_zero():
         torch.manual_seed(i)
         r_c = step_c(x, y)
         assert_same(r_e, r_c, f"step {i}", RTOL, ATOL)
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
         _opt_state_same(oe, oc)
         assert se.get_last_lr() == sc.get_last_lr()
 
@@ -648,7 +605,7 @@ def test_training_step_with_aot_eager_backend_and_eval_between():
     for i in range(3):
         x = rand(4, 3, 8, 8, seed=i)
         assert_same(step_e(x), step_c(x), f"step {i}", RTOL, ATOL)
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
 
 
 # ---- autocast, no_grad, checkpoint -------------------------------------------------------------------
@@ -668,7 +625,7 @@ def test_autocast_bfloat16_block_inside_forward():
             return self.b(h.float()) / n, dt, torch.is_autocast_enabled("cpu")
 
     e, c = twins(M)
-    run_module(e, c, [((rand(3, 8),), {}), ((rand(3, 8, seed=1),), {})], loss=lambda out: sq(out[0]))
+    check_module((e, c), [((rand(3, 8),), {}), ((rand(3, 8, seed=1),), {})], backward=lambda out: sq(out[0]), rtol=RTOL, atol=ATOL)
 
 
 def test_model_called_under_autocast_from_outside():
@@ -729,7 +686,7 @@ def test_activation_checkpointing(reentrant):
 
     e, c = twins(M)
     x1, x2 = rand(2, 3, 8).requires_grad_(reentrant), rand(2, 3, 8, seed=1).requires_grad_(reentrant)
-    run_module(e, c, [((x1,), {}), ((x2,), {})], loss=sq)
+    check_module((e, c), [((x1,), {}), ((x2,), {})], backward=sq, rtol=RTOL, atol=ATOL)
 
 
 # ---- module subclasses, configs, containers, hooks ---------------------------------------------------
@@ -783,10 +740,10 @@ class Configured(nn.Module):
 def test_configured_module_returns_dict_namedtuple_dataclass():
     e, c = twins(lambda: Configured(Cfg()))
     x = rand(3, 8)
-    cnt, _ = run_module(e, c, [((x,), {}), ((x,), {}), ((x,), {"extra": torch.tensor(2.0)}),
+    cnt = check_module((e, c), [((x,), {}), ((x,), {}), ((x,), {"extra": torch.tensor(2.0)}),
                                ((x,), {"as_dataclass": True}), ((x,), {"as_dataclass": True})],
-                        loss=lambda out: sq(out.y if isinstance(out, Out) else out[0] if isinstance(out, Pair)
-                                            else out["y"]))
+                        backward=lambda out: sq(out.y if isinstance(out, Out) else out[0] if isinstance(out, Pair)
+                                            else out["y"]), rtol=RTOL, atol=ATOL)
     assert int(c.calls) == 5
     assert "shift" not in c.state_dict() and "calls" in c.state_dict()
 
@@ -888,7 +845,7 @@ def test_batchnorm_attribute_changed_between_calls(attr, value):
     setattr(c[1], attr, value)
     for i in range(2):
         assert_same(e(x), compiled(x), f"after {attr}={value}", RTOL, ATOL)
-        same_state(e, c, grads=False)
+        assert_same(e, c, "model", RTOL, ATOL)
 
 
 def test_dropout_p_and_layernorm_eps_changed_between_calls():
@@ -949,7 +906,7 @@ def test_requires_grad_toggled_on_some_parameters_between_calls():
         ye, yc = e(x), compiled(x)
         assert_same(ye, yc, f"frozen={frozen}", RTOL, ATOL)
         sq(ye).backward(), sq(yc).backward()
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
 
 
 def test_freeze_everything_output_does_not_require_grad():
@@ -1030,8 +987,8 @@ def test_module_forward_with_default_kwargs_and_varargs():
 
     e, c = twins(M)
     a, b = rand(2, 4), rand(2, 4, seed=1)
-    run_module(e, c, [((a,), {}), ((a, b), {"scale": 2.0}), ((a, b), {"reduce": "mean", "normalize": True}),
-                      ((a,), {"normalize": False})], loss=sq)
+    check_module((e, c), [((a,), {}), ((a, b), {"scale": 2.0}), ((a, b), {"reduce": "mean", "normalize": True}),
+                      ((a,), {"normalize": False})], backward=sq, rtol=RTOL, atol=ATOL)
 
 
 def test_exception_from_model_matches_eager():
@@ -1058,7 +1015,7 @@ def test_train_eval_switching_on_compiled_module_every_call():
         torch.manual_seed(i)
         yc = compiled(x)
         assert_same(ye, yc, f"call {i}", RTOL, ATOL)
-        same_state(e, c, grads=False)
+        assert_same(e, c, "model", RTOL, ATOL)
 
 
 # ---- transformers models -----------------------------------------------------------------------------
@@ -1117,7 +1074,7 @@ def test_hf_causal_lm_train_with_labels_and_padding_mask(name):
         _hf_compare(oe, oc)
         e.zero_grad(), c.zero_grad()
         oe.loss.backward(), oc.loss.backward()
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
 
 
 @needs_transformers
@@ -1158,7 +1115,7 @@ def test_hf_bert_sequence_classification_labels_train_and_eval():
         _hf_compare(oe, oc)
         e.zero_grad(), c.zero_grad()
         oe.loss.backward(), oc.loss.backward()
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
 
 
 @needs_transformers
@@ -1166,7 +1123,7 @@ def test_hf_gpt2_return_dict_false_and_output_hidden_states():
     e, c = hf_twins("gpt2")
     e.eval(), c.eval()
     kw = dict(input_ids=_ids(2, 5), return_dict=False, output_hidden_states=True, use_cache=False)
-    run_module(e, c, [((), kw), ((), dict(kw, input_ids=_ids(2, 5, seed=1)))])
+    check_module((e, c), [((), kw), ((), dict(kw, input_ids=_ids(2, 5, seed=1)))], rtol=RTOL, atol=ATOL)
 
 
 @needs_transformers
@@ -1200,7 +1157,7 @@ def test_hf_gradient_checkpointing_enabled_train_step():
         _hf_compare(oe, oc)
         e.zero_grad(), c.zero_grad()
         oe.loss.backward(), oc.loss.backward()
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
 
 
 # ---- more training-step shapes ----------------------------------------------------------------------
@@ -1224,7 +1181,7 @@ def _train_twins(opt_fn, backend="eager", mutate=None, steps=3):
             mutate(e, oe), mutate(c, oc)
         x = rand(4, 3, seed=i)
         assert_same(step_e(x), step_c(x), f"loss {i}", RTOL, ATOL)
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
         _opt_state_same(oe, oc)
 
 
@@ -1272,7 +1229,7 @@ def test_hand_written_sgd_and_gradient_accumulation_with_item():
     for i in range(3):
         xs, y = [rand(5, 4, seed=10 * i + k) for k in range(2)], rand(5, 1, seed=i)
         assert step_e(xs, y, 0.1) == pytest.approx(step_c(xs, y, 0.1), rel=1e-5)
-        same_state(e, c)
+        assert_same(e, c, "model", RTOL, ATOL)
 
 
 def test_ema_buffer_updated_under_no_grad_in_train_only():
@@ -1292,9 +1249,9 @@ def test_ema_buffer_updated_under_no_grad_in_train_only():
             return y - self.ema
 
     e, c = twins(M)
-    run_module(e, c, [((rand(3, 4, seed=s),), {}) for s in range(2)], loss=sq)
+    check_module((e, c), [((rand(3, 4, seed=s),), {}) for s in range(2)], backward=sq, rtol=RTOL, atol=ATOL)
     e.eval(), c.eval()
-    run_module(e, c, [((rand(3, 4, seed=s),), {}) for s in range(2)])
+    check_module((e, c), [((rand(3, 4, seed=s),), {}) for s in range(2)], rtol=RTOL, atol=ATOL)
     assert int(c.count) == 2
 
 
@@ -1326,4 +1283,4 @@ def test_module_state_after_forward_raises_matches_eager():
 
 def test_lstm_with_inter_layer_dropout_in_train_mode():
     e, c = twins(lambda: nn.LSTM(4, 6, num_layers=2, dropout=0.3, batch_first=True))
-    run_module(e, c, [((rand(2, 5, 4, seed=s),), {}) for s in range(2)], loss=lambda out: sq(out[0]))
+    check_module((e, c), [((rand(2, 5, 4, seed=s),), {}) for s in range(2)], backward=lambda out: sq(out[0]), rtol=RTOL, atol=ATOL)

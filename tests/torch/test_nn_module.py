@@ -15,7 +15,7 @@ from torch import nn
 import dynamo_lite
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_module
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -52,20 +52,10 @@ def assert_graphs(info, graphs, breaks=0):
     assert info.graph_count == graphs, (info.graph_count, [str(b) for b in info.break_reasons])
 
 
-def grads_of(module):
-    return {k: (p.grad.clone() if p.grad is not None else None) for k, p in module.named_parameters()}
-
-
 def assert_same_grads(module, *args, loss=lambda out: out.sum()):
-    """A training step (compiled forward + backward) gives the eager gradients."""
-    eager = copy.deepcopy(module)
-    comp_mod = copy.deepcopy(module)
-    compiled = dynamo_lite.compile(comp_mod, backend="eager")
-    torch.manual_seed(7)
-    loss(eager(*args)).backward()
-    torch.manual_seed(7)
-    loss(compiled(*args)).backward()
-    assert_same(grads_of(eager), grads_of(comp_mod), "grads")
+    """A training step (compiled forward + backward of ``loss``) gives the eager outputs,
+    gradients and state (``check_module`` on deep copies of ``module``)."""
+    check_module(lambda: copy.deepcopy(module), [(args, {})], backward=loss)
 
 
 # ---- modules used below ---------------------------------------------------------------
@@ -388,7 +378,7 @@ def test_backward_hook_on_a_submodule_fires_with_eager_grads():
     eager(x8).sum().backward()
     dynamo_lite.compile(comp_mod, backend="eager")(x8).sum().backward()
     assert comp_log == eager_log == [((4, 8),)]
-    assert_same(grads_of(eager), grads_of(comp_mod), "grads")
+    assert_same(eager, comp_mod, "model")  # parameters, their grads, buffers
 
 
 # ---- containers -----------------------------------------------------------------------------
@@ -505,13 +495,7 @@ def test_batchnorm_running_stats_match_eager(train):
 def test_batchnorm2d_train_grads_and_stats():
     model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
     x = torch.randn(2, 3, 6, 6)
-    eager, comp_mod = copy.deepcopy(model), copy.deepcopy(model)
-    compiled = dynamo_lite.compile(comp_mod, backend="eager")
-    for _ in range(2):
-        eager(x).pow(2).mean().backward()
-        compiled(x).pow(2).mean().backward()
-    assert_same(grads_of(eager), grads_of(comp_mod), "grads")
-    assert_same(dict(eager.state_dict()), dict(comp_mod.state_dict()), "state_dict()")
+    check_module(lambda: copy.deepcopy(model), [((x,), {}), ((x,), {})], backward=lambda out: out.pow(2).mean())
 
 
 def test_batchnorm_without_momentum_is_correct():
