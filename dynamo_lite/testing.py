@@ -390,7 +390,8 @@ def _exception_picture(e: Optional[BaseException], depth: int = 0):
     tb = traceback.extract_tb(e.__traceback__) if e.__traceback__ is not None else []
     last = (os.path.basename(tb[-1].filename), tb[-1].lineno, _RESUME.sub("", tb[-1].name)) if tb else None
     attrs = {k: v for k, v in vars(e).items() if not k.startswith("__")}
-    return dict(type=type(e), str=str(e), args=picture(e.args), attrs=picture(attrs), last_frame=last,
+    return dict(type=type(e), str=_without_addresses(str(e)), args=picture(tuple(map(_without_addresses, e.args))),
+                attrs=picture(attrs), last_frame=last,
                 cause=_exception_picture(e.__cause__, depth + 1) if depth < 3 else "...",
                 context=_exception_picture(e.__context__, depth + 1) if depth < 3 else "...",
                 suppress_context=e.__suppress_context__)
@@ -470,11 +471,20 @@ def assert_same(a: Any, b: Any, path: str = "result", rtol=1e-5, atol=1e-6) -> N
     assert a == b, f"{path}: {a!r} != {b!r}"
 
 
+# "<... object at 0x7f...>" in a message: two runs never share addresses but by the allocator's
+# chance (pytest's assertion messages print bound methods this way)
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _without_addresses(text):
+    return _ADDRESS.sub(" at 0x…", text) if isinstance(text, str) else text
+
+
 def _message(e: BaseException, grad_fn_names: bool) -> str:
     if grad_fn_names:
-        return str(e)
+        return _without_addresses(str(e))
     # AOTAutograd names the outputs of its graph "output 0 of CompiledFunction"
-    text = re.sub(r", which is output \d+ of [\w:]+,", "", str(e))
+    text = re.sub(r", which is output \d+ of [\w:]+,", "", _without_addresses(str(e)))
     return re.sub(r"(?i)output (\d+) of [\w:]+", r"output \1 of <grad_fn>", text)
 
 
