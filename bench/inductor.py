@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+# the checkout this file is in, not whatever dynamo_lite is installed (workers inherit it)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
