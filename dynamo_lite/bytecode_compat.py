@@ -31,7 +31,7 @@ interpreter (symbolic/translator.py and its handlers) steps over the
 ``dis.Instruction`` list of ``instructions(code)``; everything in codegen/
 (liveness, stack depths, loop detection, resume planning and every rewrite)
 walks one list of ``bytecode`` items (Instr / Label / TryBegin / TryEnd) made
-by ``codegen.codegen.original_instructions``.  Both lists hold the real
+by ``codegen.pycodegen.original_instructions``.  Both lists hold the real
 instructions in the same order, so the interpreter hands codegen the index of
 the breaking instruction; ``codegen.liveness.FlowInfo`` checks the two agree
 once, where the index crosses over.

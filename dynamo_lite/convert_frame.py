@@ -39,8 +39,8 @@ import torch
 from . import graph_breaks as gb
 from . import _C, bytecode_compat, cache, config
 from . import log as dl_log
-from .codegen import transform
-from .codegen.codegen import CodegenFailed
+from .codegen import frame_code
+from .codegen.pycodegen import CodegenFailed
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .graph.output_graph import OutputGraph
 from .guards import GuardSet, TypeGuard
@@ -201,7 +201,7 @@ class FrameConverter:
                 if unclosed is not None:  # Python must make it, to close it when it is dropped
                     raise CodegenFailed("a generator is left paused in a try/with block") from \
                         unclosed.escape("is left paused inside a try/with block (closing it runs code)")
-                outputs = transform.collect_graph_outputs(state)
+                outputs = frame_code.collect_graph_outputs(state)
                 if brk is not None:
                     self._report_break(code, compile_id, brk, tx)
                 break
@@ -235,7 +235,7 @@ class FrameConverter:
                 and state.grad_mode is None:
             new_code = None  # nothing captured: guards pass -> run the original frame
         else:
-            new_code = transform.build_code(state, compiled, graph_inputs, output_index,
+            new_code = frame_code.build_code(state, compiled, graph_inputs, output_index,
                                             rerun_on_error=compiled is not None and output.can_rerun_on_error(),
                                             grad_enabled=output.initial_grad_enabled)
             cache.add_generated(new_code)
@@ -267,7 +267,7 @@ class FrameConverter:
         """(translator, FrameState) for a full capture (brk None) or a break at root step
         ``step`` (traced again to stop there); (None, None): run the frame eagerly."""
         if brk is None:
-            state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
+            state = frame_code.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
                                          dict(tx.symbolic_locals), [], tx.return_value)
         else:
             if self.fullgraph:
@@ -277,7 +277,7 @@ class FrameConverter:
             tx, again = self._trace(code, f_locals, func, step)
             if again is not None or not tx.stopped:
                 raise SkipFrame(gb.INTERNAL_ERROR, f"trace was not reproducible up to the graph break ({brk.reason})")
-            state = transform.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
+            state = frame_code.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
                                          dict(tx.symbolic_locals), list(tx.stack), None, tx.ip)
         output = tx.output
         if output.grad_enabled != output.initial_grad_enabled or brk is not None:

@@ -25,7 +25,7 @@ from typing import Optional
 from bytecode import Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat
-from .codegen import CodegenFailed, original_instructions
+from .pycodegen import CodegenFailed, original_instructions
 
 
 class FlowInfo:

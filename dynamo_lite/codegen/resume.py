@@ -11,7 +11,7 @@ with its own cache and guards.
 ``plan_successors`` decides what follows the breaking instruction k: one
 resume function per successor, or None when the rest of the frame must run
 natively or through a loop-body function (k inside a loop: resuming there
-would nest one frame per iteration; see loops.py).  Instructions are
+would nest one frame per iteration; see loop_bodies.py).  Instructions are
 numbered as in liveness.FlowInfo.
 Tested by tests/breaks/test_graph_breaks.py.
 """
@@ -25,7 +25,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .. import bytecode_compat
 from ..cache import register_generated
-from .codegen import assemble, original_instructions
+from .pycodegen import assemble, original_instructions
 from .liveness import FlowInfo, live_locals_at
 from ..variables.base import NullVariable
 

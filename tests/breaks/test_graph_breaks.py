@@ -463,7 +463,7 @@ def test_break_in_loop_captures_the_loop_body_as_a_function():
     torch.testing.assert_close(cf(x), brk_in_loop(x))
     # the prefix graph, and graphs of the loop body function (__loop_body_at_*)
     assert counter.frame_count >= 2
-    from dynamo_lite.codegen import loops
+    from dynamo_lite.codegen import loop_bodies as loops
 
     assert any(key[0] is brk_in_loop.__code__ for key in loops._BODY_CACHE)
 

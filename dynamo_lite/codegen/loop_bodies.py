@@ -39,7 +39,7 @@ from typing import Optional
 from bytecode import Bytecode, CellVar, Compare, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat, runtime
-from .codegen import PyCodegen, assemble, original_instructions
+from .pycodegen import PyCodegen, assemble, original_instructions
 from .liveness import FlowInfo
 from ..cache import register_generated
 

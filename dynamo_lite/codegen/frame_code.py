@@ -14,7 +14,7 @@ Graph break before instruction k::
     <a copy of the original code>   # k runs natively, with its exception table
     ...after k: either a stub that calls __resume_at_<next>(stack..., locals...)
        and returns its result, or (inside loops) the loop calls its loop-body function
-       each iteration (loops.py), or the original code just goes on
+       each iteration (loop_bodies.py), or the original code just goes on
 
 Both are made with the `bytecode` package from the original code object;
 the new code takes all of the frame's arguments positionally (the calling
@@ -34,9 +34,9 @@ from .. import bytecode_compat
 from ..exc import BackendCompilerFailed
 from ..source import AttrSource, ItemSource, LocalSource, Source
 from ..variables.base import VariableTracker
-from .codegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
+from .pycodegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
 from .liveness import flow_info
-from . import loops, resume as resume_mod
+from . import loop_bodies, resume as resume_mod
 
 
 @dataclasses.dataclass
@@ -319,10 +319,10 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     jump_in.extend(bytecode_compat.jump(entry, lineno=cg.lineno))
     plan = resume_mod.plan_successors(flow, k, state.stack)
     if plan is None:
-        info = loops.find_loop(code, flow, k)
+        info = loop_bodies.find_loop(code, flow, k)
         if info is not None:
-            body = loops.make_body_code(code, flow, info)
-            rewritten = loops.rewrite_parent_copy(copy, code, flow, info, body)
+            body = loop_bodies.make_body_code(code, flow, info)
+            rewritten = loop_bodies.rewrite_parent_copy(copy, code, flow, info, body)
             if rewritten is not None:
                 return jump_in + rewritten  # the loop goes on natively, calling its body function
         return jump_in + copy  # the rest of the frame runs natively
