@@ -20,6 +20,7 @@ from .base import same_object, VariableTracker
 from .constant import ConstantVariable
 from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .mappings import DictVariable, DictViewVariable
+from .objects import ObjectVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
 from .tensor import record_op, TensorVariable
@@ -220,10 +221,22 @@ def _user_dunder(tx, fn, a, b):
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
     if plain in (operator.eq, operator.ne):
+        opaque = next((v for v in (a, b) if _compares_in_c(v, names[0])), None)
+        if opaque is not None:
+            # e.g. np.int64(0) == 0 is True: identity is only the answer when neither type compares
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{opaque.describe()} compares with its type's own {names[0]}")
         same = same_object(a, b)
         if same is not None:
             return ConstantVariable(same if plain is operator.eq else not same)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+
+
+def _compares_in_c(v, name: str) -> bool:
+    """``v`` is an opaque object (passed through, not modelled) whose type defines ``name``
+    (``__eq__``/``__ne__``) in C rather than inheriting object's identity comparison."""
+    if not isinstance(v, ObjectVariable):
+        return False
+    return getattr(type(v.value), name, None) is not getattr(object, name)
 
 
 def _has_user_dunder(v, name: str) -> bool:

@@ -19,7 +19,7 @@ import torch
 
 import dynamo_lite
 from dynamo_lite.report import events
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check, check_calls, normalize, seed_all
 
 
 def t(*vals):
@@ -148,3 +148,12 @@ def test_random_state_getstate_setstate():
     e = _run_random(f, X1[0])
     c = _run_random(cfn, X1[0])
     assert_same(e, c)
+
+
+@pytest.mark.parametrize("n", [np.int64(0), np.int64(3), np.float32(0.0)])
+def test_numpy_scalars_compare_with_python_numbers_as_in_eager(n):
+    """np.int64(0) == 0 is True (numpy's own __eq__), never an identity comparison."""
+    def f(x, n):
+        return x + 1, n == 0, n != 0, 0 in (n, np.int64(2)), [n].count(0)
+
+    check(f, torch.ones(2), n)
