@@ -117,7 +117,10 @@ class BuiltinVariable(VariableTracker):
                 self_type = args[0].python_type()
             except GraphBreak:
                 self_type = None
-            if isinstance(self_type, type) and issubclass(self_type, fn.__objclass__):
+            # only when the argument's class does not override it: dict.__init__(self, ...) in a
+            # dict subclass with its own __init__ must run dict's, not the subclass's
+            if isinstance(self_type, type) and issubclass(self_type, fn.__objclass__) and \
+                    mro_lookup(self_type, fn.__name__)[0] is fn:
                 return args[0].call_method(tx, fn.__name__, list(args[1:]), kwargs)
         if fn in _GETTER_TYPES and all(a.is_python_constant() for a in args) and \
                 all(v.is_python_constant() for v in kwargs.values()):

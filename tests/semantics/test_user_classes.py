@@ -691,3 +691,27 @@ def test_abc_and_generic_base_classes():
         return obj.twice(x), isinstance(obj, Base)
 
     check(f, x3)
+
+
+class _FilledInNew(dict):
+    """A frozen dict filled in its own __new__, with an __init__ that does nothing (the frozendict package)."""
+
+    __slots__ = ("_hash",)
+
+    def __new__(cls, *args, **kwargs):
+        self = dict.__new__(cls, *args, **kwargs)
+        dict.__init__(self, *args, **kwargs)
+        object.__setattr__(self, "_hash", -1)
+        return self
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+
+def test_dict_subclass_filled_in_its_new_keeps_its_items():
+    """dict.__init__(self, ...) runs dict's __init__, not the subclass's override."""
+    def f(x, kw):
+        d = _FilledInNew(kw)
+        return x + d["a"], dict(d), type(d).__name__
+
+    assert_same_as_eager(f, torch.ones(2), {"a": 1, "b": 2})
