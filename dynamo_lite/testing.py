@@ -33,6 +33,9 @@ states and compare everything a user can observe; plus a counting backend.
                                  call of it) on both
     check_breaks(fn, *args, breaks=n)    assert_same_as_eager and exactly n graph breaks
     seed_all(seed=SEED)          seeds torch, random and numpy; LOG is the "acceptance" logger
+    recording()                  (events, context manager): the structured events of a block;
+                                 event_kinds(events) names their types
+    line_of(fn, text)            the line number of the first line of ``fn`` containing ``text``
 
 Every run starts from the same RNG state and, when ``reset`` is given, from the same
 global state: a test that mutates globals passes ``reset`` (and ``snapshot`` to compare
@@ -72,7 +75,7 @@ LOG = logging.getLogger("acceptance")
 
 __all__ = ["SEED", "LOG", "CompileCounter", "Observed", "observe", "compare", "assert_same", "normalize",
            "picture", "run_both", "assert_same_as_eager", "check", "check_calls", "twins", "check_module", "check_breaks",
-           "seed_all"]
+           "seed_all", "recording", "event_kinds", "line_of"]
 
 
 class CompileCounter:
@@ -738,3 +741,21 @@ def check_breaks(fn, *args, breaks=0, raises=..., need_graph=True, **kwargs) -> 
     if breaks == 0 and need_graph:
         assert info.graph_count >= 1, "nothing was captured: the test does not exercise the compiler"
     return out
+
+
+def recording():
+    """``(events, context manager)``: entering the manager collects the structured events
+    (dynamo_lite.report.events) emitted inside the block into the list ``events``."""
+    seen: list = []
+    return seen, events.collecting(seen.append)
+
+
+def event_kinds(seen: list) -> list[str]:
+    """The class names of recorded events, in order (``"GraphEvent"``, ``"GraphBreakEvent"``...)."""
+    return [type(e).__name__ for e in seen]
+
+
+def line_of(fn: Callable, text: str) -> int:
+    """The line number, in ``fn``'s file, of the first source line of ``fn`` that contains ``text``."""
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)

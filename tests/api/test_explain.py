@@ -6,6 +6,7 @@ import shutil
 import torch
 
 import dynamo_lite
+from dynamo_lite.testing import line_of as _line_of
 from dynamo_lite import config
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output, graph_to_dot, source_excerpt
@@ -39,13 +40,6 @@ def too_long(x):
 
 def limited(x):
     return x + 1
-
-
-def _line_of(fn, text):
-    import inspect
-
-    lines, start = inspect.getsourcelines(fn)
-    return start + next(i for i, line in enumerate(lines) if text in line)
 
 
 def record(fn, *calls):

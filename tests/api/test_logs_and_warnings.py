@@ -22,27 +22,11 @@ import dynamo_lite
 from dynamo_lite import config
 from dynamo_lite.report import events
 from dynamo_lite.testing import CompileCounter, assert_same
+from dynamo_lite.testing import recording as _recording, event_kinds as _kinds, line_of as _line_of
 
 pytest_plugins = ["pytester"]
 
 X = torch.arange(6, dtype=torch.float32).reshape(2, 3) / 7 - 0.3
-
-
-def _recording():
-    seen = []
-    return seen, events.collecting(seen.append)
-
-
-def _kinds(seen):
-    return [type(e).__name__ for e in seen]
-
-
-
-def _line_of(fn, text):
-    import inspect
-
-    lines, start = inspect.getsourcelines(fn)
-    return start + next(i for i, line in enumerate(lines) if text in line)
 
 
 def _two_breaks(t):

@@ -22,19 +22,11 @@ import dynamo_lite
 from dynamo_lite import config
 from dynamo_lite.report import events
 from dynamo_lite.testing import CompileCounter, assert_same
+from dynamo_lite.testing import recording as _recording, event_kinds as _kinds
 
 pytest_plugins = ["pytester"]
 
 X = torch.arange(6, dtype=torch.float32).reshape(2, 3) / 7 - 0.3
-
-
-def _recording():
-    seen = []
-    return seen, events.collecting(seen.append)
-
-
-def _kinds(seen):
-    return [type(e).__name__ for e in seen]
 
 
 # ---------------------------------------------------------------- register_backend
