@@ -4,18 +4,14 @@ Every test compares compiled with eager through dynamo_lite.testing; known bugs 
 xfails in tests/test_known_bugs.py.
 """
 import contextlib
-import copy
 import io
-import operator
 
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
-from dynamo_lite.testing import check, check_calls, check_module
+from dynamo_lite.testing import CompileCounter, assert_same
 
 
 def _compiled(fn, backend="eager"):

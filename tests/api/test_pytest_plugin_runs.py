@@ -4,25 +4,15 @@ Every test compares compiled with eager through dynamo_lite.testing; known bugs 
 xfails in tests/test_known_bugs.py.
 """
 import contextlib
-import functools
 import importlib
 import io
-import logging
-import os
 import pkgutil
-import subprocess
-import sys
-import threading
-import warnings
 
 import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite import config
 from dynamo_lite.report import events
-from dynamo_lite.testing import CompileCounter, assert_same
-from dynamo_lite.testing import recording as _recording, event_kinds as _kinds
 
 pytest_plugins = ["pytester"]
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same_as_eager, check_calls
+from dynamo_lite.testing import CompileCounter, check_calls
 
 
 class _Unraisable:

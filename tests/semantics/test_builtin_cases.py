@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import copy
 import dataclasses
 import io
-import logging
 import math
 import operator
 import random
@@ -39,9 +37,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite import config
-from dynamo_lite.report import events
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
+from dynamo_lite.testing import assert_same, assert_same_as_eager, check_calls, normalize, seed_all
 
 SEED = 4321
 

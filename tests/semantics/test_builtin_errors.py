@@ -12,14 +12,13 @@ caught in traced code.  Each test compares with eager (testing.assert_same_as_ea
 import abc
 import collections
 import dataclasses
-import sys
 import traceback
 
 import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same_as_eager, check
+from dynamo_lite.testing import check
 
 
 def T():

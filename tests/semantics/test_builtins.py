@@ -10,7 +10,7 @@ import operator
 import pytest
 import torch
 
-from dynamo_lite.testing import assert_same_as_eager, check_breaks as check
+from dynamo_lite.testing import check_breaks as check
 
 
 

@@ -8,7 +8,6 @@ import dataclasses
 import enum
 import typing
 
-import pytest
 import torch
 
 import dynamo_lite

@@ -4,8 +4,6 @@ Every test compares compiled with eager through dynamo_lite.testing; known bugs 
 xfails in tests/test_known_bugs.py.
 """
 import collections
-import dataclasses
-import enum
 import typing
 
 import pytest

@@ -11,7 +11,7 @@ import operator
 
 import torch
 
-from dynamo_lite.testing import assert_same_as_eager, check_breaks as check
+from dynamo_lite.testing import check_breaks as check
 
 
 

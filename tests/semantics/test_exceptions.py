@@ -11,9 +11,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.report import events
-from dynamo_lite.report.explain import build_explain_output
-from dynamo_lite.testing import CompileCounter, assert_same_as_eager, check_breaks
+from dynamo_lite.testing import CompileCounter, check_breaks
 
 
 # eager and compiled agree (value or exception type+message); ``breaks``: number of graph

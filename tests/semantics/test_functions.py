@@ -9,7 +9,7 @@ import functools
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import assert_same_as_eager, check_breaks as check
+from dynamo_lite.testing import check_breaks as check
 
 
 

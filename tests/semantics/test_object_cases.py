@@ -35,12 +35,10 @@ import functools
 import inspect
 import io
 import itertools
-import os
-import re
 import sys
 import traceback
 import typing
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import pytest
 import torch

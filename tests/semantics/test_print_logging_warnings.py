@@ -3,21 +3,13 @@
 Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
 xfails in tests/test_known_bugs.py.
 """
-import collections
-import contextlib
 import logging
-import math
-import os
-import random
-import sys
 import warnings
 
-import numpy as np
-import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import LOG, check, check_calls
+from dynamo_lite.testing import LOG, check
 
 log = logging.getLogger("acceptance.model")
 

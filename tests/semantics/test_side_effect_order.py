@@ -6,19 +6,12 @@ xfails in tests/test_known_bugs.py.
 from __future__ import annotations
 
 import contextlib
-import copy
-import functools
 import io
-import math
-import operator
-import random
 
-import numpy as np
-import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
+from dynamo_lite.testing import check_calls
 
 
 # ----------------------------------------------------------------------------- helpers

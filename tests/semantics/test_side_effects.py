@@ -12,7 +12,7 @@ import dynamo_lite
 from dynamo_lite.testing import check_breaks as check
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output
-from dynamo_lite.testing import assert_same, assert_same_as_eager
+from dynamo_lite.testing import assert_same
 
 
 

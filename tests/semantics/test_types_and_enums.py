@@ -3,23 +3,12 @@
 Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
 xfails in tests/test_known_bugs.py.
 """
-import collections
-import contextlib
 import enum
-import functools
-import itertools
-import math
-import operator
-import random
 import typing
 
-import numpy as np
-import pytest
 import torch
 
-import dynamo_lite
-from dynamo_lite.report import events
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_calls, normalize, seed_all
+from dynamo_lite.testing import check_calls
 
 
 def t(*vals):

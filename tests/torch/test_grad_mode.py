@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import assert_same_as_eager, check_breaks as check
+from dynamo_lite.testing import check_breaks as check
 
 
 

@@ -34,7 +34,7 @@ import torch.utils.checkpoint
 from torch import nn
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_module, twins
+from dynamo_lite.testing import assert_same, assert_same_as_eager, check_module, twins
 
 try:
     import transformers
