@@ -169,6 +169,11 @@ def _wrap(tx, value, source):
         guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
     if isinstance(value, nn.Module):
+        if "_modules" not in vars(value) or "training" not in vars(value):
+            # a module under construction (its __init__ before nn.Module.__init__ ran): a new object
+            # every call, with no module state to trace yet; Python runs the frame
+            raise SkipFrame(gb.MODULE_CREATED, f"{type(value).__qualname__} is being constructed "
+                            "(nn.Module.__init__ has not run yet)")
         guard(guards.IdGuard(source, value))
         if source is not None:
             guard(guards.IsGuard(source, ("training",), value.training))

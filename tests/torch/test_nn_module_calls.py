@@ -283,3 +283,23 @@ def test_state_dict_load_and_deepcopy_of_compiled_module():
     cm.load_state_dict({k: torch.zeros_like(v) for k, v in m.state_dict().items()})
     assert_same(cm(x), torch.zeros(1, 2, requires_grad=True))
     assert_same(cm2(x), a)
+
+
+class _Built(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def test_module_built_inside_compiled_code_runs_its_init_in_python():
+    """The __init__ frame sees a half-built module (no nn.Module state yet): it runs eagerly,
+    with no internal error (the suite raises internal errors), and the result equals eager."""
+    def f(x):
+        torch.manual_seed(0)
+        m = _Built()
+        return m(x).sum(), m.training
+
+    assert_same_as_eager(f, torch.ones(2))
