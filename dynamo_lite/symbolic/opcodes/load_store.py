@@ -115,12 +115,25 @@ def IMPORT_NAME(tx, inst):
     module = sys.modules.get(name)
     if module is None:
         raise GraphBreak(gb.IMPORT, f"import of {name!r}, which is not imported yet (imports run module code)")
-    if not fromlist.as_python_constant() and "." in name:
+    names = fromlist.as_python_constant()
+    if not names and "." in name:
         module = sys.modules.get(name.split(".")[0])
+    for attr in names or ():
+        # `from pkg import sub` imports pkg.sub when pkg has no attribute sub: that runs module code
+        if attr != "*" and not hasattr(module, attr) and f"{name}.{attr}" not in sys.modules:
+            raise GraphBreak(gb.IMPORT, f"import of {name}.{attr}, which is not imported yet (imports run module code)")
     tx.push(wrap(tx, module, None))
 
 
 @register("IMPORT_FROM")
 def IMPORT_FROM(tx, inst):
     module = tx.peek()
-    tx.push(module.var_getattr(tx, inst.argval))
+    value = module.as_python_constant() if module.is_python_constant() else None
+    name = inst.argval
+    if value is not None and not hasattr(value, name) and isinstance(getattr(value, "__name__", None), str):
+        # like Python: a submodule imported but not (yet) an attribute of its package
+        submodule = sys.modules.get(f"{value.__name__}.{name}")
+        if submodule is not None:
+            tx.push(wrap(tx, submodule, None))
+            return
+    tx.push(module.var_getattr(tx, name))
