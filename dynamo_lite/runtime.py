@@ -73,3 +73,27 @@ def passthrough(v):
 def keep(v) -> bool:
     """The predicate of a rebuilt filter object (its items were filtered in the trace)."""
     return True
+
+
+_UNBOUND_LOCAL = "cannot access local variable {!r} where it is not associated with a value"
+
+
+def cell_contents(cell, name: str):
+    """LOAD_DEREF of the frame's own cell variable ``name`` where a resume function holds it
+    as a free variable: an empty cell raises UnboundLocalError, as in the original frame
+    (a free variable would raise NameError)."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        pass
+    raise UnboundLocalError(_UNBOUND_LOCAL.format(name))
+
+
+def cell_delete(cell, name: str) -> None:
+    """DELETE_DEREF of a cell variable held as a free variable (see ``cell_contents``)."""
+    try:
+        del cell.cell_contents
+        return
+    except ValueError:
+        pass
+    raise UnboundLocalError(_UNBOUND_LOCAL.format(name))

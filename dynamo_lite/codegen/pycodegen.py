@@ -23,6 +23,7 @@ from .. import bytecode_compat, runtime
 from ..exc import SkipFrame
 from ..variables.base import NullVariable, VariableTracker
 from ..variables.constant import ConstantVariable
+from ..variables.cells import CellVariable
 from ..variables.mappings import DictVariable, key_to_var
 from ..variables.sequences import ListVariable
 from ..variables.sets import SetVariable
@@ -315,6 +316,8 @@ def _loads_source(var) -> bool:
     """Whether rebuilding ``var`` (which has a source) loads the value from its source."""
     if isinstance(var, ConstantVariable):
         return False  # a constant is rebuilt by LOAD_CONST
+    if isinstance(var, CellVariable):
+        return False  # the cell object itself (LOAD_CLOSURE); its source names the contents
     if isinstance(var, TensorVariable):
         return var.node.op == "placeholder"
     return True

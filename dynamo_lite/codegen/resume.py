@@ -23,7 +23,7 @@ from typing import Optional
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
-from .. import bytecode_compat
+from .. import bytecode_compat, runtime
 from ..cache import register_generated
 from .pycodegen import assemble, original_instructions
 from .liveness import FlowInfo, live_locals_at
@@ -103,7 +103,7 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     for i in reversed(range(depth)):
         cg.store_fast(f"{STACK_PREFIX}{i}")  # a NULL slot stores NULL: the local just stays unbound
     live = live_local_names(state, succ.index)
-    resume_code = make_resume_code(code, succ.index, succ.nulls, live)
+    resume_code = make_resume_code(code, succ.index, succ.nulls, live, maybe_unbound_cells(state))
     cg.push_null()
     cg.make_sibling_function(resume_code, code)
     nargs = 0
@@ -119,10 +119,44 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     cg.emit("RETURN_VALUE")
 
 
-def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple) -> types.CodeType:
+def maybe_unbound_cells(state) -> tuple:
+    """The frame's cell variables that may be empty after the break: not assigned in the
+    trace, or deleted somewhere in the code."""
+    deleted = _deleted_cells(state.code)
+    return tuple(sorted(name for name, cell in state.root_cells.items()
+                        if cell.contents is None or name in deleted))
+
+
+def _deleted_cells(code: types.CodeType) -> set:
+    """Names ``del``-eted as cells by ``code`` or by a function nested in it (``nonlocal v; del v``)."""
+    names = {i.argval for i in bytecode_compat.instructions(code) if i.opname == "DELETE_DEREF"}
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _deleted_cells(const)
+    return names
+
+
+def _checked_cell_access(instr: Instr, name: str) -> list:
+    """Instructions replacing LOAD_DEREF/DELETE_DEREF of the original frame's cell variable
+    ``name``, now a free variable: an empty cell must raise UnboundLocalError, not NameError."""
+    helper = runtime.cell_contents if instr.name == "LOAD_DEREF" else runtime.cell_delete
+    line = instr.lineno
+    out = bytecode_compat.push_null(line) + [
+        Instr("LOAD_CONST", helper, lineno=line),
+        Instr("LOAD_CLOSURE", FreeVar(name), lineno=line),
+        Instr("LOAD_CONST", name, lineno=line),
+    ] + bytecode_compat.call(2, lineno=line)
+    if instr.name == "DELETE_DEREF":
+        out.append(Instr("POP_TOP", lineno=line))
+    return out
+
+
+def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple,
+                     maybe_unbound: tuple = ()) -> types.CodeType:
     """The resume function's code: continue at instruction ``index`` with the stack ``nulls``
-    describes (its non-NULL slots and the ``live`` locals are the arguments)."""
-    key = (code, index, nulls, live)
+    describes (its non-NULL slots and the ``live`` locals are the arguments).  Reads and
+    deletes of the cells in ``maybe_unbound`` check for an empty cell like the original frame."""
+    key = (code, index, nulls, live, maybe_unbound)
     cached = _RESUME_CACHE.get(key)
     if cached is not None:
         return cached
@@ -139,8 +173,14 @@ def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple
             continue
         if isinstance(instr.arg, CellVar) and instr.arg.name in cells:
             items[p] = Instr(instr.name, FreeVar(instr.arg.name), location=instr.location)
+    checked = {p: _checked_cell_access(items[p], items[p].arg.name) for p in positions
+               if items[p].name in ("LOAD_DEREF", "DELETE_DEREF") and items[p].arg.name in maybe_unbound
+               and items[p].arg.name in cells}
     label = Label()
     items.insert(positions[index], label)
+    for p in sorted(checked, reverse=True):  # after the label: positions past it moved by one
+        at = p + 1 if p >= positions[index] else p
+        items[at:at + 1] = checked[p]
     freevars = list(code.co_cellvars) + list(code.co_freevars)
     prologue = bytecode_compat.frame_prologue(n_freevars=len(freevars), lineno=target_line)
     argnames = list(live)

@@ -199,6 +199,9 @@ class VariableTracker:
     snapshot_iterator: "staticmethod"
     # (tx, fn, args) -> tracker: the ``operator`` table (``==`` on list items): arith.apply_operator.
     apply_operator: "staticmethod"
+    # (tx, cls, args, kwargs) -> tracker or None: a torch.nn module class called in traced code
+    # (nn_module.build_fresh_module; None: Python builds it).
+    build_module: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:

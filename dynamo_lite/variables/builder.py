@@ -42,7 +42,7 @@ from .contexts import GradModeExitVariable, GradModeVariable
 from .objects import ObjectVariable
 from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
-from .nn_module import NNModuleVariable
+from .nn_module import NNModuleVariable, is_stateless_torch_module
 from .tensor import TensorVariable
 from .torch_vars import is_torch_class, TorchVariable
 from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
@@ -174,7 +174,15 @@ def _wrap(tx, value, source):
             # every call, with no module state to trace yet; Python runs the frame
             raise SkipFrame(gb.MODULE_CREATED, f"{type(value).__qualname__} is being constructed "
                             "(nn.Module.__init__ has not run yet)")
-        guard(guards.IdGuard(source, value))
+        if source is not None and is_stateless_torch_module(value):
+            # often made anew on every call (a loss built in forward, passed on to a resume
+            # function): guard its type and structure, not its identity; the Python attributes
+            # the trace reads are guarded through their sources
+            guard(guards.TypeGuard(source, type(value)))
+            for store in ("_parameters", "_buffers", "_modules"):
+                guard(guards.DictKeysGuard(AttrSource(source, store), tuple(getattr(value, store))))
+        else:
+            guard(guards.IdGuard(source, value))
         if source is not None:
             guard(guards.IsGuard(source, ("training",), value.training))
         return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))

@@ -743,6 +743,23 @@ def _pick(tx, mapping, names):
 _HANDLERS[runtime.pick] = _pick
 
 
+def _cell_contents(tx, cell, name):
+    """runtime.cell_contents (resume code reading the original frame's cell variable): a
+    read of the cell; an empty one breaks and Python raises UnboundLocalError."""
+    name = name.as_python_constant()
+    if tx.cells.get(name) is not cell:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"checked read of a cell other than the frame's {name!r}")
+    return tx.cell_load(name)
+
+
+_HANDLERS[runtime.cell_contents] = _cell_contents
+
+
+@_handler(runtime.cell_delete)
+def _cell_delete(tx, cell, name):
+    raise GraphBreak(gb.UNSUPPORTED_BYTECODE, "DELETE_DEREF: deleting a closure variable")
+
+
 @_handler(builtins.id)
 def _id(tx, obj):
     raise GraphBreak(gb.UNSUPPORTED_CALL, "id() of a traced value")

@@ -27,6 +27,7 @@ Tested by tests/torch/test_nn_module.py (and the models of tests/torch/test_mode
 from __future__ import annotations
 
 import types
+import warnings
 
 from torch import nn
 
@@ -410,3 +411,64 @@ def _dedupe_by_identity(items, named):
 
 
 __all__ = ["NNModuleVariable"]
+
+
+# ---- modules the traced code builds -------------------------------------------------------
+_FRESH_MODULE_PACKAGE = "torch.nn.modules."
+
+
+def is_stateless_torch_module(module: nn.Module) -> bool:
+    """A module of torch.nn's own classes holding no parameters, buffers or submodules
+    (CrossEntropyLoss(), GELU(), Dropout(p)): everything it does follows from its class and
+    its Python attributes."""
+    return (type(module).__module__.startswith(_FRESH_MODULE_PACKAGE) and not module._modules
+            and all(v is None for v in module._parameters.values())
+            and all(v is None for v in module._buffers.values()))
+
+
+def build_fresh_module(tx, cls: type, args: list, kwargs: dict):
+    """``cls(*args, **kwargs)`` for a torch.nn module class called in traced code: a
+    FreshModuleVariable when the arguments are constants and the module is stateless
+    (built once now, from the same arguments, to be traced); None: Python must build it."""
+    if not cls.__module__.startswith(_FRESH_MODULE_PACKAGE):
+        return None
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        return None
+    const_args = tuple(a.as_python_constant() for a in args)
+    const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            module = cls(*const_args, **const_kwargs)
+        except Exception:  # noqa: BLE001 - Python raises it when it runs the call
+            return None
+    if caught or not is_stateless_torch_module(module):
+        return None  # a warning eager would show on every call, or state (weights) of its own
+    return FreshModuleVariable(module, const_args, const_kwargs)
+
+
+class FreshModuleVariable(NNModuleVariable):
+    """A stateless torch.nn module built by the traced code (``loss_fct = CrossEntropyLoss()`` in
+    forward).  It is traced through a twin built at trace time from the same constant arguments;
+    if it outlives the graph, generated code calls the class again, so each call makes a new
+    object as in eager, and attribute writes are replayed on it."""
+
+    def __init__(self, value: nn.Module, args: tuple, kwargs: dict):
+        super().__init__(value, None)
+        self.args = args
+        self.kwargs = kwargs
+
+    @property
+    def mutable_local(self) -> bool:
+        return True  # one object, however many places refer to it
+
+    def reconstruct(self, cg):
+        cg.load_callable(type(self.value))
+        for a in self.args:
+            cg.load_const(a)
+        for v in self.kwargs.values():
+            cg.load_const(v)
+        cg.call(len(self.args) + len(self.kwargs), tuple(self.kwargs))
+
+
+VariableTracker.build_module = staticmethod(build_fresh_module)  # see VariableTracker.build_module

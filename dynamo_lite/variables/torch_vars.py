@@ -160,6 +160,9 @@ class TorchVariable(VariableTracker):
                 return ConstantVariable(value)
         if isinstance(fn, type):
             if issubclass(fn, torch.nn.Module):
+                made = VariableTracker.build_module(tx, fn, list(args), dict(kwargs))
+                if made is not None:
+                    return made
                 raise GraphBreak(gb.MODULE_CREATED, f"creating a module ({fn.__name__}) inside a compiled region")
             if issubclass(fn, torch.autograd.Function):
                 raise GraphBreak(gb.UNSUPPORTED_CALL, "constructing an autograd.Function")

@@ -1,0 +1,69 @@
+"""torch.nn modules built inside compiled code (``loss_fct = CrossEntropyLoss()`` in forward, as
+Hugging Face models do): a stateless module of torch.nn's own classes is traced without a
+break, a new object on every call where it outlives the graph, and passing one made anew on
+every call to a resume function does not recompile (its type and structure are guarded, not
+its identity).  Modules with weights of their own still break (DL0016).
+"""
+import torch
+from torch import nn
+
+import dynamo_lite
+from dynamo_lite.testing import CompileCounter, check_breaks, check_calls
+
+X = torch.randn(4, 5)
+Y = torch.tensor([0, 1, 2, 3])
+
+
+def test_loss_and_activation_built_in_forward_are_traced():
+    def f(x, y):
+        loss_fct = nn.CrossEntropyLoss()
+        return loss_fct(x, y), nn.GELU(approximate="tanh")(x), nn.Softmax(dim=-1)(x)
+
+    check_breaks(f, X, Y, breaks=0)
+
+
+def test_built_module_that_escapes_is_a_new_object_on_each_call():
+    def f(x):
+        m = nn.Dropout(0.0)
+        m.p = 0.0  # an attribute write, replayed on the object the caller gets
+        return m(x), m
+
+    check_breaks(f, X, breaks=0)
+    compiled = dynamo_lite.compile(f)
+    (_, a), (_, b) = compiled(X), compiled(X)
+    assert a is not b and type(a) is nn.Dropout and a.p == 0.0
+
+
+def test_module_built_before_a_break_does_not_recompile_the_resume_function():
+    def f(x, y):
+        loss_fct = nn.CrossEntropyLoss(reduction="sum")
+        print("break")
+        return loss_fct(x, y)
+
+    cnt = CompileCounter()
+    compiled = dynamo_lite.compile(f, backend=cnt)
+    for _ in range(4):
+        assert torch.allclose(compiled(X, Y), f(X, Y))
+    assert cnt.frame_count == 1
+
+
+def test_stateless_module_argument_with_other_attributes_recompiles():
+    def f(loss, x, y):
+        return loss(x, y)
+
+    check_calls(f, [(nn.CrossEntropyLoss(), X, Y), (nn.CrossEntropyLoss(reduction="sum"), X, Y),
+                    (nn.CrossEntropyLoss(label_smoothing=0.1), X, Y), (nn.MSELoss(), X, X)], graphs=None)
+
+
+def test_module_with_weights_built_in_forward_still_breaks():
+    def f(x):
+        return nn.Linear(5, 2)(x).shape
+
+    check_breaks(f, X, breaks=1)
+
+
+def test_constructor_that_warns_breaks_so_python_warns_on_every_call():
+    def f(x, y):
+        return nn.CrossEntropyLoss(size_average=True)(x, y)
+
+    check_breaks(f, X, Y, breaks=1)
