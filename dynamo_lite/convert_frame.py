@@ -361,8 +361,11 @@ def _nothing_to_capture(code, f_locals):
 
 
 def _has_tensor_or_module(f_locals: dict, func) -> bool:
-    """Is there anything to capture?  Tensors or modules in the arguments (one level deep),
-    or a function that reads globals/closures (which may hold them)."""
+    """Is there anything to capture?  Tensors or modules in the arguments (two levels deep),
+    globals it names that are torch or numpy modules, tensors or modules, or closure cells
+    holding them (or functions).  A frame with none of these (a config's ``__getattribute__``
+    called by a natively run ``deepcopy``) runs as it is: compiling it would only specialise
+    it on its arguments until the cache limit."""
     def interesting(v, depth=0):
         if isinstance(v, (torch.Tensor, torch.nn.Module)):
             return True
@@ -380,4 +383,20 @@ def _has_tensor_or_module(f_locals: dict, func) -> bool:
     if any(interesting(v) for v in f_locals.values()):
         return True
     code = func.__code__
-    return bool(code.co_names or code.co_freevars)
+    # the globals it names: torch (or numpy), or a tensor/module; the cells it closes over
+    glb = func.__globals__
+    for name in code.co_names:
+        value = glb.get(name)
+        if isinstance(value, types.ModuleType):
+            if value.__name__.split(".")[0] in ("torch", "numpy"):
+                return True
+        elif value is not None and interesting(value, 1):
+            return True
+    for cell in func.__closure__ or ():
+        try:
+            contents = cell.cell_contents
+        except ValueError:
+            continue
+        if interesting(contents) or isinstance(contents, (types.FunctionType, types.MethodType)):
+            return True
+    return False

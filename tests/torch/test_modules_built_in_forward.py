@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, check_breaks, check_calls
+from dynamo_lite.testing import CompileCounter, check_breaks, check_calls, event_kinds, recording
 
 X = torch.randn(4, 5)
 Y = torch.tensor([0, 1, 2, 3])
@@ -67,3 +67,32 @@ def test_constructor_that_warns_breaks_so_python_warns_on_every_call():
         return nn.CrossEntropyLoss(size_average=True)(x, y)
 
     check_breaks(f, X, Y, breaks=1)
+
+
+def test_frame_without_tensors_called_natively_is_not_specialised_to_the_limit():
+    """A config-like object's __getattribute__, called by a natively run deepcopy with a new key
+    each time, has nothing to capture: it runs as it is, never hitting the cache limit."""
+    import copy
+    import warnings as _warnings
+
+    class Config:
+        def __init__(self):
+            self.a, self.b = 1, [2, 3]
+
+        def __getattribute__(self, key):
+            return super().__getattribute__(key)
+
+    def f(x, cfg):
+        print("break")  # deepcopy below runs natively after the break
+        return x + copy.deepcopy(cfg).a
+
+    cnt = CompileCounter()
+    compiled = dynamo_lite.compile(f, backend=cnt)
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("error")
+        seen, collecting = recording()
+        with collecting:
+            for _ in range(3):
+                assert torch.equal(compiled(X, Config()), X + 1)
+    assert "CacheLimitEvent" not in event_kinds(seen)
+    assert "RecompileEvent" not in event_kinds(seen)
