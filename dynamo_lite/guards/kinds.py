@@ -591,6 +591,35 @@ class GlobalStateGuard(ExprGuard):
         return 2
 
 
+# The states in which another tracer or compiler runs this thread's code: torch.jit tracing,
+# torch.fx symbolic tracing (also non-strict export), a dispatch mode (FakeTensorMode, make_fx's
+# proxy mode, a TorchDispatchMode) and a torch.func transform (vmap, grad, ...).
+_NO_OTHER_TRACER = ("___torch._C._get_tracing_state() is None",
+                    "not ___torch.fx._symbolic_trace._is_fx_tracing_flag",
+                    "___torch._C._len_torch_dispatch_stack() == 0",
+                    "___torch._C._functorch.peek_interpreter_stack() is None")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NoOtherTracerGuard(GlobalStateGuard):
+    """No other tracer or compiler is running this thread's code: a cached entry must never
+    serve a frame that torch.jit, torch.fx, make_fx or torch.func is tracing (they must see
+    the original code).  One C op or two per state (convert_frame checks the same states,
+    and more, on a miss)."""
+
+    kind: ClassVar[str] = "NO_OTHER_TRACER"
+    text: str = " and ".join(f"({e})" for e in _NO_OTHER_TRACER)
+
+    def exprs(self, const):
+        return list(_NO_OTHER_TRACER)
+
+    def describe(self):
+        return "no other tracer is running (torch.jit, torch.fx, a dispatch mode, torch.func)"
+
+    def explain_failure(self, actual, pretty):
+        return "another tracer is running (torch.jit, torch.fx, a dispatch mode or torch.func)"
+
+
 def pretty_name(name: str) -> str:
     """A source name as the user wrote it (``___G['x']`` -> ``x``, ``m._modules['fc']`` -> ``m.fc``)."""
     name = re.sub(r"___G\[('([^']*)')\]", r"\2", name)

@@ -44,7 +44,7 @@ from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable
-from .torch_vars import is_torch_class, TorchVariable
+from .torch_vars import is_torch_class, is_torch_compile_wrapper, TorchVariable
 from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 
 
@@ -168,6 +168,9 @@ def _wrap(tx, value, source):
             return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
+    if isinstance(value, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        guard(guards.IdGuard(source, value))  # TorchScript runs it: calls break (torch_vars.py)
+        return TorchVariable(value, source)
     if isinstance(value, nn.Module):
         if "_modules" not in vars(value) or "training" not in vars(value):
             # a module under construction (its __init__ before nn.Module.__init__ ran): a new object
@@ -187,6 +190,8 @@ def _wrap(tx, value, source):
         else:
             guard(guards.IdGuard(source, value))
         if _is_torch_callable(value) and value.__module__.split(".")[0] == "torch" and not _inline_torch(value):
+            return TorchVariable(value, source)
+        if is_torch_compile_wrapper(value):  # its __module__ is the wrapped function's
             return TorchVariable(value, source)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType) and value.__name__ == "__exit__" and \

@@ -17,13 +17,16 @@ import types
 
 import torch
 
+from .. import _C
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
+from ..source import AttrSource
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
+from .functions import BaseUserFunctionVariable
 from .contexts import GradModeVariable
 from .tensor import fake_arg, record_op, TensorVariable
 
@@ -81,6 +84,49 @@ def _tracing_status_answers() -> dict:
 _TRACING_STATUS = _tracing_status_answers()
 
 
+def _foreign_tracers() -> dict:
+    """Entry points of the other tracers and compilers: called from traced code, the graph
+    breaks before the call and the call runs natively (the frame hook leaves every frame they
+    run alone, convert_frame.foreign_tracer)."""
+    import torch.export
+    import torch.fx.experimental.proxy_tensor
+    import torch.jit
+
+    tracers = {torch.jit.trace: "torch.jit.trace", torch.jit.trace_module: "torch.jit.trace_module",
+               torch.jit.script: "torch.jit.script", torch.jit.freeze: "torch.jit.freeze",
+               torch.fx.symbolic_trace: "torch.fx.symbolic_trace", torch.export.export: "torch.export.export",
+               torch.fx.experimental.proxy_tensor.make_fx: "make_fx"}
+    return {inspect.unwrap(fn): name for fn, name in tracers.items()}
+
+
+_FOREIGN_TRACERS = _foreign_tracers()
+
+
+def _foreign_tracer_name(fn):
+    try:
+        return _FOREIGN_TRACERS.get(inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn)
+    except TypeError:  # unhashable callable
+        return None
+
+
+def _torch_compiled_inner(fn):
+    """The function a torch.compile() wrapper runs (TorchDynamo marks its wrappers with the
+    function to inline when a compiled region calls them), or None: not such a wrapper (a
+    torch.compiler.disable() wrapper is not one either: it must run natively)."""
+    if not isinstance(fn, types.FunctionType) or getattr(fn, "_torchdynamo_disable", False):
+        return None
+    inner = getattr(fn, "_torchdynamo_inline", None)
+    if inner is None or inner is not getattr(fn, "_torchdynamo_orig_callable", None):
+        return None
+    return inner
+
+
+def is_torch_compile_wrapper(fn) -> bool:
+    """A function made by torch.compile() or torch.compiler.disable() (both run TorchDynamo's
+    frame hook machinery when called natively: TorchVariable decides what a call does)."""
+    return isinstance(fn, types.FunctionType) and hasattr(fn, "_torchdynamo_orig_callable")
+
+
 def _is_tracing_status(fn) -> bool:
     try:
         return fn in _TRACING_STATUS
@@ -135,6 +181,24 @@ class TorchVariable(VariableTracker):
             return ConstantVariable(tx.output.grad_enabled)
         if not args and not kwargs and _is_tracing_status(fn):
             return ConstantVariable(_TRACING_STATUS[fn])
+        if isinstance(fn, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+            raise GraphBreak(gb.FOREIGN_TRACER, f"calling TorchScript ({type(fn).__name__}): the TorchScript "
+                             "interpreter runs it natively")
+        if is_torch_compile_wrapper(fn) and getattr(fn, "_torchdynamo_disable", False) \
+                and _foreign_tracer_name(fn) is None:
+            raise GraphBreak(gb.CALL_NOT_TRACED, f"{self.describe()} is torch.compiler.disable()d: it runs natively, "
+                             "and nothing it calls is captured")
+        tracer = _foreign_tracer_name(fn)
+        if tracer is not None:
+            raise GraphBreak(gb.FOREIGN_TRACER, f"{tracer}() traces the code it is given itself: it runs natively")
+        if fn is torch.compile:
+            return _nested_compile(tx, args, kwargs)
+        inner = _torch_compiled_inner(fn)
+        if inner is not None:
+            # a torch.compile()d function called from compiled code: its code is traced into this
+            # graph, as TorchDynamo does (the result is the same; only the backend differs)
+            inner_source = AttrSource(self.source, "_torchdynamo_inline") if self.source is not None else None
+            return tx.wrap(inner, inner_source).call_function(tx, args, kwargs)
         if fn is torch.get_default_dtype:
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())
@@ -183,6 +247,53 @@ class TorchVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+def _nested_compile(tx, args, kwargs):
+    """``torch.compile(fn, **options)`` in traced code: a function whose calls are traced into
+    this graph (TorchDynamo inlines nested compiles the same way)."""
+    if len(args) != 1 or not all(v.is_python_constant() for v in kwargs.values()):
+        raise GraphBreak(gb.FOREIGN_TRACER, "torch.compile() with arguments dynamo_lite does not model: it runs natively")
+    options = {k: v.as_python_constant() for k, v in kwargs.items()}
+    if not isinstance(args[0], BaseUserFunctionVariable):
+        raise GraphBreak(gb.FOREIGN_TRACER, "torch.compile() of a module or decorator form in traced code: "
+                         "it runs natively")
+    return NestedCompileVariable(args[0], options)
+
+
+_COMPILE_HOOK_OFF = _C.CallWithHookOff(torch.compile)
+
+
+class NestedCompileVariable(VariableTracker):
+    """The result of ``torch.compile(fn, **options)`` made in traced code: calls trace ``fn``;
+    rebuilt (when it escapes) by calling torch.compile again."""
+
+    def __init__(self, fn_var, options: dict):
+        super().__init__(None)
+        self.fn_var = fn_var
+        self.options = options
+
+    def _repr_body(self):
+        return f"torch.compile({self.fn_var!r})"
+
+    def describe(self):
+        return "a torch.compile()d function"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        return self.fn_var.call_function(tx, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.load_callable(_COMPILE_HOOK_OFF)  # torch.compile() may import and run backend code
+        cg.reconstruct(self.fn_var)
+        for v in self.options.values():
+            cg.load_const(v)
+        cg.call(1 + len(self.options), tuple(self.options))
+
+    def can_reconstruct(self):
+        return self.fn_var.can_reconstruct()
 
 
 _GRAPHABLE_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch.nn.init",
