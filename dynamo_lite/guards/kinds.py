@@ -591,6 +591,47 @@ class GlobalStateGuard(ExprGuard):
         return 2
 
 
+def storage_groups(*tensors) -> tuple:
+    """For each tensor, the index of the first tensor sharing its storage (``(0, 1, 0)``: the
+    third is a view of, or is, the first); None when a tensor has no storage to compare."""
+    seen: dict = {}
+    try:
+        return tuple(seen.setdefault(t.untyped_storage()._cdata, i) for i, t in enumerate(tensors))
+    except Exception:  # noqa: BLE001 - sparse, nested or subclass tensors without one storage
+        return None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TensorAliasingGuard(ExprGuard):
+    """The graph's tensor inputs share storage exactly as when it was compiled.  Added when
+    the graph mutates an input: a functionalising backend (aot_eager, inductor) assumes the
+    aliasing it saw (``f(z, z)`` after ``f(x, y)`` with ``a.add_(1); return a + b`` must not
+    reuse the entry).  A residual Python check (storage identity is not a C op)."""
+
+    kind: ClassVar[str] = "TENSOR_ALIASING"
+    sources: tuple = ()  # the tensors' Sources, in ``groups`` order
+    groups: tuple = ()  # storage_groups() of them at compile time
+
+    @classmethod
+    def of(cls, sources, tensors) -> "TensorAliasingGuard":
+        names = ", ".join(s.name() for s in sources)
+        groups = storage_groups(*tensors)
+        return cls("{f}(" + names + ") == {g}", (("f", storage_groups), ("g", groups)), sources[0],
+                   tuple(sources), groups)
+
+    def reads(self):
+        return list(self.sources)
+
+    def describe(self):
+        names = [pretty_name(s.name()) for s in self.sources]
+        shared = [f"{names[i]} shares storage with {names[g]}" for i, g in enumerate(self.groups or ())
+                  if g != i]
+        return f"tensors {', '.join(names)}: " + ("; ".join(shared) if shared else "no two share storage")
+
+    def explain_failure(self, actual, pretty):
+        return f"storage sharing of the tensor inputs changed (compiled for: {self.describe()})"
+
+
 # The states in which another tracer or compiler runs this thread's code: torch.jit tracing,
 # torch.fx symbolic tracing (also non-strict export), a dispatch mode (FakeTensorMode, make_fx's
 # proxy mode, a TorchDispatchMode) and a torch.func transform (vmap, grad, ...).

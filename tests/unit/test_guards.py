@@ -826,6 +826,8 @@ def _kind_cases():
         "EXPR_C": (g.ExprGuard("not {m}._forward_hooks", (("m", _MOD),)), ("x",), (0,), (0,), None, True),
         "GLOBAL_STATE": (g.GlobalStateGuard("___G['flag'] == 1"), ("x",), (0,), (0,), {"flag": 2}, True),
         "GLOBAL_NAME": (g.TypeGuard(GlobalSource("flag"), int), ("x",), (0,), (0,), {"flag": "1"}, True),
+        "TENSOR_ALIASING": (g.TensorAliasingGuard.of((x, y), (t, t[0])), ("x", "y"), (t, t[1]), (t, t.clone()),
+                            None, False),
         # fails while a dispatch mode is active (the failing call runs under one)
         "NO_OTHER_TRACER": (g.NoOtherTracerGuard(), ("x",), (0,), (0,), None, True),
     }
