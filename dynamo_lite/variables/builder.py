@@ -44,6 +44,7 @@ from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable
+from .autograd_function import AutogradFunctionClassVariable, is_autograd_function_class
 from .torch_vars import is_torch_class, is_torch_compile_wrapper, TorchVariable
 from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 
@@ -235,6 +236,9 @@ def _wrap(tx, value, source):
     if is_builtin_callable(value):
         guard(guards.IdGuard(source, value))
         return BuiltinVariable(value, source)
+    if is_autograd_function_class(value):
+        guard(guards.IdGuard(source, value))
+        return AutogradFunctionClassVariable(value, source)
     if is_torch_class(value) or _is_torch_callable(value):
         guard(guards.IdGuard(source, value))
         return TorchVariable(value, source)
