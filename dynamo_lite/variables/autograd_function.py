@@ -1,4 +1,4 @@
-"""Custom ``torch.autograd.Function`` subclasses called from traced code.
+"""Custom ``torch.autograd.Function`` subclasses and torch.func transforms in traced code.
 
 ``MyFn.apply(*args)`` becomes one graph node whose target is ``MyFn.apply``: the graph
 runs the real Function, so autograd records its own node and the user's ``backward`` runs
@@ -9,11 +9,14 @@ interpreted over trackers, as a dry run, with a stand-in ``ctx``; a graph break 
 side effect in either (print, a global or attribute write, ``.item()``, a data-dependent
 branch) makes the call a graph break instead (Python runs ``apply``).  The dry run's graph
 nodes are removed again; only the ``apply`` node stays (run on FakeTensors for its result).
+``vmap(fn)(x)`` / ``grad(fn)(x)`` work the same way: one node that runs the transform on
+the real function, after a dry run of ``fn``.
 Tested by tests/torch/test_autograd_functions.py.
 """
 from __future__ import annotations
 
 import inspect
+import types
 import weakref
 from typing import Callable
 
@@ -153,16 +156,13 @@ def _dry_run(tx, fn_class: AutogradFunctionClassVariable, args: list) -> None:
             getattr(cls, "generate_vmap_rule", False) or _user_static(cls, "vmap") is not None:
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{fn_class.describe()} without its own forward and backward "
                          "(or with jvp/vmap rules) is not traced")
-    before = set(output.graph.nodes)
-    effects = output.side_effects.version
-    prev_grad = output.grad_enabled
 
     def fn_var(name, fn):
         src = AttrSource(fn_class.source, name) if fn_class.source is not None else None
         return tx.wrap(fn, src)
 
-    try:
-        ctx = AutogradCtxVariable(args, prev_grad)
+    def body():
+        ctx = AutogradCtxVariable(args, output.grad_enabled)
         output.set_grad_enabled(False)  # apply runs forward and backward without grad recording
         if setup is None:
             result = fn_var("forward", forward).call_function(tx, [ctx, *args], {})
@@ -173,18 +173,33 @@ def _dry_run(tx, fn_class: AutogradFunctionClassVariable, args: list) -> None:
         grads = [record_op(tx, "call_function", torch.ones_like, [o], {}) if isinstance(o, TensorVariable)
                  else ConstantVariable(None) for o in outs]
         fn_var("backward", backward).call_function(tx, [ctx, *grads], {})
+
+    speculate(tx, body, f"{fn_class.describe()}: forward/backward not traceable as one graph node")
+
+
+def speculate(tx, body, what: str):
+    """Run ``body()`` (interpreting user code over trackers) as a dry run: its graph nodes are
+    removed afterwards and grad mode restored; a graph break or a side effect in it becomes a
+    GraphBreak ``what (reason); Python runs it``.  Returns body's result (its trackers refer
+    to removed nodes: only inspect them)."""
+    output = tx.output
+    before = set(output.graph.nodes)
+    effects = output.side_effects.version
+    prev_grad = output.grad_enabled
+    try:
+        result = body()
         if output.side_effects.version != effects:
             raise GraphBreak(gb.SIDE_EFFECT, "it mutates objects or globals")
     except GraphBreak as e:
-        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{fn_class.describe()}: forward/backward not traceable as one "
-                         f"graph node ({e.reason}); Python runs it") from e
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what} ({e.reason}); Python runs it") from e
     finally:
         output.set_grad_enabled(prev_grad)
     for node in reversed(list(output.graph.nodes)):
         if node not in before and node.op != "placeholder" and not node.users:
             output.graph.erase_node(node)
     if any(n not in before and n.op != "placeholder" for n in output.graph.nodes):
-        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{fn_class.describe()}: its dry run left graph nodes behind")
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: its dry run left graph nodes behind")
+    return result
 
 
 class AutogradCtxVariable(VariableTracker):
@@ -242,3 +257,149 @@ class _CtxMethodVariable(VariableTracker):
         else:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"ctx.{self.name}() in a traced autograd.Function")
         return ConstantVariable(None)
+
+
+# ---- torch.func transforms ------------------------------------------------------------------
+def _func_transforms() -> dict:
+    return {torch.func.vmap: "vmap", torch.func.grad: "grad", torch.func.grad_and_value: "grad_and_value"}
+
+
+_FUNC_TRANSFORMS = _func_transforms()
+
+
+def is_func_transform(value) -> bool:
+    return any(value is t for t in _FUNC_TRANSFORMS)
+
+
+class FuncTransformVariable(VariableTracker):
+    """``torch.func.vmap`` / ``grad`` / ``grad_and_value`` (also ``torch.vmap``): applying it
+    to a function makes a ``TransformedFunctionVariable``."""
+
+    def __init__(self, transform, source=None):
+        super().__init__(source)
+        self.transform = transform
+
+    def describe(self):
+        return f"torch.func.{_FUNC_TRANSFORMS[self.transform]}"
+
+    def python_type(self):
+        return type(self.transform)
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.transform
+
+    def call_function(self, tx, args, kwargs):
+        if not args or not all(v.is_python_constant() for v in [*args[1:], *kwargs.values()]):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} with arguments not known at trace time")
+        try:
+            bound = inspect.signature(self.transform).bind(None, *[a.as_python_constant() for a in args[1:]],
+                                                           **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except TypeError as e:
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"{self.describe()}: {e}") from e
+        options = {k: v for k, v in bound.arguments.items() if k != "func"}
+        return TransformedFunctionVariable(self.transform, args[0], options)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.transform)
+
+    def can_reconstruct(self):
+        return True
+
+
+def _real_function(fn_var):
+    """The real function object a transform is applied to at run time (None: there is none
+    to hand it, e.g. a closure over values of the trace)."""
+    fn = getattr(fn_var, "fn", None)
+    if isinstance(fn, types.FunctionType):
+        return fn
+    code = getattr(fn_var, "code", None)
+    if not isinstance(code, types.CodeType) or code.co_freevars or getattr(fn_var, "kwdefaults", None) is not None:
+        return None
+    defaults = getattr(fn_var, "defaults", None)
+    if defaults is not None:
+        if not defaults.is_python_constant():
+            return None
+        defaults = tuple(defaults.as_python_constant())
+    return types.FunctionType(code, fn_var.get_globals(), code.co_name, defaults)
+
+
+class TransformedFunctionVariable(VariableTracker):
+    """``vmap(fn, ...)`` / ``grad(fn, ...)`` made in the trace.  A call is one graph node that
+    runs the transform on the real function (exact: torch.func runs it), after a dry run of
+    ``fn`` over trackers (on one sample for vmap) proves it traceable and side-effect free."""
+
+    def __init__(self, transform, fn_var, options: dict):
+        super().__init__(None)
+        self.transform = transform
+        self.fn_var = fn_var
+        self.options = options
+
+    def describe(self):
+        return f"torch.func.{_FUNC_TRANSFORMS[self.transform]}({self.fn_var.describe()})"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        name = _FUNC_TRANSFORMS[self.transform]
+        fn = _real_function(self.fn_var)
+        if fn is None or kwargs or not all(isinstance(a, TensorVariable) or a.is_python_constant() for a in args):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} called with keyword or non-tensor arguments, "
+                             "or of a closure: Python runs it")
+        if name == "vmap":
+            sample_args = self._samples(tx, args)
+        else:
+            if self.options.get("has_aux"):
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} with has_aux=True: Python runs it")
+            sample_args = None
+
+        def body():
+            call_args = sample_args() if sample_args is not None else list(args)
+            return self.fn_var.call_function(tx, call_args, {})
+
+        result = speculate(tx, body, f"{self.describe()}: the function is not traceable as one graph node")
+        if name != "vmap" and not isinstance(result, TensorVariable):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()}: the function does not return one tensor")
+        transform, options = self.transform, dict(self.options)
+
+        def run(*call_args):
+            return transform(fn, **options)(*call_args)
+
+        run.__name__ = run.__qualname__ = f"{name}_{fn.__name__}".replace("<", "_").replace(">", "_")
+        return record_op(tx, "call_function", run, list(args), {})
+
+    def _samples(self, tx, args):
+        in_dims = self.options.get("in_dims", 0)
+        if self.options.get("out_dims", 0) != 0 or self.options.get("chunk_size") is not None:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} with out_dims/chunk_size: Python runs it")
+        dims = [in_dims] * len(args) if isinstance(in_dims, int) else list(in_dims) \
+            if isinstance(in_dims, tuple) and len(in_dims) == len(args) else None
+        if dims is None or not all(d is None or isinstance(d, int) for d in dims):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} with in_dims={in_dims!r}: Python runs it")
+
+        def make():
+            out = []
+            for a, d in zip(args, dims):
+                if d is not None and isinstance(a, TensorVariable):
+                    out.append(record_op(tx, "call_method", "select", [a, ConstantVariable(d), ConstantVariable(0)], {}))
+                elif d is not None:
+                    raise GraphBreak(gb.UNSUPPORTED_CALL, "vmap over a non-tensor argument")
+                else:
+                    out.append(a)
+            return out
+        return make
+
+    def reconstruct(self, cg):
+        cg.load_callable(self.transform)
+        cg.reconstruct(self.fn_var)
+        for v in self.options.values():
+            cg.load_const(v)
+        cg.call(1 + len(self.options), tuple(self.options))
+
+    def can_reconstruct(self):
+        return self.fn_var.can_reconstruct()

@@ -44,7 +44,8 @@ from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable
-from .autograd_function import AutogradFunctionClassVariable, is_autograd_function_class
+from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
+                                is_func_transform)
 from .torch_vars import is_torch_class, is_torch_compile_wrapper, TorchVariable
 from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 
@@ -182,6 +183,9 @@ def _wrap(tx, value, source):
         if source is not None:
             guard(guards.IsGuard(source, ("training",), value.training))
         return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))
+    if is_func_transform(value):
+        guard(guards.IdGuard(source, value))
+        return FuncTransformVariable(value, source)
     if isinstance(value, types.FunctionType):
         if "<locals>" in value.__qualname__ and source is not None:
             # a nested function (lambda, closure, generator expression) is a new object on every
