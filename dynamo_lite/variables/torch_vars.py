@@ -58,6 +58,11 @@ _SIDE_EFFECTS = {inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else f
 _METADATA = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
              torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast}
 _GRAD_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
+# the legacy typed constructors (CPU), by the dtype they make
+_LEGACY_CONSTRUCTORS = {torch.FloatTensor: torch.float32, torch.DoubleTensor: torch.float64,
+                        torch.HalfTensor: torch.float16, torch.BFloat16Tensor: torch.bfloat16,
+                        torch.LongTensor: torch.int64, torch.IntTensor: torch.int32, torch.ShortTensor: torch.int16,
+                        torch.CharTensor: torch.int8, torch.ByteTensor: torch.uint8, torch.BoolTensor: torch.bool}
 
 
 def _tracing_status_answers() -> dict:
@@ -179,6 +184,8 @@ class TorchVariable(VariableTracker):
             return ctx
         if fn is torch.is_grad_enabled:
             return ConstantVariable(tx.output.grad_enabled)
+        if fn is torch.jit.annotate and len(args) == 2 and not kwargs:
+            return args[1]  # a type hint for TorchScript; in Python it returns the value
         if not args and not kwargs and _is_tracing_status(fn):
             return ConstantVariable(_TRACING_STATUS[fn])
         if isinstance(fn, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
@@ -222,6 +229,11 @@ class TorchVariable(VariableTracker):
                 except Exception as e:  # noqa: BLE001
                     raise GraphBreak(gb.OPERATION_RAISES, f"{self.describe()} raised {type(e).__name__}") from e
                 return ConstantVariable(value)
+        if fn in _LEGACY_CONSTRUCTORS and len(args) == 1 and not kwargs and _number_sequence(args[0]):
+            # torch.LongTensor([1, 2]): torch.tensor(data, dtype=...) (the sizes form,
+            # torch.FloatTensor(2, 3), is uninitialised memory and stays a break below)
+            return record_op(tx, "call_function", torch.tensor, [args[0]],
+                             {"dtype": ConstantVariable(_LEGACY_CONSTRUCTORS[fn])})
         if isinstance(fn, type):
             if issubclass(fn, torch.nn.Module):
                 raise GraphBreak(gb.MODULE_CREATED, f"creating a module ({fn.__name__}) inside a compiled region")
@@ -247,6 +259,18 @@ class TorchVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+def _number_sequence(var) -> bool:
+    """A list or tuple of Python numbers known at trace time (nested ones too)."""
+    try:
+        value = var.constant_copy()
+    except Exception:  # noqa: BLE001 - not made of constants (the protocol refuses with a break)
+        return False
+
+    def numbers(v):
+        return type(v) in (bool, int, float) or type(v) in (list, tuple) and all(numbers(i) for i in v)
+    return type(value) in (list, tuple) and numbers(value)
 
 
 def _nested_compile(tx, args, kwargs):
