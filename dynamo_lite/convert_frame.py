@@ -342,8 +342,8 @@ def _tracer_call_on_stack() -> Optional[str]:
         name = codes.get(code)
         if name is not None:
             return name
-        if code.co_filename == _DYNAMO_EVAL_FRAME_FILE:
-            return "a torch.compile()d function"
+        if code.co_name == "compile_wrapper" and code.co_filename == _DYNAMO_EVAL_FRAME_FILE:
+            return "a torch.compile()d function"  # (not torch's disable wrappers: checkpoint() has one)
         frame = frame.f_back
     return None
 

@@ -46,7 +46,7 @@ from .nn_module import NNModuleVariable
 from .tensor import TensorVariable
 from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
                                 is_func_transform)
-from .torch_vars import is_torch_class, is_torch_compile_wrapper, TorchVariable
+from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_torch_optimized_module, TorchVariable
 from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 
 
@@ -170,6 +170,9 @@ def _wrap(tx, value, source):
             return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
+    if is_torch_optimized_module(value):
+        guard(guards.IdGuard(source, value))  # torch.compile(module): calls trace the module (torch_vars.py)
+        return TorchVariable(value, source)
     if isinstance(value, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
         guard(guards.IdGuard(source, value))  # TorchScript runs it: calls break (torch_vars.py)
         return TorchVariable(value, source)

@@ -163,6 +163,11 @@ class TorchVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
+        if is_torch_optimized_module(self.value) and self.source is not None:
+            if name == "_orig_mod":
+                return self._orig_mod(tx)
+            if name not in vars(self.value) and not hasattr(type(self.value), name):
+                return self._orig_mod(tx).var_getattr(tx, name)  # OptimizedModule.__getattr__ forwards them
         try:
             value = getattr(self.value, name)
         except AttributeError as e:
@@ -188,13 +193,18 @@ class TorchVariable(VariableTracker):
             return args[1]  # a type hint for TorchScript; in Python it returns the value
         if not args and not kwargs and _is_tracing_status(fn):
             return ConstantVariable(_TRACING_STATUS[fn])
+        if is_torch_optimized_module(fn):
+            if self.source is None or any(getattr(fn, h) for h in _MODULE_HOOK_DICTS):
+                raise GraphBreak(gb.FOREIGN_TRACER, "a torch.compile()d module with hooks of its own: it runs natively")
+            # TorchDynamo inlines a compiled module called from compiled code: so does this trace
+            return self._orig_mod(tx).call_function(tx, args, kwargs)
         if isinstance(fn, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
             raise GraphBreak(gb.FOREIGN_TRACER, f"calling TorchScript ({type(fn).__name__}): the TorchScript "
                              "interpreter runs it natively")
         if is_torch_compile_wrapper(fn) and getattr(fn, "_torchdynamo_disable", False) \
                 and _foreign_tracer_name(fn) is None:
-            raise GraphBreak(gb.CALL_NOT_TRACED, f"{self.describe()} is torch.compiler.disable()d: it runs natively, "
-                             "and nothing it calls is captured")
+            raise GraphBreak(gb.CALL_NOT_TRACED, f"{self.describe()} is torch.compiler.disable()d: the call runs "
+                             "natively (frames it calls are captured on their own)")
         tracer = _foreign_tracer_name(fn)
         if tracer is not None:
             raise GraphBreak(gb.FOREIGN_TRACER, f"{tracer}() traces the code it is given itself: it runs natively")
@@ -259,6 +269,19 @@ class TorchVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+    def _orig_mod(self, tx):
+        return tx.wrap(self.value._orig_mod, AttrSource(self.source, "_orig_mod"))
+
+
+_MODULE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def is_torch_optimized_module(value) -> bool:
+    """The module torch.compile(module) returns (TorchDynamo's OptimizedModule)."""
+    cls = type(value)
+    return isinstance(value, torch.nn.Module) and cls.__name__ == "OptimizedModule" and \
+        cls.__module__ == "torch._dynamo.eval_frame" and "_orig_mod" in vars(value).get("_modules", {})
 
 
 def _number_sequence(var) -> bool:

@@ -144,3 +144,16 @@ def test_nested_compile_under_aot_eager():
     out = dynamo_lite.compile(f, backend=cnt)(torch.ones(3))
     assert_same(out, f(torch.ones(3)))
     assert cnt.frame_count == 1
+
+
+def test_torch_compiled_module_called_from_compiled_code_is_traced_into_the_graph():
+    torch.manual_seed(0)
+    inner = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
+    compiled_inner = torch.compile(inner, backend="eager")
+
+    def f(x):
+        return compiled_inner(x * 2) + compiled_inner._orig_mod[0].bias.sum(), compiled_inner.training
+
+    cnt = check(f, torch.randn(2, 3), graphs=1)  # TorchDynamo: one graph too
+    assert cnt.frame_count == 1
+    check_breaks(f, torch.randn(2, 3), breaks=0)
