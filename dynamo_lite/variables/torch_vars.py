@@ -5,13 +5,18 @@ short list handled specially: grad-mode context managers, functions that
 answer from global state (``torch.is_grad_enabled``), functions that only
 read metadata and fold to constants, tracing-status queries
 (``torch.compiler.is_compiling()`` answers True inside a trace, as under
-torch.compile; ``torch.jit.is_tracing()`` etc. answer False), and functions with
-side effects outside the graph (seeding, printing options, autograd entry
-points), which break.
+torch.compile, so libraries take the path they wrote for compilers;
+``torch.jit.is_tracing()`` etc. answer False: a frame another tracer runs is never
+traced), functions with side effects outside the graph (seeding, printing options,
+autograd entry points), which break, and other tracers and compilers: calling
+torch.jit.trace/script, torch.fx.symbolic_trace, torch.export or make_fx (or a
+TorchScript module) breaks with DL0040 and runs natively; a torch.compile()d function
+or module called from traced code is traced into the graph, as TorchDynamo does.
 Tested by tests/torch/test_tensor_ops.py and tests/torch/test_grad_mode.py.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -89,10 +94,11 @@ def _tracing_status_answers() -> dict:
 _TRACING_STATUS = _tracing_status_answers()
 
 
+@functools.lru_cache(maxsize=None)
 def _foreign_tracers() -> dict:
     """Entry points of the other tracers and compilers: called from traced code, the graph
     breaks before the call and the call runs natively (the frame hook leaves every frame they
-    run alone, convert_frame.foreign_tracer)."""
+    run alone, convert_frame.foreign_tracer).  Built on first use (torch.export is a big import)."""
     import torch.export
     import torch.fx.experimental.proxy_tensor
     import torch.jit
@@ -104,12 +110,9 @@ def _foreign_tracers() -> dict:
     return {inspect.unwrap(fn): name for fn, name in tracers.items()}
 
 
-_FOREIGN_TRACERS = _foreign_tracers()
-
-
 def _foreign_tracer_name(fn):
     try:
-        return _FOREIGN_TRACERS.get(inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn)
+        return _foreign_tracers().get(inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn)
     except TypeError:  # unhashable callable
         return None
 
