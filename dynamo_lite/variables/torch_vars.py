@@ -222,7 +222,7 @@ class TorchVariable(VariableTracker):
         if fn is torch.get_default_dtype:
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())
-        if fn in (torch.inference_mode, torch.is_inference_mode_enabled) or fn is getattr(torch, "autocast", None):
+        if fn is torch.inference_mode or fn is getattr(torch, "autocast", None):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not supported inside a graph")
         plain = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
         if plain in _SIDE_EFFECTS:

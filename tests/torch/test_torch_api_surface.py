@@ -420,6 +420,24 @@ def autocast_and_grad_queries(x):
 
 
 @case(0, 0)
+def inference_mode_query(x):
+    return x * 2 if torch.is_inference_mode_enabled() else x + 1
+
+
+def test_inference_mode_query_is_guarded():
+    import dynamo_lite
+    from dynamo_lite.testing import CompileCounter
+
+    cnt = CompileCounter()
+    f = dynamo_lite.compile(inference_mode_query, backend=cnt)
+    x = torch.ones(2)
+    assert torch.equal(f(x), x + 1)
+    with torch.inference_mode():
+        assert torch.equal(f(x), x * 2)  # a new entry (or eager): never the one compiled outside
+    assert torch.equal(f(x), x + 1)
+
+
+@case(0, 0)
 def backends_flags(x):
     if torch.backends.cudnn.enabled and not torch.backends.mps.is_available():
         return x + 1
