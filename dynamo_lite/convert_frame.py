@@ -26,8 +26,11 @@ Tested by tests/api/test_api.py and tests/api/test_recompiles.py.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import logging
+import os
+import sys
 import threading
 import time
 import traceback
@@ -35,6 +38,8 @@ import types
 from typing import Optional
 
 import torch
+import torch._guards
+import torch.fx._symbolic_trace
 
 from . import graph_breaks as gb
 from . import _C, bytecode_compat, cache, config
@@ -43,7 +48,7 @@ from .codegen import frame_code
 from .codegen.pycodegen import CodegenFailed
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .graph.output_graph import OutputGraph
-from .guards import GuardSet, TypeGuard
+from .guards import GuardSet, NoOtherTracerGuard, TypeGuard
 from .report import events
 from .cache import display_name, is_loop_body
 from .skipfiles import skip_reason
@@ -92,6 +97,11 @@ class FrameConverter:
             return _C.SKIP
         if not bytecode_compat.SUPPORTED:
             return _C.SKIP
+        tracer = foreign_tracer()
+        if tracer is not None:
+            # another tracer or compiler runs this frame: it must see the original code
+            breaks_log.debug("%s runs natively: %s is active", display_name(code), tracer)
+            return RUN_EAGER
         existing = cache.entries(code, self)
         if existing:
             reasons = [e.guard.explain_failure(tuple(f_locals[n] for n in bytecode_compat.arg_names(code)
@@ -287,6 +297,7 @@ class FrameConverter:
 
     def _trace(self, code, f_locals, func, stop_at_step):
         output = OutputGraph(code, func.__globals__, func, "")
+        output.add_guard(NoOtherTracerGuard())  # so a cached entry never runs under another tracer
         grad = torch.is_grad_enabled()
         try:
             try:
@@ -299,6 +310,62 @@ class FrameConverter:
         finally:
             torch._C._set_grad_enabled(grad)
         return tx, None
+
+
+def foreign_tracer() -> Optional[str]:
+    """The tracer or compiler other than dynamo_lite that is running this thread's code right
+    now (its frames must run natively, untouched), or None.  Reads state only."""
+    if torch._C._get_tracing_state() is not None:
+        return "torch.jit tracing"
+    if torch.fx._symbolic_trace._is_fx_tracing_flag:
+        return "torch.fx symbolic tracing"
+    if torch.compiler.is_exporting():
+        return "torch.export"
+    if torch._guards.CompileContext.try_get() is not None or torch._guards.TracingContext.try_get() is not None:
+        return "torch.compile (TorchDynamo / AOTAutograd)"
+    if torch._C._len_torch_dispatch_stack():
+        return "a torch dispatch mode (FakeTensorMode, make_fx, a TorchDispatchMode)"
+    if torch._C._functorch.peek_interpreter_stack() is not None:
+        return "a torch.func transform (vmap, grad, jacrev, ...)"
+    return _tracer_call_on_stack()
+
+
+def _tracer_call_on_stack() -> Optional[str]:
+    """The tracer entry point this thread is inside of (jit.trace also runs the code untraced
+    to check its trace; make_fx and export run setup code), found by walking the caller frames."""
+    codes = _tracer_codes()
+    frame = sys._getframe(2)
+    for _ in range(_TRACER_STACK_DEPTH):
+        if frame is None:
+            return None
+        code = frame.f_code
+        name = codes.get(code)
+        if name is not None:
+            return name
+        if code.co_name == "compile_wrapper" and code.co_filename == _DYNAMO_EVAL_FRAME_FILE:
+            return "a torch.compile()d function"  # (not torch's disable wrappers: checkpoint() has one)
+        frame = frame.f_back
+    return None
+
+
+_TRACER_STACK_DEPTH = 200
+_DYNAMO_EVAL_FRAME_FILE = os.path.join(os.path.dirname(os.path.abspath(torch.__file__)), "_dynamo", "eval_frame.py")
+
+
+@functools.lru_cache(maxsize=None)
+def _tracer_codes() -> dict:
+    """{code object: tracer name} of the tracers' entry points (first use: after torch imported them)."""
+    import inspect
+
+    import torch.export
+    import torch.fx.experimental.proxy_tensor as proxy_tensor
+    import torch.jit
+
+    entries = {torch.jit.trace: "torch.jit.trace", torch.jit.trace_module: "torch.jit.trace_module",
+               torch.jit.script: "torch.jit.script", torch.fx.symbolic_trace: "torch.fx.symbolic_trace",
+               torch.fx.Tracer.trace: "torch.fx tracing", torch.export.export: "torch.export",
+               proxy_tensor.make_fx: "make_fx", proxy_tensor._MakefxTracer.trace: "make_fx"}
+    return {inspect.unwrap(fn).__code__: name for fn, name in entries.items()}
 
 
 def _shadow_saved_tensor_hooks() -> Optional[bool]:

@@ -137,6 +137,14 @@ CACHE_LIMIT = _register("DL0028", "Cache limit reached",
                         "when no cached entry matches.",
                         "Make inputs stable (same dtypes/shapes/Python values) or raise config.cache_size_limit.")
 
+# (ids from DL0040 on: registered on the torchapi branch, numbered apart from the other branches')
+FOREIGN_TRACER = _register("DL0040", "Another tracer or compiler",
+                           "The code calls another tracer or compiler (torch.jit.trace/script, torch.fx.symbolic_trace, "
+                           "torch.export, make_fx, a torch.compile'd function...). Its frames must reach it as plain "
+                           "Python, so the graph breaks before the call and the call runs natively; dynamo_lite "
+                           "captures none of the frames that tracer runs.",
+                           "Call the tracer outside the compiled function and compile (or call) its result instead.")
+
 
 # Examples: the smallest code that breaks with each id (the docs show them; tests check them).
 _example(UNSUPPORTED_CALL, """
@@ -183,6 +191,12 @@ import json
 def f(x):
     tag = json.dumps({"n": 3})     # standard-library code is not traced
     return x + len(tag)
+""")
+_example(FOREIGN_TRACER, """
+def f(x):
+    y = x * 2
+    torch.jit.trace(torch.sin, y)    # torch.jit traces this call itself
+    return y + 1
 """)
 _example(TENSOR_BRANCH, """
 def f(x):

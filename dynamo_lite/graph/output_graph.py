@@ -157,6 +157,8 @@ class OutputGraph:
                 self.graph.erase_node(gi.node)
         self.graph_inputs = used
         self.graph.lint()
+        if len(used) > 1 and _mutates_an_input(self.graph):
+            self.add_guard(guards.TensorAliasingGuard.of([gi.source for gi in used], [gi.example for gi in used]))
         return used
 
     def compile(self, backend, backend_name: str):
@@ -349,6 +351,13 @@ def _leaves_traces(node: torch.fx.Node) -> bool:
             and any(a is True for a in node.args):
         return True  # e.g. F.relu(x, True): a positional inplace=True
     return False
+
+
+def _mutates_an_input(graph: torch.fx.Graph) -> bool:
+    """Did the trace write into a placeholder's storage (an in-place op on it or on a view of
+    it)?  Its FakeTensor's version counter says so: fakes start at 0 and share it with views."""
+    return any(n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)
+               and n.meta["example_value"]._version > 0 for n in graph.nodes)
 
 
 def _node_name(source: Source) -> str:

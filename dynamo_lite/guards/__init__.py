@@ -33,15 +33,16 @@ import torch
 
 from ..source import Source, guard_local_name
 from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, ExprGuard, FloatReprGuard,
-                    GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NotInDictGuard,
-                    NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, TensorGuard, TensorSpec, TypeGuard,
-                    pretty_name)
+                    GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
+                    NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, TensorAliasingGuard,
+                    TensorGuard, TensorSpec, TypeGuard, pretty_name)
 from .program import build_program, order_guards, render_program
 
 __all__ = ["Guard", "GuardSet", "CompiledGuard", "TensorSpec", "USE_PROGRAM",
            "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
            "NanGuard", "FloatReprGuard", "SetEqualsGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
-           "SameObjectGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard"]
+           "SameObjectGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
+           "TensorAliasingGuard"]
 
 # Compile guards into a C GuardProgram (False: the Python check is the guard;
 # tests flip it to compare the two; DYNAMO_LITE_PY_GUARDS=1 turns it off).

@@ -591,6 +591,76 @@ class GlobalStateGuard(ExprGuard):
         return 2
 
 
+def storage_groups(*tensors) -> tuple:
+    """For each tensor, the index of the first tensor sharing its storage (``(0, 1, 0)``: the
+    third is a view of, or is, the first); None when a tensor has no storage to compare."""
+    seen: dict = {}
+    try:
+        return tuple(seen.setdefault(t.untyped_storage()._cdata, i) for i, t in enumerate(tensors))
+    except Exception:  # noqa: BLE001 - sparse, nested or subclass tensors without one storage
+        return None
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TensorAliasingGuard(ExprGuard):
+    """The graph's tensor inputs share storage exactly as when it was compiled.  Added when
+    the graph mutates an input: a functionalising backend (aot_eager, inductor) assumes the
+    aliasing it saw (``f(z, z)`` after ``f(x, y)`` with ``a.add_(1); return a + b`` must not
+    reuse the entry).  A residual Python check (storage identity is not a C op)."""
+
+    kind: ClassVar[str] = "TENSOR_ALIASING"
+    sources: tuple = ()  # the tensors' Sources, in ``groups`` order
+    groups: tuple = ()  # storage_groups() of them at compile time
+
+    @classmethod
+    def of(cls, sources, tensors) -> "TensorAliasingGuard":
+        names = ", ".join(s.name() for s in sources)
+        groups = storage_groups(*tensors)
+        return cls("{f}(" + names + ") == {g}", (("f", storage_groups), ("g", groups)), sources[0],
+                   tuple(sources), groups)
+
+    def reads(self):
+        return list(self.sources)
+
+    def describe(self):
+        names = [pretty_name(s.name()) for s in self.sources]
+        shared = [f"{names[i]} shares storage with {names[g]}" for i, g in enumerate(self.groups or ())
+                  if g != i]
+        return f"tensors {', '.join(names)}: " + ("; ".join(shared) if shared else "no two share storage")
+
+    def explain_failure(self, actual, pretty):
+        return f"storage sharing of the tensor inputs changed (compiled for: {self.describe()})"
+
+
+# The states in which another tracer or compiler runs this thread's code: torch.jit tracing,
+# torch.fx symbolic tracing (also non-strict export), a dispatch mode (FakeTensorMode, make_fx's
+# proxy mode, a TorchDispatchMode) and a torch.func transform (vmap, grad, ...).
+_NO_OTHER_TRACER = ("___torch._C._get_tracing_state() is None",
+                    "not ___torch.fx._symbolic_trace._is_fx_tracing_flag",
+                    "___torch._C._len_torch_dispatch_stack() == 0",
+                    "___torch._C._functorch.peek_interpreter_stack() is None")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class NoOtherTracerGuard(GlobalStateGuard):
+    """No other tracer or compiler is running this thread's code: a cached entry must never
+    serve a frame that torch.jit, torch.fx, make_fx or torch.func is tracing (they must see
+    the original code).  One C op or two per state (convert_frame checks the same states,
+    and more, on a miss)."""
+
+    kind: ClassVar[str] = "NO_OTHER_TRACER"
+    text: str = " and ".join(f"({e})" for e in _NO_OTHER_TRACER)
+
+    def exprs(self, const):
+        return list(_NO_OTHER_TRACER)
+
+    def describe(self):
+        return "no other tracer is running (torch.jit, torch.fx, a dispatch mode, torch.func)"
+
+    def explain_failure(self, actual, pretty):
+        return "another tracer is running (torch.jit, torch.fx, a dispatch mode or torch.func)"
+
+
 def pretty_name(name: str) -> str:
     """A source name as the user wrote it (``___G['x']`` -> ``x``, ``m._modules['fc']`` -> ``m.fc``)."""
     name = re.sub(r"___G\[('([^']*)')\]", r"\2", name)

@@ -44,7 +44,9 @@ from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable, is_stateless_torch_module
 from .tensor import TensorVariable
-from .torch_vars import is_torch_class, TorchVariable
+from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
+                                is_func_transform)
+from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_torch_optimized_module, TorchVariable
 from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
 
 
@@ -168,6 +170,12 @@ def _wrap(tx, value, source):
             return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
+    if is_torch_optimized_module(value):
+        guard(guards.IdGuard(source, value))  # torch.compile(module): calls trace the module (torch_vars.py)
+        return TorchVariable(value, source)
+    if isinstance(value, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        guard(guards.IdGuard(source, value))  # TorchScript runs it: calls break (torch_vars.py)
+        return TorchVariable(value, source)
     if isinstance(value, nn.Module):
         if "_modules" not in vars(value) or "training" not in vars(value):
             # a module under construction (its __init__ before nn.Module.__init__ ran): a new object
@@ -186,6 +194,9 @@ def _wrap(tx, value, source):
         if source is not None:
             guard(guards.IsGuard(source, ("training",), value.training))
         return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))
+    if is_func_transform(value):
+        guard(guards.IdGuard(source, value))
+        return FuncTransformVariable(value, source)
     if isinstance(value, types.FunctionType):
         if "<locals>" in value.__qualname__ and source is not None:
             # a nested function (lambda, closure, generator expression) is a new object on every
@@ -195,6 +206,8 @@ def _wrap(tx, value, source):
         else:
             guard(guards.IdGuard(source, value))
         if _is_torch_callable(value) and value.__module__.split(".")[0] == "torch" and not _inline_torch(value):
+            return TorchVariable(value, source)
+        if is_torch_compile_wrapper(value):  # its __module__ is the wrapped function's
             return TorchVariable(value, source)
         return UserFunctionVariable(value, source)
     if isinstance(value, types.MethodType) and value.__name__ == "__exit__" and \
@@ -238,6 +251,9 @@ def _wrap(tx, value, source):
     if is_builtin_callable(value):
         guard(guards.IdGuard(source, value))
         return BuiltinVariable(value, source)
+    if is_autograd_function_class(value):
+        guard(guards.IdGuard(source, value))
+        return AutogradFunctionClassVariable(value, source)
     if is_torch_class(value) or _is_torch_callable(value):
         guard(guards.IdGuard(source, value))
         return TorchVariable(value, source)

@@ -143,6 +143,10 @@ class TensorVariable(VariableTracker):
         if name == "__class__":
             return tx.wrap(getattr(self, "real_type", torch.Tensor), None)
         if name == "is_leaf":  # the one property among _INPUT_FACTS (the others are methods)
+            if self.node.op != "placeholder" and (not ex.requires_grad or ex.grad_fn is not None):
+                # computed in the graph: a tensor that does not require grad is a leaf, one with a
+                # grad_fn is not (eager answers the same; a new leaf requiring grad is left to Python)
+                return ConstantVariable(not ex.requires_grad)
             return self._input_fact(tx, name)
         if name in _METADATA_ATTRS:
             return ConstantVariable(getattr(ex, name))

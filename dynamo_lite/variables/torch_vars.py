@@ -5,25 +5,33 @@ short list handled specially: grad-mode context managers, functions that
 answer from global state (``torch.is_grad_enabled``), functions that only
 read metadata and fold to constants, tracing-status queries
 (``torch.compiler.is_compiling()`` answers True inside a trace, as under
-torch.compile; ``torch.jit.is_tracing()`` etc. answer False), and functions with
-side effects outside the graph (seeding, printing options, autograd entry
-points), which break.
+torch.compile, so libraries take the path they wrote for compilers;
+``torch.jit.is_tracing()`` etc. answer False: a frame another tracer runs is never
+traced), functions with side effects outside the graph (seeding, printing options,
+autograd entry points), which break, and other tracers and compilers: calling
+torch.jit.trace/script, torch.fx.symbolic_trace, torch.export or make_fx (or a
+TorchScript module) breaks with DL0040 and runs natively; a torch.compile()d function
+or module called from traced code is traced into the graph, as TorchDynamo does.
 Tested by tests/torch/test_tensor_ops.py and tests/torch/test_grad_mode.py.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
 import torch
 
+from .. import _C
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
+from ..source import AttrSource
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
+from .functions import BaseUserFunctionVariable
 from .contexts import GradModeVariable
 from .tensor import fake_arg, record_op, TensorVariable
 
@@ -55,6 +63,11 @@ _SIDE_EFFECTS = {inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else f
 _METADATA = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
              torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast}
 _GRAD_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
+# the legacy typed constructors (CPU), by the dtype they make
+_LEGACY_CONSTRUCTORS = {torch.FloatTensor: torch.float32, torch.DoubleTensor: torch.float64,
+                        torch.HalfTensor: torch.float16, torch.BFloat16Tensor: torch.bfloat16,
+                        torch.LongTensor: torch.int64, torch.IntTensor: torch.int32, torch.ShortTensor: torch.int16,
+                        torch.CharTensor: torch.int8, torch.ByteTensor: torch.uint8, torch.BoolTensor: torch.bool}
 
 
 def _tracing_status_answers() -> dict:
@@ -79,6 +92,47 @@ def _tracing_status_answers() -> dict:
 
 
 _TRACING_STATUS = _tracing_status_answers()
+
+
+@functools.lru_cache(maxsize=None)
+def _foreign_tracers() -> dict:
+    """Entry points of the other tracers and compilers: called from traced code, the graph
+    breaks before the call and the call runs natively (the frame hook leaves every frame they
+    run alone, convert_frame.foreign_tracer).  Built on first use (torch.export is a big import)."""
+    import torch.export
+    import torch.fx.experimental.proxy_tensor
+    import torch.jit
+
+    tracers = {torch.jit.trace: "torch.jit.trace", torch.jit.trace_module: "torch.jit.trace_module",
+               torch.jit.script: "torch.jit.script", torch.jit.freeze: "torch.jit.freeze",
+               torch.fx.symbolic_trace: "torch.fx.symbolic_trace", torch.export.export: "torch.export.export",
+               torch.fx.experimental.proxy_tensor.make_fx: "make_fx"}
+    return {inspect.unwrap(fn): name for fn, name in tracers.items()}
+
+
+def _foreign_tracer_name(fn):
+    try:
+        return _foreign_tracers().get(inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn)
+    except TypeError:  # unhashable callable
+        return None
+
+
+def _torch_compiled_inner(fn):
+    """The function a torch.compile() wrapper runs (TorchDynamo marks its wrappers with the
+    function to inline when a compiled region calls them), or None: not such a wrapper (a
+    torch.compiler.disable() wrapper is not one either: it must run natively)."""
+    if not isinstance(fn, types.FunctionType) or getattr(fn, "_torchdynamo_disable", False):
+        return None
+    inner = getattr(fn, "_torchdynamo_inline", None)
+    if inner is None or inner is not getattr(fn, "_torchdynamo_orig_callable", None):
+        return None
+    return inner
+
+
+def is_torch_compile_wrapper(fn) -> bool:
+    """A function made by torch.compile() or torch.compiler.disable() (both run TorchDynamo's
+    frame hook machinery when called natively: TorchVariable decides what a call does)."""
+    return isinstance(fn, types.FunctionType) and hasattr(fn, "_torchdynamo_orig_callable")
 
 
 def _is_tracing_status(fn) -> bool:
@@ -112,6 +166,11 @@ class TorchVariable(VariableTracker):
         return True
 
     def var_getattr(self, tx, name):
+        if is_torch_optimized_module(self.value) and self.source is not None:
+            if name == "_orig_mod":
+                return self._orig_mod(tx)
+            if name not in vars(self.value) and not hasattr(type(self.value), name):
+                return self._orig_mod(tx).var_getattr(tx, name)  # OptimizedModule.__getattr__ forwards them
         try:
             value = getattr(self.value, name)
         except AttributeError as e:
@@ -133,12 +192,37 @@ class TorchVariable(VariableTracker):
             return ctx
         if fn is torch.is_grad_enabled:
             return ConstantVariable(tx.output.grad_enabled)
+        if fn is torch.jit.annotate and len(args) == 2 and not kwargs:
+            return args[1]  # a type hint for TorchScript; in Python it returns the value
         if not args and not kwargs and _is_tracing_status(fn):
             return ConstantVariable(_TRACING_STATUS[fn])
+        if is_torch_optimized_module(fn):
+            if self.source is None or any(getattr(fn, h) for h in _MODULE_HOOK_DICTS):
+                raise GraphBreak(gb.FOREIGN_TRACER, "a torch.compile()d module with hooks of its own: it runs natively")
+            # TorchDynamo inlines a compiled module called from compiled code: so does this trace
+            return self._orig_mod(tx).call_function(tx, args, kwargs)
+        if isinstance(fn, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+            raise GraphBreak(gb.FOREIGN_TRACER, f"calling TorchScript ({type(fn).__name__}): the TorchScript "
+                             "interpreter runs it natively")
+        if is_torch_compile_wrapper(fn) and getattr(fn, "_torchdynamo_disable", False) \
+                and _foreign_tracer_name(fn) is None:
+            raise GraphBreak(gb.CALL_NOT_TRACED, f"{self.describe()} is torch.compiler.disable()d: the call runs "
+                             "natively (frames it calls are captured on their own)")
+        tracer = _foreign_tracer_name(fn)
+        if tracer is not None:
+            raise GraphBreak(gb.FOREIGN_TRACER, f"{tracer}() traces the code it is given itself: it runs natively")
+        if fn is torch.compile:
+            return _nested_compile(tx, args, kwargs)
+        inner = _torch_compiled_inner(fn)
+        if inner is not None:
+            # a torch.compile()d function called from compiled code: its code is traced into this
+            # graph, as TorchDynamo does (the result is the same; only the backend differs)
+            inner_source = AttrSource(self.source, "_torchdynamo_inline") if self.source is not None else None
+            return tx.wrap(inner, inner_source).call_function(tx, args, kwargs)
         if fn is torch.get_default_dtype:
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())
-        if fn in (torch.inference_mode, torch.is_inference_mode_enabled) or fn is getattr(torch, "autocast", None):
+        if fn is torch.inference_mode or fn is getattr(torch, "autocast", None):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not supported inside a graph")
         plain = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
         if plain in _SIDE_EFFECTS:
@@ -158,6 +242,11 @@ class TorchVariable(VariableTracker):
                 except Exception as e:  # noqa: BLE001
                     raise GraphBreak(gb.OPERATION_RAISES, f"{self.describe()} raised {type(e).__name__}") from e
                 return ConstantVariable(value)
+        if fn in _LEGACY_CONSTRUCTORS and len(args) == 1 and not kwargs and _number_sequence(args[0]):
+            # torch.LongTensor([1, 2]): torch.tensor(data, dtype=...) (the sizes form,
+            # torch.FloatTensor(2, 3), is uninitialised memory and stays a break below)
+            return record_op(tx, "call_function", torch.tensor, [args[0]],
+                             {"dtype": ConstantVariable(_LEGACY_CONSTRUCTORS[fn])})
         if isinstance(fn, type):
             if issubclass(fn, torch.nn.Module):
                 made = VariableTracker.build_module(tx, fn, list(args), dict(kwargs))
@@ -186,6 +275,78 @@ class TorchVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+    def _orig_mod(self, tx):
+        return tx.wrap(self.value._orig_mod, AttrSource(self.source, "_orig_mod"))
+
+
+_MODULE_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def is_torch_optimized_module(value) -> bool:
+    """The module torch.compile(module) returns (TorchDynamo's OptimizedModule)."""
+    cls = type(value)
+    return isinstance(value, torch.nn.Module) and cls.__name__ == "OptimizedModule" and \
+        cls.__module__ == "torch._dynamo.eval_frame" and "_orig_mod" in vars(value).get("_modules", {})
+
+
+def _number_sequence(var) -> bool:
+    """A list or tuple of Python numbers known at trace time (nested ones too)."""
+    try:
+        value = var.constant_copy()
+    except Exception:  # noqa: BLE001 - not made of constants (the protocol refuses with a break)
+        return False
+
+    def numbers(v):
+        return type(v) in (bool, int, float) or type(v) in (list, tuple) and all(numbers(i) for i in v)
+    return type(value) in (list, tuple) and numbers(value)
+
+
+def _nested_compile(tx, args, kwargs):
+    """``torch.compile(fn, **options)`` in traced code: a function whose calls are traced into
+    this graph (TorchDynamo inlines nested compiles the same way)."""
+    if len(args) != 1 or not all(v.is_python_constant() for v in kwargs.values()):
+        raise GraphBreak(gb.FOREIGN_TRACER, "torch.compile() with arguments dynamo_lite does not model: it runs natively")
+    options = {k: v.as_python_constant() for k, v in kwargs.items()}
+    if not isinstance(args[0], BaseUserFunctionVariable):
+        raise GraphBreak(gb.FOREIGN_TRACER, "torch.compile() of a module or decorator form in traced code: "
+                         "it runs natively")
+    return NestedCompileVariable(args[0], options)
+
+
+_COMPILE_HOOK_OFF = _C.CallWithHookOff(torch.compile)
+
+
+class NestedCompileVariable(VariableTracker):
+    """The result of ``torch.compile(fn, **options)`` made in traced code: calls trace ``fn``;
+    rebuilt (when it escapes) by calling torch.compile again."""
+
+    def __init__(self, fn_var, options: dict):
+        super().__init__(None)
+        self.fn_var = fn_var
+        self.options = options
+
+    def _repr_body(self):
+        return f"torch.compile({self.fn_var!r})"
+
+    def describe(self):
+        return "a torch.compile()d function"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def call_function(self, tx, args, kwargs):
+        return self.fn_var.call_function(tx, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.load_callable(_COMPILE_HOOK_OFF)  # torch.compile() may import and run backend code
+        cg.reconstruct(self.fn_var)
+        for v in self.options.values():
+            cg.load_const(v)
+        cg.call(1 + len(self.options), tuple(self.options))
+
+    def can_reconstruct(self):
+        return self.fn_var.can_reconstruct()
 
 
 _GRAPHABLE_PY_MODULES = ("torch.nn.functional", "torch.functional", "torch._tensor", "torch.nn.init",

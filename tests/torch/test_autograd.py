@@ -513,6 +513,41 @@ def test_torch_func_grad_and_vmap():
     check(f, torch.randn(3), graphs=None)
 
 
+def _sample_norm(r):
+    return (r * r).sum().sqrt()
+
+
+def _explain_breaks(fn, *args):
+    return dynamo_lite.explain(fn)(*args).graph_break_count
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_func_transforms_are_one_graph_node_each(backend):
+    # TorchDynamo: one graph, no break, for grad(lambda) and vmap(lambda) as well
+    from dynamo_lite.backends import lookup_backend
+    from dynamo_lite.testing import CompileCounter
+
+    def f(x):
+        g = torch.func.grad(lambda t: (t.sin() ** 2).sum())(x)
+        v = torch.vmap(_sample_norm)(x.view(3, 2))
+        w, val = torch.func.grad_and_value(_sample_norm)(x)
+        return g + 1, v * 2, w, val, torch.vmap(lambda a, b: a * b, in_dims=(0, None))(x.view(2, 3), x[:3])
+
+    cnt = CompileCounter(lookup_backend(backend)[0])
+    check_calls(f, [(torch.randn(6),), (torch.randn(6),)], backend=cnt, hits=[1], warnings=False)
+    assert cnt.frame_count == 1
+    assert _explain_breaks(f, torch.randn(6)) == 0
+
+
+def test_torch_func_transform_of_impure_function_or_closure_breaks():
+    def f(x, k):
+        g = torch.func.grad(lambda t: (t * k).sum())(x)  # a closure over k: Python runs it
+        return g + 1, torch.vmap(lambda r: print(r.shape) or r * 2)(x.view(2, 3))
+
+    check(f, torch.randn(6), 3.0, graphs=None)
+    assert _explain_breaks(f, torch.randn(6), 3.0) >= 2
+
+
 def test_grad_mode_decorators_used_inside():
     def f(x):
         @torch.set_grad_enabled(False)

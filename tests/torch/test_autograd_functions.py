@@ -5,11 +5,13 @@ xfails in tests/test_known_bugs.py.
 """
 import copy
 
+import pytest
 import torch
 import torch.nn as nn
 
 import dynamo_lite
-from dynamo_lite.testing import assert_same, assert_same_as_eager
+from dynamo_lite.backends import lookup_backend
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
 from dynamo_lite.testing import check, check_calls
 
 
@@ -387,3 +389,86 @@ def test_aot_eager_leaf_inplace_error_and_no_grad_parameter_update():
     r = _compiled(g, "aot_eager")(torch.ones(2))
     assert_same(p.detach(), torch.full((2,), 0.9))
     assert r.requires_grad
+
+
+# ---------------------------------------------------------------------------
+# autograd.Function traced as one graph node (variables/autograd_function.py); TorchDynamo
+# captures BLOOM's GeLU in one graph with no break as well (measured with a counting backend)
+# ---------------------------------------------------------------------------
+class _BloomGeLU(torch.autograd.Function):
+    """BLOOM's GeLU: forward and backward written out by hand."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        tanh_out = torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x))
+        ff = 0.5 * x * ((1 - tanh_out * tanh_out) * (0.79788456 + 0.1070322243 * x * x)) + 0.5 * (1 + tanh_out)
+        return ff * g * 3  # not the true derivative: proves the user's backward ran
+
+
+def _breaks(fn, *args, backend="eager"):
+    from dynamo_lite.report.explain import build_explain_output
+    from dynamo_lite.testing import recording
+
+    seen, collecting = recording()
+    with collecting:
+        dynamo_lite.compile(fn, backend=backend)(*args)
+    return build_explain_output(seen)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_bloom_gelu_function_is_one_graph_with_its_own_backward(backend):
+    def f(x, w):
+        return _BloomGeLU.apply(x @ w).sum() * 2
+
+    cnt = CompileCounter(lookup_backend(backend)[0])
+    check_calls(f, [(torch.randn(2, 3, requires_grad=True), torch.randn(3, 4, requires_grad=True)),
+                    (torch.randn(2, 3, requires_grad=True), torch.randn(3, 4, requires_grad=True))],
+                backward=True, backend=cnt, hits=[1], warnings=False)
+    assert cnt.frame_count == 1
+    assert _breaks(f, torch.randn(2, 3), torch.randn(3, 4)).graph_break_count == 0
+
+
+def test_function_with_ctx_attributes_constants_and_tuple_outputs_is_one_graph():
+    def f(x, k):
+        y, i, n = _ArgmaxToo.apply(x, 3.0)
+        return _Scale.apply(x, k).sum() + _ClampGrad.apply(y).sum() + n, i
+
+    cnt = check(f, torch.randn(4, requires_grad=True), 2.0, backward=True)
+    assert cnt.frame_count == 1
+    assert _breaks(f, torch.randn(4, requires_grad=True), 2.0).graph_break_count == 0
+
+
+def test_function_with_print_or_item_breaks_and_runs_in_python():
+    def f(x):
+        return _NormByMax.apply(x * 2).sum() + 1
+
+    info = _breaks(f, torch.tensor([1., 2.], requires_grad=True))
+    assert info.graph_break_count >= 1
+    assert any("_NormByMax" in b.reason for b in info.break_reasons)
+    check_calls(f, [(torch.tensor([1., 2.], requires_grad=True),)], backward=True, graphs=None)
+
+
+def test_function_called_under_no_grad_and_with_needs_input_grad_in_forward():
+    class Gate(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.both = ctx.needs_input_grad[0] and ctx.needs_input_grad[1]
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, (g * 3 if ctx.both else None)
+
+    def f(a, b):
+        with torch.no_grad():
+            c = Gate.apply(a, b)
+        return Gate.apply(a, b).sum(), c.requires_grad
+
+    check_calls(f, [(torch.ones(2, requires_grad=True), torch.ones(2)),
+                    (torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True))], backward=True)

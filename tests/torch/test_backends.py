@@ -88,6 +88,34 @@ def test_add_mul_inplace_on_inputs_with_changed_shapes(backend):
     run(f, [lambda: (rn(3), rn(3)), lambda: (rn(2, 5), rn(5))], backend=backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inputs_that_alias_only_on_a_later_call_recompile(backend):
+    def f(a, b):
+        a.add_(1)
+        return a + b
+
+    def same():
+        z = torch.zeros(3)
+        return (z, z)
+
+    def view_pair():
+        base = torch.zeros(2, 3)
+        return {"args": (base[0], base[0].view(3)), "watch": (base,)}
+
+    # distinct, then the same tensor twice, then two views of one storage, then distinct again
+    cnt = run(f, [lambda: (torch.zeros(3), torch.zeros(3)), same, view_pair,
+                  lambda: (torch.ones(3), torch.ones(3))], backend=backend)
+    assert cnt.frame_count == 3  # the distinct inputs of the last call reuse the first entry
+
+
+def test_graph_without_input_mutation_has_no_aliasing_guard():
+    def f(a, b):
+        return (a + 1).add_(b)
+
+    cnt = run(f, [lambda: (rn(3), rn(3)), lambda: (lambda z: (z, z))(rn(3))])
+    assert cnt.frame_count == 1
+
+
 def test_copy_into_input_with_dtype_conversion():
     def f(x, src):
         x.copy_(src)

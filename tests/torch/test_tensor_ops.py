@@ -586,3 +586,21 @@ def test_storage_type_is_not_answered_from_a_fake():
         warnings.simplefilter("ignore")
         eager, compiled = f(torch.ones(2)), _compiled(f)(torch.ones(2))
     assert eager[0] == compiled[0] and torch.equal(eager[1], compiled[1])
+
+
+# inputs that alias only on a later call: the TENSOR_ALIASING guard makes a new entry
+@pytest.mark.parametrize("alias", ["same_tensor", "overlapping_views"])
+def test_aot_eager_aliased_inputs_after_distinct_ones(alias):
+    def f(a, b):
+        a.mul_(2)
+        return b + 0
+
+    cf = dynamo_lite.compile(f, backend="aot_eager")
+    cf(torch.ones(4), torch.ones(4))
+    base, base_e = torch.ones(5), torch.ones(5)
+    if alias == "same_tensor":
+        base, base_e = base[:4], base_e[:4]
+        assert_same(f(base_e, base_e), cf(base, base))
+    else:
+        assert_same(f(base_e[:4], base_e[1:]), cf(base[:4], base[1:]))
+    assert_same(base_e, base)

@@ -16,6 +16,8 @@ import gc
 import types
 import weakref
 
+import contextlib
+
 import pytest
 import torch
 from torch import nn
@@ -824,6 +826,10 @@ def _kind_cases():
         "EXPR_C": (g.ExprGuard("not {m}._forward_hooks", (("m", _MOD),)), ("x",), (0,), (0,), None, True),
         "GLOBAL_STATE": (g.GlobalStateGuard("___G['flag'] == 1"), ("x",), (0,), (0,), {"flag": 2}, True),
         "GLOBAL_NAME": (g.TypeGuard(GlobalSource("flag"), int), ("x",), (0,), (0,), {"flag": "1"}, True),
+        "TENSOR_ALIASING": (g.TensorAliasingGuard.of((x, y), (t, t[0])), ("x", "y"), (t, t[1]), (t, t.clone()),
+                            None, False),
+        # fails while a dispatch mode is active (the failing call runs under one)
+        "NO_OTHER_TRACER": (g.NoOtherTracerGuard(), ("x",), (0,), (0,), None, True),
     }
 
 
@@ -864,10 +870,13 @@ def test_guard_kind_python_and_c_agree(case, monkeypatch):
     if case == "CONST_ATTR_IS":
         monkeypatch.setattr(_HOLDER, "v", _Obj())
     hook = _MOD.register_forward_hook(lambda *a: None) if case == "EXPR_C" else None
+    from torch.utils._python_dispatch import TorchDispatchMode
+    mode = TorchDispatchMode() if case == "NO_OTHER_TRACER" else contextlib.nullcontext()
     try:
-        assert compiled.fn(*bad, bad_globals, None) is False
-        assert compiled.py_fn(*bad, bad_globals, None) is False
-        why = compiled.explain_failure(bad, bad_globals, None)
+        with mode:
+            assert compiled.fn(*bad, bad_globals, None) is False
+            assert compiled.py_fn(*bad, bad_globals, None) is False
+            why = compiled.explain_failure(bad, bad_globals, None)
     finally:
         if hook is not None:
             hook.remove()
