@@ -14,7 +14,7 @@ import traceback
 
 from dynamo_lite.ranks import run_ranks
 
-SUBJECTS = ("test_ddp",)
+SUBJECTS = ("test_ddp", "test_fsdp", "test_collectives")
 TIMEOUT = 240.0
 
 
