@@ -188,7 +188,8 @@ class SplitGraph:
             elif rebuilt(ddp):
                 self.final = True
                 buckets = ddp_buckets(ddp)
-                if buckets is not None and self._pieces(buckets, args)[0] != self.piece_of:
+                piece_of, why_not, _ = self._pieces(buckets, args) if buckets is not None else ({}, "", {})
+                if why_not is None and piece_of != self.piece_of:
                     try:
                         self.build(buckets, list(args))
                     except Exception as e:  # noqa: BLE001 - the split made at compile time still runs

@@ -125,11 +125,35 @@ def _buckets_as_ddp_builds_them(rank, cap, unused):
             "params": ours == [id(p) for p in ddp._build_params_for_reducer()[0]]}
 
 
+def _explain_and_log(rank):
+    """explain() and the graph_code log of compile(DDP(model)) with 0.1 MB buckets."""
+    import io
+    import logging
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    ddp = DDP(MLP(), bucket_cap_mb=0.1)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logging.getLogger("dynamo_lite.graph_code").addHandler(handler)
+    dynamo_lite.set_logs(graph_code=True)
+    try:
+        report = dynamo_lite.explain(ddp, backend="aot_eager")(torch.randn(4, 128))
+    finally:
+        dynamo_lite.set_logs()
+        logging.getLogger("dynamo_lite.graph_code").removeHandler(handler)
+    report.out.sum().backward()
+    return {"text": str(report), "graph_count": report.graph_count, "pieces": len(report.ddp_splits[0].pieces),
+            "dict": report.to_dict()["ddp_splits"][0]["params"], "log": stream.getvalue()}
+
+
 def ranks_main(rank, world_size):
     out = {name: _scenario(rank, wrap, cap, backend, unused, name.endswith("-off"))
            for name, wrap, cap, backend, unused in SCENARIOS}
     out["reading"] = {cap: _buckets_as_ddp_builds_them(rank, cap, unused)
                       for cap, unused in ((0.1, False), (0.25, False), (None, False), (0.1, True))}
+    out["explain"] = _explain_and_log(rank)
     return out
 
 
@@ -192,3 +216,13 @@ def test_unused_parameters_are_in_ddps_buckets(ranks):
     r = ranks[0]["reading"][0.1]
     assert r["params"] and r["read"] == r["actual"]
     assert any("spare.weight" in b for b in r["actual"])
+
+
+def test_split_is_in_explain_and_the_graph_log(ranks):
+    r = ranks[0]["explain"]
+    assert r["graph_count"] == 1 and r["pieces"] == 3
+    assert "split for DDP into 3 graphs at its 3 gradient buckets:" in r["text"]
+    assert "piece 0: 4 ops, parameters layers.0.weight, layers.0.bias, layers.1.weight, layers.1.bias" in r["text"]
+    assert r["dict"][2] == ["layers.4.weight", "layers.4.bias", "layers.5.weight", "layers.5.bias"]
+    assert "DDP: graph split into 3 pieces at 3 gradient buckets" in r["log"]
+    assert "piece 2 (submod_2): 4 ops, buckets [0], parameters layers.4.weight" in r["log"]
