@@ -9,7 +9,8 @@ joins ``gloo`` on 127.0.0.1 at a free port (``init_process_group``), runs one in
 thread, calls ``target(rank, world_size, *args)`` (a module-level function; arguments and
 result are pickled) and destroys the group.  The call is bounded: when a rank fails, the
 others get a few seconds to fail too (they usually wait in a collective) and are then
-killed; at ``timeout`` every rank still running is killed.  Either way the error names each
+killed; at ``timeout`` every rank still running is killed (and a rank whose launcher
+died exits by itself).  Either way the error names each
 rank's exception, with its traceback and the tail of its output.  Internal errors of
 dynamo_lite are raised in the ranks, as in the test-suite (DYNAMO_LITE_RAISE_INTERNAL=1).
 Tested by tests/distributed/test_ddp.py.
@@ -46,8 +47,7 @@ def run_ranks(target: Callable, *args, world_size: int = 2, timeout: float = 120
     with tempfile.TemporaryDirectory(prefix="dl_ranks_") as tmp:
         job = os.path.join(tmp, "job.pkl")
         with open(job, "wb") as f:
-            pickle.dump((module.__spec__.name if module.__spec__ else target.__module__, target.__qualname__,
-                         args, world_size, free_port()), f)
+            pickle.dump((_module_name(module), target.__qualname__, args, world_size, free_port()), f)
         child_env = dict(os.environ, **(env or {}))
         child_env["PYTHONPATH"] = os.pathsep.join([_ROOT, where] + [p for p in [os.environ.get("PYTHONPATH")] if p])
         child_env.setdefault("DYNAMO_LITE_RAISE_INTERNAL", "1")
@@ -88,6 +88,15 @@ def run_ranks(target: Callable, *args, world_size: int = 2, timeout: float = 120
         return results
 
 
+def _module_name(module) -> str:
+    """The name a rank imports ``module`` by (a script run as __main__: its file's name)."""
+    if module.__name__ != "__main__":
+        return module.__name__
+    if module.__spec__ is not None:  # python -m package.module
+        return module.__spec__.name
+    return os.path.splitext(os.path.basename(module.__file__))[0]
+
+
 def _wait(procs: list, deadline: float) -> set:
     """Wait for every process; the ranks still running at the deadline (returned) or a grace
     period after one failed are killed by the caller."""
@@ -104,11 +113,26 @@ def _wait(procs: list, deadline: float) -> set:
         time.sleep(0.05)
 
 
+def _exit_with_parent() -> None:
+    """A rank whose launcher died (killed before it could kill the ranks) exits too."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="dl-rank-watchdog", daemon=True).start()
+
+
 def _rank_main(tmp: str, rank: int) -> None:
     """A rank's process: join the group, run the target, write (status, value)."""
     import importlib
     import traceback
 
+    _exit_with_parent()
     with open(os.path.join(tmp, "job.pkl"), "rb") as f:
         module_name, qualname, args, world_size, port = pickle.load(f)
     out = os.path.join(tmp, f"rank{rank}.out")
