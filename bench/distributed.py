@@ -19,7 +19,7 @@ them alike (SGD; every system sees the same data).  Per step, wall clock:
   aot_eager; inductor fuses differently, so "max diff" is shown instead).
 
     python bench/distributed.py [--quick] [--backends aot_eager,inductor] [--models mlp,transformer]
-        [--no-write]
+        [--no-write] [--merge]
 Results go to bench/results/distributed.json and the table to docs/performance.md
 (``python bench/run_all.py --doc-only`` rewrites the page from the results).
 Covered by tests/robustness/test_bench_smoke.py (--help).
@@ -192,19 +192,24 @@ def rank_main(rank, world_size, model_name, backend, systems, warmup, rounds, pe
             times[i][0].append((end - start) * 1e3)
             times[i][1].append((done - last_grad[0]) * 1e3)
 
+    errors = {}
     for i in range(len(setups)):
-        for _ in range(warmup):
-            step(i, False)
-    order = list(range(len(setups)))
+        try:
+            for _ in range(warmup):
+                step(i, False)
+        except Exception as e:  # noqa: BLE001 - the system fails alike on every rank (at compile time): reported
+            errors[i] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    order = [i for i in range(len(setups)) if i not in errors]
     shuffle = random.Random(0)
     for _ in range(rounds):
         shuffle.shuffle(order)
         for i in order:
             for _ in range(per_round):
                 step(i, True)
-    return [{"step_ms": t[0], "exposed_ms": t[1], "graphs": c.calls if c else 0,
+    return [{"error": errors[i]} if i in errors else
+            {"step_ms": t[0], "exposed_ms": t[1], "graphs": c.calls if c else 0,
              "params": torch.cat([p.detach().flatten() for p in m.parameters()])}
-            for (_, m, _, c), t in zip(setups, times)]
+            for i, ((_, m, _, c), t) in enumerate(zip(setups, times))]
 
 
 def run_model(model_name, backend, quick) -> list:
@@ -222,6 +227,10 @@ def run_model(model_name, backend, quick) -> list:
     reference = per_rank[0][0]["params"], per_rank[1][0]["params"]  # eager DDP on each rank
     for i, (system, wrap) in enumerate(systems):
         r0, r1 = per_rank[0][i], per_rank[1][i]
+        if "error" in r0 or "error" in r1:
+            rows.append({"model": model_name, "system": system, "backend": backend, "wrap": wrap,
+                         "error": r0.get("error") or r1.get("error")})
+            continue
         # a step is as slow as its slower rank
         step = [max(a, b) for a, b in zip(r0["step_ms"], r1["step_ms"])]
         exposed = [max(a, b) for a, b in zip(r0["exposed_ms"], r1["exposed_ms"])]
@@ -256,8 +265,8 @@ def render(data: dict) -> str:
              "inner-unsplit": "DDP(compile(m)), optimize_ddp=False"}
     for r in data["rows"]:
         if "error" in r:
-            rows.append([r["model"], r["backend"], r["system"], wraps[r["wrap"]], "error", "-", "-",
-                         r["error"].strip().splitlines()[-1][:60]])
+            rows.append([r["model"], r["backend"], r["system"], wraps[r["wrap"]], "-", "-", "-",
+                         "fails: " + r["error"].strip().splitlines()[-1][:90]])
             continue
         same = "-" if r["system"] == "eager" else (
             "yes" if r.get("same") else f"max diff {r.get('max_diff', float('nan')):.1e}")
@@ -276,8 +285,17 @@ def main(argv=None) -> int:
     p.add_argument("--backends", default="aot_eager,inductor")
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the rows of other models from bench/results/distributed.json")
     a = p.parse_args(argv)
     data = run(a.quick, tuple(a.backends.split(",")), tuple(a.models.split(",")))
+    path = os.path.join(_timing.RESULTS_DIR, "distributed.json")
+    if a.merge and os.path.exists(path):
+        import json
+
+        with open(path) as f:
+            old = json.load(f)
+        data["rows"] = [r for r in old["rows"] if r["model"] not in a.models.split(",")] + data["rows"]
     print(render(data))
     if not (a.quick or a.no_write):
         print("wrote", _timing.write_json("distributed", data))
