@@ -58,7 +58,8 @@ def run_ranks(target: Callable, *args, world_size: int = 2, timeout: float = 120
                 logs.append(log)
                 procs.append(subprocess.Popen(
                     [sys.executable, "-c", "import sys; from dynamo_lite.ranks import _rank_main; "
-                                           "_rank_main(sys.argv[1], int(sys.argv[2]))", tmp, str(rank)],
+                                           "_rank_main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))",
+                     tmp, str(rank), str(os.getpid())],
                     env=child_env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp))
             timed_out = _wait(procs, time.monotonic() + timeout)
         finally:
@@ -113,26 +114,24 @@ def _wait(procs: list, deadline: float) -> set:
         time.sleep(0.05)
 
 
-def _exit_with_parent() -> None:
+def _exit_with_launcher(launcher: int) -> None:
     """A rank whose launcher died (killed before it could kill the ranks) exits too."""
     import threading
 
-    parent = os.getppid()
-
     def watch():
-        while os.getppid() == parent:
+        while os.getppid() == launcher:
             time.sleep(0.5)
         os._exit(1)
 
     threading.Thread(target=watch, name="dl-rank-watchdog", daemon=True).start()
 
 
-def _rank_main(tmp: str, rank: int) -> None:
+def _rank_main(tmp: str, rank: int, launcher: int) -> None:
     """A rank's process: join the group, run the target, write (status, value)."""
     import importlib
     import traceback
 
-    _exit_with_parent()
+    _exit_with_launcher(launcher)
     with open(os.path.join(tmp, "job.pkl"), "rb") as f:
         module_name, qualname, args, world_size, port = pickle.load(f)
     out = os.path.join(tmp, f"rank{rank}.out")

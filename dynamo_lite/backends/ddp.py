@@ -19,16 +19,19 @@ natively and marks itself active; the wrapped module's forward is the captured f
            -> backend(piece, examples)     per piece; each is its own autograd node
       <- the parent GraphModule's forward  (same inputs and outputs as gm)
 
-Which buckets: once the reducer has rebuilt its buckets (after the first backward), the
-assignment it reports (``rebuilt_per_bucket_param_indices``); before that, the rebuild it will
-make, computed by DDP's own ``_compute_bucket_assignment_by_size`` over the parameters DDP
-manages (``_build_params_for_reducer``: requires_grad, not ignored, shared ones once) in
-reverse order, with its caps (``bucket_cap_mb``, the smaller first bucket, a
-``bucket_cap_mb_list``).  Unused parameters count in the bucket sizes but are in no graph.
-The split only changes when gradients are reduced, never what is computed: a wrong guess of
-DDP's buckets costs overlap, not results.  Not split (the whole graph goes to the backend):
-one bucket, a graph that changes grad mode or autocast, a value that is not a tensor
-crossing a cut (the cut moves to the next node where none is).
+Which buckets: once the reducer has built its final buckets (the rebuild after the first
+backward; with ``find_unused_parameters`` the ones of DDP.__init__), its own
+(``GradBucket.parameters()``); before that, the rebuild it will make, computed by DDP's own
+``_compute_bucket_assignment_by_size`` over the parameters DDP manages (what
+``_build_params_for_reducer`` lists: requires_grad, not ignored, shared ones once) in reverse
+order, with its caps (``bucket_cap_mb``, the smaller first bucket, a ``bucket_cap_mb_list``).
+A split made on that prediction is made again, once, on the first call after the rebuild if
+the real buckets cut the graph elsewhere (SplitGraph).  Unused parameters count in the bucket
+sizes but are in no graph.  The split only changes when gradients are reduced, never what is
+computed: a wrong guess of DDP's buckets costs overlap, not results.  Not split (the whole
+graph goes to the backend): one bucket, a graph that changes grad mode or autocast, DDP's
+Python reducer; a cut never falls where a value that is not a tensor is live (it moves to
+the next node).  If cutting fails, the graph is compiled whole (logged; raised in tests).
 Tested by tests/distributed/test_ddp.py.
 """
 from __future__ import annotations
@@ -146,10 +149,17 @@ class DDPSplitBackend:
         self.ddp = ddp
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list):
-        buckets = ddp_buckets(self.ddp)
         split = SplitGraph(self.backend, gm, weakref.ref(self.ddp))
-        split.build(buckets, example_inputs)
-        if split.fn is gm.forward or final_buckets(self.ddp):
+        try:
+            split.build(ddp_buckets(self.ddp), example_inputs)
+        except Exception as e:  # noqa: BLE001 - a failed cut must not cost the graph: compile it whole
+            if config.raise_internal_errors:
+                raise
+            graph_code_log.warning("dynamo_lite: cutting graph %s at DDP's gradient buckets failed (%s: %s); "
+                                   "compiling it whole", gm.meta.get("dynamo_lite_compile_id", ""),
+                                   type(e).__name__, e)
+            return self.backend(gm, example_inputs)
+        if final_buckets(self.ddp):
             return split.fn
         return split
 
