@@ -25,7 +25,6 @@ from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable
-from .objects import ObjectVariable
 from .tensor import TensorVariable, record_op
 
 _C10D = "torch.distributed.distributed_c10d"
@@ -74,8 +73,8 @@ def _group(tx, name, var, tag) -> tuple[str, int]:
     from torch.distributed import ProcessGroup
     from torch.distributed.device_mesh import DeviceMesh
 
-    if isinstance(var, ObjectVariable) and isinstance(var.value, (ProcessGroup, DeviceMesh)):
-        value = var.value
+    value = getattr(var, "value", None)  # the object behind an opaque tracker (ProcessGroup, DeviceMesh)
+    if isinstance(value, (ProcessGroup, DeviceMesh)):
         if var.source is not None:
             tx.output.add_guard(guards.IdGuard(var.source, value))
         if isinstance(value, DeviceMesh) and value.ndim != 1:

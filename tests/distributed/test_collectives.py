@@ -22,6 +22,7 @@ from ranks_suite import results_of
 
 GROUP = None  # the default ProcessGroup, set in the ranks (read as a global: guarded by identity)
 GROUP_NAME = ""  # its name
+MESH = None  # a 1-D DeviceMesh over both ranks
 
 
 def all_reduce(x):
@@ -54,6 +55,10 @@ def by_group_name(x):
     return funcol.all_reduce(x, "sum", GROUP_NAME) * 2
 
 
+def by_device_mesh(x):
+    return funcol.all_gather_single(funcol.all_reduce(x, "avg", MESH), 0, MESH).sum(0)
+
+
 def in_place_all_reduce(x):
     y = x * 2
     dist.all_reduce(y)  # mutates y on every rank: runs in Python between two graphs
@@ -66,7 +71,8 @@ def in_place_broadcast(x):
     return y * y
 
 
-CAPTURED = [all_reduce, all_gather, all_gather_dim1, reduce_scatter, reduce_scatter_dim1, chain, by_group_name]
+CAPTURED = [all_reduce, all_gather, all_gather_dim1, reduce_scatter, reduce_scatter_dim1, chain, by_group_name,
+            by_device_mesh]
 BROKEN = [in_place_all_reduce, in_place_broadcast]
 
 
@@ -108,6 +114,10 @@ def _group_change(rank):
 
 
 def ranks_main(rank, world_size):
+    global MESH
+    from torch.distributed.device_mesh import init_device_mesh
+
+    MESH = init_device_mesh("cpu", (world_size,))
     out = {f"{fn.__name__}-{backend}": _case(fn, rank, backend)
            for fn in CAPTURED + BROKEN for backend in ("eager", "aot_eager")}
     out["group_change"] = _group_change(rank)
