@@ -2,12 +2,14 @@
 
     python bench/run_all.py                 everything (about 15-30 minutes on 2 cores)
     python bench/run_all.py --skip-inductor without the inductor compiles (the slow part)
+    python bench/run_all.py --skip-distributed   without the 2-rank DDP runs
     python bench/run_all.py --quick         a few rounds, MLP only, no inductor, nothing written
     python bench/run_all.py --doc-only      rewrite docs/performance.md from bench/results/*.json
 
 Parts: bench/overhead.py (cache-hit overhead, skipped frames), bench/models.py (whole
 models: graphs, breaks, ops, capture time, cache-hit time, memory), bench/inductor.py
-(backend "inductor" speed-ups).  Each part also runs on its own.
+(backend "inductor" speed-ups), bench/distributed.py (2-rank DDP training: step time,
+graphs, all-reduce time not overlapped with backward).  Each part also runs on its own.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _timing  # noqa: E402
+import distributed  # noqa: E402
 import inductor  # noqa: E402
 import models  # noqa: E402
 import overhead  # noqa: E402
@@ -154,7 +157,8 @@ def _doc_from_results() -> int:
     env = None
     for name, module, title in (("overhead", overhead, "Cache-hit overhead and skipped frames (bench/overhead.py)"),
                                 ("models", models, "Whole models (bench/models.py)"),
-                                ("inductor", inductor, "Backend inductor (bench/inductor.py)")):
+                                ("inductor", inductor, "Backend inductor (bench/inductor.py)"),
+                                ("distributed", distributed, "DDP training on 2 ranks (bench/distributed.py)")):
         path = os.path.join(_timing.RESULTS_DIR, f"{name}.json")
         if not os.path.exists(path):
             continue
@@ -175,6 +179,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny run, nothing written")
     p.add_argument("--skip-inductor", action="store_true")
+    p.add_argument("--skip-distributed", action="store_true")
     p.add_argument("--no-doc", action="store_true", help="do not rewrite docs/performance.md")
     p.add_argument("--doc-only", action="store_true", help="rewrite docs/performance.md from bench/results/")
     a = p.parse_args(argv)
@@ -206,6 +211,13 @@ def main(argv=None) -> int:
         print(text, "\n")
         parts.append(("Backend inductor (bench/inductor.py)", text))
         _timing.write_json("inductor", data)
+
+    if not (a.quick or a.skip_distributed):
+        data = distributed.run(backends=("aot_eager",) if a.skip_inductor else ("aot_eager", "inductor"))
+        text = distributed.render(data)
+        print(text, "\n")
+        parts.append(("DDP training on 2 ranks (bench/distributed.py)", text))
+        _timing.write_json("distributed", data)
 
     if not (a.quick or a.no_doc):
         write_doc(env, parts)

@@ -35,6 +35,10 @@ max_traced_instructions: int = 50_000
 # Deepest chain of inlined user calls before the call site breaks the graph.
 max_inline_depth: int = 32
 
+# Cut graphs captured inside DistributedDataParallel at its gradient buckets, one backend
+# call per bucket, so all-reduces overlap backward (backends/ddp.py; docs/distributed.md).
+optimize_ddp: bool = True
+
 # Default backend of compile()/optimize().
 default_backend: str = "inductor"
 

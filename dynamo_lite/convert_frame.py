@@ -50,6 +50,7 @@ from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, User
 from .graph.output_graph import OutputGraph
 from .guards import GuardSet, NoOtherTracerGuard, TypeGuard
 from .report import events
+from .backends.ddp import split_backend
 from .cache import display_name, is_loop_body
 from .skipfiles import skip_reason
 from .source import LocalSource
@@ -231,9 +232,10 @@ class FrameConverter:
         compile_seconds = 0.0
         graph_inputs = []
         if output.count_ops() or outputs:
+            output.compile_id = compile_id
             graph_inputs = output.finalize(outputs)
             try:
-                gm, compiled_fn, compile_seconds = output.compile(self.backend, self.backend_name)
+                gm, compiled_fn, compile_seconds = output.compile(split_backend(self.backend), self.backend_name)
             except BackendCompilerFailed as e:
                 # (with suppress_errors: an entry that runs the original code for these inputs)
                 e.fallback_guard = output.guards.compile(bytecode_compat.arg_names(code))

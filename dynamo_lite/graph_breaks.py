@@ -137,6 +137,14 @@ CACHE_LIMIT = _register("DL0028", "Cache limit reached",
                         "when no cached entry matches.",
                         "Make inputs stable (same dtypes/shapes/Python values) or raise config.cache_size_limit.")
 
+DISTRIBUTED_COLLECTIVE = _register("DL0029", "Distributed collective",
+                                   "A torch.distributed collective that writes into its tensors or synchronises "
+                                   "the ranks (dist.all_reduce(t), broadcast, barrier, ...), or a functional "
+                                   "collective called with arguments dynamo_lite cannot put in a graph. The graph "
+                                   "ends before it, Python runs it, and the rest is captured after it.",
+                                   "Use torch.distributed._functional_collectives (all_reduce, all_gather_tensor, "
+                                   "reduce_scatter_tensor) with a ProcessGroup, group name or 1-D DeviceMesh: they "
+                                   "return new tensors and go into the graph.")
 # (ids from DL0040 on: registered on the torchapi branch, numbered apart from the other branches')
 FOREIGN_TRACER = _register("DL0040", "Another tracer or compiler",
                            "The code calls another tracer or compiler (torch.jit.trace/script, torch.fx.symbolic_trace, "

@@ -345,6 +345,8 @@ def _leaves_traces(node: torch.fx.Node) -> bool:
         return True  # in-place variant (add_, copy_, requires_grad_, ...)
     if name in _RANDOM_OPS or name in _MUTATING_OPS:
         return True
+    if getattr(target, "namespace", None) == "_c10d_functional":
+        return True  # a collective: the other ranks took part in it, it cannot be run again
     if "out" in node.kwargs or node.kwargs.get("inplace") is True:
         return True
     if not isinstance(target, str) and getattr(target, "__module__", "") == "torch.nn.functional" \

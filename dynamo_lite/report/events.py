@@ -10,7 +10,7 @@ Invariants:
   (innermost last), non-JSON values become strings, the FX graph of a
   ``GraphEvent`` is left out (use ``graph.code``).
 - ``kind`` names the event type in dicts ("graph_break", "fallback", "graph",
-  "recompile", "cache_limit").
+  "ddp_split", "recompile", "cache_limit").
 - ``emit`` costs one list check when nobody listens.
 Tested by tests/api/test_explain.py.
 """
@@ -123,6 +123,21 @@ class GraphEvent(_Event):
 
 
 @dataclasses.dataclass
+class DDPSplitEvent(_Event):
+    """A graph compiled inside DistributedDataParallel was cut at its gradient buckets
+    (backends/ddp.py); sent before the GraphEvent of the whole graph."""
+
+    compile_id: str  # the whole graph's compile id
+    pieces: list  # torch.fx.GraphModule per piece, in graph order (not serialised); [] when not split
+    params: list  # per piece: names (in the DDP module) of the parameters it reads first
+    buckets: int  # number of DDP buckets
+    not_split: Optional[str] = None  # why the graph went to the backend whole (None: it was split)
+    kind: str = "ddp_split"
+
+    _NOT_SERIALISED = ("pieces",)
+
+
+@dataclasses.dataclass
 class RecompileEvent(_Event):
     """A frame was compiled again because a guard of every cached entry failed."""
 
@@ -176,7 +191,7 @@ def remove_sink(sink) -> None:
         _SINKS.remove(sink)
 
 
-EVENT_TYPES = (GraphBreakEvent, FallbackEvent, GraphEvent, RecompileEvent, CacheLimitEvent)
+EVENT_TYPES = (GraphBreakEvent, FallbackEvent, GraphEvent, DDPSplitEvent, RecompileEvent, CacheLimitEvent)
 
-__all__ = ["GraphBreakEvent", "FallbackEvent", "GraphEvent", "RecompileEvent", "CacheLimitEvent",
+__all__ = ["GraphBreakEvent", "FallbackEvent", "GraphEvent", "DDPSplitEvent", "RecompileEvent", "CacheLimitEvent",
            "EVENT_TYPES", "emit", "collecting", "add_sink", "remove_sink", "jsonable", "UserFrame"]

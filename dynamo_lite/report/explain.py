@@ -109,6 +109,8 @@ class ExplainOutput:
     recompiles: list = dataclasses.field(default_factory=list)  # RecompileEvent.to_dict() per recompile
     out: Any = None  # what the call returned
     graph_infos: list = dataclasses.field(default_factory=list)  # GraphInfo per graph
+    # per graph: the DDPSplitEvent of its latest split at DDP's buckets (backends/ddp.py), or None
+    ddp_splits: list = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict:
         """JSON-ready summary (graphs as their Python code)."""
@@ -122,6 +124,7 @@ class ExplainOutput:
             "compile_times": list(self.compile_times),
             "recompiles": events.jsonable(self.recompiles),
             "graph_infos": events.jsonable(self.graph_infos),
+            "ddp_splits": [split.to_dict() if split is not None else None for split in self.ddp_splits],
             "graphs": [g.code for g in self.graphs],
         }
 
@@ -157,6 +160,13 @@ class ExplainOutput:
             names = op_names(gm)
             if names:
                 lines.append(f"    ops: {', '.join(names)}")
+            split = self.ddp_splits[i] if i < len(self.ddp_splits) else None
+            if split is not None and split.not_split is None:
+                lines.append(f"    split for DDP into {len(split.pieces)} graphs at its {split.buckets} gradient buckets:")
+                for j, (piece, params) in enumerate(zip(split.pieces, split.params)):
+                    lines.append(f"      piece {j}: {len(op_names(piece))} ops, parameters {', '.join(params) or '-'}")
+            elif split is not None:
+                lines.append(f"    not split for DDP: {split.not_split}")
             for g in guards:
                 lines.append(f"    guard: {g}")
         if self.recompiles:
@@ -223,9 +233,19 @@ def graph_to_dot(gm, name: str = "graph") -> str:
 
 def build_explain_output(recorded: list, out=None) -> ExplainOutput:
     """An ExplainOutput from events recorded with ``events.collecting``."""
-    graphs, ops, guards, times, reasons, recompiles, infos = [], [], [], [], [], [], []
+    graphs, ops, guards, times, reasons, recompiles, infos, splits = [], [], [], [], [], [], [], []
+    pending_split = None  # a DDPSplitEvent comes just before the GraphEvent of its graph
     for ev in recorded:
-        if isinstance(ev, events.GraphEvent):
+        if isinstance(ev, events.DDPSplitEvent):
+            if ev.compile_id in {i.compile_id for i in infos} and ev.compile_id:
+                # split again after DDP rebuilt its buckets: the later split is the one in use
+                splits[[i.compile_id for i in infos].index(ev.compile_id)] = ev
+            else:
+                pending_split = ev
+        elif isinstance(ev, events.GraphEvent):
+            splits.append(pending_split if pending_split is not None and pending_split.compile_id == ev.compile_id
+                          else None)
+            pending_split = None
             graphs.append(ev.graph)
             ops.append(ev.ops)
             guards.append(ev.guards)
@@ -236,4 +256,5 @@ def build_explain_output(recorded: list, out=None) -> ExplainOutput:
                                        ev.kind, ev.frame, ev.compile_id))
         elif isinstance(ev, events.RecompileEvent):
             recompiles.append(ev.to_dict())
-    return ExplainOutput(graphs, len(graphs), len(reasons), reasons, ops, guards, times, recompiles, out, infos)
+    return ExplainOutput(graphs, len(graphs), len(reasons), reasons, ops, guards, times, recompiles, out, infos,
+                         splits)

@@ -28,6 +28,7 @@ from .. import guards
 from ..exc import GraphBreak
 from ..source import AttrSource
 from .base import VariableTracker
+from .collectives import call_collective, is_collective
 from .constant import ConstantVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
@@ -264,6 +265,8 @@ class TorchVariable(VariableTracker):
             answer = _setting_query(tx, fn)
             if answer is not None:
                 return answer
+        if is_collective(fn):
+            return call_collective(tx, fn, list(args), kwargs)
         if not _graphable(fn):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not a tensor operation dynamo_lite puts in graphs")
         return record_op(tx, "call_function", fn, list(args), kwargs)

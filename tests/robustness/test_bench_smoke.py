@@ -40,6 +40,6 @@ def test_models_quick_worker_reports_everything():
     assert row["extra_tensor_mb"] == 0  # no copies of parameters
 
 
-@pytest.mark.parametrize("script", ["inductor.py", "run_all.py"])
+@pytest.mark.parametrize("script", ["inductor.py", "run_all.py", "distributed.py"])
 def test_other_scripts_parse_their_arguments(script):
     assert "usage" in _run(os.path.join(BENCH, script), "--help")
