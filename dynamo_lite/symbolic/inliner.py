@@ -29,6 +29,7 @@ from ..variables.constant import NONE
 from ..variables.sequences import LazyIteratorVariable
 from ..variables.functions import UserFunctionVariable, is_inlinable_function
 from ..variables.cells import CellVariable
+from ..variables.exceptions import ExceptionVariable
 from ..variables.methods import BoundMethodOfVariable
 from .translator import InstructionTranslatorBase, SymbolicException
 
@@ -204,14 +205,26 @@ class GeneratorObjectVariable(LazyIteratorVariable):
             self.exhausted = True
             self.child.done = True
             return NONE
+        if name == "throw" and len(args) == 1 and not kwargs:
+            exc = _exception_to_throw(tx, args[0])
+            if exc is None:
+                raise self._python_runs_it("is thrown a value the trace does not model")
+            outcome, result = self.throw_item(tx, exc)
+            if outcome == "yield":
+                return result
+            if outcome == "return":
+                ret = self.returned()
+                none_ret = ret.is_python_constant() and ret.as_python_constant() is None
+                tx.raise_builtin_exception(StopIteration, [] if none_ret else [ret])
+            tx.raise_exception(result, reraise=True)
         if name in ("send", "throw", "close") or name.startswith("gi_"):
             raise self._python_runs_it(f"used through .{name}")
         return super().call_method(tx, name, args, kwargs)
 
     def var_getattr(self, tx, name):
-        if name in ("send", "close"):
+        if name in ("send", "close", "throw"):
             return BoundMethodOfVariable(self, name)
-        if name in ("throw",) or name.startswith("gi_"):
+        if name.startswith("gi_"):
             # only the real generator has them: Python makes it (and runs what follows)
             raise self._python_runs_it(f"used through .{name}")
         return super().var_getattr(tx, name)
@@ -226,6 +239,21 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         escape = GeneratorEscapes(self.created_at_step, f"generator {self.generator}() {why}; Python makes it")
         escape.user_stack = list(self.created_where)
         return escape
+
+
+def _exception_to_throw(tx, value: VariableTracker) -> Optional[VariableTracker]:
+    """The exception tracker ``gen.throw(value)`` raises in the generator: an exception made in
+    the trace, or a new instance of an exception class (None: not modelled)."""
+    if isinstance(value, ExceptionVariable):
+        return value
+    if value.is_python_constant():
+        cls = value.as_python_constant()
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            try:
+                return ExceptionVariable.create(tx, cls, [], {})
+            except GraphBreak:
+                return None
+    return None
 
 
 def unclosed_generator(output) -> Optional[GeneratorObjectVariable]:

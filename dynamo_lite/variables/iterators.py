@@ -413,6 +413,43 @@ class TeeIteratorVariable(_MadeInTrace):
         return item
 
 
+class FilterfalseIteratorVariable(_MadeInTrace):
+    """itertools.filterfalse(predicate_or_None, iterable)."""
+
+    def __init__(self, tx, fn, iterator):
+        super().__init__(itertools.filterfalse, tx)
+        self.fn = fn
+        self.iterator = iterator
+
+    def next_item(self, tx):
+        while True:
+            item = self.iterator.next_item(tx)
+            if item is None:
+                return None
+            if not (item if self.fn is None else self.fn.call_function(tx, [item], {})).bool(tx):
+                return item
+
+
+class CompressIteratorVariable(_MadeInTrace):
+    """itertools.compress(data, selectors): reads one of each per step, as CPython does."""
+
+    def __init__(self, tx, data, selectors):
+        super().__init__(itertools.compress, tx)
+        self.data = data
+        self.selectors = selectors
+
+    def next_item(self, tx):
+        while True:
+            item = self.data.next_item(tx)
+            if item is None:
+                return None
+            selector = self.selectors.next_item(tx)
+            if selector is None:
+                return None
+            if selector.bool(tx):
+                return item
+
+
 def _equal(tx, a, b) -> bool:
     """``a == b`` as PyObject_RichCompareBool: identity first; GraphBreak if not known."""
     if same_object(a, b):
@@ -532,6 +569,15 @@ def _tee(tx, iterable, n=None):
     return TupleVariable([TeeIteratorVariable(tx, shared) for _ in range(count)])
 
 
+def _filterfalse(tx, predicate, iterable):
+    plain = predicate.is_python_constant() and predicate.as_python_constant() is None
+    return FilterfalseIteratorVariable(tx, None if plain else predicate, iterable.iter(tx))
+
+
+def _compress(tx, data, selectors):
+    return CompressIteratorVariable(tx, data.iter(tx), selectors.iter(tx))
+
+
 def _groupby(tx, iterable, key=None):
     keyfunc = None if key is None or (key.is_python_constant() and key.as_python_constant() is None) else key
     return GroupbyIteratorVariable(tx, iterable.iter(tx), keyfunc)
@@ -540,10 +586,12 @@ def _groupby(tx, iterable, key=None):
 # itertools function -> handler(tx, *args, **kwargs) (registered by builtin.py)
 ITERTOOLS_HANDLERS = {itertools.count: _count, itertools.cycle: _cycle, itertools.islice: _islice,
                       itertools.takewhile: _takewhile, itertools.dropwhile: _dropwhile,
-                      itertools.pairwise: _pairwise, itertools.tee: _tee, itertools.groupby: _groupby}
+                      itertools.pairwise: _pairwise, itertools.tee: _tee, itertools.groupby: _groupby,
+                      itertools.filterfalse: _filterfalse, itertools.compress: _compress}
 ITERTOOLS_KEYWORDS = {itertools.count: ("start", "step"), itertools.groupby: ("iterable", "key"),
                       itertools.cycle: (), itertools.takewhile: (), itertools.dropwhile: (),
-                      itertools.pairwise: (), itertools.tee: (), itertools.islice: ()}
+                      itertools.pairwise: (), itertools.tee: (), itertools.islice: (), itertools.filterfalse: (),
+                      itertools.compress: ("data", "selectors")}
 
 
 def next_of(tx, it: VariableTracker, default: list) -> VariableTracker:
@@ -583,4 +631,4 @@ __all__ = ["MapIteratorVariable", "FilterIteratorVariable", "EnumerateIteratorVa
            "ZipIteratorVariable", "ListReverseIteratorVariable", "UserIteratorVariable", "next_of", "iterate_lazily",
            "CountIteratorVariable", "CycleIteratorVariable", "IsliceIteratorVariable", "TakewhileIteratorVariable",
            "DropwhileIteratorVariable", "PairwiseIteratorVariable", "TeeIteratorVariable", "GroupbyIteratorVariable",
-           "ITERTOOLS_HANDLERS", "ITERTOOLS_KEYWORDS"]
+           "FilterfalseIteratorVariable", "CompressIteratorVariable", "ITERTOOLS_HANDLERS", "ITERTOOLS_KEYWORDS"]

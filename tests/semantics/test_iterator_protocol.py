@@ -174,6 +174,34 @@ def generator_close(x):
     return first, next(g, "closed"), list(fresh)
 
 
+def generator_throw(x):
+    def worker():
+        handled = []
+        while True:
+            try:
+                yield len(handled)
+            except ValueError as e:
+                handled.append(e.args)
+            except KeyError:
+                return handled
+
+    g = worker()
+    next(g)
+    a = g.throw(ValueError("first"))
+    b = g.throw(ValueError)
+    try:
+        g.throw(KeyError("stop"))
+    except StopIteration as e:
+        done = e.value
+    try:
+        h = worker()
+        next(h)
+        h.throw(TypeError("not handled"))
+    except TypeError as e:
+        escaped = e.args
+    return x + a + b, done, escaped, next(g, "finished")
+
+
 def generator_close_in_try(x):
     log = []
 
@@ -260,7 +288,7 @@ def generator_made_and_consumed_with_next(x):
 CASES = [
     next_on_builtin_iterators, stop_iteration_caught, user_iterator_next_and_for, user_iterator_consumers,
     user_iterable_with_generator_iter, user_iterator_identity_and_state, user_iterator_raises_other,
-    list_iterator_partly_consumed, lazy_builtin_iterators_by_next, generator_send, generator_close,
+    list_iterator_partly_consumed, lazy_builtin_iterators_by_next, generator_send, generator_close, generator_throw,
     yield_from_sequences_and_generators, yield_from_passes_sent_values, generator_expressions_in_builtins,
     generator_made_and_consumed_with_next,
 ]

@@ -70,6 +70,19 @@ def pairwise_and_tee(x):
     return x + first, list(it.pairwise([1, 2, 3, 4])), list(it.pairwise([1])), both, list(zip(t1, t2, t3))
 
 
+def filterfalse_and_compress(x):
+    odd_calls = []
+
+    def odd(v):
+        odd_calls.append(v)
+        return v % 2
+
+    source = iter([1, 2, 3, 4, 5])
+    c = it.compress(source, [1, 0, 1])  # stops with its selectors: 4 and 5 stay in source
+    return (x + sum(it.filterfalse(odd, range(6))), list(it.filterfalse(None, [0, 1, "", "a", None])),
+            odd_calls, list(c), list(source), list(it.compress("abcd", (v > 1 for v in [2, 0, 3, 1]))))
+
+
 def groupby_keys_and_groups(x):
     out = []
     for k, g in it.groupby([1, 1, 2, 3, 3, 3, 1]):
@@ -99,7 +112,8 @@ def itertools_with_tensors(x):
 
 
 CASES = [count_and_islice, islice_reads_only_what_it_needs, cycle_with_a_bound, chain_product_and_friends,
-         takewhile_and_dropwhile, takewhile_stops_reading, pairwise_and_tee, groupby_keys_and_groups,
+         takewhile_and_dropwhile, takewhile_stops_reading, pairwise_and_tee, filterfalse_and_compress,
+         groupby_keys_and_groups,
          groupby_groups_expire, itertools_with_tensors]
 
 
