@@ -366,3 +366,20 @@ def zip_stops_a_generator_paused_in_try_except(x):
 def test_generator_left_paused_in_try_except_needs_no_closing():
     # GeneratorExit passes `except IndexError`: dropping the generator runs no code
     check_breaks(zip_stops_a_generator_paused_in_try_except, torch.ones(2), breaks=0)
+
+
+def generator_paused_in_an_except_clause(x):
+    def g():
+        try:
+            yield 1
+        except ValueError:
+            yield 2  # paused here: closing it runs no user code
+
+    gen = g()
+    next(gen)
+    return x + gen.throw(ValueError)
+
+
+def test_generator_left_paused_in_an_except_clause_needs_no_closing():
+    check_breaks(generator_paused_in_an_except_clause, torch.ones(2), breaks=0)
+    check_calls(generator_paused_in_an_except_clause, [torch.ones(2), torch.ones(2)], hits=[1])
