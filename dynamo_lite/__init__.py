@@ -9,15 +9,17 @@ Public API (see docs/api.md):
     Unsupported                  raised by fullgraph=True
     config                       every knob (config.patch(...))
     set_logs(...)                log artifacts, as DYNAMO_LITE_LOGS (docs/debugging.md)
+    graph_break()                does nothing; compiled code breaks the graph there
 """
 from . import config
 from .api import OptimizedModule, compile, disable, explain, optimize, reset
 from .backends import list_backends, register_backend
 from .exc import Unsupported
+from .graph_breaks import graph_break
 from .log import set_logs
 from .report.explain import ExplainOutput
 
 __all__ = [
     "compile", "optimize", "disable", "reset", "explain", "ExplainOutput", "Unsupported",
-    "OptimizedModule", "config", "register_backend", "list_backends", "set_logs",
+    "OptimizedModule", "config", "register_backend", "list_backends", "set_logs", "graph_break",
 ]

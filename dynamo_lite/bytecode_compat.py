@@ -112,6 +112,9 @@ VERSION_SPECIFIC_OPNAMES = frozenset({
     OP_LIST_TO_TUPLE, *UNSUPPORTED_OPS,
 })
 
+# RESUME's argument after the YIELD_VALUE of a `yield from` (1: after a plain yield, 3: after await)
+RESUME_AFTER_YIELD_FROM = 2
+
 # The frame prologue: instructions before RESUME that set up cells (then RESUME itself).
 PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME")
 

@@ -48,13 +48,14 @@ from .codegen import frame_code
 from .codegen.pycodegen import CodegenFailed
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .graph.output_graph import OutputGraph
+from .graph.side_effects import ReplayNotExact
 from .guards import GuardSet, NoOtherTracerGuard, TypeGuard
 from .report import events
 from .backends.ddp import split_backend
 from .cache import display_name, is_loop_body
 from .skipfiles import skip_reason
 from .source import LocalSource
-from .symbolic.inliner import GeneratorEscapes, unclosed_generator
+from .symbolic.inliner import unclosed_generator
 from .symbolic.translator import InstructionTranslator
 
 log = logging.getLogger("dynamo_lite")
@@ -216,10 +217,14 @@ class FrameConverter:
                 if brk is not None:
                     self._report_break(code, compile_id, brk, tx)
                 break
+            except ReplayNotExact as e:
+                # a call replayed after the graph must run where it is instead: stop before it
+                e.brk.user_stack = e.brk.user_stack or [_code_frame(code)]
+                brk, step = e.brk, e.brk.restart_step if step is None else min(step, e.brk.restart_step)
             except CodegenFailed as e:
                 # a generator made in the trace must exist for real: stop where it was made
                 escape = e.__cause__
-                if not isinstance(escape, GeneratorEscapes):
+                if not isinstance(escape, GraphBreak) or escape.restart_step is None:  # e.g. GeneratorEscapes
                     raise
                 escape.user_stack = escape.user_stack or [_code_frame(code)]
                 brk, step = escape, escape.restart_step if step is None else min(step, escape.restart_step)

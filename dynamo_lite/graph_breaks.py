@@ -86,8 +86,11 @@ MODULE_HOOKS = _register("DL0013", "Module hooks",
                          "The nn.Module has forward/backward hooks; the module call runs in Python so hooks fire.",
                          "Remove hooks from modules inside the compiled region, or compile the module itself.")
 PRINT = _register("DL0014", "print",
-                  "print() writes to stdout, which a graph cannot do: the graph ends and Python prints.",
-                  "Remove debug prints from hot code, or use logging outside the compiled function.")
+                  "print() is replayed after the graph when that is exact; this one is not (a value that "
+                  "cannot be fixed at this point, such as an object with its own __str__ or a computed tensor "
+                  "that requires grad, or a print inside a try block): the graph ends and Python prints.",
+                  "Print plain values (numbers, strings, shapes, tensors without grad) or move the print out "
+                  "of the try block.", "Remove debug prints from hot code.")
 EXCEPTION_RAISED = _register("DL0015", "Exception raised",
                              "User code raises or builds an exception here; Python raises it.",
                              "Nothing to do: the exception propagates as in eager.")
@@ -136,6 +139,15 @@ CACHE_LIMIT = _register("DL0028", "Cache limit reached",
                         "The frame was compiled config.cache_size_limit times (guards keep failing); it runs eagerly "
                         "when no cached entry matches.",
                         "Make inputs stable (same dtypes/shapes/Python values) or raise config.cache_size_limit.")
+GRAPH_BREAK_CALLED = _register("DL0030", "graph_break() called",
+                               "dynamo_lite.graph_break() asks for a graph break at this point: the graph ends "
+                               "before it and the rest of the frame is captured by a resume function.",
+                               "Remove the call when one graph is wanted.")
+
+
+def graph_break() -> None:
+    """Does nothing when it runs; compiled code breaks the graph where it is called (DL0030).
+    (Exported as ``dynamo_lite.graph_break``; tests use it to put a break where they need one.)"""
 
 DISTRIBUTED_COLLECTIVE = _register("DL0029", "Distributed collective",
                                    "A torch.distributed collective that writes into its tensors or synchronises "
@@ -182,7 +194,18 @@ def f(x):
 _example(PRINT, """
 def f(x):
     y = x * 2
-    print("y:", y.shape)           # debug print
+    try:
+        print("y:", y.shape)       # in a try block: if print raised, the except clause runs
+    except OSError:
+        pass
+    return y + 1
+""")
+_example(GRAPH_BREAK_CALLED, """
+import dynamo_lite
+
+def f(x):
+    y = x * 2
+    dynamo_lite.graph_break()      # a break on purpose
     return y + 1
 """)
 _example(UNSUPPORTED_BYTECODE, """

@@ -36,6 +36,7 @@ states and compare everything a user can observe; plus a counting backend.
     recording()                  (events, context manager): the structured events of a block;
                                  event_kinds(events) names their types
     line_of(fn, text)            the line number of the first line of ``fn`` containing ``text``
+    print_with_graph_break       print, and a graph break where compiled code calls it
 
 Every run starts from the same RNG state and, when ``reset`` is given, from the same
 global state: a test that mutates globals passes ``reset`` (and ``snapshot`` to compare
@@ -75,7 +76,7 @@ LOG = logging.getLogger("acceptance")
 
 __all__ = ["SEED", "LOG", "CompileCounter", "Observed", "observe", "compare", "assert_same", "normalize",
            "picture", "run_both", "assert_same_as_eager", "check", "check_calls", "twins", "check_module", "check_breaks",
-           "seed_all", "recording", "event_kinds", "line_of"]
+           "seed_all", "recording", "event_kinds", "line_of", "print_with_graph_break"]
 
 
 class CompileCounter:
@@ -741,6 +742,15 @@ def check_breaks(fn, *args, breaks=0, raises=..., need_graph=True, **kwargs) -> 
     if breaks == 0 and need_graph:
         assert info.graph_count >= 1, "nothing was captured: the test does not exercise the compiler"
     return out
+
+
+def print_with_graph_break(*args, **kwargs) -> None:
+    """``print``, and a graph break where compiled code calls it (DL0030), as plain ``print``
+    broke before it was replayed after the graph: tests about breaks import it as ``print``."""
+    print(*args, **kwargs)
+
+
+print_with_graph_break.breaks_graph = True
 
 
 def recording():

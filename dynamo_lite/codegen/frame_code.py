@@ -63,15 +63,26 @@ def emit_body(cg: PyCodegen, state: FrameState) -> None:
     if state.preload:
         cg.preload_sources(state.preload)
     state.side_effects.codegen(cg)
+    if state.return_value is not None:
+        # the frame ends: its cells matter only to functions rebuilt here, which hold them
+        cg.reconstruct(state.return_value)
+        stored: set = set()
+        while True:
+            needed = [name for name in state.root_cells if name in cg.closure_loads and name not in stored
+                      and state.root_cells[name].contents is not None]
+            if not needed:
+                break
+            for name in needed:  # (rebuilding a cell's contents may need more cells)
+                stored.add(name)
+                cg.reconstruct(state.root_cells[name].contents)
+                cg.store_deref(name)
+        _set_grad_mode(cg, state)
+        cg.emit("RETURN_VALUE")
+        return
     for name, cell in state.root_cells.items():
         if cell.contents is not None:
             cg.reconstruct(cell.contents)
             cg.store_deref(name)
-    if state.return_value is not None:
-        cg.reconstruct(state.return_value)
-        _set_grad_mode(cg, state)
-        cg.emit("RETURN_VALUE")
-        return
     for name, var in state.frame_locals.items():
         if var.source == LocalSource(name) and not getattr(var, "mutable_local", False):
             continue  # still the argument the frame was called with

@@ -70,6 +70,7 @@ class PyCodegen:
         # collecting pass: trackers rebuilt by loading their source, in first-use order
         # (see preload_sources); id -> tracker
         self.source_loads: dict[int, VariableTracker] = {}
+        self.closure_loads: set[str] = set()  # cells pushed as cell objects (LOAD_CLOSURE)
 
     # ---- raw emission -------------------------------------------------------
     def emit(self, opname: str, arg: Any = None) -> None:
@@ -148,6 +149,7 @@ class PyCodegen:
         self.emit("STORE_DEREF", self._cell(name))
 
     def emit_load_closure(self, name: str) -> None:
+        self.closure_loads.add(name)
         self.emit("LOAD_CLOSURE", self._cell(name))
 
     def load_global(self, name: str) -> None:

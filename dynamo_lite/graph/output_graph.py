@@ -66,6 +66,7 @@ class OutputGraph:
         self.source_cache: dict[Source, Any] = {}
         self.object_cache: dict[int, tuple] = {}
         self.side_effects = SideEffects()
+        self.side_effects.leaves_traces_after = self.leaves_traces_after
         self.cells: dict[int, Any] = {}
         self.initial_grad_enabled = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad_enabled
@@ -194,6 +195,13 @@ class OutputGraph:
         behind: no in-place op, no ``out=``, no random numbers drawn (see _leaves_traces)."""
         return not any(_leaves_traces(node) for node in self.graph.nodes
                        if node.op in ("call_function", "call_method"))
+
+    def leaves_traces_after(self, after: Optional[torch.fx.Node]) -> bool:
+        """Does a node recorded after ``after`` (None, or a node no longer in the graph: any
+        node) leave an observable trace (see _leaves_traces)?"""
+        nodes = list(self.graph.nodes)
+        start = nodes.index(after) + 1 if after is not None and after in nodes else 0
+        return any(_leaves_traces(node) for node in nodes[start:] if node.op in ("call_function", "call_method"))
 
     def release_examples(self) -> None:
         """After the backend compiled the graph: drop the real example inputs, and turn the

@@ -6,17 +6,69 @@ globals, closure cells) is logged here during tracing and replayed by
 generated code after the graph runs, in the order it happened, so that
 compiled and eager runs leave the world in the same state.
 Objects created during the trace are rebuilt only if they escape.
-Tested by tests/semantics/test_side_effects.py.
+
+Replayed calls (``print``, logging calls, ``warnings.warn``: variables/replayed.py decides
+which) are logged here too, in the same order as the mutations, and generated code makes the
+real call at its place in that order, after the graph.  A replayed call receives snapshots
+of its constant arguments and the graph's output values for its tensor arguments; it runs in
+a *trampoline*, a one-line function whose code has the file, name and line of the user's
+call, so logging's ``findCaller`` and tracebacks see the user's line.  Its order with the
+mutations is exact: an object mutated both before and after a replayed call would be
+replayed with its final state before the call, so that second mutation breaks the graph
+(``note_barrier``).  (Objects made in the trace reach the call only through its arguments.)
+Tested by tests/semantics/test_side_effects.py and tests/semantics/test_replayed_calls.py.
 """
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+import types
+from typing import Any, Optional
 
-from ..exc import InternalError
+from .. import graph_breaks as gb
+from .. import _C, cache
+from ..exc import GraphBreak, InternalError
 from ..variables.base import VariableTracker
 from ..variables.mappings import DictVariable
 from ..variables.sequences import ListVariable
 from ..variables.sets import SetVariable
+
+
+@dataclasses.dataclass
+class ReplayedCall:
+    """One call generated code makes after the graph: ``fn(*args, **kwargs)``.
+
+    ``args``/``kwargs`` hold trackers (constants, tensors, sourced objects) whose values were
+    fixed when the call was traced.  ``filename``/``lineno``/``name``/``f_globals`` are the
+    user frame that made the call (the trampoline's).  ``after_node`` is the last graph node
+    then (None: none yet) and ``step`` the root step of the call: if the nodes recorded after
+    it leave traces (in-place ops, random numbers), a call that raises would not be exact, so
+    codegen restarts the trace to break at ``step``; ``user_stack`` is where it was made."""
+
+    fn: Any
+    args: list
+    kwargs: dict
+    filename: str
+    lineno: int
+    name: str
+    f_globals: dict
+    after_node: Any
+    step: int
+    what: str  # "print()", "Logger.info()": for break reasons
+    user_stack: list
+
+
+def _trampoline_template(___fn, ___args, ___kwargs): return ___fn(*___args, **___kwargs)  # noqa: E704
+
+
+def trampoline(filename: str, lineno: int, name: str, f_globals: dict):
+    """A function calling ``fn(*args, **kwargs)`` from a frame that looks like the user's:
+    its code has ``filename``, ``name`` and all of its instructions on ``lineno``.  It runs
+    with the hook off (what it calls, a tensor's repr or a user's log handler, is not traced).
+    One per replayed call: it lives as long as the generated code that calls it."""
+    code = _trampoline_template.__code__.replace(co_filename=filename, co_firstlineno=max(lineno, 1),
+                                                 co_name=name, co_qualname=name)
+    cache.add_generated(code)  # never captured itself
+    return _C.CallWithHookOff(types.FunctionType(code, f_globals, name))
 
 
 class SideEffects:
@@ -41,19 +93,35 @@ class SideEffects:
         self.global_stores: dict[str, VariableTracker] = {}
         self.cell_stores: dict[int, tuple] = {}
         self.new_objects: list[VariableTracker] = []
-        self.order: list[tuple[str, int]] = []  # ("attr"|"container"|"global"|"cell", key)
-        self._noted: set = set()
+        self.order: list[tuple[str, int]] = []  # ("attr"|"container"|"global"|"cell"|"call", key)
+        self._noted: dict = {}  # entry of order -> number of replayed calls logged before it
+        self.calls: list[ReplayedCall] = []
+        # set by OutputGraph: does any graph node after this one (None: any node) leave traces?
+        self.leaves_traces_after = lambda node: True
         # bumped by every mutation, of traced-only objects too (generator inlining checks it)
         self.version = 0
 
     def is_empty(self) -> bool:
-        return not (self.attr_objects or self.mutated or self.global_stores or self.cell_stores)
+        return not (self.attr_objects or self.mutated or self.global_stores or self.cell_stores or self.calls)
 
     def _note(self, kind: str, key) -> None:
         entry = (kind, key)
-        if entry not in self._noted:
-            self._noted.add(entry)
+        calls_before = self._noted.get(entry)
+        if calls_before is None:
+            self._noted[entry] = len(self.calls)
             self.order.append(entry)
+        elif calls_before < len(self.calls):
+            # replayed with its final state before that call: the call would see this mutation
+            what = self.calls[calls_before].what
+            raise GraphBreak(gb.SIDE_EFFECT, f"state changed both before and after {what}, which is replayed "
+                             "after the graph: the graph ends here so the replay keeps eager's order")
+
+    def record_call(self, **fields) -> None:
+        """Log a call that generated code makes after the graph, in order with the mutations
+        (``fields``: those of ReplayedCall)."""
+        self.version += 1
+        self.calls.append(ReplayedCall(**fields))
+        self.order.append(("call", len(self.calls) - 1))
 
     # ---- recording ----------------------------------------------------------
     def mutate(self, var: VariableTracker) -> None:
@@ -102,6 +170,8 @@ class SideEffects:
                     out.append(f"setattr {obj.source.name()}.{name}")
             elif kind == "global":
                 out.append(f"global {key}")
+            elif kind == "call":
+                out.append(f"call {self.calls[key].what}")
             else:
                 out.append(f"cell {self.cell_stores[key][0].name}")
         return out
@@ -145,6 +215,8 @@ class SideEffects:
             elif kind == "global":
                 cg.reconstruct(self.global_stores[key])
                 cg.emit("STORE_GLOBAL", key)
+            elif kind == "call":
+                self._codegen_call(cg, self.calls[key])
             else:
                 cell, value = self.cell_stores[key]
                 cg.reconstruct(value)
@@ -153,6 +225,27 @@ class SideEffects:
                 else:
                     cell.source.reconstruct(cg)
                     cg.emit("STORE_ATTR", "cell_contents")
+
+    def _codegen_call(self, cg, call: ReplayedCall) -> None:
+        if cg.collecting and self.leaves_traces_after(call.after_node):
+            # if the call raises, the graph ran ops after it that leave traces (in-place, random)
+            brk = GraphBreak(gb.SIDE_EFFECT, f"{call.what} is followed by graph operations that change tensors in "
+                             "place or draw random numbers: replaying it after the graph would not be exact if it "
+                             "raised")
+            brk.restart_step = call.step
+            brk.user_stack = list(call.user_stack)
+            raise ReplayNotExact(brk)
+        cg.load_callable(trampoline(call.filename, call.lineno, call.name, call.f_globals))
+        cg.load_const(call.fn)
+        for a in call.args:
+            cg.reconstruct(a)
+        cg.emit("BUILD_TUPLE", len(call.args))
+        for k, v in call.kwargs.items():
+            cg.load_const(k)
+            cg.reconstruct(v)
+        cg.emit("BUILD_MAP", len(call.kwargs))
+        cg.call(3)
+        cg.emit("POP_TOP")
 
     def values_to_reconstruct(self) -> list[VariableTracker]:
         """Every tracker the replay will rebuild (for collecting graph outputs)."""
@@ -165,6 +258,18 @@ class SideEffects:
                 out.extend(self.attr_values[key].values())
             elif kind == "global":
                 out.append(self.global_stores[key])
+            elif kind == "call":
+                out.extend(self.calls[key].args)
+                out.extend(self.calls[key].kwargs.values())
             else:
                 out.append(self.cell_stores[key][1])
         return out
+
+
+class ReplayNotExact(Exception):
+    """Raised by the first codegen pass: ``brk`` (a GraphBreak with ``restart_step``) says where
+    the trace must stop instead (convert_frame traces again up to there)."""
+
+    def __init__(self, brk: GraphBreak):
+        super().__init__(brk.reason)
+        self.brk = brk

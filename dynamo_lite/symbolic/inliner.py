@@ -17,6 +17,7 @@ Tested by tests/semantics/test_functions.py and tests/semantics/test_generators.
 """
 from __future__ import annotations
 
+import builtins
 import types
 from typing import Optional
 
@@ -28,7 +29,9 @@ from ..variables.constant import NONE
 from ..variables.sequences import LazyIteratorVariable
 from ..variables.functions import UserFunctionVariable, is_inlinable_function
 from ..variables.cells import CellVariable
-from .translator import InstructionTranslatorBase
+from ..variables.exceptions import ExceptionVariable
+from ..variables.methods import BoundMethodOfVariable
+from .translator import InstructionTranslatorBase, SymbolicException
 
 
 class InliningTranslator(InstructionTranslatorBase):
@@ -72,18 +75,47 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         return f"generator {self.generator}()"
 
     def next_item(self, tx) -> Optional[VariableTracker]:
+        return self.send_item(tx, None)
+
+    def send_item(self, tx, sent: Optional[VariableTracker]) -> Optional[VariableTracker]:
+        """Resume the generator with ``sent`` (None: next()) as the value of its paused
+        ``yield``; its next yielded item, or None when it returned (``returned()``)."""
         child = self.child
         if self.exhausted or child.done:
             self.exhausted = True
             return None
         if self.started:
-            child.push(NONE)  # the value of the paused `yield` expression: next() sends None
+            child.push(NONE if sent is None else sent)  # the value of the paused `yield` expression
+        elif sent is not None:
+            raise self._python_runs_it("is sent a value before it started (TypeError)")
         self.started = True
+        return self._resume(tx, None)
+
+    def throw_item(self, tx, exc: VariableTracker):
+        """``gen.throw(exc)`` at its paused ``yield`` (for a contextmanager's __exit__):
+        ("yield", item), ("return", None), or ("raise", exception tracker) when it raised."""
+        child = self.child
+        if not self.started or self.exhausted or child.done or child.ip == 0:
+            raise self._python_runs_it("is thrown an exception while not paused at a yield")
+        if self._paused_in_yield_from():  # Python throws it into the sub-iterator first
+            raise self._python_runs_it("is thrown an exception while delegating with yield from")
+        try:
+            item = self._resume(tx, exc)
+        except SymbolicException as e:
+            return "raise", e.exc
+        return ("return", None) if item is None else ("yield", item)
+
+    def _resume(self, tx, throw: Optional[VariableTracker]) -> Optional[VariableTracker]:
+        child = self.child
         root = tx.root()
         previous = root._active
         root._active = child
         child.parent = tx  # exceptions leaving the generator go to its consumer
         try:
+            if throw is not None:
+                step = getattr(throw, "raised_at_step", None)
+                child.unwind(SymbolicException(throw, root.steps if step is None else step),
+                             child.instructions[child.ip - 1])
             child.run()
         except GraphBreak as e:
             if not e.user_stack:
@@ -91,8 +123,15 @@ class GeneratorObjectVariable(LazyIteratorVariable):
             prior = e.restart_step
             e.restart_step = self.created_at_step if prior is None else min(prior, self.created_at_step)
             raise
-        except BaseException:
+        except SymbolicException as e:
             self.exhausted = True  # a generator that raised is finished
+            exc_type = e.exc.python_type() if isinstance(e.exc, VariableTracker) else None
+            if isinstance(exc_type, type) and issubclass(exc_type, StopIteration):
+                # PEP 479: Python turns it into a RuntimeError (chained); let Python do it
+                raise self._python_runs_it("raises StopIteration (a RuntimeError in Python)") from None
+            raise
+        except BaseException:
+            self.exhausted = True
             raise
         finally:
             root._active = previous
@@ -101,13 +140,96 @@ class GeneratorObjectVariable(LazyIteratorVariable):
             return None
         return child.yielded
 
-    def var_getattr(self, tx, name):
+    def returned(self) -> VariableTracker:
+        """What the generator returned (the value of ``yield from`` it; StopIteration.value)."""
+        return self.child.return_value if self.child.done and self.child.return_value is not None else NONE
+
+    def _python_runs_it(self, why: str) -> GraphBreak:
+        brk = GraphBreak(gb.CALL_NOT_TRACED, f"generator {self.generator}() {why}")
+        brk.restart_step = self.created_at_step
+        brk.user_stack = list(self.created_where)
+        return brk
+
+    def _paused_in_yield_from(self) -> bool:
+        child = self.child
+        if not self.started or self.exhausted or child.done or child.ip >= len(child.instructions):
+            return False
+        nxt = child.instructions[child.ip]
+        return nxt.opname == "RESUME" and nxt.arg == bytecode_compat.RESUME_AFTER_YIELD_FROM
+
+    def _paused_in_try(self) -> bool:
+        """Is it paused where closing it (GeneratorExit thrown at its ``yield``) runs code: inside
+        a try block whose handler is more than ``except <exception class>:`` clauses that
+        GeneratorExit passes (a finally, a with block, ``except BaseException``...)?"""
+        child = self.child
+        if not self.started or self.exhausted or child.done or child.ip == 0:
+            return False
+        offset = child.instructions[child.ip - 1].offset
+        return any(start <= offset < end and not self._lets_generator_exit_through(target)
+                   for start, end, target, *_ in child.exception_entries())
+
+    def _lets_generator_exit_through(self, target: int) -> bool:
+        child = self.child
+        insts, i = child.instructions, child.offset_to_index.get(target)
+        if i is not None and i + 2 < len(insts) and \
+                [inst.opname for inst in insts[i:i + 3]] == ["COPY", "POP_EXCEPT", "RERAISE"]:
+            return True  # the cleanup of an except clause being run: it restores the handled exception
+        if i is None or insts[i].opname != "PUSH_EXC_INFO":
+            return False
+        i += 1
+        while i + 2 < len(insts):
+            load, match, jump = insts[i], insts[i + 1], insts[i + 2]
+            if load.opname == "RERAISE":
+                return True
+            if load.opname != "LOAD_GLOBAL" or match.opname != "CHECK_EXC_MATCH" or \
+                    not jump.opname.startswith("POP_JUMP") or "IF_FALSE" not in jump.opname:
+                return False
+            name = load.argval
+            cls = child.f_globals[name] if name in child.f_globals else getattr(builtins, name, None)
+            if not (isinstance(cls, type) and issubclass(cls, BaseException)) or issubclass(GeneratorExit, cls):
+                return False
+            i = child.offset_to_index.get(jump.argval, len(insts))
+        return False
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "send" and len(args) == 1 and not kwargs:
+            sent = args[0]
+            none = sent.is_python_constant() and sent.as_python_constant() is None
+            item = self.send_item(tx, None if none else sent)
+            if item is None:
+                ret = self.returned()
+                none_ret = ret.is_python_constant() and ret.as_python_constant() is None
+                tx.raise_builtin_exception(StopIteration, [] if none_ret else [ret])
+            return item
+        if name == "close" and not args and not kwargs:
+            if self._paused_in_try() or self._paused_in_yield_from():
+                # GeneratorExit would run its except/finally/with exits, or close its sub-iterator
+                raise self._python_runs_it("is closed while paused in a try/with block or a yield from")
+            self.exhausted = True
+            self.child.done = True
+            return NONE
+        if name == "throw" and len(args) == 1 and not kwargs:
+            exc = _exception_to_throw(tx, args[0])
+            if exc is None:
+                raise self._python_runs_it("is thrown a value the trace does not model")
+            outcome, result = self.throw_item(tx, exc)
+            if outcome == "yield":
+                return result
+            if outcome == "return":
+                ret = self.returned()
+                none_ret = ret.is_python_constant() and ret.as_python_constant() is None
+                tx.raise_builtin_exception(StopIteration, [] if none_ret else [ret])
+            tx.raise_exception(result, reraise=True)
         if name in ("send", "throw", "close") or name.startswith("gi_"):
+            raise self._python_runs_it(f"used through .{name}")
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name in ("send", "close", "throw"):
+            return BoundMethodOfVariable(self, name)
+        if name.startswith("gi_"):
             # only the real generator has them: Python makes it (and runs what follows)
-            brk = GraphBreak(gb.CALL_NOT_TRACED, f"generator {self.generator}() used through .{name}")
-            brk.restart_step = self.created_at_step
-            brk.user_stack = list(self.created_where)
-            raise brk
+            raise self._python_runs_it(f"used through .{name}")
         return super().var_getattr(tx, name)
 
     def can_reconstruct(self):
@@ -122,15 +244,26 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         return escape
 
 
+def _exception_to_throw(tx, value: VariableTracker) -> Optional[VariableTracker]:
+    """The exception tracker ``gen.throw(value)`` raises in the generator: an exception made in
+    the trace, or a new instance of an exception class (None: not modelled)."""
+    if isinstance(value, ExceptionVariable):
+        return value
+    if value.is_python_constant():
+        cls = value.as_python_constant()
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            try:
+                return ExceptionVariable.create(tx, cls, [], {})
+            except GraphBreak:
+                return None
+    return None
+
+
 def unclosed_generator(output) -> Optional[GeneratorObjectVariable]:
     """A generator of this trace paused inside a try/with block: when Python drops it, closing
     it runs user code (finally, __exit__, except GeneratorExit) that the trace never ran."""
     for gen in output.generators:
-        child = gen.child
-        if not gen.started or gen.exhausted or child.done or child.ip == 0:
-            continue
-        offset = child.instructions[child.ip - 1].offset
-        if any(start <= offset < end for start, end, *_ in child.exception_entries()):
+        if gen._paused_in_try():
             return gen
     return None
 

@@ -30,6 +30,7 @@ from ..source import AttrSource, ClosureSource, GlobalSource, LocalSource, Modul
 from ..variables.base import VariableTracker
 from ..variables.constant import ConstantVariable
 from ..variables.cells import CellVariable
+from ..variables.exceptions import ExceptionVariable
 from .opcodes import HANDLERS
 from ..variables.builder import wrap, wrap_builtin_name
 
@@ -304,6 +305,22 @@ class InstructionTranslatorBase:
     def wrap(self, value, source) -> VariableTracker:
         """The tracker for a real ``value`` read at ``source`` (variables/builder.py's ``wrap``)."""
         return wrap(self, value, source)
+
+    def call_until_stop_iteration(self, call) -> Optional[VariableTracker]:
+        """``call()`` (an inlined ``__next__``), or None when it raised StopIteration in the
+        trace (the iterator protocol's end: FOR_ITER, next(), list(...) take it as exhausted)."""
+        try:
+            return call()
+        except SymbolicException as e:
+            exc_type = e.exc.python_type() if isinstance(e.exc, VariableTracker) else None
+            if isinstance(exc_type, type) and issubclass(exc_type, StopIteration):
+                return None
+            raise
+
+    def raise_builtin_exception(self, exc_type: type, args: list) -> None:
+        """Raise ``exc_type(*args)`` in the trace, as a builtin would (handled by the traced
+        code's own except clauses, or raised by Python if it leaves the frame)."""
+        self.raise_exception(ExceptionVariable.create(self, exc_type, list(args), {}))
 
     # ---- calls ------------------------------------------------------------
     def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:

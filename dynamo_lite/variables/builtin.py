@@ -3,8 +3,8 @@ plus pure C functions of ``math``, ``operator``, ``itertools`` and ``functools``
 
 Each supported builtin has one handler in ``_HANDLERS``; pure functions fold
 when every argument is a constant; anything else breaks the graph so Python
-calls it for real.  ``print`` always breaks: printing is a side effect that
-must happen at the right moment.  Handlers registered in functions.PYTHON_FUNCTION_HANDLERS
+calls it for real.  ``print`` and ``warnings.warn`` are replayed after the graph
+when that is exact, else they break (replayed.py).  Handlers registered in functions.PYTHON_FUNCTION_HANDLERS
 answer a few pure-Python functions (dataclasses.fields/replace/is_dataclass, typing.cast,
 nn.Module.__getattr__/__setattr__) that are never inlined.  ``operator.itemgetter``/``attrgetter``/
 ``methodcaller`` with constant arguments become ``OperatorGetterVariable``.
@@ -21,6 +21,7 @@ import itertools
 import math
 import operator
 import types
+import warnings
 from typing import Any, Callable
 
 from .. import graph_breaks as gb
@@ -38,9 +39,10 @@ from .functions import BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTIO
 from .methods import BoundMethodOfVariable
 from .iterators import (
     EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily, ListReverseIteratorVariable,
-    MapIteratorVariable, ZipIteratorVariable,
+    ITERTOOLS_HANDLERS, ITERTOOLS_KEYWORDS, MapIteratorVariable, next_of, UserIteratorVariable, ZipIteratorVariable,
 )
 from .exceptions import ExceptionVariable
+from .replayed import replay_print, replay_warn
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
 from .torch_vars import TorchVariable
@@ -526,14 +528,11 @@ def _iter(tx, obj, *sentinel):
 
 @_handler(builtins.next)
 def _next(tx, it, *default):
+    if isinstance(it, ObjectLike) and isinstance(mro_lookup(it.value_type, "__next__")[0], types.FunctionType):
+        it = UserIteratorVariable(it)
     if not isinstance(it, ListIteratorVariable):
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"next() on {it.describe()}")
-    item = it.next_item(tx)
-    if item is None:
-        if default:
-            return default[0]
-        raise GraphBreak(gb.OPERATION_RAISES, "next() raised StopIteration")
-    return item
+    return next_of(tx, it, list(default))
 
 
 @_handler(builtins.sorted)
@@ -657,7 +656,12 @@ for _fn in (int, float, bool, str, complex):
 
 @_handler(builtins.print)
 def _print(tx, *args, **kwargs):
-    raise GraphBreak(gb.PRINT, "print() writes to stdout")
+    return replay_print(tx, list(args), kwargs)
+
+
+@_handler(warnings.warn)
+def _warn(tx, message, category=None, stacklevel=None, source=None):
+    return replay_warn(tx, message, category, stacklevel, source)
 
 
 @_handler(builtins.super)
@@ -838,15 +842,14 @@ def _combinatoric(fn):
                              **{k: v.as_python_constant() for k, v in kwargs.items()}))
         except Exception as e:  # noqa: BLE001 - raise it for real
             raise GraphBreak(gb.OPERATION_RAISES, f"itertools.{fn.__name__}() raised {type(e).__name__}") from e
-        if fn is itertools.islice:
-            return ListIteratorVariable([items[i] for i in groups])
         return ListIteratorVariable([TupleVariable([items[i] for i in g]) for g in groups])
     return impl
 
 
-for _fn in (itertools.combinations, itertools.permutations, itertools.combinations_with_replacement,
-            itertools.islice):
+for _fn in (itertools.combinations, itertools.permutations, itertools.combinations_with_replacement):
     _HANDLERS[_fn] = _combinatoric(_fn)
+_HANDLERS.update(ITERTOOLS_HANDLERS)  # lazy ones: count, cycle, islice, takewhile, ... (iterators.py)
+_KEYWORDS_OF.update(ITERTOOLS_KEYWORDS)
 
 
 @_handler(itertools.zip_longest)

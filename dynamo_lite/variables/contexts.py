@@ -1,15 +1,20 @@
-"""Context managers the interpreter enters itself: ``contextlib.nullcontext`` and grad mode
+"""Context managers the interpreter enters itself: ``contextlib.nullcontext``, grad mode
 (``torch.no_grad()``, ``enable_grad()``, ``set_grad_enabled(b)``, as ``with`` blocks, as
-decorators, and the ``__exit__`` left on the stack).
-Tested by tests/torch/test_grad_mode.py.
+decorators, and the ``__exit__`` left on the stack), ``contextlib.suppress`` and
+``@contextlib.contextmanager`` contexts (their generator runs inlined: entering runs it to its
+``yield``, leaving resumes it, or throws the exception of the block into it, as
+``_GeneratorContextManager`` does).
+Tested by tests/torch/test_grad_mode.py and tests/semantics/test_context_managers.py.
 """
 from __future__ import annotations
 
 from typing import Optional
 
+from .. import graph_breaks as gb
 from .. import runtime
+from ..exc import GraphBreak
 from .base import VariableTracker
-from .constant import NONE
+from .constant import FALSE, NONE, TRUE
 from .methods import BoundMethodOfVariable
 
 
@@ -22,6 +27,15 @@ class ContextManagerVariable(VariableTracker):
 
     def exit(self, tx) -> VariableTracker:
         raise NotImplementedError
+
+    def exit_with(self, tx, args: list) -> VariableTracker:
+        """``__exit__(*args)``: (None, None, None) or the exception type, value and traceback.
+        Contexts that never swallow exceptions ignore them."""
+        return self.exit(tx)
+
+    def lets_exceptions_through(self) -> bool:
+        """True when ``__exit__`` never suppresses an exception nor raises another one."""
+        return True
 
 
 class NullContextVariable(ContextManagerVariable):
@@ -130,14 +144,14 @@ class GradModeVariable(ContextManagerVariable):
 
 
 class GradModeExitVariable(VariableTracker):
-    """The bound ``__exit__`` that BEFORE_WITH leaves on the stack."""
+    """The bound ``__exit__`` that BEFORE_WITH leaves on the stack (of any ContextManagerVariable)."""
 
-    def __init__(self, ctx: GradModeVariable):
+    def __init__(self, ctx: ContextManagerVariable):
         super().__init__()
         self.ctx = ctx
 
     def call_function(self, tx, args, kwargs):
-        return self.ctx.exit(tx)
+        return self.ctx.exit_with(tx, list(args))
 
     def reconstruct(self, cg):
         self.ctx.reconstruct(cg)
@@ -163,4 +177,142 @@ class GradModeDecoratedVariable(VariableTracker):
         return result
 
 
-__all__ = ["ContextManagerVariable", "NullContextVariable", "GradModeVariable", "GradModeExitVariable", "GradModeDecoratedVariable"]
+def _is_none(v: Optional[VariableTracker]) -> bool:
+    return v is None or (v.is_python_constant() and v.as_python_constant() is None)
+
+
+class SuppressVariable(ContextManagerVariable):
+    """contextlib.suppress(*exception types known at trace time)."""
+
+    def __init__(self, types: tuple):
+        super().__init__()
+        self.types = types
+
+    def python_type(self):
+        import contextlib
+
+        return contextlib.suppress
+
+    def lets_exceptions_through(self):
+        return not self.types
+
+    def enter(self, tx):
+        return NONE
+
+    def exit(self, tx):
+        return FALSE
+
+    def exit_with(self, tx, args):
+        value = args[1] if len(args) == 3 else None
+        if _is_none(value):
+            return FALSE
+        return TRUE if issubclass(value.python_type(), self.types) else FALSE
+
+    def reconstruct(self, cg):
+        import contextlib
+
+        cg.load_callable(contextlib.suppress)
+        for t in self.types:
+            cg.load_const(t)
+        cg.call(len(self.types))
+
+    def can_reconstruct(self):
+        return True
+
+
+class GeneratorContextVariable(ContextManagerVariable):
+    """The context a ``@contextlib.contextmanager`` function returns, over its generator (a
+    generator tracker made in the trace: symbolic/inliner.py's, with ``send_item`` and
+    ``throw_item``).  It is not rebuilt: one that must outlive the trace makes the trace stop
+    where it was created, and Python makes it."""
+
+    def __init__(self, gen: VariableTracker, created_at_step: int, created_where: list):
+        super().__init__()
+        self.gen = gen
+        self.created_at_step = created_at_step
+        self.created_where = created_where
+
+    def python_type(self):
+        import contextlib
+
+        return contextlib._GeneratorContextManager
+
+    def describe(self):
+        return f"contextmanager {self.gen.describe()}"
+
+    def lets_exceptions_through(self):
+        return False
+
+    def _python_runs_it(self, why: str) -> GraphBreak:
+        brk = GraphBreak(gb.UNSUPPORTED_CONTEXT_MANAGER, f"{self.describe()} {why}; Python runs it")
+        brk.restart_step = self.created_at_step
+        brk.user_stack = list(self.created_where)
+        return brk
+
+    def enter(self, tx):
+        item = self.gen.send_item(tx, None)
+        if item is None:
+            raise self._python_runs_it("did not yield (RuntimeError)")
+        return item
+
+    def exit(self, tx):
+        return self.exit_with(tx, [NONE, NONE, NONE])
+
+    def exit_with(self, tx, args):
+        value = args[1] if len(args) == 3 else None
+        if _is_none(value):
+            if self.gen.send_item(tx, None) is not None:
+                raise self._python_runs_it("yielded twice (RuntimeError)")
+            return FALSE
+        if issubclass(value.python_type(), StopIteration):
+            raise self._python_runs_it("is left by a StopIteration")
+        outcome, result = self.gen.throw_item(tx, value)
+        if outcome == "yield":
+            raise self._python_runs_it("yielded again after an exception (RuntimeError)")
+        if outcome == "return":
+            return TRUE  # the generator swallowed it: the with-block's exception is suppressed
+        if result is value:
+            return FALSE  # re-raised (or not caught): the with statement raises it
+        raise self._python_runs_it("raised another exception on leaving")
+
+    def reconstruct(self, cg):
+        raise self._python_runs_it("outlives the traced code")
+
+    def can_reconstruct(self):
+        return False
+
+
+class ContextManagerFunctionVariable(VariableTracker):
+    """``contextlib.contextmanager(fn)`` applied in the trace: calling it calls ``fn`` (a
+    generator function, inlined lazily) and wraps the generator."""
+
+    def __init__(self, fn: VariableTracker):
+        super().__init__()
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        return make_generator_context(tx, self.fn, args, kwargs)
+
+    def reconstruct(self, cg):
+        import contextlib
+
+        cg.load_callable(contextlib.contextmanager)
+        cg.reconstruct(self.fn)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return self.fn.can_reconstruct()
+
+
+def make_generator_context(tx, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+    """``contextmanager(fn)(*args, **kwargs)``: the generator of ``fn`` wrapped as a context."""
+    step, where = tx.root().steps, tx.user_stack()
+    gen = fn.call_function(tx, args, kwargs)
+    if not hasattr(gen, "throw_item"):
+        raise GraphBreak(gb.UNSUPPORTED_CONTEXT_MANAGER, f"contextmanager of {fn.describe()}, which did not make a "
+                         "generator in the trace")
+    return GeneratorContextVariable(gen, step, where)
+
+
+__all__ = ["SuppressVariable", "GeneratorContextVariable", "ContextManagerFunctionVariable",
+           "make_generator_context", "ContextManagerVariable", "NullContextVariable", "GradModeVariable", "GradModeExitVariable", "GradModeDecoratedVariable"]

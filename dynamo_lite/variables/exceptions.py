@@ -88,6 +88,8 @@ class ExceptionVariable(VariableTracker):
             return ConstantVariable(self.suppress_context)
         if name == "__class__":
             return tx.wrap(self.exc_type, None)
+        if name == "value" and self.exc_type is StopIteration:  # set from args[0] by its __init__
+            return self.args[0] if self.args else NONE
         if self.first_raised_at_step is not None:
             # what the trace does not model (__traceback__, with_traceback, an AttributeError's
             # .name/.obj) is only right on the real exception: Python raises it from the first raise on

@@ -13,6 +13,7 @@ Tested by tests/semantics/test_functions.py and tests/torch/test_grad_mode.py.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
 from typing import Any, Callable, Optional
@@ -26,7 +27,8 @@ from ..skipfiles import skip_reason
 from ..source import AttrSource, ItemSource
 from .mappings import DictVariable
 from .sequences import TupleVariable
-from .contexts import GradModeDecoratedVariable, GradModeVariable
+from .contexts import ContextManagerFunctionVariable, GradModeDecoratedVariable, GradModeVariable, \
+    make_generator_context
 
 
 # Python-level functions (standard library, nn.Module dunders) answered without
@@ -34,6 +36,39 @@ from .contexts import GradModeDecoratedVariable, GradModeVariable
 # tracker or None (None: inline the function as usual).  Filled at import time
 # by builtin.py, which owns the handlers and their argument checking.
 PYTHON_FUNCTION_HANDLERS: dict[Any, Callable[[Any, list, dict], Optional[VariableTracker]]] = {}
+# For callables made at run time that no dict can list in advance (a library's lru_cache'd
+# method): fn -> its handler or None; filled at import time (replayed.py).
+PYTHON_FUNCTION_MATCHERS: list[Callable[[Any], Optional[Callable]]] = []
+
+
+def _graph_break_called(name: str):
+    def handler(tx, args, kwargs):
+        raise GraphBreak(gb.GRAPH_BREAK_CALLED, f"{name}() called")
+    return handler
+
+
+PYTHON_FUNCTION_HANDLERS[gb.graph_break] = _graph_break_called("dynamo_lite.graph_break")
+# functions marked ``breaks_graph = True`` (testing.print_with_graph_break) break like graph_break()
+PYTHON_FUNCTION_MATCHERS.append(lambda fn: _graph_break_called(fn.__name__)
+                                if getattr(fn, "breaks_graph", False) is True else None)
+# the code of the function @contextlib.contextmanager returns (its closure: the decorated function)
+_CONTEXTMANAGER_HELPER = contextlib.contextmanager(lambda: None).__code__
+PYTHON_FUNCTION_HANDLERS[contextlib.contextmanager] = \
+    lambda tx, args, kwargs: ContextManagerFunctionVariable(args[0]) if len(args) == 1 and not kwargs else None
+
+
+def python_function_handler(fn) -> Optional[Callable]:
+    """The handler answering calls of the real callable ``fn`` without inlining it, if any."""
+    try:
+        handler = PYTHON_FUNCTION_HANDLERS.get(fn)
+    except TypeError:  # unhashable
+        return None
+    if handler is None:
+        for match in PYTHON_FUNCTION_MATCHERS:
+            handler = match(fn)
+            if handler is not None:
+                break
+    return handler
 
 
 class BaseUserFunctionVariable(VariableTracker):
@@ -136,11 +171,15 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return self.fn.__globals__
 
     def call_function(self, tx, args, kwargs):
-        handler = PYTHON_FUNCTION_HANDLERS.get(self.fn)
+        handler = python_function_handler(self.fn)
         if handler is not None:
             result = handler(tx, args, kwargs)
             if result is not None:
                 return result
+        if getattr(self.fn, "__code__", None) is _CONTEXTMANAGER_HELPER:  # a @contextmanager function
+            src = AttrSource(ItemSource(AttrSource(self.source, "__closure__"), 0), "cell_contents") \
+                if self.source is not None else None
+            return make_generator_context(tx, tx.wrap(self.fn.__closure__[0].cell_contents, src), args, kwargs)
         decorated = _grad_mode_decorated(tx, self)
         if decorated is not None:
             return decorated.call_function(tx, args, kwargs)
@@ -386,5 +425,5 @@ def is_inlinable_function(fn: Any) -> Optional[str]:
 __all__ = [
     "BaseUserFunctionVariable", "UserFunctionVariable", "NestedUserFunctionVariable",
     "UserMethodVariable", "PartialVariable",
-    "GetMethodVariable", "is_inlinable_function",
+    "GetMethodVariable", "is_inlinable_function", "python_function_handler", "PYTHON_FUNCTION_MATCHERS",
 ]

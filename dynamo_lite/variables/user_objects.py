@@ -31,10 +31,11 @@ from .base import checked_len, IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
 from .mappings import DefaultDictVariable, dict_from_args, DictVariable
-from .sequences import TupleVariable
-from .functions import bind_arguments, UserFunctionVariable, UserMethodVariable
+from .sequences import ListIteratorVariable, TupleVariable
+from .iterators import UserIteratorVariable
+from .functions import bind_arguments, python_function_handler, UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
-from .contexts import NullContextVariable
+from .contexts import NullContextVariable, SuppressVariable
 from .exceptions import ExceptionVariable
 from .python_modules import guard_attr_value
 
@@ -119,6 +120,9 @@ class ObjectLike(VariableTracker):
                 return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
             if isinstance(cls_attr, types.FunctionType):
                 return UserMethodVariable(cls_attr, self)
+            if isinstance(cls_attr, functools._lru_cache_wrapper) and python_function_handler(cls_attr):
+                guard_class_attr(tx, cls_src, cls_attr)  # binds like a function; answered by its handler
+                return UserMethodVariable(cls_attr, self)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
             return tx.wrap(cls_attr, cls_src)
@@ -201,11 +205,23 @@ class ObjectLike(VariableTracker):
     def unpack(self, tx):
         it, _ = mro_lookup(self.value_type, "__iter__")
         if isinstance(it, types.FunctionType):
-            iterator = UserMethodVariable(it, self).call_function(tx, [], {})
-            if isinstance(iterator, ObjectLike):  # a user iterator (often self): its __next__ runs in Python
-                raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"iterating over {self.describe()} (a user-defined iterator)")
-            return iterator.unpack(tx)
+            return self.iter(tx).unpack(tx)
         return super().unpack(tx)
+
+    def iter(self, tx):
+        it, _ = mro_lookup(self.value_type, "__iter__")
+        if not isinstance(it, types.FunctionType):
+            return super().iter(tx)
+        iterator = UserMethodVariable(it, self).call_function(tx, [], {})
+        if isinstance(iterator, ObjectLike):  # a user iterator (often self): its __next__ is inlined
+            if isinstance(mro_lookup(iterator.value_type, "__next__")[0], types.FunctionType):
+                return UserIteratorVariable(iterator)
+            raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"iterating over {self.describe()} (its iterator has no "
+                             "Python __next__)")
+        if isinstance(iterator, ListIteratorVariable):  # a generator, iter(a list)...
+            return iterator
+        raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"{self.describe()}.__iter__ returned {iterator.describe()} "
+                         "(not an iterator: Python raises TypeError)")
 
 
 _DELETED = object()
@@ -515,6 +531,10 @@ class UserDefinedClassVariable(VariableTracker):
             defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
             bound = bind_arguments(tx, new.__code__, cls.__name__, defaults, {}, [self, *args], kwargs)
             return NamedTupleVariable(cls, [bound[f] for f in cls._fields])
+        if cls is contextlib.suppress and not kwargs and all(
+                a.is_python_constant() and isinstance(a.as_python_constant(), type) and
+                issubclass(a.as_python_constant(), BaseException) for a in args):
+            return SuppressVariable(tuple(a.as_python_constant() for a in args))
         if cls is contextlib.nullcontext:
             bound = bind_arguments(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
             return NullContextVariable(bound["enter_result"])

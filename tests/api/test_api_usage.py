@@ -14,6 +14,7 @@ import dynamo_lite
 from dynamo_lite import config
 from dynamo_lite.testing import CompileCounter, assert_same
 from dynamo_lite.testing import check, check_calls
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 def test_compile_as_decorator_with_and_without_arguments():

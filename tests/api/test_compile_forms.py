@@ -12,6 +12,7 @@ import torch.nn as nn
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, assert_same
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 def _compiled(fn, backend="eager"):

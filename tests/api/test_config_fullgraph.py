@@ -12,6 +12,7 @@ import dynamo_lite
 from dynamo_lite import config
 from dynamo_lite.testing import CompileCounter, assert_same
 from dynamo_lite.testing import recording as _recording, event_kinds as _kinds, line_of as _line_of
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 pytest_plugins = ["pytester"]
 

@@ -10,6 +10,7 @@ from dynamo_lite.testing import line_of as _line_of
 from dynamo_lite import config
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output, graph_to_dot, source_excerpt
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 def with_print(x):
@@ -69,11 +70,11 @@ def test_break_event_dict_has_user_stack_and_registry_text():
     [brk] = [e for e in record(with_print, (torch.randn(3),)) if isinstance(e, events.GraphBreakEvent)]
     d = brk.to_dict()
     line = _line_of(with_print, 'print("y is"')
-    assert d["break_id"] == "DL0014"
+    assert d["break_id"] == "DL0029"
     assert d["user_stack"] == [{"filename": __file__, "lineno": line, "name": "with_print",
                                 "line": 'print("y is", y.shape)'}]
     assert (d["filename"], d["lineno"]) == (__file__, line)
-    assert d["title"] == "print" and d["hints"] and d["explanation"]
+    assert d["title"] == "graph_break() called" and d["hints"] and d["explanation"]
     assert d["instruction"] == "CALL"
 
 
@@ -113,11 +114,11 @@ def test_explain_counts_and_report_text():
     text = str(out)
     line = _line_of(with_print, 'print("y is"')
     assert "Graph count: 2" in text and "Graph break count: 1" in text
-    assert "1. [DL0014] print (graph break): print() writes to stdout" in text
+    assert "1. [DL0029] graph_break() called (graph break): print_with_graph_break() called" in text
     assert f"at {__file__}:{line} in with_print" in text
     assert f'> {line} |     print("y is", y.shape)' in text  # source excerpt, breaking line marked
     assert f"  {line - 1} |     y = x * 2" in text
-    assert "hint: Remove debug prints" in text
+    assert "hint: Remove the call when one graph is wanted." in text
     assert "ops: mul" in text and "ops: add, relu" in text
     assert "guard: x: Tensor(dtype=float32" in text
 

@@ -10,6 +10,7 @@ import torch
 
 import dynamo_lite
 from dynamo_lite import log as dl_logging
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 @pytest.fixture(autouse=True)
@@ -56,7 +57,7 @@ def test_graph_breaks_artifact(capsys):
     run_twice(with_print)
     err = capsys.readouterr().err
     assert re.search(r"^I\d{4} [\d:.]+ dynamo_lite\.graph_breaks\] \[\d+/0\] Graph break in with_print: "
-                     r"\[DL0014\] print\(\) writes to stdout$", err, re.M), err
+                     r"\[DL0029\] print_with_graph_break\(\) called$", err, re.M), err
     assert f'File "{__file__}", line' in err and 'print("y is", y.shape)' in err
     assert "[1] Graph break" not in err
     # nothing else was turned on
@@ -120,7 +121,7 @@ def test_reset_to_default(capsys):
 def test_records_still_reach_caplog_by_default(caplog):
     with caplog.at_level(logging.INFO, logger="dynamo_lite"):
         dynamo_lite.compile(with_print, backend="eager")(torch.randn(3))
-    assert any(r.name == "dynamo_lite.graph_breaks" and "DL0014" in r.getMessage() for r in caplog.records)
+    assert any(r.name == "dynamo_lite.graph_breaks" and "DL0029" in r.getMessage() for r in caplog.records)
 
 
 def test_disabled_artifacts_render_nothing():
@@ -153,14 +154,14 @@ def test_env_var_in_a_fresh_process(tmp_path):
         "import torch, dynamo_lite\n"
         "def f(x):\n"
         "    y = x + 1\n"
-        "    print('hello')\n"
+        "    print('hello', int(y.sum().item()))\n"
         "    return y\n"
-        "dynamo_lite.compile(f, backend='eager')(torch.randn(2))\n")
+        "dynamo_lite.compile(f, backend='eager')(torch.ones(2))\n")
     env = dict(os.environ, DYNAMO_LITE_LOGS="graph_breaks", DYNAMO_LITE_LOGS_OUT=str(tmp_path / "log.txt"))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "hello\n"
-    assert re.search(r"\[\d+/0\] Graph break in f: \[DL0014\]", proc.stderr), proc.stderr
+    assert proc.stdout == "hello 4\n"
+    assert re.search(r"\[\d+/0\] Graph break in f: \[DL0007\]", proc.stderr), proc.stderr
     assert "Graph break in f" in (tmp_path / "log.txt").read_text()
 
 

@@ -49,6 +49,7 @@ HEADER = '''import pytest
 import torch
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter
+from dynamo_lite.testing import print_with_graph_break as print
 
 
 def with_print(x):
@@ -98,9 +99,9 @@ def test_no_compile():
         "*= dynamo_lite graph breaks =*",
         "2 of 3 tests compiled code: 4 frames, 4 graphs, 2 graph breaks, 0 recompiles, 0 fallbacks",
         "count tests  type*location",
-        f"    2     2  DL0014 print * test_inner.py:{PRINT_LINE}",
-        "*print() writes to stdout",
-        "*hint: Remove debug prints*",
+        f"    2     2  DL0030 graph_break() called * test_inner.py:{PRINT_LINE}",
+        "*print_with_graph_break() called",
+        "*hint: Remove the call when one graph is wanted.*",
     ])
     # no per-test listing without -v
     assert "per test:" not in result.stdout.str()
@@ -115,7 +116,7 @@ def test_a():
     result.stdout.fnmatch_lines([
         "per test:",
         "  test_inner.py::test_a: 2 graphs, 1 graph break, 0 recompiles",
-        f"      [[]DL0014[]] print() writes to stdout (test_inner.py:{PRINT_LINE})",
+        f"      [[]DL0030[]] print_with_graph_break() called (test_inner.py:{PRINT_LINE})",
     ])
 
 
@@ -215,7 +216,7 @@ def test_recompiles():
     assert brk["outcome"] == "passed"
     assert brk["counts"]["graphs"] == 2
     [event] = brk["graph_breaks"]
-    assert event["break_id"] == "DL0014"
+    assert event["break_id"] == "DL0030"
     assert event["hints"] and event["explanation"]
     assert event["user_stack"][-1] == {"filename": str(pytester.path / "test_inner.py"), "lineno": PRINT_LINE,
                                        "name": "with_print", "line": 'print("y is", y.shape)'}
@@ -244,7 +245,7 @@ def test_nothing():
     result.assert_outcomes(passed=2)
     cases = {c.get("name"): c for c in ET.parse(xml).getroot().iter("testcase")}
     props = {p.get("name"): p.get("value") for p in cases["test_breaks"].iter("property")}
-    assert props == {"dl_graphs": "2", "dl_graph_breaks": "1", "dl_recompiles": "0", "dl_break_ids": "DL0014"}
+    assert props == {"dl_graphs": "2", "dl_graph_breaks": "1", "dl_recompiles": "0", "dl_break_ids": "DL0030"}
     assert list(cases["test_nothing"].iter("property")) == []
 
 
@@ -305,10 +306,10 @@ def test_whole():
     result.stdout.fnmatch_lines([
         "*_ test_breaks _*",
         "@pytest.mark.fullgraph: 1 graph break",
-        "[[]DL0014[]] print (graph break): print() writes to stdout",
+        "[[]DL0030[]] graph_break() called (graph break): print_with_graph_break() called",
         f'  File "*test_inner.py", line {PRINT_LINE}, in with_print',
         '    print("y is", y.shape)',
-        "  hint: Remove debug prints*",
+        "  hint: Remove the call when one graph is wanted.*",
     ])
 
 
@@ -374,7 +375,7 @@ def test_live_record(graph_breaks, compile_counter):
     assert len(graph_breaks) == 0
     dynamo_lite.compile(with_print, backend=compile_counter)(torch.randn(3))
     assert compile_counter.frame_count == 2
-    assert [e.break_id for e in graph_breaks.breaks] == ["DL0014"]
+    assert [e.break_id for e in graph_breaks.breaks] == ["DL0030"]
     assert len(graph_breaks.graphs) == 2
 
 def test_assert_none_fails(graph_breaks):
@@ -389,7 +390,7 @@ def test_assert_none_passes(graph_breaks):
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "E       AssertionError: expected no graph breaks, got 1",
-        "E       [[]DL0014[]] print (graph break): print() writes to stdout",
+        "E       [[]DL0030[]] graph_break() called (graph break): print_with_graph_break() called",
     ])
 
 
@@ -418,7 +419,7 @@ def test_x():
     pass
 ''')
     result = run(pytester, "-v", "-s")
-    result.stdout.fnmatch_lines(["*DL0014 print*", "  <outside tests>: 2 graphs, 1 graph break, 0 recompiles"])
+    result.stdout.fnmatch_lines(["*DL0030 graph_break() called*", "  <outside tests>: 2 graphs, 1 graph break, 0 recompiles"])
 
 
 def test_plugin_can_be_disabled(pytester, monkeypatch):

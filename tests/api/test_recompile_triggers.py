@@ -9,6 +9,7 @@ import torch
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager
 from dynamo_lite.testing import check_calls
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 def _compiled(fn, backend="eager"):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from dynamo_lite.testing import check_calls
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 CALLS = [(torch.ones(2), [1, 2]), (torch.ones(2) * -2, [1, 2]), (torch.ones(3), [1, 2, 3]), (torch.ones(2), [1, 2])]
 CASES = {}

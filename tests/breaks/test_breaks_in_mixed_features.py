@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from dynamo_lite.testing import check_calls
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 def t(*vals):

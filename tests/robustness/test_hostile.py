@@ -44,6 +44,7 @@ from dynamo_lite import _C, config
 from dynamo_lite.exc import BackendCompilerFailed
 from dynamo_lite.report import events
 from dynamo_lite.testing import CompileCounter, assert_same_as_eager
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
 import stress_workloads as sw  # noqa: E402

@@ -14,6 +14,7 @@ import torch
 
 import dynamo_lite
 from dynamo_lite.testing import assert_same, check_calls
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 # ----------------------------------------------------------------------------- helpers

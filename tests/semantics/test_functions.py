@@ -10,6 +10,7 @@ import torch
 
 import dynamo_lite
 from dynamo_lite.testing import check_breaks as check
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 

@@ -13,6 +13,7 @@ from dynamo_lite.testing import check_breaks as check
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output
 from dynamo_lite.testing import assert_same
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 

@@ -174,15 +174,12 @@ def test_hf_model_use_cache_matches_eager(name):
 
 @needs_transformers
 def test_gpt2_with_labels_train_mode_loss_and_grads():
-    # transformers logs a warning (logger.warning_once) while picking the loss function:
-    # one break, as with torch.compile
+    # transformers logs a warning (logger.warning_once) while picking the loss function: it is
+    # replayed after the graph (torch.compile breaks there once), so the step is one graph
     model = hf_model("gpt2")
     kwargs = hf_inputs("gpt2", use_cache=False)
     kwargs["labels"] = kwargs["input_ids"]
-    info = compile_and_compare(model, kwargs, train=True, loss=lambda out: out.loss, graphs=2, breaks=None)
-    # each frame on the stack of that call breaks once (the model's forward, its wrappers)
-    assert info.break_reasons and all("warning_once" in b.reason or "Logger" in b.reason
-                                      for b in info.break_reasons), [str(b) for b in info.break_reasons]
+    compile_and_compare(model, kwargs, train=True, loss=lambda out: out.loss, graphs=1, breaks=0)
 
 
 @needs_transformers

@@ -9,6 +9,7 @@ from torch import nn
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, check_breaks, check_calls, event_kinds, recording
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 X = torch.randn(4, 5)
 Y = torch.tensor([0, 1, 2, 3])

@@ -8,7 +8,7 @@ from ...exc import GraphBreak
 from ...variables.base import NullVariable
 from ...variables.constant import NONE
 from ...variables.mappings import DictVariable
-from ...variables.sequences import TupleVariable
+from ...variables.sequences import ListIteratorVariable, TupleVariable
 from ...variables.functions import NestedUserFunctionVariable, UserMethodVariable
 from ...variables.builder import wrap
 from ...variables.contexts import ContextManagerVariable, GradModeExitVariable
@@ -121,3 +121,30 @@ def YIELD_VALUE(tx, inst):
     tx.suspend(tx.pop())  # the consumer takes the value; resuming pushes what next() sends (None)
 
 
+
+
+@register("GET_YIELD_FROM_ITER")
+def GET_YIELD_FROM_ITER(tx, inst):
+    # a generator stays itself; anything else becomes its iterator (iter())
+    value = tx.pop()
+    tx.push(value if isinstance(value, ListIteratorVariable) else value.iter(tx))
+
+
+@register("SEND")
+def SEND(tx, inst):
+    # `yield from`: send the value to the sub-iterator; its next item is yielded by the
+    # YIELD_VALUE that follows, its return value (StopIteration) ends the loop at the target
+    value = tx.pop()
+    receiver = tx.peek()
+    sent = None if value.is_python_constant() and value.as_python_constant() is None else value
+    send = getattr(receiver, "send_item", None)  # a generator made in the trace (inliner.py)
+    if sent is not None and send is None:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"yield from {receiver.describe()} that is sent a value")
+    item = send(tx, sent) if send is not None else receiver.next_item(tx)
+    if item is None:
+        tx.pop()
+        returned = getattr(receiver, "returned", None)
+        tx.push(returned() if returned is not None else NONE)
+        tx.jump_to(inst.argval)
+    else:
+        tx.push(item)

@@ -19,8 +19,6 @@ UNSUPPORTED = {
     "GET_AITER": "async code is not traced",
     "GET_ANEXT": "async code is not traced",
     "END_ASYNC_FOR": "async code is not traced",
-    "SEND": "yield from / await is not traced",
-    "GET_YIELD_FROM_ITER": "yield from is not traced",
     "LOAD_NAME": "module and class bodies are not traced",
     "STORE_NAME": "module and class bodies are not traced",
     "DELETE_NAME": "module and class bodies are not traced",

@@ -1,0 +1,317 @@
+"""Calls replayed after the graph: ``print``, ``logging.Logger`` methods (and transformers'
+``warning_once``/``info_once``), ``warnings.warn``.
+
+Their only effect is output (stdout, log records, warnings), so the trace does not stop at
+them: it logs the call in the side-effect log (graph/side_effects.py), and generated code
+makes the real call after the graph, in order with the other replayed effects, from a frame
+with the user's file, function name and line (so log records, warning locations, the
+``once``/``default`` warning registries, logging levels and filters are Python's own at the
+moment of the call).  A call is replayed only when that is exact:
+
+- every argument is a snapshot: a constant (plain data: numbers, strings, bytes, None, and
+  tuples of them; for ``print``, also lists and dicts of them, which it formats at once), a
+  tensor (the graph's output value, or the input tensor itself; not a computed tensor that
+  requires grad, whose ``grad_fn`` the backend decides), or for ``print(file=...)`` an object
+  Python can load again (a global, an attribute of a module);
+- if the call raised, eager would not handle the exception in the traced code: the call is
+  in no ``try`` block of any traced frame (``with`` blocks of grad mode and ``nullcontext``
+  are fine: they let exceptions through), and the graph ops after it change nothing in place
+  and draw no random numbers (checked when the graph is finished);
+- the logging call uses ``stacklevel=1``, no ``exc_info`` or ``stack_info``; ``warn`` uses
+  ``stacklevel=1`` and no ``source`` (other stack levels name frames the trace does not
+  model).
+Anything else breaks the graph as before (DL0014 for ``print``, DL0008 for the others), with
+the reason.  ``Logger.isEnabledFor``/``getEffectiveLevel`` are answered at trace time, guarded
+on the logger's ``disabled``, its manager's ``disable`` and the levels and parents they read.
+Tested by tests/semantics/test_replayed_calls.py.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from typing import Optional
+
+import torch
+
+from .. import graph_breaks as gb
+from .. import guards
+from ..exc import GraphBreak
+from ..source import AttrSource, ItemSource as guards_item
+from .base import VariableTracker
+from .constant import ConstantVariable, NONE
+from .contexts import GradModeExitVariable
+from .functions import PYTHON_FUNCTION_HANDLERS, PYTHON_FUNCTION_MATCHERS
+from .tensor import TensorVariable
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+_TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+class SnapshotVariable(VariableTracker):
+    """A plain value fixed when a replayed call was traced; rebuilt as a constant."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+    def _repr_body(self):
+        return repr(self.value)
+
+    def reconstruct(self, cg):
+        cg.load_const(self.value)
+
+    def can_reconstruct(self):
+        return True
+
+
+def _plain(value, containers: bool) -> bool:
+    t = type(value)
+    if t in _SCALARS or isinstance(value, _TORCH_CONSTANTS):
+        return True
+    if t in (tuple, torch.Size):
+        return all(_plain(v, containers) for v in value)
+    if containers and t is list:
+        return all(_plain(v, containers) for v in value)
+    if containers and t is dict:
+        return all(_plain(k, False) and _plain(v, containers) for k, v in value.items())
+    return False
+
+
+def snapshot(arg: VariableTracker, what: str, containers: bool = False) -> VariableTracker:
+    """The tracker a replayed call receives for ``arg``: the value it has now (GraphBreak if
+    it cannot be fixed now and rebuilt after the graph)."""
+    if isinstance(arg, TensorVariable):
+        if arg.source is None and arg.example.requires_grad:
+            raise GraphBreak(gb.SIDE_EFFECT, f"{what} of a tensor that requires grad (its grad_fn is the "
+                             "backend's after the graph)")
+        return arg
+    try:
+        value = arg.constant_copy()
+    except (NotImplementedError, GraphBreak):
+        value = _NOT_CONSTANT
+    if value is _NOT_CONSTANT or not _plain(value, containers):
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what} of {arg.describe()}, whose value cannot be fixed at this "
+                         "point to be replayed after the graph")
+    return SnapshotVariable(value)
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant(arg: Optional[VariableTracker], default):
+    if arg is None:
+        return default
+    if not arg.is_python_constant():
+        return _NOT_CONSTANT
+    return arg.as_python_constant()
+
+
+def replay_blocker(tx) -> Optional[str]:
+    """Why a call made now cannot be replayed after the graph (None: it can): an exception
+    it raised would be handled by a ``try`` block of a traced frame."""
+    frame = tx
+    while frame is not None:
+        inst = frame.current_inst
+        if inst is not None:
+            for start, end, target, depth, _ in frame.exception_entries():
+                if start <= inst.offset < end and not _passes_exceptions(frame, target, depth):
+                    return f"it is inside a try block of {frame.code.co_name}"
+        frame = frame.parent
+    return None
+
+
+def _passes_exceptions(frame, target: int, depth: int) -> bool:
+    """Is the handler at ``target`` the exit of a ``with`` on a context the trace models
+    (grad mode, nullcontext), which lets every exception through?"""
+    i = frame.offset_to_index.get(target)
+    insts = frame.instructions
+    if i is None or i + 1 >= len(insts) or insts[i].opname != "PUSH_EXC_INFO" or \
+            insts[i + 1].opname != "WITH_EXCEPT_START":
+        return False
+    if not 0 < depth <= len(frame.stack):
+        return False
+    exit_fn = frame.stack[depth - 1]
+    return isinstance(exit_fn, GradModeExitVariable) and exit_fn.ctx.lets_exceptions_through()
+
+
+def record(tx, fn, args: list, kwargs: dict, what: str, break_id: str) -> VariableTracker:
+    """Log ``fn(*args, **kwargs)`` (snapshot trackers) to run after the graph; returns None's tracker."""
+    blocker = replay_blocker(tx)
+    if blocker is not None:
+        raise GraphBreak(break_id, f"{what} is not replayed after the graph: {blocker}")
+    nodes = tx.output.graph.nodes
+    tx.output.side_effects.record_call(
+        fn=fn, args=list(args), kwargs=dict(kwargs), filename=tx.code.co_filename,
+        lineno=tx.lineno or tx.code.co_firstlineno, name=tx.code.co_name, f_globals=tx.f_globals,
+        after_node=next(iter(reversed(nodes))) if len(nodes) else None, step=tx.root().steps, what=what,
+        user_stack=tx.user_stack())
+    return NONE
+
+
+# ---- print ------------------------------------------------------------------------------------
+
+def replay_print(tx, args: list, kwargs: dict) -> VariableTracker:
+    what = "print()"
+    parts = [snapshot(a, what, containers=True) for a in args]
+    options = {}
+    for name, value in kwargs.items():
+        if name in ("sep", "end"):
+            v = _constant(value, None)
+            if v is not None and type(v) is not str:
+                raise GraphBreak(gb.PRINT, f"print({name}={value.describe()}) (Python raises TypeError)")
+            options[name] = SnapshotVariable(v)
+        elif name == "flush":
+            v = _constant(value, False)
+            if v is _NOT_CONSTANT:
+                raise GraphBreak(gb.PRINT, "print(flush=...) not known at trace time")
+            options[name] = SnapshotVariable(v)
+        elif name == "file":
+            if value.is_python_constant() and value.as_python_constant() is None:
+                options[name] = SnapshotVariable(None)
+            elif value.source is not None and not value.is_tensor():
+                options[name] = value  # loaded again after the graph (sys.stderr, a module's stream)
+            else:
+                raise GraphBreak(gb.PRINT, f"print(file={value.describe()}): a stream made in the traced code")
+        else:
+            raise GraphBreak(gb.PRINT, f"print() got an unexpected keyword argument {name!r} (TypeError)")
+    try:
+        return record(tx, print, parts, options, what, gb.PRINT)
+    except GraphBreak as e:
+        raise GraphBreak(gb.PRINT, e.reason) from None
+
+
+# ---- logging ----------------------------------------------------------------------------------
+
+_LOGGER_METHODS = {name: getattr(logging.Logger, name) for name in
+                   ("debug", "info", "warning", "warn", "error", "critical", "fatal", "log")}
+
+
+def _logging_handler(method_name: str, fn):
+    def handler(tx, args, kwargs):
+        what = f"Logger.{method_name}()"
+        if len(args) < (3 if method_name == "log" else 2):
+            return None  # a TypeError: inlining breaks as before
+        logger = args[0]
+        if not logger.can_reconstruct():
+            raise GraphBreak(gb.SIDE_EFFECT, f"{what} on a logger Python cannot load after the graph")
+        for name, value in kwargs.items():
+            v = _constant(value, None)
+            if name == "stacklevel" and v == 1 or name in ("exc_info", "stack_info") and v in (None, False):
+                continue
+            if name == "extra" and value is not None:
+                continue
+            raise GraphBreak(gb.SIDE_EFFECT, f"{what} with {name}={value.describe()} (it names frames or an "
+                             "exception the trace does not replay)")
+        parts = [logger] + [snapshot(a, what) for a in args[1:]]
+        options = {k: snapshot(v, what, containers=k == "extra") for k, v in kwargs.items()}
+        return record(tx, fn, parts, options, what, gb.SIDE_EFFECT)
+
+    return handler
+
+
+for _name, _fn in _LOGGER_METHODS.items():
+    PYTHON_FUNCTION_HANDLERS[_fn] = _logging_handler(_name, _fn)
+
+
+def _logger_state(tx, logger_var, what: str):
+    """The real logger behind ``logger_var``, with guards on everything its effective level and
+    ``isEnabledFor`` read: its ``disabled``, ``manager.disable``, and the ``level`` and ``parent``
+    of each logger up the chain to the first with a level (GraphBreak when that is not plain)."""
+    logger = getattr(logger_var, "value", None)
+    src = logger_var.source
+    if not isinstance(logger, logging.Logger) or src is None:
+        raise GraphBreak(gb.CALL_NOT_TRACED, f"{what} on {logger_var.describe()}")
+    cls = type(logger)
+    if cls.getEffectiveLevel is not logging.Logger.getEffectiveLevel or \
+            cls.isEnabledFor is not logging.Logger.isEnabledFor:
+        raise GraphBreak(gb.CALL_NOT_TRACED, f"{what} of a logger class that overrides it")
+    side_effects = tx.output.side_effects
+    if any(side_effects.load_attr(logger_var, n) is not None for n in ("level", "parent", "disabled", "manager")):
+        raise GraphBreak(gb.CALL_NOT_TRACED, f"{what} of a logger changed in the traced code")
+    add = tx.output.add_guard
+    add(guards.ConstGuard(AttrSource(src, "disabled"), logger.disabled))
+    add(guards.ConstGuard(AttrSource(AttrSource(src, "manager"), "disable"), logger.manager.disable))
+    node, node_src = logger, src
+    while True:
+        if type(node.level) is not int:
+            raise GraphBreak(gb.CALL_NOT_TRACED, f"{what}: a logger level that is not an int")
+        add(guards.ConstGuard(AttrSource(node_src, "level"), node.level))
+        if node.level:
+            break
+        parent_src = AttrSource(node_src, "parent")
+        add(guards.IdGuard(parent_src, node.parent))
+        if node.parent is None:
+            break
+        node, node_src = node.parent, parent_src
+    return logger
+
+
+def _is_enabled_for(tx, args, kwargs):
+    if len(args) != 2 or kwargs or not args[1].is_python_constant() or type(args[1].as_python_constant()) is not int:
+        return None
+    logger = _logger_state(tx, args[0], "Logger.isEnabledFor()")
+    level = args[1].as_python_constant()
+    if logger.disabled:
+        return ConstantVariable(False)
+    # what isEnabledFor reads next: its cache (filled by earlier calls, cleared by setLevel)
+    cache_src = AttrSource(args[0].source, "_cache")
+    cache = logger.__dict__.get("_cache")
+    if type(cache) is not dict or not all(type(k) is int for k in cache):
+        raise GraphBreak(gb.CALL_NOT_TRACED, "Logger.isEnabledFor(): an unusual level cache")
+    if level in cache:
+        tx.output.add_guard(guards.ConstGuard(guards_item(cache_src, level), cache[level]))
+        return ConstantVariable(bool(cache[level]))
+    tx.output.add_guard(guards.DictKeysGuard(cache_src, tuple(cache)))  # (so not cached yet)
+    if logger.manager.disable >= level:
+        return ConstantVariable(False)
+    return ConstantVariable(level >= logger.getEffectiveLevel())
+
+
+def _get_effective_level(tx, args, kwargs):
+    if len(args) != 1 or kwargs:
+        return None
+    return ConstantVariable(_logger_state(tx, args[0], "Logger.getEffectiveLevel()").getEffectiveLevel())
+
+
+PYTHON_FUNCTION_HANDLERS[logging.Logger.isEnabledFor] = _is_enabled_for
+PYTHON_FUNCTION_HANDLERS[logging.Logger.getEffectiveLevel] = _get_effective_level
+
+
+def _once_logging_handler(fn) -> Optional[object]:
+    """transformers' ``logger.warning_once``/``info_once``: functools.lru_cache'd functions that
+    call ``self.warning``/``self.info`` once per arguments; replayed through the cache itself."""
+    if not isinstance(fn, functools._lru_cache_wrapper):
+        return None
+    inner = getattr(fn, "__wrapped__", None)
+    if getattr(inner, "__module__", None) != "transformers.utils.logging" or \
+            getattr(inner, "__name__", None) not in ("warning_once", "info_once"):
+        return None
+    return _logging_handler(inner.__name__, fn)
+
+
+PYTHON_FUNCTION_MATCHERS.append(_once_logging_handler)
+
+
+# ---- warnings ---------------------------------------------------------------------------------
+
+def replay_warn(tx, message, category=None, stacklevel=None, source=None) -> VariableTracker:
+    what = "warnings.warn()"
+    level = _constant(stacklevel, 1)
+    if type(level) is not int or level > 1:
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what} with stacklevel={level!r}: the warning names a caller frame, "
+                         "which the trace does not replay")
+    if source is not None and _constant(source, None) is not None:
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what} with a source object")
+    cat = _constant(category, None)
+    if cat is not None and not (isinstance(cat, type) and issubclass(cat, Warning)):
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what} with category {category.describe()} (Python raises TypeError)")
+    text = _constant(message, _NOT_CONSTANT)
+    if type(text) is not str:
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what} of {message.describe()}: only a message string known at trace "
+                         "time is replayed")
+    args = [SnapshotVariable(text), SnapshotVariable(cat), SnapshotVariable(1)]
+    return record(tx, warnings.warn, args, {}, what, gb.SIDE_EFFECT)
+
+
+__all__ = ["SnapshotVariable", "snapshot", "replay_blocker", "record", "replay_print", "replay_warn"]
