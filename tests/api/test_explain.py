@@ -70,7 +70,7 @@ def test_break_event_dict_has_user_stack_and_registry_text():
     [brk] = [e for e in record(with_print, (torch.randn(3),)) if isinstance(e, events.GraphBreakEvent)]
     d = brk.to_dict()
     line = _line_of(with_print, 'print("y is"')
-    assert d["break_id"] == "DL0029"
+    assert d["break_id"] == "DL0030"
     assert d["user_stack"] == [{"filename": __file__, "lineno": line, "name": "with_print",
                                 "line": 'print("y is", y.shape)'}]
     assert (d["filename"], d["lineno"]) == (__file__, line)
@@ -114,7 +114,7 @@ def test_explain_counts_and_report_text():
     text = str(out)
     line = _line_of(with_print, 'print("y is"')
     assert "Graph count: 2" in text and "Graph break count: 1" in text
-    assert "1. [DL0029] graph_break() called (graph break): print_with_graph_break() called" in text
+    assert "1. [DL0030] graph_break() called (graph break): print_with_graph_break() called" in text
     assert f"at {__file__}:{line} in with_print" in text
     assert f'> {line} |     print("y is", y.shape)' in text  # source excerpt, breaking line marked
     assert f"  {line - 1} |     y = x * 2" in text

@@ -38,7 +38,7 @@ def test_explain_counts_and_ops_per_graph(capsys):
 def test_explain_break_reasons_name_user_file_and_line(capsys):
     r = dynamo_lite.explain(_two_breaks)(X)
     got = [(b.break_id, b.filename, b.lineno) for b in r.break_reasons]
-    assert got == [("DL0029", __file__, _line_of(_two_breaks, 'print("hi")')),
+    assert got == [("DL0030", __file__, _line_of(_two_breaks, 'print("hi")')),
                    ("DL0025", __file__, _line_of(_two_breaks, "if b.sum()"))]
     text = str(r)
     assert f"{__file__}:{_line_of(_two_breaks, 'print(')}" in text
@@ -97,7 +97,7 @@ def test_explain_to_dict_is_json_and_consistent(capsys):
     r = dynamo_lite.explain(_two_breaks)(X)
     d = json.loads(json.dumps(r.to_dict()))
     assert d["graph_count"] == 3 and d["graph_break_count"] == 2
-    assert [b["break_id"] for b in d["break_reasons"]] == ["DL0029", "DL0025"]
+    assert [b["break_id"] for b in d["break_reasons"]] == ["DL0030", "DL0025"]
     assert d["op_names"][0] == ["sin"]
 
 

@@ -57,7 +57,7 @@ def test_graph_breaks_artifact(capsys):
     run_twice(with_print)
     err = capsys.readouterr().err
     assert re.search(r"^I\d{4} [\d:.]+ dynamo_lite\.graph_breaks\] \[\d+/0\] Graph break in with_print: "
-                     r"\[DL0029\] print_with_graph_break\(\) called$", err, re.M), err
+                     r"\[DL0030\] print_with_graph_break\(\) called$", err, re.M), err
     assert f'File "{__file__}", line' in err and 'print("y is", y.shape)' in err
     assert "[1] Graph break" not in err
     # nothing else was turned on
@@ -121,7 +121,7 @@ def test_reset_to_default(capsys):
 def test_records_still_reach_caplog_by_default(caplog):
     with caplog.at_level(logging.INFO, logger="dynamo_lite"):
         dynamo_lite.compile(with_print, backend="eager")(torch.randn(3))
-    assert any(r.name == "dynamo_lite.graph_breaks" and "DL0029" in r.getMessage() for r in caplog.records)
+    assert any(r.name == "dynamo_lite.graph_breaks" and "DL0030" in r.getMessage() for r in caplog.records)
 
 
 def test_disabled_artifacts_render_nothing():
