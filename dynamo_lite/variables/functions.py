@@ -210,7 +210,12 @@ class GetMethodVariable(VariableTracker):
 
 
 class NestedUserFunctionVariable(BaseUserFunctionVariable):
-    """A function created by MAKE_FUNCTION during the trace (closures, lambdas, comprehensions)."""
+    """A function created by MAKE_FUNCTION during the trace (closures, lambdas, comprehensions).
+
+    One real function object: generated code builds it once and every place that holds it
+    (locals, containers, ``__wrapped__``) gets that object, so ``is`` stays what it was."""
+
+    mutable_local = True
 
     def __init__(self, code, f_globals, qualname, defaults, kwdefaults, closure, annotations=None):
         super().__init__()
