@@ -199,6 +199,10 @@ class VariableTracker:
     snapshot_iterator: "staticmethod"
     # (tx, fn, args) -> tracker: the ``operator`` table (``==`` on list items): arith.apply_operator.
     apply_operator: "staticmethod"
+    # (tx, exc_type, args) -> NoReturn: raise ``exc_type(*args)`` (a builtin exception) in the
+    # trace, as the operation does in eager (a missing dict key's KeyError), so a traced handler
+    # catches it: exceptions.raise_in_trace.
+    raise_in_trace: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:

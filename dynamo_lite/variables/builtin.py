@@ -638,8 +638,31 @@ def _dict(tx, *args, **kwargs):
     return dict_from_args(tx, *args, **kwargs)
 
 
+def _exception_text(fn, exc):
+    """str() / repr() of an exception made in the trace: computed on a real one made from the
+    same constant arguments when its class formats it with builtin code (None: not known)."""
+    if not isinstance(exc, ExceptionVariable) or not all(a.is_python_constant() for a in exc.args):
+        return None
+    dunder = "__str__" if fn is str else "__repr__"
+    if mro_lookup(exc.exc_type, dunder)[1].__module__ != "builtins" or \
+            mro_lookup(exc.exc_type, "__init__")[1].__module__ != "builtins" or \
+            mro_lookup(exc.exc_type, "__new__")[1].__module__ != "builtins":
+        return None
+    return ConstantVariable(fn(exc.exc_type(*[a.as_python_constant() for a in exc.args])))
+
+
+@_handler(builtins.repr)
+def _repr(tx, obj):
+    text = _exception_text(repr, obj)
+    return text  # None: folded as a pure builtin when obj is a constant
+
+
 def _scalar_conversion(fn):
     def impl(tx, *args, **kwargs):
+        if fn is str and len(args) == 1 and not kwargs:
+            text = _exception_text(str, args[0])
+            if text is not None:
+                return text
         if args and isinstance(args[0], TensorVariable):
             raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}(tensor) reads a value out of the tensor")
         if args and not args[0].is_python_constant():

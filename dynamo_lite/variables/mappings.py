@@ -71,7 +71,7 @@ class DictVariable(VariableTracker):
         """``self[key]`` (a missing key breaks: Python raises KeyError)."""
         k = self._key(key)
         if k not in self.items:
-            raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
+            self.raise_in_trace(tx, KeyError, [key])
         return self.items[k]
 
     def var_getattr(self, tx, name):
@@ -105,7 +105,7 @@ class DictVariable(VariableTracker):
         if name == "__delitem__" and len(args) == 1:
             k = self._key(args[0])
             if k not in self.items:
-                raise GraphBreak(gb.OPERATION_RAISES, "KeyError in del")
+                self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)
             del self.items[k]
             return NONE
@@ -116,7 +116,7 @@ class DictVariable(VariableTracker):
                 return self.items.pop(k)
             if len(args) == 2:
                 return args[1]
-            raise GraphBreak(gb.OPERATION_RAISES, "KeyError in dict.pop")
+            self.raise_in_trace(tx, KeyError, [args[0]])
         if name == "setdefault" and 1 <= len(args) <= 2:
             k = self._key(args[0])
             if k not in self.items:
@@ -148,7 +148,7 @@ class DictVariable(VariableTracker):
             return DictVariable(dict(self.items), dict_type=self.dict_type)
         if name == "popitem" and not args:
             if not self.items:
-                raise GraphBreak(gb.OPERATION_RAISES, "popitem(): dictionary is empty (KeyError)")
+                self.raise_in_trace(tx, KeyError, [ConstantVariable("popitem(): dictionary is empty")])
             se.mutate(self)
             k, v = self.items.popitem()
             return TupleVariable([key_to_var(k), v])
@@ -200,7 +200,7 @@ class DefaultDictVariable(DictVariable):
         if k not in self.items:
             factory = self.default_factory
             if factory.is_python_constant() and factory.as_python_constant() is None:
-                raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
+                self.raise_in_trace(tx, KeyError, [key])
             value = factory.call_function(tx, [], {})
             tx.output.side_effects.mutate(self)
             self.items[k] = value

@@ -80,7 +80,11 @@ class BaseListVariable(VariableTracker):
             if isinstance(key, slice):
                 return self.clone_with(self.items[key])
             return self.items[key.__index__() if not isinstance(key, int) else key]
-        except (IndexError, TypeError, AttributeError, ValueError) as e:
+        except IndexError as e:
+            if self.python_type() in (list, tuple):  # "list index out of range": raised in the trace
+                self.raise_in_trace(tx, IndexError, [ConstantVariable(str(e))])
+            raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__} index raised IndexError") from e
+        except (TypeError, AttributeError, ValueError) as e:
             raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__} index raised {type(e).__name__}") from e
 
     def clone_with(self, items):
@@ -258,7 +262,10 @@ class ListVariable(BaseListVariable):
                 raise GraphBreak(gb.VALUE_UNKNOWN, "list.pop() index not known at trace time")
             idx = _list_index(args[0], "pop") if args else -1
             if not -len(items) <= idx < len(items):
-                raise GraphBreak(gb.OPERATION_RAISES, "pop from an empty list / index out of range (IndexError)")
+                try:  # on a stand-in: the message eager gives ("pop from empty list", ...)
+                    ([None] * len(items)).pop(idx)
+                except IndexError as e:
+                    self.raise_in_trace(tx, IndexError, [ConstantVariable(str(e))])
             se.mutate(self)
             return items.pop(idx)
         if name == "clear" and not args:

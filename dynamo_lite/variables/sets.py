@@ -137,7 +137,7 @@ class SetVariable(VariableTracker):
         if name == "remove" and len(args) == 1 and not self.frozen:
             k = self._key(args[0])
             if k not in self.items:
-                raise GraphBreak(gb.OPERATION_RAISES, "set.remove(x): x not in set (KeyError)")
+                self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)
             del self.items[k]
             self._sync_shadow()

@@ -1,0 +1,125 @@
+"""dict / set / list methods on every receiver, dict views, collections and types containers,
+eager vs compiled, with the number of graph breaks torch.compile (2.13) has for the same
+code (measured with torch._dynamo.explain; 0 unless said otherwise).
+
+Every test compares compiled with eager through dynamo_lite.testing (check_breaks counts
+the breaks); known bugs are strict xfails in tests/test_known_bugs.py.
+"""
+import collections
+from collections.abc import Mapping
+
+import torch
+
+from dynamo_lite.testing import check_breaks, check_calls
+
+
+def t(*vals):
+    return torch.tensor([float(v) for v in vals])
+
+
+X = t(1, 2, 3)
+
+
+# ---------------------------------------------------------------- exceptions raised by containers, traced
+
+class UserMap(Mapping):
+    """A Mapping whose get/__contains__ are the collections.abc mixins (get catches KeyError)."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+
+class AttentionFunctions(Mapping):
+    """transformers' AttentionInterface: a local dict, then the global one."""
+
+    _global = {"sdpa": lambda t: t * 2}
+
+    def __init__(self):
+        self._local = {}
+
+    def __getitem__(self, k):
+        if k in self._local:
+            return self._local[k]
+        return self._global[k]
+
+    def __iter__(self):
+        return iter({**self._global, **self._local})
+
+    def __len__(self):
+        return len(self._global) + len(self._local)
+
+
+ATTENTION = AttentionFunctions()
+
+
+def test_mapping_get_catches_the_keyerror_in_the_trace():
+    def f(x, m):
+        return x * m.get("a", 7) + m.get("zz", 3) + ("zz" in m) + ("a" in m)
+
+    check_breaks(f, X, UserMap({"a": 2}), breaks=0)
+
+
+def test_mapping_get_of_a_global_lookup_table():
+    def f(x):
+        fn = ATTENTION.get("sdpa", None)
+        missing = ATTENTION.get("flash", None)
+        return fn(x) if missing is None else x
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_caught_keyerror_message_and_repr():
+    def f(x, d):
+        try:
+            d["missing"]
+        except KeyError as e:
+            caught = (str(e), repr(e), e.args)
+        try:
+            [1, 2][5]
+        except IndexError as e:
+            index = str(e)
+        try:
+            [].pop()
+        except IndexError as e:
+            pop = str(e)
+        try:
+            d.pop("nope")
+        except KeyError as e:
+            popped = repr(e)
+        try:
+            {1}.remove(2)
+        except KeyError as e:
+            removed = e.args
+        return x + 1, caught, index, pop, popped, removed, str(ValueError("bad", 3)), repr(TypeError("t"))
+
+    check_breaks(f, X, {"a": 1}, breaks=0)
+
+
+def test_uncaught_keyerror_is_raised_by_python():
+    def f(x, d):
+        y = x + 1
+        return y, d["missing"]
+
+    check_calls(f, [(X, {"a": 1})], graphs=None)
+
+
+def test_keyerror_raised_in_a_handler_chains_the_handled_exception():
+    def f(x, d):
+        try:
+            try:
+                raise ValueError("first")
+            except ValueError:
+                d["missing"]
+        except KeyError as e:
+            return x + 1, type(e.__context__).__name__, str(e.__context__)
+
+    check_breaks(f, X, {}, breaks=0)
