@@ -11,6 +11,7 @@ Tested by tests/semantics/test_builtins.py, tests/semantics/test_containers.py a
 """
 from __future__ import annotations
 
+import collections
 import operator
 
 
@@ -19,7 +20,7 @@ from ..exc import GraphBreak
 from .base import same_object, VariableTracker
 from .constant import ConstantVariable
 from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
-from .mappings import DictVariable, DictViewVariable
+from .mappings import DefaultDictVariable, DictVariable, DictViewVariable
 from .objects import ObjectVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
@@ -85,6 +86,10 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         # s |= t mutates s in place (every alias sees it; an input set is updated after the graph)
         args[0].call_method(tx, _SET_INPLACE[fn], [args[1]], {})
         return args[0]
+    if fn in (operator.or_, operator.ior) and type(args[0]) in (DictVariable, DefaultDictVariable) and \
+            args[0].dict_type in _PLAIN_DICT_TYPES and (fn is operator.ior or isinstance(args[1], DictVariable)):
+        # d | other (a new dict of d's type), d |= other (d.update(other), in place)
+        return args[0].call_method(tx, "__ior__" if fn is operator.ior else "__or__", [args[1]], {})
     if fn in (operator.is_, operator.is_not) and any(_is_set(a) for a in args):
         return ConstantVariable(_identity_compare(fn, *args))  # not on folded copies
     if all(a.is_python_constant() for a in args):
@@ -99,6 +104,7 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
     return _sequence_or_object_op(tx, fn, args)
 
 
+_PLAIN_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict)
 _SET_INPLACE = {operator.ior: "update", operator.iand: "intersection_update",
                 operator.isub: "difference_update", operator.ixor: "symmetric_difference_update"}
 

@@ -32,7 +32,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
-from .mappings import DictVariable
+from .mappings import DefaultDictVariable, DictVariable
 from .sequences import ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
@@ -155,6 +155,9 @@ def _wrap(tx, value, source):
                 guard(guards.TypeGuard(source, type(value)))
                 guard(guards.DictKeysGuard(source, tuple(value.keys())))
                 items = {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
+                if type(value) is collections.defaultdict:  # a missing key calls the (guarded) factory
+                    factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
+                    return DefaultDictVariable(items, factory, source)
                 return DictVariable(items, source, dict_type=type(value))
             return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))

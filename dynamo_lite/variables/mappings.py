@@ -13,11 +13,13 @@ Tested by tests/semantics/test_containers.py, tests/semantics/test_container_val
 """
 from __future__ import annotations
 
+import collections
+
 import torch
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak, SkipFrame
-from .base import IdentityKey, VariableTracker
+from .base import IdentityKey, search_items, VariableTracker
 from .constant import ConstantVariable, NONE
 from .methods import ContainerMethodVariable
 from .sequences import LazyIteratorVariable, TupleVariable
@@ -75,12 +77,18 @@ class DictVariable(VariableTracker):
         return self.items[k]
 
     def var_getattr(self, tx, name):
-        if hasattr(dict, name):
+        if hasattr(self.dict_type, name) and callable(getattr(self.dict_type, name)):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
+        if kwargs and name == "popitem" and self.dict_type is collections.OrderedDict and not args \
+                and list(kwargs) == ["last"]:
+            args, kwargs = [kwargs["last"]], {}
+        if kwargs and name == "move_to_end" and self.dict_type is collections.OrderedDict and len(args) == 1 \
+                and list(kwargs) == ["last"]:
+            args, kwargs = [args[0], kwargs["last"]], {}
         if kwargs and name != "update":  # dict methods take no other keywords: Python handles them
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.dict_type.__name__}.{name}() with keyword arguments")
         if name == "__getitem__" and len(args) == 1:
@@ -146,18 +154,36 @@ class DictVariable(VariableTracker):
             return NONE
         if name == "copy" and not args:
             return DictVariable(dict(self.items), dict_type=self.dict_type)
-        if name == "popitem" and not args:
+        if name == "popitem" and (not args or (len(args) == 1 and self.dict_type is collections.OrderedDict)):
+            last = args[0].bool(tx) if args else True
             if not self.items:
-                self.raise_in_trace(tx, KeyError, [ConstantVariable("popitem(): dictionary is empty")])
+                message = "dictionary is empty" if self.dict_type is collections.OrderedDict else \
+                    "popitem(): dictionary is empty"
+                self.raise_in_trace(tx, KeyError, [ConstantVariable(message)])
             se.mutate(self)
-            k, v = self.items.popitem()
+            k = next(iter(reversed(self.items))) if last else next(iter(self.items))
+            v = self.items.pop(k)
             return TupleVariable([key_to_var(k), v])
-        if name in ("__or__", "__ior__") and len(args) == 1 and isinstance(args[0], DictVariable):
-            target = self if name == "__ior__" else DictVariable(dict(self.items), dict_type=self.dict_type)
-            if name == "__ior__":
-                se.mutate(self)
+        if name == "__or__" and len(args) == 1 and isinstance(args[0], DictVariable) and \
+                args[0].dict_type in (dict, self.dict_type):
+            target = self.call_method(tx, "copy", [], {})
             target.items.update(args[0].items)
             return target
+        if name == "__ior__" and len(args) == 1:
+            self.call_method(tx, "update", args, {})  # any mapping or iterable of pairs, like update()
+            return self
+        if name == "move_to_end" and self.dict_type is collections.OrderedDict and 1 <= len(args) <= 2:
+            k = self._key(args[0])
+            last = args[1].bool(tx) if len(args) == 2 else True
+            if k not in self.items:
+                self.raise_in_trace(tx, KeyError, [args[0]])
+            se.mutate(self)
+            value = self.items.pop(k)
+            if last:
+                self.items[k] = value
+            else:
+                self.items = {k: value, **self.items}
+            return NONE
         if name == "__getattribute__":
             return super().call_method(tx, name, args, kwargs)
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict.{name}() is not supported here")
@@ -295,13 +321,38 @@ class DictViewVariable(VariableTracker):
         return DictIteratorVariable(self.dict_var, self.kind)
 
     def constant_copy(self):
+        items = self.dict_var.items
+        if self.kind == "keys" and not any(isinstance(k, IdentityKey) for k in items):
+            return dict.fromkeys(items).keys()  # the keys are constants even when the values are not
         return getattr(self.dict_var.constant_copy(), self.kind)()
 
+    def var_getattr(self, tx, name):
+        if hasattr(self.python_type(), name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def _contains(self, tx, item) -> bool:
+        if self.kind == "keys":
+            return self.dict_var.contains(tx, item)
+        if self.kind == "values":
+            return search_items(tx, list(self.dict_var.items.values()), item)
+        # (k, v) in d.items(): the key is looked up, then its value compared (identity, then ==)
+        if not isinstance(item, TupleVariable) or len(item.items) != 2:
+            if item.is_python_constant() or isinstance(item, TupleVariable):
+                return False  # not a pair: never an item
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{item.describe()} in dict.items()")
+        k = self.dict_var._key(item.items[0])
+        if k not in self.dict_var.items:
+            return False
+        return search_items(tx, [self.dict_var.items[k]], item.items[1])
+
     def call_method(self, tx, name, args, kwargs):
-        if name == "__len__":
+        if name == "__len__" and not args:
             return ConstantVariable(len(self.dict_var.items))
-        if name == "__contains__" and len(args) == 1 and self.kind == "keys":
-            return self.dict_var.call_method(tx, "__contains__", args, {})
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self._contains(tx, args[0]))
+        if name == "isdisjoint" and len(args) == 1 and self.kind != "values" and not kwargs:
+            return ConstantVariable(not any(self._contains(tx, i) for i in args[0].unpack(tx)))
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg):

@@ -123,3 +123,78 @@ def test_keyerror_raised_in_a_handler_chains_the_handled_exception():
             return x + 1, type(e.__context__).__name__, str(e.__context__)
 
     check_breaks(f, X, {}, breaks=0)
+
+
+# ---------------------------------------------------------------- dict views, | and |=
+
+def test_dict_views_membership_len_iteration_and_set_algebra():
+    def f(x, d):
+        k, v, it = d.keys(), d.values(), d.items()
+        return (x * sum(v), len(k), len(it), "a" in k, "q" in k, ("a", 1) in it, ("a", 2) in it, 3 in it,
+                2 in v, k & {"a", "q"}, k | {"z"}, k - {"a"}, k ^ {"a", "c"}, it & {("a", 1)},
+                k == {"a", "b"}, k.isdisjoint(["q"]), it.isdisjoint([("b", 2)]), list(it), sorted(k),
+                [kk for kk in k], tuple(v))
+
+    check_breaks(f, X, {"a": 1, "b": 2}, breaks=0)
+
+
+def test_dict_views_of_tensor_values():
+    def f(x, d):
+        k = d.keys()
+        return sum(d.values()), k - {"a"}, "b" in k, (("a", d["a"]) in d.items())
+
+    check_breaks(f, X, {"a": X, "b": X * 2}, breaks=0)
+
+
+def test_dict_or_and_inplace_or():
+    def f(x, d, od):
+        e = d | {"c": x}
+        d |= {"d": 4}
+        d |= [("e", 5)]
+        o = od | {"z": 1}
+        od |= {"a": x}
+        return x * len(e), e, o, type(o).__name__
+
+    check_breaks(f, X, {"a": 1}, collections.OrderedDict(b=2), breaks=0)
+
+
+def test_defaultdict_or_keeps_the_factory():
+    def f(x, dd):
+        merged = dd | {"k": 1}
+        merged["new"] += 2
+        return x + 1, merged, merged.default_factory
+
+    check_breaks(f, X, collections.defaultdict(int, a=1), breaks=0)
+
+
+# ---------------------------------------------------------------- OrderedDict
+
+def test_ordereddict_move_to_end_and_popitem_last():
+    def f(x, od):
+        new = collections.OrderedDict()
+        new["b"] = x
+        new["a"] = 2
+        new["c"] = 3
+        new.move_to_end("b")
+        new.move_to_end("c", last=False)
+        first = new.popitem(last=False)
+        last = new.popitem()
+        od.move_to_end("p", False)
+        return x * 2, first, last, new, list(od)
+
+    check_breaks(f, X, collections.OrderedDict(q=1, p=2), breaks=0)
+
+
+def test_ordereddict_errors_are_eagers():
+    def f(x, od):
+        try:
+            od.move_to_end("missing")
+        except KeyError as e:
+            missing = e.args
+        try:
+            collections.OrderedDict().popitem(last=False)
+        except KeyError as e:
+            empty = e.args
+        return x + 1, missing, empty
+
+    check_breaks(f, X, collections.OrderedDict(q=1), breaks=0)
