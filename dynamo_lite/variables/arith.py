@@ -21,7 +21,7 @@ from .base import same_object, VariableTracker
 from .constant import ConstantVariable
 from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .mappings import DefaultDictVariable, DictVariable, DictViewVariable
-from .objects import ObjectVariable
+from .objects import IdVariable, ObjectVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
 from .tensor import record_op, TensorVariable
@@ -74,6 +74,11 @@ def _is_tensor(v) -> bool:
 
 def apply_operator(tx, fn, args: list) -> VariableTracker:
     """Apply an ``operator`` function (binary, compare, unary) to trackers."""
+    if fn in (operator.eq, operator.ne) and len(args) == 2 and all(isinstance(a, IdVariable) for a in args):
+        same = same_object(args[0].obj, args[1].obj)  # id(a) == id(b) is `a is b`
+        if same is None:
+            raise GraphBreak(gb.VALUE_UNKNOWN, "comparing id() of objects whose identity is not known at trace time")
+        return ConstantVariable(same if fn is operator.eq else not same)
     if any(_is_tensor(a) for a in args):
         if fn is operator.not_:
             raise GraphBreak(gb.DATA_DEPENDENT, "`not tensor` depends on tensor data")

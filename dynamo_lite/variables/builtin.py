@@ -34,19 +34,22 @@ from .mappings import dict_from_args, DictIteratorVariable, DictVariable, DictVi
 from .sequences import ListIteratorVariable, ListVariable, sort_items, TupleVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
-from .functions import BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserMethodVariable
+from .functions import (
+    BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserFunctionVariable, UserMethodVariable,
+)
 from .methods import BoundMethodOfVariable
 from .iterators import (
     EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily, ListReverseIteratorVariable,
     MapIteratorVariable, ZipIteratorVariable,
 )
 from .exceptions import ExceptionVariable
+from .objects import IdVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
     mro_lookup, ObjectLike, class_of, DataclassFieldVariable, NewObjectVariable, SuperVariable,
-    UserDefinedObjectVariable,
+    UserDefinedClassVariable, UserDefinedObjectVariable,
 )
 
 _HANDLERS: dict[Any, Callable] = {}
@@ -766,14 +769,53 @@ def _pick(tx, mapping, names):
 _HANDLERS[runtime.pick] = _pick
 
 
+def _real_object(tx, obj):
+    """The real object a tracker read from the frame's inputs stands for, guarded by identity
+    (so its id() and identity hash are constants of this cache entry); None when the tracker has
+    no source or keeps no real object (new objects, tensors, containers)."""
+    if obj.source is None or isinstance(obj, TensorVariable):
+        return None
+    if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable, UserDefinedClassVariable)):
+        value = obj.value
+    elif isinstance(obj, UserFunctionVariable):
+        value = obj.fn
+    else:
+        return None
+    tx.output.add_guard(guards.IdGuard(obj.source, value))
+    return value
+
+
 @_handler(builtins.id)
 def _id(tx, obj):
-    raise GraphBreak(gb.UNSUPPORTED_CALL, "id() of a traced value")
+    value = _real_object(tx, obj)
+    if value is not None:
+        return ConstantVariable(id(value))
+    if obj.is_python_constant() and not obj.mutable_local:
+        # an int or str constant may be a new object in the real run: its id is not known
+        value = obj.as_python_constant()
+        if value is None or isinstance(value, (bool, type)):
+            return ConstantVariable(id(value))  # singletons and classes
+    return IdVariable(obj)
 
 
 @_handler(builtins.hash)
 def _hash(tx, obj):
-    return None
+    if obj.is_python_constant():
+        return None  # folded as a pure builtin
+    if isinstance(obj, ObjectLike):
+        fn, owner = mro_lookup(obj.value_type, "__hash__")
+        if fn is None:
+            raise GraphBreak(gb.OPERATION_RAISES, f"unhashable type: {obj.value_type.__name__!r} (TypeError)")
+        if isinstance(fn, types.FunctionType):
+            result = UserMethodVariable(fn, obj).call_function(tx, [], {})
+            if not result.is_python_constant() or type(result.as_python_constant()) not in (int, bool):
+                raise GraphBreak(gb.VALUE_UNKNOWN, "__hash__() result not known at trace time, or not an int")
+            return ConstantVariable(hash(result.as_python_constant()))  # what hash() makes of it
+        if fn is object.__hash__:
+            value = _real_object(tx, obj)
+            if value is not None:
+                return ConstantVariable(hash(value))
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"hash() of {obj.describe()}")
 
 
 def _make_numeric(fn):

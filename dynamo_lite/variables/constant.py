@@ -10,6 +10,8 @@ Tested by tests/semantics/test_builtins.py.
 """
 from __future__ import annotations
 
+import types
+import typing
 from typing import Any
 
 import torch
@@ -22,13 +24,18 @@ from .methods import ConstantMethodVariable
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
+    types.UnionType,  # int | None: immutable, made by `|` on classes (isinstance(x, list | tuple))
+    types.GenericAlias,  # list[int]
 )
+# typing's aliases and special forms (typing.List, Optional[int], Union[...]): immutable, and
+# isinstance/issubclass with them answer from their origin classes
+_TYPING_FORMS = tuple(getattr(typing, n) for n in ("_BaseGenericAlias", "_SpecialForm") if hasattr(typing, n))
 
 
 def is_constant_value(value: Any) -> bool:
     if isinstance(value, (range, slice)):
         return True
-    if type(value) in CONSTANT_TYPES:
+    if type(value) in CONSTANT_TYPES or isinstance(value, _TYPING_FORMS):
         return True
     if type(value) in (tuple, frozenset) and all(is_constant_value(v) for v in value):
         return False  # containers are tracked as containers, not constants

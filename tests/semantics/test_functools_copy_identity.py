@@ -31,3 +31,77 @@ def test_a_nested_function_is_one_object_after_a_break():
         return y, held[0] is g, g(y)
 
     check_breaks(f, X, breaks=1)
+
+
+# ---------------------------------------------------------------- id() and hash()
+
+class Obj:
+    pass
+
+
+def test_id_of_inputs_is_a_guarded_constant_and_of_new_objects_compares_by_identity():
+    def f(x, o, lst):
+        new = Obj()
+        other = [1]
+        same_input = id(o) == id(o)
+        return (x * same_input, id(new) == id(new), id(new) != id(other), id(lst) == id(lst), id(x) == id(x),
+                id(None) == id(None), id(Obj) == id(type(new)))
+
+    o = Obj()
+    # the same object twice, then another one: id(o) is a constant of each cache entry
+    other = Obj()
+    check_calls(f, [lambda: (X, o, [1]), lambda: (X * 2, o, [1]), lambda: (X, other, [1])], hits=[1])
+    check_breaks(f, X, o, [1], breaks=0)
+
+
+def test_id_of_a_new_object_rebuilt_after_a_break_is_its_real_id():
+    def f(x):
+        o = Obj()
+        ident = id(o)
+        y = x + 1
+        print("break")  # generated code rebuilds o, then ident as id(o); Python compares them
+        return y, ident == id(o)
+
+    out = check_breaks(f, X, breaks=1)
+    assert out.value[1] is True
+
+
+def test_id_compared_with_an_int_is_not_guessed():
+    def f(x, lst):
+        return x + 1, id(lst) == 12345
+
+    check_breaks(f, X, [1], breaks=1)
+
+
+@__import__("dataclasses").dataclass(frozen=True)
+class FrozenCfg:
+    a: int
+    b: str = "x"
+
+
+class CustomHash:
+    def __init__(self, k):
+        self.k = k
+
+    def __hash__(self):
+        return self.k * 2 ** 70  # hash() reduces what __hash__ returns
+
+
+class NoHash:
+    __hash__ = None
+
+
+def test_hash_of_frozen_dataclasses_custom_hash_and_identity_hash():
+    def f(x, c, o):
+        d = FrozenCfg(1)
+        return (x * (hash(c) == hash(FrozenCfg(1, "x"))), c == d, c != d, hash(d) == hash(c),
+                hash(CustomHash(3)), hash(o) == hash(o), hash((1, "a")), hash(-1))
+
+    check_breaks(f, X, FrozenCfg(1), Obj(), breaks=0)
+
+
+def test_hash_of_an_unhashable_object_raises_typeerror():
+    def f(x, o):
+        return x + 1, hash(o)
+
+    check_calls(f, [(X, NoHash())], graphs=None)
