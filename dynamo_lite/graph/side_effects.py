@@ -72,6 +72,16 @@ class SideEffects:
     def load_attr(self, obj: VariableTracker, name: str) -> Optional[VariableTracker]:
         return self.attr_values.get(id(obj), {}).get(name)
 
+    def delete_new_object_attr(self, obj: VariableTracker, name: str) -> bool:
+        """``del obj.name`` of an object made in the trace (nothing to replay: it is rebuilt
+        without the attribute); False when it has no such attribute."""
+        attrs = self.attr_values.get(id(obj), {})
+        if name not in attrs:
+            return False
+        self.version += 1
+        del attrs[name]
+        return True
+
     def new_object_attrs(self, obj: VariableTracker) -> dict[str, VariableTracker]:
         return self.attr_values.get(id(obj), {})
 

@@ -95,7 +95,9 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
             args[0].dict_type in _PLAIN_DICT_TYPES and (fn is operator.ior or isinstance(args[1], DictVariable)):
         # d | other (a new dict of d's type), d |= other (d.update(other), in place)
         return args[0].call_method(tx, "__ior__" if fn is operator.ior else "__or__", [args[1]], {})
-    if fn in (operator.is_, operator.is_not) and any(_is_set(a) for a in args):
+    if fn in (operator.is_, operator.is_not) and (args[0] is args[1] or any(_is_set(a) for a in args)):
+        # one tracker is one object (t = (1, 2); t is t), and sets are compared as themselves:
+        # never on folded copies, which are new objects
         return ConstantVariable(_identity_compare(fn, *args))  # not on folded copies
     if all(a.is_python_constant() for a in args):
         values = [a.as_python_constant() for a in args]

@@ -244,6 +244,8 @@ def same_object(a: VariableTracker, b: VariableTracker) -> Optional[bool]:
         return False
     if a.mutable_local and b.mutable_local:
         return False
+    if (a.mutable_local and b.source is not None) or (b.mutable_local and a.source is not None):
+        return False  # made in the trace vs read from outside it: never the same object
     return None
 
 

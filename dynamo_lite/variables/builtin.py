@@ -16,6 +16,7 @@ tests/semantics/test_builtin_errors.py).
 from __future__ import annotations
 
 import builtins
+import copy
 import functools
 import itertools
 import math
@@ -43,6 +44,7 @@ from .iterators import (
     MapIteratorVariable, ZipIteratorVariable,
 )
 from .exceptions import ExceptionVariable
+from .stdlib import copy_value
 from .objects import IdVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
@@ -457,6 +459,29 @@ def _setattr(tx, obj, name, value):
         raise GraphBreak(gb.VALUE_UNKNOWN, "setattr() with a name not known at trace time")
     obj.setattr(tx, name.as_python_constant(), value)
     return NONE
+
+
+@_handler(builtins.vars)
+def _vars(tx, *args):
+    if len(args) == 1 and isinstance(args[0], ObjectLike):
+        return args[0].var_getattr(tx, "__dict__")  # the object's own (live) __dict__
+    if not args:
+        return _locals(tx)
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"vars() of {args[0].describe()}")
+
+
+@_handler(builtins.delattr)
+def _delattr(tx, obj, name):
+    if not name.is_python_constant() or not isinstance(name.as_python_constant(), str):
+        raise GraphBreak(gb.VALUE_UNKNOWN, "delattr() with a name not known at trace time")
+    attr = name.as_python_constant()
+    if isinstance(obj, NewObjectVariable) and mro_lookup(obj.value_type, "__delattr__")[0] is object.__delattr__ \
+            and not hasattr(type(mro_lookup(obj.value_type, attr)[0]), "__delete__"):
+        # an object made in the trace: rebuilt without the attribute (a missing one: AttributeError)
+        if tx.output.side_effects.delete_new_object_attr(obj, attr):
+            return NONE
+        raise GraphBreak(gb.OPERATION_RAISES, f"delattr(): {obj.describe()} has no attribute {attr!r} (AttributeError)")
+    raise GraphBreak(gb.SIDE_EFFECT, f"delattr() on {obj.describe()}")
 
 
 @_handler(builtins.callable)
@@ -1007,6 +1032,18 @@ def _dc_replace(tx, obj, **changes):
     if changes:
         raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.replace() with an unknown field (TypeError)")
     return tx.wrap(cls, None).call_function(tx, [], kwargs)
+
+
+def _make_copy(deep):
+    def impl(tx, obj, *memo):
+        if memo and not (memo[0].is_python_constant() and memo[0].as_python_constant() is None):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "copy.deepcopy() with a memo of the caller's")
+        return copy_value(tx, obj, deep, {})
+    return impl
+
+
+_py_handler(copy.copy)(_make_copy(False))
+_py_handler(copy.deepcopy)(_make_copy(True))
 
 
 @_py_handler(__import__("typing").cast)

@@ -87,8 +87,8 @@ class ObjectLike(VariableTracker):
         if name == "__class__":
             return class_of(tx, self, cls)
         if name == "__dict__":
-            if isinstance(self, UserDefinedObjectVariable) and self.source is not None and not \
-                    tx.output.side_effects.new_object_attrs(self):
+            if (isinstance(self, UserDefinedObjectVariable) and self.source is not None) or \
+                    isinstance(self, NewObjectVariable):
                 return InstanceDictVariable(self)
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "reading an object's __dict__")
         cls_attr, owner = mro_lookup(cls, name)
@@ -285,14 +285,23 @@ class UserDefinedObjectVariable(ObjectLike):
 
 
 class InstanceDictVariable(VariableTracker):
-    """``obj.__dict__`` of a real object, read-only: each key looked up is guarded.
+    """``obj.__dict__`` of a real object or of one made in the trace, read-only and live: a key is
+    looked up in the attributes written during the trace, then (real objects) in the real
+    ``__dict__``, each key read there guarded.
 
     Supports ``get``, ``[]`` and ``in``; anything else (iteration, writes) breaks.
     """
 
-    def __init__(self, obj: "UserDefinedObjectVariable"):
-        super().__init__(AttrSource(obj.source, "__dict__"))
+    def __init__(self, obj: "ObjectLike"):
+        super().__init__(AttrSource(obj.source, "__dict__") if obj.source is not None else None)
         self.obj = obj
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.obj)
+        cg.load_attr("__dict__")
+
+    def can_reconstruct(self):
+        return self.obj.can_reconstruct()
 
     def describe(self):
         return f"__dict__ of {self.obj.describe()}"
@@ -304,10 +313,31 @@ class InstanceDictVariable(VariableTracker):
         if not key_var.is_python_constant() or not isinstance(key_var.as_python_constant(), str):
             raise GraphBreak(gb.VALUE_UNKNOWN, "__dict__ key not known at trace time")
         key = key_var.as_python_constant()
+        pending = tx.output.side_effects.load_attr(self.obj, key)
+        if pending is not None:
+            return (None if pending is _DELETED else pending), key
+        if isinstance(self.obj, NewObjectVariable):
+            return None, key
         d = self.obj.value.__dict__
         present = key in d
         tx.output.add_expr_guard(f"({key!r} in {self.source.name()}) is {present!r}")
         return (tx.wrap(d[key], ItemSource(self.source, key)) if present else None), key
+
+    def items(self, tx) -> dict:
+        """name -> tracker of every instance attribute as the trace sees it now (copy's state):
+        the real ``__dict__``'s keys are guarded, then the writes of the trace applied."""
+        se = tx.output.side_effects
+        state = {}
+        if isinstance(self.obj, UserDefinedObjectVariable):
+            d = vars(self.obj.value)
+            tx.output.add_guard(guards.DictKeysGuard(self.source, tuple(d)))
+            state = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in d.items()}
+        for name, value in se.new_object_attrs(self.obj).items():
+            if value is _DELETED:
+                state.pop(name, None)
+            else:
+                state[name] = value
+        return state
 
     def var_getattr(self, tx, name):
         if name in ("get", "__contains__", "__getitem__"):
@@ -324,7 +354,7 @@ class InstanceDictVariable(VariableTracker):
         if name == "__getitem__" and len(args) == 1:
             value, key = self._lookup(tx, args[0])
             if value is None:
-                raise GraphBreak(gb.OPERATION_RAISES, f"KeyError: {key!r}")
+                self.raise_in_trace(tx, KeyError, [args[0]])
             return value
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name} on an object's __dict__")
 

@@ -105,3 +105,97 @@ def test_hash_of_an_unhashable_object_raises_typeerror():
         return x + 1, hash(o)
 
     check_calls(f, [(X, NoHash())], graphs=None)
+
+
+# ---------------------------------------------------------------- copy.copy / copy.deepcopy
+
+import copy  # noqa: E402 - grouped with its tests
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass
+class Cfg:
+    a: int = 1
+    b: list = dataclasses.field(default_factory=lambda: [1, 2])
+    c: dict = dataclasses.field(default_factory=lambda: {"k": (1, [2])})
+
+
+class PlainCfg:
+    def __init__(self):
+        self.a = 1
+        self.b = [1, 2]
+        self.d = {"k": 2}
+        self.same = self.b  # aliasing inside the object: kept by deepcopy's memo
+
+
+class WithDeepcopy:
+    def __init__(self):
+        self.a = [1]
+
+    def __deepcopy__(self, memo):
+        print("custom deepcopy")
+        return WithDeepcopy()
+
+
+def test_copy_and_deepcopy_of_config_objects():
+    def f(x, c):
+        shallow = copy.copy(c)
+        deep = copy.deepcopy(c)
+        deep.b.append(3)
+        shallow.a = 9
+        return x * c.a, shallow.a, shallow.b is c.b, deep.b is c.b, deep.b, c.b, deep, shallow, type(deep).__name__
+
+    check_breaks(f, X, Cfg(), breaks=0)
+    check_breaks(f, X, PlainCfg(), breaks=0)
+
+
+def test_deepcopy_keeps_aliasing_and_copies_new_objects():
+    def f(x):
+        c = PlainCfg()
+        c.extra = [c.b]
+        d = copy.deepcopy(c)
+        return x + 1, d.same is d.b, d.extra[0] is d.b, d.b is c.b, vars(d)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_copy_of_containers():
+    def f(x, d, lst):
+        d2 = copy.deepcopy(d)
+        d2["a"] = 9
+        d2["b"].append(3)
+        l2 = copy.copy(lst)
+        l2.append(4)
+        t = (1, "a")
+        nested = copy.deepcopy([lst, lst])
+        return (x * d["a"], d2, d, lst, l2, copy.deepcopy(t) is t, copy.copy(t) is t, nested[0] is nested[1],
+                copy.deepcopy({1, 2}), copy.deepcopy(frozenset({1})), copy.deepcopy(None), copy.deepcopy(len) is len)
+
+    check_breaks(f, X, {"a": 1, "b": [1]}, [1, 2], breaks=0)
+
+
+def test_deepcopy_of_an_instance_dict_and_a_deleted_attribute():
+    def f(x, c):
+        state = copy.deepcopy(c.__dict__)
+        new = copy.deepcopy(c)
+        del new.d
+        return x + 1, state, hasattr(new, "d"), vars(new), state["b"] is c.b
+
+    check_breaks(f, X, PlainCfg(), breaks=0)
+
+
+def test_copies_python_must_make_break():
+    def f(x, w):
+        return copy.deepcopy(w), copy.deepcopy(x), x + 1
+
+    check_calls(f, [(X, WithDeepcopy())], graphs=None)
+
+
+def test_is_of_one_constant_tuple_held_twice():
+    # `t is t` was folded on two fresh copies of the constant (False)
+    def f(x, lst):
+        t = (1, "a")
+        s = "abc"
+        return x + 1, t is t, t is not t, lst is lst, s is s, x.shape is x.shape
+
+    check_breaks(f, X, [1], breaks=0)
