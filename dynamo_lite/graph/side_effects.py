@@ -15,7 +15,7 @@ from typing import Optional
 from ..exc import InternalError
 from ..variables.base import VariableTracker
 from ..variables.mappings import DictVariable
-from ..variables.sequences import ListVariable
+from ..variables.sequences import DequeVariable, ListVariable
 from ..variables.sets import SetVariable
 
 
@@ -131,6 +131,18 @@ class SideEffects:
                     cg.load_const(None)
                     cg.emit("BUILD_SLICE", 2)
                     cg.emit("STORE_SUBSCR")
+                elif isinstance(var, DequeVariable):  # d.clear(); d.extend([...]) (maxlen is the deque's own)
+                    cg.reconstruct(var)
+                    cg.load_method("clear")
+                    cg.call_method(0)
+                    cg.emit("POP_TOP")
+                    cg.reconstruct(var)
+                    cg.load_method("extend")
+                    for item in var.items:
+                        cg.reconstruct(item)
+                    cg.emit("BUILD_LIST", len(var.items))
+                    cg.call_method(1)
+                    cg.emit("POP_TOP")
                 elif isinstance(var, (DictVariable, SetVariable)):
                     cg.reconstruct_contents(var)
                     tmp = cg.new_temp()

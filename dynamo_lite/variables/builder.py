@@ -32,8 +32,8 @@ from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
-from .mappings import DefaultDictVariable, DictVariable
-from .sequences import ListVariable, SizeVariable, TupleVariable
+from .mappings import CounterVariable, DefaultDictVariable, DictVariable
+from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
@@ -149,12 +149,23 @@ def _wrap(tx, value, source):
             items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
             return ListVariable(items, source)
         return _aliased(tx, value, source, make)
-    if type(value) in (dict, collections.OrderedDict, collections.defaultdict):  # not Counter: its own update()
+    if type(value) is collections.deque:
+        def make():
+            guard(guards.TypeGuard(source, collections.deque))
+            guard(guards.LengthGuard(source, len(value)))
+            if source is not None:
+                guard(guards.ExprGuard(f"{source.name()}.maxlen == {value.maxlen!r}", (), source))
+            items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+            return DequeVariable(items, value.maxlen, source)
+        return _aliased(tx, value, source, make)
+    if type(value) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         if all(type(k) in (str, int, bool, type(None), float) for k in value):
             def make():
                 guard(guards.TypeGuard(source, type(value)))
                 guard(guards.DictKeysGuard(source, tuple(value.keys())))
                 items = {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
+                if type(value) is collections.Counter:  # a missing key counts 0
+                    return CounterVariable(items, source)
                 if type(value) is collections.defaultdict:  # a missing key calls the (guarded) factory
                     factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
                     return DefaultDictVariable(items, factory, source)

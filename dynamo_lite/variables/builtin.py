@@ -31,7 +31,10 @@ from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
 from ..source import ItemSource
 from .arith import apply_operator, binary_op
-from .mappings import dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable
+from .mappings import (
+    CounterVariable, DefaultDictVariable, dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable,
+    MappingProxyVariable,
+)
 from .sequences import ListIteratorVariable, ListVariable, sort_items, TupleVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
@@ -459,6 +462,13 @@ def _setattr(tx, obj, name, value):
         raise GraphBreak(gb.VALUE_UNKNOWN, "setattr() with a name not known at trace time")
     obj.setattr(tx, name.as_python_constant(), value)
     return NONE
+
+
+@_handler(types.MappingProxyType)
+def _mappingproxy(tx, mapping):
+    if type(mapping) not in (DictVariable, DefaultDictVariable, CounterVariable):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"MappingProxyType() of {mapping.describe()}")
+    return MappingProxyVariable(mapping)
 
 
 @_handler(builtins.vars)

@@ -11,6 +11,7 @@ Tested by tests/semantics/test_builtins.py and tests/semantics/test_containers.p
 """
 from __future__ import annotations
 
+import collections
 import operator
 from typing import Any
 
@@ -20,7 +21,7 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
-from .mappings import DictVariable
+from .mappings import CounterVariable, DictVariable
 from .sequences import LazyIteratorVariable, ListIteratorVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SetVariable
 
@@ -35,6 +36,8 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ListVariable([wrap_constant_result(v) for v in value])
     if type(value) is dict:
         return DictVariable({k: wrap_constant_result(v) for k, v in value.items()})
+    if type(value) is collections.Counter:  # Counter("ab") + Counter("b")
+        return CounterVariable({k: wrap_constant_result(v) for k, v in value.items()})
     if type(value) in (set, frozenset):
         return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
     if is_constant_value(value):

@@ -14,6 +14,8 @@ Tested by tests/semantics/test_containers.py, tests/semantics/test_container_val
 from __future__ import annotations
 
 import collections
+import operator
+import types
 
 import torch
 
@@ -22,7 +24,7 @@ from ..exc import GraphBreak, SkipFrame
 from .base import IdentityKey, search_items, VariableTracker
 from .constant import ConstantVariable, NONE
 from .methods import ContainerMethodVariable
-from .sequences import LazyIteratorVariable, TupleVariable
+from .sequences import LazyIteratorVariable, ListVariable, TupleVariable
 
 
 class DictVariable(VariableTracker):
@@ -255,6 +257,147 @@ class DefaultDictVariable(DictVariable):
 
     def can_reconstruct(self):
         return self.default_factory.can_reconstruct() and super().can_reconstruct()
+
+
+class CounterVariable(DictVariable):
+    """A collections.Counter: a missing key reads as 0 (and is not added); ``update`` /
+    ``subtract`` add / subtract counts; ``most_common``, ``elements`` and ``total`` need counts
+    known at trace time.  Rebuilt as ``Counter({...})`` (input Counters: ``clear()`` +
+    ``update({...})``, which sets the counts of an empty Counter)."""
+
+    def __init__(self, items: dict, source=None):
+        super().__init__(items, source, dict_type=collections.Counter)
+
+    def describe(self):
+        return "Counter"
+
+    def lookup(self, tx, key):
+        k = self._key(key)
+        return self.items[k] if k in self.items else ConstantVariable(0)  # Counter.__missing__
+
+    def constant_copy(self):
+        if any(isinstance(k, IdentityKey) for k in self.items):
+            raise NotImplementedError
+        return collections.Counter({k: i.constant_copy() for k, i in self.items.items()})
+
+    def _counts(self, tx) -> list:
+        """(key, count) pairs, counts known at trace time (else the graph breaks)."""
+        pairs = [(k, v) for k, v in self.items.items()]
+        if not all(v.is_python_constant() for _, v in pairs):
+            raise GraphBreak(gb.VALUE_UNKNOWN, "Counter counts not known at trace time")
+        return [(k, v.as_python_constant()) for k, v in pairs]
+
+    def add_counts(self, tx, other, sign: int) -> None:
+        """``update`` (sign 1) / ``subtract`` (sign -1) with a mapping or an iterable of elements."""
+        if isinstance(other, DictVariable):
+            pairs = [(key_to_var(k), v) for k, v in other.items.items()]
+        else:
+            pairs = [(item, ConstantVariable(1)) for item in other.unpack(tx)]
+        tx.output.side_effects.mutate(self)
+        for key, count in pairs:
+            k = self._key(key)
+            if k in self.items:
+                op = operator.add if sign > 0 else operator.sub
+                self.items[k] = self.apply_operator(tx, op, [self.items[k], count])
+            else:
+                self.items[k] = count if sign > 0 else self.apply_operator(tx, operator.neg, [count])
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("update", "subtract") and len(args) <= 1:
+            if args:
+                self.add_counts(tx, args[0], 1 if name == "update" else -1)
+            if kwargs:
+                self.add_counts(tx, DictVariable(dict(kwargs)), 1 if name == "update" else -1)
+            return NONE
+        if kwargs:
+            return super().call_method(tx, name, args, kwargs)
+        if name == "copy" and not args:
+            return CounterVariable(dict(self.items))
+        if name == "most_common" and len(args) <= 1:
+            n = args[0].as_python_constant() if args else None
+            if n is not None and type(n) is not int:
+                raise GraphBreak(gb.VALUE_UNKNOWN, "Counter.most_common(n) with n not known at trace time")
+            counts = self._counts(tx)
+            try:  # what Counter computes (sorted by count, ties in insertion order)
+                order = sorted(range(len(counts)), key=lambda i: counts[i][1], reverse=True)
+            except TypeError as e:
+                raise GraphBreak(gb.OPERATION_RAISES, f"Counter.most_common() raised TypeError: {e}") from e
+            if n is not None:
+                order = order[:max(n, 0)]
+            return ListVariable([TupleVariable([key_to_var(counts[i][0]), self.items[counts[i][0]]]) for i in order])
+        if name == "elements" and not args:
+            counts = self._counts(tx)
+            if not all(type(c) is int for _, c in counts):
+                raise GraphBreak(gb.OPERATION_RAISES, "Counter.elements() of non-int counts")
+            return self.snapshot_iterator([key_to_var(k) for k, c in counts for _ in range(c)])
+        if name == "total" and not args:
+            total = ConstantVariable(0)
+            for v in self.items.values():
+                total = self.apply_operator(tx, operator.add, [total, v])
+            return total
+        if name == "__missing__" and len(args) == 1:
+            return ConstantVariable(0)
+        if name == "__delitem__" and len(args) == 1:  # Counter.__delitem__ ignores a missing key
+            if self._key(args[0]) not in self.items:
+                return NONE
+        return super().call_method(tx, name, args, kwargs)
+
+
+class MappingProxyVariable(VariableTracker):
+    """types.MappingProxyType(d) made in the trace: a read-only live view of the dict tracker
+    ``dict_var`` (reads go to it; writes raise TypeError in Python, so they break)."""
+
+    def __init__(self, dict_var: DictVariable):
+        super().__init__()
+        self.dict_var = dict_var
+
+    def python_type(self):
+        return types.MappingProxyType
+
+    def describe(self):
+        return "mappingproxy"
+
+    def has_len(self):
+        return True
+
+    def truthiness(self, tx):
+        return bool(self.dict_var.items)
+
+    def unpack(self, tx):
+        return self.dict_var.unpack(tx)
+
+    def contains(self, tx, item):
+        return self.dict_var.contains(tx, item)
+
+    def len(self, tx):
+        return self.dict_var.len(tx)
+
+    def iter(self, tx):
+        return self.dict_var.iter(tx)
+
+    def getitem(self, tx, key):
+        return self.dict_var.getitem(tx, key)
+
+    def var_getattr(self, tx, name):
+        if name in _PROXY_READS:
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _PROXY_READS:
+            return self.dict_var.call_method(tx, name, args, kwargs)
+        raise GraphBreak(gb.OPERATION_RAISES, f"mappingproxy.{name}() (a read-only mapping)")
+
+    def reconstruct(self, cg):
+        cg.load_callable(types.MappingProxyType)
+        cg.reconstruct(self.dict_var)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return self.dict_var.can_reconstruct()
+
+
+_PROXY_READS = ("get", "keys", "values", "items", "copy", "__getitem__", "__contains__", "__len__", "__or__")
 
 
 def hash_key(v: VariableTracker, what: str):

@@ -30,8 +30,8 @@ from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
-from .mappings import DefaultDictVariable, dict_from_args, DictVariable
-from .sequences import TupleVariable
+from .mappings import CounterVariable, DefaultDictVariable, dict_from_args, DictVariable
+from .sequences import DequeVariable, TupleVariable
 from .functions import bind_arguments, UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .contexts import NullContextVariable
@@ -50,7 +50,10 @@ def mro_lookup(cls: type, name: str):
 
 # generic attribute lookup (PyObject_GenericGetAttr) of object and builtin bases
 _PLAIN_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__, list.__getattribute__,
-                       tuple.__getattribute__, set.__getattribute__, BaseException.__getattribute__)
+                       tuple.__getattribute__, set.__getattribute__, BaseException.__getattribute__,
+                       types.SimpleNamespace.__getattribute__)
+# generic attribute writes (PyObject_GenericSetAttr): replayed by STORE_ATTR
+_PLAIN_SETATTR = (object.__setattr__, types.SimpleNamespace.__setattr__, None)
 
 
 class ObjectLike(VariableTracker):
@@ -143,7 +146,7 @@ class ObjectLike(VariableTracker):
         if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
             raise GraphBreak(gb.OPERATION_RAISES, "cannot assign to a field of a frozen dataclass")
         setattr_fn, _ = mro_lookup(cls, "__setattr__")
-        if setattr_fn not in (object.__setattr__, None):
+        if setattr_fn not in _PLAIN_SETATTR:
             if isinstance(setattr_fn, types.FunctionType):
                 return UserMethodVariable(setattr_fn, self).call_function(tx, [ConstantVariable(name), value], {})
             raise GraphBreak(gb.SIDE_EFFECT, f"{cls.__name__} defines __setattr__")
@@ -391,6 +394,18 @@ class NewObjectVariable(ObjectLike):
         return True
 
 
+class NamespaceVariable(NewObjectVariable):
+    """A types.SimpleNamespace made in the trace: rebuilt as ``SimpleNamespace(**attrs)`` (its
+    ``__new__`` is not object's)."""
+
+    def reconstruct(self, cg):
+        attrs = cg.side_effects.new_object_attrs(self)
+        cg.load_callable(types.SimpleNamespace)
+        for value in attrs.values():
+            cg.reconstruct(value)
+        cg.call(len(attrs), tuple(attrs))
+
+
 def guard_class_attr(tx, cls_src, cls_attr) -> None:
     """Guard that the class attribute at ``cls_src`` (``type(obj).name``) is still ``cls_attr``:
     the function of a staticmethod/classmethod, else the object itself.  No source: nothing."""
@@ -548,6 +563,30 @@ class UserDefinedClassVariable(VariableTracker):
         if cls is contextlib.nullcontext:
             bound = bind_arguments(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
             return NullContextVariable(bound["enter_result"])
+        if cls is collections.deque:
+            bound = bind_arguments(tx, _DEQUE_SIGNATURE, "deque", [NONE, NONE], {}, args, kwargs)
+            maxlen = bound["maxlen"]
+            if not maxlen.is_python_constant() or type(maxlen.as_python_constant()) not in (int, type(None)) or \
+                    (maxlen.as_python_constant() or 0) < 0:
+                raise GraphBreak(gb.OPERATION_RAISES, "deque(): maxlen must be a non-negative int or None")
+            iterable = bound["iterable"]
+            items = [] if iterable.is_python_constant() and iterable.as_python_constant() is None else \
+                iterable.unpack(tx)
+            return DequeVariable(items, maxlen.as_python_constant())
+        if cls is types.SimpleNamespace:
+            if args:
+                raise GraphBreak(gb.OPERATION_RAISES, "SimpleNamespace() takes no positional arguments (TypeError)")
+            obj = NamespaceVariable(cls, self.source)
+            tx.output.side_effects.track_new_object(obj)
+            for name, value in kwargs.items():
+                tx.output.side_effects.store_attr(obj, name, value)
+            return obj
+        if cls is collections.Counter:
+            if len(args) > 1:
+                raise GraphBreak(gb.OPERATION_RAISES, "Counter() takes at most one positional argument (TypeError)")
+            counter = CounterVariable({})
+            counter.call_method(tx, "update", list(args), kwargs)
+            return counter
         if cls is collections.OrderedDict or cls is collections.defaultdict:
             if cls is collections.OrderedDict:
                 result = dict_from_args(tx, *args, **kwargs)
@@ -593,6 +632,7 @@ class UserDefinedClassVariable(VariableTracker):
         return True
 
 
+_DEQUE_SIGNATURE = (lambda iterable=None, maxlen=None: None).__code__  # deque([iterable[, maxlen]])
 _NAMEDTUPLE_MAKE_CODE = __import__("collections").namedtuple("_T", "a")._make.__func__.__code__
 
 

@@ -198,3 +198,115 @@ def test_ordereddict_errors_are_eagers():
         return x + 1, missing, empty
 
     check_breaks(f, X, collections.OrderedDict(q=1), breaks=0)
+
+
+# ---------------------------------------------------------------- deque, Counter, MappingProxyType, SimpleNamespace
+
+import types  # noqa: E402 - grouped with its tests
+
+
+def test_deque_made_in_compiled_code():
+    def f(x):
+        q = collections.deque([1, 2], maxlen=3)
+        q.append(3)
+        q.appendleft(0)
+        q.append(x)
+        first = q.popleft()
+        q.extendleft([7, 8])
+        q.rotate(-1)
+        q.extend([x * 2, 5])
+        return x * 2, q, first, len(q), q.maxlen, q[0], q[-1], 8 in q, [v for v in q], q.copy()
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_deque_input_mutated_in_place():
+    def f(x, q, unbounded):
+        q.append(x)
+        q.rotate(1)
+        z = q.pop() * 2
+        unbounded.extend([5, 6])
+        unbounded.popleft()
+        return z, x + 1
+
+    check_breaks(f, X, collections.deque([1, 2], maxlen=3), collections.deque([x for x in range(3)]), breaks=0)
+
+
+def test_deque_errors_and_mutation_during_iteration():
+    def f(x):
+        q = collections.deque()
+        try:
+            q.pop()
+        except IndexError as e:
+            empty = str(e)
+        try:
+            q[3]
+        except IndexError as e:
+            index = str(e)
+        for v in collections.deque([1, 2]):
+            x = x + v
+        return x, empty, index
+
+    def mutate_while_iterating(x):
+        q = collections.deque([1, 2])
+        for v in q:
+            q.append(v)  # RuntimeError in eager: the frame runs in Python
+        return x
+
+    check_breaks(f, X, breaks=0)
+    check_calls(mutate_while_iterating, [(X,)], graphs=None)
+
+
+def test_counter_made_in_compiled_code():
+    def f(x):
+        c = collections.Counter("abca")
+        c["z"] += 2
+        c.update(["a"])
+        c.update(b=3)
+        c.subtract({"b": 1})
+        del c["nothing"]
+        return (x * c["a"], c.most_common(2), c.most_common(), dict(c), c["q"], "q" in c, sorted(c.elements()),
+                c.total(), c + collections.Counter("zz"), c.copy(), c)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_counter_input_and_tensor_counts():
+    def f(x, c):
+        c["a"] += 1
+        c.update(b=3)
+        t = collections.Counter()
+        t["t"] += x
+        t.update({"t": x})
+        return x * c["a"] + c["missing"], t["t"], t
+
+    check_breaks(f, X, collections.Counter(a=1, k=2), breaks=0)
+
+
+def test_mappingproxy_reads_its_dict_live():
+    def f(x):
+        d = {"a": 2}
+        mp = types.MappingProxyType(d)
+        d["b"] = 3
+        return x * mp["a"] + mp.get("b", 1) + len(mp), "a" in mp, list(mp), mp.copy(), list(mp.items()), mp
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_mappingproxy_write_raises_typeerror():
+    def f(x):
+        mp = types.MappingProxyType({"a": 2})
+        mp["a"] = 3
+        return x
+
+    check_calls(f, [(X,)], graphs=None)
+
+
+def test_simple_namespace_made_and_read():
+    def f(x, ns):
+        made = types.SimpleNamespace(a=1, b=x)
+        made.c = 3
+        ns.z = 5
+        return made.b * made.a + made.c + ns.a, made, getattr(made, "missing", 7), hasattr(ns, "z")
+
+    check_breaks(f, X, types.SimpleNamespace(a=2), breaks=0)
