@@ -21,6 +21,7 @@ import functools
 import itertools
 import math
 import operator
+import re
 import types
 from typing import Any, Callable
 
@@ -138,6 +139,17 @@ class BuiltinVariable(VariableTracker):
             except Exception as e:  # noqa: BLE001 - raise it for real
                 raise GraphBreak(gb.OPERATION_RAISES, f"{_name(fn)}() raised {type(e).__name__}") from e
             return OperatorGetterVariable(getter)
+        if fn in _FOLD_ON_COPIES and not kwargs:
+            try:
+                copies = [a.constant_copy() for a in args]
+            except NotImplementedError:
+                copies = None
+            if copies is not None and not any(callable(c) for c in copies):
+                try:
+                    value = fn(*copies)
+                except Exception as e:  # noqa: BLE001 - raise it for real, from Python
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{_name(fn)}() raised {type(e).__name__} at trace time") from e
+                return wrap_constant_result(value)
         if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()) \
                 and _is_pure(fn):
             try:
@@ -689,16 +701,53 @@ def _exception_text(fn, exc):
     return ConstantVariable(fn(exc.exc_type(*[a.as_python_constant() for a in exc.args])))
 
 
-@_handler(builtins.repr)
-def _repr(tx, obj):
-    text = _exception_text(repr, obj)
-    return text  # None: folded as a pure builtin when obj is a constant
+def _container_text(fn, obj):
+    """str() / repr() / ascii() of a list, tuple, dict or set of constants (computed on a copy)."""
+    if type(obj) not in (ListVariable, TupleVariable, DictVariable, SetVariable, CounterVariable):
+        return None
+    try:
+        value = obj.constant_copy()
+    except NotImplementedError:
+        return None
+    if any(callable(v) for v in _leaves(value)):
+        return None  # a function's repr shows its address: not known at trace time
+    return ConstantVariable(fn(value))
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(k)
+            yield from _leaves(v)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _make_repr(fn):
+    def impl(tx, obj):
+        text = _exception_text(fn, obj) if fn is repr else None
+        return text if text is not None else _container_text(fn, obj)  # None: folded when a constant
+    return impl
+
+
+_HANDLERS[builtins.repr] = _make_repr(repr)
+_HANDLERS[builtins.ascii] = _make_repr(ascii)
+
+
+# pure functions that read (never mutate) their container arguments: folded on constant copies
+_FOLD_ON_COPIES = {operator.concat, operator.countOf, operator.indexOf, operator.length_hint, math.fsum,
+                   math.hypot, math.dist, builtins.format}
 
 
 def _scalar_conversion(fn):
     def impl(tx, *args, **kwargs):
         if fn is str and len(args) == 1 and not kwargs:
             text = _exception_text(str, args[0])
+            if text is None:
+                text = _container_text(str, args[0])
             if text is not None:
                 return text
         if args and isinstance(args[0], TensorVariable):
@@ -1044,6 +1093,56 @@ def _dc_replace(tx, obj, **changes):
     return tx.wrap(cls, None).call_function(tx, [], kwargs)
 
 
+def _dc_inner(tx, obj, as_dict: bool, memo: dict):
+    """What dataclasses.asdict / astuple make of a value: dataclass instances become dicts /
+    tuples of their fields, lists / tuples / dicts are rebuilt item by item, anything else is
+    copy.deepcopy'd."""
+    cls = _dataclass_type(obj) if isinstance(obj, ObjectLike) else None
+    if cls is not None:
+        import dataclasses
+
+        values = [_dc_inner(tx, obj.var_getattr(tx, f.name), as_dict, memo) for f in dataclasses.fields(cls)]
+        if as_dict:
+            return DictVariable({f.name: v for f, v in zip(dataclasses.fields(cls), values)})
+        return TupleVariable(values)
+    if type(obj) in (ListVariable, TupleVariable):
+        return type(obj)([_dc_inner(tx, i, as_dict, memo) for i in obj.items])
+    if type(obj) is DictVariable and obj.dict_type is dict:
+        if any(not isinstance(k, (str, int, bool, float, type(None))) for k in obj.items):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "dataclasses.asdict() of a dict with non-constant keys")
+        return DictVariable({k: _dc_inner(tx, v, as_dict, memo) for k, v in obj.items.items()})
+    if isinstance(obj, (ListVariable, TupleVariable, DictVariable)):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"dataclasses.asdict() of a {obj.describe()} field")
+    return copy_value(tx, obj, True, memo)
+
+
+def _make_dc_convert(as_dict):
+    def impl(tx, obj):
+        if _dataclass_type(obj) is None or not isinstance(obj, ObjectLike):
+            raise GraphBreak(gb.OPERATION_RAISES, f"dataclasses.{'asdict' if as_dict else 'astuple'}() of a "
+                             "non-dataclass instance (TypeError)")
+        return _dc_inner(tx, obj, as_dict, {})
+    return impl
+
+
+_py_handler(__import__("dataclasses").asdict)(_make_dc_convert(True))
+_py_handler(__import__("dataclasses").astuple)(_make_dc_convert(False))
+
+
+def _make_inspect_predicate(fn, kinds):
+    def impl(tx, obj):
+        if obj.is_python_constant():
+            return ConstantVariable(fn(obj.as_python_constant()))
+        return ConstantVariable(any(issubclass(_python_type(tx, obj), k) for k in kinds))
+    return impl
+
+
+for _fn, _kinds in ((__import__("inspect").isfunction, (types.FunctionType,)),
+                    (__import__("inspect").ismethod, (types.MethodType,)),
+                    (__import__("inspect").isclass, (type,))):
+    _py_handler(_fn)(_make_inspect_predicate(_fn, _kinds))
+
+
 def _make_copy(deep):
     def impl(tx, obj, *memo):
         if memo and not (memo[0].is_python_constant() and memo[0].as_python_constant() is None):
@@ -1054,6 +1153,29 @@ def _make_copy(deep):
 
 _py_handler(copy.copy)(_make_copy(False))
 _py_handler(copy.deepcopy)(_make_copy(True))
+
+
+def _fold_re(fn):
+    """re.sub / match / compile ... with constant arguments: computed at trace time (the result, a
+    str, list, Pattern or Match, is immutable); a function argument (a repl callback) breaks."""
+    def impl(tx, *args, **kwargs):
+        try:
+            copies = [a.constant_copy() for a in args]
+            kw = {k: v.constant_copy() for k, v in kwargs.items()}
+        except NotImplementedError as e:
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"re.{fn.__name__}() with arguments not known at trace time") from e
+        if any(callable(c) for c in [*copies, *kw.values()]):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"re.{fn.__name__}() with a function argument")
+        try:
+            value = fn(*copies, **kw)
+        except Exception as e:  # noqa: BLE001 - Python raises it for real
+            raise GraphBreak(gb.OPERATION_RAISES, f"re.{fn.__name__}() raised {type(e).__name__}") from e
+        return wrap_constant_result(value)
+    return impl
+
+
+for _fn in (re.compile, re.match, re.fullmatch, re.search, re.sub, re.subn, re.split, re.findall, re.escape):
+    _py_handler(_fn)(_fold_re(_fn))
 
 
 @_py_handler(__import__("typing").cast)

@@ -10,6 +10,7 @@ Tested by tests/semantics/test_builtins.py.
 """
 from __future__ import annotations
 
+import re
 import types
 import typing
 from typing import Any
@@ -26,6 +27,7 @@ CONSTANT_TYPES = (
     torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
     types.UnionType,  # int | None: immutable, made by `|` on classes (isinstance(x, list | tuple))
     types.GenericAlias,  # list[int]
+    re.Pattern, re.Match,  # compiled patterns and match results are immutable
 )
 # typing's aliases and special forms (typing.List, Optional[int], Union[...]): immutable, and
 # isinstance/issubclass with them answer from their origin classes

@@ -12,7 +12,9 @@ Tested by tests/semantics/test_builtins.py and tests/semantics/test_containers.p
 from __future__ import annotations
 
 import collections
+import enum
 import operator
+import re
 from typing import Any
 
 import torch
@@ -40,7 +42,7 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return CounterVariable({k: wrap_constant_result(v) for k, v in value.items()})
     if type(value) in (set, frozenset):
         return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
-    if is_constant_value(value):
+    if is_constant_value(value) or isinstance(value, enum.Enum):  # Color(2), Perm.R | Perm.W
         return ConstantVariable(value)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} computed at trace time cannot be tracked")
 
@@ -57,7 +59,7 @@ def materialize(tx, obj: Any) -> Any:
 
 
 # Methods that never mutate and never depend on anything but their arguments.
-_PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice,
+_PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice, re.Pattern, re.Match,
                torch.dtype, torch.device)
 
 
@@ -74,6 +76,9 @@ def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwa
         const_kwargs = {k: v.constant_copy() for k, v in kwargs.items()}
     except NotImplementedError:
         const_args = const_kwargs = None
+    if const_args is not None and isinstance(const.value, (re.Pattern, re.Match)) and \
+            any(callable(a) for a in [*const_args, *const_kwargs.values()]):
+        const_args = None  # pattern.sub(function, ...) would run the function at trace time
     if const_args is not None and isinstance(const.value, _PURE_TYPES):
         fn = getattr(const.value, name, None)
         if fn is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import enum
 import functools
 import types
 from typing import Any, Optional
@@ -553,8 +554,20 @@ class UserDefinedClassVariable(VariableTracker):
             return NamedTupleVariable(self.value, items)
         return super().call_method(tx, name, args, kwargs)
 
+    def unpack(self, tx):
+        if isinstance(self.value, enum.EnumMeta):  # list(Color), `Color.RED in Color`: its members
+            return [ConstantVariable(m) for m in self.value]
+        return super().unpack(tx)
+
     def call_function(self, tx, args, kwargs):
         cls = self.value
+        if isinstance(cls, enum.EnumMeta) and len(args) == 1 and not kwargs and args[0].is_python_constant() and \
+                mro_lookup(cls, "_missing_")[1].__module__ == "enum" and type(cls) is enum.EnumMeta:
+            # Color(2): the member with that value (a lookup: no code of the class runs)
+            try:
+                return ConstantVariable(cls(args[0].as_python_constant()))
+            except ValueError as e:
+                raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__}({args[0].as_python_constant()!r}) raised ValueError") from e
         if is_namedtuple_class(cls):
             new = cls.__new__
             defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
