@@ -45,7 +45,9 @@ from .model_output import is_model_output_class, ModelOutputClassVariable, Model
 from .nn_module import NNModuleVariable
 from .tensor import TensorVariable
 from .torch_vars import is_torch_class, TorchVariable
-from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
+from .user_objects import (
+    DictSubclassObjectVariable, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
+)
 
 
 def _is_torch_callable(value) -> bool:
@@ -260,6 +262,15 @@ def _wrap(tx, value, source):
         return BuiltinVariable(value, source)
     if isinstance(value, types.CellType):
         raise GraphBreak(gb.VALUE_UNKNOWN, "a raw closure cell")
+    dict_base = plain_dict_subclass(type(value))
+    if dict_base is not None and source is not None and \
+            all(type(k) in (str, int, bool, type(None), float) for k in dict.keys(value)):
+        def make():  # a dict subclass that only adds methods / attributes: its items are a dict's
+            guard(guards.TypeGuard(source, type(value)))
+            guard(guards.DictKeysGuard(source, tuple(dict.keys(value))))
+            items = {k: wrap(tx, dict.__getitem__(value, k), ItemSource(source, k)) for k in dict.keys(value)}
+            return DictSubclassObjectVariable(value, DictVariable(items, source, dict_type=dict_base), source)
+        return _aliased(tx, value, source, make)
     guard(guards.TypeGuard(source, type(value)))
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
         return ObjectVariable(value, source)

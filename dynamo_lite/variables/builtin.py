@@ -16,6 +16,7 @@ tests/semantics/test_builtin_errors.py).
 from __future__ import annotations
 
 import builtins
+import collections
 import copy
 import functools
 import itertools
@@ -54,7 +55,8 @@ from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
-    mro_lookup, ObjectLike, class_of, DataclassFieldVariable, NewObjectVariable, SuperVariable,
+    _DICT_METHODS, mro_lookup, ObjectLike, class_of, DataclassFieldVariable, DictStorageMixin, DictSubclassObjectVariable,
+    NewObjectVariable, SuperVariable,
     UserDefinedClassVariable, UserDefinedObjectVariable,
 )
 
@@ -119,6 +121,12 @@ class BuiltinVariable(VariableTracker):
                 return result
         if fn in _ARITH_FNS:
             return _arith_call(tx, fn, args, kwargs)
+        if args and isinstance(args[0], DictStorageMixin) and getattr(fn, "__objclass__", None) in (
+                dict, collections.OrderedDict) and getattr(fn, "__name__", None) in (*_DICT_METHODS, "__init__") and \
+                isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            # dict.__setitem__(self, k, v) / OrderedDict.__setitem__(self, ...) / super().get(k) on a
+            # dict subclass instance: the base's own method, on its contents
+            return args[0].call_base_method(tx, fn.__name__, list(args[1:]), kwargs)
         if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and args and \
                 getattr(fn, "__objclass__", None) in _UNBOUND_METHOD_TYPES:
             # str.upper(s), dict.get(d, k), list.append(lst, v): the method of the first argument
@@ -803,6 +811,8 @@ def _dict_slot(fn):
     """dict.get/__getitem__/__contains__(obj, key) on a real dict-subclass instance
     (``super().get(key)`` inside its methods): reads the real dict, guarding the key."""
     def impl(tx, obj, *args):
+        if isinstance(obj, DictStorageMixin):  # its items are modelled (changes included)
+            return obj.call_base_method(tx, fn.__name__, list(args), {})
         nargs = 2 if fn is dict.get else 1
         if not (isinstance(obj, UserDefinedObjectVariable) and isinstance(obj.value, dict)
                 and obj.source is not None and 1 <= len(args) <= nargs and args[0].is_python_constant()):

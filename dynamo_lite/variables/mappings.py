@@ -512,12 +512,21 @@ def dict_from_args(tx, *args, **kwargs) -> DictVariable:
     result = DictVariable({})
     if args:
         src = args[0]
+        if isinstance(getattr(src, "storage", None), DictVariable):
+            # a dict subclass instance: CPython copies its dict directly when its __iter__ is
+            # dict's, else through keys() and __getitem__
+            direct = src.storage.dict_type is dict and src.dict_method("__iter__")
+            if not (direct or (src.dict_method("keys") and src.dict_method("__getitem__"))):
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict() of {src.describe()}, which overrides keys/__getitem__")
+            src = src.storage
         if isinstance(src, DictVariable):
             result.items.update(src.items)
         else:
             for pair in src.unpack(tx):
-                k, v = pair.unpack(tx)
-                result.items[result._key(k)] = v
+                parts = pair.unpack(tx)
+                if len(parts) != 2:  # Python raises ValueError
+                    raise GraphBreak(gb.OPERATION_RAISES, f"dictionary update sequence element has length {len(parts)}")
+                result.items[result._key(parts[0])] = parts[1]
     result.items.update(kwargs)
     return result
 

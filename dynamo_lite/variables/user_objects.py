@@ -288,6 +288,103 @@ class UserDefinedObjectVariable(ObjectLike):
         return True
 
 
+# dict methods a subclass must keep (not override) for its dict contents to be modelled as a dict
+_DICT_METHODS = ("__contains__", "__delitem__", "__getitem__", "__iter__", "__len__", "__setitem__", "clear", "get",
+                 "items", "keys", "pop", "popitem", "setdefault", "update", "values", "__reversed__", "__or__",
+                 "__ior__", "copy", "move_to_end", "__missing__", "__bool__")
+
+
+def plain_dict_subclass(cls) -> Optional[type]:
+    """For a Python subclass of dict / OrderedDict that overrides none of their methods (it only
+    adds methods and attributes): that builtin base, whose methods it runs; else None."""
+    if not isinstance(cls, type) or not issubclass(cls, dict) or issubclass(cls, (collections.defaultdict,
+                                                                                   collections.Counter)):
+        return None
+    if cls in (dict, collections.OrderedDict):
+        return None
+    base = collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
+    for name in _DICT_METHODS:
+        _, owner = mro_lookup(cls, name)
+        if owner not in (dict, collections.OrderedDict, object, None):
+            return None
+    return base
+
+
+class DictStorageMixin:
+    """Dict contents of an instance of a dict subclass, kept in ``storage`` (a DictVariable whose
+    ``dict_type`` is the builtin base, dict or OrderedDict, for the semantics of its methods).
+    A dict method the class does not override, and the base's own method called explicitly
+    (``dict.__setitem__(self, k, v)``, ``super().get(k)``), work on ``storage``; a Python override
+    is inlined like any method (and reaches ``storage`` through those explicit calls)."""
+
+    storage: "DictVariable"
+
+    def dict_method(self, name) -> bool:
+        _, owner = mro_lookup(self.value_type, name)
+        return name in _DICT_METHODS and owner in (dict, collections.OrderedDict)
+
+    def var_getattr(self, tx, name):
+        if self.dict_method(name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if self.dict_method(name):
+            return self.call_base_method(tx, name, args, kwargs)
+        return super().call_method(tx, name, args, kwargs)
+
+    def call_base_method(self, tx, name, args, kwargs):
+        """The builtin base's method ``name`` on the contents (its ``__init__`` is an update)."""
+        if name == "__init__":
+            if len(args) > 1:
+                raise GraphBreak(gb.OPERATION_RAISES, f"{self.value_type.__name__}.__init__ expected at most 1 argument")
+            self.storage.call_method(tx, "update", args, kwargs)
+            return NONE
+        if name in ("copy", "__or__") and self.storage.dict_type is not dict:
+            # OrderedDict's copy / | make an instance of the subclass (its __init__ runs)
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.value_type.__name__}.{name}() makes a new instance")
+        result = self.storage.call_method(tx, name, args, kwargs)
+        return self if name == "__ior__" else result
+
+    def getitem(self, tx, key):
+        return self.storage.getitem(tx, key) if self.dict_method("__getitem__") else super().getitem(tx, key)
+
+    def setitem(self, tx, key, value):
+        if self.dict_method("__setitem__"):
+            return self.storage.setitem(tx, key, value)
+        return super().setitem(tx, key, value)
+
+    def contains(self, tx, item):
+        return self.storage.contains(tx, item) if self.dict_method("__contains__") else super().contains(tx, item)
+
+    def len(self, tx):
+        return self.storage.len(tx) if self.dict_method("__len__") else super().len(tx)
+
+    def has_len(self):
+        return True
+
+    def iter(self, tx):
+        return self.storage.iter(tx) if self.dict_method("__iter__") else super().iter(tx)
+
+    def unpack(self, tx):
+        return self.storage.unpack(tx) if self.dict_method("__iter__") else super().unpack(tx)
+
+    def truthiness(self, tx):
+        if self.dict_method("__len__") and mro_lookup(self.value_type, "__bool__")[0] is None:
+            return self.storage.truthiness(tx)
+        return super().truthiness(tx)
+
+
+class DictSubclassObjectVariable(DictStorageMixin, UserDefinedObjectVariable):
+    """A real instance of a plain dict subclass (``plain_dict_subclass``: it overrides no dict
+    method), read from the inputs: ``storage`` has the object's source and its keys are guarded;
+    changes are replayed on the real object with its (dict's) clear / update."""
+
+    def __init__(self, value, storage, source=None):
+        UserDefinedObjectVariable.__init__(self, value, source)
+        self.storage = storage
+
+
 class InstanceDictVariable(VariableTracker):
     """``obj.__dict__`` of a real object or of one made in the trace, read-only and live: a key is
     looked up in the attributes written during the trace, then (real objects) in the real
@@ -405,6 +502,43 @@ class NamespaceVariable(NewObjectVariable):
         for value in attrs.values():
             cg.reconstruct(value)
         cg.call(len(attrs), tuple(attrs))
+
+
+class NewDictObjectVariable(DictStorageMixin, NewObjectVariable):
+    """An instance of a Python dict / OrderedDict subclass created in the trace (a ModelOutput-
+    like container): its items in ``storage``, its attributes in the side-effect log.  Rebuilt
+    without running its ``__init__``: the base's ``__new__``, then the base's own ``__setitem__``
+    per item and ``object.__setattr__`` per attribute (no override of the class runs)."""
+
+    def __init__(self, cls: type, base: type, class_source=None):
+        NewObjectVariable.__init__(self, cls, class_source)
+        self.storage = DictVariable({}, dict_type=base)
+
+    def reconstruct(self, cg):
+        attrs = cg.side_effects.new_object_attrs(self)
+        cg.load_callable(_new_dict_object)
+        cg.load_const(self.value_type)
+        cg.load_const(self.storage.dict_type)
+        cg.reconstruct(self.storage)
+        for name, value in attrs.items():
+            cg.load_const(name)
+            cg.reconstruct(value)
+        cg.emit("BUILD_MAP", len(attrs))
+        cg.call(4)
+
+    def can_reconstruct(self):
+        return self.storage.can_reconstruct()
+
+
+def _new_dict_object(cls, base, items: dict, attrs: dict):
+    """An instance of the dict subclass ``cls`` with ``items`` and ``attrs``, made by its builtin
+    ``base``'s own methods (generated code calls it; no method of ``cls`` runs)."""
+    obj = base.__new__(cls)
+    for k, v in items.items():
+        base.__setitem__(obj, k, v)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    return obj
 
 
 def guard_class_attr(tx, cls_src, cls_attr) -> None:
@@ -612,6 +746,8 @@ class UserDefinedClassVariable(VariableTracker):
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
             return ExceptionVariable.create(tx, cls, args, kwargs)
+        if _dict_base(cls) is not None:
+            return self._new_dict_object(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
             raise GraphBreak(gb.OPERATION_RAISES, f"class {cls.__name__} has abstract methods (TypeError)")
         if type(cls) is not type and not _is_plain_meta(cls):
@@ -635,6 +771,25 @@ class UserDefinedClassVariable(VariableTracker):
             raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}() takes no arguments")
         return obj
 
+    def _new_dict_object(self, tx, cls, args, kwargs):
+        """``cls(...)`` of a dict / OrderedDict subclass: a NewDictObjectVariable, then its
+        ``__init__`` (inlined when Python, else the base's: the arguments are its items)."""
+        base = _dict_base(cls)
+        if type(cls) not in (type, __import__("abc").ABCMeta) or mro_lookup(cls, "__new__")[0] not in (
+                dict.__new__, collections.OrderedDict.__new__, object.__new__) or \
+                any("__slots__" in k.__dict__ for k in cls.__mro__ if k.__module__ != "builtins" and
+                    k is not collections.OrderedDict):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} (a dict subclass) with its own __new__, "
+                             "metaclass or __slots__")
+        obj = NewDictObjectVariable(cls, base, self.source)
+        tx.output.side_effects.track_new_object(obj)
+        init, _ = mro_lookup(cls, "__init__")
+        if isinstance(init, types.FunctionType):
+            UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+        else:
+            obj.call_base_method(tx, "update", list(args), kwargs)
+        return obj
+
     def reconstruct(self, cg):
         if self.source is None:
             cg.load_const(self.value)
@@ -643,6 +798,17 @@ class UserDefinedClassVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+def _dict_base(cls) -> Optional[type]:
+    """dict or OrderedDict for a Python subclass of one of them (not defaultdict / Counter) whose
+    instances the trace can make; else None."""
+    if not isinstance(cls, type) or not issubclass(cls, dict) or cls in (dict, collections.OrderedDict) or \
+            issubclass(cls, (collections.defaultdict, collections.Counter)):
+        return None
+    if mro_lookup(cls, "__missing__")[0] is not None:
+        return None
+    return collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
 
 
 _DEQUE_SIGNATURE = (lambda iterable=None, maxlen=None: None).__code__  # deque([iterable[, maxlen]])

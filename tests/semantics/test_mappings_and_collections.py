@@ -310,3 +310,73 @@ def test_simple_namespace_made_and_read():
         return made.b * made.a + made.c + ns.a, made, getattr(made, "missing", 7), hasattr(ns, "z")
 
     check_breaks(f, X, types.SimpleNamespace(a=2), breaks=0)
+
+
+# ---------------------------------------------------------------- dict subclasses
+
+class MyDict(dict):
+    def total(self):
+        return sum(self.values())
+
+
+class MyOrderedDict(collections.OrderedDict):
+    extra = 1
+
+
+class OutputLike(collections.OrderedDict):
+    """transformers' ModelOutput pattern: items mirrored as attributes through the base's methods."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        for k, v in kwargs.items():
+            self[k] = v
+
+    def __setitem__(self, k, v):
+        collections.OrderedDict.__setitem__(self, k, v)
+        object.__setattr__(self, k, v)
+
+    def __setattr__(self, k, v):
+        if k in self.keys() and v is not None:
+            super().__setitem__(k, v)
+        super().__setattr__(k, v)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+def test_methods_of_a_dict_subclass_input():
+    def f(x, d):
+        d["c"] = 3
+        return (x * d.get("a", 0) + d.get("b", 5), d.total(), list(d.keys()), "c" in d, len(d), dict.get(d, "c"),
+                d.copy(), isinstance(d, dict), [k for k in d], d.pop("c"), bool(d), type(d).__name__)
+
+    check_breaks(f, X, MyDict(a=2), breaks=0)
+
+
+def test_methods_of_an_ordereddict_subclass_input():
+    def f(x, d):
+        d.update(z=x)
+        d.move_to_end("a")
+        return x * d["z"], list(d), d.extra, super(MyOrderedDict, d).get("b")
+
+    check_breaks(f, X, MyOrderedDict(a=1, b=2), breaks=0)
+
+
+def test_dict_subclass_made_in_compiled_code():
+    def f(x):
+        d = MyDict(a=x, b=2)
+        d["c"] = x * 2
+        d.note = "attr"
+        return d, d.total(), d.note, list(d.items()), type(d).__name__
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_model_output_like_object_built_in_compiled_code():
+    def f(x):
+        out = OutputLike(logits=x * 2, loss=None)
+        out["hidden"] = x + 1
+        out.logits = x * 3  # through __setattr__: the item too
+        return out, out.logits, out["hidden"], out.to_tuple(), list(out.keys()), vars(out)
+
+    check_breaks(f, X, breaks=0)
