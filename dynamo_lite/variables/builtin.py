@@ -802,6 +802,17 @@ def _object_setattr(tx, obj, name, value):
     raise GraphBreak(gb.SIDE_EFFECT, "object.__setattr__ on this value")
 
 
+@_handler(type.__call__)
+def _type_call(tx, cls, *args, **kwargs):
+    """type.__call__(cls, ...) (a metaclass's super().__call__): make the instance as for a class
+    with a plain metaclass."""
+    if not isinstance(cls, UserDefinedClassVariable):
+        return None
+    plain = UserDefinedClassVariable(cls.value, cls.source)
+    plain.metaclass_call_done = True
+    return plain.call_function(tx, list(args), kwargs)
+
+
 @_handler(object.__init__)
 def _object_init(tx, *args, **kwargs):
     return NONE

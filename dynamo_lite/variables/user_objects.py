@@ -630,7 +630,13 @@ class NamedTupleVariable(TupleVariable):
 
 
 class UserDefinedClassVariable(VariableTracker):
-    """A user class (calling it creates a NewObjectVariable and inlines __init__)."""
+    """A user class (calling it creates a NewObjectVariable and inlines __init__).
+
+    ``metaclass_call_done``: the call comes from type.__call__ (a metaclass's own __call__ already
+    ran and called its super().__call__): construct without calling the metaclass again.
+    """
+
+    metaclass_call_done = False
 
     def identity_key(self):
         return IdentityKey(self, ("obj", id(self.value)))
@@ -750,8 +756,15 @@ class UserDefinedClassVariable(VariableTracker):
             return self._new_dict_object(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
             raise GraphBreak(gb.OPERATION_RAISES, f"class {cls.__name__} has abstract methods (TypeError)")
-        if type(cls) is not type and not _is_plain_meta(cls):
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} has a custom metaclass")
+        if type(cls) is not type and not _is_plain_meta(cls) and not self.metaclass_call_done:
+            meta_call, owner = mro_lookup(type(cls), "__call__")
+            if isinstance(meta_call, types.FunctionType):
+                # the metaclass's own __call__, inlined (its super().__call__ comes back through
+                # type.__call__ to the plain construction below)
+                return UserFunctionVariable(meta_call).call_function(tx, [self, *args], kwargs)
+            if meta_call is not type.__call__:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} has a custom metaclass")
+            # a metaclass that only shapes class creation: instances are made as for any class
         new_fn, _ = mro_lookup(cls, "__new__")
         if new_fn is not None and new_fn is not object.__new__ and not isinstance(new_fn, staticmethod):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
@@ -849,7 +862,10 @@ class SuperVariable(VariableTracker):
     def var_getattr(self, tx, name):
         from .builtin import BuiltinVariable  # lazy: upward (cycle): a slot wrapper bound through super() is a builtin, and builtin.py sits above user classes
 
-        obj_type = self.obj.python_type() if not isinstance(self.obj, UserDefinedClassVariable) else self.obj.value
+        if isinstance(self.obj, UserDefinedClassVariable) and not isinstance(self.obj.value, self.cls):
+            obj_type = self.obj.value  # super() in a classmethod: along the class's own MRO
+        else:
+            obj_type = self.obj.python_type()  # an instance (a class in its metaclass's methods too)
         mro = obj_type.__mro__
         try:
             start = mro.index(self.cls) + 1
