@@ -230,16 +230,7 @@ def _wrap(tx, value, source):
             return UserMethodVariable(value.__func__, self_var, source)
         return ObjectVariable(value, source)
     if isinstance(value, functools.partial):
-        guard(guards.TypeGuard(source, functools.partial))
-        fn = wrap(tx, value.func, AttrSource(source, "func") if source else None)
-        args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None)
-                for i, a in enumerate(value.args)]
-        guard(guards.LengthGuard(AttrSource(source, "args") if source else None, len(value.args)))
-        kwargs = {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source else None)
-                  for k, v in value.keywords.items()}
-        if source is not None:
-            guard(guards.DictKeysGuard(AttrSource(source, "keywords"), tuple(value.keywords)))
-        return PartialVariable(fn, args, kwargs, source)
+        return _aliased(tx, value, source, lambda: _wrap_partial(tx, value, source, guard))
     if isinstance(value, types.ModuleType):
         guard(guards.IdGuard(source, value))
         return PythonModuleVariable(value, source)
@@ -275,6 +266,20 @@ def _wrap(tx, value, source):
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
         return ObjectVariable(value, source)
     return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
+
+
+def _wrap_partial(tx, value, source, guard):
+    """A functools.partial read from the inputs: its func, args and keywords wrapped and guarded."""
+    guard(guards.TypeGuard(source, functools.partial))
+    fn = wrap(tx, value.func, AttrSource(source, "func") if source else None)
+    args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None)
+            for i, a in enumerate(value.args)]
+    guard(guards.LengthGuard(AttrSource(source, "args") if source else None, len(value.args)))
+    kwargs = {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source else None)
+              for k, v in value.keywords.items()}
+    if source is not None:
+        guard(guards.DictKeysGuard(AttrSource(source, "keywords"), tuple(value.keywords)))
+    return PartialVariable(fn, args, kwargs, source, value=value)
 
 
 def _is_model_output(value) -> bool:

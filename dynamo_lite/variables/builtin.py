@@ -31,7 +31,7 @@ from .. import guards, runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
-from ..source import ItemSource
+from ..source import AttrSource, ItemSource
 from .arith import apply_operator, binary_op
 from .mappings import (
     CounterVariable, DefaultDictVariable, dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable,
@@ -41,7 +41,8 @@ from .sequences import ListIteratorVariable, ListVariable, sort_items, TupleVari
 from .sets import SetVariable
 from .folding import wrap_constant_result
 from .functions import (
-    BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserFunctionVariable, UserMethodVariable,
+    BaseUserFunctionVariable, NestedUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS,
+    UserFunctionVariable, UserMethodVariable,
 )
 from .methods import BoundMethodOfVariable
 from .iterators import (
@@ -1162,6 +1163,54 @@ for _fn, _kinds in ((__import__("inspect").isfunction, (types.FunctionType,)),
                     (__import__("inspect").ismethod, (types.MethodType,)),
                     (__import__("inspect").isclass, (type,))):
     _py_handler(_fn)(_make_inspect_predicate(_fn, _kinds))
+
+
+def _function_dict_items(tx, fn) -> dict:
+    """The entries of a function's ``__dict__`` (functools.update_wrapper copies them)."""
+    if isinstance(fn, NestedUserFunctionVariable):
+        special = set(functools.WRAPPER_ASSIGNMENTS) | {"__wrapped__"}
+        return {k: v for k, v in fn.attrs.items() if k not in special}
+    if isinstance(fn, UserFunctionVariable):
+        d = fn.fn.__dict__
+        if fn.source is not None:
+            src = AttrSource(fn.source, "__dict__")
+            tx.output.add_guard(guards.DictKeysGuard(src, tuple(d)))
+            return {k: tx.wrap(v, ItemSource(src, k)) for k, v in d.items()}
+        if not d:
+            tx.output.add_guard(guards.ExprGuard("not {f}.__dict__", (("f", fn.fn),)))
+            return {}
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"functools.update_wrapper() copying the __dict__ of {fn.describe()}")
+
+
+@_py_handler(functools.update_wrapper)
+def _update_wrapper(tx, wrapper, wrapped, assigned=None, updated=None):
+    names = functools.WRAPPER_ASSIGNMENTS if assigned is None else assigned.as_python_constant()
+    dicts = functools.WRAPPER_UPDATES if updated is None else updated.as_python_constant()
+    if not isinstance(wrapper, NestedUserFunctionVariable) or not all(isinstance(n, str) for n in names) or \
+            tuple(dicts) not in ((), ("__dict__",)):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"functools.update_wrapper() of {wrapper.describe()}")
+    for name in names:  # what update_wrapper does: the attributes wrapped has, then its __dict__
+        try:
+            value = wrapped.var_getattr(tx, name)
+        except GraphBreak as e:
+            if e.break_id != gb.MISSING_ATTRIBUTE:
+                raise
+            continue
+        wrapper.setattr(tx, name, value)
+    if dicts:
+        for k, v in _function_dict_items(tx, wrapped).items():
+            wrapper.setattr(tx, k, v)
+    wrapper.setattr(tx, "__wrapped__", wrapped)
+    return wrapper
+
+
+@_py_handler(functools.wraps)
+def _wraps(tx, wrapped, assigned=None, updated=None):
+    # functools.wraps: partial(update_wrapper, wrapped=..., assigned=..., updated=...)
+    kwargs = {"wrapped": wrapped,
+              "assigned": assigned if assigned is not None else wrap_constant_result(functools.WRAPPER_ASSIGNMENTS),
+              "updated": updated if updated is not None else wrap_constant_result(functools.WRAPPER_UPDATES)}
+    return PartialVariable(tx.wrap(functools.update_wrapper, None), [], kwargs)
 
 
 def _make_copy(deep):

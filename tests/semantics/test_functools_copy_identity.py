@@ -199,3 +199,96 @@ def test_is_of_one_constant_tuple_held_twice():
         return x + 1, t is t, t is not t, lst is lst, s is s, x.shape is x.shape
 
     check_breaks(f, X, [1], breaks=0)
+
+
+# ---------------------------------------------------------------- functools.partial, wraps, lru_cache
+
+def _scale(t, s=1, *, b=0):
+    "scale doc"
+    return t * s + b
+
+
+_scale.tag = "kept by wraps"
+GLOBAL_PARTIAL = functools.partial(_scale, s=4)
+
+
+def test_partial_attributes():
+    def f(x):
+        p = functools.partial(_scale, 2, b=3)
+        p.note = "set"
+        return (p(x), p.func is _scale, p.args, p.keywords, p.func.__name__, p.func.__doc__,
+                p.__doc__ == functools.partial.__doc__, getattr(p, "__name__", "none"), p.__dict__, callable(p),
+                hasattr(p, "__qualname__"), p.note, p)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_partial_attributes_of_a_global_partial():
+    def f(x):
+        return (GLOBAL_PARTIAL(x), GLOBAL_PARTIAL.func.__name__, GLOBAL_PARTIAL.__dict__,
+                getattr(GLOBAL_PARTIAL, "__name__", "none"), GLOBAL_PARTIAL.keywords, GLOBAL_PARTIAL.args)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_functools_wraps_applied_in_compiled_code():
+    def f(x):
+        def deco(fn):
+            @functools.wraps(fn)
+            def inner(*a):
+                return fn(*a) + 1
+            return inner
+
+        def g(t: torch.Tensor) -> torch.Tensor:
+            "g's doc"
+            return t * 2
+
+        k = deco(g)
+        w = deco(_scale)
+        return (k(x), k.__name__, k.__doc__, k.__wrapped__ is g, k.__qualname__, k.__annotations__, k.__module__,
+                w(x), w.__name__, w.__doc__, w.tag, w.__wrapped__ is _scale, k, w)
+
+    out = check_breaks(f, X, breaks=0)
+    k, w = out.value[-2:]
+    assert (k.__name__, w.__name__, w.tag, k.__wrapped__.__name__) == ("g", "_scale", "kept by wraps", "g")
+
+
+def test_update_wrapper_and_function_attributes():
+    def f(x):
+        def inner(*a):
+            return _scale(*a) + 1
+
+        functools.update_wrapper(inner, _scale)
+        inner.extra = 5
+        return inner(x), inner.__name__, inner.__doc__, inner.__wrapped__ is _scale, inner.extra
+
+    check_breaks(f, X, breaks=0)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_config(n):
+    return n * 2
+
+
+@functools.cache
+def _cached_plus(n):
+    return n + 1
+
+
+def test_lru_cache_and_cache_wrappers_called_with_constants():
+    def f(x):
+        return x * _cached_config(3) + _cached_plus(4), functools.reduce(operator.mul, [1, 2, 3], 1)
+
+    import operator
+    check_breaks(f, X, breaks=0)
+
+
+def test_a_partial_made_in_compiled_code_is_one_object_after_a_break():
+    def f(x):
+        p = functools.partial(_scale, 2)
+        held = [p]
+        print("break")
+        p.note = "set"  # on the object every holder sees
+        return p(x), held[0] is p, held[0].note
+
+    check_breaks(f, X, breaks=1)
