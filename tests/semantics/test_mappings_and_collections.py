@@ -380,3 +380,66 @@ def test_model_output_like_object_built_in_compiled_code():
         return out, out.logits, out["hidden"], out.to_tuple(), list(out.keys()), vars(out)
 
     check_breaks(f, X, breaks=0)
+
+
+# ---------------------------------------------------------------- methods of builtin containers, on inputs
+
+def test_list_methods_on_an_input():
+    def f(x, lst):
+        lst.sort(key=lambda v: -v)
+        c = lst.copy()
+        lst.reverse()
+        lst.remove(2)
+        lst.insert(0, 9)
+        lst.extend((7,))
+        i, n = lst.index(9), lst.count(7)
+        doubled = lst * 2
+        lst += [1]
+        del lst[0]
+        lst[1:2] = [5, 6]
+        return x * i, lst, c, n, doubled, sorted(lst), lst[::-1], list.copy(lst), min(lst), lst.pop(0), lst.pop()
+
+    check_breaks(f, X, [3, 1, 2], breaks=0)
+
+
+def test_set_methods_on_an_input_and_pop_of_a_new_set():
+    def f(x, s):
+        s.add(4)
+        s.discard(1)
+        u, i, d = s.union([7]), s.intersection({4, 5}), s - {4}
+        sd = s.symmetric_difference([2])
+        s |= {8}
+        s &= {2, 3, 4, 8}
+        s -= {3}
+        new = {5, 6, 7}
+        popped = [new.pop(), new.pop()]
+        try:
+            set().pop()
+        except KeyError as e:
+            empty = e.args
+        return (x * len(s), s, u, i, d, sd, s.copy(), s.issubset([2, 4, 8, 9]), s.issuperset([2]),
+                s.isdisjoint([99]), popped, new, empty, frozenset(s) | {0}, 4 in s)
+
+    check_breaks(f, X, {1, 2, 3}, breaks=0)
+
+
+def test_dict_methods_on_an_input():
+    def f(x, d):
+        d.setdefault("k", []).append(x)
+        fk, fk2 = dict.fromkeys(["a", "b"], 0), dict.fromkeys("xy")
+        d.update([("z", 1)], w=2)
+        popped = d.pop("w")
+        merged = {**d, "n": 1}
+        return (x + 1, d, fk, fk2, popped, merged, [*d], len(d), d.get("z"), list(reversed(d)),
+                dict(sorted(d.items(), key=lambda kv: kv[0])))
+
+    check_breaks(f, X, {"a": 1}, breaks=0)
+
+
+def test_tuple_and_str_methods():
+    def f(x, tup, s):
+        return (x * tup.index(2), tup.count(1), tup + (4,), tup * 2, tup[1:], 2 in tup, tup < (2,),
+                s.split("."), s.rsplit(".", 1), s.partition("."), s.replace("a", "b"), s.title(), s.find("b"),
+                s.center(11, "*"), "%s-%d" % (s, 3), s.startswith(("a", "z")), s.removeprefix("a."), s.casefold())
+
+    check_breaks(f, X, (1, 2, 3), "a.b.c", breaks=0)
