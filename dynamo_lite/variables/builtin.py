@@ -7,11 +7,17 @@ calls it for real.  ``print`` always breaks: printing is a side effect that
 must happen at the right moment.  Handlers registered in functions.PYTHON_FUNCTION_HANDLERS
 answer a few pure-Python functions (dataclasses.fields/replace/is_dataclass, typing.cast,
 nn.Module.__getattr__/__setattr__) that are never inlined.  ``operator.itemgetter``/``attrgetter``/
-``methodcaller`` with constant arguments become ``OperatorGetterVariable``.
+``methodcaller`` with constant arguments become ``OperatorGetterVariable``.  Also answered:
+``id()`` (a guarded constant for inputs, an IdVariable compared by identity otherwise),
+``hash()`` (a Python ``__hash__`` inlined), ``repr``/``str``/``ascii`` of containers of
+constants, ``vars``/``delattr``, ``copy.copy``/``deepcopy`` (stdlib.copy_value),
+``dataclasses.asdict``/``astuple``, ``functools.wraps``/``update_wrapper``, ``re`` functions with
+constant arguments, ``inspect.isfunction``/``ismethod``/``isclass``, ``types.MappingProxyType``.
 Keywords are checked against the real builtin's signature; ``_HANDLERS`` is only
 looked up for values of its key types (``has_handler``: a user ``__hash__`` never runs).
 Tested by tests/semantics/test_builtins.py (and tests/semantics/test_containers.py, tests/semantics/test_user_classes.py,
-tests/semantics/test_builtin_errors.py).
+tests/semantics/test_builtin_errors.py, tests/semantics/test_builtins_breadth.py,
+tests/semantics/test_functools_copy_identity.py, tests/semantics/test_stdlib_modules.py).
 """
 from __future__ import annotations
 

@@ -1,15 +1,18 @@
-"""Mappings: dict, OrderedDict, defaultdict, dict views and dict iterators.
+"""Mappings: dict, OrderedDict, defaultdict, Counter, mappingproxy, dict views and dict iterators.
 
 Dicts are mutable: their trackers are mutated in place, and when they came
 from the frame's inputs (they have a source) the side-effect log records that
 the real dict must be updated after the graph runs.  Keys are constants by
 value or objects by identity (``hash_key``): value-hashed objects and
 unhashable keys break.  ``defaultdict`` made in the trace calls its factory
-for missing keys.  Dict iterators read values live; a dict whose size or keys
+for missing keys; a Counter counts 0 for them; a mappingproxy is a live read-only view.  A
+missing key's KeyError (lookup, pop, del, popitem of an empty dict) is raised in the trace, so a
+traced handler catches it (``Mapping.get``).  Dict iterators read values live; a dict whose size or keys
 changed since the iterator was made runs the frame eagerly (Python raises
 RuntimeError at the right point).  A method a dict tracker does not model
 breaks the graph (DL0003).
-Tested by tests/semantics/test_containers.py, tests/semantics/test_container_values.py and tests/semantics/test_iterators.py.
+Tested by tests/semantics/test_containers.py, tests/semantics/test_container_values.py, tests/semantics/test_iterators.py
+and tests/semantics/test_mappings_and_collections.py.
 """
 from __future__ import annotations
 

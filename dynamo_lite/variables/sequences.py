@@ -1,9 +1,11 @@
-"""Sequences: tuple, list, torch.Size, structseq, slices, and the iterator trackers' bases.
+"""Sequences: tuple, list, collections.deque, torch.Size, structseq, slices, and the iterator
+trackers' bases.
 
 Immutable sequences (tuple, Size) hold a fixed list of item trackers.  Lists
 are mutable: their trackers are mutated in place, and when they came from the
 frame's inputs (they have a source) the side-effect log records that the real
-list must be updated after the graph runs.  A method a sequence tracker does
+list must be updated after the graph runs.  An IndexError of a list / tuple / deque (index out
+of range, pop of an empty one) is raised in the trace, with eager's message.  A method a sequence tracker does
 not model breaks the graph (DL0003); an operation Python would raise on breaks
 (DL0010) so Python raises it.  ``x in seq``, ``list.index`` and ``list.remove``
 compare items like CPython (identity, then ``==`` through the operator table
@@ -13,7 +15,8 @@ Iteration (``iter``): lists are iterated live, other values snapshotted.
 ``LazyIteratorVariable`` (items on demand) sit here, below mappings.py (dict
 iterators) and iterators.py (map, zip, ...), which subclass them.  Named
 tuples are instances of user classes (user_objects.py).
-Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py and tests/semantics/test_iterators.py.
+Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py, tests/semantics/test_iterators.py and
+tests/semantics/test_mappings_and_collections.py (deque).
 """
 from __future__ import annotations
 

@@ -7,9 +7,13 @@ through the class's MRO (instance dict, data descriptors, methods, class
 attributes) without running arbitrary ``__getattribute__`` code; writes are
 recorded as side effects and replayed after the graph.  Calling a class
 creates the object (namedtuples directly, dataclasses through their generated
-``__init__``); exceptions, OrderedDict, defaultdict and nullcontext get their
-own trackers; ``@lru_cache`` functions called with constants inline
-``__wrapped__``.
+``__init__``); exceptions, OrderedDict, defaultdict, Counter, deque, SimpleNamespace and
+nullcontext get their own trackers; ``@lru_cache`` functions called with constants inline
+``__wrapped__``.  Instances of dict / OrderedDict subclasses keep their items in a dict tracker
+(``DictStorageMixin``): inputs whose class overrides no dict method, and instances made in the
+trace (Python overrides inlined, the base's methods called explicitly act on the items).  A
+metaclass's Python ``__call__`` is inlined; enum classes are called, indexed and iterated as
+constants.
 Setting a name that has no slot on an object without ``__dict__`` raises the
 AttributeError in the trace; abstract classes are never instantiated in the trace.
 Tested by tests/semantics/test_user_classes.py (and tests/semantics/test_exceptions.py, tests/torch/test_grad_mode.py,
