@@ -400,6 +400,117 @@ class MappingProxyVariable(VariableTracker):
         return self.dict_var.can_reconstruct()
 
 
+class ChainMapVariable(VariableTracker):
+    """A collections.ChainMap made in the trace over dict trackers: reads look the maps up in
+    order, writes go to the first one.  ``maps_var`` is its ``.maps`` list (one object, live);
+    generated code rebuilds it as ``ChainMap()`` with that list set as ``.maps``."""
+
+    mutable_local = True
+
+    def __init__(self, maps: list):
+        super().__init__()
+        self.maps_var = ListVariable(maps or [DictVariable({})])  # ChainMap() holds one empty dict
+
+    @property
+    def maps(self) -> list:
+        if not all(type(m) in (DictVariable, DefaultDictVariable, CounterVariable) for m in self.maps_var.items):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "a ChainMap over something other than dicts")
+        return self.maps_var.items
+
+    def python_type(self):
+        return collections.ChainMap
+
+    def describe(self):
+        return "ChainMap"
+
+    def has_len(self):
+        return True
+
+    def _keys(self) -> list:
+        """The keys in ChainMap's iteration order (the union, the last map's keys first)."""
+        merged: dict = {}
+        for m in reversed(self.maps):
+            merged.update(dict.fromkeys(m.items))
+        return list(merged)
+
+    def _find(self, tx, key):
+        k = hash_key(key, "ChainMap key")
+        for m in self.maps:
+            if k in m.items:
+                return m.items[k]
+        return None
+
+    def unpack(self, tx):
+        return [key_to_var(k) for k in self._keys()]
+
+    def len(self, tx):
+        return len(self._keys())
+
+    def truthiness(self, tx):
+        return any(m.items for m in self.maps)
+
+    def contains(self, tx, item):
+        return self._find(tx, item) is not None
+
+    def iter(self, tx):
+        return self.snapshot_iterator(self.unpack(tx))
+
+    def getitem(self, tx, key):
+        value = self._find(tx, key)
+        if value is None:
+            self.raise_in_trace(tx, KeyError, [key])
+        return value
+
+    def setitem(self, tx, key, value):
+        self.maps[0].call_method(tx, "__setitem__", [key, value], {})
+
+    def var_getattr(self, tx, name):
+        if name == "maps":
+            return self.maps_var
+        if name in ("get", "__getitem__", "__setitem__", "__contains__", "__len__", "__delitem__", "pop",
+                    "new_child", "copy"):
+            return ContainerMethodVariable(self, name)
+        if name == "parents":
+            return ChainMapVariable(self.maps[1:])
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if kwargs:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"ChainMap.{name}() with keyword arguments")
+        if name == "get" and 1 <= len(args) <= 2:
+            value = self._find(tx, args[0])
+            return value if value is not None else (args[1] if len(args) == 2 else NONE)
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name == "__len__" and not args:
+            return ConstantVariable(self.len(tx))
+        if name == "__setitem__" and len(args) == 2:
+            return self.maps[0].call_method(tx, name, args, kwargs)
+        if name in ("__delitem__", "pop") and args and self.maps[0].contains(tx, args[0]):
+            return self.maps[0].call_method(tx, name, args, kwargs)  # (a missing key: ChainMap's own message)
+        if name == "new_child" and len(args) <= 1:
+            child = args[0] if args else DictVariable({})
+            if type(child) is not DictVariable:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"ChainMap.new_child({child.describe()})")
+            return ChainMapVariable([child, *self.maps])
+        if name == "copy" and not args:  # a copy of the first map, the others shared
+            return ChainMapVariable([self.maps[0].call_method(tx, "copy", [], {}), *self.maps[1:]])
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"ChainMap.{name}() is not supported here")
+
+    def reconstruct(self, cg):
+        cg.load_callable(collections.ChainMap)
+        cg.call(0)
+        cg.emit("COPY", 1)  # cm.maps = [...] (the list the trace's .maps is)
+        cg.reconstruct(self.maps_var)
+        cg.emit("SWAP", 2)
+        cg.emit("STORE_ATTR", "maps")
+
+    def can_reconstruct(self):
+        return self.maps_var.can_reconstruct()
+
+
 _PROXY_READS = ("get", "keys", "values", "items", "copy", "__getitem__", "__contains__", "__len__", "__or__")
 
 
@@ -522,7 +633,9 @@ def dict_from_args(tx, *args, **kwargs) -> DictVariable:
             if not (direct or (src.dict_method("keys") and src.dict_method("__getitem__"))):
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict() of {src.describe()}, which overrides keys/__getitem__")
             src = src.storage
-        if isinstance(src, DictVariable):
+        if isinstance(src, ChainMapVariable):  # a mapping: its keys(), then [key] of each
+            result.items.update({k: src._find(tx, key_to_var(k)) for k in src._keys()})
+        elif isinstance(src, DictVariable):
             result.items.update(src.items)
         else:
             for pair in src.unpack(tx):

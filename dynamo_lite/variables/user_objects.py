@@ -35,7 +35,7 @@ from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
-from .mappings import CounterVariable, DefaultDictVariable, dict_from_args, DictVariable
+from .mappings import ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable
 from .sequences import DequeVariable, TupleVariable
 from .functions import bind_arguments, UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
@@ -738,6 +738,10 @@ class UserDefinedClassVariable(VariableTracker):
             for name, value in kwargs.items():
                 tx.output.side_effects.store_attr(obj, name, value)
             return obj
+        if cls is collections.ChainMap:
+            if kwargs or not all(type(a) is DictVariable for a in args):
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "ChainMap() of something other than dicts")
+            return ChainMapVariable(list(args))
         if cls is collections.Counter:
             if len(args) > 1:
                 raise GraphBreak(gb.OPERATION_RAISES, "Counter() takes at most one positional argument (TypeError)")

@@ -443,3 +443,18 @@ def test_tuple_and_str_methods():
                 s.center(11, "*"), "%s-%d" % (s, 3), s.startswith(("a", "z")), s.removeprefix("a."), s.casefold())
 
     check_breaks(f, X, (1, 2, 3), "a.b.c", breaks=0)
+
+
+def test_chainmap_made_in_compiled_code():
+    def f(x, base):
+        cm = collections.ChainMap({"a": 1}, base)
+        cm["n"] = 5
+        child = cm.new_child({"a": 9})
+        try:
+            cm["missing"]
+        except KeyError as e:
+            missing = e.args
+        return (x * cm["a"] + cm["b"] + cm.get("q", 0), len(cm), list(cm), "b" in cm, cm, child["a"],
+                child.parents["a"], cm.maps[1] is base, dict(cm), base, missing, cm.copy())
+
+    check_breaks(f, X, {"a": 2, "b": 3}, breaks=0)
