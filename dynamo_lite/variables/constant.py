@@ -44,6 +44,17 @@ def is_constant_value(value: Any) -> bool:
     return False
 
 
+def user_defined_attr(cls: type, name: str) -> bool:
+    """``name`` of ``cls`` (a constant's class) is Python code of a class outside builtins and enum
+    (a method or property of an IntEnum / str subclass): reading or calling it would run that code."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            return klass.__module__ not in ("builtins", "enum") and isinstance(
+                attr, (types.FunctionType, staticmethod, classmethod, property))
+    return False
+
+
 class ConstantVariable(VariableTracker):
     """An immutable value known exactly at trace time."""
 
@@ -91,6 +102,9 @@ class ConstantVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"cannot iterate over {self.describe()}")
 
     def var_getattr(self, tx, name):
+        if user_defined_attr(type(self.value), name):
+            # an IntEnum / str subclass's own method or property: Python code, never run at trace time
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name!r} of {type(self.value).__name__} is defined in Python")
         try:
             value = getattr(self.value, name)
         except AttributeError as e:

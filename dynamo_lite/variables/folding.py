@@ -22,7 +22,7 @@ import torch
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable, is_constant_value, user_defined_attr
 from .mappings import CounterVariable, DictVariable
 from .sequences import LazyIteratorVariable, ListIteratorVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SetVariable
@@ -67,6 +67,8 @@ def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwa
     """``const.name(*args, **kwargs)`` (ConstantVariable.call_method): computed on the real value
     with copies of container / iterator arguments of constants; ``==`` / ``!=`` with anything
     else go through the operator table."""
+    if user_defined_attr(type(const.value), name):  # e.g. a method of an IntEnum subclass: Python code
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"method {name!r} of {type(const.value).__name__} is defined in Python")
     if isinstance(const.value, _PURE_TYPES):  # "".join(map(str, l)) consumes the lazy map
         args = [materialize(tx, a) for a in args]
     try:

@@ -123,3 +123,26 @@ def test_typing_cast_and_inspect_predicates():
                 inspect.isfunction(len), inspect.ismethod(g), inspect.ismethod(DC().__eq__), class_ok)
 
     check_breaks(f, X, breaks=0)
+
+
+class Priority(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+    def weight(self):
+        print("weight of", self.name)  # Python code: must run (and print) on every call
+        return self.value * 10
+
+    @property
+    def doubled(self):
+        print("doubled")
+        return self.value * 2
+
+
+def test_python_methods_of_an_int_enum_are_not_run_at_trace_time():
+    # they were folded by calling them on the real member while tracing: the print happened once,
+    # at trace time, and never again on cached calls
+    def f(x):
+        return x * Priority.HIGH.weight() + Priority.LOW.doubled
+
+    check_calls(f, [(X,), (X * 2,)], graphs=None)
