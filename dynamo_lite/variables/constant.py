@@ -45,8 +45,11 @@ def is_constant_value(value: Any) -> bool:
 
 
 def user_defined_attr(cls: type, name: str) -> bool:
-    """``name`` of ``cls`` (a constant's class) is Python code of a class outside builtins and enum
-    (a method or property of an IntEnum / str subclass): reading or calling it would run that code."""
+    """``name`` of ``cls`` (a constant's class, a subclass of int / float / str / bytes such as an
+    IntEnum) is Python code of a class outside builtins and enum: reading or calling it would run
+    user code.  (Other constants, e.g. an inspect.Signature, are standard-library objects.)"""
+    if not issubclass(cls, (int, float, complex, str, bytes)) or cls in (int, float, complex, str, bytes, bool):
+        return False
     for klass in cls.__mro__:
         if name in klass.__dict__:
             attr = klass.__dict__[name]
