@@ -29,7 +29,7 @@ from .. import _C, cache
 from ..exc import GraphBreak, InternalError
 from ..variables.base import VariableTracker
 from ..variables.mappings import DictVariable
-from ..variables.sequences import ListVariable
+from ..variables.sequences import DequeVariable, ListVariable
 from ..variables.sets import SetVariable
 
 
@@ -140,6 +140,16 @@ class SideEffects:
     def load_attr(self, obj: VariableTracker, name: str) -> Optional[VariableTracker]:
         return self.attr_values.get(id(obj), {}).get(name)
 
+    def delete_new_object_attr(self, obj: VariableTracker, name: str) -> bool:
+        """``del obj.name`` of an object made in the trace (nothing to replay: it is rebuilt
+        without the attribute); False when it has no such attribute."""
+        attrs = self.attr_values.get(id(obj), {})
+        if name not in attrs:
+            return False
+        self.version += 1
+        del attrs[name]
+        return True
+
     def new_object_attrs(self, obj: VariableTracker) -> dict[str, VariableTracker]:
         return self.attr_values.get(id(obj), {})
 
@@ -191,6 +201,18 @@ class SideEffects:
                     cg.load_const(None)
                     cg.emit("BUILD_SLICE", 2)
                     cg.emit("STORE_SUBSCR")
+                elif isinstance(var, DequeVariable):  # d.clear(); d.extend([...]) (maxlen is the deque's own)
+                    cg.reconstruct(var)
+                    cg.load_method("clear")
+                    cg.call_method(0)
+                    cg.emit("POP_TOP")
+                    cg.reconstruct(var)
+                    cg.load_method("extend")
+                    for item in var.items:
+                        cg.reconstruct(item)
+                    cg.emit("BUILD_LIST", len(var.items))
+                    cg.call_method(1)
+                    cg.emit("POP_TOP")
                 elif isinstance(var, (DictVariable, SetVariable)):
                     cg.reconstruct_contents(var)
                     tmp = cg.new_temp()

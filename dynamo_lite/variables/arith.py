@@ -11,6 +11,7 @@ Tested by tests/semantics/test_builtins.py, tests/semantics/test_containers.py a
 """
 from __future__ import annotations
 
+import collections
 import operator
 
 
@@ -19,8 +20,8 @@ from ..exc import GraphBreak
 from .base import same_object, VariableTracker
 from .constant import ConstantVariable
 from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
-from .mappings import DictVariable, DictViewVariable
-from .objects import ObjectVariable
+from .mappings import DefaultDictVariable, DictVariable, DictViewVariable
+from .objects import IdVariable, ObjectVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
 from .tensor import record_op, TensorVariable
@@ -73,6 +74,11 @@ def _is_tensor(v) -> bool:
 
 def apply_operator(tx, fn, args: list) -> VariableTracker:
     """Apply an ``operator`` function (binary, compare, unary) to trackers."""
+    if fn in (operator.eq, operator.ne) and len(args) == 2 and all(isinstance(a, IdVariable) for a in args):
+        same = same_object(args[0].obj, args[1].obj)  # id(a) == id(b) is `a is b`
+        if same is None:
+            raise GraphBreak(gb.VALUE_UNKNOWN, "comparing id() of objects whose identity is not known at trace time")
+        return ConstantVariable(same if fn is operator.eq else not same)
     if any(_is_tensor(a) for a in args):
         if fn is operator.not_:
             raise GraphBreak(gb.DATA_DEPENDENT, "`not tensor` depends on tensor data")
@@ -85,7 +91,13 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         # s |= t mutates s in place (every alias sees it; an input set is updated after the graph)
         args[0].call_method(tx, _SET_INPLACE[fn], [args[1]], {})
         return args[0]
-    if fn in (operator.is_, operator.is_not) and any(_is_set(a) for a in args):
+    if fn in (operator.or_, operator.ior) and type(args[0]) in (DictVariable, DefaultDictVariable) and \
+            args[0].dict_type in _PLAIN_DICT_TYPES and (fn is operator.ior or isinstance(args[1], DictVariable)):
+        # d | other (a new dict of d's type), d |= other (d.update(other), in place)
+        return args[0].call_method(tx, "__ior__" if fn is operator.ior else "__or__", [args[1]], {})
+    if fn in (operator.is_, operator.is_not) and (args[0] is args[1] or any(_is_set(a) for a in args)):
+        # one tracker is one object (t = (1, 2); t is t), and sets are compared as themselves:
+        # never on folded copies, which are new objects
         return ConstantVariable(_identity_compare(fn, *args))  # not on folded copies
     if all(a.is_python_constant() for a in args):
         values = [a.as_python_constant() for a in args]
@@ -99,6 +111,7 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
     return _sequence_or_object_op(tx, fn, args)
 
 
+_PLAIN_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict)
 _SET_INPLACE = {operator.ior: "update", operator.iand: "intersection_update",
                 operator.isub: "difference_update", operator.ixor: "symmetric_difference_update"}
 

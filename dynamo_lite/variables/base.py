@@ -202,6 +202,10 @@ class VariableTracker:
     # (tx, cls, args, kwargs) -> tracker or None: a torch.nn module class called in traced code
     # (nn_module.build_fresh_module; None: Python builds it).
     build_module: "staticmethod"
+    # (tx, exc_type, args) -> NoReturn: raise ``exc_type(*args)`` (a builtin exception) in the
+    # trace, as the operation does in eager (a missing dict key's KeyError), so a traced handler
+    # catches it: exceptions.raise_in_trace.
+    raise_in_trace: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:
@@ -243,6 +247,8 @@ def same_object(a: VariableTracker, b: VariableTracker) -> Optional[bool]:
         return False
     if a.mutable_local and b.mutable_local:
         return False
+    if (a.mutable_local and b.source is not None) or (b.mutable_local and a.source is not None):
+        return False  # made in the trace vs read from outside it: never the same object
     return None
 
 

@@ -32,8 +32,8 @@ from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
-from .mappings import DictVariable
-from .sequences import ListVariable, SizeVariable, TupleVariable
+from .mappings import CounterVariable, DefaultDictVariable, DictVariable
+from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
@@ -47,7 +47,9 @@ from .tensor import TensorVariable
 from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
                                 is_func_transform)
 from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_torch_optimized_module, TorchVariable
-from .user_objects import UserDefinedClassVariable, UserDefinedObjectVariable
+from .user_objects import (
+    DictSubclassObjectVariable, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
+)
 
 
 def _is_torch_callable(value) -> bool:
@@ -151,12 +153,26 @@ def _wrap(tx, value, source):
             items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
             return ListVariable(items, source)
         return _aliased(tx, value, source, make)
-    if type(value) in (dict, collections.OrderedDict, collections.defaultdict):  # not Counter: its own update()
+    if type(value) is collections.deque:
+        def make():
+            guard(guards.TypeGuard(source, collections.deque))
+            guard(guards.LengthGuard(source, len(value)))
+            if source is not None:
+                guard(guards.ExprGuard(f"{source.name()}.maxlen == {value.maxlen!r}", (), source))
+            items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+            return DequeVariable(items, value.maxlen, source)
+        return _aliased(tx, value, source, make)
+    if type(value) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         if all(type(k) in (str, int, bool, type(None), float) for k in value):
             def make():
                 guard(guards.TypeGuard(source, type(value)))
                 guard(guards.DictKeysGuard(source, tuple(value.keys())))
                 items = {k: wrap(tx, v, ItemSource(source, k) if source else None) for k, v in value.items()}
+                if type(value) is collections.Counter:  # a missing key counts 0
+                    return CounterVariable(items, source)
+                if type(value) is collections.defaultdict:  # a missing key calls the (guarded) factory
+                    factory = wrap(tx, value.default_factory, AttrSource(source, "default_factory") if source else None)
+                    return DefaultDictVariable(items, factory, source)
                 return DictVariable(items, source, dict_type=type(value))
             return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))
@@ -235,16 +251,7 @@ def _wrap(tx, value, source):
             return UserMethodVariable(value.__func__, self_var, source)
         return ObjectVariable(value, source)
     if isinstance(value, functools.partial):
-        guard(guards.TypeGuard(source, functools.partial))
-        fn = wrap(tx, value.func, AttrSource(source, "func") if source else None)
-        args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None)
-                for i, a in enumerate(value.args)]
-        guard(guards.LengthGuard(AttrSource(source, "args") if source else None, len(value.args)))
-        kwargs = {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source else None)
-                  for k, v in value.keywords.items()}
-        if source is not None:
-            guard(guards.DictKeysGuard(AttrSource(source, "keywords"), tuple(value.keywords)))
-        return PartialVariable(fn, args, kwargs, source)
+        return _aliased(tx, value, source, lambda: _wrap_partial(tx, value, source, guard))
     if isinstance(value, types.ModuleType):
         guard(guards.IdGuard(source, value))
         return PythonModuleVariable(value, source)
@@ -270,10 +277,33 @@ def _wrap(tx, value, source):
         return BuiltinVariable(value, source)
     if isinstance(value, types.CellType):
         raise GraphBreak(gb.VALUE_UNKNOWN, "a raw closure cell")
+    dict_base = plain_dict_subclass(type(value))
+    if dict_base is not None and source is not None and \
+            all(type(k) in (str, int, bool, type(None), float) for k in dict.keys(value)):
+        def make():  # a dict subclass that only adds methods / attributes: its items are a dict's
+            guard(guards.TypeGuard(source, type(value)))
+            guard(guards.DictKeysGuard(source, tuple(dict.keys(value))))
+            items = {k: wrap(tx, dict.__getitem__(value, k), ItemSource(source, k)) for k in dict.keys(value)}
+            return DictSubclassObjectVariable(value, DictVariable(items, source, dict_type=dict_base), source)
+        return _aliased(tx, value, source, make)
     guard(guards.TypeGuard(source, type(value)))
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
         return ObjectVariable(value, source)
     return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
+
+
+def _wrap_partial(tx, value, source, guard):
+    """A functools.partial read from the inputs: its func, args and keywords wrapped and guarded."""
+    guard(guards.TypeGuard(source, functools.partial))
+    fn = wrap(tx, value.func, AttrSource(source, "func") if source else None)
+    args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source else None)
+            for i, a in enumerate(value.args)]
+    guard(guards.LengthGuard(AttrSource(source, "args") if source else None, len(value.args)))
+    kwargs = {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source else None)
+              for k, v in value.keywords.items()}
+    if source is not None:
+        guard(guards.DictKeysGuard(AttrSource(source, "keywords"), tuple(value.keywords)))
+    return PartialVariable(fn, args, kwargs, source, value=value)
 
 
 def _is_model_output(value) -> bool:

@@ -7,19 +7,28 @@ calls it for real.  ``print`` and ``warnings.warn`` are replayed after the graph
 when that is exact, else they break (replayed.py).  Handlers registered in functions.PYTHON_FUNCTION_HANDLERS
 answer a few pure-Python functions (dataclasses.fields/replace/is_dataclass, typing.cast,
 nn.Module.__getattr__/__setattr__) that are never inlined.  ``operator.itemgetter``/``attrgetter``/
-``methodcaller`` with constant arguments become ``OperatorGetterVariable``.
+``methodcaller`` with constant arguments become ``OperatorGetterVariable``.  Also answered:
+``id()`` (a guarded constant for inputs, an IdVariable compared by identity otherwise),
+``hash()`` (a Python ``__hash__`` inlined), ``repr``/``str``/``ascii`` of containers of
+constants, ``vars``/``delattr``, ``copy.copy``/``deepcopy`` (stdlib.copy_value),
+``dataclasses.asdict``/``astuple``, ``functools.wraps``/``update_wrapper``, ``re`` functions with
+constant arguments, ``inspect.isfunction``/``ismethod``/``isclass``, ``types.MappingProxyType``.
 Keywords are checked against the real builtin's signature; ``_HANDLERS`` is only
 looked up for values of its key types (``has_handler``: a user ``__hash__`` never runs).
 Tested by tests/semantics/test_builtins.py (and tests/semantics/test_containers.py, tests/semantics/test_user_classes.py,
-tests/semantics/test_builtin_errors.py).
+tests/semantics/test_builtin_errors.py, tests/semantics/test_builtins_breadth.py,
+tests/semantics/test_functools_copy_identity.py, tests/semantics/test_stdlib_modules.py).
 """
 from __future__ import annotations
 
 import builtins
+import collections
+import copy
 import functools
 import itertools
 import math
 import operator
+import re
 import types
 import warnings
 from typing import Any, Callable
@@ -29,13 +38,19 @@ from .. import guards, runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE, FALSE, TRUE
-from ..source import ItemSource
+from ..source import AttrSource, ItemSource
 from .arith import apply_operator, binary_op
-from .mappings import dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable
+from .mappings import (
+    CounterVariable, DefaultDictVariable, dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable,
+    MappingProxyVariable,
+)
 from .sequences import ListIteratorVariable, ListVariable, sort_items, TupleVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
-from .functions import BaseUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS, UserMethodVariable
+from .functions import (
+    BaseUserFunctionVariable, NestedUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS,
+    UserFunctionVariable, UserMethodVariable,
+)
 from .methods import BoundMethodOfVariable
 from .iterators import (
     EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily, ListReverseIteratorVariable,
@@ -43,12 +58,15 @@ from .iterators import (
 )
 from .exceptions import ExceptionVariable
 from .replayed import replay_print, replay_warn
+from .stdlib import copy_value
+from .objects import IdVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
-    mro_lookup, ObjectLike, class_of, DataclassFieldVariable, NewObjectVariable, SuperVariable,
-    UserDefinedObjectVariable,
+    _DICT_METHODS, mro_lookup, ObjectLike, class_of, DataclassFieldVariable, DictStorageMixin,
+    NewObjectVariable, SuperVariable,
+    UserDefinedClassVariable, UserDefinedObjectVariable,
 )
 
 _HANDLERS: dict[Any, Callable] = {}
@@ -112,6 +130,12 @@ class BuiltinVariable(VariableTracker):
                 return result
         if fn in _ARITH_FNS:
             return _arith_call(tx, fn, args, kwargs)
+        if args and isinstance(args[0], DictStorageMixin) and getattr(fn, "__objclass__", None) in (
+                dict, collections.OrderedDict) and getattr(fn, "__name__", None) in (*_DICT_METHODS, "__init__") and \
+                isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            # dict.__setitem__(self, k, v) / OrderedDict.__setitem__(self, ...) / super().get(k) on a
+            # dict subclass instance: the base's own method, on its contents
+            return args[0].call_base_method(tx, fn.__name__, list(args[1:]), kwargs)
         if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and args and \
                 getattr(fn, "__objclass__", None) in _UNBOUND_METHOD_TYPES:
             # str.upper(s), dict.get(d, k), list.append(lst, v): the method of the first argument
@@ -132,6 +156,17 @@ class BuiltinVariable(VariableTracker):
             except Exception as e:  # noqa: BLE001 - raise it for real
                 raise GraphBreak(gb.OPERATION_RAISES, f"{_name(fn)}() raised {type(e).__name__}") from e
             return OperatorGetterVariable(getter)
+        if fn in _FOLD_ON_COPIES and not kwargs:
+            try:
+                copies = [a.constant_copy() for a in args]
+            except NotImplementedError:
+                copies = None
+            if copies is not None and not any(callable(c) for c in copies):
+                try:
+                    value = fn(*copies)
+                except Exception as e:  # noqa: BLE001 - raise it for real, from Python
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{_name(fn)}() raised {type(e).__name__} at trace time") from e
+                return wrap_constant_result(value)
         if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()) \
                 and _is_pure(fn):
             try:
@@ -458,6 +493,36 @@ def _setattr(tx, obj, name, value):
     return NONE
 
 
+@_handler(types.MappingProxyType)
+def _mappingproxy(tx, mapping):
+    if type(mapping) not in (DictVariable, DefaultDictVariable, CounterVariable):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"MappingProxyType() of {mapping.describe()}")
+    return MappingProxyVariable(mapping)
+
+
+@_handler(builtins.vars)
+def _vars(tx, *args):
+    if len(args) == 1 and isinstance(args[0], ObjectLike):
+        return args[0].var_getattr(tx, "__dict__")  # the object's own (live) __dict__
+    if not args:
+        return _locals(tx)
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"vars() of {args[0].describe()}")
+
+
+@_handler(builtins.delattr)
+def _delattr(tx, obj, name):
+    if not name.is_python_constant() or not isinstance(name.as_python_constant(), str):
+        raise GraphBreak(gb.VALUE_UNKNOWN, "delattr() with a name not known at trace time")
+    attr = name.as_python_constant()
+    if isinstance(obj, NewObjectVariable) and mro_lookup(obj.value_type, "__delattr__")[0] is object.__delattr__ \
+            and not hasattr(type(mro_lookup(obj.value_type, attr)[0]), "__delete__"):
+        # an object made in the trace: rebuilt without the attribute (a missing one: AttributeError)
+        if tx.output.side_effects.delete_new_object_attr(obj, attr):
+            return NONE
+        raise GraphBreak(gb.OPERATION_RAISES, f"delattr(): {obj.describe()} has no attribute {attr!r} (AttributeError)")
+    raise GraphBreak(gb.SIDE_EFFECT, f"delattr() on {obj.describe()}")
+
+
 @_handler(builtins.callable)
 def _callable(tx, obj):
     if isinstance(obj, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable, TorchVariable,
@@ -637,8 +702,68 @@ def _dict(tx, *args, **kwargs):
     return dict_from_args(tx, *args, **kwargs)
 
 
+def _exception_text(fn, exc):
+    """str() / repr() of an exception made in the trace: computed on a real one made from the
+    same constant arguments when its class formats it with builtin code (None: not known)."""
+    if not isinstance(exc, ExceptionVariable) or not all(a.is_python_constant() for a in exc.args):
+        return None
+    dunder = "__str__" if fn is str else "__repr__"
+    if mro_lookup(exc.exc_type, dunder)[1].__module__ != "builtins" or \
+            mro_lookup(exc.exc_type, "__init__")[1].__module__ != "builtins" or \
+            mro_lookup(exc.exc_type, "__new__")[1].__module__ != "builtins":
+        return None
+    return ConstantVariable(fn(exc.exc_type(*[a.as_python_constant() for a in exc.args])))
+
+
+def _container_text(fn, obj):
+    """str() / repr() / ascii() of a list, tuple, dict or set of constants (computed on a copy)."""
+    if type(obj) not in (ListVariable, TupleVariable, DictVariable, SetVariable, CounterVariable):
+        return None
+    try:
+        value = obj.constant_copy()
+    except NotImplementedError:
+        return None
+    if any(callable(v) for v in _leaves(value)):
+        return None  # a function's repr shows its address: not known at trace time
+    return ConstantVariable(fn(value))
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(k)
+            yield from _leaves(v)
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _make_repr(fn):
+    def impl(tx, obj):
+        text = _exception_text(fn, obj) if fn is repr else None
+        return text if text is not None else _container_text(fn, obj)  # None: folded when a constant
+    return impl
+
+
+_HANDLERS[builtins.repr] = _make_repr(repr)
+_HANDLERS[builtins.ascii] = _make_repr(ascii)
+
+
+# pure functions that read (never mutate) their container arguments: folded on constant copies
+_FOLD_ON_COPIES = {operator.concat, operator.countOf, operator.indexOf, operator.length_hint, math.fsum,
+                   math.hypot, math.dist, builtins.format}
+
+
 def _scalar_conversion(fn):
     def impl(tx, *args, **kwargs):
+        if fn is str and len(args) == 1 and not kwargs:
+            text = _exception_text(str, args[0])
+            if text is None:
+                text = _container_text(str, args[0])
+            if text is not None:
+                return text
         if args and isinstance(args[0], TensorVariable):
             raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}(tensor) reads a value out of the tensor")
         if args and not args[0].is_python_constant():
@@ -688,6 +813,17 @@ def _object_setattr(tx, obj, name, value):
     raise GraphBreak(gb.SIDE_EFFECT, "object.__setattr__ on this value")
 
 
+@_handler(type.__call__)
+def _type_call(tx, cls, *args, **kwargs):
+    """type.__call__(cls, ...) (a metaclass's super().__call__): make the instance as for a class
+    with a plain metaclass."""
+    if not isinstance(cls, UserDefinedClassVariable):
+        return None
+    plain = UserDefinedClassVariable(cls.value, cls.source)
+    plain.metaclass_call_done = True
+    return plain.call_function(tx, list(args), kwargs)
+
+
 @_handler(object.__init__)
 def _object_init(tx, *args, **kwargs):
     return NONE
@@ -697,6 +833,8 @@ def _dict_slot(fn):
     """dict.get/__getitem__/__contains__(obj, key) on a real dict-subclass instance
     (``super().get(key)`` inside its methods): reads the real dict, guarding the key."""
     def impl(tx, obj, *args):
+        if isinstance(obj, DictStorageMixin):  # its items are modelled (changes included)
+            return obj.call_base_method(tx, fn.__name__, list(args), {})
         nargs = 2 if fn is dict.get else 1
         if not (isinstance(obj, UserDefinedObjectVariable) and isinstance(obj.value, dict)
                 and obj.source is not None and 1 <= len(args) <= nargs and args[0].is_python_constant()):
@@ -764,14 +902,53 @@ def _cell_delete(tx, cell, name):
     raise GraphBreak(gb.UNSUPPORTED_BYTECODE, "DELETE_DEREF: deleting a closure variable")
 
 
+def _real_object(tx, obj):
+    """The real object a tracker read from the frame's inputs stands for, guarded by identity
+    (so its id() and identity hash are constants of this cache entry); None when the tracker has
+    no source or keeps no real object (new objects, tensors, containers)."""
+    if obj.source is None or isinstance(obj, TensorVariable):
+        return None
+    if isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable, UserDefinedClassVariable)):
+        value = obj.value
+    elif isinstance(obj, UserFunctionVariable):
+        value = obj.fn
+    else:
+        return None
+    tx.output.add_guard(guards.IdGuard(obj.source, value))
+    return value
+
+
 @_handler(builtins.id)
 def _id(tx, obj):
-    raise GraphBreak(gb.UNSUPPORTED_CALL, "id() of a traced value")
+    value = _real_object(tx, obj)
+    if value is not None:
+        return ConstantVariable(id(value))
+    if obj.is_python_constant() and not obj.mutable_local:
+        # an int or str constant may be a new object in the real run: its id is not known
+        value = obj.as_python_constant()
+        if value is None or isinstance(value, (bool, type)):
+            return ConstantVariable(id(value))  # singletons and classes
+    return IdVariable(obj)
 
 
 @_handler(builtins.hash)
 def _hash(tx, obj):
-    return None
+    if obj.is_python_constant():
+        return None  # folded as a pure builtin
+    if isinstance(obj, ObjectLike):
+        fn, owner = mro_lookup(obj.value_type, "__hash__")
+        if fn is None:
+            raise GraphBreak(gb.OPERATION_RAISES, f"unhashable type: {obj.value_type.__name__!r} (TypeError)")
+        if isinstance(fn, types.FunctionType):
+            result = UserMethodVariable(fn, obj).call_function(tx, [], {})
+            if not result.is_python_constant() or type(result.as_python_constant()) not in (int, bool):
+                raise GraphBreak(gb.VALUE_UNKNOWN, "__hash__() result not known at trace time, or not an int")
+            return ConstantVariable(hash(result.as_python_constant()))  # what hash() makes of it
+        if fn is object.__hash__:
+            value = _real_object(tx, obj)
+            if value is not None:
+                return ConstantVariable(hash(value))
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"hash() of {obj.describe()}")
 
 
 def _make_numeric(fn):
@@ -962,6 +1139,139 @@ def _dc_replace(tx, obj, **changes):
     if changes:
         raise GraphBreak(gb.OPERATION_RAISES, "dataclasses.replace() with an unknown field (TypeError)")
     return tx.wrap(cls, None).call_function(tx, [], kwargs)
+
+
+def _dc_inner(tx, obj, as_dict: bool, memo: dict):
+    """What dataclasses.asdict / astuple make of a value: dataclass instances become dicts /
+    tuples of their fields, lists / tuples / dicts are rebuilt item by item, anything else is
+    copy.deepcopy'd."""
+    cls = _dataclass_type(obj) if isinstance(obj, ObjectLike) else None
+    if cls is not None:
+        import dataclasses
+
+        values = [_dc_inner(tx, obj.var_getattr(tx, f.name), as_dict, memo) for f in dataclasses.fields(cls)]
+        if as_dict:
+            return DictVariable({f.name: v for f, v in zip(dataclasses.fields(cls), values)})
+        return TupleVariable(values)
+    if type(obj) in (ListVariable, TupleVariable):
+        return type(obj)([_dc_inner(tx, i, as_dict, memo) for i in obj.items])
+    if type(obj) is DictVariable and obj.dict_type is dict:
+        if any(not isinstance(k, (str, int, bool, float, type(None))) for k in obj.items):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "dataclasses.asdict() of a dict with non-constant keys")
+        return DictVariable({k: _dc_inner(tx, v, as_dict, memo) for k, v in obj.items.items()})
+    if isinstance(obj, (ListVariable, TupleVariable, DictVariable)):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"dataclasses.asdict() of a {obj.describe()} field")
+    return copy_value(tx, obj, True, memo)
+
+
+def _make_dc_convert(as_dict):
+    def impl(tx, obj):
+        if _dataclass_type(obj) is None or not isinstance(obj, ObjectLike):
+            raise GraphBreak(gb.OPERATION_RAISES, f"dataclasses.{'asdict' if as_dict else 'astuple'}() of a "
+                             "non-dataclass instance (TypeError)")
+        return _dc_inner(tx, obj, as_dict, {})
+    return impl
+
+
+_py_handler(__import__("dataclasses").asdict)(_make_dc_convert(True))
+_py_handler(__import__("dataclasses").astuple)(_make_dc_convert(False))
+
+
+def _make_inspect_predicate(fn, kinds):
+    def impl(tx, obj):
+        if obj.is_python_constant():
+            return ConstantVariable(fn(obj.as_python_constant()))
+        return ConstantVariable(any(issubclass(_python_type(tx, obj), k) for k in kinds))
+    return impl
+
+
+for _fn, _kinds in ((__import__("inspect").isfunction, (types.FunctionType,)),
+                    (__import__("inspect").ismethod, (types.MethodType,)),
+                    (__import__("inspect").isclass, (type,))):
+    _py_handler(_fn)(_make_inspect_predicate(_fn, _kinds))
+
+
+def _function_dict_items(tx, fn) -> dict:
+    """The entries of a function's ``__dict__`` (functools.update_wrapper copies them)."""
+    if isinstance(fn, NestedUserFunctionVariable):
+        special = set(functools.WRAPPER_ASSIGNMENTS) | {"__wrapped__"}
+        return {k: v for k, v in fn.attrs.items() if k not in special}
+    if isinstance(fn, UserFunctionVariable):
+        d = fn.fn.__dict__
+        if fn.source is not None:
+            src = AttrSource(fn.source, "__dict__")
+            tx.output.add_guard(guards.DictKeysGuard(src, tuple(d)))
+            return {k: tx.wrap(v, ItemSource(src, k)) for k, v in d.items()}
+        if not d:
+            tx.output.add_guard(guards.ExprGuard("not {f}.__dict__", (("f", fn.fn),)))
+            return {}
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"functools.update_wrapper() copying the __dict__ of {fn.describe()}")
+
+
+@_py_handler(functools.update_wrapper)
+def _update_wrapper(tx, wrapper, wrapped, assigned=None, updated=None):
+    names = functools.WRAPPER_ASSIGNMENTS if assigned is None else assigned.as_python_constant()
+    dicts = functools.WRAPPER_UPDATES if updated is None else updated.as_python_constant()
+    if not isinstance(wrapper, NestedUserFunctionVariable) or not all(isinstance(n, str) for n in names) or \
+            tuple(dicts) not in ((), ("__dict__",)):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"functools.update_wrapper() of {wrapper.describe()}")
+    for name in names:  # what update_wrapper does: the attributes wrapped has, then its __dict__
+        try:
+            value = wrapped.var_getattr(tx, name)
+        except GraphBreak as e:
+            if e.break_id != gb.MISSING_ATTRIBUTE:
+                raise
+            continue
+        wrapper.setattr(tx, name, value)
+    if dicts:
+        for k, v in _function_dict_items(tx, wrapped).items():
+            wrapper.setattr(tx, k, v)
+    wrapper.setattr(tx, "__wrapped__", wrapped)
+    return wrapper
+
+
+@_py_handler(functools.wraps)
+def _wraps(tx, wrapped, assigned=None, updated=None):
+    # functools.wraps: partial(update_wrapper, wrapped=..., assigned=..., updated=...)
+    kwargs = {"wrapped": wrapped,
+              "assigned": assigned if assigned is not None else wrap_constant_result(functools.WRAPPER_ASSIGNMENTS),
+              "updated": updated if updated is not None else wrap_constant_result(functools.WRAPPER_UPDATES)}
+    return PartialVariable(tx.wrap(functools.update_wrapper, None), [], kwargs)
+
+
+def _make_copy(deep):
+    def impl(tx, obj, *memo):
+        if memo and not (memo[0].is_python_constant() and memo[0].as_python_constant() is None):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "copy.deepcopy() with a memo of the caller's")
+        return copy_value(tx, obj, deep, {})
+    return impl
+
+
+_py_handler(copy.copy)(_make_copy(False))
+_py_handler(copy.deepcopy)(_make_copy(True))
+
+
+def _fold_re(fn):
+    """re.sub / match / compile ... with constant arguments: computed at trace time (the result, a
+    str, list, Pattern or Match, is immutable); a function argument (a repl callback) breaks."""
+    def impl(tx, *args, **kwargs):
+        try:
+            copies = [a.constant_copy() for a in args]
+            kw = {k: v.constant_copy() for k, v in kwargs.items()}
+        except NotImplementedError as e:
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"re.{fn.__name__}() with arguments not known at trace time") from e
+        if any(callable(c) for c in [*copies, *kw.values()]):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"re.{fn.__name__}() with a function argument")
+        try:
+            value = fn(*copies, **kw)
+        except Exception as e:  # noqa: BLE001 - Python raises it for real
+            raise GraphBreak(gb.OPERATION_RAISES, f"re.{fn.__name__}() raised {type(e).__name__}") from e
+        return wrap_constant_result(value)
+    return impl
+
+
+for _fn in (re.compile, re.match, re.fullmatch, re.search, re.sub, re.subn, re.split, re.findall, re.escape):
+    _py_handler(_fn)(_fold_re(_fn))
 
 
 @_py_handler(__import__("typing").cast)

@@ -10,6 +10,9 @@ Tested by tests/semantics/test_builtins.py.
 """
 from __future__ import annotations
 
+import re
+import types
+import typing
 from typing import Any
 
 import torch
@@ -22,16 +25,36 @@ from .methods import ConstantMethodVariable
 CONSTANT_TYPES = (
     type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
     torch.dtype, torch.device, torch.layout, torch.memory_format, range, slice,
+    types.UnionType,  # int | None: immutable, made by `|` on classes (isinstance(x, list | tuple))
+    types.GenericAlias,  # list[int]
+    re.Pattern, re.Match,  # compiled patterns and match results are immutable
 )
+# typing's aliases and special forms (typing.List, Optional[int], Union[...]): immutable, and
+# isinstance/issubclass with them answer from their origin classes
+_TYPING_FORMS = tuple(getattr(typing, n) for n in ("_BaseGenericAlias", "_SpecialForm") if hasattr(typing, n))
 
 
 def is_constant_value(value: Any) -> bool:
     if isinstance(value, (range, slice)):
         return True
-    if type(value) in CONSTANT_TYPES:
+    if type(value) in CONSTANT_TYPES or isinstance(value, _TYPING_FORMS):
         return True
     if type(value) in (tuple, frozenset) and all(is_constant_value(v) for v in value):
         return False  # containers are tracked as containers, not constants
+    return False
+
+
+def user_defined_attr(cls: type, name: str) -> bool:
+    """``name`` of ``cls`` (a constant's class, a subclass of int / float / str / bytes such as an
+    IntEnum) is Python code of a class outside builtins and enum: reading or calling it would run
+    user code.  (Other constants, e.g. an inspect.Signature, are standard-library objects.)"""
+    if not issubclass(cls, (int, float, complex, str, bytes)) or cls in (int, float, complex, str, bytes, bool):
+        return False
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            return klass.__module__ not in ("builtins", "enum") and isinstance(
+                attr, (types.FunctionType, staticmethod, classmethod, property))
     return False
 
 
@@ -82,6 +105,9 @@ class ConstantVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"cannot iterate over {self.describe()}")
 
     def var_getattr(self, tx, name):
+        if user_defined_attr(type(self.value), name):
+            # an IntEnum / str subclass's own method or property: Python code, never run at trace time
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name!r} of {type(self.value).__name__} is defined in Python")
         try:
             value = getattr(self.value, name)
         except AttributeError as e:

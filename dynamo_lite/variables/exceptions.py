@@ -119,4 +119,20 @@ class ExceptionVariable(VariableTracker):
             v.can_reconstruct() for v in (self.context, self.cause) if v is not None)
 
 
-__all__ = ["ExceptionVariable"]
+def raise_in_trace(tx, exc_type: type, args: list) -> None:
+    """Raise ``exc_type(*args)`` in the trace where an operation raises it in eager (a missing
+    key, an empty pop): a handler of the traced code catches it and the trace goes on; left
+    uncaught, the graph breaks at the operation and Python raises it.  Raised while another
+    traced exception is handled, that one becomes its ``__context__`` (implicit chaining)."""
+    exc = ExceptionVariable(exc_type, list(args))
+    handler_tx = tx
+    while handler_tx is not None and not handler_tx.handling:
+        handler_tx = handler_tx.parent
+    if handler_tx is not None:
+        exc.context = handler_tx.handling[-1]
+    tx.raise_exception(exc)
+
+
+VariableTracker.raise_in_trace = staticmethod(raise_in_trace)  # see VariableTracker.raise_in_trace
+
+__all__ = ["ExceptionVariable", "raise_in_trace"]

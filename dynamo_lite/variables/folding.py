@@ -11,7 +11,10 @@ Tested by tests/semantics/test_builtins.py and tests/semantics/test_containers.p
 """
 from __future__ import annotations
 
+import collections
+import enum
 import operator
+import re
 from typing import Any
 
 import torch
@@ -19,8 +22,8 @@ import torch
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import VariableTracker
-from .constant import ConstantVariable, is_constant_value
-from .mappings import DictVariable
+from .constant import ConstantVariable, is_constant_value, user_defined_attr
+from .mappings import CounterVariable, DictVariable
 from .sequences import LazyIteratorVariable, ListIteratorVariable, ListVariable, SizeVariable, TupleVariable
 from .sets import SetVariable
 
@@ -35,9 +38,11 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return ListVariable([wrap_constant_result(v) for v in value])
     if type(value) is dict:
         return DictVariable({k: wrap_constant_result(v) for k, v in value.items()})
+    if type(value) is collections.Counter:  # Counter("ab") + Counter("b")
+        return CounterVariable({k: wrap_constant_result(v) for k, v in value.items()})
     if type(value) in (set, frozenset):
         return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
-    if is_constant_value(value):
+    if is_constant_value(value) or isinstance(value, enum.Enum):  # Color(2), Perm.R | Perm.W
         return ConstantVariable(value)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} computed at trace time cannot be tracked")
 
@@ -54,7 +59,7 @@ def materialize(tx, obj: Any) -> Any:
 
 
 # Methods that never mutate and never depend on anything but their arguments.
-_PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice,
+_PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice, re.Pattern, re.Match,
                torch.dtype, torch.device)
 
 
@@ -62,6 +67,8 @@ def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwa
     """``const.name(*args, **kwargs)`` (ConstantVariable.call_method): computed on the real value
     with copies of container / iterator arguments of constants; ``==`` / ``!=`` with anything
     else go through the operator table."""
+    if user_defined_attr(type(const.value), name):  # e.g. a method of an IntEnum subclass: Python code
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"method {name!r} of {type(const.value).__name__} is defined in Python")
     if isinstance(const.value, _PURE_TYPES):  # "".join(map(str, l)) consumes the lazy map
         args = [materialize(tx, a) for a in args]
     try:
@@ -71,6 +78,9 @@ def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwa
         const_kwargs = {k: v.constant_copy() for k, v in kwargs.items()}
     except NotImplementedError:
         const_args = const_kwargs = None
+    if const_args is not None and isinstance(const.value, (re.Pattern, re.Match)) and \
+            any(callable(a) for a in [*const_args, *const_kwargs.values()]):
+        const_args = None  # pattern.sub(function, ...) would run the function at trace time
     if const_args is not None and isinstance(const.value, _PURE_TYPES):
         fn = getattr(const.value, name, None)
         if fn is None:

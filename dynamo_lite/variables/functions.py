@@ -220,6 +220,8 @@ class UserFunctionVariable(BaseUserFunctionVariable):
             return ConstantVariable(getattr(self.fn, name))
         if name == "__code__":  # inlining already relies on the function's code
             return ConstantVariable(self.fn.__code__)
+        if name == "__annotations__":
+            return tx.wrap(self.fn.__annotations__, AttrSource(self.source, name) if self.source else None)
         if name in self.fn.__dict__:
             return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__get__":
@@ -249,7 +251,12 @@ class GetMethodVariable(VariableTracker):
 
 
 class NestedUserFunctionVariable(BaseUserFunctionVariable):
-    """A function created by MAKE_FUNCTION during the trace (closures, lambdas, comprehensions)."""
+    """A function created by MAKE_FUNCTION during the trace (closures, lambdas, comprehensions).
+
+    One real function object: generated code builds it once and every place that holds it
+    (locals, containers, ``__wrapped__``) gets that object, so ``is`` stays what it was."""
+
+    mutable_local = True
 
     def __init__(self, code, f_globals, qualname, defaults, kwdefaults, closure, annotations=None):
         super().__init__()
@@ -260,6 +267,9 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
         self.kwdefaults = kwdefaults  # DictVariable or None
         self.closure = closure  # list of CellVariable or None
         self.annotations = annotations
+        # attributes set on it in the trace (functools.wraps: __name__, __doc__, __wrapped__, ...),
+        # applied by generated code after it builds the function
+        self.attrs: dict[str, VariableTracker] = {}
 
     def _repr_body(self):
         return self.qualname
@@ -281,19 +291,52 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
         return list(self.closure or [])
 
     def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
         if name in ("__name__",):
             return ConstantVariable(self.code.co_name)
         if name == "__qualname__":
             return ConstantVariable(self.qualname)
         if name == "__code__":
             return ConstantVariable(self.code)
+        if name == "__module__":
+            return ConstantVariable(self.f_globals.get("__name__"))
+        if name == "__annotations__":  # one dict, made on first read (as CPython does)
+            self.attrs[name] = self._annotations_dict()
+            return self.attrs[name]
+        if name == "__doc__":  # what MAKE_FUNCTION takes: the first constant when it is a str
+            consts = self.code.co_consts
+            return ConstantVariable(consts[0] if consts and isinstance(consts[0], str) else None)
         return super().var_getattr(tx, name)
+
+    def _annotations_dict(self) -> DictVariable:
+        """``__annotations__`` from MAKE_FUNCTION's (name, value, ...) tuple (empty: none)."""
+        items = self.annotations.items if isinstance(self.annotations, TupleVariable) else []
+        if self.annotations is not None and not isinstance(self.annotations, TupleVariable):
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "__annotations__ of a function made in the trace")
+        return DictVariable({items[i].as_python_constant(): items[i + 1] for i in range(0, len(items), 2)})
+
+    def setattr(self, tx, name, value):
+        if name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__dict__") \
+                and name not in self.attrs:
+            raise GraphBreak(gb.SIDE_EFFECT, f"setting {name} of a function made in the trace")
+        tx.output.side_effects.version += 1
+        self.attrs[name] = value
 
     def reconstruct(self, cg):
         cg.make_function(self)
+        attrs = dict(self.attrs)
+        if self.annotations is not None and "__annotations__" not in attrs:
+            attrs = {"__annotations__": self._annotations_dict(), **attrs}  # MAKE_FUNCTION's, kept
+        for name, value in attrs.items():  # fn.name = value, keeping fn on the stack
+            cg.emit("COPY", 1)
+            cg.reconstruct(value)
+            cg.emit("SWAP", 2)
+            cg.emit("STORE_ATTR", name)
 
     def can_reconstruct(self):
-        return all(c.can_reconstruct_as_cell() for c in (self.closure or [])) and (
+        return all(v.can_reconstruct() for v in self.attrs.values()) and \
+            all(c.can_reconstruct_as_cell() for c in (self.closure or [])) and (
             self.defaults is None or self.defaults.can_reconstruct()) and (
             self.kwdefaults is None or self.kwdefaults.can_reconstruct())
 
@@ -346,14 +389,35 @@ class UserMethodVariable(VariableTracker):
 class PartialVariable(VariableTracker):
     """functools.partial(fn, *args, **kwargs)."""
 
-    def __init__(self, fn: VariableTracker, args: list, kwargs: dict, source=None):
+    def __init__(self, fn: VariableTracker, args: list, kwargs: dict, source=None, value=None):
         super().__init__(source)
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
+        self.value = value  # the real partial (read from the inputs), or None (made in the trace)
+        self.mutable_local = source is None  # one object: rebuilt once, wherever it is held
+        self.instance_dict: Optional[DictVariable] = None  # its __dict__ once read (made in the trace)
 
     def python_type(self):
         return functools.partial
+
+    def setattr(self, tx, name, value):
+        if name in ("func", "args", "keywords", "__dict__"):
+            raise GraphBreak(gb.OPERATION_RAISES, f"setting {name} of a partial")
+        if self.source is None:  # a partial made in the trace: an entry of its __dict__
+            self._instance_dict(tx).setitem(tx, ConstantVariable(name), value)
+            return
+        tx.output.side_effects.store_attr(self, name, value)  # replayed on the real partial
+
+    def _instance_dict(self, tx) -> DictVariable:
+        """The partial's ``__dict__``: the real one (inputs), or one made with it in the trace."""
+        if self.value is not None and self.source is not None:
+            return tx.wrap(self.value.__dict__, AttrSource(self.source, "__dict__"))
+        if self.source is not None:
+            raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "__dict__ of a partial without its real object")
+        if self.instance_dict is None:
+            self.instance_dict = DictVariable({})
+        return self.instance_dict
 
     def call_function(self, tx, args, kwargs):
         return self.fn.call_function(tx, [*self.args, *args], {**self.kwargs, **kwargs})
@@ -365,6 +429,22 @@ class PartialVariable(VariableTracker):
             return TupleVariable(self.args)
         if name == "keywords":
             return DictVariable(dict(self.kwargs))
+        pending = tx.output.side_effects.load_attr(self, name) if self.source is not None else None
+        if pending is not None:
+            return pending
+        if name == "__dict__":
+            if self.source is not None and tx.output.side_effects.new_object_attrs(self):
+                raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "__dict__ of a partial whose attributes were set")
+            return self._instance_dict(tx)
+        if name in ("__doc__", "__module__") or not hasattr(_BLANK_PARTIAL, name):
+            # an attribute set on the partial, else the class's (__doc__), else AttributeError
+            # (a partial has no __name__: getattr(p, "__name__", default) gives the default)
+            d = self._instance_dict(tx)
+            if d.contains(tx, ConstantVariable(name)):
+                return d.getitem(tx, ConstantVariable(name))
+            if hasattr(_BLANK_PARTIAL, name):
+                return ConstantVariable(getattr(_BLANK_PARTIAL, name))
+            raise GraphBreak(gb.MISSING_ATTRIBUTE, f"'functools.partial' object has no attribute {name!r}")
         return super().var_getattr(tx, name)
 
     def reconstruct(self, cg):
@@ -377,11 +457,21 @@ class PartialVariable(VariableTracker):
         for v in self.kwargs.values():
             cg.reconstruct(v)
         cg.call(1 + len(self.args) + len(self.kwargs), tuple(self.kwargs))
+        for k, v in (self.instance_dict.items.items() if self.instance_dict is not None else ()):
+            if not isinstance(k, str):
+                raise GraphBreak(gb.CANNOT_REBUILD, "a partial whose __dict__ has a non-str key")
+            cg.emit("COPY", 1)  # p.k = v, keeping p on the stack
+            cg.reconstruct(v)
+            cg.emit("SWAP", 2)
+            cg.emit("STORE_ATTR", k)
 
     def can_reconstruct(self):
         return self.source is not None or (
             self.fn.can_reconstruct() and all(a.can_reconstruct() for a in self.args)
             and all(v.can_reconstruct() for v in self.kwargs.values()))
+
+
+_BLANK_PARTIAL = functools.partial(print)  # what a partial instance has without attributes of its own
 
 
 def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):

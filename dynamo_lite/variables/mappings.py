@@ -1,26 +1,33 @@
-"""Mappings: dict, OrderedDict, defaultdict, dict views and dict iterators.
+"""Mappings: dict, OrderedDict, defaultdict, Counter, mappingproxy, dict views and dict iterators.
 
 Dicts are mutable: their trackers are mutated in place, and when they came
 from the frame's inputs (they have a source) the side-effect log records that
 the real dict must be updated after the graph runs.  Keys are constants by
 value or objects by identity (``hash_key``): value-hashed objects and
 unhashable keys break.  ``defaultdict`` made in the trace calls its factory
-for missing keys.  Dict iterators read values live; a dict whose size or keys
+for missing keys; a Counter counts 0 for them; a mappingproxy is a live read-only view.  A
+missing key's KeyError (lookup, pop, del, popitem of an empty dict) is raised in the trace, so a
+traced handler catches it (``Mapping.get``).  Dict iterators read values live; a dict whose size or keys
 changed since the iterator was made runs the frame eagerly (Python raises
 RuntimeError at the right point).  A method a dict tracker does not model
 breaks the graph (DL0003).
-Tested by tests/semantics/test_containers.py, tests/semantics/test_container_values.py and tests/semantics/test_iterators.py.
+Tested by tests/semantics/test_containers.py, tests/semantics/test_container_values.py, tests/semantics/test_iterators.py
+and tests/semantics/test_mappings_and_collections.py.
 """
 from __future__ import annotations
+
+import collections
+import operator
+import types
 
 import torch
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak, SkipFrame
-from .base import IdentityKey, VariableTracker
+from .base import IdentityKey, search_items, VariableTracker
 from .constant import ConstantVariable, NONE
 from .methods import ContainerMethodVariable
-from .sequences import LazyIteratorVariable, TupleVariable
+from .sequences import LazyIteratorVariable, ListVariable, TupleVariable
 
 
 class DictVariable(VariableTracker):
@@ -71,16 +78,22 @@ class DictVariable(VariableTracker):
         """``self[key]`` (a missing key breaks: Python raises KeyError)."""
         k = self._key(key)
         if k not in self.items:
-            raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
+            self.raise_in_trace(tx, KeyError, [key])
         return self.items[k]
 
     def var_getattr(self, tx, name):
-        if hasattr(dict, name):
+        if hasattr(self.dict_type, name) and callable(getattr(self.dict_type, name)):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
         se = tx.output.side_effects
+        if kwargs and name == "popitem" and self.dict_type is collections.OrderedDict and not args \
+                and list(kwargs) == ["last"]:
+            args, kwargs = [kwargs["last"]], {}
+        if kwargs and name == "move_to_end" and self.dict_type is collections.OrderedDict and len(args) == 1 \
+                and list(kwargs) == ["last"]:
+            args, kwargs = [args[0], kwargs["last"]], {}
         if kwargs and name != "update":  # dict methods take no other keywords: Python handles them
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.dict_type.__name__}.{name}() with keyword arguments")
         if name == "__getitem__" and len(args) == 1:
@@ -105,7 +118,7 @@ class DictVariable(VariableTracker):
         if name == "__delitem__" and len(args) == 1:
             k = self._key(args[0])
             if k not in self.items:
-                raise GraphBreak(gb.OPERATION_RAISES, "KeyError in del")
+                self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)
             del self.items[k]
             return NONE
@@ -116,7 +129,7 @@ class DictVariable(VariableTracker):
                 return self.items.pop(k)
             if len(args) == 2:
                 return args[1]
-            raise GraphBreak(gb.OPERATION_RAISES, "KeyError in dict.pop")
+            self.raise_in_trace(tx, KeyError, [args[0]])
         if name == "setdefault" and 1 <= len(args) <= 2:
             k = self._key(args[0])
             if k not in self.items:
@@ -146,18 +159,36 @@ class DictVariable(VariableTracker):
             return NONE
         if name == "copy" and not args:
             return DictVariable(dict(self.items), dict_type=self.dict_type)
-        if name == "popitem" and not args:
+        if name == "popitem" and (not args or (len(args) == 1 and self.dict_type is collections.OrderedDict)):
+            last = args[0].bool(tx) if args else True
             if not self.items:
-                raise GraphBreak(gb.OPERATION_RAISES, "popitem(): dictionary is empty (KeyError)")
+                message = "dictionary is empty" if self.dict_type is collections.OrderedDict else \
+                    "popitem(): dictionary is empty"
+                self.raise_in_trace(tx, KeyError, [ConstantVariable(message)])
             se.mutate(self)
-            k, v = self.items.popitem()
+            k = next(iter(reversed(self.items))) if last else next(iter(self.items))
+            v = self.items.pop(k)
             return TupleVariable([key_to_var(k), v])
-        if name in ("__or__", "__ior__") and len(args) == 1 and isinstance(args[0], DictVariable):
-            target = self if name == "__ior__" else DictVariable(dict(self.items), dict_type=self.dict_type)
-            if name == "__ior__":
-                se.mutate(self)
+        if name == "__or__" and len(args) == 1 and isinstance(args[0], DictVariable) and \
+                args[0].dict_type in (dict, self.dict_type):
+            target = self.call_method(tx, "copy", [], {})
             target.items.update(args[0].items)
             return target
+        if name == "__ior__" and len(args) == 1:
+            self.call_method(tx, "update", args, {})  # any mapping or iterable of pairs, like update()
+            return self
+        if name == "move_to_end" and self.dict_type is collections.OrderedDict and 1 <= len(args) <= 2:
+            k = self._key(args[0])
+            last = args[1].bool(tx) if len(args) == 2 else True
+            if k not in self.items:
+                self.raise_in_trace(tx, KeyError, [args[0]])
+            se.mutate(self)
+            value = self.items.pop(k)
+            if last:
+                self.items[k] = value
+            else:
+                self.items = {k: value, **self.items}
+            return NONE
         if name == "__getattribute__":
             return super().call_method(tx, name, args, kwargs)
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict.{name}() is not supported here")
@@ -200,7 +231,7 @@ class DefaultDictVariable(DictVariable):
         if k not in self.items:
             factory = self.default_factory
             if factory.is_python_constant() and factory.as_python_constant() is None:
-                raise GraphBreak(gb.OPERATION_RAISES, f"dict has no key {k!r} (KeyError)")
+                self.raise_in_trace(tx, KeyError, [key])
             value = factory.call_function(tx, [], {})
             tx.output.side_effects.mutate(self)
             self.items[k] = value
@@ -229,6 +260,258 @@ class DefaultDictVariable(DictVariable):
 
     def can_reconstruct(self):
         return self.default_factory.can_reconstruct() and super().can_reconstruct()
+
+
+class CounterVariable(DictVariable):
+    """A collections.Counter: a missing key reads as 0 (and is not added); ``update`` /
+    ``subtract`` add / subtract counts; ``most_common``, ``elements`` and ``total`` need counts
+    known at trace time.  Rebuilt as ``Counter({...})`` (input Counters: ``clear()`` +
+    ``update({...})``, which sets the counts of an empty Counter)."""
+
+    def __init__(self, items: dict, source=None):
+        super().__init__(items, source, dict_type=collections.Counter)
+
+    def describe(self):
+        return "Counter"
+
+    def lookup(self, tx, key):
+        k = self._key(key)
+        return self.items[k] if k in self.items else ConstantVariable(0)  # Counter.__missing__
+
+    def constant_copy(self):
+        if any(isinstance(k, IdentityKey) for k in self.items):
+            raise NotImplementedError
+        return collections.Counter({k: i.constant_copy() for k, i in self.items.items()})
+
+    def _counts(self, tx) -> list:
+        """(key, count) pairs, counts known at trace time (else the graph breaks)."""
+        pairs = [(k, v) for k, v in self.items.items()]
+        if not all(v.is_python_constant() for _, v in pairs):
+            raise GraphBreak(gb.VALUE_UNKNOWN, "Counter counts not known at trace time")
+        return [(k, v.as_python_constant()) for k, v in pairs]
+
+    def add_counts(self, tx, other, sign: int) -> None:
+        """``update`` (sign 1) / ``subtract`` (sign -1) with a mapping or an iterable of elements."""
+        if isinstance(other, DictVariable):
+            pairs = [(key_to_var(k), v) for k, v in other.items.items()]
+        else:
+            pairs = [(item, ConstantVariable(1)) for item in other.unpack(tx)]
+        tx.output.side_effects.mutate(self)
+        for key, count in pairs:
+            k = self._key(key)
+            if k in self.items:
+                op = operator.add if sign > 0 else operator.sub
+                self.items[k] = self.apply_operator(tx, op, [self.items[k], count])
+            else:
+                self.items[k] = count if sign > 0 else self.apply_operator(tx, operator.neg, [count])
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("update", "subtract") and len(args) <= 1:
+            if args:
+                self.add_counts(tx, args[0], 1 if name == "update" else -1)
+            if kwargs:
+                self.add_counts(tx, DictVariable(dict(kwargs)), 1 if name == "update" else -1)
+            return NONE
+        if kwargs:
+            return super().call_method(tx, name, args, kwargs)
+        if name == "copy" and not args:
+            return CounterVariable(dict(self.items))
+        if name == "most_common" and len(args) <= 1:
+            n = args[0].as_python_constant() if args else None
+            if n is not None and type(n) is not int:
+                raise GraphBreak(gb.VALUE_UNKNOWN, "Counter.most_common(n) with n not known at trace time")
+            counts = self._counts(tx)
+            try:  # what Counter computes (sorted by count, ties in insertion order)
+                order = sorted(range(len(counts)), key=lambda i: counts[i][1], reverse=True)
+            except TypeError as e:
+                raise GraphBreak(gb.OPERATION_RAISES, f"Counter.most_common() raised TypeError: {e}") from e
+            if n is not None:
+                order = order[:max(n, 0)]
+            return ListVariable([TupleVariable([key_to_var(counts[i][0]), self.items[counts[i][0]]]) for i in order])
+        if name == "elements" and not args:
+            counts = self._counts(tx)
+            if not all(type(c) is int for _, c in counts):
+                raise GraphBreak(gb.OPERATION_RAISES, "Counter.elements() of non-int counts")
+            return self.snapshot_iterator([key_to_var(k) for k, c in counts for _ in range(c)])
+        if name == "total" and not args:
+            total = ConstantVariable(0)
+            for v in self.items.values():
+                total = self.apply_operator(tx, operator.add, [total, v])
+            return total
+        if name == "__missing__" and len(args) == 1:
+            return ConstantVariable(0)
+        if name == "__delitem__" and len(args) == 1:  # Counter.__delitem__ ignores a missing key
+            if self._key(args[0]) not in self.items:
+                return NONE
+        return super().call_method(tx, name, args, kwargs)
+
+
+class MappingProxyVariable(VariableTracker):
+    """types.MappingProxyType(d) made in the trace: a read-only live view of the dict tracker
+    ``dict_var`` (reads go to it; writes raise TypeError in Python, so they break)."""
+
+    def __init__(self, dict_var: DictVariable):
+        super().__init__()
+        self.dict_var = dict_var
+
+    def python_type(self):
+        return types.MappingProxyType
+
+    def describe(self):
+        return "mappingproxy"
+
+    def has_len(self):
+        return True
+
+    def truthiness(self, tx):
+        return bool(self.dict_var.items)
+
+    def unpack(self, tx):
+        return self.dict_var.unpack(tx)
+
+    def contains(self, tx, item):
+        return self.dict_var.contains(tx, item)
+
+    def len(self, tx):
+        return self.dict_var.len(tx)
+
+    def iter(self, tx):
+        return self.dict_var.iter(tx)
+
+    def getitem(self, tx, key):
+        return self.dict_var.getitem(tx, key)
+
+    def var_getattr(self, tx, name):
+        if name in _PROXY_READS:
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _PROXY_READS:
+            return self.dict_var.call_method(tx, name, args, kwargs)
+        raise GraphBreak(gb.OPERATION_RAISES, f"mappingproxy.{name}() (a read-only mapping)")
+
+    def reconstruct(self, cg):
+        cg.load_callable(types.MappingProxyType)
+        cg.reconstruct(self.dict_var)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return self.dict_var.can_reconstruct()
+
+
+class ChainMapVariable(VariableTracker):
+    """A collections.ChainMap made in the trace over dict trackers: reads look the maps up in
+    order, writes go to the first one.  ``maps_var`` is its ``.maps`` list (one object, live);
+    generated code rebuilds it as ``ChainMap()`` with that list set as ``.maps``."""
+
+    mutable_local = True
+
+    def __init__(self, maps: list):
+        super().__init__()
+        self.maps_var = ListVariable(maps or [DictVariable({})])  # ChainMap() holds one empty dict
+
+    @property
+    def maps(self) -> list:
+        if not all(type(m) in (DictVariable, DefaultDictVariable, CounterVariable) for m in self.maps_var.items):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "a ChainMap over something other than dicts")
+        return self.maps_var.items
+
+    def python_type(self):
+        return collections.ChainMap
+
+    def describe(self):
+        return "ChainMap"
+
+    def has_len(self):
+        return True
+
+    def _keys(self) -> list:
+        """The keys in ChainMap's iteration order (the union, the last map's keys first)."""
+        merged: dict = {}
+        for m in reversed(self.maps):
+            merged.update(dict.fromkeys(m.items))
+        return list(merged)
+
+    def _find(self, tx, key):
+        k = hash_key(key, "ChainMap key")
+        for m in self.maps:
+            if k in m.items:
+                return m.items[k]
+        return None
+
+    def unpack(self, tx):
+        return [key_to_var(k) for k in self._keys()]
+
+    def len(self, tx):
+        return len(self._keys())
+
+    def truthiness(self, tx):
+        return any(m.items for m in self.maps)
+
+    def contains(self, tx, item):
+        return self._find(tx, item) is not None
+
+    def iter(self, tx):
+        return self.snapshot_iterator(self.unpack(tx))
+
+    def getitem(self, tx, key):
+        value = self._find(tx, key)
+        if value is None:
+            self.raise_in_trace(tx, KeyError, [key])
+        return value
+
+    def setitem(self, tx, key, value):
+        self.maps[0].call_method(tx, "__setitem__", [key, value], {})
+
+    def var_getattr(self, tx, name):
+        if name == "maps":
+            return self.maps_var
+        if name in ("get", "__getitem__", "__setitem__", "__contains__", "__len__", "__delitem__", "pop",
+                    "new_child", "copy"):
+            return ContainerMethodVariable(self, name)
+        if name == "parents":
+            return ChainMapVariable(self.maps[1:])
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if kwargs:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"ChainMap.{name}() with keyword arguments")
+        if name == "get" and 1 <= len(args) <= 2:
+            value = self._find(tx, args[0])
+            return value if value is not None else (args[1] if len(args) == 2 else NONE)
+        if name == "__getitem__" and len(args) == 1:
+            return self.getitem(tx, args[0])
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name == "__len__" and not args:
+            return ConstantVariable(self.len(tx))
+        if name == "__setitem__" and len(args) == 2:
+            return self.maps[0].call_method(tx, name, args, kwargs)
+        if name in ("__delitem__", "pop") and args and self.maps[0].contains(tx, args[0]):
+            return self.maps[0].call_method(tx, name, args, kwargs)  # (a missing key: ChainMap's own message)
+        if name == "new_child" and len(args) <= 1:
+            child = args[0] if args else DictVariable({})
+            if type(child) is not DictVariable:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"ChainMap.new_child({child.describe()})")
+            return ChainMapVariable([child, *self.maps])
+        if name == "copy" and not args:  # a copy of the first map, the others shared
+            return ChainMapVariable([self.maps[0].call_method(tx, "copy", [], {}), *self.maps[1:]])
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"ChainMap.{name}() is not supported here")
+
+    def reconstruct(self, cg):
+        cg.load_callable(collections.ChainMap)
+        cg.call(0)
+        cg.emit("COPY", 1)  # cm.maps = [...] (the list the trace's .maps is)
+        cg.reconstruct(self.maps_var)
+        cg.emit("SWAP", 2)
+        cg.emit("STORE_ATTR", "maps")
+
+    def can_reconstruct(self):
+        return self.maps_var.can_reconstruct()
+
+
+_PROXY_READS = ("get", "keys", "values", "items", "copy", "__getitem__", "__contains__", "__len__", "__or__")
 
 
 def hash_key(v: VariableTracker, what: str):
@@ -295,13 +578,38 @@ class DictViewVariable(VariableTracker):
         return DictIteratorVariable(self.dict_var, self.kind)
 
     def constant_copy(self):
+        items = self.dict_var.items
+        if self.kind == "keys" and not any(isinstance(k, IdentityKey) for k in items):
+            return dict.fromkeys(items).keys()  # the keys are constants even when the values are not
         return getattr(self.dict_var.constant_copy(), self.kind)()
 
+    def var_getattr(self, tx, name):
+        if hasattr(self.python_type(), name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def _contains(self, tx, item) -> bool:
+        if self.kind == "keys":
+            return self.dict_var.contains(tx, item)
+        if self.kind == "values":
+            return search_items(tx, list(self.dict_var.items.values()), item)
+        # (k, v) in d.items(): the key is looked up, then its value compared (identity, then ==)
+        if not isinstance(item, TupleVariable) or len(item.items) != 2:
+            if item.is_python_constant() or isinstance(item, TupleVariable):
+                return False  # not a pair: never an item
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{item.describe()} in dict.items()")
+        k = self.dict_var._key(item.items[0])
+        if k not in self.dict_var.items:
+            return False
+        return search_items(tx, [self.dict_var.items[k]], item.items[1])
+
     def call_method(self, tx, name, args, kwargs):
-        if name == "__len__":
+        if name == "__len__" and not args:
             return ConstantVariable(len(self.dict_var.items))
-        if name == "__contains__" and len(args) == 1 and self.kind == "keys":
-            return self.dict_var.call_method(tx, "__contains__", args, {})
+        if name == "__contains__" and len(args) == 1:
+            return ConstantVariable(self._contains(tx, args[0]))
+        if name == "isdisjoint" and len(args) == 1 and self.kind != "values" and not kwargs:
+            return ConstantVariable(not any(self._contains(tx, i) for i in args[0].unpack(tx)))
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg):
@@ -318,12 +626,23 @@ def dict_from_args(tx, *args, **kwargs) -> DictVariable:
     result = DictVariable({})
     if args:
         src = args[0]
-        if isinstance(src, DictVariable):
+        if isinstance(getattr(src, "storage", None), DictVariable):
+            # a dict subclass instance: CPython copies its dict directly when its __iter__ is
+            # dict's, else through keys() and __getitem__
+            direct = src.storage.dict_type is dict and src.dict_method("__iter__")
+            if not (direct or (src.dict_method("keys") and src.dict_method("__getitem__"))):
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict() of {src.describe()}, which overrides keys/__getitem__")
+            src = src.storage
+        if isinstance(src, ChainMapVariable):  # a mapping: its keys(), then [key] of each
+            result.items.update({k: src._find(tx, key_to_var(k)) for k in src._keys()})
+        elif isinstance(src, DictVariable):
             result.items.update(src.items)
         else:
             for pair in src.unpack(tx):
-                k, v = pair.unpack(tx)
-                result.items[result._key(k)] = v
+                parts = pair.unpack(tx)
+                if len(parts) != 2:  # Python raises ValueError
+                    raise GraphBreak(gb.OPERATION_RAISES, f"dictionary update sequence element has length {len(parts)}")
+                result.items[result._key(parts[0])] = parts[1]
     result.items.update(kwargs)
     return result
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import types
 from typing import Optional
 
 from .. import graph_breaks as gb
@@ -66,8 +67,9 @@ def is_model_output_class(cls) -> bool:
     for name in _BEHAVIOUR:
         for klass in cls.__mro__:
             if name in klass.__dict__:
-                if klass.__module__ not in ("transformers.utils.generic", "collections", "builtins"):
-                    return False
+                if klass.__module__ not in ("transformers.utils.generic", "collections", "builtins") and not (
+                        name == "to_tuple" and isinstance(klass.__dict__[name], types.FunctionType)):
+                    return False  # (a Python to_tuple of its own, e.g. CLIPOutput's, is inlined)
                 break
     for klass in cls.__mro__:
         if klass is base:
@@ -241,6 +243,14 @@ class ModelOutputVariable(VariableTracker):
     def to_tuple(self):
         return TupleVariable(list(self.items.values()))
 
+    def call_to_tuple(self, tx):
+        """``self.to_tuple()``: ModelOutput's (the values), or the class's own Python override
+        inlined (CLIPOutput's turns its nested outputs into tuples too)."""
+        fn, owner = mro_lookup(self.cls, "to_tuple")
+        if isinstance(fn, types.FunctionType) and owner.__module__ != "transformers.utils.generic":
+            return UserMethodVariable(fn, self).call_function(tx, [], {})
+        return self.to_tuple()
+
     # ---- reads -------------------------------------------------------------------
     def var_getattr(self, tx, name):
         if name in self.attrs:
@@ -257,8 +267,6 @@ class ModelOutputVariable(VariableTracker):
             return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
         if isinstance(attr, staticmethod):
             return UserFunctionVariable(attr.__func__)
-        import types
-
         if isinstance(attr, types.FunctionType):
             return UserMethodVariable(attr, self)
         if attr is not None and not callable(attr):
@@ -269,7 +277,7 @@ class ModelOutputVariable(VariableTracker):
         if kwargs:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.cls.__name__}.{name}() with keyword arguments")
         if name == "to_tuple" and not args:
-            return self.to_tuple()
+            return self.call_to_tuple(tx)
         if name in ("keys", "__iter__") and not args:
             return ListIteratorVariable([ConstantVariable(k) for k in self.items])
         if name == "values" and not args:
@@ -283,11 +291,7 @@ class ModelOutputVariable(VariableTracker):
             if name == "__getitem__" and not isinstance(key, str):
                 if not isinstance(key, (int, slice)):
                     raise GraphBreak(gb.OPERATION_RAISES, f"{self.cls.__name__}[{key!r}]")
-                try:
-                    picked = list(self.items.values())[key]
-                except IndexError as e:
-                    raise GraphBreak(gb.OPERATION_RAISES, "tuple index out of range") from e
-                return TupleVariable(picked) if isinstance(key, slice) else picked
+                return self.call_to_tuple(tx).getitem(tx, args[0])  # ModelOutput: self.to_tuple()[key]
             key = _rename(key) if isinstance(key, str) else key
             present = key in self.items
             if name == "__contains__":

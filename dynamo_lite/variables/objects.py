@@ -1,6 +1,7 @@
-"""Values the interpreter only passes around, with no operations on them (ObjectVariable).
+"""Values the interpreter only passes around, with no operations on them (ObjectVariable), and
+``id()`` of an object whose address is only known when the code runs (IdVariable).
 
-Tested by tests/semantics/test_container_values.py.
+Tested by tests/semantics/test_container_values.py and tests/semantics/test_functools_copy_identity.py.
 """
 from __future__ import annotations
 
@@ -31,4 +32,36 @@ class ObjectVariable(VariableTracker):
         return True
 
 
-__all__ = ["ObjectVariable"]
+class IdVariable(VariableTracker):
+    """``id(obj)`` of an object made in the trace, a tensor or a container: its value is the
+    object's address in the real run, so it is not known at trace time.  Two of them compare
+    (``==``, ``!=``) by the identity of their objects when the trace knows it (arith.py);
+    anything else breaks.  Generated code rebuilds it as ``id(obj)``.
+
+    Attributes:
+        obj: the tracker of the object whose id this is.
+    """
+
+    def __init__(self, obj: VariableTracker):
+        super().__init__()
+        self.obj = obj
+
+    def _repr_body(self):
+        return repr(self.obj)
+
+    def describe(self):
+        return f"id() of {self.obj.describe()}"
+
+    def python_type(self):
+        return int
+
+    def reconstruct(self, cg):
+        cg.load_callable(id)
+        cg.reconstruct(self.obj)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return self.obj.can_reconstruct()
+
+
+__all__ = ["ObjectVariable", "IdVariable"]

@@ -1,9 +1,11 @@
-"""Sequences: tuple, list, torch.Size, structseq, slices, and the iterator trackers' bases.
+"""Sequences: tuple, list, collections.deque, torch.Size, structseq, slices, and the iterator
+trackers' bases.
 
 Immutable sequences (tuple, Size) hold a fixed list of item trackers.  Lists
 are mutable: their trackers are mutated in place, and when they came from the
 frame's inputs (they have a source) the side-effect log records that the real
-list must be updated after the graph runs.  A method a sequence tracker does
+list must be updated after the graph runs.  An IndexError of a list / tuple / deque (index out
+of range, pop of an empty one) is raised in the trace, with eager's message.  A method a sequence tracker does
 not model breaks the graph (DL0003); an operation Python would raise on breaks
 (DL0010) so Python raises it.  ``x in seq``, ``list.index`` and ``list.remove``
 compare items like CPython (identity, then ``==`` through the operator table
@@ -13,10 +15,12 @@ Iteration (``iter``): lists are iterated live, other values snapshotted.
 ``LazyIteratorVariable`` (items on demand) sit here, below mappings.py (dict
 iterators) and iterators.py (map, zip, ...), which subclass them.  Named
 tuples are instances of user classes (user_objects.py).
-Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py and tests/semantics/test_iterators.py.
+Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py, tests/semantics/test_iterators.py and
+tests/semantics/test_mappings_and_collections.py (deque).
 """
 from __future__ import annotations
 
+import collections
 import operator
 from typing import Any, Optional
 
@@ -80,7 +84,11 @@ class BaseListVariable(VariableTracker):
             if isinstance(key, slice):
                 return self.clone_with(self.items[key])
             return self.items[key.__index__() if not isinstance(key, int) else key]
-        except (IndexError, TypeError, AttributeError, ValueError) as e:
+        except IndexError as e:
+            if self.python_type() in (list, tuple):  # "list index out of range": raised in the trace
+                self.raise_in_trace(tx, IndexError, [ConstantVariable(str(e))])
+            raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__} index raised IndexError") from e
+        except (TypeError, AttributeError, ValueError) as e:
             raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__} index raised {type(e).__name__}") from e
 
     def clone_with(self, items):
@@ -258,7 +266,10 @@ class ListVariable(BaseListVariable):
                 raise GraphBreak(gb.VALUE_UNKNOWN, "list.pop() index not known at trace time")
             idx = _list_index(args[0], "pop") if args else -1
             if not -len(items) <= idx < len(items):
-                raise GraphBreak(gb.OPERATION_RAISES, "pop from an empty list / index out of range (IndexError)")
+                try:  # on a stand-in: the message eager gives ("pop from empty list", ...)
+                    ([None] * len(items)).pop(idx)
+                except IndexError as e:
+                    self.raise_in_trace(tx, IndexError, [ConstantVariable(str(e))])
             se.mutate(self)
             return items.pop(idx)
         if name == "clear" and not args:
@@ -337,6 +348,125 @@ def sort_items(tx, items, kwargs):
     except TypeError as e:  # unorderable values: Python raises it at the call
         raise GraphBreak(gb.OPERATION_RAISES, f"sorting raised TypeError: {e}") from e
     return [items[i] for i in order]
+
+
+class DequeVariable(BaseListVariable):
+    """A collections.deque, mutated in place (input deques are rebuilt after the graph by
+    ``clear()`` + ``extend()``, graph/side_effects.py).
+
+    Attributes:
+        maxlen: the deque's maxlen (an int or None); appends past it drop items from the other end.
+        mutations: bumped by every change, as CPython's deque counts its state: an iterator made
+            before a change sees it and Python raises "deque mutated during iteration".
+    """
+
+    def __init__(self, items, maxlen=None, source=None):
+        super().__init__(items, source)
+        self.maxlen = maxlen
+        self.mutable_local = source is None
+        self.mutations = 0
+        self._trim(right=True)
+
+    def python_type(self):
+        return collections.deque
+
+    def describe(self):
+        return "deque"
+
+    def is_python_constant(self):
+        return False
+
+    def constant_copy(self):
+        return collections.deque([i.constant_copy() for i in self.items], self.maxlen)
+
+    def _trim(self, right: bool) -> None:
+        """Drop items past maxlen: from the left after right-side adds, else from the right."""
+        if self.maxlen is not None and len(self.items) > self.maxlen:
+            extra = len(self.items) - self.maxlen
+            self.items[:] = self.items[extra:] if right else self.items[:self.maxlen]
+
+    def _changed(self, tx) -> None:
+        tx.output.side_effects.mutate(self)
+        self.mutations += 1
+
+    def iter(self, tx):
+        return DequeIteratorVariable(self)
+
+    def var_getattr(self, tx, name):
+        if name == "maxlen":
+            return ConstantVariable(self.maxlen)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        items = self.items
+        if kwargs:
+            raise GraphBreak(gb.OPERATION_RAISES, f"deque.{name}() with keyword arguments")
+        if name in ("append", "appendleft") and len(args) == 1:
+            self._changed(tx)
+            if name == "append":
+                items.append(args[0])
+            else:
+                items.insert(0, args[0])
+            self._trim(right=name == "append")
+            return NONE
+        if name in ("extend", "extendleft") and len(args) == 1:
+            new = args[0].unpack(tx)
+            self._changed(tx)
+            for item in new:  # one at a time, as deque does (maxlen applies to each)
+                if name == "extend":
+                    items.append(item)
+                else:
+                    items.insert(0, item)
+                self._trim(right=name == "extend")
+            return NONE
+        if name in ("pop", "popleft") and not args:
+            if not items:
+                self.raise_in_trace(tx, IndexError, [ConstantVariable("pop from an empty deque")])
+            self._changed(tx)
+            return items.pop() if name == "pop" else items.pop(0)
+        if name == "rotate" and len(args) <= 1:
+            n = args[0].as_python_constant() if args else 1
+            if type(n) is not int:
+                raise GraphBreak(gb.VALUE_UNKNOWN, "deque.rotate() by a count not known at trace time")
+            self._changed(tx)
+            if items:
+                n %= len(items)
+                items[:] = items[-n:] + items[:-n] if n else items
+            return NONE
+        if name == "clear" and not args:
+            self._changed(tx)
+            items.clear()
+            return NONE
+        if name == "reverse" and not args:
+            self._changed(tx)
+            items.reverse()
+            return NONE
+        if name == "copy" and not args:
+            return DequeVariable(list(items), self.maxlen)
+        if name == "__len__" and not args:
+            return ConstantVariable(len(items))
+        if name == "__getitem__" and len(args) == 1 and args[0].is_python_constant() and \
+                type(args[0].as_python_constant()) is int:
+            i = args[0].as_python_constant()
+            if not -len(items) <= i < len(items):
+                self.raise_in_trace(tx, IndexError, [ConstantVariable("deque index out of range")])
+            return items[i]
+        if name in ("__contains__", "index", "count"):
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"deque.{name}() is not supported here")
+
+    def lookup(self, tx, index):
+        return self.call_method(tx, "__getitem__", [index], {})
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return VariableTracker.reconstruct(self, cg)
+        cg.load_callable(collections.deque)
+        for item in self.items:
+            cg.reconstruct(item)
+        cg.emit("BUILD_LIST", len(self.items))
+        cg.load_const(self.maxlen)
+        cg.call(2)
 
 
 class ListIteratorVariable(VariableTracker):
@@ -536,3 +666,40 @@ class SliceVariable(VariableTracker):
 
 
 VariableTracker.snapshot_iterator = staticmethod(ListIteratorVariable)  # see VariableTracker.iter
+
+
+class DequeIteratorVariable(ListIteratorVariable):
+    """iter(deque): reads the deque live; a change of the deque after it was made runs the frame
+    in Python (CPython raises RuntimeError at the next item)."""
+
+    def __init__(self, deque_var: DequeVariable):
+        super().__init__(deque_var.items, kind=type(iter(collections.deque())))
+        self.deque_var = deque_var
+        self.start = deque_var.mutations
+
+    def _mutated(self) -> bool:
+        return self.deque_var.mutations != self.start
+
+    def next_item(self, tx):
+        if self._mutated():
+            raise SkipFrame(gb.OPERATION_RAISES, "deque mutated during iteration", permanent=False)
+        return super().next_item(tx)
+
+    def reconstruct(self, cg):
+        if self._mutated():
+            raise SkipFrame(gb.CANNOT_REBUILD, "an iterator over a deque, which changed")
+        cg.load_callable(_deque_iterator_at)
+        cg.reconstruct(self.deque_var)
+        cg.load_const(self.index)
+        cg.call(2)
+
+    def can_reconstruct(self):
+        return self.deque_var.can_reconstruct()
+
+
+def _deque_iterator_at(d, index: int):
+    """iter(d) advanced by ``index`` items (rebuilt by generated code)."""
+    it = iter(d)
+    for _ in range(index):
+        next(it, None)
+    return it

@@ -137,11 +137,20 @@ class SetVariable(VariableTracker):
         if name == "remove" and len(args) == 1 and not self.frozen:
             k = self._key(args[0])
             if k not in self.items:
-                raise GraphBreak(gb.OPERATION_RAISES, "set.remove(x): x not in set (KeyError)")
+                self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)
             del self.items[k]
             self._sync_shadow()
             return NONE
+        if name == "pop" and not args and not self.frozen:
+            if not self.items:
+                self.raise_in_trace(tx, KeyError, [ConstantVariable("pop from an empty set")])
+            if self.source is not None or self.shadow is None or len(self.shadow) != len(self.items):
+                # which element the real set pops depends on its history (its scan position)
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "set.pop() of a set whose history the trace does not know")
+            se.mutate(self)
+            key = self.shadow.pop()  # the shadow went through the same operations: the same element
+            return self.items.pop(key)
         if name == "clear" and not args and not self.frozen:
             se.mutate(self)
             self.items.clear()

@@ -7,9 +7,13 @@ through the class's MRO (instance dict, data descriptors, methods, class
 attributes) without running arbitrary ``__getattribute__`` code; writes are
 recorded as side effects and replayed after the graph.  Calling a class
 creates the object (namedtuples directly, dataclasses through their generated
-``__init__``); exceptions, OrderedDict, defaultdict and nullcontext get their
-own trackers; ``@lru_cache`` functions called with constants inline
-``__wrapped__``.
+``__init__``); exceptions, OrderedDict, defaultdict, Counter, deque, SimpleNamespace and
+nullcontext get their own trackers; ``@lru_cache`` functions called with constants inline
+``__wrapped__``.  Instances of dict / OrderedDict subclasses keep their items in a dict tracker
+(``DictStorageMixin``): inputs whose class overrides no dict method, and instances made in the
+trace (Python overrides inlined, the base's methods called explicitly act on the items).  A
+metaclass's Python ``__call__`` is inlined; enum classes are called, indexed and iterated as
+constants.
 Setting a name that has no slot on an object without ``__dict__`` raises the
 AttributeError in the trace; abstract classes are never instantiated in the trace.
 Tested by tests/semantics/test_user_classes.py (and tests/semantics/test_exceptions.py, tests/torch/test_grad_mode.py,
@@ -20,6 +24,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import enum
 import functools
 import types
 from typing import Any, Optional
@@ -30,8 +35,8 @@ from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
-from .mappings import DefaultDictVariable, dict_from_args, DictVariable
-from .sequences import ListIteratorVariable, TupleVariable
+from .mappings import ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable
+from .sequences import DequeVariable, ListIteratorVariable, TupleVariable
 from .iterators import UserIteratorVariable
 from .functions import bind_arguments, python_function_handler, UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
@@ -51,7 +56,10 @@ def mro_lookup(cls: type, name: str):
 
 # generic attribute lookup (PyObject_GenericGetAttr) of object and builtin bases
 _PLAIN_GETATTRIBUTE = (object.__getattribute__, dict.__getattribute__, list.__getattribute__,
-                       tuple.__getattribute__, set.__getattribute__, BaseException.__getattribute__)
+                       tuple.__getattribute__, set.__getattribute__, BaseException.__getattribute__,
+                       types.SimpleNamespace.__getattribute__)
+# generic attribute writes (PyObject_GenericSetAttr): replayed by STORE_ATTR
+_PLAIN_SETATTR = (object.__setattr__, types.SimpleNamespace.__setattr__, None)
 
 
 class ObjectLike(VariableTracker):
@@ -88,8 +96,8 @@ class ObjectLike(VariableTracker):
         if name == "__class__":
             return class_of(tx, self, cls)
         if name == "__dict__":
-            if isinstance(self, UserDefinedObjectVariable) and self.source is not None and not \
-                    tx.output.side_effects.new_object_attrs(self):
+            if (isinstance(self, UserDefinedObjectVariable) and self.source is not None) or \
+                    isinstance(self, NewObjectVariable):
                 return InstanceDictVariable(self)
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "reading an object's __dict__")
         cls_attr, owner = mro_lookup(cls, name)
@@ -147,7 +155,7 @@ class ObjectLike(VariableTracker):
         if getattr(cls, "__dataclass_params__", None) is not None and cls.__dataclass_params__.frozen:
             raise GraphBreak(gb.OPERATION_RAISES, "cannot assign to a field of a frozen dataclass")
         setattr_fn, _ = mro_lookup(cls, "__setattr__")
-        if setattr_fn not in (object.__setattr__, None):
+        if setattr_fn not in _PLAIN_SETATTR:
             if isinstance(setattr_fn, types.FunctionType):
                 return UserMethodVariable(setattr_fn, self).call_function(tx, [ConstantVariable(name), value], {})
             raise GraphBreak(gb.SIDE_EFFECT, f"{cls.__name__} defines __setattr__")
@@ -300,15 +308,121 @@ class UserDefinedObjectVariable(ObjectLike):
         return True
 
 
+# dict methods a subclass must keep (not override) for its dict contents to be modelled as a dict
+_DICT_METHODS = ("__contains__", "__delitem__", "__getitem__", "__iter__", "__len__", "__setitem__", "clear", "get",
+                 "items", "keys", "pop", "popitem", "setdefault", "update", "values", "__reversed__", "__or__",
+                 "__ior__", "copy", "move_to_end", "__missing__", "__bool__")
+
+
+def plain_dict_subclass(cls) -> Optional[type]:
+    """For a Python subclass of dict / OrderedDict that overrides none of their methods (it only
+    adds methods and attributes): that builtin base, whose methods it runs; else None."""
+    if not isinstance(cls, type) or not issubclass(cls, dict) or issubclass(cls, (collections.defaultdict,
+                                                                                   collections.Counter)):
+        return None
+    if cls in (dict, collections.OrderedDict):
+        return None
+    base = collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
+    for name in _DICT_METHODS:
+        _, owner = mro_lookup(cls, name)
+        if owner not in (dict, collections.OrderedDict, object, None):
+            return None
+    return base
+
+
+class DictStorageMixin:
+    """Dict contents of an instance of a dict subclass, kept in ``storage`` (a DictVariable whose
+    ``dict_type`` is the builtin base, dict or OrderedDict, for the semantics of its methods).
+    A dict method the class does not override, and the base's own method called explicitly
+    (``dict.__setitem__(self, k, v)``, ``super().get(k)``), work on ``storage``; a Python override
+    is inlined like any method (and reaches ``storage`` through those explicit calls)."""
+
+    storage: "DictVariable"
+
+    def dict_method(self, name) -> bool:
+        _, owner = mro_lookup(self.value_type, name)
+        return name in _DICT_METHODS and owner in (dict, collections.OrderedDict)
+
+    def var_getattr(self, tx, name):
+        if self.dict_method(name):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if self.dict_method(name):
+            return self.call_base_method(tx, name, args, kwargs)
+        return super().call_method(tx, name, args, kwargs)
+
+    def call_base_method(self, tx, name, args, kwargs):
+        """The builtin base's method ``name`` on the contents (its ``__init__`` is an update)."""
+        if name == "__init__":
+            if len(args) > 1:
+                raise GraphBreak(gb.OPERATION_RAISES, f"{self.value_type.__name__}.__init__ expected at most 1 argument")
+            self.storage.call_method(tx, "update", args, kwargs)
+            return NONE
+        if name in ("copy", "__or__") and self.storage.dict_type is not dict:
+            # OrderedDict's copy / | make an instance of the subclass (its __init__ runs)
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.value_type.__name__}.{name}() makes a new instance")
+        result = self.storage.call_method(tx, name, args, kwargs)
+        return self if name == "__ior__" else result
+
+    def getitem(self, tx, key):
+        return self.storage.getitem(tx, key) if self.dict_method("__getitem__") else super().getitem(tx, key)
+
+    def setitem(self, tx, key, value):
+        if self.dict_method("__setitem__"):
+            return self.storage.setitem(tx, key, value)
+        return super().setitem(tx, key, value)
+
+    def contains(self, tx, item):
+        return self.storage.contains(tx, item) if self.dict_method("__contains__") else super().contains(tx, item)
+
+    def len(self, tx):
+        return self.storage.len(tx) if self.dict_method("__len__") else super().len(tx)
+
+    def has_len(self):
+        return True
+
+    def iter(self, tx):
+        return self.storage.iter(tx) if self.dict_method("__iter__") else super().iter(tx)
+
+    def unpack(self, tx):
+        return self.storage.unpack(tx) if self.dict_method("__iter__") else super().unpack(tx)
+
+    def truthiness(self, tx):
+        if self.dict_method("__len__") and mro_lookup(self.value_type, "__bool__")[0] is None:
+            return self.storage.truthiness(tx)
+        return super().truthiness(tx)
+
+
+class DictSubclassObjectVariable(DictStorageMixin, UserDefinedObjectVariable):
+    """A real instance of a plain dict subclass (``plain_dict_subclass``: it overrides no dict
+    method), read from the inputs: ``storage`` has the object's source and its keys are guarded;
+    changes are replayed on the real object with its (dict's) clear / update."""
+
+    def __init__(self, value, storage, source=None):
+        UserDefinedObjectVariable.__init__(self, value, source)
+        self.storage = storage
+
+
 class InstanceDictVariable(VariableTracker):
-    """``obj.__dict__`` of a real object, read-only: each key looked up is guarded.
+    """``obj.__dict__`` of a real object or of one made in the trace, read-only and live: a key is
+    looked up in the attributes written during the trace, then (real objects) in the real
+    ``__dict__``, each key read there guarded.
 
     Supports ``get``, ``[]`` and ``in``; anything else (iteration, writes) breaks.
     """
 
-    def __init__(self, obj: "UserDefinedObjectVariable"):
-        super().__init__(AttrSource(obj.source, "__dict__"))
+    def __init__(self, obj: "ObjectLike"):
+        super().__init__(AttrSource(obj.source, "__dict__") if obj.source is not None else None)
         self.obj = obj
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.obj)
+        cg.load_attr("__dict__")
+
+    def can_reconstruct(self):
+        return self.obj.can_reconstruct()
 
     def describe(self):
         return f"__dict__ of {self.obj.describe()}"
@@ -320,10 +434,31 @@ class InstanceDictVariable(VariableTracker):
         if not key_var.is_python_constant() or not isinstance(key_var.as_python_constant(), str):
             raise GraphBreak(gb.VALUE_UNKNOWN, "__dict__ key not known at trace time")
         key = key_var.as_python_constant()
+        pending = tx.output.side_effects.load_attr(self.obj, key)
+        if pending is not None:
+            return (None if pending is _DELETED else pending), key
+        if isinstance(self.obj, NewObjectVariable):
+            return None, key
         d = self.obj.value.__dict__
         present = key in d
         tx.output.add_expr_guard(f"({key!r} in {self.source.name()}) is {present!r}")
         return (tx.wrap(d[key], ItemSource(self.source, key)) if present else None), key
+
+    def items(self, tx) -> dict:
+        """name -> tracker of every instance attribute as the trace sees it now (copy's state):
+        the real ``__dict__``'s keys are guarded, then the writes of the trace applied."""
+        se = tx.output.side_effects
+        state = {}
+        if isinstance(self.obj, UserDefinedObjectVariable):
+            d = vars(self.obj.value)
+            tx.output.add_guard(guards.DictKeysGuard(self.source, tuple(d)))
+            state = {k: tx.wrap(v, ItemSource(self.source, k)) for k, v in d.items()}
+        for name, value in se.new_object_attrs(self.obj).items():
+            if value is _DELETED:
+                state.pop(name, None)
+            else:
+                state[name] = value
+        return state
 
     def var_getattr(self, tx, name):
         if name in ("get", "__contains__", "__getitem__"):
@@ -340,7 +475,7 @@ class InstanceDictVariable(VariableTracker):
         if name == "__getitem__" and len(args) == 1:
             value, key = self._lookup(tx, args[0])
             if value is None:
-                raise GraphBreak(gb.OPERATION_RAISES, f"KeyError: {key!r}")
+                self.raise_in_trace(tx, KeyError, [args[0]])
             return value
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name} on an object's __dict__")
 
@@ -375,6 +510,55 @@ class NewObjectVariable(ObjectLike):
 
     def can_reconstruct(self):
         return True
+
+
+class NamespaceVariable(NewObjectVariable):
+    """A types.SimpleNamespace made in the trace: rebuilt as ``SimpleNamespace(**attrs)`` (its
+    ``__new__`` is not object's)."""
+
+    def reconstruct(self, cg):
+        attrs = cg.side_effects.new_object_attrs(self)
+        cg.load_callable(types.SimpleNamespace)
+        for value in attrs.values():
+            cg.reconstruct(value)
+        cg.call(len(attrs), tuple(attrs))
+
+
+class NewDictObjectVariable(DictStorageMixin, NewObjectVariable):
+    """An instance of a Python dict / OrderedDict subclass created in the trace (a ModelOutput-
+    like container): its items in ``storage``, its attributes in the side-effect log.  Rebuilt
+    without running its ``__init__``: the base's ``__new__``, then the base's own ``__setitem__``
+    per item and ``object.__setattr__`` per attribute (no override of the class runs)."""
+
+    def __init__(self, cls: type, base: type, class_source=None):
+        NewObjectVariable.__init__(self, cls, class_source)
+        self.storage = DictVariable({}, dict_type=base)
+
+    def reconstruct(self, cg):
+        attrs = cg.side_effects.new_object_attrs(self)
+        cg.load_callable(_new_dict_object)
+        cg.load_const(self.value_type)
+        cg.load_const(self.storage.dict_type)
+        cg.reconstruct(self.storage)
+        for name, value in attrs.items():
+            cg.load_const(name)
+            cg.reconstruct(value)
+        cg.emit("BUILD_MAP", len(attrs))
+        cg.call(4)
+
+    def can_reconstruct(self):
+        return self.storage.can_reconstruct()
+
+
+def _new_dict_object(cls, base, items: dict, attrs: dict):
+    """An instance of the dict subclass ``cls`` with ``items`` and ``attrs``, made by its builtin
+    ``base``'s own methods (generated code calls it; no method of ``cls`` runs)."""
+    obj = base.__new__(cls)
+    for k, v in items.items():
+        base.__setitem__(obj, k, v)
+    for name, value in attrs.items():
+        object.__setattr__(obj, name, value)
+    return obj
 
 
 def guard_class_attr(tx, cls_src, cls_attr) -> None:
@@ -466,7 +650,13 @@ class NamedTupleVariable(TupleVariable):
 
 
 class UserDefinedClassVariable(VariableTracker):
-    """A user class (calling it creates a NewObjectVariable and inlines __init__)."""
+    """A user class (calling it creates a NewObjectVariable and inlines __init__).
+
+    ``metaclass_call_done``: the call comes from type.__call__ (a metaclass's own __call__ already
+    ran and called its super().__call__): construct without calling the metaclass again.
+    """
+
+    metaclass_call_done = False
 
     def identity_key(self):
         return IdentityKey(self, ("obj", id(self.value)))
@@ -524,8 +714,20 @@ class UserDefinedClassVariable(VariableTracker):
             return NamedTupleVariable(self.value, items)
         return super().call_method(tx, name, args, kwargs)
 
+    def unpack(self, tx):
+        if isinstance(self.value, enum.EnumMeta):  # list(Color), `Color.RED in Color`: its members
+            return [ConstantVariable(m) for m in self.value]
+        return super().unpack(tx)
+
     def call_function(self, tx, args, kwargs):
         cls = self.value
+        if isinstance(cls, enum.EnumMeta) and len(args) == 1 and not kwargs and args[0].is_python_constant() and \
+                mro_lookup(cls, "_missing_")[1].__module__ == "enum" and type(cls) is enum.EnumMeta:
+            # Color(2): the member with that value (a lookup: no code of the class runs)
+            try:
+                return ConstantVariable(cls(args[0].as_python_constant()))
+            except ValueError as e:
+                raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__}({args[0].as_python_constant()!r}) raised ValueError") from e
         if is_namedtuple_class(cls):
             new = cls.__new__
             defaults = [wrap_default(tx, d) for d in (new.__defaults__ or ())]
@@ -538,6 +740,34 @@ class UserDefinedClassVariable(VariableTracker):
         if cls is contextlib.nullcontext:
             bound = bind_arguments(tx, cls.__init__.__code__, "nullcontext", [NONE], {}, [self, *args], kwargs)
             return NullContextVariable(bound["enter_result"])
+        if cls is collections.deque:
+            bound = bind_arguments(tx, _DEQUE_SIGNATURE, "deque", [NONE, NONE], {}, args, kwargs)
+            maxlen = bound["maxlen"]
+            if not maxlen.is_python_constant() or type(maxlen.as_python_constant()) not in (int, type(None)) or \
+                    (maxlen.as_python_constant() or 0) < 0:
+                raise GraphBreak(gb.OPERATION_RAISES, "deque(): maxlen must be a non-negative int or None")
+            iterable = bound["iterable"]
+            items = [] if iterable.is_python_constant() and iterable.as_python_constant() is None else \
+                iterable.unpack(tx)
+            return DequeVariable(items, maxlen.as_python_constant())
+        if cls is types.SimpleNamespace:
+            if args:
+                raise GraphBreak(gb.OPERATION_RAISES, "SimpleNamespace() takes no positional arguments (TypeError)")
+            obj = NamespaceVariable(cls, self.source)
+            tx.output.side_effects.track_new_object(obj)
+            for name, value in kwargs.items():
+                tx.output.side_effects.store_attr(obj, name, value)
+            return obj
+        if cls is collections.ChainMap:
+            if kwargs or not all(type(a) is DictVariable for a in args):
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "ChainMap() of something other than dicts")
+            return ChainMapVariable(list(args))
+        if cls is collections.Counter:
+            if len(args) > 1:
+                raise GraphBreak(gb.OPERATION_RAISES, "Counter() takes at most one positional argument (TypeError)")
+            counter = CounterVariable({})
+            counter.call_method(tx, "update", list(args), kwargs)
+            return counter
         if cls is collections.OrderedDict or cls is collections.defaultdict:
             if cls is collections.OrderedDict:
                 result = dict_from_args(tx, *args, **kwargs)
@@ -550,10 +780,19 @@ class UserDefinedClassVariable(VariableTracker):
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
             return ExceptionVariable.create(tx, cls, args, kwargs)
+        if _dict_base(cls) is not None:
+            return self._new_dict_object(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
             raise GraphBreak(gb.OPERATION_RAISES, f"class {cls.__name__} has abstract methods (TypeError)")
-        if type(cls) is not type and not _is_plain_meta(cls):
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} has a custom metaclass")
+        if type(cls) is not type and not _is_plain_meta(cls) and not self.metaclass_call_done:
+            meta_call, owner = mro_lookup(type(cls), "__call__")
+            if isinstance(meta_call, types.FunctionType):
+                # the metaclass's own __call__, inlined (its super().__call__ comes back through
+                # type.__call__ to the plain construction below)
+                return UserFunctionVariable(meta_call).call_function(tx, [self, *args], kwargs)
+            if meta_call is not type.__call__:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} has a custom metaclass")
+            # a metaclass that only shapes class creation: instances are made as for any class
         new_fn, _ = mro_lookup(cls, "__new__")
         if new_fn is not None and new_fn is not object.__new__ and not isinstance(new_fn, staticmethod):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
@@ -573,6 +812,25 @@ class UserDefinedClassVariable(VariableTracker):
             raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}() takes no arguments")
         return obj
 
+    def _new_dict_object(self, tx, cls, args, kwargs):
+        """``cls(...)`` of a dict / OrderedDict subclass: a NewDictObjectVariable, then its
+        ``__init__`` (inlined when Python, else the base's: the arguments are its items)."""
+        base = _dict_base(cls)
+        if type(cls) not in (type, __import__("abc").ABCMeta) or mro_lookup(cls, "__new__")[0] not in (
+                dict.__new__, collections.OrderedDict.__new__, object.__new__) or \
+                any("__slots__" in k.__dict__ for k in cls.__mro__ if k.__module__ != "builtins" and
+                    k is not collections.OrderedDict):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} (a dict subclass) with its own __new__, "
+                             "metaclass or __slots__")
+        obj = NewDictObjectVariable(cls, base, self.source)
+        tx.output.side_effects.track_new_object(obj)
+        init, _ = mro_lookup(cls, "__init__")
+        if isinstance(init, types.FunctionType):
+            UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+        else:
+            obj.call_base_method(tx, "update", list(args), kwargs)
+        return obj
+
     def reconstruct(self, cg):
         if self.source is None:
             cg.load_const(self.value)
@@ -583,6 +841,18 @@ class UserDefinedClassVariable(VariableTracker):
         return True
 
 
+def _dict_base(cls) -> Optional[type]:
+    """dict or OrderedDict for a Python subclass of one of them (not defaultdict / Counter) whose
+    instances the trace can make; else None."""
+    if not isinstance(cls, type) or not issubclass(cls, dict) or cls in (dict, collections.OrderedDict) or \
+            issubclass(cls, (collections.defaultdict, collections.Counter)):
+        return None
+    if mro_lookup(cls, "__missing__")[0] is not None:
+        return None
+    return collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
+
+
+_DEQUE_SIGNATURE = (lambda iterable=None, maxlen=None: None).__code__  # deque([iterable[, maxlen]])
 _NAMEDTUPLE_MAKE_CODE = __import__("collections").namedtuple("_T", "a")._make.__func__.__code__
 
 
@@ -620,7 +890,10 @@ class SuperVariable(VariableTracker):
     def var_getattr(self, tx, name):
         from .builtin import BuiltinVariable  # lazy: upward (cycle): a slot wrapper bound through super() is a builtin, and builtin.py sits above user classes
 
-        obj_type = self.obj.python_type() if not isinstance(self.obj, UserDefinedClassVariable) else self.obj.value
+        if isinstance(self.obj, UserDefinedClassVariable) and not isinstance(self.obj.value, self.cls):
+            obj_type = self.obj.value  # super() in a classmethod: along the class's own MRO
+        else:
+            obj_type = self.obj.python_type()  # an instance (a class in its metaclass's methods too)
         mro = obj_type.__mro__
         try:
             start = mro.index(self.cls) + 1

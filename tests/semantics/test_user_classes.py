@@ -715,3 +715,41 @@ def test_dict_subclass_filled_in_its_new_keeps_its_items():
         return x + d["a"], dict(d), type(d).__name__
 
     assert_same_as_eager(f, torch.ones(2), {"a": 1, "b": 2})
+
+
+class _CountingMeta(type):
+    """A metaclass whose __call__ wraps construction (registries, post-init hooks)."""
+
+    def __call__(cls, *args, **kwargs):
+        obj = super().__call__(*args, **kwargs)
+        obj.made_by_meta = True
+        return obj
+
+
+class _WithMeta(metaclass=_CountingMeta):
+    def __init__(self, a):
+        self.a = a
+
+
+class _ShapingMeta(type):
+    """A metaclass that only shapes class creation (instances are made by type.__call__)."""
+
+    def __new__(mcs, name, bases, ns):
+        ns["tag"] = name.lower()
+        return super().__new__(mcs, name, bases, ns)
+
+
+class _Shaped(metaclass=_ShapingMeta):
+    def __init__(self, a):
+        self.a = a
+
+
+def test_classes_with_a_custom_metaclass_are_built_in_the_trace():
+    from dynamo_lite.testing import check_breaks
+
+    def f(x):
+        w = _WithMeta(x)
+        s = _Shaped(2)
+        return w.a * 2, w.made_by_meta, s.a, s.tag, type(w).__name__, isinstance(w, _WithMeta)
+
+    check_breaks(f, torch.ones(3), breaks=0)

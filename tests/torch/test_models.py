@@ -239,6 +239,38 @@ def test_model_output_built_and_mutated_in_compiled_code():
 
 
 @needs_transformers
+def test_clip_output_with_its_own_to_tuple_is_one_graph():
+    # CLIPOutput overrides to_tuple (nested outputs become tuples): the override is inlined, so
+    # building it, out[0] / out[1:] and to_tuple() are traced (torch.compile: no break either)
+    T = transformers
+    torch.manual_seed(0)
+    text = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2,
+                max_position_embeddings=16, bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    vision = dict(hidden_size=32, intermediate_size=37, num_attention_heads=4, num_hidden_layers=2, image_size=16,
+                  patch_size=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = T.CLIPModel(T.CLIPConfig(text_config=text, vision_config=vision, projection_dim=16))
+    g = torch.Generator().manual_seed(0)
+    kwargs = {"input_ids": torch.randint(3, VOCAB, (2, 7), generator=g),
+              "pixel_values": torch.randn(2, 3, 16, 16, generator=g)}
+    compile_and_compare(model, kwargs)
+
+    def f(m, kw):
+        out = m(**kw)
+        return out[0], out[1:], out.to_tuple(), out.text_model_output[0]
+
+    model.eval()
+    expected = f(model, kwargs)
+    recorded = []
+    with events.collecting(recorded.append):
+        got = dynamo_lite.compile(f, backend="eager")(model, kwargs)
+    assert_same(expected, got)
+    info = build_explain_output(recorded)
+    assert (info.graph_count, info.graph_break_count) == (1, 0), [str(b) for b in info.break_reasons]
+
+
+@needs_transformers
 def test_model_output_read_from_inputs():
     from transformers.modeling_outputs import CausalLMOutputWithPast
 

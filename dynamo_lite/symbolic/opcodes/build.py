@@ -59,14 +59,31 @@ def BUILD_STRING(tx, inst):
     tx.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
 
 
+def _formattable(value):
+    """The value an f-string formats: a constant, or a copy of a list / tuple / dict / set of
+    constants (formatted as their str())."""
+    if value.is_python_constant():
+        return value.as_python_constant()
+    try:
+        kind = value.python_type()
+    except GraphBreak:
+        kind = None
+    if kind in (list, tuple, dict, set, frozenset):
+        try:
+            copy = value.constant_copy()
+        except NotImplementedError:
+            copy = None
+        if copy is not None and type(copy) is kind and not callable(copy):
+            return copy
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"formatting {value.describe()} in an f-string")
+
+
 @register("FORMAT_VALUE")
 def FORMAT_VALUE(tx, inst):
     flags = inst.arg
     spec = tx.pop().as_python_constant() if flags & 0x04 else ""
     value = tx.pop()
-    if not value.is_python_constant():
-        raise GraphBreak(gb.VALUE_UNKNOWN, f"formatting {value.describe()} in an f-string")
-    v = value.as_python_constant()
+    v = _formattable(value)
     conv = flags & 0x03
     if conv == 1:
         v = str(v)

@@ -1,6 +1,7 @@
 """Loads and stores: fast locals, constants, globals, attributes, closure cells, imports."""
 from __future__ import annotations
 
+import builtins
 import sys
 import types
 
@@ -83,6 +84,13 @@ def STORE_ATTR(tx, inst):
     obj = tx.pop()
     value = tx.pop()
     obj.setattr(tx, inst.argval, value)
+
+
+@register("DELETE_ATTR")
+def DELETE_ATTR(tx, inst):
+    # del obj.name: what delattr(obj, "name") does (objects made in the trace; else a break)
+    obj = tx.pop()
+    wrap(tx, builtins.delattr, None).call_function(tx, [obj, ConstantVariable(inst.argval)], {})
 
 
 @register("LOAD_DEREF")

@@ -24,7 +24,6 @@ UNSUPPORTED = {
     "DELETE_NAME": "module and class bodies are not traced",
     "SETUP_ANNOTATIONS": "module and class bodies are not traced",
     "DELETE_GLOBAL": "deleting a global",
-    "DELETE_ATTR": "deleting an attribute",
     "DELETE_DEREF": "deleting a closure variable",
     "MATCH_CLASS": "match statements are not traced",
     "MATCH_MAPPING": "match statements are not traced",

@@ -1,0 +1,294 @@
+"""functools (lru_cache, wraps, partial, reduce), copy.copy / deepcopy, id(), hash() and the
+identity of functions made in compiled code, eager vs compiled, with the number of graph
+breaks torch.compile (2.13) has for the same code (0 unless said otherwise).
+
+Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
+xfails in tests/test_known_bugs.py.
+"""
+import functools
+
+import torch
+
+from dynamo_lite.testing import check_breaks, check_calls
+
+
+def t(*vals):
+    return torch.tensor([float(v) for v in vals])
+
+
+X = t(1, 2, 3)
+
+
+def test_a_nested_function_is_one_object_after_a_break():
+    # the function is held by a local and a list when the graph breaks: generated code must
+    # build one function object, not one per place that holds it
+    def f(x):
+        def g(v):
+            return v * 2
+        held = [g]
+        y = x + 1
+        print("break")
+        return y, held[0] is g, g(y)
+
+    check_breaks(f, X, breaks=1)
+
+
+# ---------------------------------------------------------------- id() and hash()
+
+class Obj:
+    pass
+
+
+def test_id_of_inputs_is_a_guarded_constant_and_of_new_objects_compares_by_identity():
+    def f(x, o, lst):
+        new = Obj()
+        other = [1]
+        same_input = id(o) == id(o)
+        return (x * same_input, id(new) == id(new), id(new) != id(other), id(lst) == id(lst), id(x) == id(x),
+                id(None) == id(None), id(Obj) == id(type(new)))
+
+    o = Obj()
+    # the same object twice, then another one: id(o) is a constant of each cache entry
+    other = Obj()
+    check_calls(f, [lambda: (X, o, [1]), lambda: (X * 2, o, [1]), lambda: (X, other, [1])], hits=[1])
+    check_breaks(f, X, o, [1], breaks=0)
+
+
+def test_id_of_a_new_object_rebuilt_after_a_break_is_its_real_id():
+    def f(x):
+        o = Obj()
+        ident = id(o)
+        y = x + 1
+        print("break")  # generated code rebuilds o, then ident as id(o); Python compares them
+        return y, ident == id(o)
+
+    out = check_breaks(f, X, breaks=1)
+    assert out.value[1] is True
+
+
+def test_id_compared_with_an_int_is_not_guessed():
+    def f(x, lst):
+        return x + 1, id(lst) == 12345
+
+    check_breaks(f, X, [1], breaks=1)
+
+
+@__import__("dataclasses").dataclass(frozen=True)
+class FrozenCfg:
+    a: int
+    b: str = "x"
+
+
+class CustomHash:
+    def __init__(self, k):
+        self.k = k
+
+    def __hash__(self):
+        return self.k * 2 ** 70  # hash() reduces what __hash__ returns
+
+
+class NoHash:
+    __hash__ = None
+
+
+def test_hash_of_frozen_dataclasses_custom_hash_and_identity_hash():
+    def f(x, c, o):
+        d = FrozenCfg(1)
+        return (x * (hash(c) == hash(FrozenCfg(1, "x"))), c == d, c != d, hash(d) == hash(c),
+                hash(CustomHash(3)), hash(o) == hash(o), hash((1, "a")), hash(-1))
+
+    check_breaks(f, X, FrozenCfg(1), Obj(), breaks=0)
+
+
+def test_hash_of_an_unhashable_object_raises_typeerror():
+    def f(x, o):
+        return x + 1, hash(o)
+
+    check_calls(f, [(X, NoHash())], graphs=None)
+
+
+# ---------------------------------------------------------------- copy.copy / copy.deepcopy
+
+import copy  # noqa: E402 - grouped with its tests
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass
+class Cfg:
+    a: int = 1
+    b: list = dataclasses.field(default_factory=lambda: [1, 2])
+    c: dict = dataclasses.field(default_factory=lambda: {"k": (1, [2])})
+
+
+class PlainCfg:
+    def __init__(self):
+        self.a = 1
+        self.b = [1, 2]
+        self.d = {"k": 2}
+        self.same = self.b  # aliasing inside the object: kept by deepcopy's memo
+
+
+class WithDeepcopy:
+    def __init__(self):
+        self.a = [1]
+
+    def __deepcopy__(self, memo):
+        print("custom deepcopy")
+        return WithDeepcopy()
+
+
+def test_copy_and_deepcopy_of_config_objects():
+    def f(x, c):
+        shallow = copy.copy(c)
+        deep = copy.deepcopy(c)
+        deep.b.append(3)
+        shallow.a = 9
+        return x * c.a, shallow.a, shallow.b is c.b, deep.b is c.b, deep.b, c.b, deep, shallow, type(deep).__name__
+
+    check_breaks(f, X, Cfg(), breaks=0)
+    check_breaks(f, X, PlainCfg(), breaks=0)
+
+
+def test_deepcopy_keeps_aliasing_and_copies_new_objects():
+    def f(x):
+        c = PlainCfg()
+        c.extra = [c.b]
+        d = copy.deepcopy(c)
+        return x + 1, d.same is d.b, d.extra[0] is d.b, d.b is c.b, vars(d)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_copy_of_containers():
+    def f(x, d, lst):
+        d2 = copy.deepcopy(d)
+        d2["a"] = 9
+        d2["b"].append(3)
+        l2 = copy.copy(lst)
+        l2.append(4)
+        t = (1, "a")
+        nested = copy.deepcopy([lst, lst])
+        return (x * d["a"], d2, d, lst, l2, copy.deepcopy(t) is t, copy.copy(t) is t, nested[0] is nested[1],
+                copy.deepcopy({1, 2}), copy.deepcopy(frozenset({1})), copy.deepcopy(None), copy.deepcopy(len) is len)
+
+    check_breaks(f, X, {"a": 1, "b": [1]}, [1, 2], breaks=0)
+
+
+def test_deepcopy_of_an_instance_dict_and_a_deleted_attribute():
+    def f(x, c):
+        state = copy.deepcopy(c.__dict__)
+        new = copy.deepcopy(c)
+        del new.d
+        return x + 1, state, hasattr(new, "d"), vars(new), state["b"] is c.b
+
+    check_breaks(f, X, PlainCfg(), breaks=0)
+
+
+def test_copies_python_must_make_break():
+    def f(x, w):
+        return copy.deepcopy(w), copy.deepcopy(x), x + 1
+
+    check_calls(f, [(X, WithDeepcopy())], graphs=None)
+
+
+def test_is_of_one_constant_tuple_held_twice():
+    # `t is t` was folded on two fresh copies of the constant (False)
+    def f(x, lst):
+        t = (1, "a")
+        s = "abc"
+        return x + 1, t is t, t is not t, lst is lst, s is s, x.shape is x.shape
+
+    check_breaks(f, X, [1], breaks=0)
+
+
+# ---------------------------------------------------------------- functools.partial, wraps, lru_cache
+
+def _scale(t, s=1, *, b=0):
+    "scale doc"
+    return t * s + b
+
+
+_scale.tag = "kept by wraps"
+GLOBAL_PARTIAL = functools.partial(_scale, s=4)
+
+
+def test_partial_attributes():
+    def f(x):
+        p = functools.partial(_scale, 2, b=3)
+        p.note = "set"
+        return (p(x), p.func is _scale, p.args, p.keywords, p.func.__name__, p.func.__doc__,
+                p.__doc__ == functools.partial.__doc__, getattr(p, "__name__", "none"), p.__dict__, callable(p),
+                hasattr(p, "__qualname__"), p.note, p)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_partial_attributes_of_a_global_partial():
+    def f(x):
+        return (GLOBAL_PARTIAL(x), GLOBAL_PARTIAL.func.__name__, GLOBAL_PARTIAL.__dict__,
+                getattr(GLOBAL_PARTIAL, "__name__", "none"), GLOBAL_PARTIAL.keywords, GLOBAL_PARTIAL.args)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_functools_wraps_applied_in_compiled_code():
+    def f(x):
+        def deco(fn):
+            @functools.wraps(fn)
+            def inner(*a):
+                return fn(*a) + 1
+            return inner
+
+        def g(t: torch.Tensor) -> torch.Tensor:
+            "g's doc"
+            return t * 2
+
+        k = deco(g)
+        w = deco(_scale)
+        return (k(x), k.__name__, k.__doc__, k.__wrapped__ is g, k.__qualname__, k.__annotations__, k.__module__,
+                w(x), w.__name__, w.__doc__, w.tag, w.__wrapped__ is _scale, k, w)
+
+    out = check_breaks(f, X, breaks=0)
+    k, w = out.value[-2:]
+    assert (k.__name__, w.__name__, w.tag, k.__wrapped__.__name__) == ("g", "_scale", "kept by wraps", "g")
+
+
+def test_update_wrapper_and_function_attributes():
+    def f(x):
+        def inner(*a):
+            return _scale(*a) + 1
+
+        functools.update_wrapper(inner, _scale)
+        inner.extra = 5
+        return inner(x), inner.__name__, inner.__doc__, inner.__wrapped__ is _scale, inner.extra
+
+    check_breaks(f, X, breaks=0)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_config(n):
+    return n * 2
+
+
+@functools.cache
+def _cached_plus(n):
+    return n + 1
+
+
+def test_lru_cache_and_cache_wrappers_called_with_constants():
+    def f(x):
+        return x * _cached_config(3) + _cached_plus(4), functools.reduce(operator.mul, [1, 2, 3], 1)
+
+    import operator
+    check_breaks(f, X, breaks=0)
+
+
+def test_a_partial_made_in_compiled_code_is_one_object_after_a_break():
+    def f(x):
+        p = functools.partial(_scale, 2)
+        held = [p]
+        print("break")
+        p.note = "set"  # on the object every holder sees
+        return p(x), held[0] is p, held[0].note
+
+    check_breaks(f, X, breaks=1)

@@ -1,0 +1,460 @@
+"""dict / set / list methods on every receiver, dict views, collections and types containers,
+eager vs compiled, with the number of graph breaks torch.compile (2.13) has for the same
+code (measured with torch._dynamo.explain; 0 unless said otherwise).
+
+Every test compares compiled with eager through dynamo_lite.testing (check_breaks counts
+the breaks); known bugs are strict xfails in tests/test_known_bugs.py.
+"""
+import collections
+from collections.abc import Mapping
+
+import torch
+
+from dynamo_lite.testing import check_breaks, check_calls
+
+
+def t(*vals):
+    return torch.tensor([float(v) for v in vals])
+
+
+X = t(1, 2, 3)
+
+
+# ---------------------------------------------------------------- exceptions raised by containers, traced
+
+class UserMap(Mapping):
+    """A Mapping whose get/__contains__ are the collections.abc mixins (get catches KeyError)."""
+
+    def __init__(self, d):
+        self._d = d
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+
+class AttentionFunctions(Mapping):
+    """transformers' AttentionInterface: a local dict, then the global one."""
+
+    _global = {"sdpa": lambda t: t * 2}
+
+    def __init__(self):
+        self._local = {}
+
+    def __getitem__(self, k):
+        if k in self._local:
+            return self._local[k]
+        return self._global[k]
+
+    def __iter__(self):
+        return iter({**self._global, **self._local})
+
+    def __len__(self):
+        return len(self._global) + len(self._local)
+
+
+ATTENTION = AttentionFunctions()
+
+
+def test_mapping_get_catches_the_keyerror_in_the_trace():
+    def f(x, m):
+        return x * m.get("a", 7) + m.get("zz", 3) + ("zz" in m) + ("a" in m)
+
+    check_breaks(f, X, UserMap({"a": 2}), breaks=0)
+
+
+def test_mapping_get_of_a_global_lookup_table():
+    def f(x):
+        fn = ATTENTION.get("sdpa", None)
+        missing = ATTENTION.get("flash", None)
+        return fn(x) if missing is None else x
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_caught_keyerror_message_and_repr():
+    def f(x, d):
+        try:
+            d["missing"]
+        except KeyError as e:
+            caught = (str(e), repr(e), e.args)
+        try:
+            [1, 2][5]
+        except IndexError as e:
+            index = str(e)
+        try:
+            [].pop()
+        except IndexError as e:
+            pop = str(e)
+        try:
+            d.pop("nope")
+        except KeyError as e:
+            popped = repr(e)
+        try:
+            {1}.remove(2)
+        except KeyError as e:
+            removed = e.args
+        return x + 1, caught, index, pop, popped, removed, str(ValueError("bad", 3)), repr(TypeError("t"))
+
+    check_breaks(f, X, {"a": 1}, breaks=0)
+
+
+def test_uncaught_keyerror_is_raised_by_python():
+    def f(x, d):
+        y = x + 1
+        return y, d["missing"]
+
+    check_calls(f, [(X, {"a": 1})], graphs=None)
+
+
+def test_keyerror_raised_in_a_handler_chains_the_handled_exception():
+    def f(x, d):
+        try:
+            try:
+                raise ValueError("first")
+            except ValueError:
+                d["missing"]
+        except KeyError as e:
+            return x + 1, type(e.__context__).__name__, str(e.__context__)
+
+    check_breaks(f, X, {}, breaks=0)
+
+
+# ---------------------------------------------------------------- dict views, | and |=
+
+def test_dict_views_membership_len_iteration_and_set_algebra():
+    def f(x, d):
+        k, v, it = d.keys(), d.values(), d.items()
+        return (x * sum(v), len(k), len(it), "a" in k, "q" in k, ("a", 1) in it, ("a", 2) in it, 3 in it,
+                2 in v, k & {"a", "q"}, k | {"z"}, k - {"a"}, k ^ {"a", "c"}, it & {("a", 1)},
+                k == {"a", "b"}, k.isdisjoint(["q"]), it.isdisjoint([("b", 2)]), list(it), sorted(k),
+                [kk for kk in k], tuple(v))
+
+    check_breaks(f, X, {"a": 1, "b": 2}, breaks=0)
+
+
+def test_dict_views_of_tensor_values():
+    def f(x, d):
+        k = d.keys()
+        return sum(d.values()), k - {"a"}, "b" in k, (("a", d["a"]) in d.items())
+
+    check_breaks(f, X, {"a": X, "b": X * 2}, breaks=0)
+
+
+def test_dict_or_and_inplace_or():
+    def f(x, d, od):
+        e = d | {"c": x}
+        d |= {"d": 4}
+        d |= [("e", 5)]
+        o = od | {"z": 1}
+        od |= {"a": x}
+        return x * len(e), e, o, type(o).__name__
+
+    check_breaks(f, X, {"a": 1}, collections.OrderedDict(b=2), breaks=0)
+
+
+def test_defaultdict_or_keeps_the_factory():
+    def f(x, dd):
+        merged = dd | {"k": 1}
+        merged["new"] += 2
+        return x + 1, merged, merged.default_factory
+
+    check_breaks(f, X, collections.defaultdict(int, a=1), breaks=0)
+
+
+# ---------------------------------------------------------------- OrderedDict
+
+def test_ordereddict_move_to_end_and_popitem_last():
+    def f(x, od):
+        new = collections.OrderedDict()
+        new["b"] = x
+        new["a"] = 2
+        new["c"] = 3
+        new.move_to_end("b")
+        new.move_to_end("c", last=False)
+        first = new.popitem(last=False)
+        last = new.popitem()
+        od.move_to_end("p", False)
+        return x * 2, first, last, new, list(od)
+
+    check_breaks(f, X, collections.OrderedDict(q=1, p=2), breaks=0)
+
+
+def test_ordereddict_errors_are_eagers():
+    def f(x, od):
+        try:
+            od.move_to_end("missing")
+        except KeyError as e:
+            missing = e.args
+        try:
+            collections.OrderedDict().popitem(last=False)
+        except KeyError as e:
+            empty = e.args
+        return x + 1, missing, empty
+
+    check_breaks(f, X, collections.OrderedDict(q=1), breaks=0)
+
+
+# ---------------------------------------------------------------- deque, Counter, MappingProxyType, SimpleNamespace
+
+import types  # noqa: E402 - grouped with its tests
+
+
+def test_deque_made_in_compiled_code():
+    def f(x):
+        q = collections.deque([1, 2], maxlen=3)
+        q.append(3)
+        q.appendleft(0)
+        q.append(x)
+        first = q.popleft()
+        q.extendleft([7, 8])
+        q.rotate(-1)
+        q.extend([x * 2, 5])
+        return x * 2, q, first, len(q), q.maxlen, q[0], q[-1], 8 in q, [v for v in q], q.copy()
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_deque_input_mutated_in_place():
+    def f(x, q, unbounded):
+        q.append(x)
+        q.rotate(1)
+        z = q.pop() * 2
+        unbounded.extend([5, 6])
+        unbounded.popleft()
+        return z, x + 1
+
+    check_breaks(f, X, collections.deque([1, 2], maxlen=3), collections.deque([x for x in range(3)]), breaks=0)
+
+
+def test_deque_errors_and_mutation_during_iteration():
+    def f(x):
+        q = collections.deque()
+        try:
+            q.pop()
+        except IndexError as e:
+            empty = str(e)
+        try:
+            q[3]
+        except IndexError as e:
+            index = str(e)
+        for v in collections.deque([1, 2]):
+            x = x + v
+        return x, empty, index
+
+    def mutate_while_iterating(x):
+        q = collections.deque([1, 2])
+        for v in q:
+            q.append(v)  # RuntimeError in eager: the frame runs in Python
+        return x
+
+    check_breaks(f, X, breaks=0)
+    check_calls(mutate_while_iterating, [(X,)], graphs=None)
+
+
+def test_counter_made_in_compiled_code():
+    def f(x):
+        c = collections.Counter("abca")
+        c["z"] += 2
+        c.update(["a"])
+        c.update(b=3)
+        c.subtract({"b": 1})
+        del c["nothing"]
+        return (x * c["a"], c.most_common(2), c.most_common(), dict(c), c["q"], "q" in c, sorted(c.elements()),
+                c.total(), c + collections.Counter("zz"), c.copy(), c)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_counter_input_and_tensor_counts():
+    def f(x, c):
+        c["a"] += 1
+        c.update(b=3)
+        t = collections.Counter()
+        t["t"] += x
+        t.update({"t": x})
+        return x * c["a"] + c["missing"], t["t"], t
+
+    check_breaks(f, X, collections.Counter(a=1, k=2), breaks=0)
+
+
+def test_mappingproxy_reads_its_dict_live():
+    def f(x):
+        d = {"a": 2}
+        mp = types.MappingProxyType(d)
+        d["b"] = 3
+        return x * mp["a"] + mp.get("b", 1) + len(mp), "a" in mp, list(mp), mp.copy(), list(mp.items()), mp
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_mappingproxy_write_raises_typeerror():
+    def f(x):
+        mp = types.MappingProxyType({"a": 2})
+        mp["a"] = 3
+        return x
+
+    check_calls(f, [(X,)], graphs=None)
+
+
+def test_simple_namespace_made_and_read():
+    def f(x, ns):
+        made = types.SimpleNamespace(a=1, b=x)
+        made.c = 3
+        ns.z = 5
+        return made.b * made.a + made.c + ns.a, made, getattr(made, "missing", 7), hasattr(ns, "z")
+
+    check_breaks(f, X, types.SimpleNamespace(a=2), breaks=0)
+
+
+# ---------------------------------------------------------------- dict subclasses
+
+class MyDict(dict):
+    def total(self):
+        return sum(self.values())
+
+
+class MyOrderedDict(collections.OrderedDict):
+    extra = 1
+
+
+class OutputLike(collections.OrderedDict):
+    """transformers' ModelOutput pattern: items mirrored as attributes through the base's methods."""
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        for k, v in kwargs.items():
+            self[k] = v
+
+    def __setitem__(self, k, v):
+        collections.OrderedDict.__setitem__(self, k, v)
+        object.__setattr__(self, k, v)
+
+    def __setattr__(self, k, v):
+        if k in self.keys() and v is not None:
+            super().__setitem__(k, v)
+        super().__setattr__(k, v)
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+def test_methods_of_a_dict_subclass_input():
+    def f(x, d):
+        d["c"] = 3
+        return (x * d.get("a", 0) + d.get("b", 5), d.total(), list(d.keys()), "c" in d, len(d), dict.get(d, "c"),
+                d.copy(), isinstance(d, dict), [k for k in d], d.pop("c"), bool(d), type(d).__name__)
+
+    check_breaks(f, X, MyDict(a=2), breaks=0)
+
+
+def test_methods_of_an_ordereddict_subclass_input():
+    def f(x, d):
+        d.update(z=x)
+        d.move_to_end("a")
+        return x * d["z"], list(d), d.extra, super(MyOrderedDict, d).get("b")
+
+    check_breaks(f, X, MyOrderedDict(a=1, b=2), breaks=0)
+
+
+def test_dict_subclass_made_in_compiled_code():
+    def f(x):
+        d = MyDict(a=x, b=2)
+        d["c"] = x * 2
+        d.note = "attr"
+        return d, d.total(), d.note, list(d.items()), type(d).__name__
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_model_output_like_object_built_in_compiled_code():
+    def f(x):
+        out = OutputLike(logits=x * 2, loss=None)
+        out["hidden"] = x + 1
+        out.logits = x * 3  # through __setattr__: the item too
+        return out, out.logits, out["hidden"], out.to_tuple(), list(out.keys()), vars(out)
+
+    check_breaks(f, X, breaks=0)
+
+
+# ---------------------------------------------------------------- methods of builtin containers, on inputs
+
+def test_list_methods_on_an_input():
+    def f(x, lst):
+        lst.sort(key=lambda v: -v)
+        c = lst.copy()
+        lst.reverse()
+        lst.remove(2)
+        lst.insert(0, 9)
+        lst.extend((7,))
+        i, n = lst.index(9), lst.count(7)
+        doubled = lst * 2
+        lst += [1]
+        del lst[0]
+        lst[1:2] = [5, 6]
+        return x * i, lst, c, n, doubled, sorted(lst), lst[::-1], list.copy(lst), min(lst), lst.pop(0), lst.pop()
+
+    check_breaks(f, X, [3, 1, 2], breaks=0)
+
+
+def test_set_methods_on_an_input_and_pop_of_a_new_set():
+    def f(x, s):
+        s.add(4)
+        s.discard(1)
+        u, i, d = s.union([7]), s.intersection({4, 5}), s - {4}
+        sd = s.symmetric_difference([2])
+        s |= {8}
+        s &= {2, 3, 4, 8}
+        s -= {3}
+        new = {5, 6, 7}
+        popped = [new.pop(), new.pop()]
+        try:
+            set().pop()
+        except KeyError as e:
+            empty = e.args
+        return (x * len(s), s, u, i, d, sd, s.copy(), s.issubset([2, 4, 8, 9]), s.issuperset([2]),
+                s.isdisjoint([99]), popped, new, empty, frozenset(s) | {0}, 4 in s)
+
+    check_breaks(f, X, {1, 2, 3}, breaks=0)
+
+
+def test_dict_methods_on_an_input():
+    def f(x, d):
+        d.setdefault("k", []).append(x)
+        fk, fk2 = dict.fromkeys(["a", "b"], 0), dict.fromkeys("xy")
+        d.update([("z", 1)], w=2)
+        popped = d.pop("w")
+        merged = {**d, "n": 1}
+        return (x + 1, d, fk, fk2, popped, merged, [*d], len(d), d.get("z"), list(reversed(d)),
+                dict(sorted(d.items(), key=lambda kv: kv[0])))
+
+    check_breaks(f, X, {"a": 1}, breaks=0)
+
+
+def test_tuple_and_str_methods():
+    def f(x, tup, s):
+        return (x * tup.index(2), tup.count(1), tup + (4,), tup * 2, tup[1:], 2 in tup, tup < (2,),
+                s.split("."), s.rsplit(".", 1), s.partition("."), s.replace("a", "b"), s.title(), s.find("b"),
+                s.center(11, "*"), "%s-%d" % (s, 3), s.startswith(("a", "z")), s.removeprefix("a."), s.casefold())
+
+    check_breaks(f, X, (1, 2, 3), "a.b.c", breaks=0)
+
+
+def test_chainmap_made_in_compiled_code():
+    def f(x, base):
+        cm = collections.ChainMap({"a": 1}, base)
+        cm["n"] = 5
+        child = cm.new_child({"a": 9})
+        try:
+            cm["missing"]
+        except KeyError as e:
+            missing = e.args
+        return (x * cm["a"] + cm["b"] + cm.get("q", 0), len(cm), list(cm), "b" in cm, cm, child["a"],
+                child.parents["a"], cm.maps[1] is base, dict(cm), base, missing, cm.copy())
+
+    check_breaks(f, X, {"a": 2, "b": 3}, breaks=0)

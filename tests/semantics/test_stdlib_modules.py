@@ -1,0 +1,148 @@
+"""dataclasses, enum, re, typing and inspect as model code uses them, eager vs compiled, with
+the number of graph breaks torch.compile (2.13) has for the same code (0 unless said otherwise).
+
+Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
+xfails in tests/test_known_bugs.py.
+"""
+import dataclasses
+import enum
+import inspect
+import re
+import typing
+
+import torch
+
+from dynamo_lite.testing import check_breaks, check_calls
+
+
+def t(*vals):
+    return torch.tensor([float(v) for v in vals])
+
+
+X = t(1, 2, 3)
+
+
+@dataclasses.dataclass
+class DC:
+    a: int = 1
+    b: str = "s"
+    c: list = dataclasses.field(default_factory=lambda: [1, {"k": (2, 3)}])
+
+
+@dataclasses.dataclass
+class Outer:
+    inner: DC
+    n: int = 0
+
+
+def test_dataclass_helpers():
+    def f(x, c):
+        return (x * c.a, dataclasses.fields(c)[0].name, dataclasses.asdict(c), dataclasses.replace(c, a=5),
+                dataclasses.is_dataclass(c), dataclasses.astuple(c), [f.name for f in dataclasses.fields(DC)],
+                dataclasses.asdict(Outer(DC(2), 3)), dataclasses.astuple(Outer(c)))
+
+    check_breaks(f, X, DC(), breaks=0)
+
+
+def test_dataclass_asdict_copies_mutable_fields():
+    def f(x, c):
+        d = dataclasses.asdict(c)
+        d["c"].append(9)
+        return x + 1, d, c.c, d["c"] is c.c
+
+    check_breaks(f, X, DC(), breaks=0)
+
+
+def test_asdict_of_a_non_dataclass_raises():
+    def f(x):
+        return x + 1, dataclasses.asdict(3)
+
+    check_calls(f, [(X,)], graphs=None)
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Perm(enum.Flag):
+    R = 1
+    W = 2
+
+
+def test_enum_members_lookup_iteration_and_flags():
+    def f(x, c):
+        return (x * Color.RED.value, Color.RED.name, Color(2), Color["GREEN"], list(Color), len(Color),
+                Color.RED in Color, Level.HIGH > Level.LOW, Level.HIGH + 1, Perm.R | Perm.W, bool(Perm.R & Perm.W),
+                isinstance(Color.RED, Color), c is Color.RED, c == Color.RED, c.value, {Color.RED: 1}[c],
+                [m.name for m in Level], Perm(3), Level(1))
+
+    check_breaks(f, X, Color.RED, breaks=0)
+
+
+def test_enum_lookup_of_a_missing_value_raises():
+    def f(x):
+        return x + 1, Color(7)
+
+    check_calls(f, [(X,)], graphs=None)
+
+
+def test_re_with_constant_patterns():
+    def f(x, name):
+        p = re.compile(r"(\d+)")
+        m = p.match("12ab")
+        layer = re.match(r"layers\.(\d+)\.(\w+)", name)
+        return (x + 1, m.group(1), m.span(), re.sub(r"\d", "#", "a1b2"), re.findall(r"\w", "ab"),
+                re.split(",", "a,b"), bool(re.match("a", "abc")), re.fullmatch("a+", "aa") is not None,
+                re.escape("a.b"), re.sub(r"layers\.(\d+)", r"h.\1", name), int(layer.group(1)), layer.groups(),
+                re.search("b", "abc").start(), p.pattern, re.compile("A", re.IGNORECASE).match("a") is not None,
+                re.subn("a", "b", "aa"))
+
+    check_breaks(f, X, "layers.3.weight", breaks=0)
+
+
+def test_re_with_a_function_replacement_runs_in_python():
+    def f(x):
+        return x + 1, re.sub(r"\d", lambda m: str(int(m.group()) * 2), "a1b2")
+
+    check_calls(f, [(X,)], graphs=None)
+
+
+def test_typing_cast_and_inspect_predicates():
+    def f(x):
+        def g(a):
+            return a
+
+        class_ok = inspect.isclass(int) and not inspect.isclass(3)
+        return (typing.cast(torch.Tensor, x) * 2, typing.TYPE_CHECKING, inspect.isfunction(g),
+                inspect.isfunction(len), inspect.ismethod(g), inspect.ismethod(DC().__eq__), class_ok)
+
+    check_breaks(f, X, breaks=0)
+
+
+class Priority(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+    def weight(self):
+        print("weight of", self.name)  # Python code: must run (and print) on every call
+        return self.value * 10
+
+    @property
+    def doubled(self):
+        print("doubled")
+        return self.value * 2
+
+
+def test_python_methods_of_an_int_enum_are_not_run_at_trace_time():
+    # they were folded by calling them on the real member while tracing: the print happened once,
+    # at trace time, and never again on cached calls
+    def f(x):
+        return x * Priority.HIGH.weight() + Priority.LOW.doubled
+
+    check_calls(f, [(X,), (X * 2,)], graphs=None)
