@@ -447,11 +447,17 @@ def _has_tensor_or_module(f_locals: dict, func) -> bool:
             return any(interesting(x, depth + 1) for x in v[:16])
         if depth < 2 and isinstance(v, dict):
             return any(interesting(x, depth + 1) for x in list(v.values())[:16])
-        if depth < 1 and hasattr(v, "__dict__") and not isinstance(v, type):
+        if depth < 1 and not isinstance(v, (type, str, bytes, int, float, bool, type(None))):
             try:
-                return any(interesting(x, depth + 1) for x in list(vars(v).values())[:32])
+                values = list(vars(v).values())[:32] if hasattr(v, "__dict__") else []
+                for klass in type(v).__mro__[:4]:  # __slots__ (dataclass(slots=True), ...)
+                    slots = klass.__dict__.get("__slots__", ())
+                    for slot in ([slots] if isinstance(slots, str) else list(slots)[:16]):
+                        if slot not in ("__dict__", "__weakref__") and hasattr(v, slot):
+                            values.append(getattr(v, slot))
+                return any(interesting(x, depth + 1) for x in values)
             except Exception:  # noqa: BLE001 - arbitrary user objects (custom __getattribute__, ...)
-                return False
+                return True  # cannot look inside: let the trace decide
         return False
 
     if any(interesting(v) for v in f_locals.values()):

@@ -29,9 +29,7 @@ import os
 import types
 
 from .. import graph_breaks as gb
-from .. import guards
 from ..exc import GraphBreak
-from ..source import AttrSource, ItemSource
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from .functions import BaseUserFunctionVariable, UserFunctionVariable, UserMethodVariable
@@ -41,8 +39,7 @@ from .nn_module import NNModuleVariable
 from .sequences import ListVariable, SizeVariable, TupleVariable
 from .sets import SetVariable
 from .user_objects import (
-    InstanceDictVariable, mro_lookup, NamedTupleVariable, NewObjectVariable, ObjectLike, UserDefinedClassVariable,
-    UserDefinedObjectVariable,
+    InstanceDictVariable, mro_lookup, NamedTupleVariable, NewObjectVariable, UserDefinedClassVariable, UserDefinedObjectVariable,
 )
 
 

@@ -10,6 +10,7 @@ import functools
 import torch
 
 from dynamo_lite.testing import check_breaks, check_calls
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 def t(*vals):

@@ -13,6 +13,7 @@ import typing
 import torch
 
 from dynamo_lite.testing import check_breaks, check_calls
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 def t(*vals):
