@@ -184,7 +184,9 @@ class FrameConverter:
 
     def _fallback(self, code, reason, break_id, user_stack, compile_id):
         breaks_log.info("[%s] %s runs eagerly: [%s] %s", compile_id, display_name(code), break_id, reason)
-        events.emit(events.FallbackEvent(break_id, reason, list(user_stack), display_name(code), compile_id))
+        if events.listening():
+            events.emit(events.FallbackEvent(break_id, reason, list(user_stack), display_name(code), compile_id,
+                                             caller_stack=events.caller_frames()))
 
     def _compile_inner(self, code, f_locals, func, compile_id):
 
@@ -256,7 +258,8 @@ class FrameConverter:
 
     def _report_break(self, code, compile_id, brk, tx) -> None:
         event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), display_name(code),
-                                       compile_id, tx.instructions[tx.ip].opname)
+                                       compile_id, tx.instructions[tx.ip].opname,
+                                       caller_stack=events.caller_frames() if events.listening() else [])
         breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, display_name(code), brk.break_id,
                         brk.reason, "\n".join(str(f) for f in brk.user_stack))
         breaks_log.debug("[%s] Trackers at the break in %s, before %s (what the generated code rebuilds):\n%s",

@@ -12,9 +12,19 @@ Tested by tests/torch/test_backends.py.
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Any, Callable, Protocol, Sequence, Union
 
 import torch
+
+
+class CompilerFn(Protocol):
+    """The backend protocol (torch.compile's): called once per captured graph with the
+    ``torch.fx.GraphModule`` and its example inputs (tensors, or ints/SymInts for sizes);
+    returns the callable that runs the graph, taking the inputs positionally and returning
+    a tuple or list with one value per graph output."""
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], /) -> Callable[..., Any]: ...
+
 
 _BACKENDS: dict[str, Callable] = {}
 

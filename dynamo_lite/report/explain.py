@@ -23,7 +23,7 @@ import subprocess
 from typing import Any, Optional
 
 from .. import graph_breaks
-from . import events
+from . import events, summary
 
 
 @dataclasses.dataclass
@@ -133,7 +133,7 @@ class ExplainOutput:
             lines.append("Break reasons:")
             for i, b in enumerate(self.break_reasons, 1):
                 what = "graph break" if b.kind == "graph_break" else "frame ran eagerly"
-                lines.append(f"  {i}. [{b.break_id}] {b.title} ({what}): {b.reason}")
+                lines.append(f"  {i}. [{b.break_id}] {b.title} ({what}): {summary.message(b.break_id, b.reason)}")
                 for frame in b.user_stack[:-1]:
                     lines.append(f"     called from {frame.filename}:{frame.lineno} in {frame.name}")
                 if b.filename:
@@ -145,7 +145,8 @@ class ExplainOutput:
                         lines.append(f"       > {b.lineno} | {b.user_stack[-1].line}")
                 if b.explanation:
                     lines.append(f"     why: {b.explanation}")
-                for hint in b.hints[:1]:
+                innermost = b.user_stack[-1] if b.user_stack else None
+                for hint in summary.applicable_hints(b.break_id, innermost)[:1]:
                     lines.append(f"     hint: {hint}")
         for i, (gm, ops, guards) in enumerate(zip(self.graphs, self.ops_per_graph, self.guards)):
             lines.append("")

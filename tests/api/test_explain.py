@@ -187,5 +187,6 @@ def test_break_without_user_stack_renders():
     ev = events.GraphBreakEvent("DL0003", "some call", [], "f", "0/0")
     assert ev.filename == "" and ev.lineno is None
     out = build_explain_output([ev])
-    assert "[DL0003] Unsupported call (graph break): some call" in str(out)
+    # a limitation of dynamo_lite says so
+    assert "[DL0003] Unsupported call (graph break): dynamo_lite does not trace this yet: some call" in str(out)
     json.dumps(out.to_dict())
