@@ -18,12 +18,13 @@ cache_size_limit: int = 8
 # Alias of cache_size_limit (torch's newer name): setting either sets both.
 recompile_limit: int = cache_size_limit
 
-# Log internal errors and run eagerly (True), or raise them (False).  Backend
-# failures too: a backend that raises or returns a non-callable (the frame runs
-# eagerly), or whose callable returns wrong outputs (caught on its first call;
-# the captured graph replaces it); False raises BackendCompilerFailed naming
-# the backend.  Tested by tests/robustness/test_hostile.py.
-suppress_errors: bool = os.environ.get("DYNAMO_LITE_SUPPRESS_ERRORS", "1") != "0"
+# What a failing backend does.  False (the default, as torch.compile): a backend
+# that raises or returns a non-callable, or whose callable returns wrong outputs
+# (caught on its first call), raises BackendCompilerFailed naming the backend and
+# chaining its exception.  True: the frame runs eagerly (or, for wrong outputs,
+# the captured graph replaces the backend's callable), with one warning per frame.
+# Tested by tests/robustness/test_hostile.py.
+suppress_errors: bool = os.environ.get("DYNAMO_LITE_SUPPRESS_ERRORS", "0") == "1"
 
 # Re-raise InternalError instead of falling back (the test-suite sets this).
 raise_internal_errors: bool = os.environ.get("DYNAMO_LITE_RAISE_INTERNAL", "0") == "1"

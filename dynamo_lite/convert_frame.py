@@ -21,7 +21,9 @@ Entries are read back through ``cache.entries`` (the C cache is the only copy).
            -> build_code         transformed bytecode (+ resume functions)
            -> guards.compile
 Errors: GraphBreak with fullgraph -> Unsupported; SkipFrame -> eager (SKIP);
-internal errors -> logged, eager (raised when config.raise_internal_errors).
+a failing backend -> BackendCompilerFailed (eager, with one warning per frame, under
+config.suppress_errors); internal errors -> logged, eager (raised when
+config.raise_internal_errors).
 Tested by tests/api/test_api.py and tests/api/test_recompiles.py.
 """
 from __future__ import annotations
@@ -163,7 +165,10 @@ class FrameConverter:
             return _C.SKIP if e.permanent else RUN_EAGER
         except BackendCompilerFailed as e:
             if not config.suppress_errors or self.fullgraph:
-                raise
+                raise  # torch.compile's default: the user sees the backend's error
+            if cache.first_backend_failure(code):
+                log.warning("dynamo_lite: %s; running %s eagerly (config.suppress_errors=True)", e,
+                            display_name(code))
             self._fallback(code, str(e), gb.BACKEND_FAILED, [_code_frame(code)], compile_id)
             guard = e.fallback_guard
             if guard is None:
