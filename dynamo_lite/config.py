@@ -3,7 +3,11 @@
 Read as ``config.NAME``; change by plain assignment (``config.cache_size_limit = 2``) or for a
 block with ``config.patch(NAME=value)`` (a context manager and decorator).  Assigning a name
 that is not a setting raises AttributeError (a typo never passes silently); aliases
-(``recompile_limit``) set their setting too.  Tested by tests/api/test_api.py.
+(``recompile_limit``) set their setting too.  Each setting's default can be given by an
+environment variable, read once at import (``_ENV_VARS``; docs/api.md lists them; a value
+that does not parse raises ValueError naming the variable).  Code reads ``config.NAME`` when
+it needs it, never a copy, so an assignment counts from the next compile on.
+Tested by tests/api/test_config_knobs.py and tests/api/test_config_fullgraph.py.
 """
 from __future__ import annotations
 
@@ -12,9 +16,37 @@ import os
 import sys
 import types
 
+# setting -> the environment variable that gives its default
+_ENV_VARS = {
+    "cache_size_limit": "DYNAMO_LITE_CACHE_SIZE_LIMIT", "recompile_limit": "DYNAMO_LITE_CACHE_SIZE_LIMIT",
+    "suppress_errors": "DYNAMO_LITE_SUPPRESS_ERRORS", "raise_internal_errors": "DYNAMO_LITE_RAISE_INTERNAL",
+    "max_traced_instructions": "DYNAMO_LITE_MAX_TRACED_INSTRUCTIONS",
+    "max_inline_depth": "DYNAMO_LITE_MAX_INLINE_DEPTH", "default_backend": "DYNAMO_LITE_DEFAULT_BACKEND",
+}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def _env(name: str, default):
+    """The default of setting ``name``: its environment variable parsed as ``default``'s type."""
+    var = _ENV_VARS[name]
+    text = os.environ.get(var)
+    if text is None:
+        return default
+    if isinstance(default, bool):
+        if text.strip().lower() in _TRUE + _FALSE:
+            return text.strip().lower() in _TRUE
+        raise ValueError(f"{var}={text!r}: expected 1 or 0")
+    if isinstance(default, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{var}={text!r}: expected an integer") from None
+    return text
+
+
 # Maximum number of cache entries (compiled variants) per code object; past it
 # the frame runs eagerly, with one warning.
-cache_size_limit: int = 8
+cache_size_limit: int = _env("cache_size_limit", 8)
 # Alias of cache_size_limit (torch's newer name): setting either sets both.
 recompile_limit: int = cache_size_limit
 
@@ -24,20 +56,20 @@ recompile_limit: int = cache_size_limit
 # chaining its exception.  True: the frame runs eagerly (or, for wrong outputs,
 # the captured graph replaces the backend's callable), with one warning per frame.
 # Tested by tests/robustness/test_hostile.py.
-suppress_errors: bool = os.environ.get("DYNAMO_LITE_SUPPRESS_ERRORS", "0") == "1"
+suppress_errors: bool = _env("suppress_errors", False)
 
 # Re-raise InternalError instead of falling back (the test-suite sets this).
-raise_internal_errors: bool = os.environ.get("DYNAMO_LITE_RAISE_INTERNAL", "0") == "1"
+raise_internal_errors: bool = _env("raise_internal_errors", False)
 
 # Largest number of instructions one frame may execute symbolically (unrolled
 # loops count every iteration) before the frame falls back to eager.
-max_traced_instructions: int = 50_000
+max_traced_instructions: int = _env("max_traced_instructions", 50_000)
 
 # Deepest chain of inlined user calls before the call site breaks the graph.
-max_inline_depth: int = 32
+max_inline_depth: int = _env("max_inline_depth", 32)
 
 # Default backend of compile()/optimize().
-default_backend: str = "inductor"
+default_backend: str = _env("default_backend", "inductor")
 
 
 def patch(**changes):
