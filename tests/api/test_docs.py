@@ -121,3 +121,15 @@ def test_mkdocs_build_strict(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "graph-breaks" / "index.html").exists()
+
+
+def test_doc_picture_is_the_graph_of_its_example():
+    """docs/img/explain-graph.svg (tools/doc_pictures.py) draws every node of the example's graph."""
+    pictures = _load_tool("doc_pictures")
+    svg = open(pictures.PICTURE).read()
+    [gm] = pictures.example_report().graphs
+    names = [n.name for n in gm.graph.nodes]
+    assert sorted(names) == sorted(["x", "w1", "w2", "matmul", "relu", "matmul_1", "softmax", "output"])
+    for name in names:
+        assert f"name=%{name}" in svg, name
+    assert "img/explain-graph.svg" in open(os.path.join(ROOT, "docs", "debugging.md")).read()
