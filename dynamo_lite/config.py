@@ -15,6 +15,7 @@ import contextlib
 import os
 import sys
 import types
+from typing import Any, TypeVar
 
 # setting -> the environment variable that gives its default
 _ENV_VARS = {
@@ -23,10 +24,11 @@ _ENV_VARS = {
     "max_traced_instructions": "DYNAMO_LITE_MAX_TRACED_INSTRUCTIONS",
     "max_inline_depth": "DYNAMO_LITE_MAX_INLINE_DEPTH", "default_backend": "DYNAMO_LITE_DEFAULT_BACKEND",
 }
+_T = TypeVar("_T", bool, int, str)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
-def _env(name: str, default):
+def _env(name: str, default: _T) -> _T:
     """The default of setting ``name``: its environment variable parsed as ``default``'s type."""
     var = _ENV_VARS[name]
     text = os.environ.get(var)
@@ -72,21 +74,21 @@ max_inline_depth: int = _env("max_inline_depth", 32)
 default_backend: str = _env("default_backend", "inductor")
 
 
-def patch(**changes):
+def patch(**changes: Any) -> "_Patch":
     """Temporarily set config values: ``with config.patch(cache_size_limit=2): ...``."""
     return _Patch(changes)
 
 
 class _Patch(contextlib.ContextDecorator):
-    def __init__(self, changes):
+    def __init__(self, changes: dict[str, Any]) -> None:
         module = sys.modules[__name__]
         for name in changes:
             if not hasattr(module, name) or name.startswith("_"):
                 raise AttributeError(f"dynamo_lite.config has no setting {name!r}")
         self.changes = changes
-        self.saved: list[dict] = []
+        self.saved: list[dict[str, Any]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> "_Patch":
         module = sys.modules[__name__]
         self.saved.append({k: getattr(module, k) for k in self.changes})
         for k, v in self.changes.items():

@@ -81,7 +81,7 @@ def source_excerpt(filename: str, lineno: Optional[int], context: int = 2) -> li
     return out
 
 
-def op_names(gm) -> list[str]:
+def op_names(gm: "torch.fx.GraphModule") -> list[str]:
     """The operations of a graph, in order (``add``, ``relu``, ``linear`` ...)."""
     names = []
     for node in gm.graph.nodes:
@@ -217,7 +217,7 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _describe_value(node) -> str:
+def _describe_value(node: "torch.fx.Node") -> str:
     val = node.meta.get("example_value", node.meta.get("val"))
     shape = getattr(val, "shape", None)
     dtype = getattr(val, "dtype", None)
@@ -226,7 +226,7 @@ def _describe_value(node) -> str:
     return ""
 
 
-def graph_to_dot(gm, name: str = "graph") -> str:
+def graph_to_dot(gm: "torch.fx.GraphModule", name: str = "graph") -> str:
     """A graphviz DOT rendering of an FX graph: one box per node (op, target, dtype/shape), edges = uses."""
     colors = {"placeholder": "lightblue", "output": "lightgrey", "get_attr": "khaki",
               "call_module": "palegreen", "call_method": "lightsalmon", "call_function": "white"}
@@ -249,7 +249,7 @@ def graph_to_dot(gm, name: str = "graph") -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_explain_output(recorded: list, out=None) -> ExplainOutput:
+def build_explain_output(recorded: list, out: Any = None) -> ExplainOutput:
     """An ExplainOutput from events recorded with ``events.collecting``."""
     graphs, ops, guards, times, reasons, recompiles, infos = [], [], [], [], [], [], []
     for ev in recorded:

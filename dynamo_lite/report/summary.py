@@ -31,7 +31,7 @@ import html
 import importlib.util
 import os
 import sysconfig
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from .. import graph_breaks
 from ..exc import UserFrame
@@ -54,7 +54,7 @@ class Origin:
         return self.kind == "user"
 
     def describe(self) -> str:
-        return self.library if self.kind == "library" else "generated code"
+        return self.library if self.kind == "library" and self.library else "generated code"
 
 
 @functools.lru_cache(maxsize=None)
@@ -147,11 +147,12 @@ class BreakSite:
     innermost: Optional[UserFrame]  # where it really happened (may be a library's frame)
     user_stack: list  # the user's frames of the whole stack, outermost first
     origin: Origin  # whose code the innermost frame is
-    hints: list  # applicable hints
+    hints: list[str]  # applicable hints
     where: str  # relative_location(location, root)
 
     @classmethod
-    def of(cls, event, root: Optional[str] = None) -> "BreakSite":
+    def of(cls, event: Any, root: Optional[str] = None) -> "BreakSite":
+        """``event``: a GraphBreakEvent or FallbackEvent (anything with their fields)."""
         stack = list(getattr(event, "caller_stack", None) or []) + list(event.user_stack or [])
         user = [f for f in stack if classify(f.filename).is_user]
         innermost = stack[-1] if stack else None
@@ -288,7 +289,7 @@ def _totals_text(report: dict) -> str:
 
 def render_markdown(report: dict) -> str:
     """The report as a Markdown page: totals, every break group, every test with breaks."""
-    def cell(text) -> str:
+    def cell(text: object) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
     out = ["# dynamo_lite graph breaks", "", _totals_text(report), ""]
