@@ -191,7 +191,7 @@ class FrameConverter:
         breaks_log.info("[%s] %s runs eagerly: [%s] %s", compile_id, display_name(code), break_id, reason)
         if events.listening():
             events.emit(events.FallbackEvent(break_id, reason, list(user_stack), display_name(code), compile_id,
-                                             caller_stack=events.caller_frames()))
+                                             caller_stack=_callers(code)))
 
     def _compile_inner(self, code, f_locals, func, compile_id):
 
@@ -264,7 +264,7 @@ class FrameConverter:
     def _report_break(self, code, compile_id, brk, tx) -> None:
         event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), display_name(code),
                                        compile_id, tx.instructions[tx.ip].opname,
-                                       caller_stack=events.caller_frames() if events.listening() else [])
+                                       caller_stack=_callers(code))
         breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, display_name(code), brk.break_id,
                         brk.reason, "\n".join(str(f) for f in brk.user_stack))
         breaks_log.debug("[%s] Trackers at the break in %s, before %s (what the generated code rebuilds):\n%s",
@@ -307,6 +307,12 @@ class FrameConverter:
         finally:
             torch._C._set_grad_enabled(grad)
         return tx, None
+
+
+def _callers(code) -> list:
+    """The Python frames that called the frame being converted, for reports (empty when nobody
+    listens); generated code that tail-called its own resume function is shown once."""
+    return events.caller_frames(code, cache.is_generated) if events.listening() else []
 
 
 def _shadow_saved_tensor_hooks() -> Optional[bool]:

@@ -163,18 +163,30 @@ _DEMO_FILE = _OWN_DIR + "demo.py"  # the README's demo model is user code
 MAX_CALLER_FRAMES = 24  # innermost caller frames kept per break
 
 
-def caller_frames(limit: int = MAX_CALLER_FRAMES) -> list:
+def caller_frames(code: Optional[Any] = None, generated: Optional[Callable[[Any], bool]] = None,
+                  limit: int = MAX_CALLER_FRAMES) -> list:
     """The Python frames running now, outside dynamo_lite, as UserFrames (outermost first; the
-    ``limit`` innermost).  Called while a frame is converted: these are the frame's callers."""
-    out = []
+    ``limit`` innermost).  Called while the frame of ``code`` is converted: these are its callers.
+
+    A frame running generated code (``generated(f_code)``) that called a frame of the same
+    function (same file and name: a resume function or loop body it tail-called, or ``code``
+    itself) is the same call of the user's function, shown once: the inner one is kept."""
+    raw = []  # (code, lineno), innermost first
     f = sys._getframe(1)
-    while f is not None and len(out) < limit:
+    while f is not None and len(raw) < limit:
         filename = f.f_code.co_filename
         if not filename.startswith(_OWN_DIR) or filename == _DEMO_FILE:
-            lineno = f.f_lineno
-            out.append(UserFrame(filename, lineno, f.f_code.co_name,
-                                 linecache.getline(filename, lineno).strip() if lineno else ""))
+            raw.append((f.f_code, f.f_lineno))
         f = f.f_back
+    out = []
+    inner = code
+    for c, lineno in raw:
+        same_call = (generated is not None and inner is not None and generated(c)
+                     and c.co_filename == inner.co_filename and c.co_name == inner.co_name)
+        if not same_call:
+            out.append(UserFrame(c.co_filename, lineno, c.co_name,
+                                 linecache.getline(c.co_filename, lineno).strip() if lineno else ""))
+        inner = c
     out.reverse()
     return out
 

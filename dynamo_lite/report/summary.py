@@ -239,7 +239,7 @@ def attribution_line(groups: list) -> str:
     ours = [g for g in groups if g.site.cause != graph_breaks.CODE]
     return (f"{_plural(total, 'break')} at {_plural(len(groups), 'place')}: "
             f"{sum(g.count for g in code)} inherent to your code ({_plural(len(code), 'place')}), "
-            f"{sum(g.count for g in ours)} dynamo_lite limitations ({_plural(len(ours), 'place')})")
+            f"{_plural(sum(g.count for g in ours), 'dynamo_lite limitation')} ({_plural(len(ours), 'place')})")
 
 
 def _clip(text: str, width: int) -> str:
