@@ -608,7 +608,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         if "json" in state.reports:
             more = f"(all in {state.reports['json']})"
         else:
-            more = "(all of them: --dl-report=json:PATH, html:PATH or md:PATH)"
+            more = "(all: --dl-report=json|html|md:PATH)"
         for line in table_lines(groups, width=width, max_rows=_MAX_ROWS, max_lines=_MAX_LINES - 5, more=more):
             tr.write_line(line)
     if verbosity > 0:

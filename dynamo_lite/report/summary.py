@@ -251,7 +251,8 @@ def table_lines(groups: list, *, width: int = 80, max_rows: int = 20, max_lines:
     """The grouped breaks as at most ``max_lines`` lines: a header, one line per group (the top
     ``max_rows``), how many more there are, and the hints of the rows shown (as many as fit)."""
     shown = groups[:max_rows]
-    loc_width = min(max([len(g.where) for g in shown] + [8]), 40)
+    # the location gets at most a third of the line (its end: the file name and line), the break the rest
+    loc_width = min(max([len(g.where) for g in shown] + [8]), max(20, min(40, width // 3)))
     lines = [f"{'count':>5} {'tests':>5}  {'cause':<11} {'location':<{loc_width}}  break"]
     for g in shown:
         where = g.where if len(g.where) <= loc_width else "..." + g.where[-(loc_width - 3):]

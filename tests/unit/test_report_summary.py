@@ -5,6 +5,7 @@ inherent to the user's code, the same break inside a library, a limitation of dy
 a module built in a constructor and one built in forward, and generated code.
 """
 import os
+import re
 import sys
 import textwrap
 import zlib
@@ -169,10 +170,15 @@ def test_table_fits_its_line_budget_and_counts_the_rest():
             sites.append((f"t{i}", BreakSite.of(ev, ROOT)))
     groups = group_sites(sites)
     assert len(groups) == 60 and groups[0].count == 5
-    lines = table_lines(groups, width=100, max_rows=20, max_lines=25, more="(see the JSON)")
+    lines = table_lines(groups, width=130, max_rows=20, max_lines=25, more="(see the JSON)")
     assert len(lines) <= 25
     assert sum(1 for line in lines if "tests/unit/test_report_summary.py:" in line) == 20
     rest = groups[20:]
     assert f"... {len(rest)} more places with {sum(g.count for g in rest)} breaks (see the JSON)" in lines
-    assert all(len(line) <= 100 for line in lines if not line.startswith("  DL"))
+    assert all(len(line) <= 130 for line in lines if not line.startswith("  DL"))
+    # on 80 columns a long path keeps its end (the file name and line), and the break keeps room
+    narrow = table_lines(groups, width=80, max_rows=20, max_lines=25)
+    rows = [line for line in narrow if "DL00" in line and not line.startswith("  DL")]
+    assert len(rows) == 20 and all(len(line) <= 80 for line in rows)
+    assert all(re.search(r"\.\.\.\S*report_summary\.py:\d+ +DL00\d\d reason", row) for row in rows), rows
     assert summary.attribution_line(groups).startswith(f"{len(sites)} breaks at 60 places: ")
