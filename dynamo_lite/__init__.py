@@ -7,19 +7,60 @@ Public API (see docs/api.md):
     reset()                      forget compiled code
     explain(fn)(*args, **kw)     what was captured, where it broke, the guards
     Unsupported                  raised by fullgraph=True
+    BackendCompilerFailed        raised when a backend fails (unless config.suppress_errors)
     config                       every knob (config.patch(...))
     set_logs(...)                log artifacts, as DYNAMO_LITE_LOGS (docs/debugging.md)
     graph_break()                does nothing; compiled code breaks the graph there
+
+``import dynamo_lite`` imports neither torch nor the compiler: each public name is
+imported the first time it is read (module ``__getattr__``), so the pytest plugin,
+``dynamo_lite.config`` and ``dynamo_lite.graph_breaks`` cost nothing in a process
+that never compiles.  Type checkers and IDEs see the names through the
+``TYPE_CHECKING`` imports below (the package ships ``py.typed``).
+Tested by tests/api/test_api.py and tests/api/test_pytest_plugin_inert.py.
 """
+from __future__ import annotations
+
+import importlib as _importlib
+import types as _types
+from typing import TYPE_CHECKING
+
 from . import config
-from .api import OptimizedModule, compile, disable, explain, optimize, reset
-from .backends import list_backends, register_backend
-from .exc import Unsupported
-from .graph_breaks import graph_break
-from .log import set_logs
-from .report.explain import ExplainOutput
+
+if TYPE_CHECKING:
+    from .api import OptimizedModule, compile, disable, explain, optimize, reset
+    from .backends import CompilerFn, list_backends, register_backend
+    from .exc import BackendCompilerFailed, Unsupported
+    from .graph_breaks import graph_break
+    from .log import set_logs
+    from .report.explain import ExplainOutput
+
+# public name -> the module that defines it (imported on first use)
+_LAZY = {
+    "compile": "api", "optimize": "api", "disable": "api", "reset": "api", "explain": "api",
+    "OptimizedModule": "api", "ExplainOutput": "report.explain", "Unsupported": "exc",
+    "BackendCompilerFailed": "exc", "register_backend": "backends", "list_backends": "backends",
+    "CompilerFn": "backends", "set_logs": "log", "graph_break": "graph_breaks",
+}
 
 __all__ = [
     "compile", "optimize", "disable", "reset", "explain", "ExplainOutput", "Unsupported",
-    "OptimizedModule", "config", "register_backend", "list_backends", "set_logs", "graph_break",
+    "BackendCompilerFailed", "OptimizedModule", "config", "register_backend", "list_backends",
+    "CompilerFn", "set_logs", "graph_break",
 ]
+
+
+if not TYPE_CHECKING:  # type checkers see the imports above; a typo stays an error for them
+    def __getattr__(name: str) -> object:
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'dynamo_lite' has no attribute {name!r}")
+        value = getattr(_importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value  # later reads are plain module attributes
+        return value
+
+
+def __dir__() -> list[str]:
+    """The public names and the submodules imported so far."""
+    loaded = {k for k, v in globals().items() if isinstance(v, _types.ModuleType) and not k.startswith("_")}
+    return sorted(set(__all__) | loaded)

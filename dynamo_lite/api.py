@@ -13,19 +13,25 @@ from __future__ import annotations
 import functools
 import inspect
 import weakref
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, ParamSpec, TypeVar, Union, overload
 
 import torch
 from torch.nn.modules import module as _nn_module
 
 from . import _C, cache, config
-from .backends import lookup_backend, registered_backend_name
+from .backends import CompilerFn, lookup_backend, registered_backend_name
 from .convert_frame import FrameConverter
 from .eval_frame import enable
 from .report import events
 from .report.explain import ExplainOutput, build_explain_output
 
 _MODULE_CALL = torch.nn.Module.__call__  # nn.Module's own __call__ (_wrapped_call_impl)
+
+# what the public functions accept and return (checked by mypy: tests/unit/test_typing.py)
+Backend = Union[str, CompilerFn]  # a registered name, or a backend callable
+_F = TypeVar("_F", bound=Callable[..., Any])
+_M = TypeVar("_M", bound=torch.nn.Module)
+_P = ParamSpec("_P")
 
 
 # One converter per (backend, fullgraph, dynamic): compiled entries belong to a converter,
@@ -34,7 +40,7 @@ _MODULE_CALL = torch.nn.Module.__call__  # nn.Module's own __call__ (_wrapped_ca
 _CONVERTERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 
 
-def _make_converter(backend, fullgraph, dynamic) -> FrameConverter:
+def _make_converter(backend: Optional[Backend], fullgraph: bool, dynamic: Optional[bool]) -> FrameConverter:
     fn, name = lookup_backend(backend if backend is not None else config.default_backend)
     key = (id(fn), name, bool(fullgraph), dynamic)
     converter = _CONVERTERS.get(key)
@@ -95,7 +101,7 @@ def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch
     if isinstance(module, OptimizedModule):
         module = module._orig_mod
     cls = type(module)
-    opt_cls = type(f"Optimized{cls.__name__}", (OptimizedModule, cls), {"_dl_converter": converter,
+    opt_cls: Any = type(f"Optimized{cls.__name__}", (OptimizedModule, cls), {"_dl_converter": converter,
                                                                        "__module__": cls.__module__})
     opt_cls._dl_plain_call = cls.__call__ is _MODULE_CALL
     new = object.__new__(opt_cls)
@@ -106,8 +112,19 @@ def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch
     return new
 
 
-def compile(model: Optional[Union[Callable, torch.nn.Module]] = None, *, backend: Union[str, Callable, None] = None,
-            fullgraph: bool = False, dynamic: Optional[bool] = None, mode=None, options=None):
+@overload
+def compile(model: _M, *, backend: Optional[Backend] = None, fullgraph: bool = False,
+            dynamic: Optional[bool] = None, mode: None = None, options: None = None) -> _M: ...
+@overload
+def compile(model: _F, *, backend: Optional[Backend] = None, fullgraph: bool = False,
+            dynamic: Optional[bool] = None, mode: None = None, options: None = None) -> _F: ...
+@overload
+def compile(model: None = None, *, backend: Optional[Backend] = None, fullgraph: bool = False,
+            dynamic: Optional[bool] = None, mode: None = None, options: None = None) -> Callable[[_F], _F]: ...
+
+
+def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: bool = False,
+            dynamic: Optional[bool] = None, mode: None = None, options: None = None) -> Any:
     """Capture ``model``'s tensor work into graphs compiled by ``backend``.
 
     Returns a callable with the same behaviour (or a module sharing the
@@ -134,7 +151,7 @@ def compile(model: Optional[Union[Callable, torch.nn.Module]] = None, *, backend
 
     # a C-level wrapper: it sets the callback around the call and adds no Python frame
     # (warnings' stacklevel, tracebacks and sys._getframe() see the caller directly)
-    compiled = functools.update_wrapper(_C.CallWithCallback(model, converter), model)
+    compiled: Any = functools.update_wrapper(_C.CallWithCallback(model, converter), model)
     compiled._dl_compiled = True
     compiled._dl_converter = converter
     return compiled
@@ -143,16 +160,23 @@ def compile(model: Optional[Union[Callable, torch.nn.Module]] = None, *, backend
 class optimize(enable):
     """Capture every frame that starts inside the block (or the decorated function)."""
 
-    def __init__(self, backend=None, *, fullgraph: bool = False, dynamic=None):
+    def __init__(self, backend: Optional[Backend] = None, *, fullgraph: bool = False,
+                 dynamic: Optional[bool] = None) -> None:
         super().__init__(_make_converter(backend, fullgraph, dynamic))
 
 
-def disable(fn: Optional[Callable] = None):
+@overload
+def disable(fn: _F) -> _F: ...
+@overload
+def disable(fn: None = None) -> enable: ...
+
+
+def disable(fn: Optional[Callable[..., Any]] = None) -> Any:
     """Run ``fn`` (and everything it calls) without capture.  Also a context manager."""
     if fn is None:
         return enable(None)
     if getattr(fn, "_dl_compiled", False):
-        fn = fn.__wrapped__  # disable(compile(f)) is f, run without capture
+        fn = getattr(fn, "__wrapped__")  # disable(compile(f)) is f, run without capture
     elif isinstance(fn, OptimizedModule):
         fn = fn._orig_mod
     wrapped = _C.CallWithHookOff(fn)
@@ -168,14 +192,21 @@ def reset() -> None:
 __all__ = ["compile", "optimize", "disable", "reset", "OptimizedModule"]
 
 
-def explain(fn, *extra_args, backend="eager", **extra_kwargs):
+@overload
+def explain(fn: Callable[_P, Any], *, backend: Backend = "eager") -> Callable[_P, ExplainOutput]: ...
+@overload
+def explain(fn: Callable[..., Any], *extra_args: Any, backend: Backend = "eager",
+            **extra_kwargs: Any) -> ExplainOutput: ...
+
+
+def explain(fn: Callable[..., Any], *extra_args: Any, backend: Backend = "eager", **extra_kwargs: Any) -> Any:
     """``explain(fn)(*args, **kwargs) -> ExplainOutput``: forget compiled code (``reset()``),
     compile ``fn`` once with ``backend`` and call it, recording every graph, break, guard and
     recompile (report/explain.py renders what was recorded)."""
     if extra_args or extra_kwargs:  # explain(fn, *args): the older one-call form
         return explain(fn, backend=backend)(*extra_args, **extra_kwargs)
 
-    def run(*args, **kwargs) -> ExplainOutput:
+    def run(*args: Any, **kwargs: Any) -> ExplainOutput:
         recorded: list = []
         reset()
         compiled = compile(fn, backend=backend)

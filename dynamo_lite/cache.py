@@ -11,6 +11,7 @@ bookkeeping around them, and is the only module-level cache state of dynamo_lite
     _NOT_CAPTURED     code -> how many "nothing to capture" entries were made for it (at most
                       MAX_NOT_CAPTURED)
     _LIMIT_WARNED     codes that reached config.cache_size_limit and were reported
+    _BACKEND_WARNED   codes whose graph a backend failed to compile, warned about (suppress_errors)
     _FRAME_IDS        code -> the frame number in compile ids ("3/1": frame 3, its entry 1)
 
 All are weak in the code objects.  ``reset()`` clears the C cache of every touched code and all
@@ -33,6 +34,7 @@ _GENERATED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _GENERATED_KIND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _NOT_CAPTURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LIMIT_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_BACKEND_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _FRAME_IDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _frame_counter = itertools.count()
 
@@ -106,6 +108,14 @@ def first_limit_hit(code: types.CodeType) -> bool:
     return True
 
 
+def first_backend_failure(code: types.CodeType) -> bool:
+    """True the first time a backend fails on a graph of ``code`` (until reset)."""
+    if code in _BACKEND_WARNED:
+        return False
+    _BACKEND_WARNED.add(code)
+    return True
+
+
 def frame_id(code: types.CodeType) -> int:
     """The number of ``code`` in compile ids (given in order of first compile, until reset)."""
     fid = _FRAME_IDS.get(code)
@@ -121,4 +131,5 @@ def reset() -> None:
     _TOUCHED.clear()
     _NOT_CAPTURED.clear()
     _LIMIT_WARNED.clear()
+    _BACKEND_WARNED.clear()
     _FRAME_IDS.clear()

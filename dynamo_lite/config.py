@@ -3,7 +3,11 @@
 Read as ``config.NAME``; change by plain assignment (``config.cache_size_limit = 2``) or for a
 block with ``config.patch(NAME=value)`` (a context manager and decorator).  Assigning a name
 that is not a setting raises AttributeError (a typo never passes silently); aliases
-(``recompile_limit``) set their setting too.  Tested by tests/api/test_api.py.
+(``recompile_limit``) set their setting too.  Each setting's default can be given by an
+environment variable, read once at import (``_ENV_VARS``; docs/api.md lists them; a value
+that does not parse raises ValueError naming the variable).  Code reads ``config.NAME`` when
+it needs it, never a copy, so an assignment counts from the next compile on.
+Tested by tests/api/test_config_knobs.py and tests/api/test_config_fullgraph.py.
 """
 from __future__ import annotations
 
@@ -11,53 +15,85 @@ import contextlib
 import os
 import sys
 import types
+from typing import Any, TypeVar
+
+# setting -> the environment variable that gives its default
+_ENV_VARS = {
+    "cache_size_limit": "DYNAMO_LITE_CACHE_SIZE_LIMIT", "recompile_limit": "DYNAMO_LITE_CACHE_SIZE_LIMIT",
+    "suppress_errors": "DYNAMO_LITE_SUPPRESS_ERRORS", "raise_internal_errors": "DYNAMO_LITE_RAISE_INTERNAL",
+    "max_traced_instructions": "DYNAMO_LITE_MAX_TRACED_INSTRUCTIONS",
+    "max_inline_depth": "DYNAMO_LITE_MAX_INLINE_DEPTH", "default_backend": "DYNAMO_LITE_DEFAULT_BACKEND",
+    "optimize_ddp": "DYNAMO_LITE_OPTIMIZE_DDP",
+}
+_T = TypeVar("_T", bool, int, str)
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
+
+
+def _env(name: str, default: _T) -> _T:
+    """The default of setting ``name``: its environment variable parsed as ``default``'s type."""
+    var = _ENV_VARS[name]
+    text = os.environ.get(var)
+    if text is None:
+        return default
+    if isinstance(default, bool):
+        if text.strip().lower() in _TRUE + _FALSE:
+            return text.strip().lower() in _TRUE
+        raise ValueError(f"{var}={text!r}: expected 1 or 0")
+    if isinstance(default, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{var}={text!r}: expected an integer") from None
+    return text
+
 
 # Maximum number of cache entries (compiled variants) per code object; past it
 # the frame runs eagerly, with one warning.
-cache_size_limit: int = 8
+cache_size_limit: int = _env("cache_size_limit", 8)
 # Alias of cache_size_limit (torch's newer name): setting either sets both.
 recompile_limit: int = cache_size_limit
 
-# Log internal errors and run eagerly (True), or raise them (False).  Backend
-# failures too: a backend that raises or returns a non-callable (the frame runs
-# eagerly), or whose callable returns wrong outputs (caught on its first call;
-# the captured graph replaces it); False raises BackendCompilerFailed naming
-# the backend.  Tested by tests/robustness/test_hostile.py.
-suppress_errors: bool = os.environ.get("DYNAMO_LITE_SUPPRESS_ERRORS", "1") != "0"
+# What a failing backend does.  False (the default, as torch.compile): a backend
+# that raises or returns a non-callable, or whose callable returns wrong outputs
+# (caught on its first call), raises BackendCompilerFailed naming the backend and
+# chaining its exception.  True: the frame runs eagerly (or, for wrong outputs,
+# the captured graph replaces the backend's callable), with one warning per frame.
+# Tested by tests/robustness/test_hostile.py.
+suppress_errors: bool = _env("suppress_errors", False)
 
 # Re-raise InternalError instead of falling back (the test-suite sets this).
-raise_internal_errors: bool = os.environ.get("DYNAMO_LITE_RAISE_INTERNAL", "0") == "1"
+raise_internal_errors: bool = _env("raise_internal_errors", False)
 
 # Largest number of instructions one frame may execute symbolically (unrolled
 # loops count every iteration) before the frame falls back to eager.
-max_traced_instructions: int = 50_000
+max_traced_instructions: int = _env("max_traced_instructions", 50_000)
 
 # Deepest chain of inlined user calls before the call site breaks the graph.
-max_inline_depth: int = 32
+max_inline_depth: int = _env("max_inline_depth", 32)
 
 # Cut graphs captured inside DistributedDataParallel at its gradient buckets, one backend
 # call per bucket, so all-reduces overlap backward (backends/ddp.py; docs/distributed.md).
-optimize_ddp: bool = True
+optimize_ddp: bool = _env("optimize_ddp", True)
 
 # Default backend of compile()/optimize().
-default_backend: str = "inductor"
+default_backend: str = _env("default_backend", "inductor")
 
 
-def patch(**changes):
+def patch(**changes: Any) -> "_Patch":
     """Temporarily set config values: ``with config.patch(cache_size_limit=2): ...``."""
     return _Patch(changes)
 
 
 class _Patch(contextlib.ContextDecorator):
-    def __init__(self, changes):
+    def __init__(self, changes: dict[str, Any]) -> None:
         module = sys.modules[__name__]
         for name in changes:
             if not hasattr(module, name) or name.startswith("_"):
                 raise AttributeError(f"dynamo_lite.config has no setting {name!r}")
         self.changes = changes
-        self.saved: list[dict] = []
+        self.saved: list[dict[str, Any]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> "_Patch":
         module = sys.modules[__name__]
         self.saved.append({k: getattr(module, k) for k in self.changes})
         for k, v in self.changes.items():

@@ -21,7 +21,9 @@ Entries are read back through ``cache.entries`` (the C cache is the only copy).
            -> build_code         transformed bytecode (+ resume functions)
            -> guards.compile
 Errors: GraphBreak with fullgraph -> Unsupported; SkipFrame -> eager (SKIP);
-internal errors -> logged, eager (raised when config.raise_internal_errors).
+a failing backend -> BackendCompilerFailed (eager, with one warning per frame, under
+config.suppress_errors); internal errors -> logged, eager (raised when
+config.raise_internal_errors).
 Tested by tests/api/test_api.py and tests/api/test_recompiles.py.
 """
 from __future__ import annotations
@@ -175,7 +177,10 @@ class FrameConverter:
             return _C.SKIP if e.permanent else RUN_EAGER
         except BackendCompilerFailed as e:
             if not config.suppress_errors or self.fullgraph:
-                raise
+                raise  # torch.compile's default: the user sees the backend's error
+            if cache.first_backend_failure(code):
+                log.warning("dynamo_lite: %s; running %s eagerly (config.suppress_errors=True)", e,
+                            display_name(code))
             self._fallback(code, str(e), gb.BACKEND_FAILED, [_code_frame(code)], compile_id)
             guard = e.fallback_guard
             if guard is None:
@@ -196,7 +201,9 @@ class FrameConverter:
 
     def _fallback(self, code, reason, break_id, user_stack, compile_id):
         breaks_log.info("[%s] %s runs eagerly: [%s] %s", compile_id, display_name(code), break_id, reason)
-        events.emit(events.FallbackEvent(break_id, reason, list(user_stack), display_name(code), compile_id))
+        if events.listening():
+            events.emit(events.FallbackEvent(break_id, reason, list(user_stack), display_name(code), compile_id,
+                                             caller_stack=_callers(code)))
 
     def _compile_inner(self, code, f_locals, func, compile_id):
 
@@ -273,7 +280,8 @@ class FrameConverter:
 
     def _report_break(self, code, compile_id, brk, tx) -> None:
         event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), display_name(code),
-                                       compile_id, tx.instructions[tx.ip].opname)
+                                       compile_id, tx.instructions[tx.ip].opname,
+                                       caller_stack=_callers(code))
         breaks_log.info("[%s] Graph break in %s: [%s] %s\n%s", compile_id, display_name(code), brk.break_id,
                         brk.reason, "\n".join(str(f) for f in brk.user_stack))
         breaks_log.debug("[%s] Trackers at the break in %s, before %s (what the generated code rebuilds):\n%s",
@@ -373,6 +381,12 @@ def _tracer_codes() -> dict:
                torch.fx.Tracer.trace: "torch.fx tracing", torch.export.export: "torch.export",
                proxy_tensor.make_fx: "make_fx", proxy_tensor._MakefxTracer.trace: "make_fx"}
     return {inspect.unwrap(fn).__code__: name for fn, name in entries.items()}
+
+
+def _callers(code) -> list:
+    """The Python frames that called the frame being converted, for reports (empty when nobody
+    listens); generated code that tail-called its own resume function is shown once."""
+    return events.caller_frames(code, cache.is_generated) if events.listening() else []
 
 
 def _shadow_saved_tensor_hooks() -> Optional[bool]:

@@ -2,10 +2,16 @@
 
 Loaded through the ``pytest11`` entry point (disable with ``-p no:dynamo_lite``).
 
+Inert unless used: the plugin registers its options, markers and fixtures and
+listens for events (report/events.py), and imports neither torch nor the
+compiler until ``--dl`` is given, a dl fixture is used, or a test compiles
+something itself (tests/api/test_pytest_plugin_inert.py runs pytest in a project
+that never uses dynamo_lite and checks that torch is not imported).
+
 Always on (cheap: nothing happens until dynamo_lite compiles something):
-- records the structured events (report/events.py) of code compiled inside
-  each test (setup, call, teardown) into a ``CompileRecord``;
-- resets dynamo_lite's caches before each test (``dynamo_lite.reset()``) so
+- records the structured events of code compiled inside each test (setup,
+  call, teardown) into a ``CompileRecord``;
+- resets dynamo_lite's caches before each test, once anything compiled, so
   each test's record is its own;
 - markers ``@pytest.mark.fullgraph`` (any graph break or eager fallback fails
   the test, with the break message), ``@pytest.mark.max_graph_breaks(n)``,
@@ -14,12 +20,17 @@ Always on (cheap: nothing happens until dynamo_lite compiles something):
   ``.assert_none()``) and ``compile_counter`` (a ``dynamo_lite.testing.CompileCounter``);
 - JUnit XML properties ``dl_graphs``, ``dl_graph_breaks``, ``dl_recompiles``,
   ``dl_break_ids`` for tests that compiled something;
-- terminal summary section "dynamo_lite graph breaks" when anything compiled.
+- terminal summary section "dynamo_lite graph breaks" when anything compiled: breaks
+  grouped by (id, location in the user's code), the top 20 on one line each,
+  with whose they are (report/summary.py); ``-v`` adds a line per test, ``-vv``
+  every break of every test, ``-qq`` keeps only the totals.
 
 Options:
     --dl                      run every test body under dynamo_lite.optimize(backend)
     --dl-backend=NAME         backend for --dl (default: eager)
-    --dl-report=json:PATH     write the schema-versioned JSON report
+    --dl-report=FORMAT:PATH   write a report: json (schema-versioned, written as tests
+                              finish, so a killed run leaves the results so far), html
+                              or md; may be given once per format
     --dl-baseline=PATH        fail the run when a test has more graph breaks or
                               recompiles than PATH records
     --dl-update-baseline      (with --dl-baseline) rewrite PATH from this run
@@ -27,7 +38,7 @@ Options:
 "Graph breaks" in markers, baseline and JUnit counts = graph breaks (the
 rest of the frame resumed) + eager fallbacks (the whole frame ran eagerly),
 as ``explain().graph_break_count`` counts them.
-Tested by tests/api/test_pytest_plugin.py (with pytester).
+Tested by tests/api/test_pytest_plugin.py and tests/api/test_pytest_plugin_report.py.
 """
 from __future__ import annotations
 
@@ -40,13 +51,16 @@ from typing import Optional
 
 import pytest
 
-from . import graph_breaks as _registry
 from .report import events
+from .report.summary import BreakSite, attribution_line, group_sites, render_html, render_markdown, table_lines
 
 REPORT_SCHEMA = "dynamo_lite.pytest_report"
+REPORT_SCHEMA_VERSION = 2
 BASELINE_SCHEMA = "dynamo_lite.pytest_baseline"
-SCHEMA_VERSION = 1
-_MAX_ROWS = 25  # summary rows shown without -v
+SCHEMA_VERSION = 1  # of the baseline
+_MAX_ROWS = 20  # groups shown in the terminal summary
+_MAX_LINES = 30  # lines of the terminal summary (without the baseline's)
+_REPORT_FORMATS = {"json": "json", "html": "html", "md": "md", "markdown": "md"}
 
 
 class CompileRecord:
@@ -126,14 +140,8 @@ class CompileRecord:
 
 
 def format_break(ev) -> str:
-    """One break as the user should read it: id, title, reason, user stack, hint."""
-    kind = "graph break" if isinstance(ev, events.GraphBreakEvent) else "frame ran eagerly"
-    bt = _registry.lookup(ev.break_id)
-    lines = [f"[{ev.break_id}] {bt.title} ({kind}): {ev.reason}"]
-    lines += [str(f) for f in ev.user_stack]
-    for hint in bt.hints[:1]:
-        lines.append(f"  hint: {hint}")
-    return "\n".join(lines)
+    """One break as the user should read it: id, title, whose it is, the user's stack, a hint that applies."""
+    return "\n".join(BreakSite.of(ev).lines())
 
 
 def format_breaks(breaks: list, headline: str) -> str:
@@ -153,10 +161,13 @@ class _RunState:
         self.current: Optional[str] = None  # nodeid of the running test
         self.outside = CompileRecord("<outside tests>")
         self.regressions: list[str] = []  # baseline failures (text)
-        self.report_path: Optional[str] = None
+        self.reports: dict[str, str] = {}  # format ("json", "html", "md") -> absolute path
+        self.json_writer: Optional[_JsonReportWriter] = None
         self.baseline_path: Optional[str] = config.getoption("dl_baseline")
         self.update_baseline: bool = config.getoption("dl_update_baseline")
         self.baseline: dict = {}
+        self.root = str(config.rootpath)
+        self._sites: dict[int, BreakSite] = {}  # id(event) -> its BreakSite (events live in records)
 
     def __call__(self, event) -> None:
         if isinstance(event, events.GraphEvent) and event.graph is not None:
@@ -180,6 +191,16 @@ class _RunState:
             recs.append(self.outside)
         return recs
 
+    def site(self, ev) -> BreakSite:
+        """The BreakSite of a break event of this run (computed once)."""
+        site = self._sites.get(id(ev))
+        if site is None:
+            site = self._sites[id(ev)] = BreakSite.of(ev, self.root)
+        return site
+
+    def groups(self) -> list:
+        return group_sites((rec.nodeid, self.site(ev)) for rec in self.all_records() for ev in rec.breaks)
+
 
 _ACTIVE: list[_RunState] = []
 _STATE_KEY = pytest.StashKey[_RunState]()
@@ -202,8 +223,9 @@ def pytest_addoption(parser):
                     help="run every test body under dynamo_lite.optimize(backend) and report graph breaks")
     group.addoption("--dl-backend", default="eager", metavar="NAME",
                     help="backend used by --dl (default: eager)")
-    group.addoption("--dl-report", default=None, metavar="json:PATH",
-                    help="write a JSON report of graphs, graph breaks and recompiles per test")
+    group.addoption("--dl-report", action="append", default=[], metavar="FORMAT:PATH",
+                    help="write a report of graphs, graph breaks and recompiles per test: json:PATH (written as "
+                         "tests finish), html:PATH or md:PATH; once per format")
     group.addoption("--dl-baseline", default=None, metavar="PATH",
                     help="fail when a test has more graph breaks or recompiles than this baseline file records")
     group.addoption("--dl-update-baseline", action="store_true", default=False,
@@ -215,14 +237,14 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "max_graph_breaks(n): fail the test on more than n dynamo_lite graph breaks")
     config.addinivalue_line("markers", "max_recompiles(n): fail the test on more than n dynamo_lite recompiles")
     state = _RunState(config)
-    report = config.getoption("dl_report")
-    if report:
+    for report in config.getoption("dl_report") or []:
         fmt, sep, path = report.partition(":")
-        if not sep and report.endswith(".json"):
-            fmt, path = "json", report
-        if fmt != "json" or not path:
-            raise pytest.UsageError(f"--dl-report expects json:PATH, got {report!r}")
-        state.report_path = os.path.abspath(path)
+        if not sep:
+            fmt, path = os.path.splitext(report)[1].lstrip("."), report
+        fmt = _REPORT_FORMATS.get(fmt.lower(), "")
+        if not fmt or not path:
+            raise pytest.UsageError(f"--dl-report expects json:PATH, html:PATH or md:PATH, got {report!r}")
+        state.reports[fmt] = os.path.abspath(path)
     if state.dl:
         from .backends import lookup_backend  # lazy: the plugin imports torch only once --dl or a dl fixture is used
 
@@ -258,15 +280,17 @@ def pytest_runtest_protocol(item, nextitem):
     state = _state(item.config)
     if state is None:
         return (yield)
-    from .api import reset  # lazy: the plugin imports torch only once --dl or a dl fixture is used
-
-    reset()
+    api = sys.modules.get(__package__ + ".api")
+    if api is not None:  # something compiled already (nothing did if the API was never imported)
+        api.reset()
     state.current = item.nodeid
     state.ran.append(item.nodeid)
     try:
         return (yield)
     finally:
         state.current = None
+        if state.json_writer is not None and (state.dl or item.nodeid in state.records):
+            state.json_writer.add(_test_entry(state, item.nodeid))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -406,6 +430,7 @@ def _write_baseline(state: _RunState) -> None:
 
 
 def _versions() -> dict:
+    """Versions of what ran, read from the installed metadata (torch is not imported for this)."""
     from importlib import metadata
 
     def version(dist):
@@ -414,41 +439,10 @@ def _versions() -> dict:
         except metadata.PackageNotFoundError:
             return None
 
-    import torch
-
-    return {"dynamo_lite": version("dynamo-lite"), "torch": torch.__version__,
-            "python": platform.python_version(), "pytest": pytest.__version__,
-            "platform": sys.platform}
-
-
-def _location(ev, root: str) -> str:
-    filename, lineno = ev.filename, ev.lineno
-    if not filename:
-        return ev.frame
-    try:
-        rel = os.path.relpath(filename, root)
-        if not rel.startswith(".."):
-            filename = rel
-    except ValueError:
-        pass
-    return f"{filename}:{lineno}"
-
-
-def _group_breaks(records: list, root: str) -> list[dict]:
-    """Breaks grouped by (id, location), most frequent first."""
-    groups: dict = {}
-    for rec in records:
-        for ev in rec.breaks:
-            key = (ev.break_id, _location(ev, root))
-            g = groups.get(key)
-            if g is None:
-                bt = _registry.lookup(ev.break_id)
-                g = groups[key] = {"break_id": ev.break_id, "title": bt.title, "location": key[1], "count": 0,
-                                   "tests": [], "reason": ev.reason, "kind": ev.kind, "hints": list(bt.hints)}
-            g["count"] += 1
-            if rec.nodeid not in g["tests"]:
-                g["tests"].append(rec.nodeid)
-    return sorted(groups.values(), key=lambda g: (-g["count"], g["break_id"], g["location"]))
+    torch = sys.modules.get("torch")
+    return {"dynamo_lite": version("dynamo-lite"),
+            "torch": getattr(torch, "__version__", None) or version("torch"),
+            "python": platform.python_version(), "pytest": pytest.__version__, "platform": sys.platform}
 
 
 def _totals(state: _RunState) -> dict:
@@ -460,37 +454,96 @@ def _totals(state: _RunState) -> dict:
     return total
 
 
+def _break_entry(state: _RunState, ev) -> dict:
+    """A break in the JSON report: the event, and where it is in the user's code (report/summary.py)."""
+    d = ev.to_dict()
+    d.update(state.site(ev).to_dict())
+    return d
+
+
+def _test_entry(state: _RunState, nodeid: str) -> dict:
+    rec = state.records.get(nodeid)
+    if rec is None:
+        rec = CompileRecord(nodeid)
+    return {
+        "nodeid": nodeid, "outcome": rec.outcome, "counts": rec.counts(),
+        "graphs": [e.to_dict() for e in rec.graphs],
+        "graph_breaks": [_break_entry(state, e) for e in rec.breaks],
+        "recompiles": [e.to_dict() for e in rec.recompiles],
+        "cache_limits": [e.to_dict() for e in rec.cache_limits],
+    }
+
+
+def _report_header(state: _RunState) -> dict:
+    return {"schema": REPORT_SCHEMA, "schema_version": REPORT_SCHEMA_VERSION, "versions": _versions(),
+            "options": {"dl": state.dl, "backend": state.backend if state.dl else None}}
+
+
 def build_report(state: _RunState) -> dict:
-    """The JSON report (schema ``dynamo_lite.pytest_report`` version 1)."""
-    root = str(state.config.rootpath)
-    tests = []
+    """The JSON report (schema ``dynamo_lite.pytest_report`` version 2), complete."""
     ran = set(state.ran)
     nodeids = list(state.ran) if state.dl else [n for n in state.ran if n in state.records]
     nodeids += [n for n in state.records if n not in ran]
-    for nodeid in nodeids:
-        rec = state.records.get(nodeid)
-        if rec is None:
-            rec = CompileRecord(nodeid)
-        tests.append({
-            "nodeid": nodeid, "outcome": rec.outcome, "counts": rec.counts(),
-            "graphs": [e.to_dict() for e in rec.graphs],
-            "graph_breaks": [e.to_dict() for e in rec.breaks],
-            "recompiles": [e.to_dict() for e in rec.recompiles],
-            "cache_limits": [e.to_dict() for e in rec.cache_limits],
-        })
-    report = {
-        "schema": REPORT_SCHEMA, "schema_version": SCHEMA_VERSION, "versions": _versions(),
-        "options": {"dl": state.dl, "backend": state.backend if state.dl else None},
-        "totals": _totals(state), "break_types": _group_breaks(state.all_records(), root), "tests": tests,
-    }
+    groups = state.groups()
+    report = _report_header(state)
+    report.update(complete=True, totals=_totals(state), attribution=attribution_line(groups) if groups else "",
+                  break_types=[g.to_dict() for g in groups])
     if state.outside.events:
         rec = state.outside
-        report["outside_tests"] = {"counts": rec.counts(), "graph_breaks": [e.to_dict() for e in rec.breaks],
+        report["outside_tests"] = {"counts": rec.counts(),
+                                   "graph_breaks": [_break_entry(state, e) for e in rec.breaks],
                                    "recompiles": [e.to_dict() for e in rec.recompiles]}
     if state.baseline_path:
         report["baseline"] = {"path": state.baseline_path, "updated": state.update_baseline,
                               "regressions": state.regressions}
+    report["tests"] = [_test_entry(state, n) for n in nodeids]
     return report
+
+
+class _JsonReportWriter:
+    """The JSON report, kept a valid JSON document while the run goes on.
+
+    At the start: the header, ``"complete": false`` and an empty ``tests`` list; after each
+    test its entry is written over the closing brackets, which follow it again (one write
+    and a flush), so a run killed at any point leaves the tests finished so far.  At the end
+    the complete report replaces the file (written aside, then renamed)."""
+
+    _TRAILER = b"\n]}\n"
+
+    def __init__(self, path: str, header: dict):
+        self.path = path
+        self.count = 0
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        head = json.dumps(dict(header, complete=False), indent=1)
+        assert head.endswith("}")
+        self.file = open(path, "wb")
+        self.file.write(head[:-1].rstrip().encode() + b',\n "tests": [')
+        self.offset = self.file.tell()
+        self.file.write(self._TRAILER)
+        self.file.flush()
+
+    def add(self, entry: dict) -> None:
+        data = (b",\n" if self.count else b"\n") + json.dumps(entry).encode()
+        self.file.seek(self.offset)
+        self.file.write(data + self._TRAILER)
+        self.file.flush()
+        self.offset += len(data)
+        self.count += 1
+
+    def finish(self, report: dict) -> None:
+        self.file.close()
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(report, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, self.path)
+
+
+def pytest_sessionstart(session):
+    state = _state(session.config)
+    if state is None or "json" not in state.reports or getattr(session.config, "workerinput", None) is not None:
+        return
+    state.json_writer = _JsonReportWriter(state.reports["json"], _report_header(state))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -505,17 +558,29 @@ def pytest_sessionfinish(session, exitstatus):
             state.regressions = _compare_baseline(state)
             if state.regressions and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    if state.report_path:
-        os.makedirs(os.path.dirname(state.report_path) or ".", exist_ok=True)
-        with open(state.report_path, "w") as f:
-            json.dump(build_report(state), f, indent=1)
-            f.write("\n")
+    if not state.reports:
+        return
+    report = build_report(state)
+    if state.json_writer is not None:
+        state.json_writer.finish(report)
+    for fmt, render in (("html", render_html), ("md", render_markdown)):
+        path = state.reports.get(fmt)
+        if path:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "w") as f:
+                f.write(render(report))
 
 
 # ---------------------------------------------------------------------------
 # Terminal summary
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _verbosity(config) -> int:
+    """pytest's verbosity: -v adds one, -q takes one away (so ``-q -v`` is the default)."""
+    get = getattr(config, "get_verbosity", None)
+    return get() if get is not None else config.getoption("verbose")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -526,8 +591,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not (state.dl or state.regressions or any(r.events for r in recs)):
         return
     tr = terminalreporter
-    verbose = config.getoption("verbose") > 0
-    root = str(config.rootpath)
+    verbosity = _verbosity(config)
+    width = max(getattr(tr, "_tw", None) and tr._tw.fullwidth or 80, 40)
     tr.write_sep("=", "dynamo_lite graph breaks")
     t = _totals(state)
     parts = [_plural(t["frames"], "frame"), _plural(t["graphs"], "graph"), _plural(t["graph_breaks"], "graph break"),
@@ -536,32 +601,37 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         parts.append(_plural(t["cache_limits"], "cache limit") + " hit")
     tr.write_line(f"{t['tests_compiling']} of {_plural(t['tests'], 'test')} compiled code: {', '.join(parts)}"
                   + (f" (--dl, backend={state.backend})" if state.dl else ""))
-    groups = _group_breaks(recs, root)
-    if groups:
+    groups = state.groups()
+    if groups and verbosity > -2:
+        tr.write_line(attribution_line(groups))
         tr.write_line("")
-        tr.write_line(f"{'count':>5} {'tests':>5}  {'type':<36} location")
-        shown = groups if verbose else groups[:_MAX_ROWS]
-        for g in shown:
-            kind = "" if g["kind"] == "graph_break" else " (fallback)"
-            title = f"{g['break_id']} {g['title']}{kind}"
-            tr.write_line(f"{g['count']:>5} {len(g['tests']):>5}  {title:<36} {g['location']}")
-            tr.write_line(f"{'':>13}{g['reason']}")
-            if g["hints"]:
-                tr.write_line(f"{'':>13}hint: {g['hints'][0]}")
-        if len(groups) > len(shown):
-            tr.write_line(f"... {len(groups) - len(shown)} more locations (-v shows all; --dl-report=json:PATH "
-                          "writes everything)")
-    if verbose:
+        if "json" in state.reports:
+            more = f"(all in {state.reports['json']})"
+        else:
+            more = "(all: --dl-report=json|html|md:PATH)"
+        for line in table_lines(groups, width=width, max_rows=_MAX_ROWS, max_lines=_MAX_LINES - 5, more=more):
+            tr.write_line(line)
+    if verbosity > 0:
         tr.write_line("")
-        tr.write_line("per test:")
+        tr.write_line("per test:" if verbosity == 1 else "per test, every break:")
         for rec in recs:
             if not rec.events:
                 continue
             c = rec.counts()
-            tr.write_line(f"  {rec.nodeid}: {_plural(c['graphs'], 'graph')}, "
-                          f"{_plural(len(rec), 'graph break')}, {_plural(c['recompiles'], 'recompile')}")
+            head = (f"  {rec.nodeid}: {_plural(c['graphs'], 'graph')}, {_plural(len(rec), 'graph break')}, "
+                    f"{_plural(c['recompiles'], 'recompile')}")
+            if verbosity == 1:
+                seen: dict = {}
+                for ev in rec.breaks:
+                    key = (ev.break_id, state.site(ev).where)
+                    seen[key] = seen.get(key, 0) + 1
+                where = ", ".join(f"{b}{f' x{n}' if n > 1 else ''} {w}" for (b, w), n in seen.items())
+                tr.write_line(head + (f": {where}" if where else ""))
+                continue
+            tr.write_line(head)
             for ev in rec.breaks:
-                tr.write_line(f"      [{ev.break_id}] {ev.reason} ({_location(ev, root)})")
+                site = state.site(ev)
+                tr.write_line(f"      [{ev.break_id}] {site.message} ({site.where})")
             for ev in rec.recompiles:
                 tr.write_line(f"      recompile [{ev.compile_id}] {ev.frame}: "
                               f"{ev.reasons[0] if ev.reasons else '?'}")
@@ -577,5 +647,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line("  (if this is expected, rerun with --dl-update-baseline)")
         else:
             tr.write_line(f"dynamo_lite baseline OK ({state.baseline_path})")
-    if state.report_path:
-        tr.write_line(f"dynamo_lite report written: {state.report_path}")
+    for fmt in ("json", "html", "md"):
+        if fmt in state.reports:
+            tr.write_line(f"dynamo_lite report written: {state.reports[fmt]}")

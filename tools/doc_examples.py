@@ -70,6 +70,7 @@ _NORMALISE = [
     (re.compile(r"0x[0-9a-fA-F]+"), "0x…"),
     (re.compile(r"^[IDWE]\d{4} \d\d:\d\d:\d\d\.\d{3} ", re.M), "L "),  # log line prefix
     (re.compile(r"\[\d+/(\d+)\]"), r"[N/\1]"),  # frame ids depend on what ran before
+    (re.compile(r"\bgraph \d+/(\d+)\b"), r"graph N/\1"),  # (also in messages naming a graph)
     (re.compile(r" in \d+\.\d+s\b"), " in …s"),  # pytest's run time
     (re.compile(r"/tmp/[\w.-]+/"), "/tmp/…/"),  # temporary directories
     (re.compile(r"[ \t]+$", re.M), ""),

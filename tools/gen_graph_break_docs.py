@@ -31,11 +31,24 @@ You see the ids in `print(dynamo_lite.explain(fn)(*args))`, in the
 `graph_breaks` log artifact (`DYNAMO_LITE_LOGS=graph_breaks`), in the pytest
 plugin's summary and JSON report, and in `dynamo_lite.Unsupported` errors
 raised by `fullgraph=True`. Ids never change meaning.
+
+Each id has a **cause**: *your code* when the break is inherent to what the
+code does (a branch on tensor data, `.item()`, a `print`: you can move or
+rewrite it), *dynamo_lite* when dynamo_lite does not trace it yet (nothing in
+your code is wrong; only limitations with a workaround that always applies
+have a hint). Reports show hints only where they apply: not for a break inside
+a library's code, and not outside the functions a hint is about.
 """
 
 
 def _anchor(break_id: str) -> str:
     return break_id.lower()
+
+
+_CAUSES = {"code": "your code", "dynamo_lite": "dynamo_lite"}
+_CAUSE_TEXT = {"code": "your code: the break is inherent to what it does.",
+               "dynamo_lite": "dynamo_lite: a limitation (it does not trace this yet); nothing in your code is "
+                              "wrong."}
 
 
 def render() -> str:
@@ -45,17 +58,22 @@ def render() -> str:
         from dynamo_lite.graph_breaks import REGISTRY
     finally:
         sys.path.pop(0)
-    out = [_INTRO, "| id | title | example |", "| --- | --- | --- |"]
+    out = [_INTRO, "| id | title | cause | example |", "| --- | --- | --- | --- |"]
     for bt in sorted(REGISTRY.values(), key=lambda b: b.id):
-        out.append(f"| [{bt.id}](#{_anchor(bt.id)}) | {bt.title} | {'yes' if bt.example else ''} |")
+        out.append(f"| [{bt.id}](#{_anchor(bt.id)}) | {bt.title} | {_CAUSES[bt.cause]} | "
+                   f"{'yes' if bt.example else ''} |")
     for bt in sorted(REGISTRY.values(), key=lambda b: b.id):
         out.append("")
         out.append(f"## {bt.id}: {bt.title} {{ #{_anchor(bt.id)} }}")
         out.append("")
         out.append(bt.explanation)
+        out.append("")
+        out.append(f"**Cause:** {_CAUSE_TEXT[bt.cause]}")
         if bt.hints:
             out.append("")
             out.append("**How to fix**" if len(bt.hints) == 1 else "**How to fix** (any of):")
+            if bt.hints_only_in:
+                out[-1] += f" (when it happens in {' or '.join(f'`{n}`' for n in bt.hints_only_in)})"
             out.append("")
             out.extend(f"- {hint}" for hint in bt.hints)
         if bt.example:

@@ -12,14 +12,36 @@ Tested by tests/torch/test_backends.py.
 """
 from __future__ import annotations
 
-from typing import Callable, Union
+from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar, Union, overload
 
 import torch
 
-_BACKENDS: dict[str, Callable] = {}
+
+class CompilerFn(Protocol):
+    """The backend protocol (torch.compile's): called once per captured graph with the
+    ``torch.fx.GraphModule`` and its example inputs (tensors, or ints/SymInts for sizes);
+    returns the callable that runs the graph, taking the inputs positionally and returning
+    a tuple or list with one value per graph output."""
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any], /) -> Callable[..., Any]: ...
 
 
-def register_backend(name=None, fn: Callable = None, *, compiler_fn: Callable = None):
+_BACKENDS: dict[str, CompilerFn] = {}
+_B = TypeVar("_B", bound=CompilerFn)
+
+
+@overload
+def register_backend(name: _B, fn: None = None, *, compiler_fn: None = None) -> _B: ...
+@overload
+def register_backend(name: Optional[str], fn: _B, *, compiler_fn: None = None) -> _B: ...
+@overload
+def register_backend(name: Optional[str] = None, fn: None = None, *, compiler_fn: _B) -> _B: ...
+@overload
+def register_backend(name: Optional[str] = None, fn: None = None, *, compiler_fn: None = None) -> Callable[[_B], _B]: ...
+
+
+def register_backend(name: Any = None, fn: Optional[CompilerFn] = None, *,
+                     compiler_fn: Optional[CompilerFn] = None) -> Any:
     """Register a backend by name; every form returns the function (or a decorator):
 
         register_backend("name", fn)        @register_backend("name")
@@ -30,8 +52,8 @@ def register_backend(name=None, fn: Callable = None, *, compiler_fn: Callable = 
         name, fn = None, name
     fn = fn if fn is not None else compiler_fn
 
-    def deco(f):
-        key = name if name is not None else f.__name__
+    def deco(f: CompilerFn) -> CompilerFn:
+        key = name if name is not None else getattr(f, "__name__", type(f).__name__)
         if key in _BACKENDS:
             raise ValueError(f"backend {key!r} is already registered")
         _BACKENDS[key] = f
@@ -55,12 +77,12 @@ def _load_entry_points() -> None:
                 continue
 
 
-def registered_backend_name(fn: Callable):
+def registered_backend_name(fn: object) -> Optional[str]:
     """The name ``fn`` is registered under, or None."""
     return next((name for name, f in _BACKENDS.items() if f is fn), None)
 
 
-def lookup_backend(backend: Union[str, Callable]) -> tuple[Callable, str]:
+def lookup_backend(backend: Union[str, CompilerFn]) -> tuple[CompilerFn, str]:
     """(backend function, display name)."""
     if isinstance(backend, str):
         if backend not in _BACKENDS:
@@ -75,26 +97,27 @@ def lookup_backend(backend: Union[str, Callable]) -> tuple[Callable, str]:
 
 
 @register_backend("eager")
-def eager(gm: torch.fx.GraphModule, example_inputs):
+def eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     """Run the captured graph as it is (no compilation): for testing capture."""
     return gm.forward
 
 
 @register_backend("aot_eager")
-def aot_eager(gm: torch.fx.GraphModule, example_inputs):
+def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     """Trace forward and backward with AOTAutograd, run them without compiling."""
-    from functorch.compile import make_boxed_func
+    from functorch.compile import make_boxed_func  # type: ignore[import-untyped]
     from torch._functorch.aot_autograd import aot_module_simplified
 
-    def run(g, _inputs):
-        return make_boxed_func(g.forward)
+    def run(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:  # (AOTAutograd's names)
+        return make_boxed_func(gm.forward)
 
     return aot_module_simplified(gm, example_inputs, fw_compiler=run, bw_compiler=run)
 
 
 @register_backend("inductor")
-def inductor(gm: torch.fx.GraphModule, example_inputs):
+def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     """torch._inductor's compile_fx: generated C++/OpenMP kernels on CPU."""
     from torch._inductor.compile_fx import compile_fx
 
-    return compile_fx(gm, example_inputs)
+    compiled: Any = compile_fx(gm, example_inputs)  # (its declared result covers AOT modes too)
+    return compiled

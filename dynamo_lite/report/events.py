@@ -12,12 +12,20 @@ Invariants:
 - ``kind`` names the event type in dicts ("graph_break", "fallback", "graph",
   "ddp_split", "recompile", "cache_limit").
 - ``emit`` costs one list check when nobody listens.
+- A break's ``user_stack`` is what the interpreter traced (the compiled frame and
+  the calls it inlined); ``caller_stack`` is the Python stack that called the
+  compiled frame (``caller_frames()``: outermost first, dynamo_lite's own frames
+  left out), so reports can name the user's code that led to a break inside a
+  library (report/summary.py).
 Tested by tests/api/test_explain.py.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import linecache
+import os
+import sys
 from typing import Any, Callable, Optional
 
 from ..exc import UserFrame
@@ -89,6 +97,8 @@ class GraphBreakEvent(_BreakLike):
     compile_id: str  # "frame_id/n": n-th compile of that frame
     instruction: str = ""  # opname of the instruction Python runs
     kind: str = "graph_break"
+    caller_stack: list = dataclasses.field(default_factory=list)  # list[UserFrame] that called the frame,
+    #                                                                outermost first (caller_frames())
 
 
 @dataclasses.dataclass
@@ -101,6 +111,7 @@ class FallbackEvent(_BreakLike):
     frame: str
     compile_id: str
     kind: str = "fallback"
+    caller_stack: list = dataclasses.field(default_factory=list)  # as GraphBreakEvent.caller_stack
 
 
 @dataclasses.dataclass
@@ -162,6 +173,39 @@ class CacheLimitEvent(_Event):
     kind: str = "cache_limit"
 
 
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_DEMO_FILE = _OWN_DIR + "demo.py"  # the README's demo model is user code
+MAX_CALLER_FRAMES = 24  # innermost caller frames kept per break
+
+
+def caller_frames(code: Optional[Any] = None, generated: Optional[Callable[[Any], bool]] = None,
+                  limit: int = MAX_CALLER_FRAMES) -> list:
+    """The Python frames running now, outside dynamo_lite, as UserFrames (outermost first; the
+    ``limit`` innermost).  Called while the frame of ``code`` is converted: these are its callers.
+
+    A frame running generated code (``generated(f_code)``) that called a frame of the same
+    function (same file and name: a resume function or loop body it tail-called, or ``code``
+    itself) is the same call of the user's function, shown once: the inner one is kept."""
+    raw = []  # (code, lineno), innermost first
+    f = sys._getframe(1)
+    while f is not None and len(raw) < limit:
+        filename = f.f_code.co_filename
+        if not filename.startswith(_OWN_DIR) or filename == _DEMO_FILE:
+            raw.append((f.f_code, f.f_lineno))
+        f = f.f_back
+    out = []
+    inner = code
+    for c, lineno in raw:
+        same_call = (generated is not None and inner is not None and generated(c)
+                     and c.co_filename == inner.co_filename and c.co_name == inner.co_name)
+        if not same_call:
+            out.append(UserFrame(c.co_filename, lineno, c.co_name,
+                                 linecache.getline(c.co_filename, lineno).strip() if lineno else ""))
+        inner = c
+    out.reverse()
+    return out
+
+
 _SINKS: list[Callable[[Any], None]] = []
 
 
@@ -170,6 +214,11 @@ def emit(event) -> None:
     if _SINKS:
         for sink in list(_SINKS):
             sink(event)
+
+
+def listening() -> bool:
+    """Is any sink active (worth building an event)?"""
+    return bool(_SINKS)
 
 
 @contextlib.contextmanager
@@ -194,4 +243,5 @@ def remove_sink(sink) -> None:
 EVENT_TYPES = (GraphBreakEvent, FallbackEvent, GraphEvent, DDPSplitEvent, RecompileEvent, CacheLimitEvent)
 
 __all__ = ["GraphBreakEvent", "FallbackEvent", "GraphEvent", "DDPSplitEvent", "RecompileEvent", "CacheLimitEvent",
-           "EVENT_TYPES", "emit", "collecting", "add_sink", "remove_sink", "jsonable", "UserFrame"]
+           "EVENT_TYPES", "emit", "collecting", "add_sink", "remove_sink", "jsonable", "UserFrame", "caller_frames",
+           "listening"]

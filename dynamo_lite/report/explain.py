@@ -9,21 +9,27 @@ an ``ExplainOutput`` built from the structured events of that run
                      excerpt, explanation and hint; each graph with its ops and
                      guards; recompiles with the guard that failed
     out.to_dict()    the same, JSON-ready (json.dumps works)
-    out.draw(dir)    each graph as graph_<i>.dot, and graph_<i>.svg when
-                     graphviz's ``dot`` is on PATH (no Python dependency)
+    out.draw(dir)    each graph as graph_<i>.dot, and graph_<i>.svg when graphviz's
+                     ``dot`` is on PATH; drawn by torch's FxGraphDrawer when pydot is
+                     installed (the ``viz`` extra), else by ``graph_to_dot``
 Tested by tests/api/test_explain.py.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import linecache
 import os
 import shutil
 import subprocess
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .. import graph_breaks
-from . import events
+from ..exc import UserFrame
+from . import events, summary
+
+if TYPE_CHECKING:  # this module imports no torch at run time (the pytest plugin imports report/)
+    import torch.fx
 
 
 @dataclasses.dataclass
@@ -34,7 +40,7 @@ class BreakReason:
     break_id: str  # registry id (graph_breaks.REGISTRY)
     filename: str  # innermost user file ("" when unknown)
     lineno: Optional[int]
-    user_stack: list  # list[UserFrame], innermost last
+    user_stack: list[UserFrame]  # innermost last
     kind: str  # "graph_break" (the rest resumed) or "fallback" (the frame ran eagerly)
     frame: str  # code name of the frame that was being compiled
     compile_id: str = ""  # "frame_id/n", as in the logs
@@ -48,7 +54,7 @@ class BreakReason:
         return graph_breaks.lookup(self.break_id).explanation
 
     @property
-    def hints(self) -> tuple:
+    def hints(self) -> tuple[str, ...]:
         return graph_breaks.lookup(self.break_id).hints
 
     def to_dict(self) -> dict:
@@ -75,7 +81,7 @@ def source_excerpt(filename: str, lineno: Optional[int], context: int = 2) -> li
     return out
 
 
-def op_names(gm) -> list[str]:
+def op_names(gm: "torch.fx.GraphModule") -> list[str]:
     """The operations of a graph, in order (``add``, ``relu``, ``linear`` ...)."""
     names = []
     for node in gm.graph.nodes:
@@ -99,20 +105,24 @@ class GraphInfo:
 
 @dataclasses.dataclass
 class ExplainOutput:
-    graphs: list  # torch.fx.GraphModule per captured graph, in capture order
+    """What ``explain(fn)(*args)`` saw: the graphs, the breaks with their user stacks, the guards.
+
+    ``print()`` it for a readable report, ``to_dict()`` for JSON, ``draw(dir)`` for pictures."""
+
+    graphs: list[torch.fx.GraphModule]  # per captured graph, in capture order
     graph_count: int
     graph_break_count: int  # graph breaks (each resumes) + whole-frame fallbacks
-    break_reasons: list  # BreakReason, in order
-    ops_per_graph: list  # number of ops in each graph
-    guards: list  # list of readable guard lines per graph
-    compile_times: list  # backend seconds per graph
-    recompiles: list = dataclasses.field(default_factory=list)  # RecompileEvent.to_dict() per recompile
+    break_reasons: list[BreakReason]  # in order
+    ops_per_graph: list[int]  # number of ops in each graph
+    guards: list[list[str]]  # readable guard lines per graph
+    compile_times: list[float]  # backend seconds per graph
+    recompiles: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # RecompileEvent.to_dict() each
     out: Any = None  # what the call returned
-    graph_infos: list = dataclasses.field(default_factory=list)  # GraphInfo per graph
+    graph_infos: list[GraphInfo] = dataclasses.field(default_factory=list)  # per graph
     # per graph: the DDPSplitEvent of its latest split at DDP's buckets (backends/ddp.py), or None
     ddp_splits: list = dataclasses.field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (graphs as their Python code)."""
         return {
             "graph_count": self.graph_count,
@@ -136,7 +146,7 @@ class ExplainOutput:
             lines.append("Break reasons:")
             for i, b in enumerate(self.break_reasons, 1):
                 what = "graph break" if b.kind == "graph_break" else "frame ran eagerly"
-                lines.append(f"  {i}. [{b.break_id}] {b.title} ({what}): {b.reason}")
+                lines.append(f"  {i}. [{b.break_id}] {b.title} ({what}): {summary.message(b.break_id, b.reason)}")
                 for frame in b.user_stack[:-1]:
                     lines.append(f"     called from {frame.filename}:{frame.lineno} in {frame.name}")
                 if b.filename:
@@ -148,7 +158,8 @@ class ExplainOutput:
                         lines.append(f"       > {b.lineno} | {b.user_stack[-1].line}")
                 if b.explanation:
                     lines.append(f"     why: {b.explanation}")
-                for hint in b.hints[:1]:
+                innermost = b.user_stack[-1] if b.user_stack else None
+                for hint in summary.applicable_hints(b.break_id, innermost)[:1]:
                     lines.append(f"     hint: {hint}")
         for i, (gm, ops, guards) in enumerate(zip(self.graphs, self.ops_per_graph, self.guards)):
             lines.append("")
@@ -177,29 +188,46 @@ class ExplainOutput:
                              f"{r['reasons'][0] if r['reasons'] else '?'}")
         return "\n".join(lines)
 
-    def draw(self, directory: str) -> list[str]:
-        """Write each graph as graph_<i>.dot (and .svg when `dot` is on PATH); returns the paths written."""
+    def draw(self, directory: str, *, fmt: str = "svg", drawer: str = "auto") -> list[str]:
+        """Write each graph as ``graph_<i>.dot``, and as ``graph_<i>.<fmt>`` (svg, png, pdf) when
+        graphviz's ``dot`` is on PATH; returns the paths written.
+
+        ``drawer``: ``"torch"`` draws with torch's ``torch.fx.passes.graph_drawer.FxGraphDrawer``
+        (needs pydot: ``pip install 'dynamo-lite[viz]'``), ``"dynamo_lite"`` with ``graph_to_dot``
+        (no Python dependency; each box shows the value's dtype and shape), ``"auto"`` the first
+        when pydot is installed."""
+        if drawer not in ("auto", "torch", "dynamo_lite"):
+            raise ValueError(f"drawer must be 'auto', 'torch' or 'dynamo_lite', got {drawer!r}")
+        if drawer == "auto":
+            drawer = "torch" if importlib.util.find_spec("pydot") is not None else "dynamo_lite"
         os.makedirs(directory, exist_ok=True)
         dot_exe = shutil.which("dot")
         paths = []
         for i, gm in enumerate(self.graphs):
             path = os.path.join(directory, f"graph_{i}.dot")
             with open(path, "w") as f:
-                f.write(graph_to_dot(gm, f"graph_{i}"))
+                f.write(torch_dot_source(gm, f"graph_{i}") if drawer == "torch" else graph_to_dot(gm, f"graph_{i}"))
             paths.append(path)
             if dot_exe:
-                svg = path[:-4] + ".svg"
-                subprocess.run([dot_exe, "-Tsvg", path, "-o", svg], check=False, capture_output=True)
-                if os.path.exists(svg):
-                    paths.append(svg)
+                picture = f"{path[:-4]}.{fmt}"
+                subprocess.run([dot_exe, f"-T{fmt}", path, "-o", picture], check=False, capture_output=True)
+                if os.path.exists(picture):
+                    paths.append(picture)
         return paths
+
+
+def torch_dot_source(gm: "torch.fx.GraphModule", name: str) -> str:
+    """The DOT source torch's FX graph drawer makes for ``gm`` (needs pydot)."""
+    from torch.fx.passes.graph_drawer import FxGraphDrawer
+
+    return FxGraphDrawer(gm, name).get_dot_graph().to_string()
 
 
 def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
-def _describe_value(node) -> str:
+def _describe_value(node: "torch.fx.Node") -> str:
     val = node.meta.get("example_value", node.meta.get("val"))
     shape = getattr(val, "shape", None)
     dtype = getattr(val, "dtype", None)
@@ -208,7 +236,7 @@ def _describe_value(node) -> str:
     return ""
 
 
-def graph_to_dot(gm, name: str = "graph") -> str:
+def graph_to_dot(gm: "torch.fx.GraphModule", name: str = "graph") -> str:
     """A graphviz DOT rendering of an FX graph: one box per node (op, target, dtype/shape), edges = uses."""
     colors = {"placeholder": "lightblue", "output": "lightgrey", "get_attr": "khaki",
               "call_module": "palegreen", "call_method": "lightsalmon", "call_function": "white"}
@@ -231,9 +259,11 @@ def graph_to_dot(gm, name: str = "graph") -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_explain_output(recorded: list, out=None) -> ExplainOutput:
+def build_explain_output(recorded: list, out: Any = None) -> ExplainOutput:
     """An ExplainOutput from events recorded with ``events.collecting``."""
-    graphs, ops, guards, times, reasons, recompiles, infos, splits = [], [], [], [], [], [], [], []
+    graphs, ops, guards, times, reasons, recompiles = [], [], [], [], [], []
+    infos: list[GraphInfo] = []
+    splits: list[Any] = []  # per graph: its DDPSplitEvent or None
     pending_split = None  # a DDPSplitEvent comes just before the GraphEvent of its graph
     for ev in recorded:
         if isinstance(ev, events.DDPSplitEvent):

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import dynamo_lite
+from dynamo_lite import graph_breaks
 from dynamo_lite.graph_breaks import REGISTRY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,7 +52,10 @@ def test_registry_entries_are_complete():
     for break_id, bt in REGISTRY.items():
         assert re.fullmatch(r"DL\d{4}", break_id) and bt.id == break_id
         assert bt.title and bt.explanation.endswith((".", ")")), break_id
-        assert bt.hints, f"{break_id} has no hint"
+        assert bt.cause in (graph_breaks.CODE, graph_breaks.DYNAMO_LITE), break_id
+        # a break inherent to the user's code says what to change; a limitation of ours needs none
+        assert bt.hints or bt.cause == graph_breaks.DYNAMO_LITE, f"{break_id} has no hint"
+        assert not bt.hints_only_in or bt.hints, break_id
 
 
 def test_every_id_raised_in_the_code_is_registered():
@@ -117,3 +121,15 @@ def test_mkdocs_build_strict(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "site" / "graph-breaks" / "index.html").exists()
+
+
+def test_doc_picture_is_the_graph_of_its_example():
+    """docs/img/explain-graph.svg (tools/doc_pictures.py) draws every node of the example's graph."""
+    pictures = _load_tool("doc_pictures")
+    svg = open(pictures.PICTURE).read()
+    [gm] = pictures.example_report().graphs
+    names = [n.name for n in gm.graph.nodes]
+    assert sorted(names) == sorted(["x", "w1", "w2", "matmul", "relu", "matmul_1", "softmax", "output"])
+    for name in names:
+        assert f"name=%{name}" in svg, name
+    assert "img/explain-graph.svg" in open(os.path.join(ROOT, "docs", "debugging.md")).read()

@@ -98,13 +98,15 @@ def test_no_compile():
     result.stdout.fnmatch_lines([
         "*= dynamo_lite graph breaks =*",
         "2 of 3 tests compiled code: 4 frames, 4 graphs, 2 graph breaks, 0 recompiles, 0 fallbacks",
-        "count tests  type*location",
-        f"    2     2  DL0030 graph_break() called * test_inner.py:{PRINT_LINE}",
-        "*print_with_graph_break() called",
-        "*hint: Remove the call when one graph is wanted.*",
+        "2 breaks at 1 place: 2 inherent to your code (1 place), 0 dynamo_lite limitations (0 places)",
+        "",
+        "count tests  cause*location*break",
+        f"    2     2  your code   test_inner.py:{PRINT_LINE}  DL0030 print_with_graph_break*",
+        "hints:",
+        "  DL0030  Remove the call when one graph is wanted*",
     ])
     # no per-test listing without -v
-    assert "per test:" not in result.stdout.str()
+    assert "per test" not in result.stdout.str()
 
 
 def test_verbose_adds_per_test_listing(pytester):
@@ -112,12 +114,22 @@ def test_verbose_adds_per_test_listing(pytester):
 def test_a():
     dynamo_lite.compile(with_print, backend="eager")(torch.randn(3))
 ''')
-    result = run(pytester, "-v")
+    result = run(pytester, "-v")  # one line per test
     result.stdout.fnmatch_lines([
         "per test:",
+        f"  test_inner.py::test_a: 2 graphs, 1 graph break, 0 recompiles: DL0030 test_inner.py:{PRINT_LINE}",
+    ])
+    result = run(pytester, "-vv")  # every break
+    result.stdout.fnmatch_lines([
+        "per test, every break:",
         "  test_inner.py::test_a: 2 graphs, 1 graph break, 0 recompiles",
         f"      [[]DL0030[]] print_with_graph_break() called (test_inner.py:{PRINT_LINE})",
     ])
+    for args in (["-q", "-v"], ["-q"]):  # pytest's arithmetic: -q -v is the default verbosity
+        assert "per test" not in run(pytester, *args).stdout.str()
+    result = run(pytester, "-qq")  # only the totals
+    out = result.stdout.str()
+    assert "1 of 1 test compiled code" in out and "DL0030" not in out
 
 
 def test_no_section_when_nothing_compiled(pytester):
@@ -156,7 +168,7 @@ def test_dl_runs_test_bodies_under_capture(pytester):
         "*= dynamo_lite graph breaks =*",
         "* (--dl, backend=eager)",
     ])
-    result.stdout.fnmatch_lines([f"*DL0025 Branch on a tensor * test_inner.py:{branch_line}"])
+    result.stdout.fnmatch_lines([f"*your code * test_inner.py:{branch_line}  DL0025 branch on a tensor value*"])
 
 
 def test_dl_backend_is_validated(pytester):
@@ -207,7 +219,7 @@ def test_recompiles():
     result.stdout.fnmatch_lines([f"dynamo_lite report written: {path}"])
     report = json.loads(path.read_text())
     assert report["schema"] == "dynamo_lite.pytest_report"
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == 2 and report["complete"] is True
     assert set(report["versions"]) >= {"dynamo_lite", "torch", "python", "pytest"}
     assert report["totals"]["graph_breaks"] == 1
     assert report["totals"]["recompiles"] == 1
@@ -217,9 +229,13 @@ def test_recompiles():
     assert brk["counts"]["graphs"] == 2
     [event] = brk["graph_breaks"]
     assert event["break_id"] == "DL0030"
-    assert event["hints"] and event["explanation"]
-    assert event["user_stack"][-1] == {"filename": str(pytester.path / "test_inner.py"), "lineno": PRINT_LINE,
-                                       "name": "with_print", "line": 'print("y is", y.shape)'}
+    assert event["hints"] and event["explanation"] and event["cause"] == "code"
+    here = {"filename": str(pytester.path / "test_inner.py"), "lineno": PRINT_LINE,
+            "name": "with_print", "line": 'print("y is", y.shape)'}
+    assert event["user_stack"][-1] == event["location"] == event["innermost"] == here
+    assert event["where"] == f"test_inner.py:{PRINT_LINE}" and event["in_library"] is None
+    # the user's stack of the whole run: the test calls the compiled function, which breaks
+    assert [f["name"] for f in event["user_code_stack"]] == ["test_breaks", "with_print"]
     rec = tests["test_inner.py::test_recompiles"]
     [recompile] = rec["recompiles"]
     assert recompile["reasons"] == ["x.dtype changed from float32 to float64"]
@@ -309,7 +325,7 @@ def test_whole():
         "[[]DL0030[]] graph_break() called (graph break): print_with_graph_break() called",
         f'  File "*test_inner.py", line {PRINT_LINE}, in with_print',
         '    print("y is", y.shape)',
-        "  hint: Remove the call when one graph is wanted.*",
+        "  hint: Remove the call when one graph is wanted*",
     ])
 
 
@@ -419,7 +435,7 @@ def test_x():
     pass
 ''')
     result = run(pytester, "-v", "-s")
-    result.stdout.fnmatch_lines(["*DL0030 graph_break() called*", "  <outside tests>: 2 graphs, 1 graph break, 0 recompiles"])
+    result.stdout.fnmatch_lines(["*DL0030 print_with_graph_break*", "  <outside tests>: 2 graphs, 1 graph break, 0 recompiles: DL0030*"])
 
 
 def test_plugin_can_be_disabled(pytester, monkeypatch):

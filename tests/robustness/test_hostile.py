@@ -306,6 +306,32 @@ def test_bad_backend_raises_naming_it(backend, message):
     assert _C.get_callback() is None
 
 
+def test_failing_backend_raises_by_default_chaining_its_error():
+    """torch.compile's convention: a backend error is the user's to see, not a silent fallback."""
+    assert config.suppress_errors is False
+    cf = dynamo_lite.compile(_fn, backend=_raising_backend)
+    with pytest.raises(BackendCompilerFailed, match="backend '_raising_backend' raised ValueError") as info:
+        cf(torch.randn(3))
+    assert isinstance(info.value.__cause__, ValueError) and str(info.value.__cause__) == "backend exploded"
+    assert isinstance(dynamo_lite.BackendCompilerFailed, type) and info.type is dynamo_lite.BackendCompilerFailed
+
+
+def test_suppressed_backend_failure_warns_once_per_frame(caplog):
+    def other(x):
+        return x.cos() * 2
+
+    with config.patch(suppress_errors=True), caplog.at_level(logging.WARNING, logger="dynamo_lite"):
+        for fn in (_fn, other):
+            cf = dynamo_lite.compile(fn, backend=_raising_backend)
+            for shape in ((3,), (4,), (5, 2)):  # new guards each time: the backend is tried again
+                x = torch.randn(shape)
+                assert torch.equal(cf(x), fn(x))
+    warned = [r.getMessage() for r in caplog.records if "_raising_backend" in r.getMessage()]
+    assert len(warned) == 2, warned  # one per frame, not one per failure
+    assert all("suppress_errors" in m for m in warned)
+    assert "_fn" in warned[0] and "other" in warned[1]
+
+
 @pytest.mark.parametrize("backend, message", _BAD_BACKENDS, ids=lambda v: getattr(v, "__name__", "msg"))
 def test_bad_backend_falls_back_to_eager_with_suppress_errors(backend, message, caplog):
     counter = CompileCounter()
