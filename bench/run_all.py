@@ -20,6 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _timing  # noqa: E402
+import dynamic  # noqa: E402
 import inductor  # noqa: E402
 import models  # noqa: E402
 import overhead  # noqa: E402
@@ -154,7 +155,10 @@ def _doc_from_results() -> int:
     env = None
     for name, module, title in (("overhead", overhead, "Cache-hit overhead and skipped frames (bench/overhead.py)"),
                                 ("models", models, "Whole models (bench/models.py)"),
-                                ("inductor", inductor, "Backend inductor (bench/inductor.py)")):
+                                ("inductor", inductor, "Backend inductor (bench/inductor.py)"),
+                                ("dynamic", dynamic, "Dynamic shapes, backend eager (bench/dynamic.py)"),
+                                ("dynamic_inductor", dynamic,
+                                 "Dynamic shapes, backend inductor (bench/dynamic.py --inductor)")):
         path = os.path.join(_timing.RESULTS_DIR, f"{name}.json")
         if not os.path.exists(path):
             continue
