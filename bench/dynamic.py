@@ -211,7 +211,10 @@ def render(data: dict) -> str:
     table = _timing.table(["sweep", "calls", "graphs (dl / tc)", "recompiles", "first call ms", "sweep s",
                            "equal to eager"], rows)
     hit = data["hit_overhead"]
-    return (f"Backend `{data['backend']}` for both systems (dl: dynamo_lite, tc: torch.compile); sweep time "
+    note = ("" if data["backend"] != "inductor" else
+            "dynamo_lite runs each sweep first: inductor's caches may then serve torch.compile graphs it already "
+            "compiled, so first-call and sweep times of this table are not a fair comparison (graph counts are).\n\n")
+    return (note +f"Backend `{data['backend']}` for both systems (dl: dynamo_lite, tc: torch.compile); sweep time "
             f"includes every compile.\n\n{table}\n\nCache-hit overhead of `x + y` with symbolic shape guards "
             f"({hit['symbolic_guard_ops']} guard ops): {hit['symbolic_us']} us, static entry {hit['static_us']} us "
             f"(difference {hit['difference_us']} us).\n\n"
