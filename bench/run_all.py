@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _timing  # noqa: E402
 import distributed  # noqa: E402
+import dynamic  # noqa: E402
 import inductor  # noqa: E402
 import models  # noqa: E402
 import overhead  # noqa: E402
@@ -158,7 +159,10 @@ def _doc_from_results() -> int:
     for name, module, title in (("overhead", overhead, "Cache-hit overhead and skipped frames (bench/overhead.py)"),
                                 ("models", models, "Whole models (bench/models.py)"),
                                 ("inductor", inductor, "Backend inductor (bench/inductor.py)"),
-                                ("distributed", distributed, "DDP training on 2 ranks (bench/distributed.py)")):
+                                ("distributed", distributed, "DDP training on 2 ranks (bench/distributed.py)"),
+                                ("dynamic", dynamic, "Dynamic shapes, backend eager (bench/dynamic.py)"),
+                                ("dynamic_inductor", dynamic,
+                                 "Dynamic shapes, backend inductor (bench/dynamic.py --inductor)")):
         path = os.path.join(_timing.RESULTS_DIR, f"{name}.json")
         if not os.path.exists(path):
             continue

@@ -83,6 +83,15 @@ run_entry(PyThreadState *tstate, DLFrame *frame, int throwflag,
           DLCacheEntry *entry, PyObject **args, Py_ssize_t nargs)
 {
     if (entry->code == Py_None) {
+        if (entry->check == dl_always_check && entry->owner != Py_None) {
+            /* A frame past its cache limit (convert_frame's fallback entry):
+             * it and everything it calls run eagerly, so its callees are
+             * not compiled one by one in its place. */
+            PyObject *cb = dl_callback_suspend();
+            PyObject *result = delegate(tstate, frame, throwflag);
+            dl_callback_resume(cb);
+            return result;
+        }
         return delegate(tstate, frame, throwflag);
     }
     return dl_cache_entry_run(entry, frame, args, nargs);

@@ -24,6 +24,8 @@
  *   LOAD_CLOSURE a = reg[b].__closure__[n].cell_contents   (reg[b] a function)
  *   LOAD_TYPE    a = type(reg[b])
  *   LOAD_CALL0   a = reg[b]()
+ *   LOAD_SIZE    a = reg[b].size(n)   (int; the C++ reader when reg[b]'s type
+ *   LOAD_STRIDE  a = reg[b].stride(n)  is obj, else attribute reads)
  *   CHECK_TYPE   type(reg[a]) is obj
  *   CHECK_ID     reg[a] is obj
  *   CHECK_NOT_ID reg[a] is not obj
@@ -38,7 +40,17 @@
  *   CHECK_FALSY  not reg[a]
  *   CHECK_TENSOR reg[a] is a tensor of exactly the type, dtype, device,
  *                sizes, strides and requires_grad in obj = (type, dtype,
- *                device, sizes, strides, requires_grad, codes or None)
+ *                device, sizes, strides, requires_grad, codes or None);
+ *                an expected size or stride of -1 (symbolic in the graph)
+ *                matches any value (the shape guards check it)
+ *   CHECK_INT_RANGE  n <= reg[a] <= obj     (reg[a] an int; obj an int)
+ *   CHECK_INT_EQ     reg[a] == reg[b]       (both ints)
+ *   CHECK_INT_EXPR   obj, a postfix program of (code, arg) pairs over ints,
+ *                leaves a true value: code 0 pushes int(reg[arg]), 1 pushes
+ *                arg, 2.. apply + * // % ** max min == != < <= > >= and or
+ *                (arg operands) and not (codes: guards/kinds.py EXPR_CODES);
+ *                Python's int semantics (floor division and modulo), an
+ *                overflow of int64 fails the check (the entry recompiles)
  *
  * Semantics equal the Python expressions evaluated left to right with
  * `and`: ops run in order, the first failing check ends the run (so later
@@ -71,6 +83,8 @@ enum {
     OP_LOAD_CLOSURE,
     OP_LOAD_TYPE,
     OP_LOAD_CALL0,
+    OP_LOAD_SIZE,
+    OP_LOAD_STRIDE,
     OP_FIRST_CHECK, /* ops from here on are checks */
     OP_CHECK_TYPE = OP_FIRST_CHECK,
     OP_CHECK_ID,
@@ -85,6 +99,9 @@ enum {
     OP_CHECK_TRUTHY,
     OP_CHECK_FALSY,
     OP_CHECK_TENSOR,
+    OP_CHECK_INT_RANGE,
+    OP_CHECK_INT_EQ,
+    OP_CHECK_INT_EXPR,
     OP_COUNT
 };
 
@@ -95,6 +112,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_LOAD_CLOSURE] = "LOAD_CLOSURE",
     [OP_LOAD_TYPE] = "LOAD_TYPE",
     [OP_LOAD_CALL0] = "LOAD_CALL0",
+    [OP_LOAD_SIZE] = "LOAD_SIZE",
+    [OP_LOAD_STRIDE] = "LOAD_STRIDE",
     [OP_CHECK_TYPE] = "CHECK_TYPE",
     [OP_CHECK_ID] = "CHECK_ID",
     [OP_CHECK_NOT_ID] = "CHECK_NOT_ID",
@@ -108,6 +127,9 @@ static const char *const op_names[OP_COUNT] = {
     [OP_CHECK_TRUTHY] = "CHECK_TRUTHY",
     [OP_CHECK_FALSY] = "CHECK_FALSY",
     [OP_CHECK_TENSOR] = "CHECK_TENSOR",
+    [OP_CHECK_INT_RANGE] = "CHECK_INT_RANGE",
+    [OP_CHECK_INT_EQ] = "CHECK_INT_EQ",
+    [OP_CHECK_INT_EXPR] = "CHECK_INT_EXPR",
 };
 
 /* What CHECK_TENSOR expects (owned by its op). */
@@ -128,6 +150,9 @@ typedef struct {
     Py_ssize_t n;
     PyObject *obj;          /* strong or NULL */
     TensorSpec *spec;       /* CHECK_TENSOR only (PyMem) */
+    int64_t *expr;          /* CHECK_INT_EXPR only (PyMem): code, arg pairs */
+    Py_ssize_t expr_len;    /* number of pairs */
+    int64_t hi;             /* CHECK_INT_RANGE: the upper bound */
     /* LOAD_ATTR only: instances of cache_type (strong or NULL) whose type
      * version is cache_version look the attribute up in their __dict__
      * first (no data descriptor, default __getattribute__). */
@@ -169,12 +194,18 @@ static PyObject *object_getattribute = NULL;
 /* Tensor checks                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* 1 if `seq` (a tuple of exact ints, the usual case) equals dims[0..n);
- * otherwise falls back to seq == expected. */
+/* 1 if `seq` (a tuple of exact ints, the usual case) equals dims[0..n),
+ * where an expected -1 (a symbolic size or stride) matches any value;
+ * otherwise falls back to seq == expected (item by item when there is a
+ * -1: each item is read with operator.index). */
 static int
 int_tuple_equals(PyObject *seq, const int64_t *dims, Py_ssize_t n,
                  PyObject *expected)
 {
+    int wild = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        wild |= dims[i] == -1;
+    }
     if (PyTuple_Check(seq)) {
         if (PyTuple_GET_SIZE(seq) != n) {
             return 0;
@@ -185,6 +216,9 @@ int_tuple_equals(PyObject *seq, const int64_t *dims, Py_ssize_t n,
             if (!PyLong_CheckExact(item)) {
                 break;
             }
+            if (dims[i] == -1) {
+                continue;
+            }
             int overflow = 0;
             long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
             if (overflow || v != dims[i]) {
@@ -194,6 +228,33 @@ int_tuple_equals(PyObject *seq, const int64_t *dims, Py_ssize_t n,
         if (i == n) {
             return 1;
         }
+    }
+    if (wild) {
+        Py_ssize_t len = PySequence_Size(seq);
+        if (len < 0) {
+            return -1;
+        }
+        if (len != n) {
+            return 0;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *item = PySequence_GetItem(seq, i);
+            if (item == NULL) {
+                return -1;
+            }
+            PyObject *index = PyNumber_Index(item);
+            Py_DECREF(item);
+            if (index == NULL) {
+                return -1;
+            }
+            int overflow = 0;
+            long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
+            Py_DECREF(index);
+            if (dims[i] != -1 && (overflow || v != dims[i])) {
+                return 0;
+            }
+        }
+        return 1;
     }
     PyObject *res = PyObject_RichCompare(seq, expected, Py_EQ);
     if (res == NULL) {
@@ -525,6 +586,193 @@ check_keys(PyObject *mapping, PyObject *expected)
     return ok;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Integer checks (dynamic shapes)                                          */
+/* ------------------------------------------------------------------------ */
+
+/* reg[b].size(n) or .stride(n) as a new int; NULL with an error. */
+static PyObject *
+load_dim(PyObject *t, Py_ssize_t n, int stride, PyObject *fast_type)
+{
+    if (tensor_api != NULL && fast_type != Py_None &&
+        (PyObject *)Py_TYPE(t) == fast_type) {
+        int64_t v;
+        if (tensor_api->dim(t, (int)n, stride, &v) == 1) {
+            return PyLong_FromLongLong(v);
+        }
+    }
+    PyObject *seq = stride ? PyObject_CallMethodNoArgs(t, str_stride)
+                           : PyObject_GetAttr(t, str_shape);
+    if (seq == NULL) {
+        return NULL;
+    }
+    PyObject *item = PySequence_GetItem(seq, n);
+    Py_DECREF(seq);
+    if (item == NULL) {
+        return NULL;
+    }
+    PyObject *index = PyNumber_Index(item);
+    Py_DECREF(item);
+    return index;
+}
+
+/* An exact int (not bool) as int64: 1 ok, 0 not an int or too large. */
+static int
+int_value(PyObject *v, int64_t *out)
+{
+    if (!PyLong_Check(v) || PyBool_Check(v)) {
+        return 0;
+    }
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (int64_t)x;
+    return 1;
+}
+
+static int
+check_int_range(PyObject *v, int64_t lo, int64_t hi)
+{
+    int64_t x;
+    return int_value(v, &x) && lo <= x && x <= hi;
+}
+
+enum { EX_REG, EX_INT, EX_ADD, EX_MUL, EX_FLOORDIV, EX_MOD, EX_POW, EX_MAX,
+       EX_MIN, EX_EQ, EX_NE, EX_LT, EX_LE, EX_GT, EX_GE, EX_AND, EX_OR,
+       EX_NOT, EX_COUNT };
+
+/* Python's a // b and a % b for int64 (b != 0); 0 on overflow. */
+static int
+py_divmod(int64_t a, int64_t b, int64_t *q, int64_t *r)
+{
+    if (b == 0 || (a == INT64_MIN && b == -1)) {
+        return 0;
+    }
+    int64_t qq = a / b, rr = a % b;
+    if (rr != 0 && ((rr < 0) != (b < 0))) {
+        qq -= 1;
+        rr += b;
+    }
+    *q = qq;
+    *r = rr;
+    return 1;
+}
+
+/* 1: the expression is true, 0: false or not computable in int64. */
+static int
+check_int_expr(const GuardOp *op, PyObject **regs)
+{
+    int64_t small[16];
+    int64_t *st = small;
+    Py_ssize_t n = op->expr_len;
+    if (n > 16) {
+        st = PyMem_Malloc((size_t)n * sizeof(int64_t));
+        if (st == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    Py_ssize_t sp = 0;
+    int ok = 1;
+    for (Py_ssize_t i = 0; i < n && ok; i++) {
+        int64_t code = op->expr[2 * i], arg = op->expr[2 * i + 1];
+        if (code == EX_REG) {
+            ok = int_value(regs[arg], &st[sp++]);
+            continue;
+        }
+        if (code == EX_INT) {
+            st[sp++] = arg;
+            continue;
+        }
+        if (code == EX_NOT) {
+            st[sp - 1] = !st[sp - 1];
+            continue;
+        }
+        /* an n-ary operator over the top `arg` values, folded left to right */
+        int64_t acc = st[sp - arg];
+        for (int64_t k = 1; k < arg && ok; k++) {
+            int64_t b = st[sp - arg + k], q = 0, r = 0;
+            switch (code) {
+            case EX_ADD: ok = !__builtin_add_overflow(acc, b, &acc); break;
+            case EX_MUL: ok = !__builtin_mul_overflow(acc, b, &acc); break;
+            case EX_FLOORDIV: ok = py_divmod(acc, b, &q, &r); acc = q; break;
+            case EX_MOD: ok = py_divmod(acc, b, &q, &r); acc = r; break;
+            case EX_POW: {
+                int64_t result = 1;
+                if (b < 0) { ok = 0; break; }
+                for (int64_t e = 0; e < b && ok; e++) {
+                    ok = !__builtin_mul_overflow(result, acc, &result);
+                }
+                acc = result;
+                break;
+            }
+            case EX_MAX: acc = acc > b ? acc : b; break;
+            case EX_MIN: acc = acc < b ? acc : b; break;
+            case EX_EQ: acc = acc == b; break;
+            case EX_NE: acc = acc != b; break;
+            case EX_LT: acc = acc < b; break;
+            case EX_LE: acc = acc <= b; break;
+            case EX_GT: acc = acc > b; break;
+            case EX_GE: acc = acc >= b; break;
+            case EX_AND: acc = acc && b; break;
+            case EX_OR: acc = acc || b; break;
+            default: ok = 0;
+            }
+        }
+        sp -= arg;
+        st[sp++] = acc;
+    }
+    ok = ok && sp == 1 && st[0] != 0;
+    if (st != small) {
+        PyMem_Free(st);
+    }
+    return ok;
+}
+
+/* Parse CHECK_INT_EXPR's program; registers must be loaded. 0 or -1. */
+static int
+parse_int_expr(GuardOp *out, PyObject *obj, Py_ssize_t nregs,
+               const char *defined)
+{
+    if (!PyTuple_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "CHECK_INT_EXPR: a tuple of pairs");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(obj);
+    out->expr = PyMem_Calloc((size_t)(n > 0 ? 2 * n : 1), sizeof(int64_t));
+    if (out->expr == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->expr_len = n;
+    Py_ssize_t depth = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long code, arg;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(obj, i), "LL;CHECK_INT_EXPR pair",
+                              &code, &arg)) {
+            return -1;
+        }
+        if (code < 0 || code >= EX_COUNT ||
+            (code == EX_REG && (arg < 0 || arg >= nregs || !defined[arg])) ||
+            (code > EX_INT && code != EX_NOT && (arg < 1 || arg > depth)) ||
+            (code == EX_NOT && depth < 1)) {
+            PyErr_Format(PyExc_ValueError, "CHECK_INT_EXPR: bad pair %zd", i);
+            return -1;
+        }
+        depth += (code <= EX_INT) ? 1 : (code == EX_NOT ? 0 : 1 - arg);
+        out->expr[2 * i] = code;
+        out->expr[2 * i + 1] = arg;
+    }
+    if (depth != 1) {
+        PyErr_SetString(PyExc_ValueError, "CHECK_INT_EXPR: unbalanced program");
+        return -1;
+    }
+    return 0;
+}
+
 /* One run; see guards.h for the result codes. */
 static int
 program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
@@ -575,6 +823,12 @@ program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
         case OP_LOAD_CALL0:
             v = PyObject_CallNoArgs(regs[op->b]);
             goto loaded;
+        case OP_LOAD_SIZE:
+            v = load_dim(regs[op->b], op->n, 0, op->obj);
+            goto loaded;
+        case OP_LOAD_STRIDE:
+            v = load_dim(regs[op->b], op->n, 1, op->obj);
+            goto loaded;
         case OP_CHECK_TYPE:
             ok = (PyObject *)Py_TYPE(regs[op->a]) == op->obj;
             break;
@@ -616,6 +870,17 @@ program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
             break;
         case OP_CHECK_TENSOR:
             ok = tensor_check(regs[op->a], op->obj, op->spec);
+            break;
+        case OP_CHECK_INT_RANGE:
+            ok = check_int_range(regs[op->a], (int64_t)op->n, op->hi);
+            break;
+        case OP_CHECK_INT_EQ: {
+            int64_t x, y;
+            ok = int_value(regs[op->a], &x) && int_value(regs[op->b], &y) && x == y;
+            break;
+        }
+        case OP_CHECK_INT_EXPR:
+            ok = check_int_expr(op, regs);
             break;
         default:
             PyErr_SetString(PyExc_SystemError, "bad guard op");
@@ -725,6 +990,7 @@ program_free_ops(GuardProgram *p)
         Py_XDECREF(ops[i].cache_type);
         Py_XDECREF(ops[i].cache_descr);
         tensor_spec_free(ops[i].spec);
+        PyMem_Free(ops[i].expr);
     }
     PyMem_Free(ops);
 }
@@ -770,7 +1036,8 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
     }
     else {
         if (BAD_REG(a) || !defined[a] ||
-            (op == OP_CHECK_SAME && (BAD_REG(b) || !defined[b]))) {
+            ((op == OP_CHECK_SAME || op == OP_CHECK_INT_EQ) &&
+             (BAD_REG(b) || !defined[b]))) {
             PyErr_Format(PyExc_ValueError,
                          "%s: register read before it is loaded",
                          op_names[op]);
@@ -783,6 +1050,23 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
         (op == OP_CHECK_KEYS && !PyList_Check(obj))) {
         PyErr_Format(PyExc_TypeError, "%s: bad operand %R", op_names[op],
                      obj);
+        return -1;
+    }
+    if ((op == OP_LOAD_SIZE || op == OP_LOAD_STRIDE) && n < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: bad dimension", op_names[op]);
+        return -1;
+    }
+    if (op == OP_CHECK_INT_RANGE) {
+        int overflow = 0;
+        out->hi = PyLong_Check(obj) ? PyLong_AsLongLongAndOverflow(obj, &overflow) : 0;
+        if (!PyLong_Check(obj) || overflow || PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "CHECK_INT_RANGE: obj is the upper bound (int64)");
+            return -1;
+        }
+    }
+    if (op == OP_CHECK_INT_EXPR &&
+        parse_int_expr(out, obj, p->nregs, defined) < 0) {
         return -1;
     }
     if (op == OP_CHECK_TENSOR) {

@@ -59,14 +59,14 @@ int check(PyObject *obj, const DLTensorExpect *e) {
         }
         const int64_t *s = sizes.data();
         for (int i = 0; i < e->ndim; i++) {
-            if (s[i] != e->sizes[i]) {
+            if (e->sizes[i] != -1 && s[i] != e->sizes[i]) {
                 return 0;
             }
         }
         c10::IntArrayRef strides = impl->strides();
         const int64_t *st = strides.data();
         for (int i = 0; i < e->ndim; i++) {
-            if (st[i] != e->strides[i]) {
+            if (e->strides[i] != -1 && st[i] != e->strides[i]) {
                 return 0;
             }
         }
@@ -84,7 +84,27 @@ int check(PyObject *obj, const DLTensorExpect *e) {
     }
 }
 
-DLTensorAPI api = {DL_TENSOR_API_VERSION, check};
+int dim(PyObject *obj, int d, int stride, int64_t *out) {
+    if (impl_offset == 0) {
+        return -1;
+    }
+    try {
+        c10::TensorImpl *impl = impl_of(obj);
+        if (impl == nullptr || impl->has_symbolic_sizes_strides()) {
+            return -1;
+        }
+        c10::IntArrayRef values = stride ? impl->strides() : impl->sizes();
+        if (d < 0 || d >= static_cast<int>(values.size())) {
+            return -1;
+        }
+        *out = values[d];
+        return 1;
+    } catch (...) {
+        return -1;
+    }
+}
+
+DLTensorAPI api = {DL_TENSOR_API_VERSION, check, dim};
 
 /* read(t) -> (scalar_type, device_type, device_index, requires_grad,
  *             sizes, strides): the codes a DLTensorExpect holds. */

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define DL_TENSOR_API_NAME "dynamo_lite._tensor_meta._C_API"
-#define DL_TENSOR_API_VERSION 1
+#define DL_TENSOR_API_VERSION 2
 
 /* What a tensor check expects, in the C++ library's own codes
  * (c10::ScalarType, c10::DeviceType, device index -1 = none). */
@@ -27,8 +27,10 @@ typedef struct {
     int device_index;
     int requires_grad;
     int ndim;
-    const int64_t *sizes;   /* ndim entries, owned by the guard program */
-    const int64_t *strides; /* ndim entries, owned by the guard program */
+    const int64_t *sizes;   /* ndim entries, owned by the guard program;
+                             * -1 = any (a symbolic size) */
+    const int64_t *strides; /* ndim entries, owned by the guard program;
+                             * -1 = any (a symbolic stride) */
 } DLTensorExpect;
 
 typedef struct {
@@ -39,6 +41,10 @@ typedef struct {
      * -1: cannot tell without Python (e.g. symbolic sizes); no Python error
      *    is set and the caller falls back to attribute reads. */
     int (*check)(PyObject *t, const DLTensorExpect *expect);
+    /* 1: *out is t.size(dim) (stride 0) or t.stride(dim) (stride 1);
+     * -1: cannot tell without Python (dim out of range, symbolic sizes);
+     * no Python error is set. */
+    int (*dim)(PyObject *t, int dim, int stride, int64_t *out);
 } DLTensorAPI;
 
 #endif /* DYNAMO_LITE_TENSOR_META_H */

@@ -6,6 +6,8 @@ Public API (see docs/api.md):
     disable(fn)                  run without capture
     reset()                      forget compiled code
     explain(fn)(*args, **kw)     what was captured, where it broke, the guards
+    mark_dynamic(t, dim, min=, max=), maybe_mark_dynamic(t, dim), mark_static(t, dim)
+                                 dynamic shapes (docs/recompiles.md)
     Unsupported                  raised by fullgraph=True
     BackendCompilerFailed        raised when a backend fails (unless config.suppress_errors)
     config                       every knob (config.patch(...))
@@ -28,7 +30,8 @@ from typing import TYPE_CHECKING
 from . import config
 
 if TYPE_CHECKING:
-    from .api import OptimizedModule, compile, disable, explain, optimize, reset
+    from .api import (OptimizedModule, compile, disable, explain, mark_dynamic, mark_static, maybe_mark_dynamic,
+                      optimize, reset)
     from .backends import CompilerFn, list_backends, register_backend
     from .exc import BackendCompilerFailed, Unsupported
     from .graph_breaks import graph_break
@@ -38,7 +41,8 @@ if TYPE_CHECKING:
 # public name -> the module that defines it (imported on first use)
 _LAZY = {
     "compile": "api", "optimize": "api", "disable": "api", "reset": "api", "explain": "api",
-    "OptimizedModule": "api", "ExplainOutput": "report.explain", "Unsupported": "exc",
+    "OptimizedModule": "api", "mark_dynamic": "api", "maybe_mark_dynamic": "api", "mark_static": "api",
+    "ExplainOutput": "report.explain", "Unsupported": "exc",
     "BackendCompilerFailed": "exc", "register_backend": "backends", "list_backends": "backends",
     "CompilerFn": "backends", "set_logs": "log", "graph_break": "graph_breaks",
 }
@@ -46,7 +50,7 @@ _LAZY = {
 __all__ = [
     "compile", "optimize", "disable", "reset", "explain", "ExplainOutput", "Unsupported",
     "BackendCompilerFailed", "OptimizedModule", "config", "register_backend", "list_backends",
-    "CompilerFn", "set_logs", "graph_break",
+    "CompilerFn", "set_logs", "graph_break", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
 ]
 
 

@@ -6,7 +6,9 @@
     optimize(backend) -> context manager / decorator capturing every frame started inside
     disable(fn)       -> fn runs with the hook off (and nothing it calls is captured)
     reset()           -> forget every compiled entry
-Tested by tests/api/test_api.py.
+    mark_dynamic(t, dim, min=, max=) / maybe_mark_dynamic(t, dim) / mark_static(t, dim)
+                      -> which dimensions are symbolic (shapes.py)
+Tested by tests/api/test_api.py and tests/torch/test_dynamic_shapes.py.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any, Callable, Optional, ParamSpec, TypeVar, Union, overload
 import torch
 from torch.nn.modules import module as _nn_module
 
-from . import _C, cache, config
+from . import _C, cache, config, shapes
 from .backends import CompilerFn, lookup_backend, registered_backend_name
 from .convert_frame import FrameConverter
 from .eval_frame import enable
@@ -129,8 +131,10 @@ def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: 
 
     Returns a callable with the same behaviour (or a module sharing the
     original's state).  With ``fullgraph=True`` any graph break raises
-    ``dynamo_lite.Unsupported`` instead of falling back.  ``dynamic`` is
-    accepted for torch.compile compatibility; shapes are always specialised.
+    ``dynamo_lite.Unsupported`` instead of falling back.  ``dynamic``: None
+    (automatic: sizes and int arguments that change between compiles become
+    symbolic), True (symbolic from the first compile) or False (never); see
+    shapes.py and docs/recompiles.md.
     """
     if mode is not None or options is not None:
         raise TypeError("dynamo_lite.compile() does not take mode= or options=; pass backend=")
@@ -189,7 +193,31 @@ def reset() -> None:
     cache.reset()
 
 
-__all__ = ["compile", "optimize", "disable", "reset", "OptimizedModule"]
+def mark_dynamic(t: torch.Tensor, index: Union[int, list[int], tuple[int, ...]], *, min: Optional[int] = None, max: Optional[int] = None) -> None:
+    """Dimension ``index`` (an int or a list) of ``t`` is symbolic from the first compile,
+    sizes 0 and 1 included, within ``[min, max]`` when given; code that forces it to one value
+    raises ``Unsupported`` (DL0031) naming the line."""
+    shapes.set_mark(t, index, ("dynamic", min, max))
+
+
+def maybe_mark_dynamic(t: torch.Tensor, index: Union[int, list[int], tuple[int, ...]]) -> None:
+    """Dimension ``index`` of ``t`` is symbolic from the first compile, but may be specialised
+    by the code (no error; sizes 0 and 1 stay specialised)."""
+    shapes.set_mark(t, index, ("maybe",))
+
+
+def mark_static(t: Union[torch.Tensor, torch.nn.Module, type],
+                index: Union[int, list[int], tuple[int, ...], None] = None) -> None:
+    """Dimension ``index`` of ``t`` never becomes symbolic (not even with ``dynamic=True``); on a
+    module or class, no input of its methods' frames does."""
+    if isinstance(t, (torch.nn.Module, type)):
+        shapes.set_mark(t, None, ("static",))
+        return
+    shapes.set_mark(t, range(t.dim()) if index is None else index, ("static",))
+
+
+__all__ = ["compile", "optimize", "disable", "reset", "OptimizedModule", "mark_dynamic", "maybe_mark_dynamic",
+           "mark_static"]
 
 
 @overload

@@ -13,6 +13,8 @@ bookkeeping around them, and is the only module-level cache state of dynamo_lite
     _LIMIT_WARNED     codes that reached config.cache_size_limit and were reported
     _BACKEND_WARNED   codes whose graph a backend failed to compile, warned about (suppress_errors)
     _FRAME_IDS        code -> the frame number in compile ids ("3/1": frame 3, its entry 1)
+    _FRAME_SIZES      code -> what its compiles saw of input sizes and ints (shapes.FrameSizes:
+                      automatic dynamic makes what changed symbolic)
 
 All are weak in the code objects.  ``reset()`` clears the C cache of every touched code and all
 of the bookkeeping (generated codes stay SKIP: they are only reachable from dropped entries), so
@@ -36,6 +38,7 @@ _NOT_CAPTURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LIMIT_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _BACKEND_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _FRAME_IDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_FRAME_SIZES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _frame_counter = itertools.count()
 
 
@@ -124,6 +127,14 @@ def frame_id(code: types.CodeType) -> int:
     return fid
 
 
+def frame_sizes(code: types.CodeType, make):
+    """The automatic-dynamic memory of ``code`` (made by ``make()`` the first time, until reset)."""
+    sizes = _FRAME_SIZES.get(code)
+    if sizes is None:
+        sizes = _FRAME_SIZES[code] = make()
+    return sizes
+
+
 def reset() -> None:
     """Clear every C cache we set and all bookkeeping (frame numbers are not reused)."""
     for code in list(_TOUCHED) + list(_NOT_CAPTURED.keys()):
@@ -133,3 +144,4 @@ def reset() -> None:
     _LIMIT_WARNED.clear()
     _BACKEND_WARNED.clear()
     _FRAME_IDS.clear()
+    _FRAME_SIZES.clear()

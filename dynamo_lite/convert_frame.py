@@ -54,6 +54,7 @@ from .graph.side_effects import ReplayNotExact
 from .guards import GuardSet, NoOtherTracerGuard, TypeGuard
 from .report import events
 from .backends.ddp import split_backend
+from .shapes import CannotSymbolize, FrameSizes, ShapeTracker, frame_is_static
 from .cache import display_name, is_loop_body
 from .skipfiles import skip_reason
 from .source import LocalSource
@@ -86,6 +87,7 @@ class FrameConverter:
         self.backend_name = backend_name
         self.fullgraph = fullgraph
         self.dynamic = dynamic
+        self._static_retry = False  # tracing again with static shapes (a shape fact we cannot guard)
 
     def __call__(self, code: types.CodeType, f_locals: dict, func):
         with _CONVERT_LOCK:  # threads convert one frame at a time (cache limit, no duplicate entries)
@@ -119,9 +121,9 @@ class FrameConverter:
                     # value and expected to reach the limit: not worth a warning
                     level = logging.INFO if is_loop_body(code) else logging.WARNING
                     log.log(level, "dynamo_lite: %s (%s:%d) hit config.cache_size_limit=%d; it now runs eagerly "
-                                "when no compiled entry matches. Last guard failure: %s",
+                                "when no compiled entry matches. Last guard failure: %s%s",
                                 display_name(code), code.co_filename, code.co_firstlineno, config.cache_size_limit,
-                                reasons[0])
+                                reasons[0], _limit_hint(code))
                     events.emit(events.CacheLimitEvent(display_name(code), code.co_filename, code.co_firstlineno,
                                                        config.cache_size_limit, reasons))
                 # the fallback entry: kept last by C, it runs the original code whenever no compiled
@@ -167,7 +169,16 @@ class FrameConverter:
         if shadowed is None:
             return RUN_EAGER  # the user's saved-tensor hooks cannot be shadowed now
         try:
-            return self._compile_inner(code, f_locals, func, compile_id)
+            try:
+                return self._compile_inner(code, f_locals, func, compile_id)
+            except CannotSymbolize as e:
+                # a shape fact with no guard kind of ours: never guess, trace again with static shapes
+                log.info("dynamo_lite: %s: %s; tracing again with static shapes", display_name(code), e)
+                self._static_retry = True
+                try:
+                    return self._compile_inner(code, f_locals, func, compile_id)
+                finally:
+                    self._static_retry = False
         except Unsupported:
             raise
         except SkipFrame as e:
@@ -243,6 +254,8 @@ class FrameConverter:
         gm = None
         compile_seconds = 0.0
         graph_inputs = []
+        if output.shapes.used:
+            self._shape_guards(output)  # (a fact we cannot guard: static retry before any backend work)
         if output.count_ops() or outputs:
             output.compile_id = compile_id
             graph_inputs = output.finalize(outputs)
@@ -254,6 +267,8 @@ class FrameConverter:
                 raise
             compiled = _C.CallWithHookOff(compiled_fn)
             compiled_fn.owner = compiled  # the first result is checked, then the check is dropped
+        if output.shapes.used:
+            self._shape_guards(output)  # again: the backend may have relied on more
         output_index = {node: i for i, node in enumerate(outputs)}
         if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells \
                 and state.grad_mode is None:
@@ -277,6 +292,11 @@ class FrameConverter:
                               dl_log.lazy(dl_log.format_code_change, code, new_code))
         output.release_examples()
         return _C.CacheEntry(guard.fn, new_code, self, compile_id=compile_id, guard=guard, graph_module=gm)
+
+    @staticmethod
+    def _shape_guards(output) -> None:
+        for guard in output.shapes.produce_guards():
+            output.add_guard(guard)
 
     def _report_break(self, code, compile_id, brk, tx) -> None:
         event = events.GraphBreakEvent(brk.break_id, brk.reason, list(brk.user_stack), display_name(code),
@@ -311,7 +331,9 @@ class FrameConverter:
         return tx, state
 
     def _trace(self, code, f_locals, func, stop_at_step):
-        output = OutputGraph(code, func.__globals__, func, "")
+        dynamic = False if self._static_retry else self.dynamic
+        shapes = ShapeTracker(dynamic, cache.frame_sizes(code, FrameSizes), static=frame_is_static(f_locals, code))
+        output = OutputGraph(code, func.__globals__, func, "", shapes)
         output.add_guard(NoOtherTracerGuard())  # so a cached entry never runs under another tracer
         grad = torch.is_grad_enabled()
         try:
@@ -387,6 +409,15 @@ def _callers(code) -> list:
     """The Python frames that called the frame being converted, for reports (empty when nobody
     listens); generated code that tail-called its own resume function is shown once."""
     return events.caller_frames(code, cache.is_generated) if events.listening() else []
+
+
+def _limit_hint(code) -> str:
+    """What kept changing (automatic dynamic's memory), and how to stop the recompiles."""
+    changed = list(cache.frame_sizes(code, FrameSizes).changed)
+    if not changed:
+        return ""
+    return (f". Inputs that kept changing: {', '.join(changed[:6])}; if their sizes or values vary by design, "
+            "mark them with dynamo_lite.mark_dynamic(tensor, dim) or compile with dynamic=True")
 
 
 def _shadow_saved_tensor_hooks() -> Optional[bool]:

@@ -127,3 +127,8 @@ class Unsupported(DynamoLiteError):
                 str(f) for f in self.user_stack
             )
         super().__init__(text)
+
+
+class DynamicDimSpecialized(Unsupported):
+    """A ``mark_dynamic`` dimension was forced to a constant by the traced code (raised to the
+    user, whatever ``fullgraph`` says: the mark is a promise the code cannot keep)."""

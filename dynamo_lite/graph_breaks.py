@@ -209,6 +209,14 @@ FOREIGN_TRACER = _register("DL0040", "Another tracer or compiler",
                            "Call the tracer outside the compiled function and compile (or call) its result instead.",
                            cause=CODE)
 
+DYNAMIC_SPECIALIZED = _register("DL0031", "Dynamic dimension made constant",
+                                "A dimension marked with mark_dynamic() (or an int the code needs as a plain Python "
+                                "value) was forced to one value by the code: the graph would only be right for that "
+                                "size, so the compile is refused with the line that specialised it.",
+                                "Keep the size symbolic on that line (use x.size(d) in tensor operations instead of "
+                                "Python arithmetic on it, avoid int()/range() of it), or drop mark_dynamic for that "
+                                "dimension (maybe_mark_dynamic allows specialisation).",
+                                cause=CODE)
 
 # Examples: the smallest code that breaks with each id (the docs show them; tests check them).
 _example(UNSUPPORTED_CALL, """

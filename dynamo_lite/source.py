@@ -155,3 +155,71 @@ class ModuleGlobalSource(Source):
         # the module object, not its __dict__: a dict constant would make the code object unhashable
         cg.load_const(sys.modules[self.module])
         cg.load_attr(self.global_name)
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSizeSource(Source):
+    """``parent.size()[dim]``: one size of a tensor (a symbolic dimension's value at run time)."""
+
+    parent: Source
+    dim: int
+
+    def name(self):
+        return f"{self.parent.name()}.size()[{self.dim}]"
+
+    def pretty(self) -> str:
+        return f"{self.parent.name()}.size({self.dim})"
+
+    def reconstruct(self, cg):
+        self.parent.reconstruct(cg)
+        cg.load_attr("shape")
+        cg.load_const(self.dim)
+        cg.emit("BINARY_SUBSCR")
+
+    def base(self):
+        return self.parent.base()
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorStrideSource(Source):
+    """``parent.stride()[dim]``: one stride of a tensor (read by shape guards only)."""
+
+    parent: Source
+    dim: int
+
+    def name(self):
+        return f"{self.parent.name()}.stride()[{self.dim}]"
+
+    def pretty(self) -> str:
+        return f"{self.parent.name()}.stride({self.dim})"
+
+    def reconstruct(self, cg):
+        self.parent.reconstruct(cg)
+        cg.load_method("stride")
+        cg.call_method(0)
+        cg.load_const(self.dim)
+        cg.emit("BINARY_SUBSCR")
+
+    def base(self):
+        return self.parent.base()
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorOffsetSource(Source):
+    """``parent.storage_offset()`` (symbolic for a tensor with a mark_dynamic 0/1 dimension)."""
+
+    parent: Source
+
+    def name(self):
+        return f"{self.parent.name()}.storage_offset()"
+
+    def pretty(self) -> str:
+        return self.name()
+
+    def reconstruct(self, cg):
+        self.parent.reconstruct(cg)
+        cg.load_method("storage_offset")
+        cg.call_method(0)
+
+    def base(self):
+        return self.parent.base()

@@ -614,7 +614,7 @@ def check_calls(fn: Callable, calls: Sequence, *, backward=False, reset: Callabl
                 snapshot: Callable = None, graphs: Optional[int] = 1, seed: Optional[int] = SEED,
                 hits: Sequence[int] = (), interleave: bool = True, stderr: bool = False, rng: bool = False,
                 views: bool = False, structure: bool = False, grad_fn_names: bool = True,
-                warnings: bool = True, backend=None) -> CompileCounter:
+                warnings: bool = True, backend=None, dynamic=None) -> CompileCounter:
     """The same sequence of calls eagerly and through one compiled ``fn``; every call's
     observations must be equal.  A call is an args tuple (a non-tuple is one argument),
     deep-copied for each side, or a factory ``() -> args`` (or ``{"args", "watch"}``)
@@ -631,10 +631,11 @@ def check_calls(fn: Callable, calls: Sequence, *, backward=False, reset: Callabl
     ``grad_fn_names``: as in ``compare``; ``warnings=False``: warnings not compared (a
     backend such as AOTAutograd or inductor warns while it compiles);
     ``backend``: compile with it instead of a fresh ``CompileCounter`` (graphs are checked
-    only when it is a ``CompileCounter``, e.g. ``CompileCounter(aot_eager)``).
+    only when it is a ``CompileCounter``, e.g. ``CompileCounter(aot_eager)``); ``dynamic``:
+    compile()'s (None: automatic dynamic shapes).
     """
     cnt = backend if isinstance(backend, CompileCounter) else CompileCounter()
-    opt = dynamo_lite.compile(fn, backend=cnt if backend is None else backend)
+    opt = dynamo_lite.compile(fn, backend=cnt if backend is None else backend, dynamic=dynamic)
     calls = [c if isinstance(c, tuple) or callable(c) else (c,) for c in calls]
     opts = dict(backward=backward, snapshot=snapshot, warnings=warnings, logs=True, grads=True, stderr=stderr,
                 rng=rng, views=views, structure=structure)

@@ -22,6 +22,7 @@ from .. import config
 from ..exc import BackendCompilerFailed
 from .. import guards
 from ..guards import Guard, GuardSet
+from ..shapes import ShapeTracker
 from ..source import Source
 from ..variables.cells import CellVariable
 from ..variables.tensor import warnings_issued
@@ -32,9 +33,10 @@ from .side_effects import SideEffects
 class GraphInput:
     """A placeholder of the graph and where its value comes from at run time."""
 
-    source: Source  # loads the real tensor in generated code
+    source: Source  # loads the real value (a tensor, an int, a size) in generated code
     node: torch.fx.Node  # the placeholder
-    example: torch.Tensor  # the real tensor seen at compile time (dropped after compile)
+    example: Any  # the real tensor (or int) seen at compile time (dropped after compile)
+    fake: Any = None  # its example for the backend when the graph is symbolic (FakeTensor / SymInt)
 
 
 class OutputGraph:
@@ -42,7 +44,8 @@ class OutputGraph:
 
     Attributes:
         graph: the FX graph being built.
-        fake_mode: the one FakeTensorMode of this trace (static shapes).
+        fake_mode: the one FakeTensorMode of this trace, made with ``shapes.env``.
+        shapes: what is symbolic in this trace and the ShapeEnv (shapes.py).
         guards: facts the compiled entry depends on.
         graph_inputs: placeholders in graph order.
         source_cache / object_cache: one tracker per source and per real object
@@ -54,13 +57,16 @@ class OutputGraph:
             root translator) for node metadata.
     """
 
-    def __init__(self, code, f_globals: dict, func, compile_id: str):
+    def __init__(self, code, f_globals: dict, func, compile_id: str, shapes: Optional[ShapeTracker] = None):
         self.code = code
         self.f_globals = f_globals
         self.func = func
         self.compile_id = compile_id
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode()
+        self.shapes = shapes if shapes is not None else ShapeTracker(False, None)
+        # static unless shapes.py asks (tensors that reach the mode without a source stay static)
+        self.fake_mode = FakeTensorMode(shape_env=self.shapes.env, static_shapes=True)
+        self.symbol_nodes: dict = {}  # sympy symbol -> its placeholder (symbolic sizes used in the graph)
         self.guards = GuardSet()
         self.graph_inputs: list[GraphInput] = []
         self.source_cache: dict[Source, Any] = {}
@@ -71,6 +77,7 @@ class OutputGraph:
         self.initial_grad_enabled = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad_enabled
         self.user_stack_fn = lambda: []
+        self.shapes.user_frame = lambda: (self.user_stack_fn() or [None])[-1]
         self.real_values: dict[int, torch.Tensor] = {}
         self.generators: list = []  # GeneratorObjectVariables made in the trace (symbolic/inliner.py)
         self.add_guard(guards.GlobalStateGuard(
@@ -94,20 +101,36 @@ class OutputGraph:
     def add_graph_input(self, source: Source, value: torch.Tensor) -> tuple[torch.fx.Node, torch.Tensor]:
         """A placeholder for the real tensor ``value`` read from ``source``, guarded on its
         metadata: (node, fake example value).  The caller makes the tracker and registers
-        the real value with ``set_real_value``."""
-        self.add_guard(guards.TensorGuard.of(source, value))
-        name = _node_name(source)
+        the real value with ``set_real_value``.  Dimensions that are symbolic in this trace
+        (shapes.py) are left out of the TENSOR guard: the shape guards check them."""
+        fake, shape, stride = self.shapes.fake_input(self.fake_mode, value, source)
+        self.add_guard(guards.TensorGuard.of(source, value, shape, stride))
+        node = self._placeholder(_node_name(source), source, value, fake)
+        return node, fake
+
+    def add_symbolic_input(self, source: Source, value: int, example) -> torch.fx.Node:
+        """A SymInt placeholder for an int read from ``source`` (an int argument, or a symbolic
+        size of an input tensor: the graph reads the size it needs as its own input)."""
+        return self._placeholder(_node_name(source), source, value, example)
+
+    def symbol_node(self, sym, source: Source, value: int, example) -> torch.fx.Node:
+        """The placeholder of an input symbol (one per symbol, made on first use)."""
+        node = self.symbol_nodes.get(sym)
+        if node is None:
+            node = self.symbol_nodes[sym] = self.add_symbolic_input(source, value, example)
+        return node
+
+    def _placeholder(self, name: str, source: Source, value, fake) -> torch.fx.Node:
         first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first is not None:
             with self.graph.inserting_before(first):
                 node = self.graph.placeholder(name)
         else:
             node = self.graph.placeholder(name)
-        fake = self.fake_mode.from_tensor(value)
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
-        self.graph_inputs.append(GraphInput(source, node, value))
-        return node, fake
+        self.graph_inputs.append(GraphInput(source, node, value, fake))
+        return node
 
     def set_real_value(self, var, value: torch.Tensor) -> None:
         self.real_values[id(var)] = value
@@ -167,7 +190,12 @@ class OutputGraph:
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         gm.meta["dynamo_lite_compile_id"] = self.compile_id
         _forget_source_with(gm)
-        example_inputs = [gi.example for gi in self.graph_inputs]
+        if self.shapes.used:
+            # a symbolic graph: the backend sees the symbolic example inputs (FakeTensors with
+            # SymInt sizes, SymInts), as torch's backends expect; it may add facts to the ShapeEnv
+            example_inputs = [gi.fake for gi in self.graph_inputs]
+        else:
+            example_inputs = [gi.example for gi in self.graph_inputs]
         start = time.perf_counter()
         try:
             # warnings of a backend that then fails are noise (the frame runs eagerly): held back,
@@ -209,6 +237,7 @@ class OutputGraph:
         FakeTensorMode and all its fake tensors are freed (the graph itself lives on)."""
         for gi in self.graph_inputs:
             gi.example = None
+            gi.fake = None
         self.real_values.clear()
         self.object_cache.clear()
         for node in self.graph.nodes:
@@ -228,10 +257,17 @@ class ExampleSummary:
 
 def _summarize_example(value):
     if isinstance(value, torch.Tensor):
-        return ExampleSummary(tuple(value.shape), value.dtype, value.device, value.requires_grad)
+        return ExampleSummary(tuple(_static(s) for s in value.shape), value.dtype, value.device, value.requires_grad)
+    if isinstance(value, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+        return str(value)  # (a SymInt would keep the trace's ShapeEnv alive)
     if type(value) in (tuple, list):
         return type(value)(_summarize_example(v) for v in value)
     return value
+
+
+def _static(size):
+    """A size as kept after compile: the int, or the symbolic expression's text."""
+    return str(size) if isinstance(size, torch.SymInt) else size
 
 
 class CheckedCompiledGraph:
@@ -262,7 +298,9 @@ class CheckedCompiledGraph:
         self.expected = []
         for node in output.args[0]:
             ex = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
-            self.expected.append((tuple(ex.shape), ex.dtype, ex.device) if isinstance(ex, torch.Tensor) else None)
+            # a symbolic size is None: any size is right for it
+            self.expected.append((tuple(None if isinstance(s, torch.SymInt) else s for s in ex.shape), ex.dtype,
+                                  ex.device) if isinstance(ex, torch.Tensor) else None)
         self.mutates = any(n.op == "call_method" and n.target.endswith("_") or n.op == "call_function" and
                            getattr(n.target, "__name__", "").startswith(("i", "set")) and
                            getattr(n.target, "__module__", "") in ("_operator", "operator")
@@ -303,6 +341,8 @@ class CheckedCompiledGraph:
             if not isinstance(value, torch.Tensor):
                 return f"output {i} is a {type(value).__name__}, not a tensor"
             got = (tuple(value.shape), value.dtype, value.device)
+            if len(got[0]) == len(spec[0]):
+                got = (tuple(None if e is None else g for g, e in zip(got[0], spec[0])), got[1], got[2])
             if got != spec:
                 return (f"output {i} has shape {list(got[0])}, dtype {got[1]}, device {got[2]}; the graph "
                         f"produces shape {list(spec[0])}, dtype {spec[1]}, device {spec[2]}")

@@ -34,15 +34,16 @@ import torch
 from ..source import Source, guard_local_name
 from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, ExprGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
-                    NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, TensorAliasingGuard,
-                    TensorGuard, TensorSpec, TypeGuard, pretty_name)
+                    NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, ShapeEqGuard, ShapeGuardBase,
+                    ShapeRangeGuard, ShapeRelGuard, TensorAliasingGuard, TensorGuard, TensorSpec, TypeGuard,
+                    pretty_name)
 from .program import build_program, order_guards, render_program
 
 __all__ = ["Guard", "GuardSet", "CompiledGuard", "TensorSpec", "USE_PROGRAM",
            "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
            "NanGuard", "FloatReprGuard", "SetEqualsGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
            "SameObjectGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
-           "TensorAliasingGuard"]
+           "TensorAliasingGuard", "ShapeGuardBase", "ShapeRangeGuard", "ShapeEqGuard", "ShapeRelGuard"]
 
 # Compile guards into a C GuardProgram (False: the Python check is the guard;
 # tests flip it to compare the two; DYNAMO_LITE_PY_GUARDS=1 turns it off).
@@ -174,6 +175,8 @@ class CompiledGuard:
 
 
 def _failure_text(guard: Guard, scope) -> str:
+    if isinstance(guard, ShapeGuardBase):
+        return guard.explain_values(lambda src: eval(src.name(), scope))  # noqa: S307
     name = guard.source.name() if guard.source is not None else ""
     try:
         actual = eval(name, scope) if name else None  # noqa: S307

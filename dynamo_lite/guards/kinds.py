@@ -41,6 +41,9 @@ Kinds (``kind`` names them in logs):
     IS              s.<attr path> is obj                     (x.__func__, x.__code__, m.training)
     SAME            s is other                               (two sources, one object)
     CONST_ATTR_IS   obj.attr is v                            (an attribute of a fixed object)
+    SHAPE_RANGE     lo <= s <= hi                           (a symbolic size or int input)
+    SHAPE_EQ        s == expr                               (sizes shared, strides, specialised)
+    SHAPE_REL       a relation over sizes and ints          (divisibility, branches taken)
     EXPR            any boolean expression (text with {key} constants)
     GLOBAL_STATE    an EXPR about interpreter state (grad mode, default dtype)
 Tested by tests/unit/test_guards.py (each kind: Python and C agree).
@@ -296,23 +299,33 @@ class DictKeysGuard(Guard):
 
 @dataclasses.dataclass(frozen=True)
 class TensorSpec:
-    """What a TENSOR guard expects of a tensor."""
+    """What a TENSOR guard expects of a tensor.  A size or stride that is symbolic in the graph
+    (dynamic shapes) is its symbol's text (``"s0"``, ``"3*s1"``) instead of an int: the TENSOR
+    guard does not check it, the shape guards (SHAPE_RANGE, SHAPE_EQ, SHAPE_REL) do."""
 
     type: type
     dtype: torch.dtype
     device: torch.device
-    shape: tuple
-    stride: tuple
+    shape: tuple  # ints, or str for a symbolic size
+    stride: tuple  # ints, or str for a symbolic stride
     requires_grad: bool
 
     @classmethod
-    def of(cls, t: torch.Tensor) -> "TensorSpec":
-        return cls(type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+    def of(cls, t: torch.Tensor, shape=None, stride=None) -> "TensorSpec":
+        return cls(type(t), t.dtype, t.device, tuple(t.shape) if shape is None else tuple(shape),
+                   tuple(t.stride()) if stride is None else tuple(stride), t.requires_grad)
+
+    def is_static(self) -> bool:
+        return all(type(v) is int for v in (*self.shape, *self.stride))
 
     def describe(self) -> str:
         return (f"{self.type.__name__}(dtype={_short(self.dtype)}, device={self.device}, "
-                f"shape={list(self.shape)}, stride={list(self.stride)}, "
+                f"shape={_dims(self.shape)}, stride={_dims(self.stride)}, "
                 f"requires_grad={self.requires_grad})")
+
+
+def _dims(values) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -325,19 +338,24 @@ class TensorGuard(Guard):
     spec: TensorSpec
 
     @classmethod
-    def of(cls, source: Source, t: torch.Tensor) -> "TensorGuard":
-        return cls(source, TensorSpec.of(t))
+    def of(cls, source: Source, t: torch.Tensor, shape=None, stride=None) -> "TensorGuard":
+        return cls(source, TensorSpec.of(t, shape, stride))
 
     def exprs(self, const):
         name, spec = self.source.name(), self.spec
-        return [
+        head = [
             f"type({name}) is {const(spec.type)}",
             f"{name}.dtype is {const(spec.dtype)}",
             f"{name}.device == {const(spec.device)}",
-            f"{name}.shape == {const(torch.Size(spec.shape))}",
-            f"{name}.stride() == {const(spec.stride)}",
-            f"{name}.requires_grad is {spec.requires_grad!r}",
         ]
+        if spec.is_static():
+            dims = [f"{name}.shape == {const(torch.Size(spec.shape))}",
+                    f"{name}.stride() == {const(spec.stride)}"]
+        else:  # symbolic sizes/strides: the number of dims and the static ones
+            dims = [f"{name}.dim() == {len(spec.shape)}"]
+            dims += [f"{name}.shape[{i}] == {v}" for i, v in enumerate(spec.shape) if type(v) is int]
+            dims += [f"{name}.stride()[{i}] == {v}" for i, v in enumerate(spec.stride) if type(v) is int]
+        return [*head, *dims, f"{name}.requires_grad is {spec.requires_grad!r}"]
 
     def describe(self):
         return f"{self.source.name()}: {self.spec.describe()}"
@@ -348,21 +366,27 @@ class TensorGuard(Guard):
         spec, now = self.spec, TensorSpec.of(actual)
         for field in ("type", "dtype", "device", "shape", "stride", "requires_grad"):
             old, new = getattr(spec, field), getattr(now, field)
-            if old != new:
+            if field in ("shape", "stride") and not spec.is_static():
+                same = len(old) == len(new) and all(type(o) is not int or o == n for o, n in zip(old, new))
+            else:
+                same = old == new
+            if not same:
                 if field == "dtype":
                     old, new = _short(old), _short(new)
                 if field == "type":
                     old, new = old.__name__, new.__name__
                 if field in ("shape", "stride"):
-                    old, new = list(old), list(new)
+                    old, new = _dims(old), list(new)
                 return f"{pretty}.{field} changed from {old} to {new}"
         return f"failed: {self.describe()}"
 
     def emit(self, b):
         spec = self.spec
         codes = tensor_api.codes(spec.dtype, spec.device) if tensor_api.eligible(spec.type) else None
-        desc = (spec.type, spec.dtype, spec.device, tuple(spec.shape), tuple(spec.stride),
-                bool(spec.requires_grad), codes)
+        # -1: a symbolic size or stride, not checked here (sizes and strides are never negative)
+        sizes = tuple(v if type(v) is int else -1 for v in spec.shape)
+        strides = tuple(v if type(v) is int else -1 for v in spec.stride)
+        desc = (spec.type, spec.dtype, spec.device, sizes, strides, bool(spec.requires_grad), codes)
         b.op("CHECK_TENSOR", b.reg(self.source), obj=desc)
 
 
@@ -659,6 +683,208 @@ class NoOtherTracerGuard(GlobalStateGuard):
 
     def explain_failure(self, actual, pretty):
         return "another tracer is running (torch.jit, torch.fx, a dispatch mode or torch.func)"
+
+
+# ---- shape guards (dynamic shapes: relations between sizes, strides and int inputs) -------
+# An integer expression is a tuple tree (built by shapes.py from the ShapeEnv's sympy facts):
+#   ("src", Source)   the int at a source (a size, a stride, an int argument)
+#   ("int", v)        a constant
+#   (op, a, b, ...)   op in INT_OPS (arithmetic, max/min), CMP_OPS, "and"/"or" (n-ary), "not"
+INT_OPS = ("+", "*", "//", "%", "**", "max", "min")
+CMP_OPS = ("==", "!=", "<", "<=", ">", ">=")
+# codes of CHECK_INT_EXPR's postfix program (csrc/guards.c); arguments: register or constant
+EXPR_CODES = {"reg": 0, "int": 1, "+": 2, "*": 3, "//": 4, "%": 5, "**": 6, "max": 7, "min": 8,
+              "==": 9, "!=": 10, "<": 11, "<=": 12, ">": 13, ">=": 14, "and": 15, "or": 16, "not": 17}
+
+
+def expr_sources(expr) -> list:
+    """The sources an integer expression reads, in order of first use."""
+    if expr[0] == "src":
+        return [expr[1]]
+    if expr[0] == "int":
+        return []
+    out: list = []
+    for sub in expr[1:]:
+        out.extend(s for s in expr_sources(sub) if s not in out)
+    return out
+
+
+_PRECEDENCE = {"or": 1, "and": 2, "not": 3, "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
+               "+": 5, "*": 6, "//": 6, "%": 6, "**": 7}
+_ASSOCIATIVE = ("+", "*", "and", "or")
+
+
+def render_expr(expr, name: Callable[[Source], str]) -> str:
+    """The expression as Python text (``name`` names each source), parenthesised only where
+    Python's precedence needs it."""
+    op = expr[0]
+    if op == "src":
+        return name(expr[1])
+    if op == "int":
+        return str(expr[1])
+    if op in ("max", "min"):
+        return f"{op}({', '.join(render_expr(e, name) for e in expr[1:])})"
+    mine = _PRECEDENCE[op]
+
+    def sub(e, first):
+        text = render_expr(e, name)
+        theirs = _PRECEDENCE.get(e[0], 9) if e[0] != "int" or e[1] >= 0 else 5
+        if theirs < mine or theirs == mine and not (e[0] == op and op in _ASSOCIATIVE and first) \
+                and theirs != 9 and not (e[0] == op and op in _ASSOCIATIVE):
+            return f"({text})"
+        return text
+
+    if op == "not":
+        return f"not {sub(expr[1], True)}"
+    return f" {op} ".join(sub(e, i == 0) for i, e in enumerate(expr[1:]))
+
+
+def _source_name(source: Source) -> str:
+    return source.name()
+
+
+def pretty_source(source: Source) -> str:
+    pretty = getattr(source, "pretty", None)
+    return pretty_name(pretty() if pretty is not None else source.name())
+
+
+def eval_expr(expr, value: Callable[[Source], Any]):
+    """The expression's value, with ``value(source)`` for each source (explanations)."""
+    op = expr[0]
+    if op == "src":
+        return value(expr[1])
+    if op == "int":
+        return expr[1]
+    args = [eval_expr(e, value) for e in expr[1:]]
+    if op == "and":
+        return all(args)
+    if op == "or":
+        return any(args)
+    if op == "not":
+        return not args[0]
+    if op in ("max", "min"):
+        return (max if op == "max" else min)(args)
+    fn = {"+": lambda a, b: a + b, "*": lambda a, b: a * b, "//": lambda a, b: a // b, "%": lambda a, b: a % b,
+          "**": lambda a, b: a ** b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+          "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}[op]
+    result = args[0]
+    for a in args[1:]:
+        result = fn(result, a)
+    return result
+
+
+def postfix(expr, reg: Callable[[Source], int]) -> list:
+    """CHECK_INT_EXPR's program for the expression: (code, argument) pairs, arity in the code's
+    argument for n-ary ops."""
+    op = expr[0]
+    if op == "src":
+        return [(EXPR_CODES["reg"], reg(expr[1]))]
+    if op == "int":
+        return [(EXPR_CODES["int"], expr[1])]
+    out = []
+    for sub in expr[1:]:
+        out.extend(postfix(sub, reg))
+    out.append((EXPR_CODES[op], len(expr) - 1))
+    return out
+
+
+class ShapeGuardBase(Guard):
+    """Shared by the shape kinds: a relation over sizes, strides and int inputs that the graph
+    relies on, with the user line that introduced it.  Checked in C by CHECK_INT_EXPR (sources
+    loaded as ints with LOAD_SIZE / LOAD_STRIDE / the argument itself)."""
+
+    rank: ClassVar[int] = 9  # after the TENSOR / TYPE guards of the sources it reads
+
+    def relation(self) -> tuple:
+        raise NotImplementedError
+
+    def exprs(self, const):
+        return [render_expr(self.relation(), _source_name)]
+
+    def describe(self):
+        text = render_expr(self.relation(), pretty_source)
+        return f"{text}  # {self.where}" if self.where else text
+
+    def reads(self):
+        return expr_sources(self.relation())
+
+    def explain_values(self, value: Callable[[Source], Any]) -> str:
+        """'x.size(0) = 1 but the graph needs x.size(0) >= 2' (``value`` reads a source now)."""
+        now = []
+        for src in self.reads():
+            try:
+                now.append(f"{pretty_source(src)} = {value(src)!r}")
+            except Exception as e:  # noqa: BLE001 - not readable any more (not a tensor)
+                now.append(f"{pretty_source(src)} cannot be read ({type(e).__name__})")
+        needs = render_expr(self.relation(), pretty_source)
+        line = f" (from {self.where})" if self.where else ""
+        return f"{', '.join(now)} but the graph needs {needs}{line}"
+
+    def emit(self, b):
+        program = postfix(self.relation(), b.int_reg)
+        b.op("CHECK_INT_EXPR", 0, obj=tuple(program))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ShapeRangeGuard(ShapeGuardBase):
+    """``lo <= s <= hi`` for one symbolic size or int input (hi None: no upper bound); sizes 0
+    and 1 are specialised, so a symbolic size is at least 2 unless the user marked it."""
+
+    kind: ClassVar[str] = "SHAPE_RANGE"
+    source: Source  # the size / int source
+    lo: Optional[int]
+    hi: Optional[int]
+    where: str = ""
+
+    def relation(self):
+        parts = []
+        if self.lo is not None:
+            parts.append((">=", ("src", self.source), ("int", self.lo)))
+        if self.hi is not None:
+            parts.append(("<=", ("src", self.source), ("int", self.hi)))
+        return parts[0] if len(parts) == 1 else ("and", *parts)
+
+    def emit(self, b):
+        lo = self.lo if self.lo is not None else -(1 << 62)
+        hi = self.hi if self.hi is not None else (1 << 62)
+        b.op("CHECK_INT_RANGE", b.int_reg(self.source), n=lo, obj=hi)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ShapeEqGuard(ShapeGuardBase):
+    """``s == expr``: a size, stride or int input equals an expression of others (two inputs
+    share a size, a contiguous stride is a product of sizes, a size was specialised)."""
+
+    kind: ClassVar[str] = "SHAPE_EQ"
+    source: Source  # the left-hand side
+    rhs: tuple  # integer expression
+    where: str = ""
+
+    def relation(self):
+        return ("==", ("src", self.source), self.rhs)
+
+    def emit(self, b):
+        if self.rhs[0] == "src":  # the common case (shared sizes, contiguous strides): one op
+            lhs = b.int_reg(self.source)
+            b.op("CHECK_INT_EQ", lhs, b.int_reg(self.rhs[1]))
+        elif self.rhs[0] == "int":
+            b.op("CHECK_INT_RANGE", b.int_reg(self.source), n=self.rhs[1], obj=self.rhs[1])
+        else:
+            super().emit(b)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ShapeRelGuard(ShapeGuardBase):
+    """Any other relation the trace relied on (``x.size(1) % 8 == 0``, ``n > 3``, a branch
+    taken on a symbolic value)."""
+
+    kind: ClassVar[str] = "SHAPE_REL"
+    expr: tuple  # boolean expression
+    where: str = ""
+    source: Optional[Source] = None  # anchor: the first source read
+
+    def relation(self):
+        return self.expr
 
 
 def pretty_name(name: str) -> str:

@@ -36,9 +36,11 @@ import sys
 from typing import Any, Callable, Optional
 
 from .. import _C
+import torch
+
 from ..source import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource,
-                      ModuleGlobalSource, TypeSource)
-from .kinds import ExprGuard
+                      ModuleGlobalSource, TensorSizeSource, TensorStrideSource, TypeSource)
+from .kinds import EXPR_CODES, ExprGuard
 
 guards_log = logging.getLogger("dynamo_lite.guards")
 
@@ -349,6 +351,15 @@ class _Builder:
             return self._load(key, "LOAD_ITEM", d, 0, source.global_name)
         raise Untranslatable(source.name())
 
+    def int_reg(self, source) -> int:
+        """Register holding the int at ``source``: a tensor's size or stride (LOAD_SIZE /
+        LOAD_STRIDE, read from the TensorImpl for plain tensors), or any other source."""
+        kind = type(source)
+        if kind in (TensorSizeSource, TensorStrideSource):
+            name = "LOAD_SIZE" if kind is TensorSizeSource else "LOAD_STRIDE"
+            return self._load("=" + source.name(), name, self.reg(source.parent), source.dim, torch.Tensor)
+        return self.reg(source)
+
     def add_guard(self, guard) -> None:
         """The ops of one guard (its ``emit``), or, when it cannot be emitted, its
         expressions translated one by one (what is left goes to the residual)."""
@@ -442,8 +453,14 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
             lines.append(f"r{a} = LOAD_CLOSURE r{b} [{n}]")
         elif name in ("LOAD_TYPE", "LOAD_CALL0"):
             lines.append(f"r{a} = {name} r{b}")
-        elif name == "CHECK_SAME":
-            lines.append(f"CHECK_SAME r{a} r{b}")
+        elif name in ("LOAD_SIZE", "LOAD_STRIDE"):
+            lines.append(f"r{a} = {name} r{b} {n}")
+        elif name == "CHECK_INT_RANGE":
+            lines.append(f"CHECK_INT_RANGE r{a} {n}..{obj}")
+        elif name == "CHECK_INT_EXPR":
+            lines.append(f"CHECK_INT_EXPR {_render_postfix(obj)}")
+        elif name in ("CHECK_SAME", "CHECK_INT_EQ"):
+            lines.append(f"{name} r{a} r{b}")
         elif name == "CHECK_LEN":
             lines.append(f"CHECK_LEN r{a} {n}")
         elif name == "CHECK_TENSOR":
@@ -458,6 +475,16 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
         lines.append("then the residual Python check:")
         lines.extend("    " + line for line in residual_src.splitlines())
     return "\n".join(lines)
+
+
+def _render_postfix(program) -> str:
+    names = {v: k for k, v in EXPR_CODES.items()}
+    out = []
+    for code, arg in program:
+        name = names.get(code, "?")
+        out.append(f"r{arg}" if name == "reg" else str(arg) if name == "int" else
+                   name if name == "not" or arg == 2 else f"{name}/{arg}")
+    return " ".join(out)
 
 
 def _short_obj(obj) -> str:

@@ -24,7 +24,7 @@ from .mappings import DefaultDictVariable, DictVariable, DictViewVariable
 from .objects import IdVariable, ObjectVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
-from .tensor import record_op, TensorVariable
+from .tensor import record_op, sym_operator, SymNodeVariable, TensorVariable
 from .user_objects import mro_lookup, ObjectLike
 
 BINARY = {
@@ -99,6 +99,10 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         # one tracker is one object (t = (1, 2); t is t), and sets are compared as themselves:
         # never on folded copies, which are new objects
         return ConstantVariable(_identity_compare(fn, *args))  # not on folded copies
+    if any(isinstance(a, SymNodeVariable) for a in args) and fn not in (operator.is_, operator.is_not):
+        if fn is operator.not_:
+            return ConstantVariable(not args[0].bool(tx))  # a guard on the branch, not a constant
+        return sym_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), args)
     if all(a.is_python_constant() for a in args):
         values = [a.as_python_constant() for a in args]
         try:

@@ -53,9 +53,12 @@ class VariableTracker:
         source: where the real value is loaded from (None: created in the trace).
         mutable_local: True for containers/objects created during the trace
             that may be mutated; codegen builds them once and reuses the copy.
+        symbolic: True for a symbolic int (tensor.SymNodeVariable): a constant only by
+            specialising it, so containers holding one are not folded as constants.
     """
 
     mutable_local = False
+    symbolic = False
 
     def __init__(self, source: Optional["Source"] = None):
         self.source = source

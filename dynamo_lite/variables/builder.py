@@ -43,7 +43,7 @@ from .objects import ObjectVariable
 from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable, is_stateless_torch_module
-from .tensor import TensorVariable
+from .tensor import symbolic_input, TensorVariable
 from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
                                 is_func_transform)
 from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_torch_optimized_module, TorchVariable
@@ -130,6 +130,11 @@ def _wrap(tx, value, source):
     if isinstance(value, enum.Enum):
         guard(guards.IdGuard(source, value))
         return ConstantVariable(value, source)
+    if type(value) is int and source is not None:
+        symbolic = symbolic_input(tx, value, source)  # an int argument that is symbolic (shapes.py)
+        if symbolic is not None:
+            guard(guards.TypeGuard(source, int))
+            return symbolic
     if is_constant_value(value):
         if type(value) is float and value != value:  # NaN == NaN is False: a CONST guard would never pass
             if source is not None:

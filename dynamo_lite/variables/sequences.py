@@ -51,7 +51,8 @@ class BaseListVariable(VariableTracker):
         return list(self.items)
 
     def is_python_constant(self):
-        return all(i.is_python_constant() for i in self.items)
+        # (a symbolic int item: the tuple stays a tuple of trackers, not a folded constant)
+        return all(i.is_python_constant() and not i.symbolic for i in self.items)
 
     def as_python_constant(self):
         return self.python_type()([i.as_python_constant() for i in self.items])
@@ -647,7 +648,8 @@ class LazyIteratorVariable(ListIteratorVariable):
 
 
 class SliceVariable(VariableTracker):
-    """slice(a, b, c) where some part is not a constant (e.g. a tensor)."""
+    """slice(a, b, c) where some part is not a constant (e.g. a tensor, or a symbolic int: a
+    tensor indexed with it keeps it symbolic; anything else specialises it to a constant)."""
 
     def __init__(self, parts):
         super().__init__()
@@ -655,6 +657,16 @@ class SliceVariable(VariableTracker):
 
     def python_type(self):
         return slice
+
+    @property
+    def symbolic(self):
+        return any(p.symbolic for p in self.parts)
+
+    def is_python_constant(self):
+        return all(p.is_python_constant() for p in self.parts)
+
+    def as_python_constant(self):
+        return slice(*[p.as_python_constant() for p in self.parts])
 
     def reconstruct(self, cg):
         for p in self.parts:

@@ -13,11 +13,13 @@ Tested by tests/torch/test_tensor_ops.py.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import operator
 import warnings
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import (
@@ -31,7 +33,7 @@ from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from ..source import AttrSource
-from .sequences import BaseListVariable, ListVariable, SizeVariable, StructSeqVariable, TupleVariable
+from .sequences import BaseListVariable, ListVariable, SizeVariable, SliceVariable, StructSeqVariable, TupleVariable
 from .mappings import DictVariable
 from .folding import wrap_constant_result
 from .methods import TensorMethodVariable
@@ -124,7 +126,7 @@ class TensorVariable(VariableTracker):
     def len(self, tx):
         if self.example.dim() == 0:
             raise GraphBreak(gb.OPERATION_RAISES, "len() of a 0-d tensor")
-        return int(self.example.shape[0])
+        return SymNodeVariable.concrete(tx.output.shapes, self.example.shape[0])
 
     def contains(self, tx, item):
         raise GraphBreak(gb.DATA_DEPENDENT, "`in` on a tensor depends on tensor data")
@@ -133,13 +135,13 @@ class TensorVariable(VariableTracker):
         if self.example.dim() == 0:
             raise GraphBreak(gb.OPERATION_RAISES, "iteration over a 0-d tensor")
         return [record_op(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
-                for i in range(self.example.shape[0])]
+                for i in range(SymNodeVariable.concrete(tx.output.shapes, self.example.shape[0]))]
 
     # ---- attributes --------------------------------------------------------
     def var_getattr(self, tx, name):
         ex = self.example
         if name in ("shape",):
-            return SizeVariable([ConstantVariable(int(s)) for s in ex.shape])
+            return metadata_result(tx, self, "size", (), ex.shape)
         if name == "__class__":
             return tx.wrap(getattr(self, "real_type", torch.Tensor), None)
         if name == "is_leaf":  # the one property among _INPUT_FACTS (the others are methods)
@@ -183,7 +185,8 @@ class TensorVariable(VariableTracker):
         if name in _METADATA_METHODS:
             fake_args, fake_kwargs = _fake_args(args), {k: fake_arg(v) for k, v in kwargs.items()}
             value = getattr(self.example, name if name != "__len__" else "__len__")(*fake_args, **fake_kwargs)
-            return wrap_constant_result(value)
+            tx.output.shapes.note()
+            return metadata_result(tx, self, name, tuple(fake_args), value)
         if name == "type" and not args and not kwargs:
             return ConstantVariable(self.example.type() if not _is_fake(self.example) else
                                     _type_string(self.example))
@@ -252,10 +255,16 @@ def _type_string(fake) -> str:
 def _node_arg(v: VariableTracker):
     if isinstance(v, TensorVariable):
         return v.node
+    if isinstance(v, SymNodeVariable):
+        return v.as_node()
+    if isinstance(v, SliceVariable) and any(p.symbolic for p in v.parts):
+        return slice(*[_node_arg(p) for p in v.parts])
     if isinstance(v, ConstantVariable):
         return v.value
     if isinstance(v, SizeVariable):
-        return torch.Size([_node_arg(i) for i in v.items])
+        items = [_node_arg(i) for i in v.items]
+        # a size with symbolic items is a tuple of nodes in the graph (torch.Size holds ints only)
+        return tuple(items) if any(isinstance(i, torch.fx.Node) for i in items) else torch.Size(items)
     if isinstance(v, BaseListVariable):
         items = [_node_arg(i) for i in v.items]
         return tuple(items) if v.python_type() is not list else items
@@ -273,6 +282,10 @@ def fake_arg(v: VariableTracker):
     """The value a tensor operation receives for ``v`` at trace time (a FakeTensor for a tensor)."""
     if isinstance(v, TensorVariable):
         return v.example
+    if isinstance(v, SymNodeVariable):
+        return v.value
+    if isinstance(v, SliceVariable) and any(p.symbolic for p in v.parts):
+        return slice(*[fake_arg(p) for p in v.parts])
     if isinstance(v, ConstantVariable):
         return v.value
     if isinstance(v, SizeVariable):
@@ -362,6 +375,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     finally:
         if quiet:
             _FAKE_LOG.disabled = False
+    output.shapes.note()
     if _uses_default_dtype(example, fake_args, fake_kwargs):
         output.guard_default_dtype()
     node = output.create_node(kind, target, node_args, node_kwargs)
@@ -400,10 +414,13 @@ def _check_inplace_cast(kind: str, target: Any, fake_args: tuple) -> None:
     if not (kind == "call_method" and target in _INPLACE_BINARY_METHODS
             or kind == "call_function" and target in _INPLACE_BINARY_OPERATORS):
         return
+    other = fake_args[1] if len(fake_args) >= 2 else None
+    # a symbolic number promotes as a Python number of its kind (its value does not matter)
+    other = {torch.SymInt: 2, torch.SymFloat: 2.0, torch.SymBool: True}.get(type(other), other)
     if len(fake_args) < 2 or not isinstance(fake_args[0], torch.Tensor) or \
-            not isinstance(fake_args[1], (torch.Tensor, bool, int, float, complex)):
+            not isinstance(other, (torch.Tensor, bool, int, float, complex)):
         return
-    result = torch.result_type(fake_args[0], fake_args[1])
+    result = torch.result_type(fake_args[0], other)
     if target in ("div_", "__itruediv__", "true_divide_", operator.itruediv) and \
             not (result.is_floating_point or result.is_complex):
         result = torch.get_default_dtype()
@@ -416,6 +433,17 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
     if isinstance(example, torch.Tensor):
         node.meta["example_value"] = example
         return TensorVariable(node, example)
+    if isinstance(example, _SYM_TYPES):
+        node.meta["example_value"] = example
+        return SymNodeVariable(example, output.shapes, node=node)
+    if isinstance(example, (torch.Size, tuple, list)) and any(isinstance(e, _SYM_TYPES) for e in example):
+        node.meta["example_value"] = example
+        items = [SymNodeVariable(e, output.shapes, make_node=functools.partial(
+                     output.create_node, "call_function", operator.getitem, (node, i), {}))
+                 if isinstance(e, _SYM_TYPES) else ConstantVariable(e) for i, e in enumerate(example)]
+        if isinstance(example, torch.Size):
+            return SizeVariable(items)
+        return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
     if isinstance(example, torch.Size):
         output.remove_node(node)
         return SizeVariable([ConstantVariable(int(s)) for s in example])
@@ -481,3 +509,154 @@ def _has_side_effect(node: torch.fx.Node) -> bool:
         return isinstance(target, str) and target.endswith("_") and not target.endswith("__")
     name = getattr(target, "__name__", "")
     return name.endswith("_") and not name.endswith("__") or target is operator.setitem
+
+
+# ---- symbolic ints (dynamic shapes) ---------------------------------------------------
+_SYM_TYPES = (torch.SymInt, torch.SymBool, torch.SymFloat)
+_SYM_PYTHON_TYPES = {torch.SymInt: int, torch.SymBool: bool, torch.SymFloat: float}
+
+
+class SymNodeVariable(VariableTracker):
+    """A symbolic int (or bool, float) of the trace: a size of a tensor with symbolic shape, an
+    int argument that is symbolic, or arithmetic / comparisons on them.
+
+    It is a Python constant only on demand: ``as_python_constant()`` (what code that needs a
+    plain value calls: ``range()``, list indexing, ``int()``) specialises it -- the ShapeEnv
+    records ``s == value`` and the entry is guarded on it (for a ``mark_dynamic`` dimension that
+    is an error naming the line).  Arithmetic and comparisons stay symbolic (arith.py calls
+    ``sym_operator``); a Python branch on a comparison guards on the branch taken.
+
+    Attributes:
+        value: the SymInt / SymBool / SymFloat (its node's expression is over input symbols).
+        shapes: the trace's ShapeTracker (specialisation is noted there).
+        node: the FX node computing it at run time, or None until ``as_node`` makes it with
+            ``make_node`` (a size nobody passes to the graph costs no node).
+    """
+
+    symbolic = True
+
+    def __init__(self, value, shapes, node=None, make_node=None, source=None):
+        super().__init__(source)
+        self.value = value
+        self.shapes = shapes
+        self.node = node
+        self.make_node = make_node
+
+    def _repr_body(self):
+        return f"{type(self.value).__name__}({self.value.node.expr})"
+
+    def describe(self):
+        return f"symbolic {self.python_type().__name__} {self.value.node.expr}"
+
+    def python_type(self):
+        return _SYM_PYTHON_TYPES[type(self.value)]
+
+    def as_node(self) -> torch.fx.Node:
+        if self.node is None:
+            self.node = self.make_node()
+            self.node.meta["example_value"] = self.value
+        return self.node
+
+    def is_python_constant(self):
+        return True  # on demand, by specialising (see the class docstring)
+
+    def as_python_constant(self):
+        return SymNodeVariable.concrete(self.shapes, self.value)
+
+    def constant_copy(self):
+        raise NotImplementedError("a symbolic int is folded only by specialising it")
+
+    @staticmethod
+    def concrete(shapes, value):
+        """The plain value of a SymInt/SymBool/SymFloat (or an int), specialising it."""
+        if not isinstance(value, _SYM_TYPES):
+            return value
+        result = _SYM_PYTHON_TYPES[type(value)](value)
+        shapes.note()
+        return result
+
+    def truthiness(self, tx):
+        result = bool(self.value)  # SymInt: guards s != 0, not s == value
+        self.shapes.note()
+        return result
+
+    def var_getattr(self, tx, name):
+        return ConstantVariable(self.as_python_constant()).var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        return ConstantVariable(self.as_python_constant()).call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        self.as_node()
+        cg.reconstruct_tensor(self)
+
+    def can_reconstruct(self):
+        return True
+
+
+def symbolic_input(tx, value: int, source) -> VariableTracker:
+    """The tracker of an int argument: symbolic when shapes.py says so, else None."""
+    output = tx.output
+    sym = output.shapes.int_symbol(value, source)
+    if sym is None:
+        return None
+    node = output.symbol_node(sym.node.expr, source, value, sym)
+    return SymNodeVariable(sym, output.shapes, node=node, source=source)
+
+
+def metadata_result(tx, tensor: TensorVariable, name: str, args: tuple, value) -> VariableTracker:
+    """The tracker of a tensor metadata answer (``x.shape``, ``x.size(1)``, ``x.numel()``):
+    constants where static, SymNodeVariables where symbolic."""
+    if isinstance(value, _SYM_TYPES):
+        return _sym_metadata(tx, tensor, name, args, value)
+    if isinstance(value, (tuple, list)) and any(isinstance(v, _SYM_TYPES) for v in value):
+        items = [_sym_metadata(tx, tensor, name, (i,), v) if isinstance(v, _SYM_TYPES) else ConstantVariable(v)
+                 for i, v in enumerate(value)]
+        return SizeVariable(items) if isinstance(value, torch.Size) else TupleVariable(items)
+    return wrap_constant_result(value)
+
+
+_SYM_METADATA_OPS = {"size": torch.ops.aten.sym_size.int, "stride": torch.ops.aten.sym_stride.int,
+                     "numel": torch.ops.aten.sym_numel.default, "nelement": torch.ops.aten.sym_numel.default,
+                     "storage_offset": torch.ops.aten.sym_storage_offset.default}
+
+
+def _sym_metadata(tx, tensor, name, args, value) -> VariableTracker:
+    output = tx.output
+    expr = value.node.expr
+    if isinstance(expr, sympy.Symbol):
+        source = output.shapes.symbol_source(expr)
+        if source is not None:  # an input symbol: the graph reads it as a SymInt input
+            hint = output.shapes.hint(expr)
+            return SymNodeVariable(value, output.shapes, make_node=functools.partial(
+                output.symbol_node, expr, source, hint, value))
+    op = _SYM_METADATA_OPS.get(name)
+    if op is None or (name in ("size", "stride") and len(args) != 1):
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"symbolic Tensor.{name}() with arguments {args}")
+    node_args = (tensor.node, *args) if name in ("size", "stride") else (tensor.node,)
+    return SymNodeVariable(value, output.shapes, make_node=functools.partial(
+        output.create_node, "call_function", op, node_args, {}))
+
+
+def sym_operator(tx, fn, args: list) -> VariableTracker:
+    """``fn`` (an ``operator`` function) on symbolic ints and plain numbers: a symbolic result
+    (its node made on use); anything else specialises the symbolic operands and folds."""
+    if all(isinstance(a, SymNodeVariable) or isinstance(a, ConstantVariable) and type(a.value) in (int, float, bool)
+           for a in args):
+        try:
+            example = fn(*[fake_arg(a) for a in args])
+        except Exception:  # noqa: BLE001 - no symbolic rule for it: fold on plain values below
+            example = None
+        tx.output.shapes.note()
+        if isinstance(example, _SYM_TYPES):
+            output = tx.output
+            return SymNodeVariable(example, output.shapes, make_node=lambda: output.create_node(
+                "call_function", fn, tuple(_node_arg(a) for a in args), {}))
+        if example is not None and type(example) in (int, float, bool):
+            return ConstantVariable(example)
+    values = [a.as_python_constant() for a in args]
+    try:
+        result = fn(*values)
+    except Exception as e:  # noqa: BLE001 - let Python raise it for real
+        raise GraphBreak(gb.OPERATION_RAISES, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} at trace time") from e
+    return wrap_constant_result(result)

@@ -199,7 +199,7 @@ def test_cache_size_limit_runs_eagerly_with_one_warning(caplog):
     def f(x, n):
         return x + n
 
-    cf = dynamo_lite.compile(f, backend=counter)
+    cf = dynamo_lite.compile(f, backend=counter, dynamic=False)  # each n an entry
     with config.patch(cache_size_limit=3), caplog.at_level(logging.WARNING, logger="dynamo_lite"):
         for n in range(10):
             torch.testing.assert_close(cf(torch.zeros(2), n), torch.full((2,), float(n)))

@@ -245,8 +245,9 @@ def test_cache_limit_two_backends_interleaved_results_right():
     def h(t, s):
         return t * s
 
-    h1 = dynamo_lite.compile(h, backend=c1)
-    h2 = dynamo_lite.compile(h, backend=c2)
+    # static: each value of s is an entry (automatic dynamic would serve them all with one)
+    h1 = dynamo_lite.compile(h, backend=c1, dynamic=False)
+    h2 = dynamo_lite.compile(h, backend=c2, dynamic=False)
     with config.patch(cache_size_limit=2):
         for s in range(5):
             assert_same(h1(X, s), X * s)

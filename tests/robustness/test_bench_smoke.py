@@ -43,3 +43,10 @@ def test_models_quick_worker_reports_everything():
 @pytest.mark.parametrize("script", ["inductor.py", "run_all.py", "distributed.py"])
 def test_other_scripts_parse_their_arguments(script):
     assert "usage" in _run(os.path.join(BENCH, script), "--help")
+
+
+def test_dynamic_quick_sweep_both_systems():
+    out = _run(os.path.join(BENCH, "dynamic.py"), "--quick", "--no-write", "--sweeps", "int_arg")
+    line = next(li for li in out.splitlines() if li.startswith("int_arg"))
+    assert "dynamo_lite:  2 graphs" in line and line.count("equal True") == 2, line
+    assert "cache-hit overhead" in out

@@ -184,7 +184,7 @@ def test_cache_limit_under_threads_counts_each_variant_once():
     def f(x, k):
         return x * k
 
-    cf = dynamo_lite.compile(f, backend=counter)
+    cf = dynamo_lite.compile(f, backend=counter, dynamic=False)  # static: each k is an entry
     barrier = threading.Barrier(6)
 
     def worker():

@@ -63,12 +63,13 @@ def _guard_answers(fn, code, frame_args):
 
 
 class Case:
-    """A function or module compiled with a CompileCounter, checked against eager on every call."""
+    """A function or module compiled with a CompileCounter, checked against eager on every call
+    (static shapes unless ``dynamic`` says otherwise: most cases test the static guard kinds)."""
 
-    def __init__(self, target):
+    def __init__(self, target, dynamic=False):
         self.target = target
         self.counter = CompileCounter()
-        self.compiled = dynamo_lite.compile(target, backend=self.counter)
+        self.compiled = dynamo_lite.compile(target, backend=self.counter, dynamic=dynamic)
         self.is_module = isinstance(target, nn.Module)
         self.fn = type(target).forward if self.is_module else target
         self.code = self.fn.__code__

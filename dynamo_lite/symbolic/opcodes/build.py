@@ -45,7 +45,7 @@ def BUILD_CONST_KEY_MAP(tx, inst):
 @register("BUILD_SLICE")
 def BUILD_SLICE(tx, inst):
     parts = tx.popn(inst.arg)
-    if all(p.is_python_constant() for p in parts):
+    if all(p.is_python_constant() and not p.symbolic for p in parts):  # (x[:n] of a symbolic n stays symbolic)
         tx.push(ConstantVariable(slice(*[p.as_python_constant() for p in parts])))
     else:
         tx.push(SliceVariable(parts))

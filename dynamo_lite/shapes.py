@@ -1,0 +1,444 @@
+"""Dynamic shapes: symbolic sizes and ints through torch's ShapeEnv, and the guards they need.
+
+One ``ShapeTracker`` per trace (``OutputGraph.shapes``) owns the trace's
+``torch.fx.experimental.symbolic_shapes.ShapeEnv``; the trace's FakeTensorMode is
+made with it, so fake tensors of symbolic inputs have ``SymInt`` sizes and every
+fact an operation relies on ("s0 == s1" for a ``cat``, "s1 % 2 == 0" for a
+``view``, the branch a Python ``if`` took on a symbolic value) is recorded by
+the ShapeEnv.  This module decides what is symbolic and turns the ShapeEnv's
+facts into guard kinds of our own (guards/kinds.py: SHAPE_RANGE, SHAPE_EQ,
+SHAPE_REL), each naming the user line that introduced it.
+
+What is symbolic (``ShapeTracker.tensor_dims`` / ``int_symbol``):
+
+    dynamic=False            nothing
+    dynamic=True             every dimension of every eligible input tensor, every int argument
+    dynamic=None (default)   automatic: what changed since an earlier compile of the same code
+                             (``FrameSizes``, one per code object, kept by cache.py): the first
+                             compile is static, a recompile makes the changed dims/ints symbolic
+    mark_dynamic(t, d)       dimension d always symbolic (sizes 0/1 too); forcing it to a
+                             constant raises DynamicDimSpecialized naming the line
+    maybe_mark_dynamic(t, d) symbolic from the first compile, may specialise
+    mark_static(t, d)        never symbolic (a module or class: none of its frames' inputs)
+
+Sizes 0 and 1 stay specialised unless marked (as torch does).  Eligible: plain
+``torch.Tensor`` inputs (not parameters, subclasses or views) read from the
+frame's arguments or items of them; int arguments of the frame.  Parameters,
+buffers and globals keep static shapes.
+
+The sources we give the ShapeEnv are ``TorchSource`` adapters around ours (it
+only needs a ``name``); it wraps them in its own size/stride sources, which
+``_ours`` maps back to ``TensorSizeSource`` / ``TensorStrideSource``.
+Tested by tests/torch/test_dynamic_shapes.py and tests/unit/test_shapes.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Any, Callable, Optional
+
+import sympy
+import torch
+from torch._guards import GuardSource
+from torch._guards import Source as _TorchSourceBase
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torch.utils._sympy import functions as symfn
+from torch.utils._sympy.value_ranges import ValueRanges
+
+from . import graph_breaks as gb
+from . import guards
+from .exc import DynamicDimSpecialized, InternalError, UserFrame
+from .source import ItemSource, LocalSource, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
+
+MARKS_ATTR = "_dynamo_lite_marks"  # on a tensor: {dim: ("dynamic", min, max) | ("maybe",) | ("static",)}
+STATIC_ATTR = "_dynamo_lite_static"  # on a module or class: its frames' inputs stay static
+
+
+class CannotSymbolize(Exception):
+    """A fact of the ShapeEnv has no guard kind of ours: the frame is traced again with static
+    shapes (convert_frame), never guessed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchSource(_TorchSourceBase):
+    """Our Source, as the ShapeEnv sees it (it only needs ``name``)."""
+
+    ours: Any = None
+
+    @functools.cached_property
+    def _name_template(self) -> str:
+        return self.ours.name()
+
+    @functools.cached_property
+    def guard_source(self) -> GuardSource:
+        return GuardSource.LOCAL
+
+
+# ---- the memory of automatic dynamic ------------------------------------------------
+class FrameSizes:
+    """What a code object's compiles saw, per input source name: a tensor's sizes (None for a
+    dimension that changed: symbolic from then on) or an int argument (None once it changed).
+
+    Attributes:
+        seen: source name -> tuple of (int | None), or int | None.
+        changed: source names whose values changed at least once (for the cache-limit warning).
+    """
+
+    def __init__(self):
+        self.seen: dict[str, Any] = {}
+        self.changed: dict[str, None] = {}
+
+    def merge_sizes(self, name: str, sizes: tuple) -> tuple:
+        """Record ``sizes``; the merged entry (None where a dimension changed, now or before)."""
+        old = self.seen.get(name)
+        if type(old) is not tuple or len(old) != len(sizes):
+            merged = sizes
+        else:
+            merged = tuple(None if o is None or o != s else s for o, s in zip(old, sizes))
+        if any(m is None for m in merged):
+            self.changed[name] = None
+        self.seen[name] = merged
+        return merged
+
+    def merge_int(self, name: str, value: int) -> bool:
+        """Record ``value``; True when the int changed since an earlier compile."""
+        if name not in self.seen or type(self.seen[name]) is tuple:
+            self.seen[name] = value
+            return False
+        old = self.seen[name]
+        if old is None or old != value:
+            self.seen[name] = None
+            self.changed[name] = None
+            return True
+        return False
+
+
+def _eligible_source(source: Optional[Source]) -> bool:
+    while isinstance(source, ItemSource):
+        source = source.parent
+    return isinstance(source, LocalSource)
+
+
+def _eligible_tensor(value: torch.Tensor) -> bool:
+    return (type(value) is torch.Tensor and value.layout is torch.strided and value.dim() > 0
+            and not value._is_view() and not value.is_nested)
+
+
+def frame_is_static(f_locals: dict, code) -> bool:
+    """mark_static on a module or class: its frames (``self`` first) keep static inputs."""
+    if not code.co_varnames or code.co_argcount == 0:
+        return False
+    first = f_locals.get(code.co_varnames[0])
+    return first is not None and (getattr(first, STATIC_ATTR, False) is True or
+                                  getattr(type(first), STATIC_ATTR, False) is True)
+
+
+# ---- the tracker of one trace -----------------------------------------------------------
+class ShapeTracker:
+    """The ShapeEnv of one trace and what is symbolic in it.
+
+    Attributes:
+        env: the ShapeEnv (the trace's FakeTensorMode holds it).
+        dynamic: compile()'s ``dynamic`` (None: automatic).
+        sizes: the code's FrameSizes (automatic dynamic), or None (no memory: resume of a probe).
+        static: every input stays static (mark_static on the frame's module/class).
+        inputs: (source, fake) of each input tensor with a symbolic dimension.
+        marked: symbol -> (source, min, max) of mark_dynamic dimensions.
+        where: index in ``env.guards`` -> the user line that added it.
+        user_frame: callable -> the current innermost UserFrame (or None).
+    """
+
+    def __init__(self, dynamic: Optional[bool], sizes: Optional[FrameSizes], static: bool = False):
+        self.env = ShapeEnv(allow_dynamic_output_shape_ops=False, allow_scalar_outputs=False)
+        self.dynamic = dynamic
+        self.sizes = sizes
+        self.static = static or dynamic is False
+        self.inputs: list[tuple[Source, torch.Tensor]] = []
+        self.marked: dict[sympy.Symbol, tuple] = {}
+        self.where: dict[int, str] = {}
+        self._noted = 0
+        self.user_frame: Callable[[], Optional[UserFrame]] = lambda: None
+
+    @property
+    def used(self) -> bool:
+        """Did anything become symbolic in this trace?"""
+        return bool(self.env.backed_var_to_val)
+
+    # ---- inputs ----------------------------------------------------------------------
+    def fake_input(self, fake_mode, value: torch.Tensor, source: Source):
+        """(fake, shape, stride) for an input tensor; shape/stride are the TensorSpec entries
+        (ints, or the symbol's text where symbolic), None when the fake is all static."""
+        dims = self._tensor_dims(value, source)
+        if dims is None:
+            return fake_mode.from_tensor(value, static_shapes=True), None, None
+        kinds = [DimDynamic.DYNAMIC if d is not None else DimDynamic.STATIC for d in dims]
+        context = StatelessSymbolicContext(dynamic_sizes=kinds)
+        marked = [i for i, d in enumerate(dims) if d is not None and d[0] == "dynamic"]
+        saved = self.env.settings
+        if marked:  # a marked 0/1 stays symbolic (the tensor's other 0/1 dims are STATIC above)
+            self.env.settings = dataclasses.replace(saved, specialize_zero_one=False)
+        try:
+            fake = fake_mode.from_tensor(value, static_shapes=False, source=TorchSource(source),
+                                         symbolic_context=context)
+        finally:
+            self.env.settings = saved
+        for i in marked:
+            _, lo, hi = dims[i]
+            sym = _symbol(fake.size(i))
+            if sym is None:
+                raise InternalError(f"mark_dynamic dimension {i} of {source.name()} did not become symbolic")
+            self.marked[sym] = (TensorSizeSource(source, i), lo, hi)
+            if lo is not None or hi is not None:
+                self._constrain(sym, lo, hi, TensorSizeSource(source, i), int(value.size(i)))
+        shape = tuple(_entry(s) for s in fake.shape)
+        stride = tuple(_entry(s) for s in fake.stride())
+        if all(type(v) is int for v in (*shape, *stride)):
+            return fake, None, None
+        self.inputs.append((source, fake))
+        return fake, shape, stride
+
+    def _tensor_dims(self, value: torch.Tensor, source: Source) -> Optional[list]:
+        """Per dimension: None (static) or the reason it is symbolic; None when all static."""
+        if not _eligible_source(source) or not _eligible_tensor(value):
+            return None
+        marks = getattr(value, MARKS_ATTR, None) or {}
+        sizes = tuple(int(s) for s in value.shape)
+        merged = self.sizes.merge_sizes(source.name(), sizes) if self.sizes is not None else sizes
+        if self.static:
+            return None
+        dims: list = []
+        for i, size in enumerate(sizes):
+            mark = marks.get(i)
+            if mark is not None and mark[0] == "static":
+                dims.append(None)
+            elif mark is not None and mark[0] == "dynamic":
+                lo, hi = mark[1], mark[2]
+                if (lo is not None and size < lo) or (hi is not None and size > hi):
+                    raise DynamicDimSpecialized(
+                        gb.DYNAMIC_SPECIALIZED, f"{source.name()}.size({i}) is {size}, outside the range "
+                        f"[{lo}, {hi}] given to mark_dynamic")
+                dims.append(mark)
+            elif size in (0, 1):
+                dims.append(None)  # specialised (torch's rule); only a mark keeps 0/1 symbolic
+            elif self.dynamic is True or (mark is not None and mark[0] == "maybe") or merged[i] is None:
+                dims.append(("auto",))
+            else:
+                dims.append(None)
+        if all(d is None for d in dims):
+            return None
+        # a tensor with a mark_dynamic 0/1 dimension: its other 0/1 dims stay static explicitly
+        if any(d is not None and d[0] == "dynamic" for d in dims):
+            dims = [d if d is not None and (d[0] == "dynamic" or sizes[i] not in (0, 1)) else None
+                    for i, d in enumerate(dims)]
+        return dims
+
+    def int_symbol(self, value: int, source: Source):
+        """A SymInt for an int argument that is symbolic in this trace, else None."""
+        if type(value) is not int or not isinstance(source, LocalSource):
+            return None
+        changed = self.sizes.merge_int(source.name(), value) if self.sizes is not None else False
+        if self.static or value in (0, 1):
+            return None
+        if not (self.dynamic is True or changed):
+            return None
+        sym = self.env.create_symbol(value, TorchSource(source), DimDynamic.DYNAMIC, positive=None)
+        if not isinstance(sym, sympy.Symbol):
+            return None
+        return self.env.create_symintnode(sym, hint=value, source=TorchSource(source))
+
+    def _constrain(self, sym, lo, hi, source, hint) -> None:
+        old = self.env.var_to_range[sym]
+        lower = max(int(old.lower), lo) if lo is not None else old.lower
+        upper = min(old.upper, hi) if hi is not None else old.upper
+        self.env.var_to_range[sym] = ValueRanges(lower, upper)
+
+    # ---- during the trace ----------------------------------------------------------
+    def note(self) -> None:
+        """After a step that may have added ShapeEnv facts: tag them with the user line, and
+        refuse a mark_dynamic dimension that became a constant."""
+        guards_now = len(self.env.guards)
+        if guards_now == self._noted and not self.env.replacements:
+            return
+        frame = self.user_frame()
+        where = _where(frame)
+        for i in range(self._noted, guards_now):
+            self.where[i] = where
+        self._noted = guards_now
+        for sym, (source, _lo, _hi) in self.marked.items():
+            value = self.env.replacements.get(sym)
+            if value is not None and value.is_number:
+                raise DynamicDimSpecialized(
+                    gb.DYNAMIC_SPECIALIZED, f"{source.pretty()} was marked dynamic (mark_dynamic), but the code "
+                    f"made it the constant {int(value)}" + (f" at {where}" if where else ""),
+                    user_stack=[frame] if frame is not None else [])
+
+    # ---- guards ----------------------------------------------------------------------
+    def produce_guards(self) -> list:
+        """The shape guards of this trace (after the backend compiled: it may add facts)."""
+        self.note()
+        env = self.env
+        out: list = []
+        seen_text: set[str] = set()
+
+        def add(g):
+            text = g.exprs(None)[0]
+            if text not in seen_text:
+                seen_text.add(text)
+                out.append(g)
+
+        # every symbol of an input: specialised, equal to another expression, or its range
+        for sym, tsources in env.var_to_sources.items():
+            sources = [self._ours(t) for t in tsources]
+            value = env.simplify(sym)
+            if value.is_number:
+                where = next((self.where.get(i, "") for i, g in enumerate(env.guards)
+                              if sym in g.expr.free_symbols), "")
+                for src in sources:
+                    add(guards.ShapeEqGuard(src, ("int", int(value)), where))
+                continue
+            if value != sym:
+                where = next((self.where.get(i, "") for i, g in enumerate(env.guards)
+                              if sym in g.expr.free_symbols), "")
+                for src in sources:
+                    add(guards.ShapeEqGuard(src, self.lower(value), where))
+                continue
+            for src in sources[1:]:
+                add(guards.ShapeEqGuard(src, ("src", sources[0])))
+            vr = env.var_to_range.get(sym)
+            lo = hi = None
+            if vr is not None:
+                if vr.lower.is_Integer and not (int(vr.lower) <= 0 and not _is_int_source(sources[0])):
+                    lo = int(vr.lower)
+                if vr.upper.is_Integer:
+                    hi = int(vr.upper)
+            if lo is not None or hi is not None:
+                add(guards.ShapeRangeGuard(sources[0], lo, hi))
+        # strides of symbolic inputs that are expressions of sizes
+        for source, fake in self.inputs:
+            for i, st in enumerate(fake.stride()):
+                expr = st.node.expr if isinstance(st, torch.SymInt) else None
+                if expr is None:
+                    continue
+                expr = env.simplify(expr)
+                stride_src = TensorStrideSource(source, i)
+                if expr.is_number:
+                    add(guards.ShapeEqGuard(stride_src, ("int", int(expr))))
+                elif not (isinstance(expr, sympy.Symbol) and self._source_of(expr) == stride_src):
+                    add(guards.ShapeEqGuard(stride_src, self.lower(expr)))
+        # what the trace relied on
+        for i, g in enumerate(env.guards):
+            expr = env.simplify(g.expr)
+            if expr is sympy.true:
+                continue
+            if expr is sympy.false:
+                raise InternalError(f"shape guard {g.expr} is false for the inputs it was traced with")
+            rel = self.lower(expr)
+            sources = guards.kinds.expr_sources(rel)
+            add(guards.ShapeRelGuard(rel, self.where.get(i, ""), sources[0] if sources else None))
+        return out
+
+    def symbol_source(self, sym) -> Optional[Source]:
+        """Our source of an input symbol (None: not an input's)."""
+        try:
+            return self._source_of(sym)
+        except CannotSymbolize:
+            return None
+
+    def hint(self, sym) -> int:
+        """The value the symbol has in the inputs the trace was made for."""
+        return int(self.env.backed_var_to_val[sym])
+
+    def _ours(self, tsource) -> Source:
+        if isinstance(tsource, TorchSource):
+            return tsource.ours
+        base = getattr(tsource, "base", None)
+        prop = getattr(getattr(tsource, "prop", None), "name", None)
+        if isinstance(base, TorchSource) and prop in ("SIZE", "STRIDE"):
+            kind = TensorSizeSource if prop == "SIZE" else TensorStrideSource
+            return kind(base.ours, tsource.idx)
+        if isinstance(base, TorchSource) and prop == "STORAGE_OFFSET":
+            return TensorOffsetSource(base.ours)
+        raise CannotSymbolize(f"symbol from an unknown source {tsource!r}")
+
+    def _source_of(self, sym) -> Source:
+        tsources = self.env.var_to_sources.get(sym)
+        if not tsources:
+            raise CannotSymbolize(f"symbol {sym} has no input source (data-dependent)")
+        return self._ours(tsources[0])
+
+    def lower(self, e) -> tuple:
+        """A sympy expression of input symbols -> the integer-expression tree of guards/kinds.py."""
+        if isinstance(e, sympy.Symbol):
+            return ("src", self._source_of(e))
+        if e.is_Integer:
+            return ("int", int(e))
+        if e is sympy.true:
+            return ("==", ("int", 1), ("int", 1))
+        args = [self.lower(a) for a in e.args] if not isinstance(e, sympy.Rational) else None
+        if isinstance(e, sympy.Add):
+            return ("+", *args)
+        if isinstance(e, sympy.Mul):
+            return ("*", *args)
+        if isinstance(e, (symfn.FloorDiv, symfn.CleanDiv)):
+            return ("//", *args)
+        if isinstance(e, (symfn.Mod, symfn.PythonMod, sympy.Mod)):
+            return ("%", *args)
+        if isinstance(e, (symfn.PowByNatural, sympy.Pow)) and e.args[1].is_Integer and int(e.args[1]) >= 0:
+            return ("**", *args)
+        if isinstance(e, (symfn.Max, sympy.Max)):
+            return ("max", *args)
+        if isinstance(e, (symfn.Min, sympy.Min)):
+            return ("min", *args)
+        if isinstance(e, sympy.Rel) and e.rel_op in guards.kinds.CMP_OPS:
+            return (e.rel_op, *args)
+        if isinstance(e, sympy.And):
+            return ("and", *args)
+        if isinstance(e, sympy.Or):
+            return ("or", *args)
+        if isinstance(e, sympy.Not):
+            return ("not", *args)
+        raise CannotSymbolize(f"no guard kind for {type(e).__name__} ({e})")
+
+
+def _is_int_source(source: Source) -> bool:
+    return not isinstance(source, (TensorSizeSource, TensorStrideSource, TensorOffsetSource))
+
+
+def _symbol(size) -> Optional[sympy.Symbol]:
+    if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+        return size.node.expr
+    return None
+
+
+def _entry(size):
+    """A TensorSpec entry: the int, or the symbolic expression's text."""
+    if isinstance(size, torch.SymInt):
+        expr = size.node.expr
+        return int(expr) if expr.is_number else str(expr)
+    return int(size)
+
+
+def _where(frame: Optional[UserFrame]) -> str:
+    if frame is None:
+        return ""
+    text = f"{os.path.basename(frame.filename)}:{frame.lineno} in {frame.name}"
+    return f"{text}: {frame.line}" if frame.line else text
+
+
+# ---- the marks (api.py's mark_dynamic / maybe_mark_dynamic / mark_static) ----------------
+def set_mark(t, dims, mark: tuple) -> None:
+    """Record ``mark`` for each dimension of ``t`` in ``dims`` (an int or a list of ints)."""
+    if isinstance(t, (torch.nn.Module, type)):
+        if mark != ("static",):
+            raise TypeError("only mark_static() applies to a module or class")
+        setattr(t, STATIC_ATTR, True)
+        return
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(t).__name__}")
+    for d in [dims] if isinstance(dims, int) else list(dims):
+        if not isinstance(d, int) or not -t.dim() <= d < t.dim():
+            raise IndexError(f"dimension {d} is out of range for a tensor of {t.dim()} dims")
+        marks = dict(getattr(t, MARKS_ATTR, None) or {})
+        marks[d % t.dim()] = mark
+        setattr(t, MARKS_ATTR, marks)

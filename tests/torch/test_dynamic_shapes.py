@@ -1,0 +1,376 @@
+"""Dynamic shapes: automatic dynamic, dynamic=True/False, the marks, symbolic ints, shape guards.
+
+Every case runs differentially against eager over many sizes (0, 1, sizes seen only after
+the symbolic compile) through the harness, and counts graphs.
+"""
+import random
+
+import pytest
+import torch
+from torch import nn
+
+import dynamo_lite
+from dynamo_lite import config
+from dynamo_lite.backends import lookup_backend
+from dynamo_lite.exc import Unsupported
+from dynamo_lite.report import events
+from dynamo_lite.testing import CompileCounter, assert_same, check_calls, recording
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo_lite.reset()
+    yield
+    dynamo_lite.reset()
+
+
+def mlp(x, w1, w2):
+    return torch.relu(x @ w1) @ w2
+
+
+W1, W2 = torch.randn(6, 8), torch.randn(8, 3)
+
+
+def _mlp_calls(sizes):
+    return [(torch.randn(b, 6), W1, W2) for b in sizes]
+
+
+# ---- automatic dynamic -------------------------------------------------------------
+def test_batch_sizes_in_order_compile_two_graphs():
+    sizes = list(range(1, 41))
+    cnt = check_calls(mlp, _mlp_calls(sizes), hits=range(2, 40))
+    assert cnt.frame_count == 2  # batch 1 (static), then one symbolic graph for 2..40
+
+
+def test_shuffled_sizes_with_zero_and_one_and_new_sizes_after_the_symbolic_compile():
+    sizes = [5, 3, 9, 1, 0, 17, 2, 64, 1, 0, 33, 4]
+    cnt = check_calls(mlp, _mlp_calls(sizes), hits=[2, 5, 6, 7, 8, 9, 10, 11])
+    # 5 static, 3 -> symbolic (>= 2), 1 and 0 specialised
+    assert cnt.frame_count == 4
+
+
+def test_dynamic_true_is_symbolic_from_the_first_compile():
+    cnt = check_calls(mlp, _mlp_calls([7, 2, 30, 5, 1, 3]), hits=[1, 2, 3, 5], dynamic=True)
+    assert cnt.frame_count == 2  # symbolic, then size 1
+    # (after compile, node metadata keeps a symbolic size as its text)
+    x_meta = next(n.meta["example_value"] for n in cnt.graphs[0].graph.nodes if n.op == "placeholder")
+    assert all(isinstance(s, str) for s in x_meta.shape)  # every dimension
+
+
+def test_dynamic_false_compiles_every_size():
+    cnt = check_calls(mlp, _mlp_calls([2, 3, 4, 5]), dynamic=False)
+    assert cnt.frame_count == 4
+
+
+def test_changed_dimension_only_becomes_symbolic():
+    def f(x):
+        return x.sum(0) * x.shape[1]
+
+    cnt = check_calls(f, [torch.randn(3, 4), torch.randn(5, 4), torch.randn(9, 4), torch.randn(6, 5)],
+                      hits=[2])
+    assert cnt.frame_count == 3  # dim 1 changes last: a second symbolic compile
+
+
+def test_sizes_used_in_reshape_arithmetic():
+    def f(x):
+        b, t, d = x.shape
+        y = x.reshape(b * t, d).relu()
+        z = y.view(b, t // 2, 2 * d) if t % 2 == 0 else y.view(b, t, d)
+        return z.sum(-1) + b - t, z.shape[0] * z.shape[1]
+
+    calls = [torch.randn(b, t, 3) for b, t in [(2, 4), (3, 6), (5, 8), (4, 5), (7, 3), (1, 4), (6, 10)]]
+    cnt = check_calls(f, calls)
+    assert cnt.frame_count <= 5
+
+
+def test_attention_block_over_batch_and_sequence():
+    torch.manual_seed(0)
+    block = nn.MultiheadAttention(16, 4, batch_first=True)
+
+    def f(x):
+        b, t, _ = x.shape
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), 1)
+        out, _ = block(x, x, x, attn_mask=mask, need_weights=False)
+        return out.reshape(b * t, -1).mean(0)
+
+    shapes = [(2, 5), (3, 7), (4, 9), (2, 12), (5, 3), (3, 4)]
+    cnt = check_calls(f, [torch.randn(b, t, 16) for b, t in shapes], hits=[3, 4, 5])
+    assert cnt.frame_count <= 3
+
+
+def test_module_forward_serves_every_batch():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.LayerNorm(16), nn.Linear(16, 2))
+    cnt = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=cnt)
+    for b in list(range(1, 20)) + [40, 3, 1]:
+        x = torch.randn(b, 6)
+        assert_same(compiled(x), model(x))
+    assert cnt.frame_count == 2
+
+
+# ---- the marks ------------------------------------------------------------------------
+def test_mark_dynamic_is_symbolic_from_the_first_compile():
+    def f(x):
+        return (x * 2 + 1).sum(1)
+
+    cnt = CompileCounter()
+    g = dynamo_lite.compile(f, backend=cnt)
+    for b in [4, 7, 2, 30]:
+        x = torch.randn(b, 6)
+        dynamo_lite.mark_dynamic(x, 0)
+        assert_same(g(x), f(x))
+    assert cnt.frame_count == 1
+
+
+def test_mark_dynamic_size_one_that_the_ops_specialise_is_refused():
+    # a marked size 1 stays symbolic, but elementwise ops decide broadcasting on it
+    def f(x):
+        return (x * 2 + 1).sum(1)
+
+    x = torch.randn(1, 6)
+    dynamo_lite.mark_dynamic(x, 0)
+    with pytest.raises(Unsupported, match=r"x\.size\(0\) was marked dynamic .* constant 1"):
+        dynamo_lite.compile(f, backend="eager")(x)
+
+
+def test_mark_dynamic_range_is_guarded():
+    x = torch.randn(4, 6)
+    dynamo_lite.mark_dynamic(x, 0, min=2, max=8)
+    out = dynamo_lite.explain(mlp)(x, W1, W2)  # (explain() starts from reset())
+    assert "x.size(0) >= 2 and x.size(0) <= 8" in out.guards[0]
+    cnt = CompileCounter()
+    f = dynamo_lite.compile(mlp, backend=cnt)
+    assert_same(f(x, W1, W2), mlp(x, W1, W2))
+    y = torch.randn(9, 6)  # not marked, outside the range: the entry does not serve it
+    seen, collecting = recording()
+    with collecting:
+        assert_same(f(y, W1, W2), mlp(y, W1, W2))
+    reasons = [r for e in seen if isinstance(e, events.RecompileEvent) for r in e.reasons]
+    assert any("x.size(0) = 9 but the graph needs x.size(0) >= 2 and x.size(0) <= 8" in r for r in reasons), reasons
+
+
+def test_mark_dynamic_outside_its_range_raises():
+    x = torch.randn(10, 6)
+    dynamo_lite.mark_dynamic(x, 0, max=8)
+    with pytest.raises(Unsupported, match="outside the range"):
+        dynamo_lite.compile(mlp, backend="eager")(x, W1, W2)
+
+
+def test_mark_dynamic_dimension_made_constant_names_the_line():
+    def f(x):
+        total = x[0]
+        for i in range(1, x.shape[0]):  # range() needs a plain int: specialises x.size(0)
+            total = total + x[i]
+        return total
+
+    x = torch.randn(4, 3)
+    dynamo_lite.mark_dynamic(x, 0)
+    with pytest.raises(Unsupported, match=r"x\.size\(0\) was marked dynamic .* made it the constant 4 at "
+                                          r"test_dynamic_shapes\.py:\d+ in f: for i in range"):
+        dynamo_lite.compile(f, backend="eager")(x)
+
+
+def test_maybe_mark_dynamic_may_specialise():
+    def f(x):
+        return x * x.shape[0]
+
+    cnt = CompileCounter()
+    g = dynamo_lite.compile(f, backend=cnt)
+    for b in [3, 5, 8]:
+        x = torch.randn(b, 2)
+        dynamo_lite.maybe_mark_dynamic(x, 0)
+        assert_same(g(x), f(x))
+    assert cnt.frame_count == 1
+
+
+def test_mark_static_keeps_a_dimension_static_under_dynamic_true():
+    cnt = CompileCounter()
+    f = dynamo_lite.compile(mlp, backend=cnt, dynamic=True)
+    for b in [3, 4, 5]:
+        x = torch.randn(b, 6)
+        dynamo_lite.mark_static(x, 0)
+        assert_same(f(x, W1, W2), mlp(x, W1, W2))
+    assert cnt.frame_count == 3
+
+
+def test_mark_static_on_a_module_class():
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(6, 2)
+
+        def forward(self, x):
+            return self.fc(x).relu()
+
+    dynamo_lite.mark_static(Net)
+    torch.manual_seed(0)
+    net = Net()
+    cnt = CompileCounter()
+    compiled = dynamo_lite.compile(net, backend=cnt, dynamic=True)
+    for b in [2, 3, 4]:
+        x = torch.randn(b, 6)
+        assert_same(compiled(x), net(x))
+    assert cnt.frame_count == 3
+
+
+def test_marks_reject_bad_arguments():
+    with pytest.raises(IndexError):
+        dynamo_lite.mark_dynamic(torch.randn(2), 1)
+    with pytest.raises(TypeError):
+        dynamo_lite.mark_dynamic([1, 2], 0)
+
+
+# ---- symbolic ints -----------------------------------------------------------------
+def test_int_argument_one_to_twenty_compiles_two_graphs():
+    def f(x, n):
+        return x * n + n // 3
+
+    cnt = check_calls(f, [(torch.randn(3), n) for n in range(1, 21)], hits=range(2, 20))
+    assert cnt.frame_count == 2
+    placeholders = [n for n in cnt.graphs[1].graph.nodes if n.op == "placeholder"]
+    assert [n.name for n in placeholders] == ["x", "n"]
+
+
+def test_symbolic_int_in_shapes_factories_and_comparisons():
+    def f(x, n):
+        y = x.view(n, -1) + torch.ones(n, 1)
+        z = torch.arange(n * 2).float().sum()
+        if n > 4:  # a guard on the branch taken, not a break
+            y = y * 2
+        return y, z, n * 3 - 1, n % 4 == 1
+
+    calls = [(torch.randn(n * 6), n) for n in [2, 3, 5, 6, 7, 3, 9, 2]]
+    cnt = check_calls(f, calls, hits=[3, 4, 5, 6, 7])
+    assert cnt.frame_count == 3  # n=2 static; then n <= 4 and n > 4
+
+
+def test_int_float_and_indexing_of_a_symbolic_int_keep_working():
+    table = [10, 20, 30, 40, 50, 60]
+
+    def f(x, n):
+        return x + float(n) / 2 + int(n) + table[n] + len(range(n))
+
+    cnt = check_calls(f, [(torch.zeros(2), n) for n in [1, 2, 3, 4, 5]])
+    assert cnt.frame_count >= 2
+
+
+def test_range_of_a_symbolic_int_specialises_with_correct_results():
+    def f(x, n):
+        for i in range(n):
+            x = x + i
+        return x
+
+    check_calls(f, [(torch.zeros(2), n) for n in [1, 2, 3, 4, 0]])
+
+
+# ---- shape guards --------------------------------------------------------------------
+def test_relation_between_inputs_is_guarded():
+    def f(x, y):
+        return torch.cat([x, y], 1).view(x.shape[0], 2, -1)
+
+    calls = [(torch.randn(2, 4), torch.randn(2, 4)), (torch.randn(3, 4), torch.randn(3, 6)),
+             (torch.randn(5, 3), torch.randn(5, 5)), (torch.randn(4, 3), torch.randn(4, 4)),  # odd: raises
+             (torch.randn(4, 3), torch.randn(5, 4))]  # batch sizes differ: raises
+    check_calls(f, calls)
+
+
+def test_explain_and_recompile_reasons_name_the_shape_guard():
+    def f(x):
+        return x.view(-1, 2).sum(1)
+
+    g = dynamo_lite.compile(f, backend="eager")
+    seen, collecting = recording()
+    with collecting:
+        for b in [4, 6, 8, 1, 2]:
+            g(torch.randn(b, 4))
+    graphs = [e for e in seen if isinstance(e, events.GraphEvent)]
+    text = "\n".join(graphs[1].guards)
+    assert "x.size(0) >= 2" in text and "x.stride(0) == 4" not in text
+    reasons = [r for e in seen if isinstance(e, events.RecompileEvent) for r in e.reasons]
+    assert "x.size(0) = 1 but the graph needs x.size(0) >= 2" in reasons
+
+
+def test_c_program_checks_shape_guards_without_python():
+    def f(x, y, n):
+        return torch.cat([x, y]).view(-1, 2) * n
+
+    g = dynamo_lite.compile(f, backend="eager", dynamic=True)
+    g(torch.randn(4, 6), torch.randn(4, 6), 3)
+    (entry,) = dynamo_lite.cache.entries(f.__code__)
+    ops = {op[0] for op in entry.guard.fn.ops}
+    assert {"LOAD_SIZE", "CHECK_INT_RANGE", "CHECK_INT_EQ", "CHECK_INT_EXPR"} <= ops
+    assert entry.guard.residual_source is None
+    for args in [(torch.randn(4, 6), torch.randn(4, 6), 3), (torch.randn(5, 6), torch.randn(5, 6), 7),
+                 (torch.randn(4, 6), torch.randn(5, 6), 3), (torch.randn(1, 6), torch.randn(1, 6), 3),
+                 (torch.randn(4, 5), torch.randn(4, 6), 3), (torch.randn(4, 6), torch.randn(4, 6), 1),
+                 (torch.randn(4, 6).t(), torch.randn(6, 4).t(), 3)]:
+        c = entry.guard.fn(*args, f.__globals__, f)
+        py = entry.guard.py_fn(*args, f.__globals__, f)
+        assert c is py, (args, c, py)
+
+
+def test_cache_limit_warning_says_what_kept_changing(caplog):
+    import logging
+
+    def f(x, n):
+        for _ in range(n):  # range() specialises n: every value is an entry
+            x = x + 1
+        return x
+
+    g = dynamo_lite.compile(f, backend="eager")
+    with config.patch(cache_size_limit=3), caplog.at_level(logging.WARNING, logger="dynamo_lite"):
+        for n in range(2, 8):
+            assert_same(g(torch.zeros(2), n), f(torch.zeros(2), n))
+    text = " ".join(r.getMessage() for r in caplog.records if "cache_size_limit" in r.getMessage())
+    assert "Inputs that kept changing: n" in text and "mark_dynamic" in text
+
+
+# ---- backends -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["aot_eager", "inductor"])
+def test_backend_compiles_once_and_serves_every_size(name):
+    def f(x, n):
+        return torch.nn.functional.gelu(x @ W1).sum(-1) * n + x.shape[0]
+
+    cnt = CompileCounter(lookup_backend(name)[0])
+    calls = [(torch.randn(b, 6), n) for b, n in [(2, 1), (3, 2), (5, 3), (17, 4), (8, 9)]]
+    check_calls(f, calls, backend=cnt, warnings=False, hits=[2, 3, 4])
+    assert cnt.frame_count == 2
+
+
+def test_shuffled_sizes_random_order_match_eager():
+    rng = random.Random(0)
+    sizes = list(range(0, 24))
+    rng.shuffle(sizes)
+
+    def f(x):
+        h = x.unsqueeze(1).expand(-1, 3, -1).reshape(x.shape[0], -1)
+        return h.softmax(-1).sum(0), h.shape
+
+    check_calls(f, [torch.randn(b, 4) for b in sizes])
+
+
+def test_past_the_cache_limit_callees_are_not_compiled_one_by_one():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2))
+    cnt = CompileCounter()
+    compiled = dynamo_lite.compile(model, backend=cnt, dynamic=False)  # static: every batch is an entry
+    with config.patch(cache_size_limit=4):
+        for b in range(1, 20):
+            x = torch.randn(b, 6)
+            assert_same(compiled(x), model(x))
+    assert cnt.frame_count == 4  # not 4 + one per submodule forward per later size
+
+
+def test_slices_and_shape_tuples_with_symbolic_ints_stay_symbolic():
+    table = torch.arange(64.0).view(1, 64)
+
+    def f(x, start):
+        b, t = x.shape
+        pos = table[:, start: start + t]  # a slice of symbolic bounds (not a constant)
+        shape = (-1,) + x.shape[1:] + (1,)  # tuple arithmetic keeps the symbolic size
+        return (x + pos).view(shape), x[:, : t // 2]
+
+    calls = [(torch.randn(2, t), s) for t, s in [(3, 1), (5, 2), (7, 4), (9, 3), (4, 6), (11, 0)]]
+    cnt = check_calls(f, calls, hits=[2, 3, 4])
+    assert cnt.frame_count <= 3
