@@ -50,3 +50,11 @@ def test_dynamic_quick_sweep_both_systems():
     line = next(li for li in out.splitlines() if li.startswith("int_arg"))
     assert "dynamo_lite:  2 graphs" in line and line.count("equal True") == 2, line
     assert "cache-hit overhead" in out
+
+
+def test_hf_models_worker_reports_a_training_step():
+    # one worker (dynamo_lite, GPT-2 training step with labels): the torch.compile worker is the same code
+    out = _run(os.path.join(BENCH, "hf_models.py"), "--worker", "gpt2", "train", "dynamo_lite")
+    row = json.loads(out.strip().splitlines()[-1])
+    assert row["correct"] and row["recompiles"] == 0 and row["limit_warns"] == 0
+    assert (row["graphs"], row["breaks"]) == (1, 0)
