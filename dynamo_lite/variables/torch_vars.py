@@ -290,7 +290,7 @@ def is_torch_optimized_module(value) -> bool:
     """The module torch.compile(module) returns (TorchDynamo's OptimizedModule)."""
     cls = type(value)
     return isinstance(value, torch.nn.Module) and cls.__name__ == "OptimizedModule" and \
-        cls.__module__ == "torch._dynamo.eval_frame" and "_orig_mod" in vars(value).get("_modules", {})
+        cls.__module__.split(".") == ["torch", "_dynamo", "eval_frame"] and "_orig_mod" in vars(value).get("_modules", {})
 
 
 def _number_sequence(var) -> bool:
