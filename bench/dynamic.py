@@ -21,7 +21,10 @@ equals eager.  Sweeps:
 Then the cache-hit overhead of an entry with symbolic shape guards against
 the static entry of the same function (bench/_timing.py's interleaved rounds).
 
-    python bench/dynamic.py [--quick] [--inductor] [--sweeps mlp_order,...] [--no-write]
+    python bench/dynamic.py [--quick] [--inductor] [--sweeps mlp_order,...] [--no-write] [--doc]
+
+``--doc`` also replaces this backend's section of docs/performance.md (the section
+bench/run_all.py writes from bench/results/; the rest of the page is kept).
 Covered by tests/robustness/test_bench_smoke.py (quick mode).
 """
 from __future__ import annotations
@@ -252,12 +255,37 @@ def _range_note(data: dict) -> str:
     return "\n\n".join(parts)
 
 
+TITLES = {"eager": "Dynamic shapes, backend eager (bench/dynamic.py)",
+          "inductor": "Dynamic shapes, backend inductor (bench/dynamic.py --inductor)"}
+
+
+def write_doc_section(data: dict) -> str:
+    """Replace the section of ``data``'s backend in docs/performance.md with ``render(data)``."""
+    import re
+
+    doc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "performance.md")
+    with open(doc) as f:
+        text = f.read()
+    title = TITLES[data["backend"]]
+    date = (data.get("env") or {}).get("date")
+    section = f"### {title}, measured {date}\n\n{render(data)}\n\n" if date else f"### {title}\n\n{render(data)}\n\n"
+    pattern = re.compile(r"^### " + re.escape(title) + r".*?(?=^### |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda m: section, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(doc, "w") as f:
+        f.write(text.rstrip("\n") + "\n")
+    return doc
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--inductor", action="store_true", help="compile with inductor instead of eager")
     p.add_argument("--sweeps", default="", help="comma-separated sweep names")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--doc", action="store_true", help="replace this backend's section of docs/performance.md")
     args = p.parse_args(argv)
     wanted = set(filter(None, args.sweeps.split(",")))
     # one-time start-up of both systems (imports, sympy, the first FakeTensorMode), paid before timing
@@ -285,6 +313,8 @@ def main(argv=None):
     print(render(result))
     if not args.no_write:
         _timing.write_json("dynamic_inductor" if args.inductor else "dynamic", result)
+    if args.doc:
+        print("updated", write_doc_section(result))
     return result
 
 

@@ -224,11 +224,13 @@ class InstructionTranslatorBase:
     loop_body_at: Callable[[types.CodeType, int], bool] = staticmethod(lambda code, index: False)
 
     def at_loop_that_runs_natively(self) -> bool:
-        """Is the current instruction a for loop's FOR_ITER that a graph break would turn into a
-        native loop calling its body as a function?  (A loop over range() of a symbolic int breaks
-        there rather than unroll for one value: variables/tensor.py, SymRangeIteratorVariable.)"""
+        """Is the current instruction a for loop's FOR_ITER, in the frame being compiled (not an
+        inlined call, whose break would end the caller's graph at the call), that a graph break
+        would turn into a native loop calling its body as a function?  (A loop over range() of a
+        symbolic int breaks there rather than unroll for one value: variables/tensor.py,
+        SymRangeIteratorVariable.)"""
         inst = self.current_inst
-        return inst is not None and inst.opname == "FOR_ITER" and \
+        return self.parent is None and inst is not None and inst.opname == "FOR_ITER" and \
             InstructionTranslatorBase.loop_body_at(self.code, self.offset_to_index[inst.offset])
 
     # ---- where are we -----------------------------------------------------

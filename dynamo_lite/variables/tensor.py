@@ -766,9 +766,10 @@ class SymRangeIteratorVariable(LazyIteratorVariable):
     """``iter()`` of a ``SymRangeVariable``: items ``start + i * step`` while they are before
     ``stop``.  A comparison the ShapeEnv knows from the symbols' ranges adds nothing (``0 < n``
     and ``1 < n`` when n >= 2: those iterations stay in the graph).  At the first one it does not
-    know, a for loop whose body can be a loop-body function (codegen/loop_bodies.py) breaks the
-    graph (DL0041): the loop goes on natively and its body is compiled once for every n.
-    Anywhere else (``next()``, ``list()``, a loop that cannot be made a function) the comparison
+    know, a for loop of the compiled frame whose body can be a loop-body function
+    (codegen/loop_bodies.py) breaks the graph (DL0041): the loop goes on natively and its body is
+    compiled once for every n.  Anywhere else (``next()``, ``list()``, a loop that cannot be made
+    a function, a loop in an inlined call) the comparison
     is guarded (``n > i``) while the loop goes on, and when it ends the bound is specialised
     (``n == value``): a loop unrolled to its end in one graph is for one ``n`` only.
     Rebuilt after a graph as ``iter(range(start, stop, step))`` advanced to the same item.

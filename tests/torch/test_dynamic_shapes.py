@@ -373,6 +373,20 @@ def test_range_loop_without_a_break_unrolls_per_value_with_dynamic_false():
     assert cnt.frame_count == 3
 
 
+def _add_up_to(x, n):
+    for i in range(n):
+        x = x + i
+    return x
+
+
+def test_range_loop_in_an_inlined_call_is_unrolled_per_n():
+    def f(x, n):
+        return _add_up_to(x * 2, n) + n  # inlined: its loop is unrolled (n == value), no break
+
+    cnt = check_calls(f, [(torch.zeros(2), n) for n in [2, 3, 4, 0, 1, 3]], hits=[5])
+    assert cnt.frame_count == 5
+
+
 def test_range_loop_that_cannot_be_a_function_specialises_n():
     # a loop inside a with block stays in its frame (its body cannot be a function): unrolled for
     # one n, guarded n == value on the loop's line
