@@ -13,13 +13,18 @@ equals eager.  Sweeps:
     attention     an attention block over batch x sequence, shuffled
     int_arg       an int argument 1..20
     reshape       reshapes that use sizes in arithmetic
-    range_loop    a loop over range(n) with a graph break in the body
+    range_loop    a loop over range(n) with a graph break in the body (torch._dynamo.graph_break(),
+                  which breaks in both systems), n = 1..8
+    range_unrolled  a loop over range(n) without a break, n = 1..16
     gpt2 / bert / llama   tiny Hugging Face models (random weights) over 7 sequence lengths
 
 Then the cache-hit overhead of an entry with symbolic shape guards against
 the static entry of the same function (bench/_timing.py's interleaved rounds).
 
-    python bench/dynamic.py [--quick] [--inductor] [--sweeps mlp_order,...] [--no-write]
+    python bench/dynamic.py [--quick] [--inductor] [--sweeps mlp_order,...] [--no-write] [--doc]
+
+``--doc`` also replaces this backend's section of docs/performance.md (the section
+bench/run_all.py writes from bench/results/; the rest of the page is kept).
 Covered by tests/robustness/test_bench_smoke.py (quick mode).
 """
 from __future__ import annotations
@@ -81,7 +86,13 @@ def reshape(x):
 def range_loop(x, n):
     for i in range(n):
         x = x + i
-        print(end="")  # a graph break in the body: each iteration resumes in a loop-body function
+        torch._dynamo.graph_break()  # a break in both systems (dynamo_lite: an unsupported call)
+    return x
+
+
+def range_unrolled(x, n):
+    for i in range(n):
+        x = x * 2 + i
     return x
 
 
@@ -102,6 +113,7 @@ def _sweeps(quick: bool):
     yield "int_arg", int_arg, [((torch.randn(8), n), {}) for n in range(1, 21 if not quick else 8)]
     yield "reshape", reshape, [((torch.randn(b, t, 4),), {}) for b, t in bt]
     yield "range_loop", range_loop, [((torch.zeros(3), n), {}) for n in range(1, 9 if not quick else 5)]
+    yield "range_unrolled", range_unrolled, [((torch.zeros(3), n), {}) for n in range(1, 17 if not quick else 6)]
     try:
         import transformers  # noqa: F401
     except ImportError:
@@ -217,11 +229,54 @@ def render(data: dict) -> str:
     return (note +f"Backend `{data['backend']}` for both systems (dl: dynamo_lite, tc: torch.compile); sweep time "
             f"includes every compile.\n\n{table}\n\nCache-hit overhead of `x + y` with symbolic shape guards "
             f"({hit['symbolic_guard_ops']} guard ops): {hit['symbolic_us']} us, static entry {hit['static_us']} us "
-            f"(difference {hit['difference_us']} us).\n\n"
-            "range_loop: torch.compile runs that frame eagerly (a graph break inside a for loop skips the "
-            "frame); dynamo_lite captures the code before the loop and the loop body as a function of its "
-            "own, but `range(n)` still specialises n, so the frame compiles once per n (and the body for "
-            "i = 0, 1 and a symbolic i): more graphs than torch.compile there, not yet fewer.")
+            f"(difference {hit['difference_us']} us).\n\n" + _range_note(data))
+
+
+def _range_note(data: dict) -> str:
+    """The paragraph on the range() sweeps, with this run's counts."""
+    rows = {r["sweep"]: r for r in data["sweeps"]}
+
+    def graphs(name):
+        r = rows[name]
+        return f"{r['dynamo_lite']['graphs']} graphs for dynamo_lite, {r['torch.compile']['graphs']} for torch.compile"
+
+    parts = []
+    if "range_loop" in rows:
+        parts.append(f"range_loop ({rows['range_loop']['calls']} values of n; {graphs('range_loop')}): "
+                     "torch.compile runs that frame eagerly (a graph break inside a for loop skips the frame). "
+                     "dynamo_lite compiles the frame for n == 1, then with a symbolic n whose loop runs natively, "
+                     "its body a loop-body function compiled for i == 0, i == 1 and a symbolic i: the same "
+                     "graphs serve every later n.")
+    if "range_unrolled" in rows:
+        parts.append(f"range_unrolled ({rows['range_unrolled']['calls']} values of n; {graphs('range_unrolled')}): "
+                     "torch.compile unrolls the loop and specialises n, one graph per n until its "
+                     "cache_size_limit; once n is symbolic, dynamo_lite ends the graph at the loop (DL0041) "
+                     "instead of unrolling it for one n, and the body compiles once for every n.")
+    return "\n\n".join(parts)
+
+
+TITLES = {"eager": "Dynamic shapes, backend eager (bench/dynamic.py)",
+          "inductor": "Dynamic shapes, backend inductor (bench/dynamic.py --inductor)"}
+
+
+def write_doc_section(data: dict) -> str:
+    """Replace the section of ``data``'s backend in docs/performance.md with ``render(data)``."""
+    import re
+
+    doc = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "performance.md")
+    with open(doc) as f:
+        text = f.read()
+    title = TITLES[data["backend"]]
+    date = (data.get("env") or {}).get("date")
+    section = f"### {title}, measured {date}\n\n{render(data)}\n\n" if date else f"### {title}\n\n{render(data)}\n\n"
+    pattern = re.compile(r"^### " + re.escape(title) + r".*?(?=^### |\Z)", re.S | re.M)
+    if pattern.search(text):
+        text = pattern.sub(lambda m: section, text, count=1)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    with open(doc, "w") as f:
+        f.write(text.rstrip("\n") + "\n")
+    return doc
 
 
 def main(argv=None):
@@ -230,6 +285,7 @@ def main(argv=None):
     p.add_argument("--inductor", action="store_true", help="compile with inductor instead of eager")
     p.add_argument("--sweeps", default="", help="comma-separated sweep names")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--doc", action="store_true", help="replace this backend's section of docs/performance.md")
     args = p.parse_args(argv)
     wanted = set(filter(None, args.sweeps.split(",")))
     # one-time start-up of both systems (imports, sympy, the first FakeTensorMode), paid before timing
@@ -257,6 +313,8 @@ def main(argv=None):
     print(render(result))
     if not args.no_write:
         _timing.write_json("dynamic_inductor" if args.inductor else "dynamic", result)
+    if args.doc:
+        print("updated", write_doc_section(result))
     return result
 
 

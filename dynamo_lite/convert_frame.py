@@ -46,7 +46,8 @@ import torch.fx._symbolic_trace
 from . import graph_breaks as gb
 from . import _C, bytecode_compat, cache, config
 from . import log as dl_log
-from .codegen import frame_code
+from .codegen import frame_code, loop_bodies
+from .codegen.liveness import flow_info
 from .codegen.pycodegen import CodegenFailed
 from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
 from .graph.output_graph import OutputGraph
@@ -59,7 +60,7 @@ from .cache import display_name, is_loop_body
 from .skipfiles import skip_reason
 from .source import LocalSource
 from .symbolic.inliner import unclosed_generator
-from .symbolic.translator import InstructionTranslator
+from .symbolic.translator import InstructionTranslator, InstructionTranslatorBase
 
 log = logging.getLogger("dynamo_lite")
 breaks_log = logging.getLogger("dynamo_lite.graph_breaks")
@@ -117,8 +118,8 @@ class FrameConverter:
                 return RUN_EAGER  # another thread compiled a matching entry while this one waited
             if len(existing) >= config.cache_size_limit:
                 if cache.first_limit_hit(code):
-                    # loop bodies made for graph breaks in loops are specialised per iteration
-                    # value and expected to reach the limit: not worth a warning
+                    # loop bodies made for graph breaks in loops can be specialised per iteration
+                    # value (an int the body makes a constant) and reach the limit: not worth a warning
                     level = logging.INFO if is_loop_body(code) else logging.WARNING
                     log.log(level, "dynamo_lite: %s (%s:%d) hit config.cache_size_limit=%d; it now runs eagerly "
                                 "when no compiled entry matches. Last guard failure: %s%s",
@@ -411,13 +412,35 @@ def _callers(code) -> list:
     return events.caller_frames(code, cache.is_generated) if events.listening() else []
 
 
+def _loop_body_at(code, index: int) -> bool:
+    """Would a graph break at the FOR_ITER at ``index`` of ``code`` make its loop a native loop
+    calling a loop-body function (installed into the translator, which cannot ask codegen)?"""
+    try:
+        flow = flow_info(code)
+    except CodegenFailed:
+        return False
+    return loop_bodies.find_loop(code, flow, index) is not None
+
+
+InstructionTranslatorBase.loop_body_at = staticmethod(_loop_body_at)
+
+
 def _limit_hint(code) -> str:
     """What kept changing (automatic dynamic's memory), and how to stop the recompiles."""
-    changed = list(cache.frame_sizes(code, FrameSizes).changed)
+    sizes = cache.frame_sizes(code, FrameSizes)
+    changed = list(sizes.changed)
     if not changed:
         return ""
-    return (f". Inputs that kept changing: {', '.join(changed[:6])}; if their sizes or values vary by design, "
-            "mark them with dynamo_lite.mark_dynamic(tensor, dim) or compile with dynamic=True")
+    constant = {name: where for name, where in sizes.made_constant.items() if name in sizes.changed}
+    text = f". Inputs that kept changing: {', '.join(changed[:6])}"
+    if constant:  # symbolic shapes were tried and the code itself needs the value
+        text += "; the code makes " + ", ".join(f"{name} a constant at {where}" for name, where in constant.items()) \
+            + " (e.g. a loop over range() unrolled in one graph, a list index, int()), so each value needs its own " \
+              "graph (dynamic=True or mark_dynamic cannot change that)"
+    if len(constant) < len(changed):
+        text += "; if their sizes or values vary by design, mark them with dynamo_lite.mark_dynamic(tensor, dim) " \
+                "or compile with dynamic=True"
+    return text
 
 
 def _shadow_saved_tensor_hooks() -> Optional[bool]:

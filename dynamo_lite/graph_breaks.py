@@ -217,6 +217,15 @@ DYNAMIC_SPECIALIZED = _register("DL0031", "Dynamic dimension made constant",
                                 "Python arithmetic on it, avoid int()/range() of it), or drop mark_dynamic for that "
                                 "dimension (maybe_mark_dynamic allows specialisation).",
                                 cause=CODE)
+# (ids DL0041-DL0044: registered on the dyn branch)
+SYMBOLIC_RANGE_LOOP = _register("DL0041", "Loop over a symbolic range",
+                                "A for loop over range(n) where n is a symbolic int (an int argument or a size that "
+                                "changed between calls): unrolled in one graph, the graph would be right for one n "
+                                "only. So the graph ends at the loop after the iterations every n runs, and the loop "
+                                "goes on natively with its body compiled as a loop-body function that serves every n.",
+                                "Nothing to do when n varies by design. When n takes only a few values, compile with "
+                                "dynamic=False to unroll the loop in one graph per value.",
+                                cause=CODE)
 
 # Examples: the smallest code that breaks with each id (the docs show them; tests check them).
 _example(UNSUPPORTED_CALL, """

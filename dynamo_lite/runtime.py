@@ -65,6 +65,14 @@ def list_iterator_at(lst: list, index: int):
     return it
 
 
+def range_iterator_at(r: range, index: int):
+    """iter(r) advanced by ``index`` items (a range with a symbolic bound, rebuilt after a graph)."""
+    it = iter(r)
+    if index:
+        it.__setstate__(index)
+    return it
+
+
 def passthrough(v):
     """The function of a rebuilt map object (its items were computed in the trace)."""
     return v

@@ -23,7 +23,9 @@ What is symbolic (``ShapeTracker.tensor_dims`` / ``int_symbol``):
 
 Sizes 0 and 1 stay specialised unless marked (as torch does).  Eligible: plain
 ``torch.Tensor`` inputs (not parameters, subclasses or views) read from the
-frame's arguments or items of them; int arguments of the frame.  Parameters,
+frame's arguments or items of them; int arguments of the frame, and the int locals
+a loop-body function receives (so a loop counter or accumulator the body reads
+does not recompile the body for each value).  Parameters,
 buffers and globals keep static shapes.
 
 The sources we give the ShapeEnv are ``TorchSource`` adapters around ours (it
@@ -49,7 +51,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from . import graph_breaks as gb
 from . import guards
 from .exc import DynamicDimSpecialized, InternalError, UserFrame
-from .source import ItemSource, LocalSource, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
+from .source import ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
 
 MARKS_ATTR = "_dynamo_lite_marks"  # on a tensor: {dim: ("dynamic", min, max) | ("maybe",) | ("static",)}
 STATIC_ATTR = "_dynamo_lite_static"  # on a module or class: its frames' inputs stay static
@@ -83,11 +85,15 @@ class FrameSizes:
     Attributes:
         seen: source name -> tuple of (int | None), or int | None.
         changed: source names whose values changed at least once (for the cache-limit warning).
+        made_constant: source name -> the user line that made a symbolic input a constant again
+            (``range(n)`` unrolled in one graph, a list index): dynamic shapes cannot help there,
+            and the cache-limit warning says so.
     """
 
     def __init__(self):
         self.seen: dict[str, Any] = {}
         self.changed: dict[str, None] = {}
+        self.made_constant: dict[str, str] = {}
 
     def merge_sizes(self, name: str, sizes: tuple) -> tuple:
         """Record ``sizes``; the merged entry (None where a dimension changed, now or before)."""
@@ -117,6 +123,13 @@ class FrameSizes:
 def _eligible_source(source: Optional[Source]) -> bool:
     while isinstance(source, ItemSource):
         source = source.parent
+    return isinstance(source, LocalSource)
+
+
+def _eligible_int_source(source: Optional[Source]) -> bool:
+    """An int argument of the frame, or an int local handed to a loop-body function."""
+    if isinstance(source, ItemSource) and isinstance(source.parent, LocalSource):
+        return source.parent.local_name == LOOP_BODY_LOCALS and isinstance(source.key, str)
     return isinstance(source, LocalSource)
 
 
@@ -235,7 +248,7 @@ class ShapeTracker:
 
     def int_symbol(self, value: int, source: Source):
         """A SymInt for an int argument that is symbolic in this trace, else None."""
-        if type(value) is not int or not isinstance(source, LocalSource):
+        if type(value) is not int or not _eligible_int_source(source):
             return None
         changed = self.sizes.merge_int(source.name(), value) if self.sizes is not None else False
         if self.static or value in (0, 1):
@@ -296,6 +309,8 @@ class ShapeTracker:
                               if sym in g.expr.free_symbols), "")
                 for src in sources:
                     add(guards.ShapeEqGuard(src, ("int", int(value)), where))
+                    if self.sizes is not None and where:
+                        self.sizes.made_constant[src.name()] = where
                 continue
             if value != sym:
                 where = next((self.where.get(i, "") for i, g in enumerate(env.guards)

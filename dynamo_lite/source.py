@@ -34,6 +34,11 @@ class Source:
         return self.name()
 
 
+# The argument of a loop-body function (codegen/loop_bodies.py) that holds the locals its body
+# reads: an int item of it is an input like an int argument (shapes.py, automatic dynamic).
+LOOP_BODY_LOCALS = "___locals"
+
+
 def guard_local_name(name: str) -> str:
     """The identifier standing for local ``name`` in guard code.
 

@@ -24,7 +24,7 @@ of B into the parent (loops inside a try/with block of the parent are not
 made into functions: its handler would see stale locals); handlers inside
 the body stay inside B.
 ``find_loop`` refuses shapes it does not model (jumps into the body from
-outside, deleted locals, exits at unexpected stack depths, a loop inside a
+outside, deleted locals, a comprehension's appends to a result below the iterator, exits at unexpected stack depths, a loop inside a
 try/with block of the parent, zero-argument super() or locals()); the caller
 then lets the rest of the frame run natively.
 Tested by tests/breaks/test_graph_breaks.py (the loop cases).
@@ -42,6 +42,7 @@ from .. import bytecode_compat, runtime
 from .pycodegen import PyCodegen, assemble, original_instructions
 from .liveness import FlowInfo
 from ..cache import register_generated
+from ..source import LOOP_BODY_LOCALS
 
 _TAG_CONTINUE = 0
 _TAG_RETURN = 1
@@ -57,7 +58,7 @@ class LoopInfo:
     last: int  # the last back-edge
     is_for: bool
     exits: tuple  # instructions outside the loop that the body jumps to
-    reads: tuple  # fast locals the body reads
+    reads: tuple  # fast locals the body may read before assigning them (live at its entry)
     writes: tuple  # fast locals the body assigns
     below: int  # stack depth under the body (for loops: including the iterator)
 
@@ -78,8 +79,8 @@ def find_loop(code: types.CodeType, flow: FlowInfo, k: int) -> Optional[LoopInfo
     last = max(j for j in range(n) if flow.is_backward_jump(j) and flow.target[j] == header)
     is_for = flow.instrs[header].name == "FOR_ITER"
     entry = header + 1 if is_for else header
-    if not entry <= k <= last:
-        return None
+    if not (header if is_for else entry) <= k <= last:
+        return None  # (a break at a for loop's FOR_ITER: every later iteration calls the body)
     depths = flow.depth
     if depths[entry] is None:
         return None
@@ -106,6 +107,8 @@ def find_loop(code: types.CodeType, flow: FlowInfo, k: int) -> Optional[LoopInfo
             continue
         if inst.name in ("DELETE_FAST", "YIELD_VALUE", "SEND", "LOAD_NAME", "STORE_NAME"):
             return None
+        if inst.name in ("LIST_APPEND", "SET_ADD", "MAP_ADD"):
+            return None  # a comprehension's result lies under the iterator: not in B's stack
         if inst.name == "LOAD_FAST":
             reads.add(inst.arg)
         elif inst.name == "STORE_FAST":
@@ -127,6 +130,10 @@ def find_loop(code: types.CodeType, flow: FlowInfo, k: int) -> Optional[LoopInfo
             # iteration that raised (B hands them back only when it returns), and a `return`
             # inside the block must run the block's exit in the parent: let the frame run natively
             return None
+    # only what the body may read before assigning it: a local every path through the body assigns
+    # first (the loop variable) is not handed in, so its value from the previous iteration is not
+    # guarded (a loop over range(n) would otherwise recompile the body for each i)
+    reads &= flow.live_in[entry]
     return LoopInfo(header, entry, last, is_for, tuple(exits), tuple(sorted(reads)), tuple(sorted(writes)), below)
 
 
@@ -240,7 +247,7 @@ def make_body_code(code: types.CodeType, flow: FlowInfo, info: LoopInfo) -> type
     pro.lineno = line
     freevars = list(code.co_cellvars) + list(code.co_freevars)
     pro.instrs.extend(bytecode_compat.frame_prologue(n_freevars=len(freevars), lineno=line))
-    pro.store_locals_from_dict("___locals", info.reads)
+    pro.store_locals_from_dict(LOOP_BODY_LOCALS, info.reads)
     for _ in range(info.below):
         pro.load_const(None)
     if info.is_for:
@@ -251,7 +258,7 @@ def make_body_code(code: types.CodeType, flow: FlowInfo, info: LoopInfo) -> type
     bc.qualname = code.co_qualname
     bc.filename = code.co_filename
     bc.first_lineno = code.co_firstlineno
-    bc.argnames = ["___item", "___locals"]
+    bc.argnames = ["___item", LOOP_BODY_LOCALS]
     bc.argcount = 2
     bc.posonlyargcount = 0
     bc.kwonlyargcount = 0

@@ -21,7 +21,7 @@ import builtins
 import dis
 import linecache
 import types
-from typing import Optional
+from typing import Callable, Optional
 
 from .. import graph_breaks as gb
 from .. import bytecode_compat, config
@@ -137,8 +137,11 @@ class InstructionTranslatorBase:
     def step(self) -> None:
         inst = self.instructions[self.ip]
         self.current_inst = inst
-        if inst.starts_line:
-            self.lineno = inst.starts_line
+        # the instruction's own line, as a traceback shows it (a FOR_ITER reached by the loop's
+        # back-edge is on the `for` line, though no line starts there); artificial ones have none
+        line = inst.positions.lineno if inst.positions is not None else None
+        if line or inst.starts_line:
+            self.lineno = line or inst.starts_line
         self.ip += 1
         handler = HANDLERS.get(inst.opname)
         if handler is None:
@@ -212,6 +215,23 @@ class InstructionTranslatorBase:
         while tx.parent is not None:
             tx = tx.parent
         return tx
+
+    # ---- loops that can run natively ---------------------------------------
+    # (code, instruction index) -> True when a graph break at the for loop's FOR_ITER at that
+    # index lets the loop go on natively with its body compiled as a loop-body function
+    # (codegen/loop_bodies.find_loop).  codegen and symbolic never import each other:
+    # convert_frame installs it; until then no loop qualifies.
+    loop_body_at: Callable[[types.CodeType, int], bool] = staticmethod(lambda code, index: False)
+
+    def at_loop_that_runs_natively(self) -> bool:
+        """Is the current instruction a for loop's FOR_ITER, in the frame being compiled (not an
+        inlined call, whose break would end the caller's graph at the call), that a graph break
+        would turn into a native loop calling its body as a function?  (A loop over range() of a
+        symbolic int breaks there rather than unroll for one value: variables/tensor.py,
+        SymRangeIteratorVariable.)"""
+        inst = self.current_inst
+        return self.parent is None and inst is not None and inst.opname == "FOR_ITER" and \
+            InstructionTranslatorBase.loop_body_at(self.code, self.offset_to_index[inst.offset])
 
     # ---- where are we -----------------------------------------------------
     def frame_summary(self) -> UserFrame:

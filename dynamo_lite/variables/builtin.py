@@ -61,7 +61,7 @@ from .replayed import replay_print, replay_warn
 from .stdlib import copy_value
 from .objects import IdVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
-from .tensor import record_op, TensorVariable
+from .tensor import make_range, record_op, TensorVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
     _DICT_METHODS, mro_lookup, ObjectLike, class_of, DataclassFieldVariable, DictStorageMixin,
@@ -535,6 +535,9 @@ def _callable(tx, obj):
 
 @_handler(builtins.range)
 def _range(tx, *args):
+    symbolic = make_range(tx, list(args))  # a symbolic bound stays symbolic while iterated (tensor.py)
+    if symbolic is not None:
+        return symbolic
     if all(a.is_python_constant() for a in args):
         try:
             return ConstantVariable(range(*[a.as_python_constant() for a in args]))

@@ -104,6 +104,12 @@ class ConstantVariable(VariableTracker):
             return [ConstantVariable(v) for v in self.value]
         raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"cannot iterate over {self.describe()}")
 
+    def iter(self, tx):
+        it = super().iter(tx)
+        if isinstance(self.value, range):
+            it.kind = type(iter(self.value))  # range_iterator: rebuilt as one (sequences.py)
+        return it
+
     def var_getattr(self, tx, name):
         if user_defined_attr(type(self.value), name):
             # an IntEnum / str subclass's own method or property: Python code, never run at trace time

@@ -470,6 +470,9 @@ class DequeVariable(BaseListVariable):
         cg.call(2)
 
 
+_RANGE_ITERATOR = type(iter(range(0)))
+
+
 class ListIteratorVariable(VariableTracker):
     """An iterator over items known at trace time (lists, tuples, ranges, dict keys, zip, ...)."""
 
@@ -583,6 +586,17 @@ class ListIteratorVariable(VariableTracker):
             cg.emit("BUILD_TUPLE", len(rest))
             cg.call(1)
             return
+        if self.kind is _RANGE_ITERATOR and all(i.is_python_constant() and type(i.as_python_constant()) is int
+                                                for i in rest):
+            # the rest of a range's iterator: iter(range(...)) over the same ints
+            values = [i.as_python_constant() for i in rest]
+            step = values[1] - values[0] if len(values) > 1 else 1
+            if step != 0 and all(b - a == step for a, b in zip(values, values[1:])):
+                start = values[0] if values else 0
+                cg.load_callable(iter)
+                cg.load_const(range(start, start + step * len(values), step))
+                cg.call(1)
+                return
         if self.kind in (map, filter):
             cg.load_callable(self.kind)
             cg.load_const(runtime.passthrough if self.kind is map else runtime.keep)

@@ -17,11 +17,12 @@ import functools
 import logging
 import operator
 import warnings
-from typing import Any
+from typing import Any, Optional
 
 import sympy
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -29,11 +30,12 @@ from torch._subclasses.fake_tensor import (
 
 from .. import graph_breaks as gb
 from .. import guards
+from .. import runtime
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from ..source import AttrSource
-from .sequences import BaseListVariable, ListVariable, SizeVariable, SliceVariable, StructSeqVariable, TupleVariable
+from .sequences import BaseListVariable, LazyIteratorVariable, ListVariable, SizeVariable, SliceVariable, StructSeqVariable, TupleVariable
 from .mappings import DictVariable
 from .folding import wrap_constant_result
 from .methods import TensorMethodVariable
@@ -660,3 +662,167 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
     except Exception as e:  # noqa: BLE001 - let Python raise it for real
         raise GraphBreak(gb.OPERATION_RAISES, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} at trace time") from e
     return wrap_constant_result(result)
+
+
+# ---- range() over symbolic ints ------------------------------------------------------
+_RANGE_ITERATOR = type(iter(range(0)))
+
+
+class SymRangeVariable(VariableTracker):
+    """``range(start, stop, step)`` where ``start`` or ``stop`` is a symbolic int (``step`` is
+    specialised: its sign decides the comparisons).
+
+    Iterating it (``SymRangeIteratorVariable``) keeps the bounds symbolic: each item is compared
+    with ``stop`` through the ShapeEnv, so a loop whose first iteration ends in a graph break (the
+    rest runs natively, the body as a loop-body function) needs only ``n >= 1`` of a symbolic
+    ``n``, not ``n == value``.  Everything else (``len()``, ``in``, indexing, ``list()``,
+    ``reversed()``) goes through ``as_python_constant()``, which specialises the bounds (guards
+    ``n == value``), as ``SymNodeVariable`` does.
+
+    Attributes:
+        parts: [start, stop, step] trackers: ConstantVariable ints or SymNodeVariable SymInts
+            (step always a ConstantVariable, never 0).
+        shapes: the trace's ShapeTracker.
+    """
+
+    def __init__(self, parts: list, shapes):
+        super().__init__()
+        self.parts = parts
+        self.shapes = shapes
+
+    def _repr_body(self):
+        return ", ".join(repr(p) for p in self.parts)
+
+    def describe(self):
+        return "range with a symbolic bound"
+
+    def python_type(self):
+        return range
+
+    def is_python_constant(self):
+        return True  # on demand, by specialising (see the class docstring)
+
+    def as_python_constant(self):
+        return range(*[SymNodeVariable.concrete(self.shapes, _sym_value(p)) for p in self.parts])
+
+    def constant_copy(self):
+        raise NotImplementedError("a symbolic range is folded only by specialising it")
+
+    def has_len(self):
+        return True
+
+    def _constant(self) -> ConstantVariable:
+        return ConstantVariable(self.as_python_constant())
+
+    def iter(self, tx):
+        return SymRangeIteratorVariable(self)
+
+    def unpack(self, tx):
+        return self._constant().unpack(tx)
+
+    def contains(self, tx, item):
+        return self._constant().contains(tx, item)
+
+    def var_getattr(self, tx, name):
+        if name in ("start", "stop", "step"):
+            return self.parts[("start", "stop", "step").index(name)]
+        return self._constant().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        return self._constant().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, cg):
+        cg.load_callable(range)
+        for p in self.parts:
+            cg.reconstruct(p)
+        cg.call(3)
+
+    def can_reconstruct(self):
+        return all(p.can_reconstruct() for p in self.parts)
+
+
+def _sym_value(v: VariableTracker):
+    return v.value if isinstance(v, SymNodeVariable) else v.as_python_constant()
+
+
+def make_range(tx, args: list) -> Optional[VariableTracker]:
+    """``range(*args)`` when an argument is a symbolic int (None: not ours; the caller folds it)."""
+    if not any(isinstance(a, SymNodeVariable) and a.python_type() is int for a in args) or not 1 <= len(args) <= 3:
+        return None
+    if not all(isinstance(a, SymNodeVariable) and a.python_type() is int or
+               isinstance(a, ConstantVariable) and type(a.value) in (int, bool) for a in args):
+        return None
+    parts = [ConstantVariable(0), args[0], ConstantVariable(1)] if len(args) == 1 else list(args) + [ConstantVariable(1)]
+    parts = [p if isinstance(p, SymNodeVariable) else ConstantVariable(int(p.value)) for p in parts[:3]]
+    step = parts[2]
+    if isinstance(step, SymNodeVariable):
+        parts[2] = step = ConstantVariable(step.as_python_constant())  # the sign decides the loop: specialised
+    if step.value == 0:
+        return None  # ValueError: raised by the caller's folding
+    return SymRangeVariable(parts, tx.output.shapes)
+
+
+class SymRangeIteratorVariable(LazyIteratorVariable):
+    """``iter()`` of a ``SymRangeVariable``: items ``start + i * step`` while they are before
+    ``stop``.  A comparison the ShapeEnv knows from the symbols' ranges adds nothing (``0 < n``
+    and ``1 < n`` when n >= 2: those iterations stay in the graph).  At the first one it does not
+    know, a for loop of the compiled frame whose body can be a loop-body function
+    (codegen/loop_bodies.py) breaks the graph (DL0041): the loop goes on natively and its body is
+    compiled once for every n.  Anywhere else (``next()``, ``list()``, a loop that cannot be made
+    a function, a loop in an inlined call) the comparison
+    is guarded (``n > i``) while the loop goes on, and when it ends the bound is specialised
+    (``n == value``): a loop unrolled to its end in one graph is for one ``n`` only.
+    Rebuilt after a graph as ``iter(range(start, stop, step))`` advanced to the same item.
+
+    Attributes:
+        range: the SymRangeVariable iterated.
+        index: items produced so far.
+    """
+
+    def __init__(self, rng: SymRangeVariable):
+        super().__init__(_RANGE_ITERATOR)
+        self.range = rng
+
+    def next_item(self, tx):
+        if self.exhausted:
+            return None
+        start, stop, step = self.range.parts
+        offset = self.index * step.value
+        shapes = self.range.shapes
+        cur = _sym_value(start) + offset
+        stop_v = _sym_value(stop)
+        more = cur < stop_v if step.value > 0 else cur > stop_v
+        if isinstance(more, torch.SymBool):
+            if statically_known_true(more):
+                more = True
+            elif tx.at_loop_that_runs_natively():
+                # unrolled, the graph would be right for one n only: end it here, before the
+                # iterations that not every n runs; the loop goes on natively and its body is
+                # compiled once as a loop-body function for every n
+                raise GraphBreak(gb.SYMBOLIC_RANGE_LOOP, f"for loop over range() up to symbolic "
+                                 f"{stop_v.node.expr if isinstance(stop_v, torch.SymInt) else stop_v}, "
+                                 f"item {self.index}: the loop runs natively, its body as a function")
+            elif more.node.hint:
+                more = bool(more)  # guarded: the loop goes on for this n and every larger one
+                shapes.note()
+            else:  # the loop ends here: this trace is for this n only
+                for p in (start, stop):
+                    if isinstance(p, SymNodeVariable):
+                        p.as_python_constant()
+                more = False
+        if not more:
+            self.exhausted = True
+            return None
+        self.index += 1
+        if isinstance(start, SymNodeVariable):
+            return start if offset == 0 else sym_operator(tx, operator.add, [start, ConstantVariable(offset)])
+        return ConstantVariable(cur)
+
+    def reconstruct(self, cg):
+        cg.load_callable(runtime.range_iterator_at)
+        cg.reconstruct(self.range)
+        cg.load_const(self.index)
+        cg.call(2)
+
+    def can_reconstruct(self):
+        return self.range.can_reconstruct()

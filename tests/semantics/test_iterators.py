@@ -95,6 +95,18 @@ def test_reversed_list_is_live_and_typed():
     check(f, x3)
 
 
+def test_range_iterators_outlive_a_graph_break_as_range_iterators():
+    def f(x):
+        a = iter(range(2, 12, 3))
+        b = reversed(range(5))
+        c = iter(range(4))
+        next(a), next(b), list(c)
+        dynamo_lite.graph_break()
+        return x * 2, type(a).__name__, list(a), type(b).__name__, list(b), type(c).__name__, list(c)
+
+    check(f, x3, breaks=None)  # (list() of a real iterator after the break is a break of its own)
+
+
 @pytest.mark.parametrize("seq", ["set", "iterator", "map"])
 def test_reversed_of_non_sequences_raises(seq):
     def f(x):

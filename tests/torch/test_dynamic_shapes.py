@@ -11,6 +11,7 @@ from torch import nn
 
 import dynamo_lite
 from dynamo_lite import config
+from dynamo_lite import graph_breaks as gb
 from dynamo_lite.backends import lookup_backend
 from dynamo_lite.exc import Unsupported
 from dynamo_lite.report import events
@@ -158,16 +159,17 @@ def test_mark_dynamic_outside_its_range_raises():
 
 
 def test_mark_dynamic_dimension_made_constant_names_the_line():
+    scale = [0.5, 1.5, 2.5, 3.5, 4.5]
+
     def f(x):
-        total = x[0]
-        for i in range(1, x.shape[0]):  # range() needs a plain int: specialises x.size(0)
-            total = total + x[i]
-        return total
+        total = x.sum(0)
+        w = scale[x.shape[0]]  # a list index needs a plain int: specialises x.size(0)
+        return total * w
 
     x = torch.randn(4, 3)
     dynamo_lite.mark_dynamic(x, 0)
     with pytest.raises(Unsupported, match=r"x\.size\(0\) was marked dynamic .* made it the constant 4 at "
-                                          r"test_dynamic_shapes\.py:\d+ in f: for i in range"):
+                                          r"test_dynamic_shapes\.py:\d+ in f: w = scale"):
         dynamo_lite.compile(f, backend="eager")(x)
 
 
@@ -264,6 +266,146 @@ def test_range_of_a_symbolic_int_specialises_with_correct_results():
     check_calls(f, [(torch.zeros(2), n) for n in [1, 2, 3, 4, 0]])
 
 
+# ---- range() over a symbolic int -----------------------------------------------------
+# n = 1..8, then 0, 1 and values seen only after the symbolic compile
+_LOOP_NS = [1, 2, 3, 4, 5, 6, 7, 8, 0, 1, 12, 2, 30, -2]
+
+
+def range_loop(x, n):
+    for i in range(n):
+        x = x + i
+        dynamo_lite.graph_break()  # each later iteration runs the body as a loop-body function
+    return x
+
+
+def test_range_loop_with_a_break_keeps_one_body_graph_for_every_n():
+    cnt = check_calls(range_loop, [(torch.zeros(3), n) for n in _LOOP_NS], hits=range(4, len(_LOOP_NS) - 1))
+    # the frame: n == 1 (one iteration in the graph), then symbolic n: every iteration is a
+    # call of the body (0 < n is not known for every n), which compiles for i == 0, i == 1 (sizes
+    # 0 and 1 stay specialised) and a symbolic i
+    assert cnt.frame_count == 4, cnt.frame_count
+    # entries of the frame: n == 1 and symbolic n (n = 0 and n = -2 too: the native loop runs no body)
+    assert len(dynamo_lite.cache.entries(range_loop.__code__)) == 2
+
+
+def test_range_loop_dynamic_true_compiles_each_frame_once():
+    cnt = check_calls(range_loop, [(torch.zeros(3), n) for n in [3, 5, 2, 9, 4, 12]], dynamic=True,
+                      hits=range(1, 6))
+    # the frame once (symbolic n, no tensor work before the loop: no graph); the body for i == 0,
+    # i == 1 (0 and 1 stay specialised) and a symbolic i
+    assert cnt.frame_count == 3
+
+
+def test_range_loop_body_reading_n_and_an_int_accumulator_stays_symbolic():
+    def f(x, n):
+        acc = 0
+        for i in range(2, n, 2):  # a symbolic stop with a start and a step
+            x = x * 2 + i + n  # the body reads n: an int local handed to it, symbolic after a change
+            acc += i
+            dynamo_lite.graph_break()
+        return x, acc
+
+    calls = [(torch.ones(3), n) for n in [3, 4, 7, 5, 12, 0, 1, 9, 2, 15]]
+    cnt = check_calls(f, calls, hits=[7, 9])
+    assert cnt.frame_count <= 6, cnt.frame_count
+
+
+def test_range_loop_with_a_symbolic_start_and_a_negative_step():
+    def count_down(x, n):
+        for i in range(n, 0, -1):
+            x = x * i
+            dynamo_lite.graph_break()
+        return x
+
+    def from_n(x, n):
+        seen = []
+        for i in range(n, 3 * n, 3):  # items n, n + 3, ...: symbolic
+            seen.append(i)
+            x = x + i
+            dynamo_lite.graph_break()
+        return x, seen
+
+    ns = [2, 3, 5, 0, 1, 7, -1, 4]
+    check_calls(count_down, [(torch.ones(2), n) for n in ns])
+    check_calls(from_n, [(torch.ones(2), n) for n in ns])
+
+
+def test_range_iterator_of_a_symbolic_int_outlives_the_graph():
+    def f(x, n):
+        it = iter(range(1, n))
+        first = next(it)
+        dynamo_lite.graph_break()
+        return x + first, list(it), type(it).__name__
+
+    check_calls(f, [(torch.zeros(2), n) for n in [3, 4, 6, 2, 9, 1]])  # n = 1: StopIteration, as eager
+
+
+def test_range_of_a_symbolic_int_used_as_a_value_specialises():
+    def f(x, n):
+        r = range(n)
+        return x + len(r), list(reversed(r)), 3 in r, r[-1] if n > 0 else None, r.stop, bool(r)
+
+    check_calls(f, [(torch.zeros(2), n) for n in [2, 3, 5, 0, 1, 7]])
+
+
+def unrolled(x, n):
+    for i in range(n):
+        x = x * 2 + i
+    return x.sum(), x
+
+
+def test_range_loop_without_a_break_becomes_a_loop_body_for_symbolic_n():
+    # unrolled in one graph, the graph would be for one n (torch.compile recompiles per n):
+    # once n is symbolic, the graph ends at the loop (DL0041) and the body is a function
+    cnt = check_calls(unrolled, [(torch.ones(3), n) for n in _LOOP_NS], hits=range(5, len(_LOOP_NS)))
+    assert cnt.frame_count <= 5, cnt.frame_count  # n == 1, n == 2; the body: i == 0, i == 1, symbolic i
+    seen, collecting = recording()
+    with collecting:
+        dynamo_lite.reset()
+        dynamo_lite.compile(unrolled, backend="eager", dynamic=True)(torch.ones(3), 5)
+    breaks = [e for e in seen if isinstance(e, events.GraphBreakEvent)]
+    assert [b.break_id for b in breaks] == [gb.SYMBOLIC_RANGE_LOOP], breaks
+    assert "range(n)" in breaks[0].user_stack[-1].line
+
+
+def test_range_loop_without_a_break_unrolls_per_value_with_dynamic_false():
+    cnt = check_calls(unrolled, [(torch.ones(3), n) for n in [2, 3, 4, 3]], dynamic=False, hits=[3])
+    assert cnt.frame_count == 3
+
+
+def _add_up_to(x, n):
+    for i in range(n):
+        x = x + i
+    return x
+
+
+def test_range_loop_in_an_inlined_call_is_unrolled_per_n():
+    def f(x, n):
+        return _add_up_to(x * 2, n) + n  # inlined: its loop is unrolled (n == value), no break
+
+    cnt = check_calls(f, [(torch.zeros(2), n) for n in [2, 3, 4, 0, 1, 3]], hits=[5])
+    assert cnt.frame_count == 5
+
+
+def test_range_loop_that_cannot_be_a_function_specialises_n():
+    # a loop inside a with block stays in its frame (its body cannot be a function): unrolled for
+    # one n, guarded n == value on the loop's line
+    def f(x, n):
+        with torch.no_grad():
+            for i in range(n):
+                x = x + i
+        return x
+
+    g = dynamo_lite.compile(f, backend="eager")
+    seen, collecting = recording()
+    with collecting:
+        for n in [2, 3, 4, 3]:
+            assert_same(g(torch.zeros(2), n), f(torch.zeros(2), n))
+    graphs = [e for e in seen if isinstance(e, events.GraphEvent)]
+    assert len(graphs) == 3
+    assert any("n == 4" in line and "for i in range(n)" in line for line in graphs[2].guards), graphs[2].guards
+
+
 # ---- shape guards --------------------------------------------------------------------
 def test_relation_between_inputs_is_guarded():
     def f(x, y):
@@ -314,16 +456,28 @@ def test_cache_limit_warning_says_what_kept_changing(caplog):
     import logging
 
     def f(x, n):
-        for _ in range(n):  # range() specialises n: every value is an entry
-            x = x + 1
-        return x
+        return x * [1, 2, 3, 4, 5, 6, 7, 8][n]  # a list index: every value of n is an entry
 
     g = dynamo_lite.compile(f, backend="eager")
     with config.patch(cache_size_limit=3), caplog.at_level(logging.WARNING, logger="dynamo_lite"):
         for n in range(2, 8):
             assert_same(g(torch.zeros(2), n), f(torch.zeros(2), n))
     text = " ".join(r.getMessage() for r in caplog.records if "cache_size_limit" in r.getMessage())
-    assert "Inputs that kept changing: n" in text and "mark_dynamic" in text
+    assert "Inputs that kept changing: n" in text
+    # symbolic n was tried: the warning names the line that makes it a constant again
+    assert "the code makes n a constant at test_dynamic_shapes.py:" in text and "[n]" in text
+
+
+def test_cache_limit_warning_suggests_marks_for_sizes_that_kept_changing(caplog):
+    import logging
+
+    g = dynamo_lite.compile(mlp, backend="eager", dynamic=False)
+    with config.patch(cache_size_limit=3), caplog.at_level(logging.WARNING, logger="dynamo_lite"):
+        for b in range(2, 8):
+            x = torch.randn(b, 6)
+            assert_same(g(x, W1, W2), mlp(x, W1, W2))
+    text = " ".join(r.getMessage() for r in caplog.records if "cache_size_limit" in r.getMessage())
+    assert "Inputs that kept changing: x" in text and "mark_dynamic" in text and "dynamic=True" in text
 
 
 # ---- backends -------------------------------------------------------------------------
