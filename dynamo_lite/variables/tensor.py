@@ -19,6 +19,7 @@ import operator
 import warnings
 from typing import Any
 
+import numpy as np
 import sympy
 import torch
 import torch.fx
@@ -42,7 +43,6 @@ from .methods import TensorMethodVariable
 _DATA_DEPENDENT_METHODS = {
     "item": "Tensor.item() reads a value out of the tensor",
     "tolist": "Tensor.tolist() reads values out of the tensor",
-    "numpy": "Tensor.numpy() leaves torch",
     "__bool__": "bool(tensor) depends on tensor data",
     "__int__": "int(tensor) depends on tensor data",
     "__float__": "float(tensor) depends on tensor data",
@@ -176,6 +176,8 @@ class TensorVariable(VariableTracker):
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"'Tensor' object has no attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
+        if name == "numpy":
+            return VariableTracker.tensor_numpy(tx, self, args, kwargs)
         if name in _DATA_DEPENDENT_METHODS:
             raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
         if name in _SIDE_EFFECT_METHODS:
@@ -260,7 +262,9 @@ def _node_arg(v: VariableTracker):
     if isinstance(v, SliceVariable) and any(p.symbolic for p in v.parts):
         return slice(*[_node_arg(p) for p in v.parts])
     if isinstance(v, ConstantVariable):
-        return v.value
+        # a numpy scalar is a Python number to torch's argument parser; the graph's code cannot
+        # name numpy, so the node holds the number (the fake run saw the numpy scalar itself)
+        return v.value.item() if isinstance(v.value, np.generic) else v.value
     if isinstance(v, SizeVariable):
         items = [_node_arg(i) for i in v.items]
         # a size with symbolic items is a tuple of nodes in the graph (torch.Size holds ints only)
