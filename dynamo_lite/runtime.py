@@ -17,12 +17,12 @@ import torch
 
 def numpy_array_of(t: torch.Tensor):
     """The ndarray a graph output tensor stands for (the same memory, as Tensor.numpy())."""
-    return t.numpy()
+    return t.resolve_conj().resolve_neg().numpy()
 
 
 def numpy_scalar_of(t: torch.Tensor):
     """The numpy scalar a 0-d graph output tensor stands for (np.float64, np.int64, np.bool_...)."""
-    return t.numpy()[()]
+    return t.resolve_conj().resolve_neg().numpy()[()]
 
 
 def pick(mapping: dict, names: tuple) -> dict:

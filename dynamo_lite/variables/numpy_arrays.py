@@ -146,7 +146,14 @@ class NumpyArrayVariable(VariableTracker):
         return IdentityKey(self, ("var", id(self)))
 
     def shape(self, tx) -> tuple:
+        """The shape as plain ints (a symbolic size is specialised: the code reads it)."""
         return tuple(SymNodeVariable.concrete(tx.output.shapes, s) for s in self.tensor.example.shape)
+
+    def shape_hint(self) -> tuple:
+        """The shape of the arrays the trace was made for, without specialising symbolic sizes (the
+        stand-ins numpy checks an operation on: its result's dtype and kind do not depend on sizes
+        other than the 0 and 1 a graph specialises, and torch guards what its kernels check)."""
+        return _hints(self.tensor.example.shape)
 
     # ---- protocol --------------------------------------------------------------------------------
     def var_getattr(self, tx, name):
@@ -257,6 +264,15 @@ class NumpyFunctionVariable(VariableTracker):
         return self.value
 
     def is_python_constant(self):
+        return True
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            self.source.reconstruct(cg)
+        else:
+            cg.load_const(self.value)  # a module-level numpy object (type(a.sum()) is np.float64)
+
+    def can_reconstruct(self):
         return True
 
     def var_getattr(self, tx, name):
@@ -506,11 +522,59 @@ def _make_graph_fn(op, template, cast_to=None):
     return numpy_call
 
 
+def _hints(shape) -> tuple:
+    return tuple(s if type(s) is int else _hint(s) for s in shape)
+
+
+def _hint(s) -> int:
+    hint = getattr(s.node, "hint", None)
+    return int(hint) if hint is not None else int(s)
+
+
 def _stand_in(tx, var: NumpyArrayVariable):
+    """What numpy computes on instead of the (unknown) data: ones, or identity matrices for
+    stacks of square matrices (so np.linalg.inv / solve / cholesky have an answer)."""
     dt = var.dtype
     if var.scalar:
         return dt.type(1)
-    return np.broadcast_to(np.ones((), dt), var.shape(tx))
+    shape = var.shape_hint()
+    if len(shape) >= 2 and shape[-1] == shape[-2]:
+        return np.broadcast_to(np.eye(shape[-1], dtype=dt), shape)
+    return np.broadcast_to(np.ones((), dt), shape)
+
+
+_INT_DIVISIONS = {"floordiv", "mod", "floor_divide", "remainder", "fmod", "divmod", "__floordiv__", "__mod__",
+                  "__divmod__", "__rfloordiv__", "__rmod__", "__rdivmod__"}
+
+
+def _check_integer_division(op, args: list, slots: list, spec) -> None:
+    """numpy's integer // and % by zero give 0 with a warning; torch's raise.  Traced only with a
+    nonzero constant divisor (the data of a divisor array is unknown at trace time)."""
+    if _op_short_name(op) not in _INT_DIVISIONS or not any(s.dtype.kind in "biu" for s in slots):
+        return
+    reflected = _op_short_name(op).startswith("__r")
+    divisor = args[0] if reflected else (args[1] if len(args) > 1 else None)
+    if divisor is None or isinstance(divisor, NumpyArrayVariable) or not divisor.is_python_constant() or \
+            divisor.as_python_constant() == 0 or not isinstance(divisor.as_python_constant(), (int, float, np.number)):
+        raise GraphBreak(gb.NUMPY_SEMANTICS, f"integer {_op_name(op)} by a divisor not known at trace time (numpy "
+                         "gives 0 with a warning for a zero divisor; torch raises)")
+
+
+_DEFAULT_ERRSTATE = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
+# OutputGraph -> True once its numpy error-state guard is installed
+_ERRSTATE_GUARDED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _check_errstate(tx) -> None:
+    """Graphs compute numpy code only under numpy's default error handling (np.seterr /
+    np.errstate set to "raise" would make eager raise on data the trace cannot see)."""
+    output = tx.output
+    if output in _ERRSTATE_GUARDED:
+        return
+    if np.geterr() != _DEFAULT_ERRSTATE:
+        raise GraphBreak(gb.NUMPY_SEMANTICS, f"numpy's error handling is not the default ({np.geterr()})")
+    output.add_guard(guards.GlobalStateGuard("{geterr}() == {d}", (("geterr", np.geterr), ("d", _DEFAULT_ERRSTATE))))
+    _ERRSTATE_GUARDED[output] = True
 
 
 def _kind_of(result):
@@ -532,6 +596,7 @@ def call_numpy(tx, op, args: list, kwargs: dict, numpy_fn=None) -> VariableTrack
     """One numpy operation on traced values: ``op`` is ("fn", tnp_fn, name), ("method", name),
     ("attr", name) or ("operator", fn); args/kwargs are trackers.  Checked against numpy on
     stand-ins, recorded as one node, wrapped as arrays / numpy scalars."""
+    _check_errstate(tx)
     slots: list = []
     template = ([_template(tx, a, slots) for a in args], {k: _template(tx, v, slots) for k, v in kwargs.items()})
     name = _op_name(op)
@@ -549,6 +614,7 @@ def call_numpy(tx, op, args: list, kwargs: dict, numpy_fn=None) -> VariableTrack
         if expected is candidate and not var.scalar:
             return var  # np.asarray(a), a.view(): numpy returns the array itself
     spec = _kind_of(expected)
+    _check_integer_division(op, args, slots, spec)
     cast_to = None
     if _op_short_name(op) in _DIVISIONS and spec[0] != "tuple" and spec[1].kind == "f" and \
             all(s.dtype.kind in "biu" for s in slots):
@@ -567,7 +633,7 @@ def _wrap_result(tx, result, spec, name):
     if not isinstance(result, TensorVariable):
         raise GraphBreak(gb.NUMPY_SEMANTICS, f"torch._numpy's {name} returns {result.describe()}")
     ex = result.example
-    got_shape = tuple(SymNodeVariable.concrete(tx.output.shapes, s) for s in ex.shape)
+    got_shape = _hints(ex.shape)
     if _NUMPY_DTYPES.get(ex.dtype) != dtype or got_shape != shape:
         raise GraphBreak(gb.NUMPY_SEMANTICS, f"torch._numpy's {name} gives {ex.dtype} {list(got_shape)} where "
                          f"numpy gives {dtype} {list(shape)}")

@@ -259,3 +259,83 @@ def test_values_live_across_a_graph_break():
 
     out = check_breaks(f, np.arange(3.0), breaks=1)
     assert type(out.value[1]) is np.float64
+
+
+def test_linalg_on_square_matrices():
+    def f(a):
+        return np.linalg.inv(a), np.linalg.det(a), np.linalg.solve(a, np.ones(2)), np.linalg.norm(a, axis=1)
+
+    check_breaks(f, np.array([[2.0, 1.0], [1.0, 3.0]]), breaks=0)
+
+
+def test_integer_division_by_an_array_breaks():
+    def f(a, b):
+        return a // 2, a % 3, a // b
+
+    out = check_breaks(f, np.arange(4), np.array([1, 0, 2, 0]), breaks=None)
+    assert gb.NUMPY_SEMANTICS in break_ids(f, np.arange(4), np.array([1, 2, 2, 1]))
+    assert out.value[2].tolist() == [0, 0, 1, 0]
+
+
+def test_numpy_error_state_raise_runs_in_numpy():
+    def f(a):
+        return a / 0.0
+
+    with np.errstate(divide="raise"):
+        check_breaks(f, np.ones(2), breaks=None, need_graph=False, raises=FloatingPointError)
+
+
+def test_complex_results_come_back_as_arrays():
+    def f(a):
+        c = a + 1j
+        return np.conj(c), c.real, np.abs(c)
+
+    check_breaks(f, np.arange(3.0), breaks=0)
+
+
+def test_iterating_an_array_and_numpy_types():
+    def f(x):
+        a = x.numpy()
+        out = 0
+        for v in a:
+            out = out + v * 2
+        return (torch.from_numpy(np.asarray(out)), isinstance(a, np.ndarray), a.dtype == np.float32, a.dtype.kind,
+                str(a.dtype), np.float32, type(a.sum()), isinstance(a.sum(), np.floating))
+
+    out = check_breaks(f, torch.arange(1.0, 5.0), breaks=0)
+    assert out.value[5] is np.float32 and out.value[6] is np.float32
+
+
+def test_tensor_numpy_with_changing_sizes():
+    def f(x):
+        a = x.numpy()
+        return torch.from_numpy(np.sin(a) * 2 + a.sum()), a.mean(axis=0) + np.ones(1)
+
+    cnt = check_calls(f, [torch.randn(4), torch.randn(5), torch.randn(6), torch.randn(7)], graphs=None)
+    assert cnt.frame_count == 2  # the second size makes x dynamic; the numpy code does not specialise it
+
+
+def test_numpy_scalar_times_tensor():
+    def f(x):
+        return np.int64(3) * x, x * np.float32(0.5), x + np.float64(1.5)
+
+    out = check_breaks(f, torch.ones(2), breaks=0)
+    assert out.value[1].dtype is torch.float32
+
+
+def test_writing_into_tensor_numpy_result_breaks_and_mutates_the_tensor():
+    def f(x):
+        a = x.numpy()
+        a[0] = 5.0
+        return x * 1
+
+    check_breaks(f, torch.zeros(3), breaks=None)
+
+
+def test_from_numpy_of_an_argument_shares_its_memory():
+    def f(a):
+        t = torch.from_numpy(a)
+        t.add_(1)
+        return a
+
+    check_breaks(f, np.zeros(3), breaks=0)
