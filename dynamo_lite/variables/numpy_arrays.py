@@ -55,7 +55,8 @@ from ..source import Source
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from .folding import wrap_constant_result
-from .sequences import BaseListVariable, SliceVariable, TupleVariable
+from .methods import BoundMethodOfVariable
+from .sequences import BaseListVariable, ListVariable, SliceVariable, TupleVariable
 from .tensor import record_op, SymNodeVariable, TensorVariable, warnings_issued
 
 # numpy dtypes a graph tensor holds exactly (torch's uint16/32/64 support too few ops)
@@ -225,22 +226,12 @@ class NumpyArrayVariable(VariableTracker):
         return True
 
 
-class NumpyMethodVariable(VariableTracker):
-    """A bound method of a traced ndarray or numpy scalar (``a.sum``), called later."""
-
-    def __init__(self, obj: NumpyArrayVariable, name: str):
-        super().__init__(None)
-        self.obj = obj
-        self.name = name
-
-    def describe(self):
-        return f"method {self.name} of {self.obj.describe()}"
+class NumpyMethodVariable(BoundMethodOfVariable):
+    """A bound method of a traced ndarray or numpy scalar (``a.sum``): calling it is
+    ``call_method``; it rebuilds as ``array.name``."""
 
     def python_type(self):
         return types.BuiltinMethodType
-
-    def call_function(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
 
 
 class NumpyFunctionVariable(VariableTracker):
@@ -292,14 +283,39 @@ class NumpyFunctionVariable(VariableTracker):
         if short in _NOT_UNIQUE:
             raise GraphBreak(gb.NUMPY_SEMANTICS, f"{name}() has no unique answer (torch may order or sign it "
                              "differently)")
+        if value in _METADATA_FUNCTIONS:
+            return _metadata_call(tx, value, args, kwargs)
         counterpart = tnp_counterpart(value)
-        if counterpart is None:
-            raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"{name}() has no torch._numpy counterpart")
-        if not any(_holds_array(a) for a in [*args, *kwargs.values()]):
+        pure = counterpart is not None or isinstance(value, (np.ufunc, type))  # (np.seterr is not)
+        if pure and not any(_holds_array(a) for a in [*args, *kwargs.values()]):
             folded = _fold(tx, value, args, kwargs)
             if folded is not None:
                 return folded
+        if counterpart is None:
+            raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"{name}() has no torch._numpy counterpart")
         return call_numpy(tx, ("fn", counterpart, short), args, kwargs, numpy_fn=value)
+
+
+# numpy functions answering from dtypes and shapes only: computed at trace time on stand-ins
+# (shapes read this way are specialised), their result a constant
+_METADATA_FUNCTIONS = {np.dtype, np.result_type, np.promote_types, np.can_cast, np.issubdtype, np.isscalar,
+                       np.ndim, np.shape, np.size, np.iscomplexobj, np.isrealobj, np.min_scalar_type}
+
+
+def _metadata_call(tx, fn, args, kwargs) -> VariableTracker:
+    slots: list = []
+    template = ([_template(tx, a, slots) for a in args], {k: _template(tx, v, slots) for k, v in kwargs.items()})
+    stand_ins = [np.broadcast_to(np.ones((), s.dtype), s.shape(tx)) if not s.scalar else s.dtype.type(1)
+                 for s in slots]
+    real_args, real_kwargs = _fill(template, stand_ins, _for_numpy)
+    with warnings_issued() as caught:
+        try:
+            result = fn(*real_args, **real_kwargs)
+        except Exception as e:  # noqa: BLE001 - numpy raises it for real
+            raise GraphBreak(gb.OPERATION_RAISES, f"{_qualname(fn)}() raised {type(e).__name__} at trace time") from e
+    if caught:
+        raise GraphBreak(gb.NUMPY_SEMANTICS, f"{_qualname(fn)}() issues a warning: {str(caught[0].message)[:120]}")
+    return wrap_constant_result(result)
 
 
 def _holds_array(v) -> bool:
@@ -325,9 +341,9 @@ def _fold(tx, fn, args, kwargs) -> Optional[VariableTracker]:
             raise GraphBreak(gb.OPERATION_RAISES, f"{_qualname(fn)}() raised {type(e).__name__} at trace time") from e
     if caught:
         raise GraphBreak(gb.NUMPY_SEMANTICS, f"{_qualname(fn)}() issues a warning: {caught[0].message}")
-    if isinstance(result, np.generic) and is_numpy_dtype_supported(result.dtype) or \
-            type(result) in (int, float, bool, complex):
-        return ConstantVariable(result)
+    if isinstance(result, np.generic) and result.dtype.kind in "biufc" or \
+            type(result) in (int, float, bool, complex) or isinstance(result, (np.finfo, np.iinfo, np.dtype)):
+        return ConstantVariable(result)  # (finfo / iinfo are immutable and cached by numpy)
     if isinstance(result, np.ndarray):
         return None
     raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"{_qualname(fn)}() returned {type(result).__name__}")
@@ -348,7 +364,8 @@ def is_numpy_random(value) -> bool:
 
 def is_numpy_callable(value) -> bool:
     """A numpy function, ufunc or scalar type (the values NumpyFunctionVariable stands for)."""
-    if isinstance(value, np.ufunc) or isinstance(value, type) and issubclass(value, np.generic):
+    if isinstance(value, np.ufunc) or isinstance(value, type) and issubclass(value, np.generic) or \
+            value in (np.dtype, np.finfo, np.iinfo):
         return True
     if isinstance(value, types.MethodType):
         return isinstance(value.__self__, (np.random.RandomState, np.random.Generator))
@@ -366,7 +383,7 @@ def tnp_counterpart(value):
         return None
     for ours, theirs in _NAMESPACES:
         if getattr(ours, name, None) is value:
-            return getattr(theirs, name, None)
+            return getattr(theirs, name, None) or getattr(theirs, name + "_", None)  # np.bool is tnp.bool_
     return None
 
 
@@ -498,10 +515,10 @@ def _op_name(op) -> str:
     return f"operator.{op[1].__name__}"
 
 
-def _make_graph_fn(op, template, cast_to=None):
+def _make_graph_fn(op, template, cast_to=None, cast_kinds=""):
     """The node's target: tensors in, torch._numpy in the middle, tensors out.  ``cast_to``: a
-    floating dtype name the integer arrays are cast to first (numpy's int / int is float64;
-    torch._numpy's follows torch's default dtype)."""
+    floating dtype name the arrays of ``cast_kinds`` are cast to first (numpy's int / int is
+    float64; torch._numpy's follows torch's default dtype)."""
 
     def to_tensors(out):
         if isinstance(out, tnp.ndarray):
@@ -513,7 +530,7 @@ def _make_graph_fn(op, template, cast_to=None):
     def numpy_call(*tensors):
         arrays = [tnp.ndarray(t) for t in tensors]
         if cast_to is not None:
-            arrays = [a.astype(cast_to) if not (a.dtype.kind in "fc") else a for a in arrays]
+            arrays = [a.astype(cast_to) if a.dtype.kind in cast_kinds else a for a in arrays]
         args, kwargs = _fill(template, arrays, _for_tnp)
         return to_tensors(_apply(op, args, kwargs))
 
@@ -583,8 +600,8 @@ def _kind_of(result):
         kind = "array"
     elif isinstance(result, np.generic):
         kind = "scalar"
-    elif type(result) is tuple:
-        return ("tuple", [_kind_of(r) for r in result])
+    elif type(result) in (tuple, list):
+        return (type(result).__name__, [_kind_of(r) for r in result])
     else:
         raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"numpy returns {type(result).__name__} here")
     if not is_numpy_dtype_supported(result.dtype):
@@ -615,20 +632,29 @@ def call_numpy(tx, op, args: list, kwargs: dict, numpy_fn=None) -> VariableTrack
             return var  # np.asarray(a), a.view(): numpy returns the array itself
     spec = _kind_of(expected)
     _check_integer_division(op, args, slots, spec)
-    cast_to = None
-    if _op_short_name(op) in _DIVISIONS and spec[0] != "tuple" and spec[1].kind == "f" and \
-            all(s.dtype.kind in "biu" for s in slots):
-        cast_to = spec[1].name  # int / int: numpy divides in float64
-    result = record_op(tx, "call_function", _make_graph_fn(op, template, cast_to), [s.tensor for s in slots], {})
+    inputs = [s.tensor for s in slots]
+    single = spec[0] not in ("tuple", "list")
+    if single and _op_short_name(op) in _DIVISIONS and spec[1].kind == "f" and all(s.dtype.kind in "biu" for s in slots):
+        # int / int: numpy divides in float64 (torch in its default dtype)
+        return _wrap_result(tx, record_op(tx, "call_function", _make_graph_fn(op, template, spec[1].name, "biu"),
+                                          inputs, {}), spec, name)
+    result = record_op(tx, "call_function", _make_graph_fn(op, template), inputs, {})
+    if single and spec[1].kind in "fc" and isinstance(result, TensorVariable) and \
+            _NUMPY_DTYPES.get(result.example.dtype) != spec[1] and any(s.dtype.kind in "iu" for s in slots):
+        # numpy computes a floating result of integer arrays by casting them to that dtype first
+        # (np.where(c, 1.5, ints), f32 ** ints); torch._numpy often lands in torch's default dtype
+        tx.output.remove_node(result.node)
+        result = record_op(tx, "call_function", _make_graph_fn(op, template, spec[1].name, "iu"), inputs, {})
     return _wrap_result(tx, result, spec, name)
 
 
 def _wrap_result(tx, result, spec, name):
-    if spec[0] == "tuple":
+    if spec[0] in ("tuple", "list"):
         items = result.items if isinstance(result, TupleVariable) else None
         if items is None or len(items) != len(spec[1]):
             raise GraphBreak(gb.NUMPY_SEMANTICS, f"torch._numpy's {name} returns a different structure")
-        return TupleVariable([_wrap_result(tx, r, s, name) for r, s in zip(items, spec[1])])
+        items = [_wrap_result(tx, r, s, name) for r, s in zip(items, spec[1])]
+        return TupleVariable(items) if spec[0] == "tuple" else ListVariable(items)
     kind, dtype, shape = spec
     if not isinstance(result, TensorVariable):
         raise GraphBreak(gb.NUMPY_SEMANTICS, f"torch._numpy's {name} returns {result.describe()}")

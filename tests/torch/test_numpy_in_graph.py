@@ -339,3 +339,37 @@ def test_from_numpy_of_an_argument_shares_its_memory():
         return a
 
     check_breaks(f, np.zeros(3), breaks=0)
+
+
+def test_numpy_fixes_where_torch_numpy_promotes_differently():
+    def f(i, h):
+        # torch._numpy alone gives float32 for these (torch's default dtype); numpy gives float64
+        return np.where(i > 2, 1.5, i), i / 2, np.true_divide(i, i + 1), h ** i
+
+    out = check_breaks(f, np.arange(4), np.full(4, 0.5, dtype=np.float32), breaks=0)
+    assert [v.dtype for v in out.value] == [np.float64] * 4
+
+
+def test_results_torch_numpy_gets_wrong_break():
+    def f(a, j):
+        return np.median(a), np.cumsum(j)  # torch._numpy: a [1]-shaped median; int8 cumsum
+
+    check_breaks(f, np.arange(5.0), np.arange(3, dtype=np.int8), breaks=None, need_graph=False)
+    assert set(break_ids(f, np.arange(5.0), np.arange(3, dtype=np.int8))) == {gb.NUMPY_SEMANTICS}
+
+
+def test_split_list_result_and_finfo_constants():
+    def f(x):
+        a = x.numpy()
+        left, right = np.split(a, 2)
+        eps = np.finfo(np.float32).eps
+        return torch.from_numpy(left * right + eps), np.iinfo(np.int16).max, np.bool_(True) + 1, np.dtype("int32")
+
+    check_breaks(f, torch.arange(4.0), breaks=0)
+
+
+def test_overflowing_python_int_raises_as_eager():
+    def f(j):
+        return j + 200
+
+    check_breaks(f, np.arange(3, dtype=np.int8), breaks=None, need_graph=False, raises=OverflowError)
