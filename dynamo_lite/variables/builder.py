@@ -34,7 +34,7 @@ from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
 from .mappings import CounterVariable, DefaultDictVariable, DictVariable
-from .numpy_arrays import wrap_numpy_value
+from .numpy_arrays import check_tensor_input, wrap_numpy_value
 from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
@@ -81,6 +81,7 @@ def wrap(tx, value: Any, source: Optional[Source]) -> VariableTracker:
 
 def _graph_input(output, source, value: torch.Tensor) -> TensorVariable:
     """The tracker of a real tensor that becomes a graph input."""
+    check_tensor_input(output, source, value)  # not a view of an ndarray argument's memory
     node, fake = output.add_graph_input(source, value)
     var = TensorVariable(node, fake, source)
     var.real_type = type(value)

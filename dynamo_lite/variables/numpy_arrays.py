@@ -735,12 +735,42 @@ def wrap_array_input(tx, value: np.ndarray, source: Source) -> VariableTracker:
         output.add_guard(guards.ExprGuard(f"not {{msm}}({source.name()}, {other_source.name()})",
                                           (("msm", np.may_share_memory),), source))
     others.append((source, value))
+    for gi in output.graph_inputs:  # a tensor argument viewing the array's memory (torch.from_numpy(a))
+        if not isinstance(gi.example, torch.Tensor) or isinstance(gi.source, NumpyTensorSource):
+            continue
+        if _overlaps(gi.example, value):
+            raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"{source.name()} shares memory with tensor {gi.source.name()}")
+        output.add_guard(guards.ExprGuard(f"not {{ov}}({gi.source.name()}, {source.name()})",
+                                          (("ov", _overlaps),), source))
     tensor = torch.as_tensor(value)
     tsource = NumpyTensorSource(source)
     node, fake = output.add_graph_input(tsource, tensor)
     inner = TensorVariable(node, fake, tsource)
     output.set_real_value(inner, tensor)
     return NumpyArrayVariable(inner, source=source)
+
+
+def check_tensor_input(output, source: Source, value: torch.Tensor) -> None:
+    """A tensor argument read after array arguments: it must not view their memory (the graph
+    would not know that writing into it changes them); guarded on later calls."""
+    for array_source, array in _ARRAY_INPUTS.get(output, ()):
+        if _overlaps(value, array):
+            raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"tensor {source.name()} shares memory with {array_source.name()}")
+        output.add_guard(guards.ExprGuard(f"not {{ov}}({source.name()}, {array_source.name()})",
+                                          (("ov", _overlaps),), source))
+
+
+def _overlaps(t: torch.Tensor, a: np.ndarray) -> bool:
+    """Do a CPU tensor's storage and an array's buffer overlap?"""
+    if t.device.type != "cpu" or t.layout is not torch.strided or a.size == 0:
+        return False
+    try:
+        start = t.untyped_storage().data_ptr()
+        end = start + t.untyped_storage().nbytes()
+    except Exception:  # noqa: BLE001 - tensors without one storage
+        return False
+    lo, hi = np.lib.array_utils.byte_bounds(a) if hasattr(np.lib, "array_utils") else np.byte_bounds(a)
+    return lo < end and start < hi
 
 
 def wrap_numpy_value(tx, value, source, guard) -> Optional[VariableTracker]:
@@ -832,5 +862,5 @@ def numpy_scalar_to_torch(tx, fn, args: list, kwargs: dict) -> Optional[Variable
 # Tensor.numpy() (tensor.py is below this file: installed here, see base.py)
 VariableTracker.tensor_numpy = staticmethod(tensor_numpy)
 
-__all__ = ["NumpyArrayVariable", "NumpyFunctionVariable", "NumpyMethodVariable", "call_numpy", "numpy_operator",
+__all__ = ["check_tensor_input", "NumpyArrayVariable", "NumpyFunctionVariable", "NumpyMethodVariable", "call_numpy", "numpy_operator",
            "numpy_to_torch", "numpy_scalar_to_torch", "tensor_numpy", "wrap_numpy_value", "is_numpy_callable"]

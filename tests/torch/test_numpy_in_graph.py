@@ -373,3 +373,35 @@ def test_overflowing_python_int_raises_as_eager():
         return j + 200
 
     check_breaks(f, np.arange(3, dtype=np.int8), breaks=None, need_graph=False, raises=OverflowError)
+
+
+def test_numpy_integers_used_as_ints():
+    def f(x, items):
+        k = np.int64(2)
+        return x.view(k, -1)[np.int64(1)], items[np.int32(1)], list(range(np.int64(3))), x[:k]
+
+    check_breaks(f, torch.arange(6.0), [10, 20, 30], breaks=0)
+
+
+def test_tensor_argument_viewing_an_array_argument():
+    def f(t, a):
+        t.add_(1)
+        return a + 1
+
+    def both():
+        a = np.zeros(3)
+        return (torch.from_numpy(a), a)
+
+    check_calls(f, [both, (torch.zeros(3), np.zeros(3)), both], graphs=None, backend="aot_eager")
+
+
+def test_array_argument_viewed_by_a_later_tensor_argument():
+    def f(a, t):
+        t.add_(1)
+        return a + 1
+
+    def both():
+        a = np.zeros(3)
+        return (a, torch.from_numpy(a))
+
+    check_calls(f, [both, (np.zeros(3), torch.zeros(3)), both], graphs=None, backend="aot_eager")
