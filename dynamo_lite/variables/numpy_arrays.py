@@ -22,7 +22,8 @@ What breaks instead of being traced (the note the brief asks for):
 - ``np.random.*`` and random Generators: DL0048 (numpy's global RNG state stays eager's).
 - numpy functions with no torch._numpy counterpart, tensors passed to numpy, object / string /
   structured / byte-swapped / read-only / negatively strided arrays, unsigned 16-64 bit dtypes,
-  and arrays that share memory with another array argument: DL0045.
+  and arrays that share memory with another array or tensor argument (``f(torch.from_numpy(a),
+  a)``: an in-place tensor op would change the array behind the graph's back; guarded): DL0045.
 - results torch._numpy would give differently (dtype, shape, scalar vs array), functions whose
   result is not unique (argsort tie order, eig/svd/qr signs), a warning numpy issues on the
   stand-ins: DL0046.
@@ -31,8 +32,9 @@ Floating-point sums may differ from numpy's pairwise summation in the last bits 
 torch.compile).
 
 Array arguments are graph inputs: the generated code passes ``torch.as_tensor(a)`` (same
-memory), guarded on type, dtype, shape, strides and writeability; arrays returned or live at a
-break are rebuilt with ``Tensor.numpy()`` (numpy scalars with ``[()]``).
+memory), guarded on type, dtype, shape, strides and writeability (their sizes stay static: a new
+shape recompiles); arrays returned or live at a break are rebuilt with ``Tensor.numpy()`` (numpy
+scalars with ``[()]``).  ``Tensor.numpy()`` of a tensor with symbolic sizes keeps them symbolic.
 Tested by tests/torch/test_numpy_in_graph.py.
 """
 from __future__ import annotations
