@@ -367,7 +367,7 @@ def is_numpy_random(value) -> bool:
 def is_numpy_callable(value) -> bool:
     """A numpy function, ufunc or scalar type (the values NumpyFunctionVariable stands for)."""
     if isinstance(value, np.ufunc) or isinstance(value, type) and issubclass(value, np.generic) or \
-            value in (np.dtype, np.finfo, np.iinfo):
+            any(value is t for t in (np.dtype, np.finfo, np.iinfo)):  # (== on numpy objects is elementwise)
         return True
     if isinstance(value, types.MethodType):
         return isinstance(value.__self__, (np.random.RandomState, np.random.Generator))

@@ -405,3 +405,48 @@ def test_array_argument_viewed_by_a_later_tensor_argument():
         return (a, torch.from_numpy(a))
 
     check_calls(f, [both, (np.zeros(3), torch.zeros(3)), both], graphs=None, backend="aot_eager")
+
+
+def _write_through_view(a, b):
+    v = a.view()
+    v[0] = 9
+    return a
+
+
+def _write_through_flat(a, b):
+    a.flat[0] = 1
+    return a
+
+
+def _ufunc_out(a, b):
+    np.add(a, b, out=a)
+    return a
+
+
+def _transpose_iadd(a, b):
+    x = a.T
+    x += 1
+    return a
+
+
+def _alias_in_list(a, b):
+    items = [a]
+    items[0] += 1
+    return a
+
+
+def _masked_assignment(a, b):
+    a[a > 1] = 0
+    return a
+
+
+def _copyto(a, b):
+    np.copyto(a, b)
+    return a
+
+
+@pytest.mark.parametrize("fn", [_write_through_view, _write_through_flat, _ufunc_out, _transpose_iadd,
+                                _alias_in_list, _masked_assignment, _copyto])
+def test_every_write_into_an_array_runs_in_numpy(fn):
+    check_breaks(fn, np.arange(3.0), np.ones(3), breaks=None, need_graph=False)
+    assert break_ids(fn, np.arange(3.0), np.ones(3))
