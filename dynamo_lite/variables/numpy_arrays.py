@@ -681,12 +681,15 @@ def numpy_operator(tx, fn, args: list) -> VariableTracker:
         return ConstantVariable(same if fn is operator.is_ else not same)
     if fn is operator.not_ or fn is operator.truth:
         raise GraphBreak(gb.DATA_DEPENDENT, "the truth of a numpy value depends on its data")
-    name = fn.__name__
-    if name.startswith("i") and hasattr(operator, name[1:]) and name not in ("invert", "index"):
+    if fn in _INPLACE_OPERATORS:
         if isinstance(args[0], NumpyArrayVariable) and not args[0].scalar:
-            raise GraphBreak(gb.NUMPY_INPLACE, f"{name} writes into the array")
-        fn = getattr(operator, name[1:] if name[1:] not in ("and", "or") else name[1:] + "_")
+            raise GraphBreak(gb.NUMPY_INPLACE, f"{fn.__name__} writes into the array")
+        fn = _INPLACE_OPERATORS[fn]  # a numpy scalar is immutable: s += 1 is s = s + 1
     return call_numpy(tx, ("operator", fn), args, {})
+
+
+_INPLACE_OPERATORS = {getattr(operator, "i" + n.rstrip("_")): getattr(operator, n) for n in (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor", "lshift", "rshift")}
 
 
 # ---- values entering and leaving numpy -----------------------------------------------------------

@@ -450,3 +450,14 @@ def _copyto(a, b):
 def test_every_write_into_an_array_runs_in_numpy(fn):
     check_breaks(fn, np.arange(3.0), np.ones(3), breaks=None, need_graph=False)
     assert break_ids(fn, np.arange(3.0), np.ones(3))
+
+
+def test_inplace_bitwise_operators_on_arrays_and_scalars():
+    def f(i):
+        s = i.sum()
+        s &= 3
+        i |= 1
+        return i, s
+
+    check_breaks(f, np.arange(4), breaks=None)
+    assert break_ids(f, np.arange(4)) == [gb.NUMPY_INPLACE]
