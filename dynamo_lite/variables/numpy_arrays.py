@@ -848,20 +848,44 @@ def numpy_to_torch(tx, fn, args: list, kwargs: dict) -> Optional[VariableTracker
 
 
 def numpy_scalar_to_torch(tx, fn, args: list, kwargs: dict) -> Optional[VariableTracker]:
-    """torch.as_tensor / tensor / asarray of a numpy scalar constant: a 0-d tensor of its dtype."""
-    if not args or not args[0].is_python_constant() or len(args) > 1 or set(kwargs) - {"dtype"}:
+    """torch.as_tensor / tensor / asarray of data holding numpy scalar constants (``np.float64(2)``,
+    ``[np.int32(1), 2]``): torch takes its dtype from them, so the node gets the dtype eager infers
+    and the plain numbers (the graph's code cannot name numpy).  None: no numpy scalar in the data."""
+    if not args or fn is torch.from_numpy or not holds_numpy_scalar(args[0]):
         return None
-    value = args[0].as_python_constant()
-    if not isinstance(value, np.generic) or fn is torch.from_numpy:
-        return None
-    if not is_numpy_dtype_supported(value.dtype):
-        raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"numpy scalar of dtype {value.dtype}")
+    if len(args) > 1 or set(kwargs) - {"dtype"}:
+        raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"torch.{fn.__name__}() of numpy scalars with these arguments")
+    try:
+        data = args[0].constant_copy()
+    except NotImplementedError:
+        raise GraphBreak(gb.NUMPY_UNSUPPORTED, "numpy scalars mixed with traced values in tensor data") from None
     dtype = kwargs.get("dtype")
     dtype = dtype.as_python_constant() if dtype is not None and dtype.is_python_constant() else dtype
     if dtype is not None and not isinstance(dtype, torch.dtype):
-        return None
-    return record_op(tx, "call_function", torch.tensor, [ConstantVariable(value.item())],
-                     {"dtype": ConstantVariable(dtype or _TORCH_DTYPES[value.dtype])})
+        raise GraphBreak(gb.NUMPY_UNSUPPORTED, f"torch.{fn.__name__}() of numpy scalars with a dtype not known")
+    if dtype is None:
+        try:
+            dtype = torch.tensor(data).dtype  # what eager infers from these numbers (constants)
+        except Exception as e:  # noqa: BLE001 - Python raises it for real
+            raise GraphBreak(gb.OPERATION_RAISES, f"torch.{fn.__name__}() raised {type(e).__name__}") from e
+    return record_op(tx, "call_function", torch.tensor, [wrap_constant_result(_plain_numbers(data))],
+                     {"dtype": ConstantVariable(dtype)})
+
+
+def holds_numpy_scalar(v: VariableTracker) -> bool:
+    if isinstance(v, ConstantVariable):
+        return isinstance(v.value, np.generic)
+    if isinstance(v, BaseListVariable):
+        return any(holds_numpy_scalar(i) for i in v.items)
+    return False
+
+
+def _plain_numbers(data):
+    if isinstance(data, np.generic):
+        return data.item()
+    if type(data) in (list, tuple):
+        return type(data)(_plain_numbers(d) for d in data)
+    return data
 
 
 # Tensor.numpy() (tensor.py is below this file: installed here, see base.py)

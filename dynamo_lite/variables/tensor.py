@@ -178,6 +178,10 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name == "numpy":
             return VariableTracker.tensor_numpy(tx, self, args, kwargs)
+        if name == "new_tensor" and args and _holds_numpy_scalar(args[0]):
+            # torch takes the new tensor's dtype from numpy scalars in the data; the node would hold
+            # plain numbers (see _node_arg)
+            raise GraphBreak(gb.VALUE_UNKNOWN, "Tensor.new_tensor() of numpy scalars")
         if name in _DATA_DEPENDENT_METHODS:
             raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
         if name in _SIDE_EFFECT_METHODS:
@@ -262,8 +266,9 @@ def _node_arg(v: VariableTracker):
     if isinstance(v, SliceVariable) and any(p.symbolic for p in v.parts):
         return slice(*[_node_arg(p) for p in v.parts])
     if isinstance(v, ConstantVariable):
-        # a numpy scalar is a Python number to torch's argument parser; the graph's code cannot
-        # name numpy, so the node holds the number (the fake run saw the numpy scalar itself)
+        # a numpy scalar is a Python number to torch's argument parser (tensor data is not:
+        # torch_vars / numpy_arrays give torch.tensor([np.float64(1)]) eager's dtype); the graph's
+        # code cannot name numpy, so the node holds the number
         return v.value.item() if isinstance(v.value, np.generic) else v.value
     if isinstance(v, SizeVariable):
         items = [_node_arg(i) for i in v.items]
@@ -280,6 +285,12 @@ def _node_arg(v: VariableTracker):
             raise GraphBreak(gb.VALUE_UNKNOWN, f"class {value.__qualname__} passed to a tensor operation")
         return value
     raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")
+
+
+def _holds_numpy_scalar(v: VariableTracker) -> bool:
+    if isinstance(v, ConstantVariable):
+        return isinstance(v.value, np.generic)
+    return isinstance(v, BaseListVariable) and any(_holds_numpy_scalar(i) for i in v.items)
 
 
 def fake_arg(v: VariableTracker):

@@ -461,3 +461,13 @@ def test_inplace_bitwise_operators_on_arrays_and_scalars():
 
     check_breaks(f, np.arange(4), breaks=None)
     assert break_ids(f, np.arange(4)) == [gb.NUMPY_INPLACE]
+
+
+def test_tensor_data_of_numpy_scalars_keeps_their_dtype():
+    def f(x):
+        return (x + 1, torch.tensor([np.float64(1.5), 2.0]), torch.tensor([[np.int32(1)], [np.int32(2)]]),
+                torch.as_tensor([np.float16(1)]), torch.tensor([np.int64(1)], dtype=torch.float32),
+                torch.full((2,), np.float64(1.5)), x.new_tensor([np.float64(2.0)]))
+
+    out = check_breaks(f, torch.ones(2), breaks=None)
+    assert [t.dtype for t in out.value[1:4]] == [torch.float64, torch.int32, torch.float16]
