@@ -888,6 +888,17 @@ def _plain_numbers(data):
     return data
 
 
+def _use_numpy_default_dtypes() -> None:
+    """torch._numpy's default dtypes are numpy's (float64, complex128, numpy's int).  Its first use
+    would otherwise read them from TorchDynamo's config, importing torch._dynamo; a value already
+    set (by TorchDynamo itself) is kept: the stand-in check catches any dtype it changes."""
+    impl = torch._numpy._dtypes_impl
+    if impl._default_dtypes is None:
+        impl._default_dtypes = impl.DefaultDTypes(float_dtype=torch.float64, complex_dtype=torch.complex128,
+                                                  int_dtype=_TORCH_DTYPES[np.dtype(int)])
+
+
+_use_numpy_default_dtypes()
 # Tensor.numpy() (tensor.py is below this file: installed here, see base.py)
 VariableTracker.tensor_numpy = staticmethod(tensor_numpy)
 
