@@ -674,6 +674,10 @@ def numpy_operator(tx, fn, args: list) -> VariableTracker:
         raise GraphBreak(gb.NUMPY_UNSUPPORTED, "an operator mixing a torch tensor and a numpy value")
     if fn in (operator.is_, operator.is_not):
         same = args[0] is args[1] or None
+        if same is None and any(not isinstance(a, NumpyArrayVariable) for a in args):
+            # `a is None`: a value known at trace time (or any other kind) is never this array
+            other = args[0] if not isinstance(args[0], NumpyArrayVariable) else args[1]
+            same = False if other.is_python_constant() or other.is_tensor() or other.mutable_local else None
         if same is None:
             same = False if any(isinstance(a, NumpyArrayVariable) and a.mutable_local for a in args) else None
         if same is None:

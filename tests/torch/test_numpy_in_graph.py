@@ -471,3 +471,14 @@ def test_tensor_data_of_numpy_scalars_keeps_their_dtype():
 
     out = check_breaks(f, torch.ones(2), breaks=None)
     assert [t.dtype for t in out.value[1:4]] == [torch.float64, torch.int32, torch.float16]
+
+
+def test_identity_checks_on_arrays():
+    def f(a, mask=None):
+        b = np.asarray(a)
+        c = a * 1
+        if mask is None and a is not None and b is a and c is not a:
+            return c + 1
+        return c
+
+    check_breaks(f, np.ones(3), breaks=0)
