@@ -894,7 +894,7 @@ def _plain_numbers(data):
 
 def _use_numpy_default_dtypes() -> None:
     """torch._numpy's default dtypes are numpy's (float64, complex128, numpy's int).  Its first use
-    would otherwise read them from TorchDynamo's config, importing torch._dynamo; a value already
+    would otherwise read them from TorchDynamo's config, importing TorchDynamo; a value already
     set (by TorchDynamo itself) is kept: the stand-in check catches any dtype it changes."""
     impl = torch._numpy._dtypes_impl
     if impl._default_dtypes is None:
