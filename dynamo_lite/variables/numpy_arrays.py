@@ -187,7 +187,7 @@ class NumpyArrayVariable(VariableTracker):
             return super().call_method(tx, name, args, kwargs)
         if name == "__len__" and not args and not kwargs:
             return ConstantVariable(self.len(tx))
-        if name in _INPLACE_METHODS:  # a scalar's s += 1 is s + 1 (numpy scalars are immutable)
+        if name in _INPLACE_METHODS and name.startswith("__i"):  # a scalar's s += 1 is s + 1 (immutable)
             name = "__" + name[3:]
         if "out" in kwargs:
             raise GraphBreak(gb.NUMPY_INPLACE, f"{name}(out=...) writes into an array")
@@ -389,6 +389,8 @@ def tnp_counterpart(value):
     return None
 
 
+# (every array argument numpy sees at trace time is a read-only stand-in: an operation that would
+# write into one, e.g. a positional ufunc output np.add(a, b, c), raises there and breaks)
 # ---- one numpy operation in the graph ----------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class _Slot:

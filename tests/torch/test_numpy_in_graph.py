@@ -482,3 +482,11 @@ def test_identity_checks_on_arrays():
         return c
 
     check_breaks(f, np.ones(3), breaks=0)
+
+
+def test_positional_ufunc_output_runs_in_numpy():
+    def f(a, b, c):
+        np.add(a, b, c)
+        return c
+
+    check_breaks(f, np.ones(3), np.ones(3), np.zeros(3), breaks=None, need_graph=False)
