@@ -39,6 +39,7 @@ import traceback
 import types
 from typing import Optional
 
+import numpy as np
 import torch
 import torch._guards
 import torch.fx._symbolic_trace
@@ -503,13 +504,13 @@ def _nothing_to_capture(code, f_locals):
 
 
 def _has_tensor_or_module(f_locals: dict, func) -> bool:
-    """Is there anything to capture?  Tensors or modules in the arguments (two levels deep),
+    """Is there anything to capture?  Tensors, modules or ndarrays in the arguments (two levels deep),
     globals it names that are torch or numpy modules, tensors or modules, or closure cells
     holding them (or functions).  A frame with none of these (a config's ``__getattribute__``
     called by a natively run ``deepcopy``) runs as it is: compiling it would only specialise
     it on its arguments until the cache limit."""
     def interesting(v, depth=0):
-        if isinstance(v, (torch.Tensor, torch.nn.Module)):
+        if isinstance(v, (torch.Tensor, torch.nn.Module, np.ndarray)):  # numpy code is traced too
             return True
         if depth < 2 and isinstance(v, (list, tuple)):
             return any(interesting(x, depth + 1) for x in v[:16])

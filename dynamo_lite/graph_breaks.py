@@ -298,5 +298,41 @@ def f(x):
 """)
 
 
+# (ids DL0045-DL0049: numpy in graphs, registered on the numpy branch)
+NUMPY_UNSUPPORTED = _register("DL0045", "numpy call not traced",
+                              "A numpy function, method or value that dynamo_lite does not put in a graph: it has no "
+                              "torch._numpy counterpart, or its arguments are not arrays/numbers known to the trace "
+                              "(a torch tensor passed to numpy, object/string/structured arrays, unsigned 16-64 bit "
+                              "dtypes). The graph ends before it and numpy runs it.",
+                              "Convert tensors with Tensor.numpy() / torch.from_numpy() explicitly.",
+                              cause=DYNAMO_LITE)
+NUMPY_SEMANTICS = _register("DL0046", "numpy result would differ",
+                            "torch._numpy, which computes numpy code inside a graph, would not reproduce numpy exactly "
+                            "here (a result dtype, shape or type that differs from numpy's, tie order of sorts, "
+                            "sign conventions of decompositions, a warning numpy issues): the graph ends before it "
+                            "and numpy runs it.",
+                            cause=DYNAMO_LITE)
+NUMPY_INPLACE = _register("DL0047", "numpy array mutated in place",
+                          "An ndarray is changed in place (a[i] = v, a += b, out=, fill, sort, ...): the graph ends "
+                          "before it and numpy runs it, so every array and tensor sharing its memory sees the change "
+                          "exactly as in eager.",
+                          "Compute a new array (a = a + b, np.where(mask, v, a)) instead of writing into one.",
+                          cause=CODE)
+NUMPY_RANDOM = _register("DL0048", "numpy random",
+                         "np.random keeps its own global state (or a Generator's): the call runs in numpy, never in "
+                         "the graph, so the state advances exactly as in eager.",
+                         "Draw the random numbers with torch (torch.rand, torch.randn) inside the compiled code, "
+                         "or outside it.",
+                         cause=CODE)
+
+_example(NUMPY_RANDOM, """
+import numpy as np
+
+def f(x):
+    noise = np.random.rand(3)        # numpy's global RNG advances in numpy
+    return x + torch.from_numpy(noise)
+""")
+
+
 def lookup(break_id: str) -> BreakType:
     return REGISTRY.get(break_id) or BreakType(break_id, "Unknown", "", ())

@@ -15,6 +15,16 @@ from __future__ import annotations
 import torch
 
 
+def numpy_array_of(t: torch.Tensor):
+    """The ndarray a graph output tensor stands for (the same memory, as Tensor.numpy())."""
+    return t.resolve_conj().resolve_neg().numpy()
+
+
+def numpy_scalar_of(t: torch.Tensor):
+    """The numpy scalar a 0-d graph output tensor stands for (np.float64, np.int64, np.bool_...)."""
+    return t.resolve_conj().resolve_neg().numpy()[()]
+
+
 def pick(mapping: dict, names: tuple) -> dict:
     """The bound ones among ``names`` (loop-body code passes ``locals()`` here)."""
     return {n: mapping[n] for n in names if n in mapping}

@@ -24,6 +24,7 @@ from .mappings import DefaultDictVariable, DictVariable, DictViewVariable
 from .objects import IdVariable, ObjectVariable
 from .sets import SetVariable
 from .folding import wrap_constant_result
+from .numpy_arrays import NumpyArrayVariable, numpy_operator
 from .tensor import record_op, sym_operator, SymNodeVariable, TensorVariable
 from .user_objects import mro_lookup, ObjectLike
 
@@ -79,6 +80,8 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         if same is None:
             raise GraphBreak(gb.VALUE_UNKNOWN, "comparing id() of objects whose identity is not known at trace time")
         return ConstantVariable(same if fn is operator.eq else not same)
+    if any(isinstance(a, NumpyArrayVariable) for a in args):
+        return numpy_operator(tx, fn, args)
     if any(_is_tensor(a) for a in args):
         if fn is operator.not_:
             raise GraphBreak(gb.DATA_DEPENDENT, "`not tensor` depends on tensor data")

@@ -209,6 +209,9 @@ class VariableTracker:
     # trace, as the operation does in eager (a missing dict key's KeyError), so a traced handler
     # catches it: exceptions.raise_in_trace.
     raise_in_trace: "staticmethod"
+    # (tx, tensor, args, kwargs) -> tracker: ``Tensor.numpy()``, an ndarray backed by the same graph
+    # tensor: numpy_arrays.tensor_numpy.
+    tensor_numpy: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:

@@ -21,6 +21,7 @@ import sys
 import types
 from typing import Any, Optional
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -33,6 +34,7 @@ from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
 from .mappings import CounterVariable, DefaultDictVariable, DictVariable
+from .numpy_arrays import check_tensor_input, wrap_numpy_value
 from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
@@ -79,6 +81,7 @@ def wrap(tx, value: Any, source: Optional[Source]) -> VariableTracker:
 
 def _graph_input(output, source, value: torch.Tensor) -> TensorVariable:
     """The tracker of a real tensor that becomes a graph input."""
+    check_tensor_input(output, source, value)  # not a view of an ndarray argument's memory
     node, fake = output.add_graph_input(source, value)
     var = TensorVariable(node, fake, source)
     var.real_type = type(value)
@@ -120,6 +123,13 @@ def _wrap(tx, value, source):
             raise SkipFrame(gb.UNKNOWN_TYPE, f"tensor subclass {type(value).__qualname__} with __torch_function__",
                             permanent=False)
         return _aliased(tx, value, source, lambda: _graph_input(output, source, value))
+    if type(value) is np.ndarray:  # a graph input (numpy_arrays.py)
+        return _aliased(tx, value, source, lambda: wrap_numpy_value(tx, value, source, guard))
+    if type(value).__module__.split(".")[0] == "numpy" or type(value) in _NUMPY_CALLABLE_TYPES or \
+            type(value).__name__ == "cython_function_or_method":
+        var = wrap_numpy_value(tx, value, source, guard)  # numpy scalars, dtypes, functions, ufuncs
+        if var is not None:
+            return var
     if isinstance(value, dict) and type(value) not in (dict,) and _is_model_output(value):
         if source is None:
             raise GraphBreak(gb.VALUE_UNKNOWN, "a ModelOutput reached without a source")
@@ -295,6 +305,11 @@ def _wrap(tx, value, source):
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
         return ObjectVariable(value, source)
     return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
+
+
+# numpy functions written in Python, builtin ones and ufuncs are typed outside numpy's modules
+# (np.random.rand is a method of numpy's global RandomState)
+_NUMPY_CALLABLE_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type)
 
 
 def _wrap_partial(tx, value, source, guard):

@@ -1,5 +1,5 @@
 """Python constants: None, bool, int, float, complex, str, bytes, Ellipsis,
-slices, ranges, torch.dtype, torch.device, torch.layout, torch.memory_format.
+slices, ranges, torch.dtype, torch.device, torch.layout, torch.memory_format, numpy numbers and dtypes.
 
 Operations on constants are folded at trace time by calling the real
 operation on the real values (they are immutable, so this is exact).  Methods
@@ -15,6 +15,7 @@ import types
 import typing
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import graph_breaks as gb
@@ -37,6 +38,10 @@ _TYPING_FORMS = tuple(getattr(typing, n) for n in ("_BaseGenericAlias", "_Specia
 def is_constant_value(value: Any) -> bool:
     if isinstance(value, (range, slice)):
         return True
+    if isinstance(value, (np.generic, np.dtype)):
+        # numpy numbers (np.int64(3), np.float32(0.5), np.True_) and dtypes are immutable: folded by
+        # running numpy (numpy_arrays.py traces the ones computed from arrays)
+        return isinstance(value, np.dtype) or value.dtype.kind in "biufc"
     if type(value) in CONSTANT_TYPES or isinstance(value, _TYPING_FORMS):
         return True
     if type(value) in (tuple, frozenset) and all(is_constant_value(v) for v in value):

@@ -19,6 +19,7 @@ import operator
 import warnings
 from typing import Any, Optional
 
+import numpy as np
 import sympy
 import torch
 import torch.fx
@@ -44,7 +45,6 @@ from .methods import TensorMethodVariable
 _DATA_DEPENDENT_METHODS = {
     "item": "Tensor.item() reads a value out of the tensor",
     "tolist": "Tensor.tolist() reads values out of the tensor",
-    "numpy": "Tensor.numpy() leaves torch",
     "__bool__": "bool(tensor) depends on tensor data",
     "__int__": "int(tensor) depends on tensor data",
     "__float__": "float(tensor) depends on tensor data",
@@ -178,6 +178,12 @@ class TensorVariable(VariableTracker):
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"'Tensor' object has no attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
+        if name == "numpy":
+            return VariableTracker.tensor_numpy(tx, self, args, kwargs)
+        if name == "new_tensor" and args and _holds_numpy_scalar(args[0]):
+            # torch takes the new tensor's dtype from numpy scalars in the data; the node would hold
+            # plain numbers (see _node_arg)
+            raise GraphBreak(gb.VALUE_UNKNOWN, "Tensor.new_tensor() of numpy scalars")
         if name in _DATA_DEPENDENT_METHODS:
             raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
         if name in _SIDE_EFFECT_METHODS:
@@ -262,7 +268,10 @@ def _node_arg(v: VariableTracker):
     if isinstance(v, SliceVariable) and any(p.symbolic for p in v.parts):
         return slice(*[_node_arg(p) for p in v.parts])
     if isinstance(v, ConstantVariable):
-        return v.value
+        # a numpy scalar is a Python number to torch's argument parser (tensor data is not:
+        # torch_vars / numpy_arrays give torch.tensor([np.float64(1)]) eager's dtype); the graph's
+        # code cannot name numpy, so the node holds the number
+        return v.value.item() if isinstance(v.value, np.generic) else v.value
     if isinstance(v, SizeVariable):
         items = [_node_arg(i) for i in v.items]
         # a size with symbolic items is a tuple of nodes in the graph (torch.Size holds ints only)
@@ -278,6 +287,12 @@ def _node_arg(v: VariableTracker):
             raise GraphBreak(gb.VALUE_UNKNOWN, f"class {value.__qualname__} passed to a tensor operation")
         return value
     raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")
+
+
+def _holds_numpy_scalar(v: VariableTracker) -> bool:
+    if isinstance(v, ConstantVariable):
+        return isinstance(v.value, np.generic)
+    return isinstance(v, BaseListVariable) and any(_holds_numpy_scalar(i) for i in v.items)
 
 
 def fake_arg(v: VariableTracker):

@@ -35,6 +35,7 @@ from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable
 from .contexts import GradModeVariable
 from .tensor import fake_arg, record_op, TensorVariable
+from .numpy_arrays import numpy_scalar_to_torch, numpy_to_torch
 
 
 def is_torch_class(value) -> bool:
@@ -63,6 +64,7 @@ _SIDE_EFFECTS = {inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else f
 # Functions whose result depends only on metadata: run on fakes, fold to a constant.
 _METADATA = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
              torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast}
+_FROM_NUMPY = {torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor}
 _GRAD_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 # the legacy typed constructors (CPU), by the dtype they make
 _LEGACY_CONSTRUCTORS = {torch.FloatTensor: torch.float32, torch.DoubleTensor: torch.float64,
@@ -180,6 +182,10 @@ class TorchVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.value
+        if fn in _FROM_NUMPY:  # an ndarray or numpy scalar of the trace (numpy_arrays.py)
+            result = numpy_to_torch(tx, fn, args, kwargs) or numpy_scalar_to_torch(tx, fn, args, kwargs)
+            if result is not None:
+                return result
         if fn in _GRAD_CLASSES:
             if args or kwargs:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"{fn.__name__} with arguments")

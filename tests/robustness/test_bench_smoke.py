@@ -58,3 +58,9 @@ def test_hf_models_worker_reports_a_training_step():
     row = json.loads(out.strip().splitlines()[-1])
     assert row["correct"] and row["recompiles"] == 0 and row["limit_warns"] == 0
     assert (row["graphs"], row["breaks"]) == (1, 0)
+
+
+def test_numpy_code_quick_both_systems():
+    out = _run(os.path.join(BENCH, "numpy_code.py"), "--quick")
+    row = next(li for li in out.splitlines() if li.startswith("dynamo_lite"))
+    assert row.split()[-1] == "0"  # no result differs from eager
