@@ -76,6 +76,12 @@ class OutputGraph:
         self.cells: dict[int, Any] = {}
         self.initial_grad_enabled = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad_enabled
+        # inference-mode guards the trace entered (innermost last): entered for real while
+        # tracing, so fake results are inference tensors exactly where eager's are
+        self.inference_modes: list = []
+        self.initial_inference_mode = torch.is_inference_mode_enabled()
+        if self.initial_inference_mode:
+            self.guard_inference_mode()  # fakes made now are inference tensors
         self.user_stack_fn = lambda: []
         self.shapes.user_frame = lambda: (self.user_stack_fn() or [None])[-1]
         self.real_values: dict[int, torch.Tensor] = {}
@@ -156,6 +162,29 @@ class OutputGraph:
         self.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
         torch._C._set_grad_enabled(enabled)
         self.grad_enabled = enabled
+
+    def guard_inference_mode(self) -> None:
+        """The trace relies on whether the frame started in inference mode (it answered
+        ``is_inference()`` or entered a block): guard it."""
+        self.add_guard(guards.GlobalStateGuard(
+            f"___torch.is_inference_mode_enabled() is {self.initial_inference_mode!r}"))
+
+    def enter_inference_mode(self, mode: bool) -> torch.fx.Node:
+        """``torch.inference_mode(mode).__enter__()`` in the graph and in the trace; the node
+        is the guard object ``exit_inference_mode`` takes."""
+        self.guard_inference_mode()
+        node = self.create_node("call_function", torch.autograd.grad_mode._enter_inference_mode, (mode,), {})
+        self.inference_modes.append(torch.autograd.grad_mode._enter_inference_mode(mode))
+        return node
+
+    def exit_inference_mode(self, node: torch.fx.Node) -> None:
+        self.create_node("call_function", torch.autograd.grad_mode._exit_inference_mode, (node,), {})
+        torch.autograd.grad_mode._exit_inference_mode(self.inference_modes.pop())
+
+    def leave_inference_modes(self) -> None:
+        """The trace ended (or stopped) inside inference-mode blocks: leave them for real."""
+        while self.inference_modes:
+            torch.autograd.grad_mode._exit_inference_mode(self.inference_modes.pop())
 
     def cell_for_real(self, cell, source):
         existing = self.cells.get(id(cell))
@@ -405,9 +434,11 @@ def _leaves_traces(node: torch.fx.Node) -> bool:
 
 def _mutates_an_input(graph: torch.fx.Graph) -> bool:
     """Did the trace write into a placeholder's storage (an in-place op on it or on a view of
-    it)?  Its FakeTensor's version counter says so: fakes start at 0 and share it with views."""
+    it)?  Its FakeTensor's version counter says so: fakes start at 0 and share it with views.
+    An inference tensor has no version counter: it may have been written (True)."""
     return any(n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)
-               and n.meta["example_value"]._version > 0 for n in graph.nodes)
+               and (n.meta["example_value"].is_inference() or n.meta["example_value"]._version > 0)
+               for n in graph.nodes)
 
 
 def _node_name(source: Source) -> str:

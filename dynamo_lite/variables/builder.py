@@ -46,7 +46,7 @@ from .nn_module import NNModuleVariable, is_stateless_torch_module
 from .tensor import symbolic_input, TensorVariable
 from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
                                 is_func_transform)
-from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_torch_optimized_module, TorchVariable
+from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_user_like_torch_class, is_torch_optimized_module, TorchVariable
 from .user_objects import (
     DictSubclassObjectVariable, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
 )
@@ -266,7 +266,7 @@ def _wrap(tx, value, source):
     if is_autograd_function_class(value):
         guard(guards.IdGuard(source, value))
         return AutogradFunctionClassVariable(value, source)
-    if is_torch_class(value) or _is_torch_callable(value):
+    if is_torch_class(value) or _is_torch_callable(value) and not is_user_like_torch_class(value):
         guard(guards.IdGuard(source, value))
         return TorchVariable(value, source)
     if isinstance(value, type):

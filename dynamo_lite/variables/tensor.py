@@ -180,6 +180,11 @@ class TensorVariable(VariableTracker):
             raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
         if name in _SIDE_EFFECT_METHODS:
             raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECT_METHODS[name])
+        if name == "is_inference" and not args and not kwargs and self.node.op != "placeholder":
+            # made in the graph: the fake was made under the trace's inference mode (entered for
+            # real while tracing, as the graph enters it), so it answers as the real result
+            tx.output.guard_inference_mode()
+            return ConstantVariable(self.example.is_inference())
         if name in _INPUT_FACTS and not args and not kwargs:
             return self._input_fact(tx, name)
         if name in _METADATA_METHODS:

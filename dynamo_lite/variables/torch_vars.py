@@ -33,12 +33,22 @@ from .constant import ConstantVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable
-from .contexts import GradModeVariable
+from .contexts import GradModeVariable, InferenceModeDecoratedVariable, InferenceModeVariable
 from .tensor import fake_arg, record_op, TensorVariable
 
 
+# torch packages of plain Python classes over tensors: their classes are traced like user
+# classes (``Normal(loc, scale).log_prob(x)``), their code is inlined (skipfiles.py)
+_USER_LIKE_TORCH_PACKAGES = ("torch.distributions.",)
+
+
+def is_user_like_torch_class(value) -> bool:
+    return isinstance(value, type) and (getattr(value, "__module__", None) or "").startswith(_USER_LIKE_TORCH_PACKAGES)
+
+
 def is_torch_class(value) -> bool:
-    return isinstance(value, type) and (value.__module__ or "").startswith("torch")
+    return isinstance(value, type) and (value.__module__ or "").startswith("torch") and \
+        not is_user_like_torch_class(value)
 
 
 _SIDE_EFFECTS = {
@@ -62,7 +72,8 @@ _SIDE_EFFECTS = {inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else f
                  for fn, why in _SIDE_EFFECTS.items()}
 # Functions whose result depends only on metadata: run on fakes, fold to a constant.
 _METADATA = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
-             torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast}
+             torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast,
+             torch.overrides.is_tensor_like}
 _GRAD_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 # the legacy typed constructors (CPU), by the dtype they make
 _LEGACY_CONSTRUCTORS = {torch.FloatTensor: torch.float32, torch.DoubleTensor: torch.float64,
@@ -223,7 +234,12 @@ class TorchVariable(VariableTracker):
         if fn is torch.get_default_dtype:
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())
-        if fn is torch.inference_mode or fn is getattr(torch, "autocast", None):
+        if fn is torch.inference_mode:
+            return _inference_mode(tx, args, kwargs)
+        if fn is torch.is_inference_mode_enabled and not args and not kwargs:
+            tx.output.guard_inference_mode()
+            return ConstantVariable(torch.is_inference_mode_enabled())  # the trace enters blocks for real
+        if fn is getattr(torch, "autocast", None):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not supported inside a graph")
         plain = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
         if plain in _SIDE_EFFECTS:
@@ -291,6 +307,18 @@ def is_torch_optimized_module(value) -> bool:
     cls = type(value)
     return isinstance(value, torch.nn.Module) and cls.__name__ == "OptimizedModule" and \
         cls.__module__.split(".") == ["torch", "_dynamo", "eval_frame"] and "_orig_mod" in vars(value).get("_modules", {})
+
+
+def _inference_mode(tx, args, kwargs):
+    """``torch.inference_mode(mode=True)``, or ``torch.inference_mode`` applied to a function."""
+    if len(args) == 1 and not kwargs and not args[0].is_python_constant():
+        return InferenceModeDecoratedVariable(True, args[0])  # @torch.inference_mode (no parentheses)
+    if len(args) + len(kwargs) > 1 or set(kwargs) - {"mode"}:
+        raise GraphBreak(gb.BAD_ARGUMENTS, "torch.inference_mode() takes one argument, mode")
+    mode = (args or list(kwargs.values()) or [ConstantVariable(True)])[0]
+    if not mode.is_python_constant() or type(mode.as_python_constant()) is not bool:
+        raise GraphBreak(gb.VALUE_UNKNOWN, "torch.inference_mode(mode) with a mode not known at trace time")
+    return InferenceModeVariable(mode.as_python_constant(), tx.root().steps, tx.user_stack())
 
 
 def _number_sequence(var) -> bool:

@@ -424,6 +424,138 @@ def inference_mode_query(x):
     return x * 2 if torch.is_inference_mode_enabled() else x + 1
 
 
+# ---- torch.inference_mode (TorchDynamo: one graph, no break)
+@case(0, 0)
+def inference_mode_block(x):
+    with torch.inference_mode():
+        a = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+        y = x * 2
+        with torch.inference_mode(False):
+            b = torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+            z = y + 1
+    w = x.clone()
+    return y, z, y.is_inference(), z.is_inference(), w.is_inference(), a, b, torch.is_inference_mode_enabled()
+
+
+@case(0, 0)
+def inference_mode_decorators(x):
+    @torch.inference_mode()
+    def g(a):
+        return a * 2
+
+    @torch.inference_mode
+    def h(a):
+        return a * 3
+
+    @torch.inference_mode(False)
+    def k(a):
+        return a * 4
+    return g(x), h(x), k(x), g(x).is_inference(), h(x).is_inference(), k(x).is_inference()
+
+
+@case(2, 2, graphs=0)
+def inference_mode_with_a_break_inside(x):
+    with torch.inference_mode():
+        y = x * 2
+        s = y.sum().item()  # a break inside the block: Python runs the whole block
+        z = y + s
+    return z, z.is_inference()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_inference_mode_under_grad(backend):
+    import dynamo_lite
+    from dynamo_lite.backends import lookup_backend
+    from dynamo_lite.testing import check, CompileCounter
+
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+        return y, y.is_inference(), y.requires_grad, (x * 3).requires_grad
+
+    x = torch.randn(3, requires_grad=True)
+    cnt = CompileCounter(lookup_backend(backend)[0])
+    check(f, x, compiled=lambda _: dynamo_lite.compile(f, backend=cnt), graphs=None)
+    assert cnt.frame_count == 1
+
+
+def test_inference_mode_entries_follow_the_callers_mode():
+    import dynamo_lite
+
+    def f(x):
+        with torch.inference_mode(False):
+            y = x * 2
+        return y, y.is_inference()
+
+    cf = dynamo_lite.compile(f, backend="eager")
+    x = torch.ones(2)
+    assert cf(x)[1] is False
+    with torch.inference_mode():
+        xi = torch.ones(2)
+        assert cf(xi)[1] is f(xi)[1] is False
+        y = cf(xi)[0] * 1
+        assert y.is_inference()
+    assert cf(x)[1] is False
+
+
+# ---- torch.distributions: traced like user code (TorchDynamo: one graph, no break)
+D = torch.distributions
+
+
+@case(0, 0)
+def normal_no_validation(x):
+    d = D.Normal(x, torch.ones_like(x), validate_args=False)
+    return d.log_prob(x), d.entropy(), d.rsample(), d.sample((2,)), d.mean, d.stddev, d.variance, d.cdf(x)
+
+
+@case(0, 0)
+def normal_entropy_and_rsample(x):
+    d = D.Normal(x, torch.ones_like(x), validate_args=False)
+    return d.entropy(), d.rsample(), d.batch_shape, d.event_shape
+
+
+@case(0, 0)
+def categorical_and_bernoulli(x):
+    c = D.Categorical(logits=x, validate_args=False)
+    b = D.Bernoulli(probs=torch.sigmoid(x), validate_args=False)
+    return c.log_prob(torch.zeros(3, dtype=torch.long)), c.entropy(), c.probs, b.log_prob(torch.ones_like(x)), \
+        b.logits, b.entropy()
+
+
+@case(0, 0)
+def independent_normal(x):
+    d = D.Independent(D.Normal(x, x.abs() + 1, validate_args=False), 1, validate_args=False)
+    return d.entropy(), d.rsample(), d.event_shape
+
+
+@case(1, 0)
+def kl_normal_normal(x):
+    # a break: kl_divergence's dispatch table is a dict keyed by classes, looked up in a try
+    # block that catches KeyError (mappings.py)
+    p = D.Normal(x, torch.ones_like(x), validate_args=False)
+    q = D.Normal(x * 0, torch.ones_like(x), validate_args=False)
+    return D.kl_divergence(p, q)
+
+
+@case(2, 0)
+def normal_validated_log_prob(x):
+    # validate_args (the default) checks the sample's values and raises ValueError: a branch on
+    # tensor data, which Python runs (TorchDynamo counts no break: it gives the frame up after
+    # torch.ones_like and runs the rest eagerly)
+    return D.Normal(x, torch.ones_like(x)).log_prob(x)
+
+
+def test_distribution_validation_raises_as_eager():
+    def bad_scale(x):
+        return D.Normal(x, -torch.ones_like(x)).rsample()
+
+    def bad_sample(x):
+        return D.Bernoulli(probs=torch.sigmoid(x)).log_prob(x)
+
+    check_breaks(bad_scale, torch.randn(3), breaks=None, raises=ValueError)
+    check_breaks(bad_sample, torch.randn(3), breaks=None, raises=ValueError)
+
+
 def test_inference_mode_query_is_guarded():
     import dynamo_lite
     from dynamo_lite.testing import CompileCounter
@@ -477,7 +609,8 @@ GAPS = {name for name, (_, ours, theirs, _) in CASES.items() if ours > theirs}
 
 def test_gaps_are_the_known_ones():
     assert GAPS == {"nonzero", "unique", "autocast_cpu", "generator", "isclose", "equal", "item",
-                    "storage_offset", "data_ptr_eq", "set_default_dtype", "numel_fn", "version_attr", "argwhere"}
+                    "storage_offset", "data_ptr_eq", "set_default_dtype", "numel_fn", "version_attr", "argwhere",
+                    "kl_normal_normal", "normal_validated_log_prob"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
