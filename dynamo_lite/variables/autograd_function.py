@@ -311,7 +311,7 @@ class FuncTransformVariable(VariableTracker):
         return True
 
 
-def _real_function(fn_var):
+def real_function(fn_var):
     """The real function object a transform is applied to at run time (None: there is none
     to hand it, e.g. a closure over values of the trace)."""
     fn = getattr(fn_var, "fn", None)
@@ -347,7 +347,7 @@ class TransformedFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         name = _FUNC_TRANSFORMS[self.transform]
-        fn = _real_function(self.fn_var)
+        fn = real_function(self.fn_var)
         if fn is None or kwargs or not all(isinstance(a, TensorVariable) or a.is_python_constant() for a in args):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} called with keyword or non-tensor arguments, "
                              "or of a closure: Python runs it")

@@ -209,6 +209,12 @@ class VariableTracker:
     # trace, as the operation does in eager (a missing dict key's KeyError), so a traced handler
     # catches it: exceptions.raise_in_trace.
     raise_in_trace: "staticmethod"
+    # (tx, message: str, category) -> tracker: ``warnings.warn(message, category)`` replayed after
+    # the graph from the user's line (a warning a traced torch op issues): replayed.replay_warning.
+    replay_warning: "staticmethod"
+    # (tx, tensor, hook) -> tracker: ``tensor.register_hook(hook)`` in traced code (None: Python
+    # runs it, the graph breaks): replayed.register_tensor_hook.
+    register_tensor_hook: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:

@@ -16,6 +16,7 @@ import contextlib
 import functools
 import logging
 import operator
+import re
 import warnings
 from typing import Any
 
@@ -178,6 +179,8 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name in _DATA_DEPENDENT_METHODS:
             raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
+        if name == "register_hook" and len(args) == 1 and not kwargs:
+            return VariableTracker.register_tensor_hook(tx, self, args[0])
         if name in _SIDE_EFFECT_METHODS:
             raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECT_METHODS[name])
         if name == "is_inference" and not args and not kwargs and self.node.op != "placeholder":
@@ -365,7 +368,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
                 example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             else:
                 example = target(*fake_args, **fake_kwargs)
-        if caught:
+        if caught and not all(_replayable_warning(w) for w in caught):
             # Python runs the op so the warning comes from the user's line, once, as in eager
             raise GraphBreak(gb.OPERATION_RAISES, f"{_target_name(kind, target)} issues a warning: "
                                        f"{str(caught[0].message).splitlines()[0][:120]}")
@@ -380,6 +383,10 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     finally:
         if quiet:
             _FAKE_LOG.disabled = False
+    for w in caught:  # issued whatever the data: replayed after the graph from the user's line
+        VariableTracker.replay_warning(tx, str(w.message), w.category)
+    if caught and kind == "call_function":
+        target = _quiet(target)  # the graph's run must not issue it again (from the graph's code)
     output.shapes.note()
     if _uses_default_dtype(example, fake_args, fake_kwargs):
         output.guard_default_dtype()
@@ -395,6 +402,32 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
 
 
 _FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+# Warnings a torch operation issues from its arguments' types alone, never from tensor data:
+# the fake run issues them exactly when the real one does, so they are replayed, not broken on
+_REPLAYABLE_WARNINGS = ((UserWarning, "To copy construct from a tensor, it is recommended to use "
+                                      "sourceTensor.detach().clone()"),)
+
+
+@functools.lru_cache(maxsize=None)
+def _quiet(fn):
+    """``fn`` run with the warnings of _REPLAYABLE_WARNINGS ignored (they are replayed from the
+    user's line instead).  The filter goes in front of the user's filters in place, as
+    warnings_issued does: "ignore" writes no registry entry and the filters version is kept."""
+    def quiet(*args, **kwargs):
+        filters = warnings.filters
+        saved = list(filters)
+        for cat, prefix in _REPLAYABLE_WARNINGS:
+            filters.insert(0, ("ignore", re.compile(re.escape(prefix)), cat, None, 0))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            filters[:] = saved
+    quiet.__name__ = quiet.__qualname__ = f"{getattr(fn, '__name__', 'op')}_replayed_warnings"
+    return quiet
+
+
+def _replayable_warning(w) -> bool:
+    return any(w.category is cat and str(w.message).startswith(prefix) for cat, prefix in _REPLAYABLE_WARNINGS)
 
 
 def _uses_default_dtype(example, fake_args, fake_kwargs) -> bool:

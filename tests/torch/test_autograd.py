@@ -321,6 +321,69 @@ def test_tensor_hook_registered_inside():
     check(f, rg(3), backward=True, graphs=None)
 
 
+def _triple(g):
+    return g * 3
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tensor_hooks_are_captured_without_a_break(backend):
+    # TorchDynamo: one graph, no break, for each of these
+    from dynamo_lite.backends import lookup_backend
+    from dynamo_lite.testing import CompileCounter
+
+    def on_intermediates(x):
+        y = x * 2
+        y.register_hook(lambda g: g * 3)  # a lambda made in the frame
+        z = y.sin()
+        z.register_hook(_triple)  # a global function
+        return z.sum(), y.requires_grad
+
+    def on_input(x):
+        x.register_hook(lambda g: g * 5)  # replayed after the graph on the input itself
+        return (x * 2).sum()
+
+    def hook_returning_none(x):
+        y = x * 2
+        y.register_hook(lambda g: None)
+        return (y * y).sum()
+
+    for fn in (on_intermediates, on_input, hook_returning_none):
+        cnt = CompileCounter(lookup_backend(backend)[0])
+        check(fn, rg(3), backward=True, graphs=None, compiled=lambda _: dynamo_lite.compile(fn, backend=cnt))
+        assert cnt.frame_count == 1, fn.__name__
+        assert dynamo_lite.explain(fn)(rg(3)).graph_break_count == 0, fn.__name__
+
+
+def test_tensor_hooks_python_registers():
+    # each a graph break (Python registers the hook), with eager's gradients and output
+    def printing_hook(x):
+        y = x * 2
+        y.register_hook(lambda g: print("grad", g.shape))
+        return y.sum()
+
+    def closure_over_a_tensor(x):
+        w = x.detach() + 1
+        y = x * 2
+        y.register_hook(lambda g: g * w)
+        return y.sum()
+
+    def handle_removed(x):
+        y = x * 2
+        h = y.register_hook(lambda g: g * 3)
+        h.remove()
+        return y.sum()
+
+    def on_a_tensor_without_grad(x):
+        y = x.detach() * 2
+        y.register_hook(lambda g: g)  # RuntimeError, as in eager
+        return y
+
+    for fn in (printing_hook, closure_over_a_tensor, handle_removed):
+        check(fn, rg(3), backward=True, graphs=None)
+        assert dynamo_lite.explain(fn)(rg(3)).graph_break_count >= 1
+    check(on_a_tensor_without_grad, rg(3), graphs=None)
+
+
 def test_retain_grad_on_intermediate():
     def f(x):
         y = x * 3

@@ -556,6 +556,31 @@ def test_distribution_validation_raises_as_eager():
     check_breaks(bad_sample, torch.randn(3), breaks=None, raises=ValueError)
 
 
+# ---- torch.tensor(tensor): its copy-construct UserWarning is replayed from the user's line
+@case(0, 0)
+def tensor_of_tensor(x):
+    return torch.tensor(x) + 1, torch.tensor(x[0], dtype=torch.float64), torch.tensor(x).requires_grad
+
+
+def test_tensor_of_tensor_warning_is_replayed_from_the_users_line():
+    from dynamo_lite.testing import check
+
+    def f(x):
+        y = torch.tensor(x) * 2
+        return y + 1
+
+    def in_try(x):
+        try:
+            y = torch.tensor(x) * 2  # its warning could be an error the except catches: a break
+        except UserWarning:
+            y = x
+        return y + 1
+
+    check(f, torch.randn(3, requires_grad=True))
+    check_breaks(f, torch.randn(3), breaks=0)
+    check_breaks(in_try, torch.randn(3), breaks=1)
+
+
 def test_inference_mode_query_is_guarded():
     import dynamo_lite
     from dynamo_lite.testing import CompileCounter
