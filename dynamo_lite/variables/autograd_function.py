@@ -261,7 +261,8 @@ class _CtxMethodVariable(VariableTracker):
 
 # ---- torch.func transforms ------------------------------------------------------------------
 def _func_transforms() -> dict:
-    return {torch.func.vmap: "vmap", torch.func.grad: "grad", torch.func.grad_and_value: "grad_and_value"}
+    return {torch.func.vmap: "vmap", torch.func.grad: "grad", torch.func.grad_and_value: "grad_and_value",
+            torch.func.jacrev: "jacrev", torch.func.jacfwd: "jacfwd", torch.func.hessian: "hessian"}
 
 
 _FUNC_TRANSFORMS = _func_transforms()
@@ -311,12 +312,52 @@ class FuncTransformVariable(VariableTracker):
         return True
 
 
+def _closure_function(fn_var):
+    """For a function made in the trace with a closure: ``(make, free)``, ``make(values)`` builds
+    the function anew with fresh cells holding the closure's current values, whose tensors are
+    ``free`` (trackers, passed to the graph node) and constants are fixed now; None if a cell
+    holds anything else (or defaults are not constants)."""
+    code = getattr(fn_var, "code", None)
+    closure = getattr(fn_var, "closure", None)
+    if not isinstance(code, types.CodeType) or closure is None or getattr(fn_var, "kwdefaults", None) is not None:
+        return None
+    defaults = getattr(fn_var, "defaults", None)
+    if defaults is not None:
+        if not defaults.is_python_constant():
+            return None
+        defaults = tuple(defaults.as_python_constant())
+    slots, free = [], []  # per cell: ("tensor", index in free) / ("const", value) / ("empty", None)
+    for cell in closure:
+        contents = getattr(cell, "contents", None)
+        if contents is None:
+            if getattr(cell, "kind", None) != "local":
+                return None  # a real or frame cell whose contents the dry run never read
+            slots.append(("empty", None))
+        elif isinstance(contents, TensorVariable):
+            slots.append(("tensor", len(free)))
+            free.append(contents)
+        elif contents.is_python_constant() and type(contents.as_python_constant()) in (
+                bool, int, float, complex, str, type(None)):
+            slots.append(("const", contents.as_python_constant()))
+        else:
+            return None
+    f_globals, name = fn_var.get_globals(), code.co_name
+
+    def make(values):
+        cells = tuple(types.CellType(values[v]) if kind == "tensor" else types.CellType(v) if kind == "const"
+                      else types.CellType() for kind, v in slots)
+        return types.FunctionType(code, f_globals, name, defaults, cells)
+    return make, free
+
+
 def real_function(fn_var):
     """The real function object a transform is applied to at run time (None: there is none
     to hand it, e.g. a closure over values of the trace)."""
     fn = getattr(fn_var, "fn", None)
     if isinstance(fn, types.FunctionType):
         return fn
+    if fn_var.is_python_constant() and callable(fn_var.as_python_constant()):
+        return fn_var.as_python_constant()  # a torch function (vmap(torch.sin))
     code = getattr(fn_var, "code", None)
     if not isinstance(code, types.CodeType) or code.co_freevars or getattr(fn_var, "kwdefaults", None) is not None:
         return None
@@ -347,10 +388,9 @@ class TransformedFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         name = _FUNC_TRANSFORMS[self.transform]
-        fn = real_function(self.fn_var)
-        if fn is None or kwargs or not all(isinstance(a, TensorVariable) or a.is_python_constant() for a in args):
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} called with keyword or non-tensor arguments, "
-                             "or of a closure: Python runs it")
+        if not all(isinstance(a, TensorVariable) or a.is_python_constant() for a in [*args, *kwargs.values()]):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} called with arguments that are neither "
+                             "tensors nor constants (containers of tensors): Python runs it")
         if name == "vmap":
             sample_args = self._samples(tx, args)
         else:
@@ -360,18 +400,29 @@ class TransformedFunctionVariable(VariableTracker):
 
         def body():
             call_args = sample_args() if sample_args is not None else list(args)
-            return self.fn_var.call_function(tx, call_args, {})
+            return self.fn_var.call_function(tx, call_args, dict(kwargs))
 
         result = speculate(tx, body, f"{self.describe()}: the function is not traceable as one graph node")
         if name != "vmap" and not isinstance(result, TensorVariable):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()}: the function does not return one tensor")
-        transform, options = self.transform, dict(self.options)
+        # the function as the graph runs it: the real one, or one made again from its code and the
+        # values its closure holds now (the call happens now, and the dry run proved it writes no cell)
+        fn, free = real_function(self.fn_var), []
+        if fn is None:
+            made = _closure_function(self.fn_var)
+            if made is None:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} of a function whose closure holds values "
+                                 "other than tensors and constants: Python runs it")
+            make, free = made
+        transform, options, n_args = self.transform, dict(self.options), len(args)
 
-        def run(*call_args):
-            return transform(fn, **options)(*call_args)
+        def run(*call_args, **call_kwargs):
+            f = fn if fn is not None else make(call_args[n_args:])
+            return transform(f, **options)(*call_args[:n_args], **call_kwargs)
 
-        run.__name__ = run.__qualname__ = f"{name}_{fn.__name__}".replace("<", "_").replace(">", "_")
-        return record_op(tx, "call_function", run, list(args), {})
+        label = getattr(fn, "__name__", None) or getattr(self.fn_var, "code", None) and self.fn_var.code.co_name or "fn"
+        run.__name__ = run.__qualname__ = f"{name}_{label}".replace("<", "_").replace(">", "_")
+        return record_op(tx, "call_function", run, [*args, *free], dict(kwargs))
 
     def _samples(self, tx, args):
         in_dims = self.options.get("in_dims", 0)
