@@ -345,7 +345,7 @@ class FrameConverter:
         except GraphBreak as e:
             return tx, e
         finally:
-            output.leave_inference_modes()
+            output.leave_global_modes()
             torch._C._set_grad_enabled(grad)
         return tx, None
 

@@ -76,9 +76,10 @@ class OutputGraph:
         self.cells: dict[int, Any] = {}
         self.initial_grad_enabled = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad_enabled
-        # inference-mode guards the trace entered (innermost last): entered for real while
-        # tracing, so fake results are inference tensors exactly where eager's are
-        self.inference_modes: list = []
+        # (exit function, mode object) of the inference-mode and autocast blocks the trace
+        # entered (innermost last): entered for real while tracing, so fake results are what
+        # eager's are (inference tensors, autocast dtypes)
+        self.global_modes: list = []
         self.initial_inference_mode = torch.is_inference_mode_enabled()
         if self.initial_inference_mode:
             self.guard_inference_mode()  # fakes made now are inference tensors
@@ -169,22 +170,36 @@ class OutputGraph:
         self.add_guard(guards.GlobalStateGuard(
             f"___torch.is_inference_mode_enabled() is {self.initial_inference_mode!r}"))
 
-    def enter_inference_mode(self, mode: bool) -> torch.fx.Node:
-        """``torch.inference_mode(mode).__enter__()`` in the graph and in the trace; the node
-        is the guard object ``exit_inference_mode`` takes."""
-        self.guard_inference_mode()
-        node = self.create_node("call_function", torch.autograd.grad_mode._enter_inference_mode, (mode,), {})
-        self.inference_modes.append(torch.autograd.grad_mode._enter_inference_mode(mode))
+    def enter_global_mode(self, enter_fn, args: tuple, exit_fn) -> torch.fx.Node:
+        """``enter_fn(*args)`` (``torch.autograd.grad_mode._enter_inference_mode``,
+        ``torch.amp._enter_autocast``) in the graph and, for real, in the trace (so fake ops
+        see the mode as the real ones will); the node is what ``exit_global_mode`` takes.
+        The state the frame was entered with, which queries inside the block read through,
+        is guarded on the first entry."""
+        if not self.global_modes:
+            self.guard_inference_mode()
+            self._guard_autocast_state()
+        node = self.create_node("call_function", enter_fn, args, {})
+        self.global_modes.append((exit_fn, enter_fn(*args)))
         return node
 
-    def exit_inference_mode(self, node: torch.fx.Node) -> None:
-        self.create_node("call_function", torch.autograd.grad_mode._exit_inference_mode, (node,), {})
-        torch.autograd.grad_mode._exit_inference_mode(self.inference_modes.pop())
+    def exit_global_mode(self, node: torch.fx.Node) -> None:
+        exit_fn, mode = self.global_modes.pop()
+        self.create_node("call_function", exit_fn, (node,), {})
+        exit_fn(mode)
 
-    def leave_inference_modes(self) -> None:
-        """The trace ended (or stopped) inside inference-mode blocks: leave them for real."""
-        while self.inference_modes:
-            torch.autograd.grad_mode._exit_inference_mode(self.inference_modes.pop())
+    def leave_global_modes(self) -> None:
+        """The trace ended (or stopped) inside mode blocks: leave them for real."""
+        while self.global_modes:
+            exit_fn, mode = self.global_modes.pop()
+            exit_fn(mode)
+
+    def _guard_autocast_state(self) -> None:
+        for device in ("cpu", "cuda"):
+            enabled, dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
+            self.add_guard(guards.GlobalStateGuard(
+                f"___torch.is_autocast_enabled({device!r}) is {enabled!r} and "
+                f"___torch.get_autocast_dtype({device!r}) is {{d}}", (("d", dtype),)))
 
     def cell_for_real(self, cell, source):
         existing = self.cells.get(id(cell))

@@ -33,8 +33,8 @@ from .constant import ConstantVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable
-from .contexts import GradModeVariable, InferenceModeDecoratedVariable, InferenceModeVariable
-from .tensor import fake_arg, record_op, TensorVariable
+from .contexts import GlobalModeContextVariable, GlobalModeDecoratedVariable, GradModeVariable, inference_mode_context
+from .tensor import fake_arg, record_op, TensorVariable, warnings_issued
 
 
 # torch packages of plain Python classes over tensors: their classes are traced like user
@@ -239,8 +239,8 @@ class TorchVariable(VariableTracker):
         if fn is torch.is_inference_mode_enabled and not args and not kwargs:
             tx.output.guard_inference_mode()
             return ConstantVariable(torch.is_inference_mode_enabled())  # the trace enters blocks for real
-        if fn is getattr(torch, "autocast", None):
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not supported inside a graph")
+        if fn is torch.autocast:
+            return _autocast(tx, fn, args, kwargs)
         plain = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
         if plain in _SIDE_EFFECTS:
             raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECTS[plain])
@@ -277,8 +277,8 @@ class TorchVariable(VariableTracker):
             if fn is torch.Tensor:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, "calling torch.Tensor() directly")
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"calling torch class {fn.__name__}")
-        if not args and not kwargs:
-            answer = _setting_query(tx, fn)
+        if not kwargs and all(a.is_python_constant() and type(a.as_python_constant()) is str for a in args):
+            answer = _setting_query(tx, fn, tuple(a.as_python_constant() for a in args))
             if answer is not None:
                 return answer
         if is_collective(fn):
@@ -312,13 +312,42 @@ def is_torch_optimized_module(value) -> bool:
 def _inference_mode(tx, args, kwargs):
     """``torch.inference_mode(mode=True)``, or ``torch.inference_mode`` applied to a function."""
     if len(args) == 1 and not kwargs and not args[0].is_python_constant():
-        return InferenceModeDecoratedVariable(True, args[0])  # @torch.inference_mode (no parentheses)
+        # @torch.inference_mode (no parentheses)
+        return GlobalModeDecoratedVariable(inference_mode_context(True, tx.root().steps, tx.user_stack()), args[0])
     if len(args) + len(kwargs) > 1 or set(kwargs) - {"mode"}:
         raise GraphBreak(gb.BAD_ARGUMENTS, "torch.inference_mode() takes one argument, mode")
     mode = (args or list(kwargs.values()) or [ConstantVariable(True)])[0]
     if not mode.is_python_constant() or type(mode.as_python_constant()) is not bool:
         raise GraphBreak(gb.VALUE_UNKNOWN, "torch.inference_mode(mode) with a mode not known at trace time")
-    return InferenceModeVariable(mode.as_python_constant(), tx.root().steps, tx.user_stack())
+    return inference_mode_context(mode.as_python_constant(), tx.root().steps, tx.user_stack())
+
+
+def _autocast(tx, cls, args, kwargs):
+    """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`` (also
+    ``torch.amp.autocast``): entered in the graph with ``torch.amp._enter_autocast``, as
+    TorchDynamo does.  Arguments must be known at trace time, and making the context must
+    issue no warning (an unsupported dtype disables autocast with a warning: Python does it)."""
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"{cls.__name__}() with arguments not known at trace time")
+    values = [a.as_python_constant() for a in args]
+    options = {k: v.as_python_constant() for k, v in kwargs.items()}
+    try:
+        bound = inspect.signature(torch.autocast.__init__).bind(None, *values, **options)
+    except TypeError as e:
+        raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}(): {e}") from e
+    bound.apply_defaults()
+    vals = tuple(v for k, v in bound.arguments.items() if k != "self")
+    try:
+        with warnings_issued() as caught:
+            made = torch.autocast(*vals)
+    except Exception as e:  # noqa: BLE001 - Python raises it
+        raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__}() raised {type(e).__name__}") from e
+    del made
+    if caught:
+        raise GraphBreak(gb.UNSUPPORTED_CONTEXT_MANAGER, f"{cls.__name__}{tuple(vals)!r} changes its arguments "
+                         "(with a warning): Python runs it")
+    return GlobalModeContextVariable(cls, torch.amp._enter_autocast, vals, torch.amp._exit_autocast,
+                                     tx.root().steps, tx.user_stack())
 
 
 def _number_sequence(var) -> bool:
@@ -399,18 +428,27 @@ def _graphable(fn) -> bool:
     return False
 
 
-def _setting_query(tx, fn):
-    """A zero-argument query of a global setting (``torch.backends.mha.get_fastpath_enabled()``,
-    ``torch.is_anomaly_enabled()``, ``torch.get_num_threads()``): the answer now, guarded by
-    asking again on every call.  None: not such a query (Python or the graph handles it)."""
+def _setting_query(tx, fn, args: tuple = ()):
+    """A query of a global setting, of no arguments or of device names
+    (``torch.backends.mha.get_fastpath_enabled()``, ``torch.is_anomaly_enabled()``,
+    ``torch.get_num_threads()``, ``torch.get_autocast_dtype("cpu")``): the answer now, guarded
+    by asking again on every call.  None: not such a query (Python or the graph handles it)."""
     name = getattr(fn, "__name__", "")
-    if not name.startswith(("is_", "are_", "get_")) or name.startswith("get_rng"):
+    if not name.startswith(("is_", "are_", "get_")) or name.startswith("get_rng") or \
+            args and "autocast" not in name:
         return None
+    if tx.output.global_modes and ("autocast" in name or "inference" in name):
+        # inside an autocast / inference-mode block the trace entered for real: the answer
+        # follows from the block and the state the frame started in (guarded on entering it)
+        return ConstantVariable(fn(*args))
     try:
-        value = fn()
+        value = fn(*args)
     except Exception:  # noqa: BLE001 - not a plain query (e.g. needs a device): left to Python
         return None
-    if type(value) not in (bool, int, str):
+    if type(value) not in (bool, int, str) and not isinstance(value, torch.dtype):
         return None
-    tx.output.add_guard(guards.GlobalStateGuard("{f}() == {v}", (("f", fn), ("v", value))))
+    if args:
+        tx.output.add_guard(guards.GlobalStateGuard("{f}(*{a}) == {v}", (("f", fn), ("a", args), ("v", value))))
+    else:
+        tx.output.add_guard(guards.GlobalStateGuard("{f}() == {v}", (("f", fn), ("v", value))))
     return ConstantVariable(value)

@@ -220,9 +220,30 @@ def set_grad(x):
         y = x * 2
     return y, y.requires_grad
 
-@case(2, 0, graphs=0)
+@case(0, 0)
 def autocast_cpu(x):
     with torch.autocast("cpu", dtype=torch.bfloat16):
+        return x @ x.t()
+
+
+@case(0, 0)
+def autocast_nested_queries_and_decorator(x):
+    @torch.autocast("cpu", dtype=torch.bfloat16)
+    def g(a):
+        return a @ a.t()
+
+    with torch.amp.autocast("cpu"):
+        a = torch.is_autocast_enabled(), torch.get_autocast_dtype("cpu"), torch.is_autocast_enabled("cpu")
+        y = x @ x.t()
+        with torch.autocast("cpu", enabled=False):
+            z = x @ x.t()
+    return y, z, y.dtype, z.dtype, a, torch.is_autocast_enabled("cpu"), g(x), g(x).dtype
+
+
+@case(2, 0, graphs=0)
+def autocast_with_an_unsupported_dtype(x):
+    # autocast disables itself with a warning: Python runs the block
+    with torch.autocast("cpu", dtype=torch.int32):
         return x @ x.t()
 
 @case(2, 0, graphs=0)
@@ -479,6 +500,27 @@ def test_inference_mode_under_grad(backend):
     assert cnt.frame_count == 1
 
 
+def test_autocast_state_of_the_caller_is_guarded():
+    import dynamo_lite
+
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ x.t()
+            return y, y.dtype, torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+    def query(x):
+        return x * 2 if torch.get_autocast_dtype("cpu") is torch.bfloat16 and torch.is_autocast_enabled("cpu") \
+            else x + 1
+
+    x = torch.full((2, 2), 3.0)
+    for fn in (f, query):
+        cf = dynamo_lite.compile(fn, backend="eager")
+        for ctx in (None, ("cpu", torch.float16), ("cpu", torch.bfloat16), None):
+            with torch.autocast(*ctx) if ctx else torch.autocast("cpu", enabled=torch.is_autocast_enabled("cpu")):
+                got, want = cf(x), fn(x)
+            assert str(got) == str(want), (fn.__name__, ctx)
+
+
 def test_inference_mode_entries_follow_the_callers_mode():
     import dynamo_lite
 
@@ -633,7 +675,7 @@ GAPS = {name for name, (_, ours, theirs, _) in CASES.items() if ours > theirs}
 
 
 def test_gaps_are_the_known_ones():
-    assert GAPS == {"nonzero", "unique", "autocast_cpu", "generator", "isclose", "equal", "item",
+    assert GAPS == {"nonzero", "unique", "autocast_with_an_unsupported_dtype", "generator", "isclose", "equal", "item",
                     "storage_offset", "data_ptr_eq", "set_default_dtype", "numel_fn", "version_attr", "argwhere",
                     "kl_normal_normal", "normal_validated_log_prob"}
 
