@@ -9,8 +9,11 @@ interpreted over trackers, as a dry run, with a stand-in ``ctx``; a graph break 
 side effect in either (print, a global or attribute write, ``.item()``, a data-dependent
 branch) makes the call a graph break instead (Python runs ``apply``).  The dry run's graph
 nodes are removed again; only the ``apply`` node stays (run on FakeTensors for its result).
-``vmap(fn)(x)`` / ``grad(fn)(x)`` work the same way: one node that runs the transform on
-the real function, after a dry run of ``fn``.
+``vmap(fn)(x)`` / ``grad(fn)(x)`` / ``jacrev`` / ``jacfwd`` / ``hessian`` work the same way:
+one node that runs the transform on the real function (or on one made again from its code and
+its closure's current tensors and constants), after a dry run of ``fn``.
+``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)`` traces ``fn`` as a plain
+call after a dry run proves it free of side effects (eager repeats them in backward).
 Tested by tests/torch/test_autograd_functions.py.
 """
 from __future__ import annotations
@@ -21,6 +24,7 @@ import weakref
 from typing import Callable
 
 import torch
+import torch.utils.checkpoint
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
@@ -257,6 +261,68 @@ class _CtxMethodVariable(VariableTracker):
         else:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"ctx.{self.name}() in a traced autograd.Function")
         return ConstantVariable(None)
+
+
+# ---- torch.utils.checkpoint -------------------------------------------------------------------
+def is_checkpoint(value) -> bool:
+    return value is torch.utils.checkpoint.checkpoint
+
+
+_CHECKPOINT_DEFAULTS = {"context_fn": None, "determinism_check": "default", "debug": False, "early_stop": True}
+
+
+class CheckpointVariable(VariableTracker):
+    """``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)``: ``fn`` is traced
+    into the graph as a plain call.  Its values and gradients are those of ``fn(*args)``
+    (checkpointing only trades memory for recomputation, and its non-reentrant form records
+    the ops' own autograd nodes); what could tell the two apart is a side effect of ``fn``,
+    which eager repeats when backward recomputes it: so ``fn`` is first run as a dry run, and
+    a print, a mutation or a graph break in it leaves the call to Python (a graph break)."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def describe(self):
+        return "torch.utils.checkpoint.checkpoint"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs):
+        kwargs = dict(kwargs)
+        reentrant = kwargs.pop("use_reentrant", None)
+        kwargs.pop("preserve_rng_state", None)  # nothing is recomputed: the RNG is drawn once, as eager's forward
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _CHECKPOINT_DEFAULTS}
+        plain = reentrant is not None and reentrant.is_python_constant() and reentrant.as_python_constant() is False
+        for k, v in options.items():
+            if k == "context_fn":
+                plain = plain and v.is_python_constant() and \
+                    v.as_python_constant() is torch.utils.checkpoint.noop_context_fn
+            else:
+                plain = plain and v.is_python_constant() and v.as_python_constant() == _CHECKPOINT_DEFAULTS[k]
+        if not args or not plain:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} other than (fn, *args, use_reentrant=False) "
+                             "with default options: Python runs it")
+        fn, fn_args = args[0], list(args[1:])
+        speculate(tx, lambda: fn.call_function(tx, fn_args, dict(kwargs)),
+                  f"{self.describe()} of {fn.describe()}: a side effect or break in it (eager repeats the "
+                  "function in backward)")
+        return fn.call_function(tx, fn_args, dict(kwargs))
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.value)
+
+    def can_reconstruct(self):
+        return True
 
 
 # ---- torch.func transforms ------------------------------------------------------------------

@@ -587,6 +587,35 @@ def test_checkpoint_inside_compiled_function():
     check(f, rg(3), backward=True, graphs=None)
 
 
+def test_checkpoint_is_traced_without_a_break():
+    # TorchDynamo: one graph, no break
+    import torch.utils.checkpoint as cp
+
+    def block(t, w):
+        return torch.nn.functional.dropout(t.sin() @ w, 0.5, training=True) * 2
+
+    def f(x, w):
+        y = cp.checkpoint(block, x, w, use_reentrant=False)
+        return cp.checkpoint(lambda t: t.cos(), y, use_reentrant=False, preserve_rng_state=False).sum()
+
+    check(f, rg(3, 3), rg(3, 3), backward=True)
+    assert dynamo_lite.explain(f)(rg(3, 3), rg(3, 3)).graph_break_count == 0
+
+
+def test_checkpoint_python_runs():
+    import torch.utils.checkpoint as cp
+
+    def printing(x):
+        return cp.checkpoint(lambda t: print("fwd") or t.sin(), x, use_reentrant=False).sum()  # prints twice
+
+    def reentrant(x):
+        return cp.checkpoint(lambda t: t.sin(), x, use_reentrant=True).sum()
+
+    for fn in (printing, reentrant):
+        check(fn, rg(3), backward=True, graphs=None)
+        assert dynamo_lite.explain(fn)(rg(3)).graph_break_count >= 1
+
+
 def test_user_saved_tensor_hooks_see_only_real_tensors():
     packed = []
 
