@@ -252,7 +252,8 @@ def _type_string(fake) -> str:
     names = {torch.float32: "FloatTensor", torch.float64: "DoubleTensor", torch.float16: "HalfTensor",
              torch.bfloat16: "BFloat16Tensor", torch.int64: "LongTensor", torch.int32: "IntTensor",
              torch.int16: "ShortTensor", torch.int8: "CharTensor", torch.uint8: "ByteTensor",
-             torch.bool: "BoolTensor"}
+             torch.bool: "BoolTensor", torch.complex64: "ComplexFloatTensor",
+             torch.complex128: "ComplexDoubleTensor", torch.complex32: "ComplexHalfTensor"}
     name = names.get(fake.dtype)
     if name is None:
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.type() for {fake.dtype}")

@@ -244,6 +244,8 @@ class TorchVariable(VariableTracker):
         plain = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
         if plain in _SIDE_EFFECTS:
             raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECTS[plain])
+        if fn is torch.typename and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+            return args[0].call_method(tx, "type", [], {})  # torch.typename(t) is t.type()
         if fn is torch.Size:
             items = args[0].unpack(tx) if args else []
             return SizeVariable(items)

@@ -437,3 +437,18 @@ def test_tensor_subclass_input_keeps_subclass_results_and_plain_calls_stay_compi
         assert_same(opt(sub), f(sub))
     assert_same(opt(plain), f(plain))
     assert cnt.frame_count == graphs  # the subclass calls ran eagerly; the plain entries still serve
+
+
+def test_attribute_sweep_without_breaks():
+    # TorchDynamo: one graph, no break
+    def f(x, z):
+        y = x * 2
+        return (y.T, y.mT, y.H, y.mH, y.real, z.real, z.imag, z.conj(), y.is_leaf, x.is_leaf, y.layout,
+                y.itemsize, y.nbytes, z.itemsize, y.data, y.requires_grad, x.grad,
+                torch.typename(y), torch.typename(z), y.type(), torch.is_tensor(y), torch.numel(y),
+                torch.is_floating_point(z), torch.is_complex(z), y.dim(), y.ndim, y.nelement(), y.element_size())
+
+    x = torch.randn(2, 3, requires_grad=True)
+    z = torch.randn(2, 3, dtype=torch.complex64)
+    check(f, x, z, graphs=None)
+    assert dynamo_lite.explain(f)(x, z).graph_break_count == 0
