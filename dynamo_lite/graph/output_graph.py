@@ -80,6 +80,9 @@ class OutputGraph:
         # entered (innermost last): entered for real while tracing, so fake results are what
         # eager's are (inference tensors, autocast dtypes)
         self.global_modes: list = []
+        # (function, constant args) that generated code calls before the graph: calls whose only
+        # effect is global RNG state, reached before the graph does any work (torch.manual_seed)
+        self.prologue_calls: list = []
         self.initial_inference_mode = torch.is_inference_mode_enabled()
         if self.initial_inference_mode:
             self.guard_inference_mode()  # fakes made now are inference tensors

@@ -242,6 +242,10 @@ class TorchVariable(VariableTracker):
         if fn is torch.autocast:
             return _autocast(tx, fn, args, kwargs)
         plain = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
+        if plain is _MANUAL_SEED:
+            seeded = _seed_before_the_graph(tx, fn, args, kwargs)
+            if seeded is not None:
+                return seeded
         if plain in _SIDE_EFFECTS:
             raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECTS[plain])
         if fn is torch.typename and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
@@ -309,6 +313,62 @@ def is_torch_optimized_module(value) -> bool:
     cls = type(value)
     return isinstance(value, torch.nn.Module) and cls.__name__ == "OptimizedModule" and \
         cls.__module__.split(".") == ["torch", "_dynamo", "eval_frame"] and "_orig_mod" in vars(value).get("_modules", {})
+
+
+_MANUAL_SEED = inspect.unwrap(torch.manual_seed)
+
+
+def _seed_before_the_graph(tx, fn, args, kwargs):
+    """``torch.manual_seed(n)`` reached before the graph does anything (no op recorded, no
+    effect logged): generated code calls it before the graph, which is the same as eager
+    (nothing before it in this graph reads or changes the RNG, nor can fail).  Its result
+    (the default generator) may only be dropped.  None: not so (the graph breaks)."""
+    if len(args) != 1 or kwargs or not args[0].is_python_constant() or type(args[0].as_python_constant()) is not int:
+        return None
+    output = tx.output
+    if any(n.op != "placeholder" for n in output.graph.nodes) or not output.side_effects.is_empty() \
+            or output.global_modes:
+        return None
+    seed = args[0].as_python_constant()
+    try:
+        torch.Generator().manual_seed(seed)  # the seed is valid (else Python raises at the call)
+    except Exception:  # noqa: BLE001
+        return None
+    step, where = tx.root().steps, tx.user_stack()
+    output.prologue_calls.append((fn, (seed,)))
+    return DroppedResultVariable("torch.manual_seed()", step, where)
+
+
+class DroppedResultVariable(VariableTracker):
+    """The result of a call made before the graph (``torch.manual_seed``), which the traced
+    code drops.  Any use makes the trace stop before the call, and Python makes it."""
+
+    def __init__(self, what: str, step: int, where: list):
+        super().__init__()
+        self.what = what
+        self.step = step
+        self.where = where
+
+    def describe(self):
+        return f"the result of {self.what}"
+
+    def _python_calls(self, why: str) -> GraphBreak:
+        brk = GraphBreak(gb.SIDE_EFFECT, f"{self.what} whose result {why}: Python calls it")
+        brk.restart_step = self.step
+        brk.user_stack = list(self.where)
+        return brk
+
+    def var_getattr(self, tx, name):
+        raise self._python_calls(f"is used (.{name})")
+
+    def call_method(self, tx, name, args, kwargs):
+        raise self._python_calls(f"is used (.{name}())")
+
+    def reconstruct(self, cg):
+        raise self._python_calls("outlives the traced code")
+
+    def can_reconstruct(self):
+        return False
 
 
 def _inference_mode(tx, args, kwargs):
