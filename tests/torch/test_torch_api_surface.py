@@ -240,6 +240,30 @@ def autocast_nested_queries_and_decorator(x):
     return y, z, y.dtype, z.dtype, a, torch.is_autocast_enabled("cpu"), g(x), g(x).dtype
 
 
+@torch.inference_mode()
+def _doubled_in_inference_mode(a):
+    return a * 2
+
+
+@torch.inference_mode(False)
+def _doubled_outside_inference_mode(a):
+    return a * 2
+
+
+@torch.autocast("cpu", dtype=torch.bfloat16)
+def _gram_in_autocast(a):
+    return a @ a.t()
+
+
+@case(0, 0)
+def helpers_decorated_with_inference_mode_and_autocast(x):
+    # functions decorated outside the compiled code (torch's own wrappers): traced through
+    y = _doubled_in_inference_mode(x)
+    z = _doubled_outside_inference_mode(x)
+    g = _gram_in_autocast(x)
+    return y, z, g, y.is_inference(), z.is_inference(), g.dtype
+
+
 @case(2, 0, graphs=0)
 def autocast_with_an_unsupported_dtype(x):
     # autocast disables itself with a warning: Python runs the block
