@@ -405,8 +405,12 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
 _FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
 # Warnings a torch operation issues from its arguments' types alone, never from tensor data:
 # the fake run issues them exactly when the real one does, so they are replayed, not broken on
+# (torch.nn.functional's deprecated upsample* warn with stacklevel=2: the caller's line, the user's)
 _REPLAYABLE_WARNINGS = ((UserWarning, "To copy construct from a tensor, it is recommended to use "
-                                      "sourceTensor.detach().clone()"),)
+                                      "sourceTensor.detach().clone()"),
+                        (UserWarning, "`nn.functional.upsample` is deprecated. "),
+                        (UserWarning, "`nn.functional.upsample_nearest` is deprecated. "),
+                        (UserWarning, "`nn.functional.upsample_bilinear` is deprecated. "))
 
 
 @functools.lru_cache(maxsize=None)

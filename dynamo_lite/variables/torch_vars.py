@@ -248,6 +248,12 @@ class TorchVariable(VariableTracker):
                 return seeded
         if plain in _SIDE_EFFECTS:
             raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECTS[plain])
+        if fn is torch.nn.init.calculate_gain and all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+            try:  # plain Python arithmetic over its arguments
+                return ConstantVariable(fn(*[a.as_python_constant() for a in args],
+                                           **{k: v.as_python_constant() for k, v in kwargs.items()}))
+            except Exception as e:  # noqa: BLE001 - Python raises it
+                raise GraphBreak(gb.OPERATION_RAISES, f"calculate_gain raised {type(e).__name__}") from e
         if fn is torch.typename and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
             return args[0].call_method(tx, "type", [], {})  # torch.typename(t) is t.type()
         if fn is torch.Size:

@@ -642,9 +642,19 @@ def test_tensor_of_tensor_warning_is_replayed_from_the_users_line():
             y = x
         return y + 1
 
+    def deprecated_upsample(x):
+        return F.upsample(x.view(1, 1, 3, 4), scale_factor=2), F.upsample_nearest(x.view(1, 1, 3, 4), scale_factor=2)
+
     check(f, torch.randn(3, requires_grad=True))
+    check(deprecated_upsample, torch.randn(3, 4))
     check_breaks(f, torch.randn(3), breaks=0)
+    check_breaks(deprecated_upsample, torch.randn(3, 4), breaks=0)
     check_breaks(in_try, torch.randn(3), breaks=1)
+
+
+@case(0, 0)
+def init_calculate_gain(x):
+    return x * torch.nn.init.calculate_gain("leaky_relu", 0.2) + torch.nn.init.calculate_gain("tanh")
 
 
 def test_inference_mode_query_is_guarded():
