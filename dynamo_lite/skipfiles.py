@@ -9,6 +9,8 @@ Two questions, asked with the code's file name:
 torch.nn's module code (``forward`` of nn.Linear, nn.Sequential, ...) is
 traced like user code, so its tensor work enters the graph, except
 ``torch/nn/modules/module.py`` (``Module.__call__`` and its hook machinery).
+``torch/distributions`` is inlined when traced code calls it (its frames entered on their own
+run eagerly).
 
 Third-party model libraries (transformers, ...) are traced like user code.
 The answer for a file never changes while the process runs, so it is cached.
