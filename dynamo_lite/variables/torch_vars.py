@@ -21,6 +21,7 @@ import inspect
 import types
 
 import torch
+import torch.distributions.kl
 
 from .. import _C
 from .. import graph_breaks as gb
@@ -32,7 +33,7 @@ from .collectives import call_collective, is_collective
 from .constant import ConstantVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
-from .functions import BaseUserFunctionVariable
+from .functions import BaseUserFunctionVariable, PYTHON_FUNCTION_HANDLERS
 from .contexts import GlobalModeContextVariable, GlobalModeDecoratedVariable, GradModeVariable, inference_mode_context
 from .tensor import fake_arg, record_op, TensorVariable, warnings_issued
 
@@ -520,3 +521,28 @@ def _setting_query(tx, fn, args: tuple = ()):
     else:
         tx.output.add_guard(guards.GlobalStateGuard("{f}() == {v}", (("f", fn), ("v", value))))
     return ConstantVariable(value)
+
+
+# ---- torch.distributions.kl_divergence --------------------------------------------------------
+
+def _kl_divergence(tx, args, kwargs):
+    """``kl_divergence(p, q)``: its implementation is looked up by the classes of ``p`` and
+    ``q`` in a registry dict keyed by class pairs (memoised in another, inside a try block),
+    which the trace does at trace time: the function found is inlined.  The registry is
+    guarded (``register_kl`` changes it).  None: inline kl_divergence itself."""
+    kl = torch.distributions.kl
+    if len(args) != 2 or kwargs:
+        return None
+    try:
+        types_pq = (args[0].python_type(), args[1].python_type())
+    except Exception:  # noqa: BLE001 - not a tracker with a known class
+        return None
+    fun = kl._dispatch_kl(*types_pq)
+    if fun is NotImplemented:
+        return None  # kl_divergence raises NotImplementedError: inlined, it does
+    tx.output.add_guard(guards.GlobalStateGuard("{r} == {snapshot}", (("r", kl._KL_REGISTRY),
+                                                                      ("snapshot", dict(kl._KL_REGISTRY)))))
+    return tx.wrap(fun, None).call_function(tx, list(args), {})
+
+
+PYTHON_FUNCTION_HANDLERS[torch.distributions.kl.kl_divergence] = _kl_divergence
