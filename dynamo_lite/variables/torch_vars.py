@@ -508,7 +508,10 @@ def _setting_query(tx, fn, args: tuple = ()):
         return None
     if tx.output.global_modes and ("autocast" in name or "inference" in name):
         # inside an autocast / inference-mode block the trace entered for real: the answer
-        # follows from the block and the state the frame started in (guarded on entering it)
+        # follows from the block and the state the frame started in (guarded on entering it,
+        # for the cpu and cuda autocast states)
+        if any(a not in ("cpu", "cuda") for a in args):
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{name}{args!r} inside an autocast or inference-mode block")
         return ConstantVariable(fn(*args))
     try:
         value = fn(*args)
