@@ -290,8 +290,9 @@ class TorchVariable(VariableTracker):
             if fn is torch.Tensor:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, "calling torch.Tensor() directly")
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"calling torch class {fn.__name__}")
-        if not kwargs and all(a.is_python_constant() and type(a.as_python_constant()) is str for a in args):
-            answer = _setting_query(tx, fn, tuple(a.as_python_constant() for a in args))
+        # (ConstantVariable only: asking a symbolic int whether it is a constant specialises it)
+        if not kwargs and all(isinstance(a, ConstantVariable) and type(a.value) is str for a in args):
+            answer = _setting_query(tx, fn, tuple(a.value for a in args))
             if answer is not None:
                 return answer
         if is_collective(fn):
