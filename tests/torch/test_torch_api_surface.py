@@ -4,8 +4,9 @@ Each case is run eagerly and compiled (``check_breaks``: value, exceptions, stdo
 arguments, RNG) and its graph-break count is pinned.  The count next to it is what TorchDynamo
 does with the same function (``torch._dynamo.explain`` with a counting backend, measured when
 the case was written): most cases break exactly as often; ``GAPS`` lists where dynamo_lite
-breaks more, and why (data-dependent outputs, autocast, torch.Generator, default-dtype
-changes, storage introspection) -- each of them a clean break, never a wrong result.
+breaks more, and why (data-dependent outputs, an autocast that disables itself with a warning,
+torch.Generator, default-dtype changes, storage introspection, the value checks of
+torch.distributions' validate_args) -- each of them a clean break, never a wrong result.
 """
 import math
 
