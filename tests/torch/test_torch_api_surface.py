@@ -630,18 +630,18 @@ def test_kl_divergence_follows_register_kl():
 
 @case(2, 0)
 def normal_validated_log_prob(x):
-    # validate_args (the default) checks the sample's values and raises ValueError: a branch on
+    # validate_args (the default unless a library turned it off) checks the sample's values and raises ValueError: a branch on
     # tensor data, which Python runs (TorchDynamo counts no break: it gives the frame up after
     # torch.ones_like and runs the rest eagerly)
-    return D.Normal(x, torch.ones_like(x)).log_prob(x)
+    return D.Normal(x, torch.ones_like(x), validate_args=True).log_prob(x)
 
 
 def test_distribution_validation_raises_as_eager():
     def bad_scale(x):
-        return D.Normal(x, -torch.ones_like(x)).rsample()
+        return D.Normal(x, -torch.ones_like(x), validate_args=True).rsample()
 
     def bad_sample(x):
-        return D.Bernoulli(probs=torch.sigmoid(x)).log_prob(x)
+        return D.Bernoulli(probs=torch.sigmoid(x), validate_args=True).log_prob(x)
 
     check_breaks(bad_scale, torch.randn(3), breaks=None, raises=ValueError)
     check_breaks(bad_sample, torch.randn(3), breaks=None, raises=ValueError)
