@@ -6,6 +6,11 @@ operation on the fakes (never on real tensors), and wraps the result.  An
 operation that fails on fakes (a shape error the user will see, or an
 operation whose output depends on tensor data) breaks the graph at the
 current instruction, so Python runs it for real and behaves exactly as eager.
+An operation whose fake run issues a warning breaks the same way, unless the warning is one
+issued from the arguments' types alone (``_REPLAYABLE_WARNINGS``: ``torch.tensor(tensor)``'s
+copy-construct warning, ``F.upsample``'s deprecation): then it is replayed after the graph
+from the user's line and the graph's own call is kept quiet.
+``Tensor.register_hook`` is answered from above (replayed.register_tensor_hook).
 Reading an attribute a tensor does not have is a DL0011 "missing attribute"
 (so ``hasattr(t, "x")`` folds to False; guarded for input tensors).
 Tested by tests/torch/test_tensor_ops.py.
