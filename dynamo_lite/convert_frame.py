@@ -272,8 +272,9 @@ class FrameConverter:
         if output.shapes.used:
             self._shape_guards(output)  # again: the backend may have relied on more
         output_index = {node: i for i, node in enumerate(outputs)}
+        state.prologue_calls = list(output.prologue_calls)
         if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells \
-                and state.grad_mode is None:
+                and state.grad_mode is None and not state.prologue_calls:
             new_code = None  # nothing captured: guards pass -> run the original frame
         else:
             new_code = frame_code.build_code(state, compiled, graph_inputs, output_index,
@@ -347,6 +348,7 @@ class FrameConverter:
         except GraphBreak as e:
             return tx, e
         finally:
+            output.leave_global_modes()
             torch._C._set_grad_enabled(grad)
         return tx, None
 

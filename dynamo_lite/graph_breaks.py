@@ -242,8 +242,9 @@ def f(x):
 """)
 _example(SIDE_EFFECT, """
 def f(x):
-    torch.manual_seed(0)           # changes the global RNG state
-    return x + torch.rand(3)
+    y = x * 2
+    torch.manual_seed(0)           # changes the global RNG state after graph work
+    return y + torch.rand(3)
 """)
 _example(MODULE_HOOKS, """
 layer = torch.nn.Linear(3, 3)

@@ -9,6 +9,8 @@ Two questions, asked with the code's file name:
 torch.nn's module code (``forward`` of nn.Linear, nn.Sequential, ...) is
 traced like user code, so its tensor work enters the graph, except
 ``torch/nn/modules/module.py`` (``Module.__call__`` and its hook machinery).
+``torch/distributions`` is inlined when traced code calls it (its frames entered on their own
+run eagerly).
 
 Third-party model libraries (transformers, ...) are traced like user code.
 The answer for a file never changes while the process runs, so it is cached.
@@ -27,6 +29,12 @@ _DYNAMO_LITE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _TORCH_INLINE_DIRS = (
     os.path.join(_TORCH_DIR, "nn", "modules") + os.sep,
+)
+# torch Python packages whose functions are inlined like user code when traced code calls them
+# (their frames, entered on their own, still run eagerly): torch.distributions is plain tensor
+# code over Python objects (Normal(...).log_prob(x), kl_divergence), as torch.compile traces it
+_TORCH_INLINE_ONLY_DIRS = (
+    os.path.join(_TORCH_DIR, "distributions") + os.sep,
 )
 _MODULE_PY = os.path.join("nn", "modules", "module.py")  # Module.__call__ machinery: never traced
 # dynamo_lite files holding user-style model code (the demo's nanoGPT): traced like user code
@@ -60,6 +68,8 @@ def _file_reason(filename: str, inline: bool) -> Optional[str]:
     if path.startswith(_TORCH_DIR):
         if path.startswith(_TORCH_INLINE_DIRS) and not path.endswith(_MODULE_PY):
             return None  # torch.nn's modules: traced like user code (frames: forward only)
+        if inline and path.startswith(_TORCH_INLINE_ONLY_DIRS):
+            return None
         return "torch's own Python code"
     for marker in ("site-packages", "dist-packages"):
         idx = path.find(os.sep + marker + os.sep)

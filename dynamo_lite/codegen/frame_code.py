@@ -3,6 +3,7 @@
 Full capture (the trace reached RETURN_VALUE)::
 
     <prologue: COPY_FREE_VARS / MAKE_CELL as in the original; RESUME>
+    <prologue calls: torch.manual_seed(n) reached before any graph work>
     ___graph_out = compiled_graph(<graph inputs loaded from their sources>)
     <replay side effects>  <restore cell contents>
     return <rebuilt return value>
@@ -52,6 +53,8 @@ class FrameState:
     break_index: Optional[int] = None  # the breaking instruction: index into bytecode_compat.instructions(code),
     # which is also its number in liveness.FlowInfo (checked there)
     grad_mode: Optional[bool] = None  # grad mode the code must leave set (None: unchanged)
+    # (function, constant args) called before the graph (OutputGraph.prologue_calls)
+    prologue_calls: list = dataclasses.field(default_factory=list)
     # trackers whose sources are loaded right after the graph call, before anything is
     # stored (set by collect_graph_outputs; see PyCodegen.preload_sources)
     preload: list = dataclasses.field(default_factory=list)
@@ -235,6 +238,12 @@ def build_code(state: FrameState, compiled, graph_inputs, output_index: dict,
     cg = PyCodegen(code, collecting=False, output_index=output_index)
     cg.lineno = code.co_firstlineno
     cg.instrs.extend(_original_prologue(code))
+    for fn, args in state.prologue_calls:
+        cg.load_callable(fn)
+        for a in args:
+            cg.load_const(a)
+        cg.call(len(args))
+        cg.emit("POP_TOP")
     handler, rerun_label = None, Label()
     if compiled is not None:
         handler = Label()

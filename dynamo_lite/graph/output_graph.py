@@ -76,6 +76,16 @@ class OutputGraph:
         self.cells: dict[int, Any] = {}
         self.initial_grad_enabled = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad_enabled
+        # (exit function, mode object) of the inference-mode and autocast blocks the trace
+        # entered (innermost last): entered for real while tracing, so fake results are what
+        # eager's are (inference tensors, autocast dtypes)
+        self.global_modes: list = []
+        # (function, constant args) that generated code calls before the graph: calls whose only
+        # effect is global RNG state, reached before the graph does any work (torch.manual_seed)
+        self.prologue_calls: list = []
+        self.initial_inference_mode = torch.is_inference_mode_enabled()
+        if self.initial_inference_mode:
+            self.guard_inference_mode()  # fakes made now are inference tensors
         self.user_stack_fn = lambda: []
         self.shapes.user_frame = lambda: (self.user_stack_fn() or [None])[-1]
         self.real_values: dict[int, torch.Tensor] = {}
@@ -156,6 +166,43 @@ class OutputGraph:
         self.create_node("call_function", torch._C._set_grad_enabled, (enabled,), {})
         torch._C._set_grad_enabled(enabled)
         self.grad_enabled = enabled
+
+    def guard_inference_mode(self) -> None:
+        """The trace relies on whether the frame started in inference mode (it answered
+        ``is_inference()`` or entered a block): guard it."""
+        self.add_guard(guards.GlobalStateGuard(
+            f"___torch.is_inference_mode_enabled() is {self.initial_inference_mode!r}"))
+
+    def enter_global_mode(self, enter_fn, args: tuple, exit_fn) -> torch.fx.Node:
+        """``enter_fn(*args)`` (``torch.autograd.grad_mode._enter_inference_mode``,
+        ``torch.amp._enter_autocast``) in the graph and, for real, in the trace (so fake ops
+        see the mode as the real ones will); the node is what ``exit_global_mode`` takes.
+        The state the frame was entered with, which queries inside the block read through,
+        is guarded on the first entry."""
+        if not self.global_modes:
+            self.guard_inference_mode()
+            self._guard_autocast_state()
+        node = self.create_node("call_function", enter_fn, args, {})
+        self.global_modes.append((exit_fn, enter_fn(*args)))
+        return node
+
+    def exit_global_mode(self, node: torch.fx.Node) -> None:
+        exit_fn, mode = self.global_modes.pop()
+        self.create_node("call_function", exit_fn, (node,), {})
+        exit_fn(mode)
+
+    def leave_global_modes(self) -> None:
+        """The trace ended (or stopped) inside mode blocks: leave them for real."""
+        while self.global_modes:
+            exit_fn, mode = self.global_modes.pop()
+            exit_fn(mode)
+
+    def _guard_autocast_state(self) -> None:
+        for device in ("cpu", "cuda"):
+            enabled, dtype = torch.is_autocast_enabled(device), torch.get_autocast_dtype(device)
+            self.add_guard(guards.GlobalStateGuard(
+                f"___torch.is_autocast_enabled({device!r}) is {enabled!r} and "
+                f"___torch.get_autocast_dtype({device!r}) is {{d}}", (("d", dtype),)))
 
     def cell_for_real(self, cell, source):
         existing = self.cells.get(id(cell))
@@ -405,9 +452,11 @@ def _leaves_traces(node: torch.fx.Node) -> bool:
 
 def _mutates_an_input(graph: torch.fx.Graph) -> bool:
     """Did the trace write into a placeholder's storage (an in-place op on it or on a view of
-    it)?  Its FakeTensor's version counter says so: fakes start at 0 and share it with views."""
+    it)?  Its FakeTensor's version counter says so: fakes start at 0 and share it with views.
+    An inference tensor has no version counter: it may have been written (True)."""
     return any(n.op == "placeholder" and isinstance(n.meta.get("example_value"), torch.Tensor)
-               and n.meta["example_value"]._version > 0 for n in graph.nodes)
+               and (n.meta["example_value"].is_inference() or n.meta["example_value"]._version > 0)
+               for n in graph.nodes)
 
 
 def _node_name(source: Source) -> str:

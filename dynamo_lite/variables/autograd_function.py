@@ -9,8 +9,11 @@ interpreted over trackers, as a dry run, with a stand-in ``ctx``; a graph break 
 side effect in either (print, a global or attribute write, ``.item()``, a data-dependent
 branch) makes the call a graph break instead (Python runs ``apply``).  The dry run's graph
 nodes are removed again; only the ``apply`` node stays (run on FakeTensors for its result).
-``vmap(fn)(x)`` / ``grad(fn)(x)`` work the same way: one node that runs the transform on
-the real function, after a dry run of ``fn``.
+``vmap(fn)(x)`` / ``grad(fn)(x)`` / ``jacrev`` / ``jacfwd`` / ``hessian`` work the same way:
+one node that runs the transform on the real function (or on one made again from its code and
+its closure's current tensors and constants), after a dry run of ``fn``.
+``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)`` traces ``fn`` as a plain
+call after a dry run proves it free of side effects (eager repeats them in backward).
 Tested by tests/torch/test_autograd_functions.py.
 """
 from __future__ import annotations
@@ -21,6 +24,7 @@ import weakref
 from typing import Callable
 
 import torch
+import torch.utils.checkpoint
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
@@ -259,9 +263,72 @@ class _CtxMethodVariable(VariableTracker):
         return ConstantVariable(None)
 
 
+# ---- torch.utils.checkpoint -------------------------------------------------------------------
+def is_checkpoint(value) -> bool:
+    return value is torch.utils.checkpoint.checkpoint
+
+
+_CHECKPOINT_DEFAULTS = {"context_fn": None, "determinism_check": "default", "debug": False, "early_stop": True}
+
+
+class CheckpointVariable(VariableTracker):
+    """``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)``: ``fn`` is traced
+    into the graph as a plain call.  Its values and gradients are those of ``fn(*args)``
+    (checkpointing only trades memory for recomputation, and its non-reentrant form records
+    the ops' own autograd nodes); what could tell the two apart is a side effect of ``fn``,
+    which eager repeats when backward recomputes it: so ``fn`` is first run as a dry run, and
+    a print, a mutation or a graph break in it leaves the call to Python (a graph break)."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def describe(self):
+        return "torch.utils.checkpoint.checkpoint"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def is_python_constant(self):
+        return True
+
+    def as_python_constant(self):
+        return self.value
+
+    def call_function(self, tx, args, kwargs):
+        kwargs = dict(kwargs)
+        reentrant = kwargs.pop("use_reentrant", None)
+        kwargs.pop("preserve_rng_state", None)  # nothing is recomputed: the RNG is drawn once, as eager's forward
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _CHECKPOINT_DEFAULTS}
+        plain = reentrant is not None and reentrant.is_python_constant() and reentrant.as_python_constant() is False
+        for k, v in options.items():
+            if k == "context_fn":
+                plain = plain and v.is_python_constant() and \
+                    v.as_python_constant() is torch.utils.checkpoint.noop_context_fn
+            else:
+                plain = plain and v.is_python_constant() and v.as_python_constant() == _CHECKPOINT_DEFAULTS[k]
+        if not args or not plain:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} other than (fn, *args, use_reentrant=False) "
+                             "with default options: Python runs it")
+        fn, fn_args = args[0], list(args[1:])
+        speculate(tx, lambda: fn.call_function(tx, fn_args, dict(kwargs)),
+                  f"{self.describe()} of {fn.describe()}: a side effect or break in it (eager repeats the "
+                  "function in backward)")
+        return fn.call_function(tx, fn_args, dict(kwargs))
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.value)
+
+    def can_reconstruct(self):
+        return True
+
+
 # ---- torch.func transforms ------------------------------------------------------------------
 def _func_transforms() -> dict:
-    return {torch.func.vmap: "vmap", torch.func.grad: "grad", torch.func.grad_and_value: "grad_and_value"}
+    return {torch.func.vmap: "vmap", torch.func.grad: "grad", torch.func.grad_and_value: "grad_and_value",
+            torch.func.jacrev: "jacrev", torch.func.jacfwd: "jacfwd", torch.func.hessian: "hessian"}
 
 
 _FUNC_TRANSFORMS = _func_transforms()
@@ -311,12 +378,52 @@ class FuncTransformVariable(VariableTracker):
         return True
 
 
-def _real_function(fn_var):
+def _closure_function(fn_var):
+    """For a function made in the trace with a closure: ``(make, free)``, ``make(values)`` builds
+    the function anew with fresh cells holding the closure's current values, whose tensors are
+    ``free`` (trackers, passed to the graph node) and constants are fixed now; None if a cell
+    holds anything else (or defaults are not constants)."""
+    code = getattr(fn_var, "code", None)
+    closure = getattr(fn_var, "closure", None)
+    if not isinstance(code, types.CodeType) or closure is None or getattr(fn_var, "kwdefaults", None) is not None:
+        return None
+    defaults = getattr(fn_var, "defaults", None)
+    if defaults is not None:
+        if not defaults.is_python_constant():
+            return None
+        defaults = tuple(defaults.as_python_constant())
+    slots, free = [], []  # per cell: ("tensor", index in free) / ("const", value) / ("empty", None)
+    for cell in closure:
+        contents = getattr(cell, "contents", None)
+        if contents is None:
+            if getattr(cell, "kind", None) != "local":
+                return None  # a real or frame cell whose contents the dry run never read
+            slots.append(("empty", None))
+        elif isinstance(contents, TensorVariable):
+            slots.append(("tensor", len(free)))
+            free.append(contents)
+        elif contents.is_python_constant() and type(contents.as_python_constant()) in (
+                bool, int, float, complex, str, type(None)):
+            slots.append(("const", contents.as_python_constant()))
+        else:
+            return None
+    f_globals, name = fn_var.get_globals(), code.co_name
+
+    def make(values):
+        cells = tuple(types.CellType(values[v]) if kind == "tensor" else types.CellType(v) if kind == "const"
+                      else types.CellType() for kind, v in slots)
+        return types.FunctionType(code, f_globals, name, defaults, cells)
+    return make, free
+
+
+def real_function(fn_var):
     """The real function object a transform is applied to at run time (None: there is none
     to hand it, e.g. a closure over values of the trace)."""
     fn = getattr(fn_var, "fn", None)
     if isinstance(fn, types.FunctionType):
         return fn
+    if fn_var.is_python_constant() and callable(fn_var.as_python_constant()):
+        return fn_var.as_python_constant()  # a torch function (vmap(torch.sin))
     code = getattr(fn_var, "code", None)
     if not isinstance(code, types.CodeType) or code.co_freevars or getattr(fn_var, "kwdefaults", None) is not None:
         return None
@@ -347,10 +454,9 @@ class TransformedFunctionVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         name = _FUNC_TRANSFORMS[self.transform]
-        fn = _real_function(self.fn_var)
-        if fn is None or kwargs or not all(isinstance(a, TensorVariable) or a.is_python_constant() for a in args):
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} called with keyword or non-tensor arguments, "
-                             "or of a closure: Python runs it")
+        if not all(isinstance(a, TensorVariable) or a.is_python_constant() for a in [*args, *kwargs.values()]):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} called with arguments that are neither "
+                             "tensors nor constants (containers of tensors): Python runs it")
         if name == "vmap":
             sample_args = self._samples(tx, args)
         else:
@@ -360,18 +466,29 @@ class TransformedFunctionVariable(VariableTracker):
 
         def body():
             call_args = sample_args() if sample_args is not None else list(args)
-            return self.fn_var.call_function(tx, call_args, {})
+            return self.fn_var.call_function(tx, call_args, dict(kwargs))
 
         result = speculate(tx, body, f"{self.describe()}: the function is not traceable as one graph node")
         if name != "vmap" and not isinstance(result, TensorVariable):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()}: the function does not return one tensor")
-        transform, options = self.transform, dict(self.options)
+        # the function as the graph runs it: the real one, or one made again from its code and the
+        # values its closure holds now (the call happens now, and the dry run proved it writes no cell)
+        fn, free = real_function(self.fn_var), []
+        if fn is None:
+            made = _closure_function(self.fn_var)
+            if made is None:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} of a function whose closure holds values "
+                                 "other than tensors and constants: Python runs it")
+            make, free = made
+        transform, options, n_args = self.transform, dict(self.options), len(args)
 
-        def run(*call_args):
-            return transform(fn, **options)(*call_args)
+        def run(*call_args, **call_kwargs):
+            f = fn if fn is not None else make(call_args[n_args:])
+            return transform(f, **options)(*call_args[:n_args], **call_kwargs)
 
-        run.__name__ = run.__qualname__ = f"{name}_{fn.__name__}".replace("<", "_").replace(">", "_")
-        return record_op(tx, "call_function", run, list(args), {})
+        label = getattr(fn, "__name__", None) or getattr(self.fn_var, "code", None) and self.fn_var.code.co_name or "fn"
+        run.__name__ = run.__qualname__ = f"{name}_{label}".replace("<", "_").replace(">", "_")
+        return record_op(tx, "call_function", run, [*args, *free], dict(kwargs))
 
     def _samples(self, tx, args):
         in_dims = self.options.get("in_dims", 0)

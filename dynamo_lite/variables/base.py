@@ -212,6 +212,12 @@ class VariableTracker:
     # (tx, tensor, args, kwargs) -> tracker: ``Tensor.numpy()``, an ndarray backed by the same graph
     # tensor: numpy_arrays.tensor_numpy.
     tensor_numpy: "staticmethod"
+    # (tx, message: str, category) -> tracker: ``warnings.warn(message, category)`` replayed after
+    # the graph from the user's line (a warning a traced torch op issues): replayed.replay_warning.
+    replay_warning: "staticmethod"
+    # (tx, tensor, hook) -> tracker: ``tensor.register_hook(hook)`` in traced code (None: Python
+    # runs it, the graph breaks): replayed.register_tensor_hook.
+    register_tensor_hook: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:

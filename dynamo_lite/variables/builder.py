@@ -47,8 +47,8 @@ from .model_output import is_model_output_class, ModelOutputClassVariable, Model
 from .nn_module import NNModuleVariable, is_stateless_torch_module
 from .tensor import symbolic_input, TensorVariable
 from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
-                                is_func_transform)
-from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_torch_optimized_module, TorchVariable
+                                is_func_transform, is_checkpoint, CheckpointVariable)
+from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_user_like_torch_class, is_torch_optimized_module, TorchVariable
 from .user_objects import (
     DictSubclassObjectVariable, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
 )
@@ -225,6 +225,9 @@ def _wrap(tx, value, source):
         if source is not None:
             guard(guards.IsGuard(source, ("training",), value.training))
         return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))
+    if is_checkpoint(value):
+        guard(guards.IdGuard(source, value))
+        return CheckpointVariable(value, source)
     if is_func_transform(value):
         guard(guards.IdGuard(source, value))
         return FuncTransformVariable(value, source)
@@ -276,7 +279,7 @@ def _wrap(tx, value, source):
     if is_autograd_function_class(value):
         guard(guards.IdGuard(source, value))
         return AutogradFunctionClassVariable(value, source)
-    if is_torch_class(value) or _is_torch_callable(value):
+    if is_torch_class(value) or _is_torch_callable(value) and not is_user_like_torch_class(value):
         guard(guards.IdGuard(source, value))
         return TorchVariable(value, source)
     if isinstance(value, type):

@@ -1,7 +1,10 @@
 """Context managers the interpreter enters itself: ``contextlib.nullcontext``, grad mode
 (``torch.no_grad()``, ``enable_grad()``, ``set_grad_enabled(b)``, as ``with`` blocks, as
 decorators, and the ``__exit__`` left on the stack), ``contextlib.suppress`` and
-``@contextlib.contextmanager`` contexts (their generator runs inlined: entering runs it to its
+``torch.inference_mode(mode)`` and ``torch.autocast(...)`` (a ``with`` block or a decorator:
+entered in the graph and, while tracing, for real, so results are inference tensors and
+autocast dtypes exactly where eager's are; a graph break inside the block makes Python run the
+whole block), ``@contextlib.contextmanager`` contexts (their generator runs inlined: entering runs it to its
 ``yield``, leaving resumes it, or throws the exception of the block into it, as
 ``_GeneratorContextManager`` does).
 Tested by tests/torch/test_grad_mode.py and tests/semantics/test_context_managers.py.
@@ -9,6 +12,8 @@ Tested by tests/torch/test_grad_mode.py and tests/semantics/test_context_manager
 from __future__ import annotations
 
 from typing import Optional
+
+import torch
 
 from .. import graph_breaks as gb
 from .. import runtime
@@ -177,6 +182,115 @@ class GradModeDecoratedVariable(VariableTracker):
         return result
 
 
+class GlobalModeContextVariable(ContextManagerVariable):
+    """A context whose mode lives in torch's thread-local state and is entered inside the graph:
+    ``torch.inference_mode(mode)``, ``torch.autocast(...)``.  Entering records
+    ``enter_fn(*args)`` in the graph (leaving, ``exit_fn`` of its result) and enters the mode in
+    the trace too (the fake ops then see what the real ones will: inference tensors, autocast
+    dtypes; grad mode reads as eager's).  It is never rebuilt: a graph break inside the block,
+    or the object outliving the trace, makes the trace stop where it was created, and Python
+    runs the block."""
+
+    def __init__(self, ctx_type: type, enter_fn, args: tuple, exit_fn, created_at_step: int, created_where: list):
+        super().__init__()
+        self.ctx_type = ctx_type
+        self.enter_fn = enter_fn
+        self.args = args
+        self.exit_fn = exit_fn
+        self.created_at_step = created_at_step
+        self.created_where = created_where
+        self.node = None  # the enter node while entered
+
+    def python_type(self):
+        return self.ctx_type
+
+    def describe(self):
+        return f"{self.ctx_type.__name__}{self.args!r}"
+
+    def fresh(self, tx) -> "GlobalModeContextVariable":
+        return GlobalModeContextVariable(self.ctx_type, self.enter_fn, self.args, self.exit_fn, tx.root().steps,
+                                         tx.user_stack())
+
+    def _python_runs_it(self, why: str) -> GraphBreak:
+        brk = GraphBreak(gb.UNSUPPORTED_CONTEXT_MANAGER, f"{self.describe()} {why}; Python runs it")
+        brk.restart_step = self.created_at_step
+        brk.user_stack = list(self.created_where)
+        return brk
+
+    def enter(self, tx):
+        if self.node is not None:
+            raise self._python_runs_it("is entered twice")
+        self.node = tx.output.enter_global_mode(self.enter_fn, self.args, self.exit_fn)
+        tx.output.grad_enabled = torch.is_grad_enabled()  # inference mode turns grad mode off
+        return NONE
+
+    def exit(self, tx):
+        if self.node is None:
+            raise self._python_runs_it("is left without being entered")
+        tx.output.exit_global_mode(self.node)
+        self.node = None
+        tx.output.grad_enabled = torch.is_grad_enabled()  # what the block found, restored
+        return NONE
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__enter__" and not args and not kwargs:
+            return self.enter(tx)
+        if name == "__exit__":
+            return self.exit(tx)
+        return super().call_method(tx, name, args, kwargs)
+
+    def var_getattr(self, tx, name):
+        if name in ("__enter__", "__exit__"):
+            return BoundMethodOfVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) == 1 and not kwargs and self.node is None:  # used as a decorator
+            return GlobalModeDecoratedVariable(self, args[0])
+        return super().call_function(tx, args, kwargs)
+
+    def reconstruct(self, cg):
+        raise self._python_runs_it("outlives the traced code (or a graph break is inside its block)")
+
+    def can_reconstruct(self):
+        return False
+
+
+def inference_mode_context(mode: bool, step: int, where: list) -> GlobalModeContextVariable:
+    grad_mode = torch.autograd.grad_mode
+    return GlobalModeContextVariable(torch.inference_mode, grad_mode._enter_inference_mode, (mode,),
+                                     grad_mode._exit_inference_mode, step, where)
+
+
+class GlobalModeDecoratedVariable(VariableTracker):
+    """A function decorated with such a context (``@torch.inference_mode()``,
+    ``@torch.autocast("cpu")``): a call runs it inside a fresh block; rebuilt by decorating
+    again."""
+
+    def __init__(self, ctx: GlobalModeContextVariable, fn: VariableTracker):
+        super().__init__()
+        self.ctx = ctx
+        self.fn = fn
+
+    def call_function(self, tx, args, kwargs):
+        ctx = self.ctx.fresh(tx)
+        ctx.enter(tx)
+        result = self.fn.call_function(tx, args, kwargs)
+        ctx.exit(tx)
+        return result
+
+    def reconstruct(self, cg):
+        cg.load_callable(self.ctx.ctx_type)
+        for a in self.ctx.args:
+            cg.load_const(a)
+        cg.call(len(self.ctx.args))
+        cg.reconstruct(self.fn)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return self.fn.can_reconstruct()
+
+
 def _is_none(v: Optional[VariableTracker]) -> bool:
     return v is None or (v.is_python_constant() and v.as_python_constant() is None)
 
@@ -314,5 +428,5 @@ def make_generator_context(tx, fn: VariableTracker, args: list, kwargs: dict) ->
     return GeneratorContextVariable(gen, step, where)
 
 
-__all__ = ["SuppressVariable", "GeneratorContextVariable", "ContextManagerFunctionVariable",
+__all__ = ["GlobalModeContextVariable", "GlobalModeDecoratedVariable", "inference_mode_context", "SuppressVariable", "GeneratorContextVariable", "ContextManagerFunctionVariable",
            "make_generator_context", "ContextManagerVariable", "NullContextVariable", "GradModeVariable", "GradModeExitVariable", "GradModeDecoratedVariable"]

@@ -27,7 +27,8 @@ from ..skipfiles import skip_reason
 from ..source import AttrSource, ItemSource
 from .mappings import DictVariable
 from .sequences import TupleVariable
-from .contexts import ContextManagerFunctionVariable, GradModeDecoratedVariable, GradModeVariable, \
+from .contexts import ContextManagerFunctionVariable, GlobalModeContextVariable, GlobalModeDecoratedVariable, \
+    GradModeDecoratedVariable, GradModeVariable, inference_mode_context, \
     make_generator_context
 
 
@@ -476,13 +477,27 @@ _BLANK_PARTIAL = functools.partial(print)  # what a partial instance has without
 
 def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
     """For a function decorated by ``@torch.no_grad()`` / ``enable_grad()`` /
-    ``set_grad_enabled(b)``: a GradModeDecoratedVariable calling the wrapped
-    function inside that grad mode (torch's wrapper lives in
-    torch/utils/_contextlib.py, which is not inlined).  None otherwise."""
+    ``set_grad_enabled(b)`` / ``inference_mode(b)`` (torch's wrapper lives in
+    torch/utils/_contextlib.py, which is not inlined) or ``@torch.autocast(...)``
+    (torch/amp/autocast_mode.py): a tracker calling the wrapped function inside that mode.
+    None otherwise."""
     import torch
+    import torch.amp.autocast_mode as _autocast_mode
     import torch.utils._contextlib as _contextlib
 
     code = fn_var.fn.__code__
+    src = None
+    if fn_var.source is not None:
+        src = AttrSource(ItemSource(AttrSource(fn_var.source, "__closure__"), 1), "cell_contents")
+    if code.co_name == "decorate_autocast" and code.co_filename == _autocast_mode.__file__ and \
+            code.co_freevars == ("autocast_instance", "func"):
+        ctx, func = (c.cell_contents for c in fn_var.fn.__closure__)
+        if type(ctx) is not torch.autocast or not ctx._enabled:
+            return None
+        vals = (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled)
+        return GlobalModeDecoratedVariable(GlobalModeContextVariable(
+            torch.autocast, torch.amp._enter_autocast, vals, torch.amp._exit_autocast, tx.root().steps,
+            tx.user_stack()), tx.wrap(func, src))
     if code.co_name != "decorate_context" or code.co_filename != _contextlib.__file__ or \
             code.co_freevars != ("ctx_factory", "func"):
         return None
@@ -494,11 +509,11 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
         mode = True
     elif type(ctx) is torch.set_grad_enabled:
         mode = bool(ctx.mode)
+    elif type(ctx) is torch.inference_mode and type(ctx.mode) is bool:
+        return GlobalModeDecoratedVariable(inference_mode_context(ctx.mode, tx.root().steps, tx.user_stack()),
+                                           tx.wrap(func, src))
     else:
         return None
-    src = None
-    if fn_var.source is not None:
-        src = AttrSource(ItemSource(AttrSource(fn_var.source, "__closure__"), 1), "cell_contents")
     return GradModeDecoratedVariable(GradModeVariable(mode, type(ctx)), tx.wrap(func, src))
 
 

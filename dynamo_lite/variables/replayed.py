@@ -1,5 +1,7 @@
 """Calls replayed after the graph: ``print``, ``logging.Logger`` methods (and transformers'
-``warning_once``/``info_once``), ``warnings.warn``.
+``warning_once``/``info_once``), ``warnings.warn``, and ``Tensor.register_hook`` (see
+``register_tensor_hook``: on an input tensor the call is replayed after the graph; on a tensor
+computed in the graph it is a graph node).
 
 Their only effect is output (stdout, log records, warnings), so the trace does not stop at
 them: it logs the call in the side-effect log (graph/side_effects.py), and generated code
@@ -40,9 +42,10 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource as guards_item
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
+from .autograd_function import real_function, speculate
 from .contexts import GradModeExitVariable
 from .functions import PYTHON_FUNCTION_HANDLERS, PYTHON_FUNCTION_MATCHERS
-from .tensor import TensorVariable
+from .tensor import TensorVariable, record_op
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -314,4 +317,104 @@ def replay_warn(tx, message, category=None, stacklevel=None, source=None) -> Var
     return record(tx, warnings.warn, args, {}, what, gb.SIDE_EFFECT)
 
 
-__all__ = ["SnapshotVariable", "snapshot", "replay_blocker", "record", "replay_print", "replay_warn"]
+# ---- Tensor.register_hook ----------------------------------------------------------------------
+
+class HookHandleVariable(VariableTracker):
+    """The RemovableHandle ``register_hook`` returns.  Dropping it is free; anything else
+    (``remove()``, keeping it past the trace) makes the trace stop before the
+    ``register_hook`` call, and Python makes the call and the handle."""
+
+    def __init__(self, step: int, where: list):
+        super().__init__()
+        self.step = step
+        self.where = where
+
+    def python_type(self):
+        return torch.utils.hooks.RemovableHandle
+
+    def describe(self):
+        return "the handle of a tensor hook"
+
+    def _python_registers(self, why: str) -> GraphBreak:
+        brk = GraphBreak(gb.SIDE_EFFECT, f"Tensor.register_hook() whose handle {why}: Python registers the hook")
+        brk.restart_step = self.step
+        brk.user_stack = list(self.where)
+        return brk
+
+    def var_getattr(self, tx, name):
+        raise self._python_registers(f"is used (.{name})")
+
+    def call_method(self, tx, name, args, kwargs):
+        raise self._python_registers(f"is used (.{name}())")
+
+    def reconstruct(self, cg):
+        raise self._python_registers("outlives the traced code")
+
+    def can_reconstruct(self):
+        return False
+
+
+def register_tensor_hook(tx, tensor, hook) -> VariableTracker:
+    """``tensor.register_hook(hook)`` in traced code (TorchDynamo captures it too).
+
+    - ``tensor`` read from the frame's inputs: the call is replayed after the graph on the same
+      tensor with the hook rebuilt (gradients only reach it in a later backward, which the
+      hook then sees exactly as in eager);
+    - ``tensor`` computed in the graph: a graph node registers the real hook function on the
+      tensor the graph computes (a functionalising backend such as aot_eager traces the hook
+      into the backward graph, as TorchDynamo's register_hook op does), so the hook must be a
+      function the graph can hold (not a closure over values of the trace) and pure tensor
+      code: it is first run as a dry run over a stand-in gradient, and a print, a side effect
+      or a graph break in it makes the call a graph break (Python registers it).
+    A tensor that does not require grad: Python raises, so the graph breaks there."""
+    what = "Tensor.register_hook()"
+    if not tensor.example.requires_grad:
+        raise GraphBreak(gb.OPERATION_RAISES, f"{what} on a tensor that does not require grad (RuntimeError)")
+    step, where = tx.root().steps, tx.user_stack()
+    if tensor.source is not None and tensor.node.op == "placeholder":
+        if not hook.can_reconstruct():
+            raise GraphBreak(gb.SIDE_EFFECT, f"{what} with {hook.describe()}, which cannot be rebuilt after the graph")
+        record(tx, torch.Tensor.register_hook, [tensor, hook], {}, what, gb.SIDE_EFFECT)
+        return HookHandleVariable(step, where)
+    fn = real_function(hook)
+    if fn is None:
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what} of {hook.describe()} on a tensor computed in the graph: "
+                         "a closure over values of the traced code; Python registers it")
+
+    def body():
+        grad = record_op(tx, "call_function", torch.empty_like, [tensor], {})
+        return hook.call_function(tx, [grad], {})
+
+    result = speculate(tx, body, f"{what} of {hook.describe()}")
+    if not (result.is_python_constant() and result.as_python_constant() is None) and \
+            not isinstance(result, TensorVariable):
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what}: the hook returns {result.describe()}; Python registers it")
+    record_op(tx, "call_function", _hook_registrar(fn), [tensor], {})
+    tensor.node = next(iter(reversed(tx.output.graph.nodes)))  # later uses follow the registration
+    return HookHandleVariable(step, where)
+
+
+def _hook_registrar(fn):
+    """The graph's target: ``register_hook_op(t, fn)`` registers ``fn`` on ``t`` and returns it."""
+    from torch._higher_order_ops.register_hook import register_hook_op  # lazy: an optional torch module
+
+    def register_hook(t):
+        return register_hook_op(t, fn)
+    register_hook.__name__ = register_hook.__qualname__ = "register_hook"
+    return register_hook
+
+
+VariableTracker.register_tensor_hook = staticmethod(register_tensor_hook)  # see VariableTracker.register_tensor_hook
+
+
+def replay_warning(tx, message: str, category) -> VariableTracker:
+    """A warning a traced torch operation issues (torch.tensor(tensor)'s copy-construct
+    UserWarning): replayed after the graph from the user's line, as Python would issue it
+    from the C call there (same category, message, file, line and ``once`` registry)."""
+    args = [SnapshotVariable(message), SnapshotVariable(category), SnapshotVariable(1)]
+    return record(tx, warnings.warn, args, {}, "a warning of a torch operation", gb.SIDE_EFFECT)
+
+
+VariableTracker.replay_warning = staticmethod(replay_warning)  # see VariableTracker.replay_warning
+
+__all__ = ["replay_warning", "SnapshotVariable", "snapshot", "replay_blocker", "record", "replay_print", "replay_warn"]

@@ -6,6 +6,11 @@ operation on the fakes (never on real tensors), and wraps the result.  An
 operation that fails on fakes (a shape error the user will see, or an
 operation whose output depends on tensor data) breaks the graph at the
 current instruction, so Python runs it for real and behaves exactly as eager.
+An operation whose fake run issues a warning breaks the same way, unless the warning is one
+issued from the arguments' types alone (``_REPLAYABLE_WARNINGS``: ``torch.tensor(tensor)``'s
+copy-construct warning, ``F.upsample``'s deprecation): then it is replayed after the graph
+from the user's line and the graph's own call is kept quiet.
+``Tensor.register_hook`` is answered from above (replayed.register_tensor_hook).
 Reading an attribute a tensor does not have is a DL0011 "missing attribute"
 (so ``hasattr(t, "x")`` folds to False; guarded for input tensors).
 Tested by tests/torch/test_tensor_ops.py.
@@ -16,6 +21,7 @@ import contextlib
 import functools
 import logging
 import operator
+import re
 import warnings
 from typing import Any, Optional
 
@@ -186,8 +192,15 @@ class TensorVariable(VariableTracker):
             raise GraphBreak(gb.VALUE_UNKNOWN, "Tensor.new_tensor() of numpy scalars")
         if name in _DATA_DEPENDENT_METHODS:
             raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
+        if name == "register_hook" and len(args) == 1 and not kwargs:
+            return VariableTracker.register_tensor_hook(tx, self, args[0])
         if name in _SIDE_EFFECT_METHODS:
             raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECT_METHODS[name])
+        if name == "is_inference" and not args and not kwargs and self.node.op != "placeholder":
+            # made in the graph: the fake was made under the trace's inference mode (entered for
+            # real while tracing, as the graph enters it), so it answers as the real result
+            tx.output.guard_inference_mode()
+            return ConstantVariable(self.example.is_inference())
         if name in _INPUT_FACTS and not args and not kwargs:
             return self._input_fact(tx, name)
         if name in _METADATA_METHODS:
@@ -252,7 +265,8 @@ def _type_string(fake) -> str:
     names = {torch.float32: "FloatTensor", torch.float64: "DoubleTensor", torch.float16: "HalfTensor",
              torch.bfloat16: "BFloat16Tensor", torch.int64: "LongTensor", torch.int32: "IntTensor",
              torch.int16: "ShortTensor", torch.int8: "CharTensor", torch.uint8: "ByteTensor",
-             torch.bool: "BoolTensor"}
+             torch.bool: "BoolTensor", torch.complex64: "ComplexFloatTensor",
+             torch.complex128: "ComplexDoubleTensor", torch.complex32: "ComplexHalfTensor"}
     name = names.get(fake.dtype)
     if name is None:
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"Tensor.type() for {fake.dtype}")
@@ -377,7 +391,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
                 example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
             else:
                 example = target(*fake_args, **fake_kwargs)
-        if caught:
+        if caught and not all(_replayable_warning(w) for w in caught):
             # Python runs the op so the warning comes from the user's line, once, as in eager
             raise GraphBreak(gb.OPERATION_RAISES, f"{_target_name(kind, target)} issues a warning: "
                                        f"{str(caught[0].message).splitlines()[0][:120]}")
@@ -392,6 +406,10 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     finally:
         if quiet:
             _FAKE_LOG.disabled = False
+    for w in caught:  # issued whatever the data: replayed after the graph from the user's line
+        VariableTracker.replay_warning(tx, str(w.message), w.category)
+    if caught and kind == "call_function":
+        target = _quiet(target)  # the graph's run must not issue it again (from the graph's code)
     output.shapes.note()
     if _uses_default_dtype(example, fake_args, fake_kwargs):
         output.guard_default_dtype()
@@ -407,6 +425,36 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
 
 
 _FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+# Warnings a torch operation issues from its arguments' types alone, never from tensor data:
+# the fake run issues them exactly when the real one does, so they are replayed, not broken on
+# (torch.nn.functional's deprecated upsample* warn with stacklevel=2: the caller's line, the user's)
+_REPLAYABLE_WARNINGS = ((UserWarning, "To copy construct from a tensor, it is recommended to use "
+                                      "sourceTensor.detach().clone()"),
+                        (UserWarning, "`nn.functional.upsample` is deprecated. "),
+                        (UserWarning, "`nn.functional.upsample_nearest` is deprecated. "),
+                        (UserWarning, "`nn.functional.upsample_bilinear` is deprecated. "))
+
+
+@functools.lru_cache(maxsize=None)
+def _quiet(fn):
+    """``fn`` run with the warnings of _REPLAYABLE_WARNINGS ignored (they are replayed from the
+    user's line instead).  The filter goes in front of the user's filters in place, as
+    warnings_issued does: "ignore" writes no registry entry and the filters version is kept."""
+    def quiet(*args, **kwargs):
+        filters = warnings.filters
+        saved = list(filters)
+        for cat, prefix in _REPLAYABLE_WARNINGS:
+            filters.insert(0, ("ignore", re.compile(re.escape(prefix)), cat, None, 0))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            filters[:] = saved
+    quiet.__name__ = quiet.__qualname__ = f"{getattr(fn, '__name__', 'op')}_replayed_warnings"
+    return quiet
+
+
+def _replayable_warning(w) -> bool:
+    return any(w.category is cat and str(w.message).startswith(prefix) for cat, prefix in _REPLAYABLE_WARNINGS)
 
 
 def _uses_default_dtype(example, fake_args, fake_kwargs) -> bool:

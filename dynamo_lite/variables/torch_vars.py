@@ -21,6 +21,7 @@ import inspect
 import types
 
 import torch
+import torch.distributions.kl
 
 from .. import _C
 from .. import graph_breaks as gb
@@ -32,14 +33,24 @@ from .collectives import call_collective, is_collective
 from .constant import ConstantVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
-from .functions import BaseUserFunctionVariable
-from .contexts import GradModeVariable
-from .tensor import fake_arg, record_op, TensorVariable
+from .functions import BaseUserFunctionVariable, PYTHON_FUNCTION_HANDLERS
+from .contexts import GlobalModeContextVariable, GlobalModeDecoratedVariable, GradModeVariable, inference_mode_context
+from .tensor import fake_arg, record_op, TensorVariable, warnings_issued
 from .numpy_arrays import numpy_scalar_to_torch, numpy_to_torch
 
 
+# torch packages of plain Python classes over tensors: their classes are traced like user
+# classes (``Normal(loc, scale).log_prob(x)``), their code is inlined (skipfiles.py)
+_USER_LIKE_TORCH_PACKAGES = ("torch.distributions.",)
+
+
+def is_user_like_torch_class(value) -> bool:
+    return isinstance(value, type) and (getattr(value, "__module__", None) or "").startswith(_USER_LIKE_TORCH_PACKAGES)
+
+
 def is_torch_class(value) -> bool:
-    return isinstance(value, type) and (value.__module__ or "").startswith("torch")
+    return isinstance(value, type) and (value.__module__ or "").startswith("torch") and \
+        not is_user_like_torch_class(value)
 
 
 _SIDE_EFFECTS = {
@@ -63,7 +74,8 @@ _SIDE_EFFECTS = {inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else f
                  for fn, why in _SIDE_EFFECTS.items()}
 # Functions whose result depends only on metadata: run on fakes, fold to a constant.
 _METADATA = {torch.is_tensor, torch.is_floating_point, torch.is_complex, torch.numel,
-             torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast}
+             torch.is_storage, torch.result_type, torch.promote_types, torch.can_cast,
+             torch.overrides.is_tensor_like}
 _FROM_NUMPY = {torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor}
 _GRAD_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
 # the legacy typed constructors (CPU), by the dtype they make
@@ -229,11 +241,28 @@ class TorchVariable(VariableTracker):
         if fn is torch.get_default_dtype:
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())
-        if fn is torch.inference_mode or fn is getattr(torch, "autocast", None):
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not supported inside a graph")
+        if fn is torch.inference_mode:
+            return _inference_mode(tx, args, kwargs)
+        if fn is torch.is_inference_mode_enabled and not args and not kwargs:
+            tx.output.guard_inference_mode()
+            return ConstantVariable(torch.is_inference_mode_enabled())  # the trace enters blocks for real
+        if fn is torch.autocast:
+            return _autocast(tx, fn, args, kwargs)
         plain = inspect.unwrap(fn) if isinstance(fn, types.FunctionType) else fn
+        if plain is _MANUAL_SEED:
+            seeded = _seed_before_the_graph(tx, fn, args, kwargs)
+            if seeded is not None:
+                return seeded
         if plain in _SIDE_EFFECTS:
             raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECTS[plain])
+        if fn is torch.nn.init.calculate_gain and all(v.is_python_constant() for v in [*args, *kwargs.values()]):
+            try:  # plain Python arithmetic over its arguments
+                return ConstantVariable(fn(*[a.as_python_constant() for a in args],
+                                           **{k: v.as_python_constant() for k, v in kwargs.items()}))
+            except Exception as e:  # noqa: BLE001 - Python raises it
+                raise GraphBreak(gb.OPERATION_RAISES, f"calculate_gain raised {type(e).__name__}") from e
+        if fn is torch.typename and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+            return args[0].call_method(tx, "type", [], {})  # torch.typename(t) is t.type()
         if fn is torch.Size:
             items = args[0].unpack(tx) if args else []
             return SizeVariable(items)
@@ -267,8 +296,9 @@ class TorchVariable(VariableTracker):
             if fn is torch.Tensor:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, "calling torch.Tensor() directly")
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"calling torch class {fn.__name__}")
-        if not args and not kwargs:
-            answer = _setting_query(tx, fn)
+        # (ConstantVariable only: asking a symbolic int whether it is a constant specialises it)
+        if not kwargs and all(isinstance(a, ConstantVariable) and type(a.value) is str for a in args):
+            answer = _setting_query(tx, fn, tuple(a.value for a in args))
             if answer is not None:
                 return answer
         if is_collective(fn):
@@ -297,6 +327,103 @@ def is_torch_optimized_module(value) -> bool:
     cls = type(value)
     return isinstance(value, torch.nn.Module) and cls.__name__ == "OptimizedModule" and \
         cls.__module__.split(".") == ["torch", "_dynamo", "eval_frame"] and "_orig_mod" in vars(value).get("_modules", {})
+
+
+_MANUAL_SEED = inspect.unwrap(torch.manual_seed)
+
+
+def _seed_before_the_graph(tx, fn, args, kwargs):
+    """``torch.manual_seed(n)`` reached before the graph does anything (no op recorded, no
+    effect logged): generated code calls it before the graph, which is the same as eager
+    (nothing before it in this graph reads or changes the RNG, nor can fail).  Its result
+    (the default generator) may only be dropped.  None: not so (the graph breaks)."""
+    if len(args) != 1 or kwargs or not args[0].is_python_constant() or type(args[0].as_python_constant()) is not int:
+        return None
+    output = tx.output
+    if any(n.op != "placeholder" for n in output.graph.nodes) or not output.side_effects.is_empty() \
+            or output.global_modes:
+        return None
+    seed = args[0].as_python_constant()
+    try:
+        torch.Generator().manual_seed(seed)  # the seed is valid (else Python raises at the call)
+    except Exception:  # noqa: BLE001
+        return None
+    step, where = tx.root().steps, tx.user_stack()
+    output.prologue_calls.append((fn, (seed,)))
+    return DroppedResultVariable("torch.manual_seed()", step, where)
+
+
+class DroppedResultVariable(VariableTracker):
+    """The result of a call made before the graph (``torch.manual_seed``), which the traced
+    code drops.  Any use makes the trace stop before the call, and Python makes it."""
+
+    def __init__(self, what: str, step: int, where: list):
+        super().__init__()
+        self.what = what
+        self.step = step
+        self.where = where
+
+    def describe(self):
+        return f"the result of {self.what}"
+
+    def _python_calls(self, why: str) -> GraphBreak:
+        brk = GraphBreak(gb.SIDE_EFFECT, f"{self.what} whose result {why}: Python calls it")
+        brk.restart_step = self.step
+        brk.user_stack = list(self.where)
+        return brk
+
+    def var_getattr(self, tx, name):
+        raise self._python_calls(f"is used (.{name})")
+
+    def call_method(self, tx, name, args, kwargs):
+        raise self._python_calls(f"is used (.{name}())")
+
+    def reconstruct(self, cg):
+        raise self._python_calls("outlives the traced code")
+
+    def can_reconstruct(self):
+        return False
+
+
+def _inference_mode(tx, args, kwargs):
+    """``torch.inference_mode(mode=True)``, or ``torch.inference_mode`` applied to a function."""
+    if len(args) == 1 and not kwargs and not args[0].is_python_constant():
+        # @torch.inference_mode (no parentheses)
+        return GlobalModeDecoratedVariable(inference_mode_context(True, tx.root().steps, tx.user_stack()), args[0])
+    if len(args) + len(kwargs) > 1 or set(kwargs) - {"mode"}:
+        raise GraphBreak(gb.BAD_ARGUMENTS, "torch.inference_mode() takes one argument, mode")
+    mode = (args or list(kwargs.values()) or [ConstantVariable(True)])[0]
+    if not mode.is_python_constant() or type(mode.as_python_constant()) is not bool:
+        raise GraphBreak(gb.VALUE_UNKNOWN, "torch.inference_mode(mode) with a mode not known at trace time")
+    return inference_mode_context(mode.as_python_constant(), tx.root().steps, tx.user_stack())
+
+
+def _autocast(tx, cls, args, kwargs):
+    """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`` (also
+    ``torch.amp.autocast``): entered in the graph with ``torch.amp._enter_autocast``, as
+    TorchDynamo does.  Arguments must be known at trace time, and making the context must
+    issue no warning (an unsupported dtype disables autocast with a warning: Python does it)."""
+    if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"{cls.__name__}() with arguments not known at trace time")
+    values = [a.as_python_constant() for a in args]
+    options = {k: v.as_python_constant() for k, v in kwargs.items()}
+    try:
+        bound = inspect.signature(torch.autocast.__init__).bind(None, *values, **options)
+    except TypeError as e:
+        raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}(): {e}") from e
+    bound.apply_defaults()
+    vals = tuple(v for k, v in bound.arguments.items() if k != "self")
+    try:
+        with warnings_issued() as caught:
+            made = torch.autocast(*vals)
+    except Exception as e:  # noqa: BLE001 - Python raises it
+        raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__}() raised {type(e).__name__}") from e
+    del made
+    if caught:
+        raise GraphBreak(gb.UNSUPPORTED_CONTEXT_MANAGER, f"{cls.__name__}{tuple(vals)!r} changes its arguments "
+                         "(with a warning): Python runs it")
+    return GlobalModeContextVariable(cls, torch.amp._enter_autocast, vals, torch.amp._exit_autocast,
+                                     tx.root().steps, tx.user_stack())
 
 
 def _number_sequence(var) -> bool:
@@ -377,18 +504,55 @@ def _graphable(fn) -> bool:
     return False
 
 
-def _setting_query(tx, fn):
-    """A zero-argument query of a global setting (``torch.backends.mha.get_fastpath_enabled()``,
-    ``torch.is_anomaly_enabled()``, ``torch.get_num_threads()``): the answer now, guarded by
-    asking again on every call.  None: not such a query (Python or the graph handles it)."""
+def _setting_query(tx, fn, args: tuple = ()):
+    """A query of a global setting, of no arguments or of device names
+    (``torch.backends.mha.get_fastpath_enabled()``, ``torch.is_anomaly_enabled()``,
+    ``torch.get_num_threads()``, ``torch.get_autocast_dtype("cpu")``): the answer now, guarded
+    by asking again on every call.  None: not such a query (Python or the graph handles it)."""
     name = getattr(fn, "__name__", "")
-    if not name.startswith(("is_", "are_", "get_")) or name.startswith("get_rng"):
+    if not name.startswith(("is_", "are_", "get_")) or name.startswith("get_rng") or \
+            args and "autocast" not in name:
         return None
+    if tx.output.global_modes and ("autocast" in name or "inference" in name):
+        # inside an autocast / inference-mode block the trace entered for real: the answer
+        # follows from the block and the state the frame started in (guarded on entering it,
+        # for the cpu and cuda autocast states)
+        if any(a not in ("cpu", "cuda") for a in args):
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{name}{args!r} inside an autocast or inference-mode block")
+        return ConstantVariable(fn(*args))
     try:
-        value = fn()
+        value = fn(*args)
     except Exception:  # noqa: BLE001 - not a plain query (e.g. needs a device): left to Python
         return None
-    if type(value) not in (bool, int, str):
+    if type(value) not in (bool, int, str) and not isinstance(value, torch.dtype):
         return None
-    tx.output.add_guard(guards.GlobalStateGuard("{f}() == {v}", (("f", fn), ("v", value))))
+    if args:
+        tx.output.add_guard(guards.GlobalStateGuard("{f}(*{a}) == {v}", (("f", fn), ("a", args), ("v", value))))
+    else:
+        tx.output.add_guard(guards.GlobalStateGuard("{f}() == {v}", (("f", fn), ("v", value))))
     return ConstantVariable(value)
+
+
+# ---- torch.distributions.kl_divergence --------------------------------------------------------
+
+def _kl_divergence(tx, args, kwargs):
+    """``kl_divergence(p, q)``: its implementation is looked up by the classes of ``p`` and
+    ``q`` in a registry dict keyed by class pairs (memoised in another, inside a try block),
+    which the trace does at trace time: the function found is inlined.  The registry is
+    guarded (``register_kl`` changes it).  None: inline kl_divergence itself."""
+    kl = torch.distributions.kl
+    if len(args) != 2 or kwargs:
+        return None
+    try:
+        types_pq = (args[0].python_type(), args[1].python_type())
+    except Exception:  # noqa: BLE001 - not a tracker with a known class
+        return None
+    fun = kl._dispatch_kl(*types_pq)
+    if fun is NotImplemented:
+        return None  # kl_divergence raises NotImplementedError: inlined, it does
+    tx.output.add_guard(guards.GlobalStateGuard("{r} == {snapshot}", (("r", kl._KL_REGISTRY),
+                                                                      ("snapshot", dict(kl._KL_REGISTRY)))))
+    return tx.wrap(fun, None).call_function(tx, list(args), {})
+
+
+PYTHON_FUNCTION_HANDLERS[torch.distributions.kl.kl_divergence] = _kl_divergence

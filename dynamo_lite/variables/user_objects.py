@@ -131,7 +131,14 @@ class ObjectLike(VariableTracker):
             if isinstance(cls_attr, functools._lru_cache_wrapper) and python_function_handler(cls_attr):
                 guard_class_attr(tx, cls_src, cls_attr)  # binds like a function; answered by its handler
                 return UserMethodVariable(cls_attr, self)
-            if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type):
+            get = getattr(type(cls_attr), "__get__", None)
+            if isinstance(get, types.FunctionType) and not isinstance(cls_attr, type):
+                # a non-data descriptor written in Python (torch.distributions' lazy_property):
+                # Python calls type(d).__get__(d, obj, cls), and so does the trace (inlined)
+                guard_class_attr(tx, cls_src, cls_attr)
+                return UserFunctionVariable(get).call_function(
+                    tx, [tx.wrap(cls_attr, cls_src), self, tx.wrap(cls, None)], {})
+            if get is not None and not isinstance(cls_attr, type):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
             return tx.wrap(cls_attr, cls_src)
         getattr_fn, _ = mro_lookup(cls, "__getattr__")

@@ -321,6 +321,104 @@ def test_tensor_hook_registered_inside():
     check(f, rg(3), backward=True, graphs=None)
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_func_transforms_of_closures_kwargs_and_jacobians(backend):
+    # TorchDynamo: one graph, no break
+    from dynamo_lite.backends import lookup_backend
+    from dynamo_lite.testing import CompileCounter
+
+    def f(x):
+        w = x[0] * 2  # requires grad: gradients flow through the closure as in eager
+        c = 3.0
+        v = torch.func.vmap(lambda r: r * w + c)(x)
+        k = torch.func.vmap(lambda r, scale=1.0: r * scale)(x, scale=2.0)
+        g = torch.func.grad(lambda r: (r * w).sum())(x[1])
+        s = torch.vmap(torch.sin)(x)
+        j = torch.func.jacrev(lambda r: r.sin() * c)(x[0])
+        jf = torch.func.jacfwd(lambda r: r.cos())(x[0])
+        h = torch.func.hessian(lambda r: (r ** 3).sum())(x[0])
+        return v.sum() + k.sum() + g.sum() + s.sum() + j.sum() + jf.sum() + h.sum(), v, g, j, h
+
+    cnt = CompileCounter(lookup_backend(backend)[0])
+    check_calls(f, [(rg(2, 3),), (rg(2, 3),)], backend=cnt, hits=[1], warnings=False, backward=True)
+    assert cnt.frame_count == 1
+    assert _explain_breaks(f, rg(2, 3)) == 0
+
+
+def test_torch_func_transform_of_a_closure_over_an_object_breaks():
+    class Scale:
+        k = 2.0
+
+    def f(x):
+        s = Scale()
+        return torch.func.vmap(lambda r: r * s.k)(x)
+
+    check(f, torch.randn(2, 3), graphs=None)
+
+
+def _triple(g):
+    return g * 3
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tensor_hooks_are_captured_without_a_break(backend):
+    # TorchDynamo: one graph, no break, for each of these
+    from dynamo_lite.backends import lookup_backend
+    from dynamo_lite.testing import CompileCounter
+
+    def on_intermediates(x):
+        y = x * 2
+        y.register_hook(lambda g: g * 3)  # a lambda made in the frame
+        z = y.sin()
+        z.register_hook(_triple)  # a global function
+        return z.sum(), y.requires_grad
+
+    def on_input(x):
+        x.register_hook(lambda g: g * 5)  # replayed after the graph on the input itself
+        return (x * 2).sum()
+
+    def hook_returning_none(x):
+        y = x * 2
+        y.register_hook(lambda g: None)
+        return (y * y).sum()
+
+    for fn in (on_intermediates, on_input, hook_returning_none):
+        cnt = CompileCounter(lookup_backend(backend)[0])
+        check(fn, rg(3), backward=True, graphs=None, compiled=lambda _: dynamo_lite.compile(fn, backend=cnt))
+        assert cnt.frame_count == 1, fn.__name__
+        assert dynamo_lite.explain(fn)(rg(3)).graph_break_count == 0, fn.__name__
+
+
+def test_tensor_hooks_python_registers():
+    # each a graph break (Python registers the hook), with eager's gradients and output
+    def printing_hook(x):
+        y = x * 2
+        y.register_hook(lambda g: print("grad", g.shape))
+        return y.sum()
+
+    def closure_over_a_tensor(x):
+        w = x.detach() + 1
+        y = x * 2
+        y.register_hook(lambda g: g * w)
+        return y.sum()
+
+    def handle_removed(x):
+        y = x * 2
+        h = y.register_hook(lambda g: g * 3)
+        h.remove()
+        return y.sum()
+
+    def on_a_tensor_without_grad(x):
+        y = x.detach() * 2
+        y.register_hook(lambda g: g)  # RuntimeError, as in eager
+        return y
+
+    for fn in (printing_hook, closure_over_a_tensor, handle_removed):
+        check(fn, rg(3), backward=True, graphs=None)
+        assert dynamo_lite.explain(fn)(rg(3)).graph_break_count >= 1
+    check(on_a_tensor_without_grad, rg(3), graphs=None)
+
+
 def test_retain_grad_on_intermediate():
     def f(x):
         y = x * 3
@@ -489,6 +587,35 @@ def test_checkpoint_inside_compiled_function():
     check(f, rg(3), backward=True, graphs=None)
 
 
+def test_checkpoint_is_traced_without_a_break():
+    # TorchDynamo: one graph, no break
+    import torch.utils.checkpoint as cp
+
+    def block(t, w):
+        return torch.nn.functional.dropout(t.sin() @ w, 0.5, training=True) * 2
+
+    def f(x, w):
+        y = cp.checkpoint(block, x, w, use_reentrant=False)
+        return cp.checkpoint(lambda t: t.cos(), y, use_reentrant=False, preserve_rng_state=False).sum()
+
+    check(f, rg(3, 3), rg(3, 3), backward=True)
+    assert dynamo_lite.explain(f)(rg(3, 3), rg(3, 3)).graph_break_count == 0
+
+
+def test_checkpoint_python_runs():
+    import torch.utils.checkpoint as cp
+
+    def printing(x):
+        return cp.checkpoint(lambda t: print("fwd") or t.sin(), x, use_reentrant=False).sum()  # prints twice
+
+    def reentrant(x):
+        return cp.checkpoint(lambda t: t.sin(), x, use_reentrant=True).sum()
+
+    for fn in (printing, reentrant):
+        check(fn, rg(3), backward=True, graphs=None)
+        assert dynamo_lite.explain(fn)(rg(3)).graph_break_count >= 1
+
+
 def test_user_saved_tensor_hooks_see_only_real_tensors():
     packed = []
 
@@ -539,13 +666,13 @@ def test_torch_func_transforms_are_one_graph_node_each(backend):
     assert _explain_breaks(f, torch.randn(6)) == 0
 
 
-def test_torch_func_transform_of_impure_function_or_closure_breaks():
+def test_torch_func_transform_of_impure_function_breaks():
     def f(x, k):
-        g = torch.func.grad(lambda t: (t * k).sum())(x)  # a closure over k: Python runs it
-        return g + 1, torch.vmap(lambda r: print(r.shape) or r * 2)(x.view(2, 3))
+        g = torch.func.grad(lambda t: (t * k).sum())(x)  # a closure over a constant: captured
+        return g + 1, torch.vmap(lambda r: print(r.shape) or r * 2)(x.view(2, 3))  # prints: Python runs it
 
     check(f, torch.randn(6), 3.0, graphs=None)
-    assert _explain_breaks(f, torch.randn(6), 3.0) >= 2
+    assert _explain_breaks(f, torch.randn(6), 3.0) == 1
 
 
 def test_grad_mode_decorators_used_inside():

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, assert_same
-from dynamo_lite.testing import check
+from dynamo_lite.testing import check, check_calls
 
 
 def test_shape_dtype_device_ndim_as_python_values():
@@ -270,6 +270,35 @@ def test_manual_seed_inside_compiled_function():
     check(f, torch.randn(3), graphs=None)
 
 
+def test_manual_seed_before_any_graph_work_is_not_a_break():
+    # TorchDynamo: one graph, no break (the seed runs before its graph); RNG state after the
+    # call and every random value are eager's (check compares the RNG state after the call)
+    def f(x):
+        torch.manual_seed(7)
+        return x + torch.randn(3), torch.rand(2)
+
+    def seeded_from_argument(x, seed):
+        torch.manual_seed(seed)
+        return x * torch.randn(3)
+
+    def after_work(x):
+        y = x * 2  # work before the seed: the graph breaks there (TorchDynamo too)
+        torch.manual_seed(7)
+        return y + torch.randn(3)
+
+    def result_used(x):
+        g = torch.manual_seed(3)
+        return x + torch.randn(3, generator=g)
+
+    check(f, torch.randn(3))
+    check_calls(seeded_from_argument, [(torch.randn(3), 1), (torch.randn(3), 2), (torch.randn(3), 1)])
+    assert dynamo_lite.explain(f)(torch.randn(3)).graph_break_count == 0
+    assert dynamo_lite.explain(seeded_from_argument)(torch.randn(3), 5).graph_break_count == 0
+    for fn in (after_work, result_used):
+        check(fn, torch.randn(3), graphs=None)
+        assert dynamo_lite.explain(fn)(torch.randn(3)).graph_break_count >= 1
+
+
 def test_einsum_and_broadcasting():
     def f(a, b):
         return torch.einsum("ij,jk->ik", a, b), a[:, None, :] * b.t()[None], torch.broadcast_shapes(a.shape, (1, 3))
@@ -437,3 +466,18 @@ def test_tensor_subclass_input_keeps_subclass_results_and_plain_calls_stay_compi
         assert_same(opt(sub), f(sub))
     assert_same(opt(plain), f(plain))
     assert cnt.frame_count == graphs  # the subclass calls ran eagerly; the plain entries still serve
+
+
+def test_attribute_sweep_without_breaks():
+    # TorchDynamo: one graph, no break
+    def f(x, z):
+        y = x * 2
+        return (y.T, y.mT, y.H, y.mH, y.real, z.real, z.imag, z.conj(), y.is_leaf, x.is_leaf, y.layout,
+                y.itemsize, y.nbytes, z.itemsize, y.data, y.requires_grad, x.grad,
+                torch.typename(y), torch.typename(z), y.type(), torch.is_tensor(y), torch.numel(y),
+                torch.is_floating_point(z), torch.is_complex(z), y.dim(), y.ndim, y.nelement(), y.element_size())
+
+    x = torch.randn(2, 3, requires_grad=True)
+    z = torch.randn(2, 3, dtype=torch.complex64)
+    check(f, x, z, graphs=None)
+    assert dynamo_lite.explain(f)(x, z).graph_break_count == 0
