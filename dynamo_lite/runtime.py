@@ -12,6 +12,8 @@ exceptions and user objects (tests/breaks/, tests/semantics/).
 """
 from __future__ import annotations
 
+import random
+
 import torch
 
 
@@ -97,3 +99,51 @@ def cell_delete(cell, name: str) -> None:
     except ValueError:
         pass
     raise UnboundLocalError(_UNBOUND_LOCAL.format(name))
+
+
+class DrawRef:
+    """In the arguments of a replayed random call: the result of an earlier call of the list."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __repr__(self):
+        return f"DrawRef({self.index})"
+
+
+class Draws(list):
+    """The results of ``random_draws``; ``state_before``: the random module's state before them
+    (restored when the frame's own code runs again from the start after the graph raised)."""
+
+    __slots__ = ("state_before",)
+
+
+def random_draws(calls: tuple) -> list:
+    """Make the calls of Python's random module a trace replays before its graph, in order:
+    ``calls`` are ``(fn, args, kwargs)``; an argument that is a ``DrawRef`` is the result of an
+    earlier call.  Returns the results (what the graph and the rebuilt values read)."""
+    out = Draws()
+    out.state_before = random.getstate()
+    for fn, args, kwargs in calls:
+        args = [out[a.index] if type(a) is DrawRef else a for a in args]
+        out.append(fn(*args, **kwargs))
+    return out
+
+
+def undo_random_draws(draws: Draws) -> None:
+    """Put the random module back in the state it had before ``draws`` were made."""
+    random.setstate(draws.state_before)
+
+
+def make_random(state: tuple):
+    """A ``random.Random`` in ``state`` (a Random object made in the trace, rebuilt)."""
+    rng = random.Random()
+    rng.setstate(state)
+    return rng
+
+
+def float_tensor(value: float) -> torch.Tensor:
+    """A Python float as the 0-d float64 tensor a graph takes it as (exact: a float is a double)."""
+    return torch.tensor(value, dtype=torch.float64)

@@ -17,27 +17,50 @@ are answered here instead, from the real value, with a guard on what was read:
   are kept.  Functions, classes and builtins are atomic (the copy is the object).  Tensors, modules
   and anything else break the graph, and Python copies them.
 
-Tested by tests/torch/test_models.py (test_library_reads_*) and
-tests/semantics/test_functools_copy_identity.py (copy).
+- Python's ``random`` module, replayed with eager's state.  A call of the module's functions
+  (``random.random()``, ``randint``, ``uniform``, ``choice``, ``gauss``, ``seed``, ``getstate``,
+  ``setstate``, ...: bound methods of its hidden ``Random`` instance) is not made at trace time:
+  it goes into ``OutputGraph.random_calls``, and generated code makes all of them, in trace
+  order, before the graph (``runtime.random_draws``), so the numbers drawn and the module's state
+  afterwards are eager's.  A drawn int or float is a graph input (a SymInt / SymFloat of
+  shapes.py that is never guarded): tensor arithmetic on it stays in the graph, and code that
+  needs its value (a branch, ``int()``, an index) breaks there (DL0050) and Python goes on with
+  the drawn number.  Other results (``getstate()``'s tuple, ``choice`` of strings) are opaque:
+  they can be returned, stored or passed to a later random call.  ``random.Random(seed)`` made
+  in the frame with a constant seed is deterministic: its draws are computed at trace time on a
+  private copy (constants), and the object, if it escapes, is rebuilt in its final state.
+  Anything else of the module (``shuffle`` of a list made in the frame, a Random object from
+  outside the frame, arguments not known at trace time) breaks with DL0051.
+
+Tested by tests/torch/test_models.py (test_library_reads_*),
+tests/semantics/test_functools_copy_identity.py (copy) and tests/semantics/test_randomness.py.
 """
 from __future__ import annotations
 
 import collections
 import copy
+import functools
+import operator
 import inspect
 import os
+import random
 import types
 
+import torch
+
 from .. import graph_breaks as gb
+from .. import runtime
+from ..source import RandomDrawSource
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from .functions import BaseUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 from .mappings import DefaultDictVariable, DictVariable
-from .methods import ContainerMethodVariable
+from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .nn_module import NNModuleVariable
 from .sequences import ListVariable, SizeVariable, TupleVariable
 from .sets import SetVariable
+from .tensor import SymNodeVariable
 from .user_objects import (
     InstanceDictVariable, mro_lookup, NamedTupleVariable, NewObjectVariable, UserDefinedClassVariable, UserDefinedObjectVariable,
 )
@@ -234,13 +257,355 @@ def _object_state(tx, obj):
     return list(InstanceDictVariable(obj).items(tx).items())
 
 
+# ---- random -------------------------------------------------------------------------------
+# functions of the random module that draw numbers: name -> the Python type of the result
+# (None: given by the sequence, for choice); all are methods of random.Random
+_RANDOM_NUMBER_METHODS = {
+    "random": float, "uniform": float, "gauss": float, "normalvariate": float, "lognormvariate": float,
+    "expovariate": float, "triangular": float, "betavariate": float, "gammavariate": float,
+    "vonmisesvariate": float, "paretovariate": float, "weibullvariate": float,
+    "randint": int, "randrange": int, "getrandbits": int, "choice": None,
+}
+# other methods replayed as they are: their results are opaque (or None)
+_RANDOM_OTHER_METHODS = {"seed": type(None), "setstate": type(None), "getstate": tuple, "sample": list,
+                         "choices": list, "randbytes": bytes}
+# methods that break with a reason: the order they leave a list in is drawn at run time
+_RANDOM_BREAKING_METHODS = {"shuffle": "random.shuffle() reorders the list by numbers drawn at run time, and the "
+                                       "trace would have to know the new order: Python runs it"}
+
+
+def is_random_module_function(value) -> bool:
+    """A function of the ``random`` module we replay: a bound method of its hidden Random
+    instance that is Random's own (not replaced by a subclass or monkeypatch)."""
+    owner = getattr(value, "__self__", None)
+    name = getattr(value, "__name__", None)
+    if owner is not getattr(random, "_inst", None) or type(owner) is not random.Random:
+        return False
+    if name not in _RANDOM_NUMBER_METHODS and name not in _RANDOM_OTHER_METHODS and \
+            name not in _RANDOM_BREAKING_METHODS:
+        return False
+    own = getattr(random.Random, name, None)
+    return own is not None and (getattr(value, "__func__", None) is own or
+                                (type(value) is type(random.random) and value == own.__get__(owner)))
+
+
+def _plain_constant(value) -> bool:
+    t = type(value)
+    if t in (int, float, bool, str, bytes, type(None), range):
+        return True
+    if t in (tuple, list):
+        return all(_plain_constant(v) for v in value)
+    return False
+
+
+class RandomDrawVariable(VariableTracker):
+    """The opaque result of a replayed random call (a state tuple, a sample, a chosen string):
+    the trace does not know it; it can be returned, stored or passed to a later random call."""
+
+    def __init__(self, source: RandomDrawSource, value_type: type):
+        super().__init__(source)
+        self.value_type = value_type
+
+    def python_type(self):
+        return self.value_type
+
+    def describe(self):
+        return f"the result of random call {self.source.index}"
+
+    def truthiness(self, tx):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"the truth of {self.describe()} decides a branch")
+
+    def var_getattr(self, tx, name):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"{self.describe()} is read (.{name}): it is drawn at run time")
+
+    def call_method(self, tx, name, args, kwargs):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"{self.describe()} is used (.{name}()): it is drawn at run time")
+
+
+class RandomNumberVariable(SymNodeVariable):
+    """An int or float drawn by a replayed random call.  Its symbol (shapes.py) and graph input
+    are made on first use by symbolic code (a backend such as AOTAutograd specialises float
+    symbols that no graph input carries); returned or stored as it is, it is rebuilt from the
+    draws."""
+
+    def __init__(self, output, source: RandomDrawSource, result_type: type, hint):
+        VariableTracker.__init__(self, source)
+        self.shapes = output.shapes
+        self.node = None
+        self._output = output
+        self._result_type = result_type
+        self._hint = hint
+        self._value = None
+
+    @property
+    def value(self):
+        if self._value is None:
+            self._value = self.shapes.random_symbol(self._hint, self.source)
+        return self._value
+
+    def make_node(self):
+        output = self._output
+        if self._result_type is int:  # a SymInt input
+            return output.symbol_node(self.value.node.expr, self.source, self._hint, self.value)
+        # a float is a 0-d float64 tensor input and ``.item()`` in the graph (as torch.compile passes
+        # floats: backends turn the scalar arithmetic into tensor arithmetic); the fake tensor's
+        # item() is the draw's SymFloat
+        source = RandomDrawSource(self.source.index, as_tensor=True)
+        real = runtime.float_tensor(self._hint)
+        fake = output.fake_mode.from_tensor(real, static_shapes=True)
+        fake.item_memo = self.value
+        placeholder = output.add_replayed_input(source, real, fake)
+        node = output.create_node("call_function", torch.ops.aten._local_scalar_dense.default, (placeholder,), {})
+        node.meta["example_value"] = self.value
+        return node
+
+    def python_type(self):
+        return self._result_type
+
+    def describe(self):
+        return f"a number drawn by random call {self.source.index}"
+
+    def _repr_body(self):
+        return f"draw {self.source.index}"
+
+    def reconstruct(self, cg):
+        self.source.reconstruct(cg)
+
+    def truthiness(self, tx):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"the truth of {self.describe()} decides a branch")
+
+    def as_python_constant(self):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"the value of {self.describe()} is needed at trace time")
+
+    def replay_operator(self, tx, fn, args):
+        """Python arithmetic or a comparison on drawn numbers (no tensor): replayed before the graph
+        too, after the draws it reads (an operation that may raise breaks: Python raises it where
+        eager does)."""
+        if fn not in _REPLAYED_OPERATORS:
+            raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"{getattr(fn, '__name__', fn)} on {self.describe()} "
+                             "(it may raise, or needs the value)")
+        call_args = tuple(_draw_ref(tx, a) for a in args)
+        if not all(isinstance(a, runtime.DrawRef) or type(a) in (int, float, bool) for a in call_args):
+            raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"{getattr(fn, '__name__', fn)} of {self.describe()} and "
+                             "a value that is not a number")
+        hint = fn(*[_draw_hint(tx, a) for a in call_args])
+        result_type = type(hint)
+        return _replayed_call(tx, fn, call_args, {}, result_type if result_type in (int, float) else object, hint)
+
+
+def _draw_ref(tx, var):
+    """A random call's argument: a DrawRef to an earlier draw, or a plain constant."""
+    if isinstance(var.source, RandomDrawSource) and isinstance(var, (RandomDrawVariable, RandomNumberVariable)):
+        return runtime.DrawRef(var.source.index)
+    if var.is_python_constant():
+        value = var.as_python_constant()
+    else:
+        try:  # a list made in the trace, of constants: the call sees it as it is now
+            value = var.constant_copy()
+        except (NotImplementedError, GraphBreak):
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"an argument of a random call is not known at trace "
+                             f"time ({var.describe()})") from None
+    if not _plain_constant(value):
+        raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"an argument of a random call is not plain data "
+                         f"({type(value).__name__})")
+    return value
+
+
+# operations on drawn numbers replayed before the graph: none of them raises on ints and floats
+_REPLAYED_OPERATORS = {operator.add, operator.sub, operator.mul, operator.neg, operator.pos, operator.abs,
+                       operator.iadd, operator.isub, operator.imul,
+                       operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne}
+# functions whose arguments may be earlier draws (they raise for no number)
+_DRAWN_ARGUMENTS_OK = {"setstate", "uniform", "gauss", "normalvariate", "triangular"}
+
+
+def _draw_hint(tx, arg):
+    """The stand-in value of an argument (a drawn number's stand-in; constants are themselves)."""
+    if isinstance(arg, runtime.DrawRef):
+        hint = tx.output.random_calls[arg.index][3]
+        if type(hint) not in (int, float):
+            raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"arithmetic on the result of random call {arg.index}, "
+                             "which is not a number")
+        return hint
+    return arg
+
+
+def _check_call(fn, args, kwargs):
+    """A replayed call must not raise (it runs before the graph, ahead of what precedes it):
+    its arguments are checked on a private Random now; calls on earlier draws only where no
+    number makes them raise."""
+    if any(isinstance(a, runtime.DrawRef) for a in (*args, *kwargs.values())):
+        if fn.__name__ not in _DRAWN_ARGUMENTS_OK:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"random.{fn.__name__}() of a number drawn at run time")
+        return
+    try:
+        getattr(random.Random(0), fn.__name__)(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+        raise GraphBreak(gb.OPERATION_RAISES, f"random.{fn.__name__}() raises {type(e).__name__}") from e
+
+
+def _replayed_call(tx, fn, args, kwargs, result_type, hint=None):
+    """Log a call made before the graph; its result as a tracker."""
+    output = tx.output
+    index = len(output.random_calls)
+    if result_type in (int, float) and hint is None:
+        hint = result_type(_draw_hint(tx, args[0]) if args else 0)
+    output.random_calls.append((fn, args, kwargs, hint))
+    if result_type is type(None):
+        return NONE
+    source = RandomDrawSource(index)
+    if result_type in (int, float):
+        return RandomNumberVariable(output, source, result_type, result_type(hint))
+    return RandomDrawVariable(source, result_type)
+
+
+def _hint(name, args):
+    """A stand-in value of the right type for a draw (it decides nothing: nothing is guarded on it)."""
+    if name in ("randint", "randrange") and args and type(args[0]) is int:
+        return args[0] if name == "randint" or len(args) > 1 else 0
+    return 2 if _RANDOM_NUMBER_METHODS.get(name) is int else 0.5
+
+
+class RandomFunctionVariable(VariableTracker):
+    """A function of the ``random`` module (a bound method of its hidden Random instance):
+    calls are replayed before the graph (see the module docstring)."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def describe(self):
+        return f"random.{self.fn.__name__}"
+
+    def as_python_constant(self):
+        return self.fn
+
+    def is_python_constant(self):
+        return True
+
+    def call_function(self, tx, args, kwargs):
+        name = self.fn.__name__
+        if name in _RANDOM_BREAKING_METHODS:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, _RANDOM_BREAKING_METHODS[name])
+        if name == "seed" and not args and not kwargs:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, "random.seed() without a seed (seeded from the system)")
+        call_args = tuple(_draw_ref(tx, a) for a in args)
+        call_kwargs = {k: _draw_ref(tx, v) for k, v in kwargs.items()}
+        if name in _RANDOM_NUMBER_METHODS:
+            result_type = _RANDOM_NUMBER_METHODS[name]
+            if name == "choice":
+                seq = call_args[0] if len(call_args) == 1 and not call_kwargs else None
+                kinds = {type(v) for v in seq} if isinstance(seq, (list, tuple)) and seq else set()
+                result_type = kinds.pop() if len(kinds) == 1 and kinds <= {int, float} else object
+        else:
+            result_type = _RANDOM_OTHER_METHODS[name]
+        _check_call(self.fn, call_args, call_kwargs)
+        return _replayed_call(tx, self.fn, call_args, call_kwargs, result_type,
+                              _hint(name, call_args) if result_type is int else 0.5)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.fn)
+
+    def can_reconstruct(self):
+        return True
+
+
+class RandomClassVariable(VariableTracker):
+    """``random.Random``: calling it with a constant seed makes a RandomObjectVariable."""
+
+    def __init__(self, source=None):
+        super().__init__(source)
+
+    def python_type(self):
+        return type
+
+    def describe(self):
+        return "random.Random"
+
+    def as_python_constant(self):
+        return random.Random
+
+    def is_python_constant(self):
+        return True
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1 or not args[0].is_python_constant() or \
+                type(args[0].as_python_constant()) not in (int, float, str, bytes):
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, "random.Random() without one constant seed (int, float, str, "
+                             "bytes): its numbers are not known at trace time")
+        return RandomObjectVariable(random.Random(args[0].as_python_constant()))
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(random.Random)
+
+    def can_reconstruct(self):
+        return True
+
+
+class RandomObjectVariable(VariableTracker):
+    """A ``random.Random(seed)`` made in the frame: its draws are known at trace time (computed on
+    ``rng``, a private Random in the same state); rebuilt in its final state if it escapes."""
+
+    mutable_local = True
+
+    def __init__(self, rng: random.Random):
+        super().__init__()
+        self.rng = rng
+
+    def python_type(self):
+        return random.Random
+
+    def describe(self):
+        return "a random.Random made in the frame"
+
+    def var_getattr(self, tx, name):
+        if name in _RANDOM_NUMBER_METHODS or name in _RANDOM_OTHER_METHODS:
+            return BoundMethodOfVariable(self, name)
+        raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"attribute {name!r} of a random.Random made in the frame")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name not in _RANDOM_NUMBER_METHODS and name not in _RANDOM_OTHER_METHODS:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, _RANDOM_BREAKING_METHODS.get(name, f"random.Random.{name}()"))
+        if name == "seed" and not args and not kwargs:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, "Random.seed() without a seed (seeded from the system)")
+        call_args = [a.as_python_constant() if a.is_python_constant() else None for a in args]
+        call_kwargs = {k: v.as_python_constant() if v.is_python_constant() else None for k, v in kwargs.items()}
+        if not all(_plain_constant(a) for a in call_args + list(call_kwargs.values())) or \
+                None in call_args and name != "seed":
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"Random.{name}() with arguments not known at trace time")
+        result = getattr(self.rng, name)(*call_args, **call_kwargs)
+        return tx.wrap(result, None) if not isinstance(result, (list, tuple)) else ConstantVariable(result) \
+            if all(_plain_constant(v) for v in result) else tx.wrap(result, None)
+
+    def reconstruct(self, cg):
+        cg.load_callable(runtime.make_random)
+        cg.load_const(self.rng.getstate())
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return True
+
+
 def library_variable(value, source):
     """The tracker for a library object modelled here, or None."""
     if value is os.environ:
         return EnvironVariable(source)
     if value is inspect.signature:
         return SignatureFunctionVariable(source)
+    if value is random.Random:
+        return RandomClassVariable(source)
+    if is_random_module_function(value):
+        return RandomFunctionVariable(value, source)
     return None
 
 
-__all__ = ["EnvironVariable", "SignatureFunctionVariable", "library_variable", "copy_value"]
+__all__ = ["EnvironVariable", "SignatureFunctionVariable", "library_variable", "copy_value", "is_random_module_function",
+           "RandomFunctionVariable", "RandomClassVariable", "RandomObjectVariable", "RandomDrawVariable",
+           "RandomNumberVariable"]
