@@ -58,11 +58,14 @@ class FrameState:
     preload: list = dataclasses.field(default_factory=list)
     # calls of Python's random module made before the graph (OutputGraph.random_calls)
     random_calls: list = dataclasses.field(default_factory=list)
+    # id(twin) -> (twin, Source): objects those calls make anew (OutputGraph.made_before_graph)
+    made_before_graph: dict = dataclasses.field(default_factory=dict)
 
 
 def emit_body(cg: PyCodegen, state: FrameState) -> None:
     """Everything after the graph call (shared by both passes)."""
     cg.side_effects = state.side_effects
+    cg.constant_sources = state.made_before_graph
     if state.preload:
         cg.preload_sources(state.preload)
     state.side_effects.codegen(cg)

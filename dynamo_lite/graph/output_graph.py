@@ -55,8 +55,11 @@ class OutputGraph:
             initial_grad_enabled: the mode the frame was entered with (guarded).
         user_stack_fn: callable returning the current user stack (set by the
             root translator) for node metadata.
-        random_calls: calls of Python's random module generated code makes before the graph,
-            in trace order: ``(fn, args, kwargs)`` (runtime.random_draws; variables/stdlib.py).
+        random_calls: calls generated code makes before the graph, in trace order (runtime.random_draws;
+            variables/stdlib.py): ``(fn, args, kwargs, stand-in)`` of Python's random module, pure
+            arithmetic on its draws, and ``collections.namedtuple`` of classes made in the frame.
+        made_before_graph: id(twin) -> (twin, Source): a class made at trace time to model one that
+            generated code makes anew before the graph (codegen loads the run-time one instead).
     """
 
     def __init__(self, code, f_globals: dict, func, compile_id: str, shapes: Optional[ShapeTracker] = None):
@@ -82,6 +85,7 @@ class OutputGraph:
         self.shapes.user_frame = lambda: (self.user_stack_fn() or [None])[-1]
         self.real_values: dict[int, torch.Tensor] = {}
         self.random_calls: list[tuple] = []
+        self.made_before_graph: dict[int, tuple] = {}
         self.generators: list = []  # GeneratorObjectVariables made in the trace (symbolic/inliner.py)
         self.add_guard(guards.GlobalStateGuard(
                        f"___torch.is_grad_enabled() is {self.initial_grad_enabled!r}"))

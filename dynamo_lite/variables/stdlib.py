@@ -593,6 +593,58 @@ class RandomObjectVariable(VariableTracker):
         return True
 
 
+# ---- collections.namedtuple ---------------------------------------------------------------
+class NamedTupleFactoryVariable(VariableTracker):
+    """``collections.namedtuple``: a class made in the frame.  Eager makes a new class on every
+    call, so generated code does too: the call is made before the graph (with the others of
+    ``OutputGraph.random_calls``, ``module=`` the calling frame's module as namedtuple would
+    find it), and the trace models the class with a twin made now from the same constant
+    arguments; codegen loads the run-time class wherever the twin would be (the class, instances
+    rebuilt after the graph), so each call's class is a new object, as in eager."""
+
+    def python_type(self):
+        return types.FunctionType
+
+    def describe(self):
+        return "collections.namedtuple"
+
+    def as_python_constant(self):
+        return collections.namedtuple
+
+    def is_python_constant(self):
+        return True
+
+    def call_function(self, tx, args, kwargs):
+        try:  # (lists of constants made in the trace: copies, which namedtuple only reads)
+            values = [a.constant_copy() for a in args]
+            options = {k: v.constant_copy() for k, v in kwargs.items()}
+        except (NotImplementedError, GraphBreak):
+            values = None
+        if values is None or not all(_plain_constant(v) for v in values) or \
+                not set(options) <= {"rename", "defaults", "module"} or \
+                not all(_plain_constant(v) for v in options.values()):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "collections.namedtuple() with arguments not known at trace time")
+        if "module" not in options:
+            options["module"] = getattr(tx, "f_globals", {}).get("__name__", "__main__")
+        try:
+            twin = collections.namedtuple(*values, **options)
+        except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+            raise GraphBreak(gb.OPERATION_RAISES, f"collections.namedtuple() raises {type(e).__name__}") from e
+        output = tx.output
+        source = RandomDrawSource(len(output.random_calls))
+        output.random_calls.append((collections.namedtuple, tuple(values), options, None))
+        output.made_before_graph[id(twin)] = (twin, source)
+        return UserDefinedClassVariable(twin)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(collections.namedtuple)
+
+    def can_reconstruct(self):
+        return True
+
+
 def library_variable(value, source):
     """The tracker for a library object modelled here, or None."""
     if value is os.environ:
@@ -601,6 +653,8 @@ def library_variable(value, source):
         return SignatureFunctionVariable(source)
     if value is random.Random:
         return RandomClassVariable(source)
+    if value is collections.namedtuple:
+        return NamedTupleFactoryVariable(source)
     if is_random_module_function(value):
         return RandomFunctionVariable(value, source)
     return None
