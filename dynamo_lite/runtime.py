@@ -12,7 +12,9 @@ exceptions and user objects (tests/breaks/, tests/semantics/).
 """
 from __future__ import annotations
 
+import builtins
 import random
+import types
 
 import torch
 
@@ -147,3 +149,9 @@ def make_random(state: tuple):
 def float_tensor(value: float) -> torch.Tensor:
     """A Python float as the 0-d float64 tensor a graph takes it as (exact: a float is a double)."""
     return torch.tensor(value, dtype=torch.float64)
+
+
+def build_class(body: types.CodeType, f_globals: dict, name: str, *bases):
+    """``class name(*bases): <body>`` as the statement makes it (the body function is made from
+    its code with the frame's globals, as MAKE_FUNCTION would)."""
+    return builtins.__build_class__(types.FunctionType(body, f_globals, body.co_name), name, *bases)

@@ -58,7 +58,7 @@ from .iterators import (
 )
 from .exceptions import ExceptionVariable
 from .replayed import replay_print, replay_warn
-from .stdlib import copy_value
+from .stdlib import build_class, copy_value
 from .objects import IdVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import record_op, TensorVariable
@@ -378,6 +378,11 @@ class OperatorGetterVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+@_handler(builtins.__build_class__)
+def _build_class(tx, func, name, *bases):
+    return build_class(tx, func, name, bases)
 
 
 @_handler(builtins.len)

@@ -37,24 +37,29 @@ tests/semantics/test_functools_copy_identity.py (copy) and tests/semantics/test_
 """
 from __future__ import annotations
 
+import builtins
 import collections
 import copy
+import dataclasses
+import dis
 import functools
 import operator
 import inspect
 import os
 import random
 import types
+from typing import Optional
 
 import torch
 
 from .. import graph_breaks as gb
 from .. import runtime
-from ..source import RandomDrawSource
-from ..exc import GraphBreak
+from .. import guards
+from ..source import AttrSource, RandomDrawSource
+from ..exc import GraphBreak, InternalError
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .functions import BaseUserFunctionVariable, UserFunctionVariable, UserMethodVariable
+from .functions import BaseUserFunctionVariable, NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 from .mappings import DefaultDictVariable, DictVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .nn_module import NNModuleVariable
@@ -645,6 +650,129 @@ class NamedTupleFactoryVariable(VariableTracker):
         return True
 
 
+# ---- class statements ------------------------------------------------------------------------
+# a class body made only of these runs the same at trace time and later (no call, no outside read)
+_PLAIN_BODY_OPS = {"RESUME", "NOP", "LOAD_CONST", "STORE_NAME", "LOAD_NAME", "MAKE_FUNCTION", "RETURN_VALUE",
+                   "MAKE_CELL", "LOAD_CLOSURE", "COPY", "BUILD_TUPLE", "SETUP_ANNOTATIONS", "STORE_SUBSCR",
+                   "BUILD_CONST_KEY_MAP", "BUILD_MAP", "BUILD_LIST", "LIST_EXTEND"}
+_PLAIN_METACLASSES = (type, __import__("abc").ABCMeta, __import__("enum").EnumType)
+
+
+def _plain_class_body(code, f_globals) -> Optional[str]:
+    """Why running the class body ``code`` twice (for the twin now, for the class later) could
+    differ from running it once, or None."""
+    for inst in dis.get_instructions(code):
+        if inst.opname not in _PLAIN_BODY_OPS:
+            return f"its body runs {inst.opname} (line {inst.positions.lineno})"
+        if inst.opname == "LOAD_NAME" and inst.argval not in ("__name__", "__annotations__") and \
+                (inst.argval in f_globals or not hasattr(builtins, inst.argval) or
+                 not isinstance(getattr(builtins, inst.argval), type)):
+            return f"its body reads {inst.argval!r} (line {inst.positions.lineno})"
+    if code.co_freevars:
+        return "its methods close over variables of the function"
+    return None
+
+
+def build_class(tx, func, name, bases) -> VariableTracker:
+    """``class name(*bases): ...`` inside compiled code.  Eager makes a new class object every
+    time the statement runs; generated code does too: the statement's ``__build_class__`` is made
+    before the graph (with the other calls of ``OutputGraph.random_calls``), and the trace models
+    the class with a twin built now from the same body code and bases (codegen loads the run-time
+    class, and enum members, wherever the twin's would be).  Only bodies that run the same both
+    times (constants, plain methods, annotations of builtin types), bases whose metaclass is
+    ``type``, ``ABCMeta`` or ``EnumType`` and that define no ``__init_subclass__``; otherwise the
+    statement breaks with the reason."""
+    what = "a class statement"
+    if not isinstance(func, NestedUserFunctionVariable) or func.closure or func.defaults is not None or func.kwdefaults is not None:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: its body is not a plain function")
+    if not name.is_python_constant() or type(name.as_python_constant()) is not str:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: its name is not known at trace time")
+    class_name = name.as_python_constant()
+    why = _plain_class_body(func.code, func.f_globals)
+    if why is not None:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: {why}; Python builds the class")
+    output = tx.output
+    refs, real = [], []
+    for base in bases:
+        value = base.as_python_constant() if base.is_python_constant() else None
+        if not isinstance(value, type):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: a base is not a class known at trace time")
+        made = output.made_before_graph.get(id(value))
+        if made is not None and made[0] is value:
+            refs.append(runtime.DrawRef(made[1].index))
+        else:
+            if base.source is not None:
+                output.add_guard(guards.IdGuard(base.source, value))
+            refs.append(value)
+        real.append(value)
+    meta = type(real[0]) if real else type
+    if meta not in _PLAIN_METACLASSES or any(type(b) is not meta and not issubclass(meta, type(b)) for b in real):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: its metaclass {meta.__name__} may run any code")
+    for base in real:
+        if any("__init_subclass__" in vars(k) for k in base.__mro__ if k is not object):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: base {base.__name__} defines "
+                             "__init_subclass__; Python builds the class")
+    try:
+        twin = runtime.build_class(func.code, func.f_globals, class_name, *real)
+    except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+        raise GraphBreak(gb.OPERATION_RAISES, f"class {class_name}: building it raises {type(e).__name__}") from e
+    source = RandomDrawSource(len(output.random_calls))
+    output.random_calls.append((runtime.build_class, (func.code, func.f_globals, class_name, *refs), {}, None))
+    output.made_before_graph[id(twin)] = (twin, source)
+    for member_name, member in getattr(twin, "__members__", {}).items():  # an Enum's members
+        output.made_before_graph[id(member)] = (member, AttrSource(source, member_name))
+    return UserDefinedClassVariable(twin)
+
+
+class DataclassDecoratorVariable(VariableTracker):
+    """``dataclasses.dataclass`` (or ``dataclass(**options)``) applied to a class made in the
+    frame (see build_class): applied to the twin now, and to the run-time class before the graph."""
+
+    def __init__(self, options: Optional[dict] = None, source=None):
+        super().__init__(source)
+        self.options = options  # None: the bare decorator
+
+    def python_type(self):
+        return types.FunctionType
+
+    def describe(self):
+        return "dataclasses.dataclass"
+
+    def call_function(self, tx, args, kwargs):
+        if self.options is None and not args:  # dataclass(frozen=True, ...): the decorator
+            options = {k: v.as_python_constant() for k, v in kwargs.items() if v.is_python_constant()}
+            if len(options) != len(kwargs) or not all(_plain_constant(v) for v in options.values()) or \
+                    options.get("slots"):
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "dataclasses.dataclass() with these options")
+            return DataclassDecoratorVariable(options)
+        cls = args[0] if len(args) == 1 and not kwargs else None
+        value = cls.as_python_constant() if isinstance(cls, UserDefinedClassVariable) else None
+        made = tx.output.made_before_graph.get(id(value))
+        if made is None or made[0] is not value:
+            raise GraphBreak(gb.CALL_NOT_TRACED, "dataclasses.dataclass() of a class not made in the frame")
+        options = dict(self.options or {})
+        try:
+            result = dataclasses.dataclass(value, **options)
+        except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+            raise GraphBreak(gb.OPERATION_RAISES, f"dataclasses.dataclass() raises {type(e).__name__}") from e
+        if result is not value:
+            raise InternalError("dataclass() without slots returned a new class")
+        tx.output.random_calls.append((_apply_dataclass, (runtime.DrawRef(made[1].index), options), {}, None))
+        return cls
+
+    def reconstruct(self, cg):
+        if self.options is not None:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "the decorator dataclass(...) escapes the frame")
+        cg.load_const(dataclasses.dataclass)
+
+    def can_reconstruct(self):
+        return self.options is None
+
+
+def _apply_dataclass(cls, options):
+    return dataclasses.dataclass(cls, **options)
+
+
 def library_variable(value, source):
     """The tracker for a library object modelled here, or None."""
     if value is os.environ:
@@ -655,6 +783,8 @@ def library_variable(value, source):
         return RandomClassVariable(source)
     if value is collections.namedtuple:
         return NamedTupleFactoryVariable(source)
+    if value is dataclasses.dataclass:
+        return DataclassDecoratorVariable(None, source)
     if is_random_module_function(value):
         return RandomFunctionVariable(value, source)
     return None
@@ -662,4 +792,4 @@ def library_variable(value, source):
 
 __all__ = ["EnvironVariable", "SignatureFunctionVariable", "library_variable", "copy_value", "is_random_module_function",
            "RandomFunctionVariable", "RandomClassVariable", "RandomObjectVariable", "RandomDrawVariable",
-           "RandomNumberVariable"]
+           "RandomNumberVariable", "NamedTupleFactoryVariable", "build_class"]
