@@ -193,3 +193,18 @@ def test_namedtuple_bad_field_names_raise_as_in_eager():
         return P(x, x)
 
     check_breaks(f, X, breaks=1, raises=ValueError)
+
+
+def test_typing_and_inspect_queries_of_constants():
+    def gen():
+        yield 1
+
+    async def coro():
+        pass
+
+    def f(x):
+        return (x + 1, typing.get_origin(typing.List[int]), typing.get_args(typing.Tuple[int, str]),
+                typing.get_origin(int), inspect.iscoroutinefunction(coro), inspect.isgeneratorfunction(gen),
+                inspect.iscoroutinefunction(f))
+
+    check_breaks(f, X, breaks=0)
