@@ -116,10 +116,11 @@ class DrawRef:
 
 
 class Draws(list):
-    """The results of ``random_draws``; ``state_before``: the random module's state before them
-    (restored when the frame's own code runs again from the start after the graph raised)."""
+    """The results of ``random_draws``; ``states_before``: (Random object, its state) of each
+    generator the calls draw from, before them (restored when the frame's own code runs again
+    from the start after the graph raised)."""
 
-    __slots__ = ("state_before",)
+    __slots__ = ("states_before",)
 
 
 def random_draws(calls: tuple) -> list:
@@ -127,7 +128,12 @@ def random_draws(calls: tuple) -> list:
     ``calls`` are ``(fn, args, kwargs)``; an argument that is a ``DrawRef`` is the result of an
     earlier call.  Returns the results (what the graph and the rebuilt values read)."""
     out = Draws()
-    out.state_before = random.getstate()
+    seen: dict = {}
+    for fn, _, _ in calls:
+        owner = getattr(fn, "__self__", None)
+        if isinstance(owner, random.Random) and id(owner) not in seen:
+            seen[id(owner)] = (owner, owner.getstate())
+    out.states_before = list(seen.values())
     for fn, args, kwargs in calls:
         args = [out[a.index] if type(a) is DrawRef else a for a in args]
         out.append(fn(*args, **kwargs))
@@ -135,8 +141,9 @@ def random_draws(calls: tuple) -> list:
 
 
 def undo_random_draws(draws: Draws) -> None:
-    """Put the random module back in the state it had before ``draws`` were made."""
-    random.setstate(draws.state_before)
+    """Put the generators back in the state they had before ``draws`` were made."""
+    for owner, state in draws.states_before:
+        owner.setstate(state)
 
 
 def make_random(state: tuple):

@@ -107,7 +107,8 @@ def _wrap(tx, value, source):
     guard = output.add_guard if source is not None else (lambda *a, **k: None)
 
     if value is os.environ or value is inspect.signature or value is random.Random or \
-            value is collections.namedtuple or value is dataclasses.dataclass or is_random_module_function(value):
+            value is collections.namedtuple or value is dataclasses.dataclass or is_random_module_function(value) or \
+            (type(value) is random.Random and source is not None):
         guard(guards.IdGuard(source, value))
         return library_variable(value, source)
     if callable(value) and not isinstance(value, type) and _has_builtin_handler(value):

@@ -483,7 +483,8 @@ class RandomFunctionVariable(VariableTracker):
         return type(self.fn)
 
     def describe(self):
-        return f"random.{self.fn.__name__}"
+        return f"random.{self.fn.__name__}" if self.fn.__self__ is getattr(random, "_inst", None) else \
+            f"Random.{self.fn.__name__}"
 
     def as_python_constant(self):
         return self.fn
@@ -518,6 +519,29 @@ class RandomFunctionVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+class RandomSourcedObjectVariable(VariableTracker):
+    """A ``random.Random`` from outside the frame (an argument, an attribute of a module),
+    guarded by identity: its calls are replayed before the graph like the module's functions."""
+
+    def __init__(self, rng: random.Random, source):
+        super().__init__(source)
+        self.rng = rng
+
+    def python_type(self):
+        return random.Random
+
+    def describe(self):
+        return f"random.Random {self.source.name()}"
+
+    def var_getattr(self, tx, name):
+        if name in _RANDOM_NUMBER_METHODS or name in _RANDOM_OTHER_METHODS or name in _RANDOM_BREAKING_METHODS:
+            if name in vars(self.rng):
+                raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"{self.describe()} has its own attribute {name!r}")
+            tx.output.add_expr_guard(f"{name!r} not in {self.source.name()}.__dict__")
+            return RandomFunctionVariable(getattr(self.rng, name))
+        raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"attribute {name!r} of {self.describe()}")
 
 
 class RandomClassVariable(VariableTracker):
@@ -787,6 +811,8 @@ def library_variable(value, source):
         return DataclassDecoratorVariable(None, source)
     if is_random_module_function(value):
         return RandomFunctionVariable(value, source)
+    if type(value) is random.Random and source is not None:
+        return RandomSourcedObjectVariable(value, source)
     return None
 
 

@@ -14,7 +14,7 @@ import torch
 import dynamo_lite
 from dynamo_lite import graph_breaks as gb
 from dynamo_lite.backends import lookup_backend
-from dynamo_lite.testing import CompileCounter, check, check_breaks, check_calls
+from dynamo_lite.testing import CompileCounter, check, check_breaks, check_calls, check_module
 
 log = logging.getLogger("acceptance.model")
 
@@ -280,3 +280,33 @@ def test_random_monkeypatched_function_is_not_replayed(monkeypatch):
         return x * random.random()
 
     check(f, torch.ones(3))
+
+
+class _Augment(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rng = random.Random(7)
+
+    def forward(self, x):
+        return x * self.rng.uniform(0.5, 1.5) + self.rng.randint(0, 3)
+
+
+def test_random_object_from_outside_the_frame_is_replayed():
+    def f(x, rng):
+        return x * rng.random() + rng.randint(0, 5), rng.getstate()
+
+    check_breaks(f, torch.ones(3), random.Random(1), breaks=0)
+    check_calls(f, [(torch.ones(3), random.Random(1)), (torch.ones(3), random.Random(2))])
+    check_module(_Augment, [((torch.ones(3),), {}), ((torch.ones(3),), {}), lambda m: m.rng.getstate()])
+
+
+def test_random_object_from_outside_undone_before_a_rerun():
+    def f(x, i, rng):
+        a = rng.random()
+        try:
+            return x[i] * a
+        except IndexError:
+            return rng.random()
+
+    check_calls(f, [(torch.ones(3), torch.tensor([1]), random.Random(3)),
+                    (torch.ones(3), torch.tensor([5]), random.Random(3))])
