@@ -22,18 +22,29 @@ are answered here instead, from the real value, with a guard on what was read:
   ``setstate``, ...: bound methods of its hidden ``Random`` instance) is not made at trace time:
   it goes into ``OutputGraph.random_calls``, and generated code makes all of them, in trace
   order, before the graph (``runtime.random_draws``), so the numbers drawn and the module's state
-  afterwards are eager's.  A drawn int or float is a graph input (a SymInt / SymFloat of
-  shapes.py that is never guarded): tensor arithmetic on it stays in the graph, and code that
-  needs its value (a branch, ``int()``, an index) breaks there (DL0050) and Python goes on with
-  the drawn number.  Other results (``getstate()``'s tuple, ``choice`` of strings) are opaque:
+  afterwards are eager's.  A drawn int is a SymInt graph input, a drawn float a 0-d float64
+  input read with ``.item()`` (as backends expect floats), both symbols of shapes.py that are
+  never guarded: tensor arithmetic on them stays in the graph; Python arithmetic and comparisons
+  on draws (``+ - *``, ``<`` ...: none raises) are replayed before the graph too; code that needs
+  a value (a branch, ``int()``, an index) breaks there (DL0050) and Python goes on with the
+  drawn number.  Other results (``getstate()``'s tuple, ``choice`` of strings) are opaque:
   they can be returned, stored or passed to a later random call.  ``random.Random(seed)`` made
   in the frame with a constant seed is deterministic: its draws are computed at trace time on a
   private copy (constants), and the object, if it escapes, is rebuilt in its final state.
-  Anything else of the module (``shuffle`` of a list made in the frame, a Random object from
-  outside the frame, arguments not known at trace time) breaks with DL0051.
+  A ``random.Random`` from outside the frame (an argument, a module's attribute) is guarded by
+  identity and its calls are replayed like the module's.  Anything else of the module
+  (``shuffle`` of a list made in the frame, arguments not known at trace time, a subclass of
+  Random) breaks with DL0051.
+- Classes made in the frame, which eager makes anew every time: ``collections.namedtuple(...)``,
+  a ``class`` statement whose body runs the same twice (``build_class``), and
+  ``dataclasses.dataclass`` on such a class.  The making call is replayed before the graph with
+  the random calls (so every call of compiled code makes a new class, as eager does), and the
+  trace models the class by a twin made now; codegen loads the run-time class wherever the twin
+  (or an Enum member of it) would be (``PyCodegen.constant_sources``).
 
 Tested by tests/torch/test_models.py (test_library_reads_*),
-tests/semantics/test_functools_copy_identity.py (copy) and tests/semantics/test_randomness.py.
+tests/semantics/test_functools_copy_identity.py (copy), tests/semantics/test_randomness.py (random),
+tests/semantics/test_stdlib_modules.py (namedtuple) and tests/semantics/test_user_classes.py (class statements).
 """
 from __future__ import annotations
 
