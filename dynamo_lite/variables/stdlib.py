@@ -59,6 +59,7 @@ import inspect
 import os
 import random
 import types
+import typing
 from typing import Optional
 
 import torch
@@ -690,7 +691,7 @@ class NamedTupleFactoryVariable(VariableTracker):
 _PLAIN_BODY_OPS = {"RESUME", "NOP", "LOAD_CONST", "STORE_NAME", "LOAD_NAME", "MAKE_FUNCTION", "RETURN_VALUE",
                    "MAKE_CELL", "LOAD_CLOSURE", "COPY", "BUILD_TUPLE", "SETUP_ANNOTATIONS", "STORE_SUBSCR",
                    "BUILD_CONST_KEY_MAP", "BUILD_MAP", "BUILD_LIST", "LIST_EXTEND"}
-_PLAIN_METACLASSES = (type, __import__("abc").ABCMeta, __import__("enum").EnumType)
+_PLAIN_METACLASSES = (type, __import__("abc").ABCMeta, __import__("enum").EnumType, typing.NamedTupleMeta)
 
 
 def _plain_class_body(code, f_globals) -> Optional[str]:
@@ -730,7 +731,7 @@ def build_class(tx, func, name, bases) -> VariableTracker:
     refs, real = [], []
     for base in bases:
         value = base.as_python_constant() if base.is_python_constant() else None
-        if not isinstance(value, type):
+        if not isinstance(value, type) and value is not typing.NamedTuple:  # (its __mro_entries__ is typing's)
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: a base is not a class known at trace time")
         made = output.made_before_graph.get(id(value))
         if made is not None and made[0] is value:
@@ -740,10 +741,11 @@ def build_class(tx, func, name, bases) -> VariableTracker:
                 output.add_guard(guards.IdGuard(base.source, value))
             refs.append(value)
         real.append(value)
-    meta = type(real[0]) if real else type
-    if meta not in _PLAIN_METACLASSES or any(type(b) is not meta and not issubclass(meta, type(b)) for b in real):
+    resolved = types.resolve_bases(tuple(real))
+    meta = type(resolved[0]) if resolved else type
+    if meta not in _PLAIN_METACLASSES or any(type(b) is not meta and not issubclass(meta, type(b)) for b in resolved):
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: its metaclass {meta.__name__} may run any code")
-    for base in real:
+    for base in resolved:
         if any("__init_subclass__" in vars(k) for k in base.__mro__ if k is not object):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: base {base.__name__} defines "
                              "__init_subclass__; Python builds the class")

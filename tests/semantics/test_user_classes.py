@@ -859,3 +859,15 @@ def test_class_statement_escapes_with_its_enum_members():
     _, again = compiled(torch.ones(3))
     assert type(member).__name__ == "E" and member.value == 1 and type(member) is not type(again)
     assert type(member).A is member  # the member of the run-time class, not of a twin
+
+
+def test_class_statement_typing_namedtuple():
+    def f(x):
+        class T(typing.NamedTuple):
+            a: int
+            b: int = 2
+
+        t = T(1)
+        return x * t.b + t.a, tuple(t._replace(a=5)), T._fields, T.__name__
+
+    check(f, torch.ones(3), breaks=0)
