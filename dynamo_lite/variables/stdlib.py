@@ -30,7 +30,8 @@ are answered here instead, from the real value, with a guard on what was read:
   drawn number.  Other results (``getstate()``'s tuple, ``choice`` of strings) are opaque:
   they can be returned, stored or passed to a later random call.  ``random.Random(seed)`` made
   in the frame with a constant seed is deterministic: its draws are computed at trace time on a
-  private copy (constants), and the object, if it escapes, is rebuilt in its final state.
+  private copy (constants; its ``shuffle`` of a list reorders the list's trackers), and the
+  object, if it escapes, is rebuilt in its final state.
   A ``random.Random`` from outside the frame (an argument, a module's attribute) is guarded by
   identity and its calls are replayed like the module's.  Anything else of the module
   (``shuffle`` of a list made in the frame, arguments not known at trace time, a subclass of
@@ -607,11 +608,20 @@ class RandomObjectVariable(VariableTracker):
         return "a random.Random made in the frame"
 
     def var_getattr(self, tx, name):
-        if name in _RANDOM_NUMBER_METHODS or name in _RANDOM_OTHER_METHODS:
+        if name in _RANDOM_NUMBER_METHODS or name in _RANDOM_OTHER_METHODS or name == "shuffle":
             return BoundMethodOfVariable(self, name)
         raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"attribute {name!r} of a random.Random made in the frame")
 
     def call_method(self, tx, name, args, kwargs):
+        if name == "shuffle" and len(args) == 1 and not kwargs and type(args[0]) is ListVariable:
+            # the generator is known, so the order is: shuffle the indices as the list would be
+            # shuffled (shuffle draws by the length only), then reorder the list's items
+            lst = args[0]
+            order = list(range(len(lst.items)))
+            self.rng.shuffle(order)
+            tx.output.side_effects.mutate(lst)
+            lst.items[:] = [lst.items[i] for i in order]
+            return NONE
         if name not in _RANDOM_NUMBER_METHODS and name not in _RANDOM_OTHER_METHODS:
             raise GraphBreak(gb.RANDOM_NOT_REPLAYED, _RANDOM_BREAKING_METHODS.get(name, f"random.Random.{name}()"))
         if name == "seed" and not args and not kwargs:

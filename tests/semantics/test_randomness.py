@@ -310,3 +310,14 @@ def test_random_object_from_outside_undone_before_a_rerun():
 
     check_calls(f, [(torch.ones(3), torch.tensor([1]), random.Random(3)),
                     (torch.ones(3), torch.tensor([5]), random.Random(3))])
+
+
+def test_random_object_made_in_the_frame_shuffles_a_list():
+    def f(x, lst):
+        r = random.Random(11)
+        made = [x, x * 2, x * 3, 4, "five"]
+        r.shuffle(made)
+        r.shuffle(lst)  # a list from outside: reordered in place after the graph
+        return made, r.random()
+
+    check_breaks(f, torch.ones(3), [1, 2, 3, 4, 5, 6], breaks=0)
