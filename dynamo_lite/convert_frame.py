@@ -328,6 +328,8 @@ class FrameConverter:
             state = frame_code.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
                                          dict(tx.symbolic_locals), list(tx.stack), None, tx.ip)
         output = tx.output
+        state.random_calls = [call[:3] for call in output.random_calls]  # (fn, args, kwargs)
+        state.made_before_graph = dict(output.made_before_graph)
         if output.grad_enabled != output.initial_grad_enabled or brk is not None:
             # at a break, rebuilding entered grad-mode contexts sets the mode: set it last
             state.grad_mode = output.grad_enabled

@@ -335,5 +335,30 @@ def f(x):
 """)
 
 
+
+RANDOM_VALUE_NEEDED = _register("DL0050", "Value of a random draw needed",
+                                "A number drawn from Python's random module (random.random(), randint, ...) is drawn "
+                                "again on every call, so the trace cannot know it: it is a graph input. Here the code "
+                                "needs its value (an if/while on it, int(), an index, a range): the graph ends there "
+                                "and Python goes on with the drawn number.",
+                                "Use the drawn number only in tensor arithmetic, or draw with torch (torch.rand, "
+                                "torch.randint) and keep the decision in the graph with torch.where.",
+                                cause=CODE)
+RANDOM_NOT_REPLAYED = _register("DL0051", "random call not replayed",
+                                "dynamo_lite replays calls of Python's random module before the graph (in the order "
+                                "eager makes them), but not this one: a method it does not model, arguments not "
+                                "known at trace time, a Random object from outside the frame, random.shuffle of a "
+                                "list made in the frame, or random.Random() without a constant seed. Python runs it.",
+                                cause=DYNAMO_LITE)
+_example(RANDOM_VALUE_NEEDED, """
+import random
+
+def f(x):
+    if random.random() > 0.5:      # the drawn number decides a branch
+        return x + 1
+    return x - 1
+""")
+
+
 def lookup(break_id: str) -> BreakType:
     return REGISTRY.get(break_id) or BreakType(break_id, "Unknown", "", ())

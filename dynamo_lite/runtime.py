@@ -12,6 +12,10 @@ exceptions and user objects (tests/breaks/, tests/semantics/).
 """
 from __future__ import annotations
 
+import builtins
+import random
+import types
+
 import torch
 
 
@@ -115,3 +119,64 @@ def cell_delete(cell, name: str) -> None:
     except ValueError:
         pass
     raise UnboundLocalError(_UNBOUND_LOCAL.format(name))
+
+
+class DrawRef:
+    """In the arguments of a replayed random call: the result of an earlier call of the list."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __repr__(self):
+        return f"DrawRef({self.index})"
+
+
+class Draws(list):
+    """The results of ``random_draws``; ``states_before``: (Random object, its state) of each
+    generator the calls draw from, before them (restored when the frame's own code runs again
+    from the start after the graph raised)."""
+
+    __slots__ = ("states_before",)
+
+
+def random_draws(calls: tuple) -> list:
+    """Make the calls of Python's random module a trace replays before its graph, in order:
+    ``calls`` are ``(fn, args, kwargs)``; an argument that is a ``DrawRef`` is the result of an
+    earlier call.  Returns the results (what the graph and the rebuilt values read)."""
+    out = Draws()
+    seen: dict = {}
+    for fn, _, _ in calls:
+        owner = getattr(fn, "__self__", None)
+        if isinstance(owner, random.Random) and id(owner) not in seen:
+            seen[id(owner)] = (owner, owner.getstate())
+    out.states_before = list(seen.values())
+    for fn, args, kwargs in calls:
+        args = [out[a.index] if type(a) is DrawRef else a for a in args]
+        out.append(fn(*args, **kwargs))
+    return out
+
+
+def undo_random_draws(draws: Draws) -> None:
+    """Put the generators back in the state they had before ``draws`` were made."""
+    for owner, state in draws.states_before:
+        owner.setstate(state)
+
+
+def make_random(state: tuple):
+    """A ``random.Random`` in ``state`` (a Random object made in the trace, rebuilt)."""
+    rng = random.Random()
+    rng.setstate(state)
+    return rng
+
+
+def float_tensor(value: float) -> torch.Tensor:
+    """A Python float as the 0-d float64 tensor a graph takes it as (exact: a float is a double)."""
+    return torch.tensor(value, dtype=torch.float64)
+
+
+def build_class(body: types.CodeType, f_globals: dict, name: str, *bases):
+    """``class name(*bases): <body>`` as the statement makes it (the body function is made from
+    its code with the frame's globals, as MAKE_FUNCTION would)."""
+    return builtins.__build_class__(types.FunctionType(body, f_globals, body.co_name), name, *bases)

@@ -50,7 +50,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 
 from . import graph_breaks as gb
 from . import guards
-from .exc import DynamicDimSpecialized, InternalError, UserFrame
+from .exc import DynamicDimSpecialized, GraphBreak, InternalError, UserFrame
 from .source import ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
 
 MARKS_ATTR = "_dynamo_lite_marks"  # on a tensor: {dim: ("dynamic", min, max) | ("maybe",) | ("static",)}
@@ -171,6 +171,9 @@ class ShapeTracker:
         self.marked: dict[sympy.Symbol, tuple] = {}
         self.where: dict[int, str] = {}
         self._noted = 0
+        # symbols of numbers drawn from Python's random module before the graph (variables/stdlib.py):
+        # a new value on every call, so nothing may be guarded on them (note() breaks instead)
+        self.random_symbols: set = set()
         self.user_frame: Callable[[], Optional[UserFrame]] = lambda: None
 
     @property
@@ -260,6 +263,19 @@ class ShapeTracker:
             return None
         return self.env.create_symintnode(sym, hint=value, source=TorchSource(source))
 
+    def random_symbol(self, value, source: Source):
+        """A SymInt / SymFloat for a number drawn from Python's random module before the graph
+        runs (``value``: a stand-in of the right type; the graph reads the real draw as an input)."""
+        tsource = TorchSource(source)
+        sym = self.env.create_symbol(value, tsource, DimDynamic.DYNAMIC, positive=None,
+                                     do_not_specialize_zero_one=True)
+        if not isinstance(sym, sympy.Symbol):
+            raise InternalError(f"a random draw became the constant {sym}")
+        self.random_symbols.add(sym)
+        if type(value) is float:
+            return self.env.create_symfloatnode(sym, hint=value, source=tsource)
+        return self.env.create_symintnode(sym, hint=value, source=tsource)
+
     def _constrain(self, sym, lo, hi, source, hint) -> None:
         old = self.env.var_to_range[sym]
         lower = max(int(old.lower), lo) if lo is not None else old.lower
@@ -267,7 +283,7 @@ class ShapeTracker:
         self.env.var_to_range[sym] = ValueRanges(lower, upper)
 
     # ---- during the trace ----------------------------------------------------------
-    def note(self) -> None:
+    def note(self, final: bool = False) -> None:
         """After a step that may have added ShapeEnv facts: tag them with the user line, and
         refuse a mark_dynamic dimension that became a constant."""
         guards_now = len(self.env.guards)
@@ -275,6 +291,17 @@ class ShapeTracker:
             return
         frame = self.user_frame()
         where = _where(frame)
+        if self.random_symbols:
+            used = [sym for sym in self.random_symbols if sym in self.env.replacements] + [
+                sym for i in range(self._noted, guards_now) for sym in self.env.guards[i].expr.free_symbols
+                if sym in self.random_symbols]
+            if used and final:
+                raise InternalError("a fact about a number drawn from Python's random module was recorded "
+                                    "after the trace")
+            if used:
+                raise GraphBreak(gb.RANDOM_VALUE_NEEDED, "the value of a number drawn from Python's random module "
+                                 "is needed here" + (f" ({where})" if where else ""),
+                                 user_stack=[frame] if frame is not None else [])
         for i in range(self._noted, guards_now):
             self.where[i] = where
         self._noted = guards_now
@@ -289,7 +316,7 @@ class ShapeTracker:
     # ---- guards ----------------------------------------------------------------------
     def produce_guards(self) -> list:
         """The shape guards of this trace (after the backend compiled: it may add facts)."""
-        self.note()
+        self.note(final=True)
         env = self.env
         out: list = []
         seen_text: set[str] = set()
@@ -302,6 +329,8 @@ class ShapeTracker:
 
         # every symbol of an input: specialised, equal to another expression, or its range
         for sym, tsources in env.var_to_sources.items():
+            if sym in self.random_symbols:
+                continue  # drawn anew on every call: never guarded (note() broke where it was needed)
             sources = [self._ours(t) for t in tsources]
             value = env.simplify(sym)
             if value.is_number:

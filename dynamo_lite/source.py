@@ -15,6 +15,8 @@ import dataclasses
 import keyword
 from typing import Any
 
+from . import runtime
+
 
 class Source:
     """Base class.  Subclasses are frozen dataclasses."""
@@ -126,6 +128,30 @@ class ItemSource(Source):
 
     def base(self):
         return self.parent.base()
+
+
+RANDOM_DRAWS = "___tmp_random_draws"  # local of generated code: the results of runtime.random_draws
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomDrawSource(Source):
+    """The result of the ``index``-th call of Python's random module that generated code makes
+    before the graph (variables/stdlib.py).  Drawn anew on every call: never guarded.
+    ``as_tensor``: the float as a 0-d float64 tensor (how the graph takes a float input)."""
+    index: int
+    as_tensor: bool = False
+
+    def name(self):
+        return f"{RANDOM_DRAWS}[{self.index}]" + (" (as a tensor)" if self.as_tensor else "")
+
+    def reconstruct(self, cg):
+        if self.as_tensor:
+            cg.load_callable(runtime.float_tensor)
+        cg.emit("LOAD_FAST", RANDOM_DRAWS)
+        cg.load_const(self.index)
+        cg.emit("BINARY_SUBSCR")
+        if self.as_tensor:
+            cg.call(1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,7 +33,8 @@ from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat
 from ..exc import BackendCompilerFailed
-from ..source import AttrSource, ItemSource, LocalSource, Source
+from .. import runtime
+from ..source import RANDOM_DRAWS, AttrSource, ItemSource, LocalSource, Source
 from ..variables.base import VariableTracker
 from .pycodegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
 from .liveness import flow_info
@@ -58,11 +59,16 @@ class FrameState:
     # trackers whose sources are loaded right after the graph call, before anything is
     # stored (set by collect_graph_outputs; see PyCodegen.preload_sources)
     preload: list = dataclasses.field(default_factory=list)
+    # calls of Python's random module made before the graph (OutputGraph.random_calls)
+    random_calls: list = dataclasses.field(default_factory=list)
+    # id(twin) -> (twin, Source): objects those calls make anew (OutputGraph.made_before_graph)
+    made_before_graph: dict = dataclasses.field(default_factory=dict)
 
 
 def emit_body(cg: PyCodegen, state: FrameState) -> None:
     """Everything after the graph call (shared by both passes)."""
     cg.side_effects = state.side_effects
+    cg.constant_sources = state.made_before_graph
     if state.preload:
         cg.preload_sources(state.preload)
     state.side_effects.codegen(cg)
@@ -244,6 +250,11 @@ def build_code(state: FrameState, compiled, graph_inputs, output_index: dict,
             cg.load_const(a)
         cg.call(len(args))
         cg.emit("POP_TOP")
+    if state.random_calls:  # drawn first, in trace order: the graph and rebuilt values read them
+        cg.load_callable(runtime.random_draws)
+        cg.load_const(tuple(state.random_calls))
+        cg.call(1)
+        cg.emit("STORE_FAST", RANDOM_DRAWS)
     handler, rerun_label = None, Label()
     if compiled is not None:
         handler = Label()
@@ -262,13 +273,15 @@ def build_code(state: FrameState, compiled, graph_inputs, output_index: dict,
         rerun_copy = None
     if handler is not None:
         instrs = instrs + _graph_error_handler(code, handler, rerun_label, rerun_on_error, grad_enabled,
-                                               rerun_copy)
+                                               rerun_copy, bool(state.random_calls))
     return _finish(code, instrs, len(instrs))
 
 
 def _graph_error_handler(code, handler: Label, rerun_label: Label, rerun: bool, grad_enabled: bool,
-                         rerun_copy: Optional[list]) -> list:
-    """The handler of the graph call: [exc] -> restore grad mode -> rerun the original or re-raise."""
+                         rerun_copy: Optional[list], undo_draws: bool = False) -> list:
+    """The handler of the graph call: [exc] -> restore grad mode -> rerun the original or re-raise
+    (``undo_draws``: before a rerun, the random module is put back as it was before the draws made
+    ahead of the graph, so the original code draws the same numbers again)."""
     cg = PyCodegen(code, collecting=False)
     cg.lineno = code.co_firstlineno
     cg.label(handler)
@@ -285,6 +298,11 @@ def _graph_error_handler(code, handler: Label, rerun_label: Label, rerun: bool, 
     cg.call(1)
     cg.jump_if(False, reraise)
     cg.emit("POP_TOP")  # the exception: the original code raises it again, where eager does
+    if undo_draws:
+        cg.load_callable(runtime.undo_random_draws)
+        cg.emit("LOAD_FAST", RANDOM_DRAWS)
+        cg.call(1)
+        cg.emit("POP_TOP")
     if rerun_copy is not None:  # full capture: the original code follows the handler
         cg.instrs.extend(rerun_copy)
     else:

@@ -71,6 +71,10 @@ class PyCodegen:
         # (see preload_sources); id -> tracker
         self.source_loads: dict[int, VariableTracker] = {}
         self.closure_loads: set[str] = set()  # cells pushed as cell objects (LOAD_CLOSURE)
+        # objects the trace modelled with a twin made at trace time, which generated code makes
+        # anew before the graph (a namedtuple class made in the frame): id(twin) -> (twin, Source
+        # of the run-time object); ``load_const`` of a twin loads the run-time object
+        self.constant_sources: dict[int, tuple] = {}
 
     # ---- raw emission -------------------------------------------------------
     def emit(self, opname: str, arg: Any = None) -> None:
@@ -102,6 +106,10 @@ class PyCodegen:
 
     # ---- loads and stores --------------------------------------------------
     def load_const(self, value: Any) -> None:
+        made = self.constant_sources.get(id(value))
+        if made is not None and made[0] is value:
+            made[1].reconstruct(self)
+            return
         if type(value) is slice:  # slices are unhashable in 3.11: as a constant they make the code unhashable
             for part in (value.start, value.stop, value.step):
                 self.load_const(part)

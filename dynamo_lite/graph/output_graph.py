@@ -55,6 +55,11 @@ class OutputGraph:
             initial_grad_enabled: the mode the frame was entered with (guarded).
         user_stack_fn: callable returning the current user stack (set by the
             root translator) for node metadata.
+        random_calls: calls generated code makes before the graph, in trace order (runtime.random_draws;
+            variables/stdlib.py): ``(fn, args, kwargs, stand-in)`` of Python's random module, pure
+            arithmetic on its draws, and ``collections.namedtuple`` of classes made in the frame.
+        made_before_graph: id(twin) -> (twin, Source): a class made at trace time to model one that
+            generated code makes anew before the graph (codegen loads the run-time one instead).
     """
 
     def __init__(self, code, f_globals: dict, func, compile_id: str, shapes: Optional[ShapeTracker] = None):
@@ -89,6 +94,8 @@ class OutputGraph:
         self.user_stack_fn = lambda: []
         self.shapes.user_frame = lambda: (self.user_stack_fn() or [None])[-1]
         self.real_values: dict[int, torch.Tensor] = {}
+        self.random_calls: list[tuple] = []
+        self.made_before_graph: dict[int, tuple] = {}
         self.generators: list = []  # GeneratorObjectVariables made in the trace (symbolic/inliner.py)
         self.add_guard(guards.GlobalStateGuard(
                        f"___torch.is_grad_enabled() is {self.initial_grad_enabled!r}"))
@@ -122,6 +129,11 @@ class OutputGraph:
         """A SymInt placeholder for an int read from ``source`` (an int argument, or a symbolic
         size of an input tensor: the graph reads the size it needs as its own input)."""
         return self._placeholder(_node_name(source), source, value, example)
+
+    def add_replayed_input(self, source: Source, value, fake) -> torch.fx.Node:
+        """A placeholder for a value generated code computes before the graph runs (a number drawn
+        from Python's random module, variables/stdlib.py): nothing is guarded on it."""
+        return self._placeholder(_node_name(source), source, value, fake)
 
     def symbol_node(self, sym, source: Source, value: int, example) -> torch.fx.Node:
         """The placeholder of an input symbol (one per symbol, made on first use)."""
@@ -267,7 +279,8 @@ class OutputGraph:
         """May generated code answer an error raised while the graph runs by running the
         frame's own bytecode from the start (so the user's try/except/with/finally and
         traceback see it, as in eager)?  Only if a partial run of the graph left nothing
-        behind: no in-place op, no ``out=``, no random numbers drawn (see _leaves_traces)."""
+        behind: no in-place op, no ``out=``, no random numbers drawn (see _leaves_traces).  (Calls
+        of Python's random module made before the graph are undone first: codegen/frame_code.py.)"""
         return not any(_leaves_traces(node) for node in self.graph.nodes
                        if node.op in ("call_function", "call_method"))
 

@@ -102,6 +102,10 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         # one tracker is one object (t = (1, 2); t is t), and sets are compared as themselves:
         # never on folded copies, which are new objects
         return ConstantVariable(_identity_compare(fn, *args))  # not on folded copies
+    replayed = next((a for a in args if getattr(a, "replay_operator", None) is not None), None)
+    if replayed is not None and fn not in (operator.is_, operator.is_not):
+        # a number drawn from Python's random module at run time (stdlib.py): the operation is replayed too
+        return replayed.replay_operator(tx, fn, args)
     if any(isinstance(a, SymNodeVariable) for a in args) and fn not in (operator.is_, operator.is_not):
         if fn is operator.not_:
             return ConstantVariable(not args[0].bool(tx))  # a guard on the branch, not a constant

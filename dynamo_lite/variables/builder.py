@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import builtins
 import collections
+import dataclasses
 import enum
 import functools
 import inspect
 import os
+import random
 import sys
 import types
 from typing import Any, Optional
@@ -39,7 +41,7 @@ from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
 from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
-from .stdlib import library_variable
+from .stdlib import is_random_module_function, library_variable
 from .contexts import GradModeExitVariable, GradModeVariable
 from .objects import ObjectVariable
 from .python_modules import PythonModuleVariable
@@ -107,7 +109,9 @@ def _wrap(tx, value, source):
     output = tx.output
     guard = output.add_guard if source is not None else (lambda *a, **k: None)
 
-    if value is os.environ or value is inspect.signature:
+    if value is os.environ or value is inspect.signature or value is random.Random or \
+            value is collections.namedtuple or value is dataclasses.dataclass or is_random_module_function(value) or \
+            (type(value) is random.Random and source is not None):
         guard(guards.IdGuard(source, value))
         return library_variable(value, source)
     if callable(value) and not isinstance(value, type) and _has_builtin_handler(value):

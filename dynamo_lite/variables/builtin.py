@@ -26,10 +26,12 @@ import collections
 import copy
 import functools
 import itertools
+import inspect
 import math
 import operator
 import re
 import types
+import typing
 import warnings
 from typing import Any, Callable
 
@@ -58,7 +60,7 @@ from .iterators import (
 )
 from .exceptions import ExceptionVariable
 from .replayed import replay_print, replay_warn
-from .stdlib import copy_value
+from .stdlib import build_class, copy_value
 from .objects import IdVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import make_range, record_op, TensorVariable
@@ -378,6 +380,11 @@ class OperatorGetterVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+@_handler(builtins.__build_class__)
+def _build_class(tx, func, name, *bases):
+    return build_class(tx, func, name, bases)
 
 
 @_handler(builtins.len)
@@ -756,7 +763,7 @@ _HANDLERS[builtins.ascii] = _make_repr(ascii)
 
 # pure functions that read (never mutate) their container arguments: folded on constant copies
 _FOLD_ON_COPIES = {operator.concat, operator.countOf, operator.indexOf, operator.length_hint, math.fsum,
-                   math.hypot, math.dist, builtins.format}
+                   math.hypot, math.dist, builtins.format, builtins.bytes}
 
 
 def _scalar_conversion(fn):
@@ -1094,6 +1101,21 @@ def _py_handler(*fns):
 
 for _fn, _impl in MODULE_FUNCTION_HANDLERS.items():
     _py_handler(_fn)(_impl)
+
+
+# queries of typing / inspect that read nothing but their argument (and return a new plain value
+# or an object they were given): answered at trace time when the argument is a constant
+def _pure_query(fn):
+    def impl(tx, obj):
+        if not obj.is_python_constant():
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{fn.__name__}() of a value not known at trace time")
+        return tx.wrap(fn(obj.as_python_constant()), None)
+    return impl
+
+
+for _fn in (typing.get_origin, typing.get_args, inspect.iscoroutinefunction, inspect.isgeneratorfunction,
+            inspect.isasyncgenfunction):
+    _py_handler(_fn)(_pure_query(_fn))
 
 
 def _dataclass_type(v):

@@ -131,9 +131,17 @@ class ZipIteratorVariable(LazyIteratorVariable):
         for i, it in enumerate(self.iterators):
             item = it.next_item(tx)
             if item is None:
-                if self.strict and (i > 0 or any(o.next_item(tx) is not None for o in self.iterators[1:])):
-                    # Python raises the ValueError when this zip (rebuilt strict) is asked again
-                    raise GraphBreak(gb.OPERATION_RAISES, "zip(strict=True) over iterables of different lengths (ValueError)")
+                if self.strict:
+                    # CPython's check and message: the first shorter one, else the first longer one
+                    # (asked in order; the ones after it are not)
+                    longer = None if i > 0 else next(
+                        (j for j, o in enumerate(self.iterators[1:], 1) if o.next_item(tx) is not None), None)
+                    if i > 0 or longer is not None:
+                        k = i if i > 0 else longer
+                        what = "shorter" if i > 0 else "longer"
+                        plural = " " if k == 1 else "s 1-"
+                        tx.raise_builtin_exception(ValueError, [ConstantVariable(
+                            f"zip() argument {k + 1} is {what} than argument{plural}{k}")])
                 return None
             items.append(item)
         return TupleVariable(items)

@@ -17,27 +17,68 @@ are answered here instead, from the real value, with a guard on what was read:
   are kept.  Functions, classes and builtins are atomic (the copy is the object).  Tensors, modules
   and anything else break the graph, and Python copies them.
 
-Tested by tests/torch/test_models.py (test_library_reads_*) and
-tests/semantics/test_functools_copy_identity.py (copy).
+- Python's ``random`` module, replayed with eager's state.  A call of the module's functions
+  (``random.random()``, ``randint``, ``uniform``, ``choice``, ``gauss``, ``seed``, ``getstate``,
+  ``setstate``, ...: bound methods of its hidden ``Random`` instance) is not made at trace time:
+  it goes into ``OutputGraph.random_calls``, and generated code makes all of them, in trace
+  order, before the graph (``runtime.random_draws``), so the numbers drawn and the module's state
+  afterwards are eager's.  A drawn int is a SymInt graph input, a drawn float a 0-d float64
+  input read with ``.item()`` (as backends expect floats), both symbols of shapes.py that are
+  never guarded: tensor arithmetic on them stays in the graph; Python arithmetic and comparisons
+  on draws (``+ - *``, ``<`` ...: none raises) are replayed before the graph too; code that needs
+  a value (a branch, ``int()``, an index) breaks there (DL0050) and Python goes on with the
+  drawn number.  Other results (``getstate()``'s tuple, ``choice`` of strings) are opaque:
+  they can be returned, stored or passed to a later random call.  ``random.Random(seed)`` made
+  in the frame with a constant seed is deterministic: its draws are computed at trace time on a
+  private copy (constants; its ``shuffle`` of a list reorders the list's trackers), and the
+  object, if it escapes, is rebuilt in its final state.
+  A ``random.Random`` from outside the frame (an argument, a module's attribute) is guarded by
+  identity and its calls are replayed like the module's.  Anything else of the module
+  (``shuffle`` of a list made in the frame, arguments not known at trace time, a subclass of
+  Random) breaks with DL0051.
+- Classes made in the frame, which eager makes anew every time: ``collections.namedtuple(...)``,
+  a ``class`` statement whose body runs the same twice (``build_class``), and
+  ``dataclasses.dataclass`` on such a class.  The making call is replayed before the graph with
+  the random calls (so every call of compiled code makes a new class, as eager does), and the
+  trace models the class by a twin made now; codegen loads the run-time class wherever the twin
+  (or an Enum member of it) would be (``PyCodegen.constant_sources``).
+
+Tested by tests/torch/test_models.py (test_library_reads_*),
+tests/semantics/test_functools_copy_identity.py (copy), tests/semantics/test_randomness.py (random),
+tests/semantics/test_stdlib_modules.py (namedtuple) and tests/semantics/test_user_classes.py (class statements).
 """
 from __future__ import annotations
 
+import builtins
 import collections
 import copy
+import dataclasses
+import dis
+import functools
+import operator
 import inspect
 import os
+import random
 import types
+import typing
+from typing import Optional
+
+import torch
 
 from .. import graph_breaks as gb
-from ..exc import GraphBreak
+from .. import runtime
+from .. import guards
+from ..source import AttrSource, RandomDrawSource
+from ..exc import GraphBreak, InternalError
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .functions import BaseUserFunctionVariable, UserFunctionVariable, UserMethodVariable
+from .functions import BaseUserFunctionVariable, NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 from .mappings import DefaultDictVariable, DictVariable
-from .methods import ContainerMethodVariable
+from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .nn_module import NNModuleVariable
 from .sequences import ListVariable, SizeVariable, TupleVariable
 from .sets import SetVariable
+from .tensor import SymNodeVariable
 from .user_objects import (
     InstanceDictVariable, mro_lookup, NamedTupleVariable, NewObjectVariable, UserDefinedClassVariable, UserDefinedObjectVariable,
 )
@@ -234,13 +275,570 @@ def _object_state(tx, obj):
     return list(InstanceDictVariable(obj).items(tx).items())
 
 
+# ---- random -------------------------------------------------------------------------------
+# functions of the random module that draw numbers: name -> the Python type of the result
+# (None: given by the sequence, for choice); all are methods of random.Random
+_RANDOM_NUMBER_METHODS = {
+    "random": float, "uniform": float, "gauss": float, "normalvariate": float, "lognormvariate": float,
+    "expovariate": float, "triangular": float, "betavariate": float, "gammavariate": float,
+    "vonmisesvariate": float, "paretovariate": float, "weibullvariate": float,
+    "randint": int, "randrange": int, "getrandbits": int, "choice": None,
+}
+# other methods replayed as they are: their results are opaque (or None)
+_RANDOM_OTHER_METHODS = {"seed": type(None), "setstate": type(None), "getstate": tuple, "sample": list,
+                         "choices": list, "randbytes": bytes}
+# methods that break with a reason: the order they leave a list in is drawn at run time
+_RANDOM_BREAKING_METHODS = {"shuffle": "random.shuffle() reorders the list by numbers drawn at run time, and the "
+                                       "trace would have to know the new order: Python runs it"}
+
+
+def is_random_module_function(value) -> bool:
+    """A function of the ``random`` module we replay: a bound method of its hidden Random
+    instance that is Random's own (not replaced by a subclass or monkeypatch)."""
+    owner = getattr(value, "__self__", None)
+    name = getattr(value, "__name__", None)
+    if owner is not getattr(random, "_inst", None) or type(owner) is not random.Random:
+        return False
+    if name not in _RANDOM_NUMBER_METHODS and name not in _RANDOM_OTHER_METHODS and \
+            name not in _RANDOM_BREAKING_METHODS:
+        return False
+    own = getattr(random.Random, name, None)
+    return own is not None and (getattr(value, "__func__", None) is own or
+                                (type(value) is type(random.random) and value == own.__get__(owner)))
+
+
+def _plain_constant(value) -> bool:
+    t = type(value)
+    if t in (int, float, bool, str, bytes, type(None), range):
+        return True
+    if t in (tuple, list):
+        return all(_plain_constant(v) for v in value)
+    return False
+
+
+class RandomDrawVariable(VariableTracker):
+    """The opaque result of a replayed random call (a state tuple, a sample, a chosen string):
+    the trace does not know it; it can be returned, stored or passed to a later random call."""
+
+    def __init__(self, source: RandomDrawSource, value_type: type):
+        super().__init__(source)
+        self.value_type = value_type
+
+    def python_type(self):
+        return self.value_type
+
+    def describe(self):
+        return f"the result of random call {self.source.index}"
+
+    def truthiness(self, tx):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"the truth of {self.describe()} decides a branch")
+
+    def var_getattr(self, tx, name):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"{self.describe()} is read (.{name}): it is drawn at run time")
+
+    def call_method(self, tx, name, args, kwargs):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"{self.describe()} is used (.{name}()): it is drawn at run time")
+
+
+class RandomNumberVariable(SymNodeVariable):
+    """An int or float drawn by a replayed random call.  Its symbol (shapes.py) and graph input
+    are made on first use by symbolic code (a backend such as AOTAutograd specialises float
+    symbols that no graph input carries); returned or stored as it is, it is rebuilt from the
+    draws."""
+
+    def __init__(self, output, source: RandomDrawSource, result_type: type, hint):
+        VariableTracker.__init__(self, source)
+        self.shapes = output.shapes
+        self.node = None
+        self._output = output
+        self._result_type = result_type
+        self._hint = hint
+        self._value = None
+
+    @property
+    def value(self):
+        if self._value is None:
+            self._value = self.shapes.random_symbol(self._hint, self.source)
+        return self._value
+
+    def make_node(self):
+        output = self._output
+        if self._result_type is int:  # a SymInt input
+            return output.symbol_node(self.value.node.expr, self.source, self._hint, self.value)
+        # a float is a 0-d float64 tensor input and ``.item()`` in the graph (as torch.compile passes
+        # floats: backends turn the scalar arithmetic into tensor arithmetic); the fake tensor's
+        # item() is the draw's SymFloat
+        source = RandomDrawSource(self.source.index, as_tensor=True)
+        real = runtime.float_tensor(self._hint)
+        fake = output.fake_mode.from_tensor(real, static_shapes=True)
+        fake.item_memo = self.value
+        placeholder = output.add_replayed_input(source, real, fake)
+        node = output.create_node("call_function", torch.ops.aten._local_scalar_dense.default, (placeholder,), {})
+        node.meta["example_value"] = self.value
+        return node
+
+    def python_type(self):
+        return self._result_type
+
+    def describe(self):
+        return f"a number drawn by random call {self.source.index}"
+
+    def _repr_body(self):
+        return f"draw {self.source.index}"
+
+    def reconstruct(self, cg):
+        self.source.reconstruct(cg)
+
+    def truthiness(self, tx):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"the truth of {self.describe()} decides a branch")
+
+    def as_python_constant(self):
+        raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"the value of {self.describe()} is needed at trace time")
+
+    def replay_operator(self, tx, fn, args):
+        """Python arithmetic or a comparison on drawn numbers (no tensor): replayed before the graph
+        too, after the draws it reads (an operation that may raise breaks: Python raises it where
+        eager does)."""
+        if fn not in _REPLAYED_OPERATORS:
+            raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"{getattr(fn, '__name__', fn)} on {self.describe()} "
+                             "(it may raise, or needs the value)")
+        call_args = tuple(_draw_ref(tx, a) for a in args)
+        if not all(isinstance(a, runtime.DrawRef) or type(a) in (int, float, bool) for a in call_args):
+            raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"{getattr(fn, '__name__', fn)} of {self.describe()} and "
+                             "a value that is not a number")
+        hint = fn(*[_draw_hint(tx, a) for a in call_args])
+        result_type = type(hint)
+        return _replayed_call(tx, fn, call_args, {}, result_type if result_type in (int, float) else object, hint)
+
+
+def _draw_ref(tx, var):
+    """A random call's argument: a DrawRef to an earlier draw, or a plain constant."""
+    if isinstance(var.source, RandomDrawSource) and isinstance(var, (RandomDrawVariable, RandomNumberVariable)):
+        return runtime.DrawRef(var.source.index)
+    if var.is_python_constant():
+        value = var.as_python_constant()
+    else:
+        try:  # a list made in the trace, of constants: the call sees it as it is now
+            value = var.constant_copy()
+        except (NotImplementedError, GraphBreak):
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"an argument of a random call is not known at trace "
+                             f"time ({var.describe()})") from None
+    if not _plain_constant(value):
+        raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"an argument of a random call is not plain data "
+                         f"({type(value).__name__})")
+    return value
+
+
+# operations on drawn numbers replayed before the graph: none of them raises on ints and floats
+_REPLAYED_OPERATORS = {operator.add, operator.sub, operator.mul, operator.neg, operator.pos, operator.abs,
+                       operator.iadd, operator.isub, operator.imul,
+                       operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne}
+# functions whose arguments may be earlier draws (they raise for no number)
+_DRAWN_ARGUMENTS_OK = {"setstate", "uniform", "gauss", "normalvariate", "triangular"}
+
+
+def _draw_hint(tx, arg):
+    """The stand-in value of an argument (a drawn number's stand-in; constants are themselves)."""
+    if isinstance(arg, runtime.DrawRef):
+        hint = tx.output.random_calls[arg.index][3]
+        if type(hint) not in (int, float):
+            raise GraphBreak(gb.RANDOM_VALUE_NEEDED, f"arithmetic on the result of random call {arg.index}, "
+                             "which is not a number")
+        return hint
+    return arg
+
+
+def _check_call(fn, args, kwargs):
+    """A replayed call must not raise (it runs before the graph, ahead of what precedes it):
+    its arguments are checked on a private Random now; calls on earlier draws only where no
+    number makes them raise."""
+    if any(isinstance(a, runtime.DrawRef) for a in (*args, *kwargs.values())):
+        if fn.__name__ not in _DRAWN_ARGUMENTS_OK:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"random.{fn.__name__}() of a number drawn at run time")
+        return
+    try:
+        getattr(random.Random(0), fn.__name__)(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+        raise GraphBreak(gb.OPERATION_RAISES, f"random.{fn.__name__}() raises {type(e).__name__}") from e
+
+
+def _replayed_call(tx, fn, args, kwargs, result_type, hint=None):
+    """Log a call made before the graph; its result as a tracker."""
+    output = tx.output
+    index = len(output.random_calls)
+    if result_type in (int, float) and hint is None:
+        hint = result_type(_draw_hint(tx, args[0]) if args else 0)
+    output.random_calls.append((fn, args, kwargs, hint))
+    if result_type is type(None):
+        return NONE
+    source = RandomDrawSource(index)
+    if result_type in (int, float):
+        return RandomNumberVariable(output, source, result_type, result_type(hint))
+    return RandomDrawVariable(source, result_type)
+
+
+def _hint(name, args):
+    """A stand-in value of the right type for a draw (it decides nothing: nothing is guarded on it)."""
+    if name in ("randint", "randrange") and args and type(args[0]) is int:
+        return args[0] if name == "randint" or len(args) > 1 else 0
+    return 2 if _RANDOM_NUMBER_METHODS.get(name) is int else 0.5
+
+
+class RandomFunctionVariable(VariableTracker):
+    """A function of the ``random`` module (a bound method of its hidden Random instance):
+    calls are replayed before the graph (see the module docstring)."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def describe(self):
+        return f"random.{self.fn.__name__}" if self.fn.__self__ is getattr(random, "_inst", None) else \
+            f"Random.{self.fn.__name__}"
+
+    def as_python_constant(self):
+        return self.fn
+
+    def is_python_constant(self):
+        return True
+
+    def call_function(self, tx, args, kwargs):
+        name = self.fn.__name__
+        if name in _RANDOM_BREAKING_METHODS:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, _RANDOM_BREAKING_METHODS[name])
+        if name == "seed" and not args and not kwargs:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, "random.seed() without a seed (seeded from the system)")
+        call_args = tuple(_draw_ref(tx, a) for a in args)
+        call_kwargs = {k: _draw_ref(tx, v) for k, v in kwargs.items()}
+        if name in _RANDOM_NUMBER_METHODS:
+            result_type = _RANDOM_NUMBER_METHODS[name]
+            if name == "choice":
+                seq = call_args[0] if len(call_args) == 1 and not call_kwargs else None
+                kinds = {type(v) for v in seq} if isinstance(seq, (list, tuple)) and seq else set()
+                result_type = kinds.pop() if len(kinds) == 1 and kinds <= {int, float} else object
+        else:
+            result_type = _RANDOM_OTHER_METHODS[name]
+        _check_call(self.fn, call_args, call_kwargs)
+        return _replayed_call(tx, self.fn, call_args, call_kwargs, result_type,
+                              _hint(name, call_args) if result_type is int else 0.5)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.fn)
+
+    def can_reconstruct(self):
+        return True
+
+
+class RandomSourcedObjectVariable(VariableTracker):
+    """A ``random.Random`` from outside the frame (an argument, an attribute of a module),
+    guarded by identity: its calls are replayed before the graph like the module's functions."""
+
+    def __init__(self, rng: random.Random, source):
+        super().__init__(source)
+        self.rng = rng
+
+    def python_type(self):
+        return random.Random
+
+    def describe(self):
+        return f"random.Random {self.source.name()}"
+
+    def var_getattr(self, tx, name):
+        if name in _RANDOM_NUMBER_METHODS or name in _RANDOM_OTHER_METHODS or name in _RANDOM_BREAKING_METHODS:
+            if name in vars(self.rng):
+                raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"{self.describe()} has its own attribute {name!r}")
+            tx.output.add_expr_guard(f"{name!r} not in {self.source.name()}.__dict__")
+            return RandomFunctionVariable(getattr(self.rng, name))
+        raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"attribute {name!r} of {self.describe()}")
+
+
+class RandomClassVariable(VariableTracker):
+    """``random.Random``: calling it with a constant seed makes a RandomObjectVariable."""
+
+    def __init__(self, source=None):
+        super().__init__(source)
+
+    def python_type(self):
+        return type
+
+    def describe(self):
+        return "random.Random"
+
+    def as_python_constant(self):
+        return random.Random
+
+    def is_python_constant(self):
+        return True
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1 or not args[0].is_python_constant() or \
+                type(args[0].as_python_constant()) not in (int, float, str, bytes):
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, "random.Random() without one constant seed (int, float, str, "
+                             "bytes): its numbers are not known at trace time")
+        return RandomObjectVariable(random.Random(args[0].as_python_constant()))
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(random.Random)
+
+    def can_reconstruct(self):
+        return True
+
+
+class RandomObjectVariable(VariableTracker):
+    """A ``random.Random(seed)`` made in the frame: its draws are known at trace time (computed on
+    ``rng``, a private Random in the same state); rebuilt in its final state if it escapes."""
+
+    mutable_local = True
+
+    def __init__(self, rng: random.Random):
+        super().__init__()
+        self.rng = rng
+
+    def python_type(self):
+        return random.Random
+
+    def describe(self):
+        return "a random.Random made in the frame"
+
+    def var_getattr(self, tx, name):
+        if name in _RANDOM_NUMBER_METHODS or name in _RANDOM_OTHER_METHODS or name == "shuffle":
+            return BoundMethodOfVariable(self, name)
+        raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"attribute {name!r} of a random.Random made in the frame")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "shuffle" and len(args) == 1 and not kwargs and type(args[0]) is ListVariable:
+            # the generator is known, so the order is: shuffle the indices as the list would be
+            # shuffled (shuffle draws by the length only), then reorder the list's items
+            lst = args[0]
+            order = list(range(len(lst.items)))
+            self.rng.shuffle(order)
+            tx.output.side_effects.mutate(lst)
+            lst.items[:] = [lst.items[i] for i in order]
+            return NONE
+        if name not in _RANDOM_NUMBER_METHODS and name not in _RANDOM_OTHER_METHODS:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, _RANDOM_BREAKING_METHODS.get(name, f"random.Random.{name}()"))
+        if name == "seed" and not args and not kwargs:
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, "Random.seed() without a seed (seeded from the system)")
+        call_args = [a.as_python_constant() if a.is_python_constant() else None for a in args]
+        call_kwargs = {k: v.as_python_constant() if v.is_python_constant() else None for k, v in kwargs.items()}
+        if not all(_plain_constant(a) for a in call_args + list(call_kwargs.values())) or \
+                None in call_args and name != "seed":
+            raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"Random.{name}() with arguments not known at trace time")
+        result = getattr(self.rng, name)(*call_args, **call_kwargs)
+        return tx.wrap(result, None) if not isinstance(result, (list, tuple)) else ConstantVariable(result) \
+            if all(_plain_constant(v) for v in result) else tx.wrap(result, None)
+
+    def reconstruct(self, cg):
+        cg.load_callable(runtime.make_random)
+        cg.load_const(self.rng.getstate())
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return True
+
+
+# ---- collections.namedtuple ---------------------------------------------------------------
+class NamedTupleFactoryVariable(VariableTracker):
+    """``collections.namedtuple``: a class made in the frame.  Eager makes a new class on every
+    call, so generated code does too: the call is made before the graph (with the others of
+    ``OutputGraph.random_calls``, ``module=`` the calling frame's module as namedtuple would
+    find it), and the trace models the class with a twin made now from the same constant
+    arguments; codegen loads the run-time class wherever the twin would be (the class, instances
+    rebuilt after the graph), so each call's class is a new object, as in eager."""
+
+    def python_type(self):
+        return types.FunctionType
+
+    def describe(self):
+        return "collections.namedtuple"
+
+    def as_python_constant(self):
+        return collections.namedtuple
+
+    def is_python_constant(self):
+        return True
+
+    def call_function(self, tx, args, kwargs):
+        try:  # (lists of constants made in the trace: copies, which namedtuple only reads)
+            values = [a.constant_copy() for a in args]
+            options = {k: v.constant_copy() for k, v in kwargs.items()}
+        except (NotImplementedError, GraphBreak):
+            values = None
+        if values is None or not all(_plain_constant(v) for v in values) or \
+                not set(options) <= {"rename", "defaults", "module"} or \
+                not all(_plain_constant(v) for v in options.values()):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "collections.namedtuple() with arguments not known at trace time")
+        if "module" not in options:
+            options["module"] = getattr(tx, "f_globals", {}).get("__name__", "__main__")
+        try:
+            twin = collections.namedtuple(*values, **options)
+        except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+            raise GraphBreak(gb.OPERATION_RAISES, f"collections.namedtuple() raises {type(e).__name__}") from e
+        output = tx.output
+        source = RandomDrawSource(len(output.random_calls))
+        output.random_calls.append((collections.namedtuple, tuple(values), options, None))
+        output.made_before_graph[id(twin)] = (twin, source)
+        return UserDefinedClassVariable(twin)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(collections.namedtuple)
+
+    def can_reconstruct(self):
+        return True
+
+
+# ---- class statements ------------------------------------------------------------------------
+# a class body made only of these runs the same at trace time and later (no call, no outside read)
+_PLAIN_BODY_OPS = {"RESUME", "NOP", "LOAD_CONST", "STORE_NAME", "LOAD_NAME", "MAKE_FUNCTION", "RETURN_VALUE",
+                   "MAKE_CELL", "LOAD_CLOSURE", "COPY", "BUILD_TUPLE", "SETUP_ANNOTATIONS", "STORE_SUBSCR",
+                   "BUILD_CONST_KEY_MAP", "BUILD_MAP", "BUILD_LIST", "LIST_EXTEND"}
+_PLAIN_METACLASSES = (type, __import__("abc").ABCMeta, __import__("enum").EnumType, typing.NamedTupleMeta)
+
+
+def _plain_class_body(code, f_globals) -> Optional[str]:
+    """Why running the class body ``code`` twice (for the twin now, for the class later) could
+    differ from running it once, or None."""
+    for inst in dis.get_instructions(code):
+        if inst.opname not in _PLAIN_BODY_OPS:
+            return f"its body runs {inst.opname} (line {inst.positions.lineno})"
+        if inst.opname == "LOAD_NAME" and inst.argval not in ("__name__", "__annotations__") and \
+                (inst.argval in f_globals or not hasattr(builtins, inst.argval) or
+                 not isinstance(getattr(builtins, inst.argval), type)):
+            return f"its body reads {inst.argval!r} (line {inst.positions.lineno})"
+    if code.co_freevars:
+        return "its methods close over variables of the function"
+    return None
+
+
+def build_class(tx, func, name, bases) -> VariableTracker:
+    """``class name(*bases): ...`` inside compiled code.  Eager makes a new class object every
+    time the statement runs; generated code does too: the statement's ``__build_class__`` is made
+    before the graph (with the other calls of ``OutputGraph.random_calls``), and the trace models
+    the class with a twin built now from the same body code and bases (codegen loads the run-time
+    class, and enum members, wherever the twin's would be).  Only bodies that run the same both
+    times (constants, plain methods, annotations of builtin types), bases whose metaclass is
+    ``type``, ``ABCMeta`` or ``EnumType`` and that define no ``__init_subclass__``; otherwise the
+    statement breaks with the reason."""
+    what = "a class statement"
+    if not isinstance(func, NestedUserFunctionVariable) or func.closure or func.defaults is not None or func.kwdefaults is not None:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: its body is not a plain function")
+    if not name.is_python_constant() or type(name.as_python_constant()) is not str:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: its name is not known at trace time")
+    class_name = name.as_python_constant()
+    why = _plain_class_body(func.code, func.f_globals)
+    if why is not None:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: {why}; Python builds the class")
+    output = tx.output
+    refs, real = [], []
+    for base in bases:
+        value = base.as_python_constant() if base.is_python_constant() else None
+        if not isinstance(value, type) and value is not typing.NamedTuple:  # (its __mro_entries__ is typing's)
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: a base is not a class known at trace time")
+        made = output.made_before_graph.get(id(value))
+        if made is not None and made[0] is value:
+            refs.append(runtime.DrawRef(made[1].index))
+        else:
+            if base.source is not None:
+                output.add_guard(guards.IdGuard(base.source, value))
+            refs.append(value)
+        real.append(value)
+    resolved = types.resolve_bases(tuple(real))
+    meta = type(resolved[0]) if resolved else type
+    if meta not in _PLAIN_METACLASSES or any(type(b) is not meta and not issubclass(meta, type(b)) for b in resolved):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: its metaclass {meta.__name__} may run any code")
+    for base in resolved:
+        if any("__init_subclass__" in vars(k) for k in base.__mro__ if k is not object):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {class_name}: base {base.__name__} defines "
+                             "__init_subclass__; Python builds the class")
+    try:
+        twin = runtime.build_class(func.code, func.f_globals, class_name, *real)
+    except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+        raise GraphBreak(gb.OPERATION_RAISES, f"class {class_name}: building it raises {type(e).__name__}") from e
+    source = RandomDrawSource(len(output.random_calls))
+    output.random_calls.append((runtime.build_class, (func.code, func.f_globals, class_name, *refs), {}, None))
+    output.made_before_graph[id(twin)] = (twin, source)
+    for member_name, member in getattr(twin, "__members__", {}).items():  # an Enum's members
+        output.made_before_graph[id(member)] = (member, AttrSource(source, member_name))
+    return UserDefinedClassVariable(twin)
+
+
+class DataclassDecoratorVariable(VariableTracker):
+    """``dataclasses.dataclass`` (or ``dataclass(**options)``) applied to a class made in the
+    frame (see build_class): applied to the twin now, and to the run-time class before the graph."""
+
+    def __init__(self, options: Optional[dict] = None, source=None):
+        super().__init__(source)
+        self.options = options  # None: the bare decorator
+
+    def python_type(self):
+        return types.FunctionType
+
+    def describe(self):
+        return "dataclasses.dataclass"
+
+    def call_function(self, tx, args, kwargs):
+        if self.options is None and not args:  # dataclass(frozen=True, ...): the decorator
+            options = {k: v.as_python_constant() for k, v in kwargs.items() if v.is_python_constant()}
+            if len(options) != len(kwargs) or not all(_plain_constant(v) for v in options.values()) or \
+                    options.get("slots"):
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "dataclasses.dataclass() with these options")
+            return DataclassDecoratorVariable(options)
+        cls = args[0] if len(args) == 1 and not kwargs else None
+        value = cls.as_python_constant() if isinstance(cls, UserDefinedClassVariable) else None
+        made = tx.output.made_before_graph.get(id(value))
+        if made is None or made[0] is not value:
+            raise GraphBreak(gb.CALL_NOT_TRACED, "dataclasses.dataclass() of a class not made in the frame")
+        options = dict(self.options or {})
+        try:
+            result = dataclasses.dataclass(value, **options)
+        except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+            raise GraphBreak(gb.OPERATION_RAISES, f"dataclasses.dataclass() raises {type(e).__name__}") from e
+        if result is not value:
+            raise InternalError("dataclass() without slots returned a new class")
+        tx.output.random_calls.append((_apply_dataclass, (runtime.DrawRef(made[1].index), options), {}, None))
+        return cls
+
+    def reconstruct(self, cg):
+        if self.options is not None:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "the decorator dataclass(...) escapes the frame")
+        cg.load_const(dataclasses.dataclass)
+
+    def can_reconstruct(self):
+        return self.options is None
+
+
+def _apply_dataclass(cls, options):
+    return dataclasses.dataclass(cls, **options)
+
+
 def library_variable(value, source):
     """The tracker for a library object modelled here, or None."""
     if value is os.environ:
         return EnvironVariable(source)
     if value is inspect.signature:
         return SignatureFunctionVariable(source)
+    if value is random.Random:
+        return RandomClassVariable(source)
+    if value is collections.namedtuple:
+        return NamedTupleFactoryVariable(source)
+    if value is dataclasses.dataclass:
+        return DataclassDecoratorVariable(None, source)
+    if is_random_module_function(value):
+        return RandomFunctionVariable(value, source)
+    if type(value) is random.Random and source is not None:
+        return RandomSourcedObjectVariable(value, source)
     return None
 
 
-__all__ = ["EnvironVariable", "SignatureFunctionVariable", "library_variable", "copy_value"]
+__all__ = ["EnvironVariable", "SignatureFunctionVariable", "library_variable", "copy_value", "is_random_module_function",
+           "RandomFunctionVariable", "RandomClassVariable", "RandomObjectVariable", "RandomDrawVariable",
+           "RandomNumberVariable", "NamedTupleFactoryVariable", "build_class"]

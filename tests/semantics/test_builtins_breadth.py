@@ -130,3 +130,22 @@ def test_math_functions():
                 math.dist([0, 0], [3, 4]), math.copysign(1, -0.0), math.trunc(-2.5), math.factorial(5))
 
     check_breaks(f, X, breaks=0)
+
+
+def test_bytes_of_a_list_of_ints_and_of_a_size():
+    def f(x):
+        return x + 1, bytes([1, 2, 255]), bytes(3), bytes((7,)) + b"a", bytes([1, 2]).hex()
+
+    check_breaks(f, torch.ones(3), breaks=0)
+
+
+def test_zip_strict_length_mismatch_raises_in_the_trace():
+    def f(x, *seqs):
+        try:
+            pairs = list(zip(*seqs, strict=True))
+        except ValueError as e:
+            return x + 1, str(e)
+        return x - 1, pairs
+
+    for seqs in ([[1], [1, 2]], [[1, 2], [1]], [[1, 2], [1, 2], [1]], [[1], [1], [1, 2]], [[1, 2], [3, 4]]):
+        check_breaks(f, torch.ones(3), *seqs, breaks=0)

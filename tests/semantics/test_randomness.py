@@ -8,9 +8,13 @@ import math
 import random
 
 import numpy as np
+import pytest
 import torch
 
-from dynamo_lite.testing import check
+import dynamo_lite
+from dynamo_lite import graph_breaks as gb
+from dynamo_lite.backends import lookup_backend
+from dynamo_lite.testing import CompileCounter, check, check_breaks, check_calls, check_module
 
 log = logging.getLogger("acceptance.model")
 
@@ -137,3 +141,183 @@ def test_float_special_values_and_int_overflow_of_python_math():
         return x * a, a == float("inf"), 2 ** 70 // 3, -7 // 2, -7 % 3, round(-2.5), int(-3.9)
 
     check(f, torch.ones(2), float("inf"))
+
+
+# ---------------------------------------------------------------- Python's random module, replayed
+# Calls of the random module are replayed before the graph in eager's order (variables/stdlib.py):
+# no break, the same numbers, the same state afterwards (each function returns random.getstate(),
+# itself replayed, and check_calls(rng=True) compares the state after every call).
+
+def test_random_draws_are_graph_inputs_without_a_break():
+    def f(x):
+        return x * random.random() + random.randint(0, 5), random.getstate()
+
+    check_breaks(f, torch.ones(3), breaks=0)
+    check_calls(f, [torch.ones(3), torch.ones(3), torch.ones(3)], rng=True, hits=[1, 2], interleave=False)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_random_draws_through_real_backends(backend):
+    def f(x):
+        return x * random.uniform(1, 2) + random.randint(0, 1), x * random.gauss(0, 1), random.random()
+
+    check_calls(f, [torch.arange(3), torch.arange(3), torch.ones(3, dtype=torch.half)], rng=True,
+                interleave=False, backend=CompileCounter(lookup_backend(backend)[0]), warnings=False)
+
+
+def test_random_uniform_choice_gauss_and_friends():
+    def f(x):
+        a = random.uniform(1, 2)
+        b = random.choice([1, 2, 3])
+        c = random.gauss(0, 1)
+        d = random.choice("abc")  # an opaque draw: returned as it is
+        e = random.randrange(0, 10, 2)
+        s = random.sample(range(10), 3)
+        return x * a + b * c + e, d, s, random.getstate()
+
+    check_breaks(f, torch.ones(3), breaks=0)
+
+
+def test_random_seed_getstate_setstate_inside():
+    def f(x):
+        random.seed(5)
+        st = random.getstate()
+        a = random.random()
+        random.setstate(st)
+        b = random.random()
+        return x * (a + b), a, b
+
+    check_breaks(f, torch.ones(3), breaks=0)
+    check_calls(f, [torch.ones(3), torch.ones(2)], rng=True)
+
+
+def test_random_object_made_in_the_frame():
+    def f(x):
+        r = random.Random(3)
+        a = r.random()
+        n = r.randint(0, 10)
+        lst = [r.random() for _ in range(2)]
+        return x * a + n, lst, r  # r escapes: rebuilt in its final state
+
+    out = check_breaks(f, torch.ones(3), breaks=0)
+    assert out.value[2].random() == f(torch.ones(3))[2].random()
+
+
+def test_random_object_state_escapes_and_draws_on():
+    def f(x):
+        r = random.Random("seed")
+        r.random()
+        return x + 1, r
+
+    check_breaks(f, torch.ones(3), breaks=0)
+    eager = f(torch.ones(3))[1]
+    comp = dynamo_lite.compile(f, backend="eager")(torch.ones(3))[1]
+    assert type(comp) is random.Random and comp.getstate() == eager.getstate()
+
+
+def test_random_value_that_decides_a_branch_breaks_there():
+    def f(x):
+        y = x * 2
+        if random.random() > 0.5:
+            return y + 1
+        return y - 1
+
+    check_breaks(f, torch.ones(3), breaks=1)
+    check_calls(f, [torch.ones(3)] * 6, rng=True, interleave=False)
+    info = dynamo_lite.explain(f)(torch.ones(3))
+    assert info.break_reasons[0].break_id == gb.RANDOM_VALUE_NEEDED
+
+
+def test_random_value_as_an_int_or_index_breaks():
+    def f(x):
+        n = random.randint(1, 3)
+        return x[:n] * 2, [x] * n
+
+    check_breaks(f, torch.arange(5.0), breaks=1)
+
+
+def test_random_draw_passed_on_to_a_later_call():
+    def f(x):
+        hi = random.randint(3, 9)
+        return x * random.uniform(0, 1), random.getstate(), hi
+
+    check_calls(f, [torch.ones(3)] * 3, rng=True, interleave=False)
+
+
+def test_random_shuffle_of_a_list_made_in_the_frame_breaks_with_a_reason():
+    def f(x):
+        lst = [1, 2, 3, 4]
+        random.shuffle(lst)
+        return x * lst[0], lst
+
+    check_breaks(f, torch.ones(3), breaks=1)
+    info = dynamo_lite.explain(f)(torch.ones(3))
+    assert info.break_reasons[0].break_id == gb.RANDOM_NOT_REPLAYED
+
+
+def test_random_draws_then_an_error_in_the_graph():
+    # the graph raises (an index only the data shows out of range): the frame is not run again
+    # from the start (that would draw again); the error reaches the user's except as in eager
+    def f(x, i):
+        a = random.random()
+        try:
+            return x[i] * a
+        except IndexError:
+            return random.random()
+
+    def g(x, i):
+        a = random.random()
+        return x[i] * a
+
+    check_calls(f, [(torch.ones(3), torch.tensor([1])), (torch.ones(3), torch.tensor([5]))], rng=True)
+    check_calls(g, [(torch.ones(3), torch.tensor([1])), (torch.ones(3), torch.tensor([5]))], rng=True)
+
+
+def test_random_monkeypatched_function_is_not_replayed(monkeypatch):
+    monkeypatch.setattr(random, "random", lambda: 0.25)
+
+    def f(x):
+        return x * random.random()
+
+    check(f, torch.ones(3))
+
+
+class _Augment(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rng = random.Random(7)
+
+    def forward(self, x):
+        return x * self.rng.uniform(0.5, 1.5) + self.rng.randint(0, 3)
+
+
+def test_random_object_from_outside_the_frame_is_replayed():
+    def f(x, rng):
+        return x * rng.random() + rng.randint(0, 5), rng.getstate()
+
+    check_breaks(f, torch.ones(3), random.Random(1), breaks=0)
+    check_calls(f, [(torch.ones(3), random.Random(1)), (torch.ones(3), random.Random(2))])
+    check_module(_Augment, [((torch.ones(3),), {}), ((torch.ones(3),), {}), lambda m: m.rng.getstate()])
+
+
+def test_random_object_from_outside_undone_before_a_rerun():
+    def f(x, i, rng):
+        a = rng.random()
+        try:
+            return x[i] * a
+        except IndexError:
+            return rng.random()
+
+    check_calls(f, [(torch.ones(3), torch.tensor([1]), random.Random(3)),
+                    (torch.ones(3), torch.tensor([5]), random.Random(3))])
+
+
+def test_random_object_made_in_the_frame_shuffles_a_list():
+    def f(x, lst):
+        r = random.Random(11)
+        made = [x, x * 2, x * 3, 4, "five"]
+        r.shuffle(made)
+        r.shuffle(lst)  # a list from outside: reordered in place after the graph
+        return made, r.random()
+
+    check_breaks(f, torch.ones(3), [1, 2, 3, 4, 5, 6], breaks=0)

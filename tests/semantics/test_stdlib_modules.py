@@ -4,6 +4,7 @@ the number of graph breaks torch.compile (2.13) has for the same code (0 unless 
 Every test compares compiled with eager through dynamo_lite.testing; known bugs are strict
 xfails in tests/test_known_bugs.py.
 """
+import collections
 import dataclasses
 import enum
 import inspect
@@ -12,6 +13,7 @@ import typing
 
 import torch
 
+import dynamo_lite
 from dynamo_lite.testing import check_breaks, check_calls
 from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
@@ -147,3 +149,62 @@ def test_python_methods_of_an_int_enum_are_not_run_at_trace_time():
         return x * Priority.HIGH.weight() + Priority.LOW.doubled
 
     check_calls(f, [(X,), (X * 2,)], graphs=None)
+
+
+# ---------------------------------------------------------------- collections.namedtuple made in the frame
+# Eager makes a new class on every call: generated code makes it anew before the graph
+# (variables/stdlib.py), so identity, __module__ and the instances' class are eager's.
+
+def test_namedtuple_created_and_used_inside():
+    def f(x):
+        P = collections.namedtuple("P", "a b")
+        p = P(x, 2)
+        q = p._replace(b=3)
+        a, b = q
+        return a * b + p[1], P._fields, q._asdict()["b"], len(p), p.b
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_namedtuple_class_made_inside_is_new_on_every_call():
+    # (the harness compares results by type, and eager's class is not the compiled run's: the
+    # class and its instance are compared through what a user reads of them)
+    seen = []
+
+    def f(x):
+        P = collections.namedtuple("P", ["a", "b"], defaults=[0])
+        p = P(x * 2)
+        seen.append((P, p))
+        return tuple(p), type(p) is P, P.__module__, P.__qualname__, P._field_defaults, isinstance(p, tuple)
+
+    check_breaks(f, X, breaks=0)
+    seen.clear()
+    compiled = dynamo_lite.compile(f, backend="eager")
+    for _ in range(3):
+        compiled(X)
+    classes = [P for P, _ in seen]
+    assert len({id(P) for P in classes}) == 3  # a new class on each call, as in eager
+    assert all(type(p) is P and P.__module__ == __name__ for P, p in seen)
+
+
+def test_namedtuple_bad_field_names_raise_as_in_eager():
+    def f(x):
+        P = collections.namedtuple("P", "a a")
+        return P(x, x)
+
+    check_breaks(f, X, breaks=1, raises=ValueError)
+
+
+def test_typing_and_inspect_queries_of_constants():
+    def gen():
+        yield 1
+
+    async def coro():
+        pass
+
+    def f(x):
+        return (x + 1, typing.get_origin(typing.List[int]), typing.get_args(typing.Tuple[int, str]),
+                typing.get_origin(int), inspect.iscoroutinefunction(coro), inspect.isgeneratorfunction(gen),
+                inspect.iscoroutinefunction(f))
+
+    check_breaks(f, X, breaks=0)

@@ -133,3 +133,17 @@ def test_typing_cast_and_annotations():
         return [y, z is None], typing.cast(torch.Tensor, x) * 2
 
     check_calls(f, [X1, X2])
+
+
+class _Perm(enum.Flag):
+    READ = enum.auto()
+    WRITE = enum.auto()
+    EXEC = enum.auto()
+
+
+def test_flag_membership_in_a_combination():
+    def f(x, mode):
+        rw = _Perm.READ | _Perm.WRITE
+        return x * (2 if mode in rw else 3), _Perm.EXEC in rw, (rw & _Perm.READ) in rw, rw
+
+    check_calls(f, [(torch.ones(3), _Perm.READ), (torch.ones(3), _Perm.EXEC)])

@@ -7,10 +7,12 @@ and checks the number of graph breaks (0: captured whole).
 """
 import collections
 import dataclasses
+import enum
 import typing
 
 import torch
 
+import dynamo_lite
 from dynamo_lite.testing import assert_same_as_eager, check_breaks as check
 
 
@@ -753,3 +755,119 @@ def test_classes_with_a_custom_metaclass_are_built_in_the_trace():
         return w.a * 2, w.made_by_meta, s.a, s.tag, type(w).__name__, isinstance(w, _WithMeta)
 
     check_breaks(f, torch.ones(3), breaks=0)
+
+
+# ---------------------------------------------------------------- class statements inside compiled code
+# Eager makes a new class object each time the statement runs: generated code makes it anew before
+# the graph (variables/stdlib.py build_class), the trace models it with a twin built from the same
+# body.  Results compare what a user reads of the classes (the harness compares values by type,
+# and eager's class object is not the compiled run's).
+
+def test_class_statement_plain_class_defined_and_used():
+    def f(x):
+        class A:
+            k = 3
+
+            def __init__(self, v):
+                self.v = v
+
+            def g(self):
+                return self.v * self.k
+
+        a = A(x)
+        return a.g(), A.__qualname__, A.__module__, type(a) is A, vars(a)["v"] is x
+
+    check(f, torch.ones(3), breaks=0)
+
+
+def test_class_statement_with_super_and_a_base_made_in_the_frame():
+    def f(x):
+        class Base:
+            def g(self, y):
+                return y + 1
+
+        class Child(Base):
+            def g(self, y):
+                return super().g(y) * 2
+
+        c = Child()
+        return c.g(x), issubclass(Child, Base), [k.__name__ for k in Child.__mro__]
+
+    check(f, torch.ones(3), breaks=0)
+
+
+def test_class_statement_is_a_new_class_on_every_call():
+    seen = []
+
+    def f(x):
+        class A:
+            pass
+
+        a = A()
+        a.t = x * 2
+        seen.append(a)
+        return a.t
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    for _ in range(3):
+        compiled(torch.ones(3))
+    assert len({id(type(a)) for a in seen}) == 3
+    assert all(type(a).__qualname__.endswith("<locals>.A") and torch.equal(a.t, torch.full((3,), 2.0)) for a in seen)
+
+
+def test_class_statement_enum_dataclass_and_annotations():
+    def f(x):
+        class E(enum.Enum):
+            A = 1
+            B = 2
+
+        @dataclasses.dataclass
+        class D:
+            a: int
+            b: int = 2
+
+        @dataclasses.dataclass(frozen=True)
+        class F:
+            c: float = 0.5
+
+        d = D(1)
+        return x * E.B.value + d.a + d.b + F().c, E.B.name, [m.value for m in E], d.b, \
+            type(E.A) is E, dataclasses.fields(D)[1].default
+
+    check(f, torch.ones(3), breaks=0)
+
+
+def test_class_statement_whose_body_calls_or_reads_globals_breaks():
+    def f(x):
+        class A:
+            n = len("abc")  # a call in the body: Python builds the class
+
+        return x * A.n
+
+    check(f, torch.ones(3), breaks=1)
+
+
+def test_class_statement_escapes_with_its_enum_members():
+    def f(x):
+        class E(enum.Enum):
+            A = 1
+
+        return x + 1, E.A
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    _, member = compiled(torch.ones(3))
+    _, again = compiled(torch.ones(3))
+    assert type(member).__name__ == "E" and member.value == 1 and type(member) is not type(again)
+    assert type(member).A is member  # the member of the run-time class, not of a twin
+
+
+def test_class_statement_typing_namedtuple():
+    def f(x):
+        class T(typing.NamedTuple):
+            a: int
+            b: int = 2
+
+        t = T(1)
+        return x * t.b + t.a, tuple(t._replace(a=5)), T._fields, T.__name__
+
+    check(f, torch.ones(3), breaks=0)
