@@ -30,6 +30,7 @@ import types
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
+from ..source import TypeSource
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from .functions import BaseUserFunctionVariable, UserFunctionVariable, UserMethodVariable
@@ -219,7 +220,13 @@ def _copy_object(tx, obj, deep, memo):
     elif getattribute is not object.__getattribute__:
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: the class defines __getattribute__")
     state = dict(_object_state(tx, obj))
-    new = NewObjectVariable(cls, None)
+    # the copy's class is the original's: class attributes read through the copy are guarded
+    # through the original's type (e.g. a strict dataclass's validators, read by its __setattr__)
+    if isinstance(obj, NewObjectVariable):
+        class_source = obj.class_source
+    else:
+        class_source = TypeSource(obj.source) if obj.source is not None else None
+    new = NewObjectVariable(cls, class_source)
     tx.output.side_effects.track_new_object(new)
     memo[id(obj)] = new
     for name, value in state.items():
