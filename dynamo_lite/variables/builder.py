@@ -44,8 +44,8 @@ from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable, is_stateless_torch_module
 from .tensor import symbolic_input, TensorVariable
-from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
-                                is_func_transform)
+from .autograd_function import (AssociativeScanVariable, AutogradFunctionClassVariable, FuncTransformVariable,
+                                is_associative_scan, is_autograd_function_class, is_func_transform)
 from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_torch_optimized_module, TorchVariable
 from .user_objects import (
     DictSubclassObjectVariable, mro_lookup, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
@@ -240,6 +240,9 @@ def _wrap(tx, value, source):
         if source is not None:
             guard(guards.IsGuard(source, ("training",), value.training))
         return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))
+    if is_associative_scan(value):
+        guard(guards.IdGuard(source, value))
+        return AssociativeScanVariable(value, source)
     if is_func_transform(value):
         guard(guards.IdGuard(source, value))
         return FuncTransformVariable(value, source)
