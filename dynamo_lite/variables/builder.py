@@ -57,13 +57,14 @@ def _identity_hashed(key) -> bool:
     type's ``==``/hash, a typing form, a str/int/..."""
     if isinstance(key, type):
         return type(key).__eq__ is type.__eq__ and type(key).__hash__ is type.__hash__
-    return is_constant_value(key)
+    return is_constant_value(key) and not isinstance(key, (float, complex))  # NaN != NaN
 
 
 def _immutable_value(value) -> bool:
     """A value the trace may take as a constant once it is guarded equal: a Python function (its
     ``==`` is identity), a class, or an immutable constant."""
-    return isinstance(value, (types.FunctionType, type)) or is_constant_value(value)
+    return isinstance(value, (types.FunctionType, type)) or (
+        is_constant_value(value) and not isinstance(value, (float, complex)))  # NaN != NaN
 
 
 def _is_torch_callable(value) -> bool:
