@@ -119,9 +119,12 @@ class FrameConverter:
                 return RUN_EAGER  # another thread compiled a matching entry while this one waited
             if len(existing) >= config.cache_size_limit:
                 if cache.first_limit_hit(code):
-                    # loop bodies made for graph breaks in loops can be specialised per iteration
-                    # value (an int the body makes a constant) and reach the limit: not worth a warning
-                    level = logging.INFO if is_loop_body(code) else logging.WARNING
+                    # loop bodies made for graph breaks in loops are specialised per iteration
+                    # value and expected to reach the limit: not worth a warning; nor is a frame
+                    # none of whose entries captured a graph (no tensor work is left to eager:
+                    # e.g. transformers installing hooks, recursively, on every submodule)
+                    quiet = is_loop_body(code) or all(e.graph_module is None for e in existing)
+                    level = logging.INFO if quiet else logging.WARNING
                     log.log(level, "dynamo_lite: %s (%s:%d) hit config.cache_size_limit=%d; it now runs eagerly "
                                 "when no compiled entry matches. Last guard failure: %s%s",
                                 display_name(code), code.co_filename, code.co_firstlineno, config.cache_size_limit,

@@ -107,9 +107,12 @@ BAD_ARGUMENTS = _register("DL0012", "Bad call arguments",
                           "Fix the call; Python raises the TypeError.",
                           cause=CODE)
 MODULE_HOOKS = _register("DL0013", "Module hooks",
-                         "The nn.Module has forward/backward hooks, which dynamo_lite does not trace yet; the module "
-                         "call runs in Python so the hooks fire.",
-                         "Remove hooks from modules inside the compiled region, or compile the module itself.",
+                         "The nn.Module has hooks dynamo_lite does not trace yet (backward hooks, global module "
+                         "hooks, forward hooks registered with with_kwargs=True or always_call=True, hooks that "
+                         "are not Python functions); the module call runs in Python so the hooks fire. Plain "
+                         "forward hooks and forward pre-hooks are traced.",
+                         "Remove such hooks from modules inside the compiled region, register them as plain "
+                         "forward hooks, or compile the module itself.",
                          cause=DYNAMO_LITE)
 PRINT = _register("DL0014", "print",
                   "print() is replayed after the graph when that is exact; this one is not (a value that "
@@ -248,7 +251,7 @@ def f(x):
 """)
 _example(MODULE_HOOKS, """
 layer = torch.nn.Linear(3, 3)
-layer.register_forward_hook(lambda module, args, out: None)
+layer.register_forward_hook(lambda module, args, kwargs, out: None, with_kwargs=True)
 
 def f(x):
     return layer(x).relu()

@@ -13,6 +13,9 @@ traced like user code, so its tensor work enters the graph, except
 run eagerly).
 
 Third-party model libraries (transformers, ...) are traced like user code.
+A few files of untraced libraries are pure Python over their arguments and may be
+inlined (``_INLINABLE_LIBRARY_FILES``: huggingface_hub's strict-dataclass validators,
+which run on every assignment to a transformers config).
 The answer for a file never changes while the process runs, so it is cached.
 Tested by tests/robustness/test_hostile.py.
 """
@@ -55,6 +58,11 @@ _INFRA_PACKAGES = (
 # (the Mapping/Sequence mixin methods: __contains__, get, keys, items, ...)
 _INLINABLE_STDLIB = ("<frozen _collections_abc>",)
 
+# files of untraced libraries whose functions are pure Python over their arguments and may be
+# inlined (not captured as frames): huggingface_hub's strict dataclasses validate every field
+# assignment of a transformers config (``__strict_setattr__`` and its type validators)
+_INLINABLE_LIBRARY_FILES = (os.path.join("huggingface_hub", "dataclasses.py"),)
+
 
 @functools.lru_cache(maxsize=None)
 def _file_reason(filename: str, inline: bool) -> Optional[str]:
@@ -79,6 +87,8 @@ def _file_reason(filename: str, inline: bool) -> Optional[str]:
             if top.endswith(".py"):
                 top = top[:-3]
             if top in _INFRA_PACKAGES:
+                if inline and rest in _INLINABLE_LIBRARY_FILES:
+                    return None
                 return f"library {top!r} is not traced"
             return None
     if path.startswith(_STDLIB_DIRS):

@@ -155,6 +155,27 @@ class RandomDrawSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class DictItemSource(Source):
+    """``dict.__getitem__(parent, key)``: an item of a dict subclass whose class overrides
+    ``__getitem__`` (reading ``parent[key]`` would run the override)."""
+
+    parent: Source
+    key: Any  # int or str
+
+    def name(self):
+        return f"___builtins.dict.__getitem__({self.parent.name()}, {self.key!r})"
+
+    def reconstruct(self, cg):
+        cg.load_callable(dict.__getitem__)
+        self.parent.reconstruct(cg)
+        cg.load_const(self.key)
+        cg.call(2)
+
+    def base(self):
+        return self.parent.base()
+
+
+@dataclasses.dataclass(frozen=True)
 class TypeSource(Source):
     parent: Source
 

@@ -14,11 +14,14 @@ one node that runs the transform on the real function (or on one made again from
 its closure's current tensors and constants), after a dry run of ``fn``.
 ``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)`` traces ``fn`` as a plain
 call after a dry run proves it free of side effects (eager repeats them in backward).
+So does torch's ``associative_scan(combine_fn, xs, dim, combine_mode="generic")`` (one node
+running torch's own scan on the real ``combine_fn``).
 Tested by tests/torch/test_autograd_functions.py.
 """
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 import weakref
 from typing import Callable
@@ -520,3 +523,75 @@ class TransformedFunctionVariable(VariableTracker):
 
     def can_reconstruct(self):
         return self.fn_var.can_reconstruct()
+
+
+# ---- torch's associative_scan (transformers' Mamba scans with it while compiling) ------------
+def is_associative_scan(value) -> bool:
+    module = sys.modules.get("torch._higher_order_ops.associative_scan")
+    return module is not None and value is getattr(module, "associative_scan", None)
+
+
+class AssociativeScanVariable(VariableTracker):
+    """``associative_scan(combine_fn, xs, dim, reverse=False, combine_mode="generic")``: one graph
+    node that runs torch's own associative_scan on the real ``combine_fn`` (so the graph computes
+    what eager computes), after a dry run of ``combine_fn`` over the inputs proves it traceable and
+    side-effect free.  ``combine_mode="pointwise"`` (CUDA; torch compiles it) and combine
+    functions that are closures break."""
+
+    def __init__(self, fn, source=None):
+        super().__init__(source)
+        self.fn = fn
+
+    def describe(self):
+        return "torch associative_scan"
+
+    def python_type(self):
+        return type(self.fn)
+
+    def call_function(self, tx, args, kwargs):
+        try:
+            bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"associative_scan: {e}") from e
+        bound.apply_defaults()
+        combine_var, xs = bound.arguments["combine_fn"], bound.arguments["xs"]
+        options = {}
+        for name in ("dim", "reverse", "combine_mode"):
+            v = bound.arguments[name]
+            v = v if not isinstance(v, VariableTracker) else (v.as_python_constant() if v.is_python_constant() else ...)
+            if v is ...:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"associative_scan with {name} not known at trace time")
+            options[name] = v
+        if options["combine_mode"] != "generic":
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "associative_scan with combine_mode other than 'generic' "
+                                                  "(torch compiles it): Python runs it")
+        fn = real_function(combine_var)
+        single = isinstance(xs, TensorVariable)
+        leaves = [xs] if single else (xs.unpack(tx) if type(xs) is TupleVariable else None)
+        if fn is None or not leaves or not all(isinstance(t, TensorVariable) for t in leaves):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "associative_scan of a closure, or over something other than a "
+                                                  "tensor or a tuple of tensors: Python runs it")
+
+        def body():  # the combine function on whole inputs: same dtypes and ranks as the slices
+            return combine_var.call_function(tx, [xs, xs], {})
+
+        result = speculate(tx, body, "associative_scan: the combine function is not traceable as one graph node")
+        out = [result] if single else (result.unpack(tx) if type(result) is TupleVariable else None)
+        if out is None or len(out) != len(leaves) or not all(isinstance(t, TensorVariable) for t in out):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "associative_scan: the combine function does not return the "
+                                                  "structure of its inputs: Python runs it")
+        scan = self.fn
+
+        def run(*tensors):
+            return scan(fn, tensors[0] if single else tuple(tensors), **options)
+
+        run.__name__ = run.__qualname__ = f"associative_scan_{fn.__name__}".replace("<", "_").replace(">", "_")
+        return record_op(tx, "call_function", run, list(leaves), {})
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.fn)
+
+    def can_reconstruct(self):
+        return True

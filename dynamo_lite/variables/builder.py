@@ -30,12 +30,12 @@ from torch import nn
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak, SkipFrame
-from ..source import AttrSource, BuiltinSource, ItemSource, Source
+from ..source import AttrSource, BuiltinSource, DictItemSource, ItemSource, Source
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
-from .mappings import CounterVariable, DefaultDictVariable, DictVariable
+from .mappings import CounterVariable, DefaultDictVariable, DictVariable, hash_key
 from .numpy_arrays import check_tensor_input, wrap_numpy_value
 from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
@@ -48,12 +48,28 @@ from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable, is_stateless_torch_module
 from .tensor import symbolic_input, TensorVariable
-from .autograd_function import (AutogradFunctionClassVariable, FuncTransformVariable, is_autograd_function_class,
-                                is_func_transform, is_checkpoint, CheckpointVariable)
+from .autograd_function import (AssociativeScanVariable, AutogradFunctionClassVariable, CheckpointVariable,
+                                FuncTransformVariable, is_associative_scan, is_autograd_function_class,
+                                is_checkpoint, is_func_transform)
 from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_user_like_torch_class, is_torch_optimized_module, TorchVariable
 from .user_objects import (
-    DictSubclassObjectVariable, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
+    DictSubclassObjectVariable, mro_lookup, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
 )
+
+
+def _identity_hashed(key) -> bool:
+    """A dict key compared by identity or an immutable constant: a class whose metaclass keeps
+    type's ``==``/hash, a typing form, a str/int/..."""
+    if isinstance(key, type):
+        return type(key).__eq__ is type.__eq__ and type(key).__hash__ is type.__hash__
+    return is_constant_value(key) and not isinstance(key, (float, complex))  # NaN != NaN
+
+
+def _immutable_value(value) -> bool:
+    """A value the trace may take as a constant once it is guarded equal: a Python function (its
+    ``==`` is identity), a class, or an immutable constant."""
+    return isinstance(value, (types.FunctionType, type)) or (
+        is_constant_value(value) and not isinstance(value, (float, complex)))  # NaN != NaN
 
 
 def _is_torch_callable(value) -> bool:
@@ -194,6 +210,17 @@ def _wrap(tx, value, source):
                     return DefaultDictVariable(items, factory, source)
                 return DictVariable(items, source, dict_type=type(value))
             return _aliased(tx, value, source, make)
+        if type(value) is dict and source is not None and value and all(map(_identity_hashed, value)) \
+                and all(map(_immutable_value, value.values())):
+            # a table keyed by classes / typing forms ({list: validate_list, Union: ...}): its
+            # whole contents are guarded in one check, so its keys and values are trace constants
+            def make():
+                guard(guards.TypeGuard(source, dict))
+                guard(guards.ExprGuard(f"list({source.name()}.items()) == {{items}}",
+                                       (("items", list(value.items())),), source))
+                items = {hash_key(wrap(tx, k, None), "dict key"): wrap(tx, v, None) for k, v in value.items()}
+                return DictVariable(items, source)
+            return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
     if type(value) in (set, frozenset):
@@ -232,6 +259,9 @@ def _wrap(tx, value, source):
     if is_checkpoint(value):
         guard(guards.IdGuard(source, value))
         return CheckpointVariable(value, source)
+    if is_associative_scan(value):
+        guard(guards.IdGuard(source, value))
+        return AssociativeScanVariable(value, source)
     if is_func_transform(value):
         guard(guards.IdGuard(source, value))
         return FuncTransformVariable(value, source)
@@ -299,13 +329,17 @@ def _wrap(tx, value, source):
         return BuiltinVariable(value, source)
     if isinstance(value, types.CellType):
         raise GraphBreak(gb.VALUE_UNKNOWN, "a raw closure cell")
-    dict_base = plain_dict_subclass(type(value))
+    dict_base = plain_dict_subclass(type(value), python_overrides=True)
     if dict_base is not None and source is not None and \
             all(type(k) in (str, int, bool, type(None), float) for k in dict.keys(value)):
-        def make():  # a dict subclass that only adds methods / attributes: its items are a dict's
+        # read the items without running an overriding __getitem__ (ClassInstantier's makes objects)
+        item_source = ItemSource if mro_lookup(type(value), "__getitem__")[1] in (dict, collections.OrderedDict) \
+            else DictItemSource
+
+        def make():  # a dict subclass (Python overrides are inlined): its items are a dict's
             guard(guards.TypeGuard(source, type(value)))
             guard(guards.DictKeysGuard(source, tuple(dict.keys(value))))
-            items = {k: wrap(tx, dict.__getitem__(value, k), ItemSource(source, k)) for k in dict.keys(value)}
+            items = {k: wrap(tx, dict.__getitem__(value, k), item_source(source, k)) for k in dict.keys(value)}
             return DictSubclassObjectVariable(value, DictVariable(items, source, dict_type=dict_base), source)
         return _aliased(tx, value, source, make)
     guard(guards.TypeGuard(source, type(value)))

@@ -39,7 +39,7 @@ from .. import graph_breaks as gb
 from .. import guards, runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
-from .constant import ConstantVariable, NONE, FALSE, TRUE
+from .constant import ConstantVariable, is_constant_value, NONE, FALSE, TRUE
 from ..source import AttrSource, ItemSource
 from .arith import apply_operator, binary_op
 from .mappings import (
@@ -1302,6 +1302,29 @@ for _fn in (re.compile, re.match, re.fullmatch, re.search, re.sub, re.subn, re.s
 @_py_handler(__import__("typing").cast)
 def _typing_cast(tx, typ, value):
     return value
+
+
+def _typing_result(tx, value):
+    """A result of typing.get_origin / get_args: a typing form, a class, None or a tuple of them."""
+    if type(value) is tuple:
+        return TupleVariable([_typing_result(tx, v) for v in value])
+    if isinstance(value, type) or is_constant_value(value):
+        return tx.wrap(value, None)  # immutable, computed from an immutable annotation
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"typing introspection gave a {type(value).__name__}")
+
+
+def _make_typing_introspect(fn):
+    def impl(tx, tp):
+        """typing.get_origin / get_args of an annotation known at trace time (a typing form, a
+        class, list[int], int | None): computed at trace time, annotations are immutable."""
+        if not tp.is_python_constant():
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"typing.{fn.__name__}() of {tp.describe()}")
+        return _typing_result(tx, fn(tp.as_python_constant()))
+    return impl
+
+
+for _fn in (__import__("typing").get_origin, __import__("typing").get_args):
+    _py_handler(_fn)(_make_typing_introspect(_fn))
 
 
 # types of the _HANDLERS keys (set once every handler is registered): see has_handler

@@ -11,9 +11,13 @@ code avoid ``nn.Module.__getattr__`` and weight updates need no recompile.
   ``__getattr__``, which is inlined).  Python values read from a module are
   guarded, so changing them recompiles.
 - Calling a module inlines ``type(module).forward`` (torch.nn's own modules
-  included), or the class's own ``__call__``.  With forward/backward hooks on the
-  module, or global module hooks, the call breaks the graph (DL0013) and Python
-  runs ``Module.__call__``, so hooks fire exactly as in eager; the absence of
+  included), or the class's own ``__call__``.  Forward pre-hooks and forward
+  hooks that are Python functions are inlined around ``forward`` in
+  ``Module.__call__``'s order (a pre-hook's non-None result replaces the
+  arguments, a forward hook's the result); the hook dicts' keys and each hook
+  are guarded.  Backward hooks, global module hooks and hooks registered with
+  ``with_kwargs``/``always_call`` break the graph (DL0013) and Python runs
+  ``Module.__call__``, so hooks fire exactly as in eager; the absence of
   hooks is guarded, so a hook added later recompiles.
 - Sequential/ModuleList/ModuleDict/ParameterList: iteration, ``len``, indexing
   (negative and slices too), ``items/keys/values``; ``parameters()``,
@@ -26,6 +30,7 @@ Tested by tests/torch/test_nn_module.py (and the models of tests/torch/test_mode
 """
 from __future__ import annotations
 
+import collections
 import types
 import warnings
 
@@ -46,6 +51,19 @@ from .tensor import TensorVariable
 
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                  "_global_backward_pre_hooks")
+
+
+def _is_none(var, what: str) -> bool:
+    """Whether ``var`` is None, known at trace time (else the call breaks)."""
+    if var.is_python_constant():
+        return var.as_python_constant() is None
+    try:
+        t = var.python_type()
+    except GraphBreak:
+        t = None
+    if isinstance(t, type) and t is not type(None):
+        return False
+    raise GraphBreak(gb.MODULE_HOOKS, f"{what} ({var.describe()}) may or may not be None")
 
 
 def _global_hooks_present() -> bool:
@@ -172,12 +190,10 @@ class NNModuleVariable(VariableTracker):
 
                 return UserMethodVariable(call, self).call_function(tx, args, kwargs)
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
-        if (module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                or getattr(module, "_backward_pre_hooks", None) or _global_hooks_present()):
-            raise GraphBreak(gb.MODULE_HOOKS, f"module {type(module).__name__} has forward/backward hooks")
+        pre_hooks, post_hooks = self._forward_hooks(tx)
         if self.source is not None:
             for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
-                if hasattr(module, hooks):
+                if hasattr(module, hooks) and not getattr(module, hooks):
                     tx.output.add_expr_guard(f"not {AttrSource(self.source, hooks).name()}")
         # hooks registered on every module (register_module_forward_hook, ...) after this compile
         for hooks in _GLOBAL_HOOKS:
@@ -190,7 +206,60 @@ class NNModuleVariable(VariableTracker):
         if self.source is not None:  # ... and not replaced on the instance or the class after this compile
             tx.output.add_guard(guards.NotInDictGuard(self.source, "forward"))
             tx.output.add_guard(guards.IdGuard(AttrSource(TypeSource(self.source), "forward"), forward))
-        return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
+        if not pre_hooks and not post_hooks:
+            return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
+        # Module._call_impl with forward hooks: pre-hooks may replace the positional arguments,
+        # forward hooks the result (a hook returning None keeps them)
+        for hook in pre_hooks:
+            new_args = hook.call_function(tx, [self, TupleVariable(list(args))], {})
+            if not _is_none(new_args, "a forward pre-hook's result"):
+                # a non-tuple result is the one argument
+                args = list(new_args.unpack(tx)) if issubclass(new_args.python_type(), tuple) else [new_args]
+        result = UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
+        for hook in post_hooks:
+            hook_result = hook.call_function(tx, [self, TupleVariable(list(args)), result], {})
+            if not _is_none(hook_result, "a forward hook's result"):
+                result = hook_result
+        return result
+
+    def _forward_hooks(self, tx):
+        """(forward pre-hooks, forward hooks) of the module as trackers, in the order
+        ``Module.__call__`` runs them; hooks it cannot run the same way break (DL0013).  The hook
+        dicts' keys and each hook function are guarded, so adding or removing a hook recompiles."""
+        module = self.value
+        pre, post = getattr(module, "_forward_pre_hooks", None), getattr(module, "_forward_hooks", None)
+        if not pre and not post:
+            if (module._backward_hooks or getattr(module, "_backward_pre_hooks", None)
+                    or _global_hooks_present()):
+                raise GraphBreak(gb.MODULE_HOOKS, f"module {type(module).__name__} has backward hooks")
+            return [], []
+        name = type(module).__name__
+        if self.source is None:
+            raise GraphBreak(gb.MODULE_HOOKS, f"module {name} has forward hooks (module made in the trace)")
+        if module._backward_hooks or getattr(module, "_backward_pre_hooks", None) or _global_hooks_present():
+            raise GraphBreak(gb.MODULE_HOOKS, f"module {name} has backward hooks or global module hooks")
+        for flags in ("_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs"):
+            if getattr(module, flags, None):
+                raise GraphBreak(gb.MODULE_HOOKS, f"module {name} has forward hooks registered with "
+                                                  "with_kwargs=True or always_call=True")
+            if hasattr(module, flags):
+                tx.output.add_expr_guard(f"not {AttrSource(self.source, flags).name()}")
+        out = []
+        for store, hooks in (("_forward_pre_hooks", pre), ("_forward_hooks", post)):
+            trackers = []
+            if hooks:
+                if type(hooks) is not collections.OrderedDict or not all(type(k) is int for k in hooks):
+                    raise GraphBreak(gb.MODULE_HOOKS, f"module {name}: {store} is not an OrderedDict of hook ids")
+                src = AttrSource(self.source, store)
+                tx.output.add_guard(guards.TypeGuard(src, collections.OrderedDict))
+                tx.output.add_guard(guards.DictKeysGuard(src, tuple(hooks)))
+                for hook_id, hook in hooks.items():
+                    if not isinstance(hook, types.FunctionType):
+                        raise GraphBreak(gb.MODULE_HOOKS, f"module {name} has a hook that is not a Python "
+                                                          f"function ({type(hook).__name__})")
+                    trackers.append(tx.wrap(hook, ItemSource(src, hook_id)))
+            out.append(trackers)
+        return out[0], out[1]
 
     def guard_keys(self, tx, store: str) -> None:
         """Guard the names in ``module.<store>`` (_modules, _parameters, _buffers): code that walked
@@ -421,16 +490,32 @@ def is_stateless_torch_module(module: nn.Module) -> bool:
     """A module of torch.nn's own classes holding no parameters, buffers or submodules
     (CrossEntropyLoss(), GELU(), Dropout(p)): everything it does follows from its class and
     its Python attributes."""
-    return (type(module).__module__.startswith(_FRESH_MODULE_PACKAGE) and not module._modules
+    return (_built_by_torch_nn(type(module)) and not module._modules
             and all(v is None for v in module._parameters.values())
             and all(v is None for v in module._buffers.values()))
 
 
+def _built_by_torch_nn(cls: type) -> bool:
+    """Constructing ``cls`` runs only torch.nn's code: a torch.nn module class, or a subclass of
+    one (a library's activation, ``class SiLUActivation(nn.Module)`` with just a forward) that
+    defines no ``__init__``, ``__new__``, ``__setattr__`` or metaclass of its own."""
+    if cls.__module__.startswith(_FRESH_MODULE_PACKAGE):
+        return True
+    if type(cls) is not type or not issubclass(cls, nn.Module):
+        return False
+    for name in ("__init__", "__new__", "__setattr__", "__getattr__", "__init_subclass__"):
+        _, owner = mro_lookup(cls, name)
+        if owner is not None and owner is not object and not owner.__module__.startswith(_FRESH_MODULE_PACKAGE):
+            return False
+    return True
+
+
 def build_fresh_module(tx, cls: type, args: list, kwargs: dict):
-    """``cls(*args, **kwargs)`` for a torch.nn module class called in traced code: a
-    FreshModuleVariable when the arguments are constants and the module is stateless
-    (built once now, from the same arguments, to be traced); None: Python must build it."""
-    if not cls.__module__.startswith(_FRESH_MODULE_PACKAGE):
+    """``cls(*args, **kwargs)`` for a module class called in traced code whose construction is
+    torch.nn's own (``_built_by_torch_nn``): a FreshModuleVariable when the arguments are
+    constants and the module is stateless (built once now, from the same arguments, to be
+    traced); None: Python must build it."""
+    if not _built_by_torch_nn(cls):
         return None
     if not all(a.is_python_constant() for a in [*args, *kwargs.values()]):
         return None

@@ -54,7 +54,6 @@ import collections
 import copy
 import dataclasses
 import dis
-import functools
 import operator
 import inspect
 import os
@@ -68,7 +67,7 @@ import torch
 from .. import graph_breaks as gb
 from .. import runtime
 from .. import guards
-from ..source import AttrSource, RandomDrawSource
+from ..source import AttrSource, RandomDrawSource, TypeSource
 from ..exc import GraphBreak, InternalError
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
@@ -260,7 +259,13 @@ def _copy_object(tx, obj, deep, memo):
     elif getattribute is not object.__getattribute__:
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: the class defines __getattribute__")
     state = dict(_object_state(tx, obj))
-    new = NewObjectVariable(cls, None)
+    # the copy's class is the original's: class attributes read through the copy are guarded
+    # through the original's type (e.g. a strict dataclass's validators, read by its __setattr__)
+    if isinstance(obj, NewObjectVariable):
+        class_source = obj.class_source
+    else:
+        class_source = TypeSource(obj.source) if obj.source is not None else None
+    new = NewObjectVariable(cls, class_source)
     tx.output.side_effects.track_new_object(new)
     memo[id(obj)] = new
     for name, value in state.items():

@@ -9,7 +9,8 @@ recorded as side effects and replayed after the graph.  Calling a class
 creates the object (namedtuples directly, dataclasses through their generated
 ``__init__``); exceptions, OrderedDict, defaultdict, Counter, deque, SimpleNamespace and
 nullcontext get their own trackers; ``@lru_cache`` functions called with constants inline
-``__wrapped__``.  Instances of dict / OrderedDict subclasses keep their items in a dict tracker
+``__wrapped__`` (or, when it carries the ``_dynamo_marked_constant`` marker of a value fixed for the
+process, call the cached function at trace time and use its answer as a constant).  Instances of dict / OrderedDict subclasses keep their items in a dict tracker
 (``DictStorageMixin``): inputs whose class overrides no dict method, and instances made in the
 trace (Python overrides inlined, the base's methods called explicitly act on the items).  A
 metaclass's Python ``__call__`` is inlined; enum classes are called, indexed and iterated as
@@ -213,6 +214,17 @@ class ObjectLike(VariableTracker):
             # wrapped function gives the cached answer.  If it breaks the graph,
             # the call site breaks and Python calls the real cached function.
             wrapped = self.value.__wrapped__
+            if getattr(wrapped, "_dynamo_marked_constant", False) is True and self.source is not None:
+                # marked by its library as constant for the process's lifetime (transformers'
+                # is_torch_available, torch._dynamo.assume_constant_result's marker): the cached
+                # answer, computed now by the real function, is a constant of the trace
+                tx.output.add_guard(guards.IdGuard(self.source, self.value))
+                try:
+                    value = self.value(*[a.as_python_constant() for a in args],
+                                       **{k: v.as_python_constant() for k, v in kwargs.items()})
+                except Exception as e:  # noqa: BLE001 - Python raises it when it runs the call
+                    raise GraphBreak(gb.OPERATION_RAISES, f"{wrapped.__qualname__}() raised {type(e).__name__}") from e
+                return VariableTracker.wrap_constant(value)
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
             return tx.wrap(wrapped, src).call_function(tx, args, kwargs)
         return super().call_function(tx, args, kwargs)
@@ -321,9 +333,16 @@ _DICT_METHODS = ("__contains__", "__delitem__", "__getitem__", "__iter__", "__le
                  "__ior__", "copy", "move_to_end", "__missing__", "__bool__")
 
 
-def plain_dict_subclass(cls) -> Optional[type]:
+# dict methods the trace's guards and replay call on a real instance (keys guarded with
+# ``.keys()``, changes replayed with ``.clear()`` / ``.update()``): never overridden in an input
+_REPLAY_DICT_METHODS = ("keys", "clear", "update")
+
+
+def plain_dict_subclass(cls, python_overrides: bool = False) -> Optional[type]:
     """For a Python subclass of dict / OrderedDict that overrides none of their methods (it only
-    adds methods and attributes): that builtin base, whose methods it runs; else None."""
+    adds methods and attributes): that builtin base, whose methods it runs; else None.
+    ``python_overrides``: also when it overrides some of them with Python functions (inlined; the
+    base's methods called explicitly act on the items), but not ``_REPLAY_DICT_METHODS``."""
     if not isinstance(cls, type) or not issubclass(cls, dict) or issubclass(cls, (collections.defaultdict,
                                                                                    collections.Counter)):
         return None
@@ -331,9 +350,10 @@ def plain_dict_subclass(cls) -> Optional[type]:
         return None
     base = collections.OrderedDict if issubclass(cls, collections.OrderedDict) else dict
     for name in _DICT_METHODS:
-        _, owner = mro_lookup(cls, name)
+        fn, owner = mro_lookup(cls, name)
         if owner not in (dict, collections.OrderedDict, object, None):
-            return None
+            if not python_overrides or name in _REPLAY_DICT_METHODS or not isinstance(fn, types.FunctionType):
+                return None
     return base
 
 
@@ -787,6 +807,15 @@ class UserDefinedClassVariable(VariableTracker):
             return DefaultDictVariable(result.items, factory)
         if issubclass(cls, BaseException):
             return ExceptionVariable.create(tx, cls, args, kwargs)
+        if issubclass(cls, _nn_module_class()):
+            # a library's stateless module class built in forward (transformers' ACT2FN[...]):
+            # built at trace time when its construction is nn.Module's own (nn_module.py)
+            made = VariableTracker.build_module(tx, cls, list(args), dict(kwargs))
+            if made is not None:
+                if self.source is not None:  # the class's forward, traced, must stay the same
+                    forward, _ = mro_lookup(cls, "forward")
+                    tx.output.add_guard(guards.IdGuard(AttrSource(self.source, "forward"), forward))
+                return made
         if _dict_base(cls) is not None:
             return self._new_dict_object(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
@@ -846,6 +875,12 @@ class UserDefinedClassVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+def _nn_module_class() -> type:
+    import torch.nn
+
+    return torch.nn.Module
 
 
 def _dict_base(cls) -> Optional[type]:

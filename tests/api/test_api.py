@@ -1,4 +1,5 @@
 """The public API: compile/optimize/disable/reset/explain, modules, recompiles, limits."""
+import copy
 import logging
 import sys
 
@@ -207,6 +208,37 @@ def test_cache_size_limit_runs_eagerly_with_one_warning(caplog):
     warnings = [r for r in caplog.records if "cache_size_limit" in r.getMessage()]
     assert len(warnings) == 1
     assert "test_api.py" in warnings[0].getMessage()
+
+
+def test_cache_size_limit_of_a_frame_without_tensor_work_is_not_a_warning(caplog):
+    # transformers installs output-capturing hooks recursively on every submodule on the first
+    # call: the frame is specialised on each module (by identity), breaks at
+    # register_forward_hook and never captures a graph; reaching the limit costs nothing
+    hooked = []
+
+    def install(module):
+        for child in module.children():
+            install(child)
+        hooked.append(type(module).__name__)
+        module.register_forward_hook(lambda m, a, o: None)
+
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU()) for _ in range(4)])
+    eager_model = copy.deepcopy(model)
+    eager_hooked = []
+
+    def install_eager(module):
+        for child in module.children():
+            install_eager(child)
+        eager_hooked.append(type(module).__name__)
+        module.register_forward_hook(lambda m, a, o: None)
+
+    install_eager(eager_model)
+    with config.patch(cache_size_limit=3), caplog.at_level(logging.INFO, logger="dynamo_lite"):
+        dynamo_lite.compile(install, backend=CompileCounter())(model)
+    assert hooked == eager_hooked
+    assert all(len(m._forward_hooks) == 1 for m in model.modules())
+    limit = [r for r in caplog.records if "cache_size_limit" in r.getMessage()]
+    assert limit and all(r.levelno == logging.INFO for r in limit)  # reached, logged, not warned
 
 
 def test_backend_error_names_the_backend():

@@ -8,11 +8,13 @@ import dataclasses
 import enum
 import typing
 
+import pytest
+
 import torch
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter
-from dynamo_lite.testing import check, check_calls
+from dynamo_lite.testing import check, check_breaks, check_calls
 
 
 Point = collections.namedtuple("Point", ["x", "y"])
@@ -334,3 +336,52 @@ def test_list_item_swap_and_dict_value_read_before_overwrite():
         return first * 1, old * 1
 
     check(f, [torch.ones(2), torch.zeros(2)], {"k": torch.ones(2)})
+
+
+# ---- huggingface_hub's strict dataclasses (transformers' configs validate every assignment) ---
+def _strict_config_class():
+    import dataclasses
+    from typing import Optional, Union
+
+    strict = pytest.importorskip("huggingface_hub.dataclasses").strict
+
+    @strict
+    @dataclasses.dataclass
+    class Config:
+        width: int = 4
+        name: str = "a"
+        ratio: Optional[float] = None
+        sizes: list[int] = dataclasses.field(default_factory=lambda: [1, 2])
+        mode: Union[int, str] = 0
+
+    return Config
+
+
+def test_strict_dataclass_field_assignment_is_validated_in_the_trace():
+    import copy as copy_module
+
+    Config = _strict_config_class()
+
+    def f(x, c):
+        d = copy_module.deepcopy(c)  # transformers' get_text_config: a deep copy, then setattr
+        d.width = 5
+        d.ratio = 0.5
+        d.sizes = [3, 4]
+        d.mode = "m"
+        d.name = "copy"
+        return x * d.width + d.ratio, d.name, d.sizes
+
+    check_breaks(f, torch.ones(2), Config(), breaks=0)
+
+
+def test_strict_dataclass_rejected_assignment_raises_as_eager():
+    import copy as copy_module
+
+    Config = _strict_config_class()
+
+    def f(x, c):
+        d = copy_module.deepcopy(c)
+        d.width = "wide"  # StrictDataclassFieldValidationError, chained from a TypeError
+        return x + 1
+
+    check_breaks(f, torch.ones(2), Config(), breaks=None, raises=Exception)

@@ -293,3 +293,26 @@ def test_a_partial_made_in_compiled_code_is_one_object_after_a_break():
         return p(x), held[0] is p, held[0].note
 
     check_breaks(f, X, breaks=1)
+
+
+_PROBES = []
+
+
+@functools.lru_cache
+def _marked_probe(name):
+    _PROBES.append(name)  # runs once per name, at trace time or in eager: the cache answers after
+    return name == "torch"
+
+
+_marked_probe.__wrapped__._dynamo_marked_constant = True  # transformers' _make_compile_constant
+
+
+def test_lru_cache_function_marked_constant_is_answered_at_trace_time():
+    def f(x):
+        if _marked_probe("torch") and not _marked_probe("missing"):
+            return x + 1
+        return x - 1
+
+    check_breaks(f, torch.ones(2), breaks=0)
+    check_calls(f, [torch.ones(2), torch.ones(2)], hits=(1,))
+    assert sorted(_PROBES) == ["missing", "torch"]

@@ -71,3 +71,28 @@ def test_from_import_of_a_missing_name_raises_import_error_like_python():
         return y
 
     check_breaks(f, torch.ones(2), breaks=None, raises=ImportError)
+
+
+def test_relative_imports_of_modules_already_imported_are_read_without_a_break(tmp_path, monkeypatch):
+    pkg = tmp_path / "dl_relpkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("SCALE = 3\n")
+    (pkg / "helpers.py").write_text("def double(x):\n    return x * 2\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "model.py").write_text(
+        "def f(x):\n"
+        "    from ..helpers import double\n"
+        "    from .. import SCALE\n"
+        "    from . import model as me\n"
+        "    return double(x) * SCALE + me.OFFSET\n"
+        "OFFSET = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    model = importlib.import_module("dl_relpkg.sub.model")
+    importlib.import_module("dl_relpkg.helpers")
+    try:
+        check_breaks(model.f, torch.ones(2), breaks=0)
+    finally:
+        for name in [k for k in sys.modules if k.startswith("dl_relpkg")]:
+            del sys.modules[name]

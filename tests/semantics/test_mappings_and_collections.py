@@ -458,3 +458,34 @@ def test_chainmap_made_in_compiled_code():
                 child.parents["a"], cm.maps[1] is base, dict(cm), base, missing, cm.copy())
 
     check_breaks(f, X, {"a": 2, "b": 3}, breaks=0)
+
+
+# ---- a table keyed by classes and typing forms (huggingface_hub's validators by origin) ---------
+def _validate_list(x):
+    return x * 2
+
+
+def _validate_union(x):
+    return x + 1
+
+
+import typing  # noqa: E402 - grouped with its tests
+
+VALIDATORS = {list: _validate_list, typing.Union: _validate_union, "default": None}
+
+
+def test_class_keyed_table_is_read_without_a_break_and_a_change_recompiles():
+    def f(x, which):
+        fn = VALIDATORS.get(typing.get_origin(which))
+        return fn(x) if fn is not None else x, list in VALIDATORS, len(VALIDATORS)
+
+    check_breaks(f, torch.ones(2), list[int], breaks=0)
+
+    def swap():
+        VALIDATORS[list] = _validate_union
+
+    try:
+        check_calls(f, [(torch.ones(2), list[int]), {"args": lambda: (swap(), torch.ones(2), list[int])[1:]},
+                        (torch.ones(2), typing.Optional[int])])
+    finally:
+        VALIDATORS[list] = _validate_list

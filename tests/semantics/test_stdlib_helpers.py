@@ -283,3 +283,20 @@ def test_recursion_depth_error():
             return x * 2
 
     check_calls(f, [X1], graphs=None)
+
+
+def test_typing_get_origin_and_get_args_of_annotations():
+    import typing
+
+    from dynamo_lite.testing import check_breaks
+
+    table = {list: "list", typing.Union: "union", dict: "dict"}
+
+    def f(x):
+        out = []
+        for tp in (int, typing.Optional[int], list[int], typing.Dict[str, int], int | None, typing.Any):
+            origin, args = typing.get_origin(tp), typing.get_args(tp)
+            out.append((table.get(origin), len(args), origin is None, type(None) in args))
+        return x + 1, out
+
+    check_breaks(f, torch.ones(2), breaks=0)

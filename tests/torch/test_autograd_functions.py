@@ -472,3 +472,35 @@ def test_function_called_under_no_grad_and_with_needs_input_grad_in_forward():
 
     check_calls(f, [(torch.ones(2, requires_grad=True), torch.ones(2)),
                     (torch.ones(2, requires_grad=True), torch.ones(2, requires_grad=True))], backward=True)
+
+
+# ---- torch's associative_scan (transformers' Mamba uses it while compiling) -------------------
+def test_associative_scan_generic_is_one_graph_node():
+    from dynamo_lite.testing import check_breaks
+
+    def f(a, b):
+        from torch._higher_order_ops.associative_scan import associative_scan
+
+        def combine_fn(left, right):
+            a_left, b_left = left
+            a_right, b_right = right
+            return a_left * a_right, a_right * b_left + b_right
+
+        _, states = associative_scan(combine_fn, (a, b), dim=2, combine_mode="generic")
+        return states[:, :, -1] + 1
+
+    check_breaks(f, torch.rand(2, 3, 5, 4), torch.randn(2, 3, 5, 4), breaks=0)
+
+
+def test_associative_scan_of_a_closure_breaks_and_runs_in_python():
+    from dynamo_lite.testing import check_breaks
+
+    def f(x, scale):
+        from torch._higher_order_ops.associative_scan import associative_scan
+
+        def add(left, right):
+            return (left + right) * scale  # a closure: there is no real function to hand the graph
+
+        return associative_scan(add, x, dim=0, combine_mode="generic") + 1
+
+    check_breaks(f, torch.randn(4, 3), 1.0, breaks=None)

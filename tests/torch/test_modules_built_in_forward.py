@@ -2,7 +2,9 @@
 Hugging Face models do): a stateless module of torch.nn's own classes is traced without a
 break, a new object on every call where it outlives the graph, and passing one made anew on
 every call to a resume function does not recompile (its type and structure are guarded, not
-its identity).  Modules with weights of their own still break (DL0016).
+its identity).  So is a library's module class whose construction is nn.Module's own (only a
+forward, as transformers' activations built by ``ACT2FN[...]``).  Modules with weights of their
+own, or an ``__init__`` of their own, still break (DL0016).
 """
 import torch
 from torch import nn
@@ -97,3 +99,60 @@ def test_frame_without_tensors_called_natively_is_not_specialised_to_the_limit()
                 assert torch.equal(compiled(X, Config()), X + 1)
     assert "CacheLimitEvent" not in event_kinds(seen)
     assert "RecompileEvent" not in event_kinds(seen)
+
+
+# ---- a library's own activation classes looked up in forward (transformers' ACT2FN[...]) -----
+class _SiLUActivation(nn.Module):  # only a forward: construction is nn.Module's own
+    def forward(self, x):
+        return nn.functional.silu(x)
+
+
+class _ScaledActivation(nn.Module):  # an __init__ of its own: Python runs the construction
+    def __init__(self, scale=2.0):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x):
+        return x * self.scale
+
+
+class _ClassInstantier(dict):
+    def __getitem__(self, key):
+        content = super().__getitem__(key)
+        cls, kwargs = content if isinstance(content, tuple) else (content, {})
+        return cls(**kwargs)
+
+
+ACT2FN = _ClassInstantier({"silu": _SiLUActivation, "leaky": (nn.LeakyReLU, {"negative_slope": 0.2}),
+                           "scaled": _ScaledActivation})
+
+
+def test_activation_built_by_a_dict_subclass_lookup_is_traced_and_does_not_recompile():
+    def f(x):
+        return ACT2FN["silu"](x) + ACT2FN["leaky"](x)
+
+    check_breaks(f, X, breaks=0)
+    check_calls(f, [X, X, X], hits=(1, 2))
+
+
+def test_library_module_with_its_own_init_still_breaks():
+    def f(x):
+        return ACT2FN["scaled"](x) + 1
+
+    seen, collecting = recording()
+    with collecting:
+        check_breaks(f, X, breaks=None)
+    assert "GraphBreakEvent" in event_kinds(seen)  # its __init__ is not traced: Python builds it
+
+
+def test_changing_the_lookup_table_recompiles():
+    def f(x):
+        return ACT2FN["silu"](x)
+
+    def swap():
+        ACT2FN["silu"] = nn.ReLU if dict.__getitem__(ACT2FN, "silu") is _SiLUActivation else _SiLUActivation
+
+    try:
+        check_calls(f, [X, {"args": lambda: (swap(), X)[1:]}, X])
+    finally:
+        ACT2FN["silu"] = _SiLUActivation

@@ -303,3 +303,40 @@ def test_module_built_inside_compiled_code_runs_its_init_in_python():
         return m(x).sum(), m.training
 
     assert_same_as_eager(f, torch.ones(2))
+
+
+# ---- forward hooks (transformers 5 installs output-capturing hooks on submodules) ----------
+def _capturing_model(collector):
+    """Submodules carry closures as hooks, like transformers' output_capturing_hook: it reads a
+    global collector and returns None (the output is kept)."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+    def install(module, key):
+        def output_capturing_hook(mod, args, output):
+            if collector.get(key) is None:
+                return
+            collector[key].append(output)
+        module.register_forward_hook(output_capturing_hook)
+
+    install(model[0], "first")
+    install(model[2], "last")
+    model[1].register_forward_pre_hook(lambda mod, args: args[0] * 2)  # a non-tuple result: the one argument
+    model[2].register_forward_hook(lambda mod, args, out: out + args[0].sum())  # replaces the output
+    return model
+
+
+def test_forward_hooks_and_pre_hooks_are_traced_without_a_break():
+    from dynamo_lite.testing import check_breaks, check_calls
+
+    capturing = _capturing_model({"first": None, "last": []})
+    check_breaks(lambda x: capturing(x), torch.randn(3, 4), breaks=0)
+    idle = _capturing_model({"first": None, "last": None})  # hooks installed, not capturing
+    check_calls(lambda x: idle(x), [torch.ones(3, 4), torch.ones(3, 4), torch.ones(3, 4)], hits=(1, 2))
+
+
+def test_forward_hook_with_kwargs_still_breaks_and_fires_as_eager():
+    from dynamo_lite.testing import check_breaks
+
+    model = nn.Linear(4, 4)
+    model.register_forward_hook(lambda mod, args, kwargs, out: out * 3, with_kwargs=True)
+    check_breaks(lambda x: model(x).relu(), torch.randn(2, 4), breaks=1)

@@ -119,7 +119,7 @@ def IMPORT_NAME(tx, inst):
     level = tx.pop()
     name = inst.argval
     if level.as_python_constant() != 0:
-        raise GraphBreak(gb.IMPORT, "relative import inside a compiled function")
+        name = _resolve_relative_import(tx, name, level.as_python_constant())
     module = sys.modules.get(name)
     if module is None:
         raise GraphBreak(gb.IMPORT, f"import of {name!r}, which is not imported yet (imports run module code)")
@@ -131,6 +131,19 @@ def IMPORT_NAME(tx, inst):
         if attr != "*" and not hasattr(module, attr) and f"{name}.{attr}" not in sys.modules:
             raise GraphBreak(gb.IMPORT, f"import of {name}.{attr}, which is not imported yet (imports run module code)")
     tx.push(wrap(tx, module, None))
+
+
+def _resolve_relative_import(tx, name: str, level: int) -> str:
+    """The absolute name of ``from <level dots><name> import ...`` in the frame's module, as
+    importlib resolves it from ``__package__``; anything unusual breaks (Python may warn or raise)."""
+    package = tx.f_globals.get("__package__")
+    spec = tx.f_globals.get("__spec__")
+    if not isinstance(package, str) or not package or (spec is not None and getattr(spec, "parent", None) != package):
+        raise GraphBreak(gb.IMPORT, "relative import in a module without a consistent __package__ / __spec__")
+    bits = package.rsplit(".", level - 1)
+    if len(bits) < level:
+        raise GraphBreak(gb.IMPORT, "relative import beyond the top-level package (ImportError)")
+    return f"{bits[0]}.{name}" if name else bits[0]
 
 
 @register("IMPORT_FROM")
