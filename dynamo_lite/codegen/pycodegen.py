@@ -306,6 +306,9 @@ class PyCodegen:
             self.label(skip)
 
     def make_function(self, fn_var) -> None:
+        if fn_var.foreign_globals:
+            self._make_function_with_globals(fn_var)
+            return
         if fn_var.defaults is not None:
             self.reconstruct(fn_var.defaults)
         if fn_var.kwdefaults is not None:
@@ -320,6 +323,32 @@ class PyCodegen:
         self.instrs.extend(bytecode_compat.make_function(
             defaults=fn_var.defaults is not None, kwdefaults=fn_var.kwdefaults is not None,
             closure=bool(fn_var.closure), lineno=self.lineno))
+
+    def _make_function_with_globals(self, fn_var) -> None:
+        """``types.FunctionType(code, f_globals, None, defaults, closure)`` (+ ``__kwdefaults__``):
+        a function made in an inlined call of another module keeps that module's globals."""
+        self.load_callable(types.FunctionType)
+        self.load_const(fn_var.code)
+        self.load_const(fn_var.f_globals)
+        self.load_const(None)
+        if fn_var.defaults is not None:
+            self.reconstruct(fn_var.defaults)
+        else:
+            self.load_const(None)
+        if fn_var.closure:
+            for cell in fn_var.closure:
+                if not cell.can_reconstruct_as_cell():
+                    raise CodegenFailed("a function closing over a variable of an inlined call")
+                cell.reconstruct_as_cell(self)
+            self.emit("BUILD_TUPLE", len(fn_var.closure))
+        else:
+            self.load_const(None)
+        self.call(5)
+        if fn_var.kwdefaults is not None:  # fn.__kwdefaults__ = {...}, keeping fn on the stack
+            self.emit("COPY", 1)
+            self.reconstruct(fn_var.kwdefaults)
+            self.emit("SWAP", 2)
+            self.emit("STORE_ATTR", "__kwdefaults__")
 
 
 def _loads_source(var) -> bool:

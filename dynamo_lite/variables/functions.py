@@ -271,6 +271,9 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
         # attributes set on it in the trace (functools.wraps: __name__, __doc__, __wrapped__, ...),
         # applied by generated code after it builds the function
         self.attrs: dict[str, VariableTracker] = {}
+        # f_globals are not the compiled frame's (made in an inlined call of another module):
+        # generated code builds it with types.FunctionType instead of MAKE_FUNCTION
+        self.foreign_globals = False
 
     def _repr_body(self):
         return self.qualname

@@ -163,8 +163,9 @@ class TensorVariable(VariableTracker):
         if name == "requires_grad":
             return ConstantVariable(ex.requires_grad)
         if name in _GRAPH_ATTRS:
-            if name == "data":
-                return record_op(tx, "call_method", "detach", [self], {})
+            if name == "data":  # not detach(): .data has its own version counter (writes through
+                # it are not seen by autograd's checks), detach() shares the tensor's
+                return record_op(tx, "call_function", torch._C._autograd._get_data_attr, [self], {})
             return record_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
             if self.source is not None:

@@ -621,3 +621,43 @@ def test_user_module_attribute_changed_between_calls():
     finally:
         _reset_user_mod()
     assert (a.tolist(), b.tolist()) == ([2.0, 2.0], [7.0, 7.0])
+
+
+# ---------------------------------------------------------------- functions made in another module's code
+
+_factory_mod = types.ModuleType("acceptance_factories")
+exec(compile('''
+def scale_of(t):
+    return t * 3
+
+def make_vmap(k):
+    def vmap_with_shapes(j, extra=1, *, shift=0):
+        def vmapped(x, bias=2, *, mul=1):
+            return scale_of(x) * j * k * mul + bias + extra + shift
+        return vmapped
+    return vmap_with_shapes
+''', "<acceptance_factories>", "exec"), _factory_mod.__dict__)
+
+
+def test_function_made_in_another_module_keeps_its_globals():
+    # einx: a function made inside an inlined call of another module, held in a cell of a
+    # function made in the compiled frame, was rebuilt with the compiled frame's globals
+    # (MAKE_FUNCTION takes the running frame's): NameError when called later
+    def f(x):
+        func = _factory_mod.make_vmap(2)(3, shift=1)
+
+        def wrapped(*args):
+            return func(*args)
+
+        return wrapped, func, x + 1
+
+    import dynamo_lite
+    from dynamo_lite.testing import assert_same
+    wrapped_c, func_c, r_c = dynamo_lite.compile(f, backend="eager")(torch.ones(2))
+    wrapped_e, func_e, r_e = f(torch.ones(2))
+    assert_same(r_c, r_e)
+    assert_same(wrapped_c(torch.ones(2)), wrapped_e(torch.ones(2)))
+    assert_same(func_c(torch.ones(2), mul=2), func_e(torch.ones(2), mul=2))
+    for attr in ("__module__", "__qualname__", "__name__", "__defaults__", "__kwdefaults__"):
+        assert getattr(func_c, attr) == getattr(func_e, attr), attr
+    assert func_c.__globals__ is _factory_mod.__dict__

@@ -57,6 +57,26 @@ def test_data_attribute_detaches():
     check(f, torch.randn(3, requires_grad=True))
 
 
+def test_write_through_data_is_not_seen_by_autograd_version_checks():
+    # torchdiffeq's _UncheckedAssign: `scratch.data[index] = value` "sneaks past the version
+    # checker"; traced as detach() (which shares the version counter) backward raised
+    def f(x, write):
+        base = x * 1
+        out = base * base  # saves base for backward
+        write(base)
+        out.sum().backward()
+        return x.grad, base
+
+    def via_data(t):
+        t.data[0] = 5.0
+
+    def via_detach(t):
+        t.detach()[0] = 5.0
+
+    check(f, torch.ones(2, requires_grad=True), via_data)
+    check(f, torch.ones(2, requires_grad=True), via_detach, graphs=None)
+
+
 def test_dtype_promotion_and_casts():
     def f(a, b):
         c = a + b

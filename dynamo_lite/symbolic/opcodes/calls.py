@@ -75,8 +75,12 @@ def MAKE_FUNCTION(tx, inst):
     defaults = tx.pop() if flags & bytecode_compat.MF_DEFAULTS else None
     if defaults is not None and not isinstance(defaults, TupleVariable):
         defaults = TupleVariable(defaults.unpack(tx))
-    tx.push(NestedUserFunctionVariable(code, tx.f_globals, code.co_qualname, defaults, kwdefaults,
-                                       closure, annotations))
+    fn = NestedUserFunctionVariable(code, tx.f_globals, code.co_qualname, defaults, kwdefaults,
+                                    closure, annotations)
+    # made in an inlined call of another module: generated code must build it with that module's
+    # globals, not the compiled frame's (MAKE_FUNCTION takes the running frame's)
+    fn.foreign_globals = tx.f_globals is not tx.output.f_globals
+    tx.push(fn)
 
 
 @register("BEFORE_WITH")
