@@ -744,3 +744,19 @@ def test_torch_api_case(name):
     fn, ours, _, graphs = CASES[name]
     torch.manual_seed(0)
     check_breaks(fn, torch.randn(3, 4), breaks=ours, need_graph=bool(graphs))
+
+
+# ---- the default validate_args survives a torch.compile run earlier in the process (the first
+# torch.compile turns it off for good; tests/conftest.py puts it back after every test)
+
+def test_a_torch_compile_run_turns_the_distribution_default_off():
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
+    assert torch.distributions.Distribution._validate_args is False
+
+
+def test_the_next_test_sees_the_distribution_default_validation():
+    def bad_scale(x):
+        return D.Normal(x, -torch.ones_like(x)).rsample()
+
+    assert torch.distributions.Distribution._validate_args is True
+    check_breaks(bad_scale, torch.randn(3), breaks=None, raises=ValueError)
