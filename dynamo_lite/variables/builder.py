@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from .. import graph_breaks as gb
-from .. import guards
+from .. import guards, runtime
 from ..exc import GraphBreak, SkipFrame
 from ..source import AttrSource, BuiltinSource, DictItemSource, ItemSource, Source, from_resume_stack
 from .base import VariableTracker
@@ -250,7 +250,14 @@ def _wrap(tx, value, source):
             # submodules): guard its type and structure, not its identity; the Python attributes
             # the trace reads are guarded through their sources, and parameters and buffers are
             # graph inputs guarded as tensors
-            guard(guards.TypeGuard(source, type(value)))
+            origin = runtime.MADE_CLASSES.get(type(value))
+            if origin is not None:
+                # its class was made by a class statement in compiled code, anew on every call:
+                # guard that it was made by the same statement (code, globals, name, bases)
+                guard(guards.ExprGuard(f"{{made}}.get(type({source.name()})) == {{origin}}",
+                                       (("made", runtime.MADE_CLASSES), ("origin", origin)), source))
+            else:
+                guard(guards.TypeGuard(source, type(value)))
             for store in ("_parameters", "_buffers", "_modules"):
                 guard(guards.DictKeysGuard(AttrSource(source, store), tuple(getattr(value, store))))
         else:

@@ -203,3 +203,45 @@ def test_module_with_its_own_init_built_in_forward_recompiles_only_when_its_stru
     # k=3 and k=5 differ in a Python attribute, k=1 in the submodule's type: one graph each
     cnt = check_calls(f, [set_k(3), set_k(3), set_k(1), set_k(1), set_k(3), set_k(5)], hits=(1, 3, 4), graphs=None)
     assert cnt.frame_count == 3
+
+
+def test_module_class_defined_and_built_in_forward_is_used_without_recompiling():
+    # the class statement makes a new class (and new methods) on every call: the resume function
+    # guards that its instance's class was made by the same statement, and the methods' code
+    def f(x):
+        class Local(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(5, 3)
+
+            def forward(self, x, k=2):
+                return self.helper(self.lin(x)) * k
+
+            def helper(self, y):
+                return y.relu()
+
+        return Local()(x)
+
+    cnt = check_calls(f, [X] * 6, hits=(1, 2, 3, 4, 5), rng=True)
+    assert cnt.frame_count == 1
+
+
+def test_method_replaced_on_a_class_defined_in_forward_recompiles():
+    def f(x, swap):
+        class Local(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.k = 2
+
+            def forward(self, x):
+                return x * self.k
+
+        if swap:
+            Local.forward = _subtract_one
+        return Local()(x)
+
+    check_calls(f, [(X, False), (X, True), (X, False), (X, True)], graphs=None)
+
+
+def _subtract_one(self, x):
+    return x - 1
