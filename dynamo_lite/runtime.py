@@ -159,6 +159,12 @@ def random_draws(calls: tuple) -> list:
     return out
 
 
+def generator_draw(fn, generator, args: tuple, kwargs: dict):
+    """``fn(*args, generator=generator, **kwargs)``: a draw from a torch.Generator made in the
+    frame, made before the graph (variables/torch_vars.GeneratorVariable)."""
+    return fn(*args, generator=generator, **kwargs)
+
+
 def undo_random_draws(draws: Draws) -> None:
     """Put the generators back in the state they had before ``draws`` were made."""
     for owner, state in draws.states_before:
