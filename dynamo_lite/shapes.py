@@ -147,6 +147,11 @@ def frame_is_static(f_locals: dict, code) -> bool:
                                   getattr(type(first), STATIC_ATTR, False) is True)
 
 
+def _through_view_base(tsource) -> bool:
+    """A torch source of a size read through a view's ``_base`` (fake tensors of views)."""
+    return getattr(getattr(tsource, "base", None), "member", None) == "_base"
+
+
 # ---- the tracker of one trace -----------------------------------------------------------
 class ShapeTracker:
     """The ShapeEnv of one trace and what is symbolic in it.
@@ -355,6 +360,11 @@ class ShapeTracker:
                 continue  # drawn anew on every call: never guarded (note() broke where it was needed)
             if sym in self.input_sources:  # (its sources through a view's _base name the same size)
                 sources = [self.input_sources[sym]]
+            elif all(_through_view_base(t) for t in tsources):
+                # a size of a view's base that no input of the trace is (the view's own sizes are
+                # static): nothing in the graph depends on it (a guard on it would not lower:
+                # CannotSymbolize, static retry)
+                continue
             else:
                 sources = [self._ours(t) for t in tsources]
             value = env.simplify(sym)

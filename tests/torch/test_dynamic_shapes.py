@@ -581,3 +581,17 @@ def test_view_of_a_marked_tensor_handed_to_a_loop_body_before_the_tensor():
         return args
 
     check_calls(f, [make(4), make(5), make(7)], hits=(1, 2), graphs=None)
+
+
+def test_view_of_a_marked_tensor_whose_base_is_not_an_input():
+    def f(v, y):
+        return v * 2 + y
+
+    def make(n):
+        def args():
+            x = torch.randn(n, 3)
+            dynamo_lite.mark_dynamic(x, 0)
+            return (x[1], torch.ones(3))
+        return args
+
+    check_calls(f, [make(4), make(5), make(7)], hits=(1, 2))
