@@ -1,7 +1,9 @@
 """nn.Module instances.
 
 A module read from the frame's inputs (arguments, globals, attributes of other
-modules) is guarded by identity and by its ``training`` flag; its parameters and
+modules) is guarded by identity and by its ``training`` flag (a module often made
+anew on every call -- a stateless torch.nn one, or one a resume function gets on its
+saved stack -- by its type and structure instead: variables/builder.py); its parameters and
 buffers become graph inputs (placeholders) read through
 ``module._parameters[name]`` / ``module._buffers[name]``, so guards and generated
 code avoid ``nn.Module.__getattr__`` and weight updates need no recompile.
