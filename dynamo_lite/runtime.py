@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import random
 import types
+import weakref
 
 import torch
 
@@ -158,6 +159,12 @@ def random_draws(calls: tuple) -> list:
     return out
 
 
+def generator_draw(fn, generator, args: tuple, kwargs: dict):
+    """``fn(*args, generator=generator, **kwargs)``: a draw from a torch.Generator made in the
+    frame, made before the graph (variables/torch_vars.GeneratorVariable)."""
+    return fn(*args, generator=generator, **kwargs)
+
+
 def undo_random_draws(draws: Draws) -> None:
     """Put the generators back in the state they had before ``draws`` were made."""
     for owner, state in draws.states_before:
@@ -176,7 +183,24 @@ def float_tensor(value: float) -> torch.Tensor:
     return torch.tensor(value, dtype=torch.float64)
 
 
+# Classes made by build_class, with what they were made from (body code, globals, name, bases),
+# and the plain functions of their bodies: a class statement in compiled code makes a new class
+# (and new methods) on every call, so code that receives an instance (a resume function) guards
+# that its class was made from the same statement, and its methods' code, instead of identities
+# (variables/builder.py, user_objects.guard_function).
+MADE_CLASSES: "weakref.WeakKeyDictionary[type, tuple]" = weakref.WeakKeyDictionary()
+MADE_FUNCTIONS: "weakref.WeakSet[types.FunctionType]" = weakref.WeakSet()
+
+
 def build_class(body: types.CodeType, f_globals: dict, name: str, *bases):
     """``class name(*bases): <body>`` as the statement makes it (the body function is made from
-    its code with the frame's globals, as MAKE_FUNCTION would)."""
-    return builtins.__build_class__(types.FunctionType(body, f_globals, body.co_name), name, *bases)
+    its code with the frame's globals, as MAKE_FUNCTION would); recorded in MADE_CLASSES."""
+    cls = builtins.__build_class__(types.FunctionType(body, f_globals, body.co_name), name, *bases)
+    if isinstance(cls, type):
+        MADE_CLASSES[cls] = (body, f_globals, name, bases)
+        for value in vars(cls).values():
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if type(value) is types.FunctionType:
+                MADE_FUNCTIONS.add(value)
+    return cls

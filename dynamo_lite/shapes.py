@@ -147,6 +147,11 @@ def frame_is_static(f_locals: dict, code) -> bool:
                                   getattr(type(first), STATIC_ATTR, False) is True)
 
 
+def _through_view_base(tsource) -> bool:
+    """A torch source of a size read through a view's ``_base`` (fake tensors of views)."""
+    return getattr(getattr(tsource, "base", None), "member", None) == "_base"
+
+
 # ---- the tracker of one trace -----------------------------------------------------------
 class ShapeTracker:
     """The ShapeEnv of one trace and what is symbolic in it.
@@ -158,6 +163,7 @@ class ShapeTracker:
         static: every input stays static (mark_static on the frame's module/class).
         inputs: (source, fake) of each input tensor with a symbolic dimension.
         marked: symbol -> (source, min, max) of mark_dynamic dimensions.
+        input_sources: symbol -> the mark_dynamic size it stands for (guards name it so).
         where: index in ``env.guards`` -> the user line that added it.
         user_frame: callable -> the current innermost UserFrame (or None).
     """
@@ -169,6 +175,7 @@ class ShapeTracker:
         self.static = static or dynamic is False
         self.inputs: list[tuple[Source, torch.Tensor]] = []
         self.marked: dict[sympy.Symbol, tuple] = {}
+        self.input_sources: dict[sympy.Symbol, Source] = {}  # symbol -> the size of the input that marked it
         self.where: dict[int, str] = {}
         self._noted = 0
         # symbols of numbers drawn from Python's random module before the graph (variables/stdlib.py):
@@ -186,10 +193,13 @@ class ShapeTracker:
         """(fake, shape, stride) for an input tensor; shape/stride are the TensorSpec entries
         (ints, or the symbol's text where symbolic), None when the fake is all static."""
         dims = self._tensor_dims(value, source)
-        if dims is None:
+        base_context = self._marked_base_context(value)
+        if dims is None and base_context is None:
             return fake_mode.from_tensor(value, static_shapes=True), None, None
+        if dims is None:
+            dims = [None] * value.dim()
         kinds = [DimDynamic.DYNAMIC if d is not None else DimDynamic.STATIC for d in dims]
-        context = StatelessSymbolicContext(dynamic_sizes=kinds)
+        context = StatelessSymbolicContext(dynamic_sizes=kinds, view_base_context=base_context)
         marked = [i for i, d in enumerate(dims) if d is not None and d[0] == "dynamic"]
         saved = self.env.settings
         if marked:  # a marked 0/1 stays symbolic (the tensor's other 0/1 dims are STATIC above)
@@ -205,6 +215,9 @@ class ShapeTracker:
             if sym is None:
                 raise InternalError(f"mark_dynamic dimension {i} of {source.name()} did not become symbolic")
             self.marked[sym] = (TensorSizeSource(source, i), lo, hi)
+            # made first for a view of this tensor read earlier, the symbol's source is the view's
+            # ``_base``: guards name it by this input's own size instead
+            self.input_sources.setdefault(sym, TensorSizeSource(source, i))
             if lo is not None or hi is not None:
                 self._constrain(sym, lo, hi, TensorSizeSource(source, i), int(value.size(i)))
         shape = tuple(_entry(s) for s in fake.shape)
@@ -213,6 +226,20 @@ class ShapeTracker:
             return fake, None, None
         self.inputs.append((source, fake))
         return fake, shape, stride
+
+    def _marked_base_context(self, value: torch.Tensor):
+        """For a view whose base has mark_dynamic dimensions: the symbolic context its base's
+        fake is made with (the fake mode makes a view's base first and keeps it; made static
+        here, the base read later as an input of its own could not become symbolic), else None."""
+        base = value._base if value._is_view() else None
+        marks = getattr(base, MARKS_ATTR, None) if base is not None else None
+        if not marks or self.static or not _eligible_tensor(base):
+            return None
+        dynamic = {i for i, m in marks.items() if m[0] == "dynamic" and 0 <= i < base.dim()}
+        if not dynamic:
+            return None
+        return StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC if i in dynamic else DimDynamic.STATIC
+                                                       for i in range(base.dim())])
 
     def _tensor_dims(self, value: torch.Tensor, source: Source) -> Optional[list]:
         """Per dimension: None (static) or the reason it is symbolic; None when all static."""
@@ -331,7 +358,15 @@ class ShapeTracker:
         for sym, tsources in env.var_to_sources.items():
             if sym in self.random_symbols:
                 continue  # drawn anew on every call: never guarded (note() broke where it was needed)
-            sources = [self._ours(t) for t in tsources]
+            if sym in self.input_sources:  # (its sources through a view's _base name the same size)
+                sources = [self.input_sources[sym]]
+            elif all(_through_view_base(t) for t in tsources):
+                # a size of a view's base that no input of the trace is (the view's own sizes are
+                # static): nothing in the graph depends on it (a guard on it would not lower:
+                # CannotSymbolize, static retry)
+                continue
+            else:
+                sources = [self._ours(t) for t in tsources]
             value = env.simplify(sym)
             if value.is_number:
                 where = next((self.where.get(i, "") for i, g in enumerate(env.guards)
@@ -406,6 +441,8 @@ class ShapeTracker:
         raise CannotSymbolize(f"symbol from an unknown source {tsource!r}")
 
     def _source_of(self, sym) -> Source:
+        if sym in self.input_sources:
+            return self.input_sources[sym]
         tsources = self.env.var_to_sources.get(sym)
         if not tsources:
             raise CannotSymbolize(f"symbol {sym} has no input source (data-dependent)")

@@ -36,6 +36,18 @@ class Source:
         return self.name()
 
 
+# Arguments of a resume function (codegen/resume.py) holding the saved value stack: STACK_PREFIX +
+# slot.  They hold what the calls that broke the graph returned: objects often made anew on every
+# call (a module built in forward), which guards must not pin by identity (variables/builder.py).
+STACK_PREFIX = "___stack"
+
+
+def from_resume_stack(source: "Source") -> bool:
+    """``source`` hangs off a saved stack slot of a resume function."""
+    root = source.base()
+    return isinstance(root, LocalSource) and root.local_name.startswith(STACK_PREFIX)
+
+
 # The argument of a loop-body function (codegen/loop_bodies.py) that holds the locals its body
 # reads: an int item of it is an input like an int argument (shapes.py, automatic dynamic).
 LOOP_BODY_LOCALS = "___locals"

@@ -1,4 +1,10 @@
-"""Shared fixtures: every test starts with empty caches; internal errors are raised."""
+"""Shared fixtures: every test starts with empty caches; internal errors are raised.
+
+Process-wide state a test may change is put back after it: the first ``torch.compile`` (the
+reference some tests run side by side) turns ``torch.distributions.Distribution``'s default
+``validate_args`` off for the rest of the process (TorchDynamo's TorchPatcher), which would make
+later tests see validation-free distributions where eager code (and dynamo_lite) validates.
+"""
 import pytest
 import torch
 
@@ -10,6 +16,10 @@ from dynamo_lite import config
 def _fresh_state():
     dynamo_lite.reset()
     torch.manual_seed(0)
-    with config.patch(raise_internal_errors=True):
-        yield
+    validate_args = torch.distributions.Distribution._validate_args
+    try:
+        with config.patch(raise_internal_errors=True):
+            yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(validate_args)
     dynamo_lite.reset()

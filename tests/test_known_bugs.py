@@ -53,24 +53,3 @@ def test_output_view_created_under_no_grad_aot_eager():
     make = lambda: (torch.randn(3, requires_grad=True),)  # noqa: E731
     check_calls(f, [make, make], backend=CompileCounter(lookup_backend("aot_eager")[0]), views=True,
                 grad_fn_names=False, warnings=False, backward=lambda v: (v * 3).sum())
-
-
-
-
-# from tests/torch/test_dynamic_shapes.py
-@pytest.mark.xfail(strict=True, reason="open: a view of a mark_dynamic tensor read before the tensor itself (an "
-                                       "earlier argument, or an earlier local handed to a loop-body function) "
-                                       "makes the fake of its base static first; the marked dimension then "
-                                       "cannot become symbolic (InternalError, the frame runs eagerly)")
-def test_view_of_a_marked_tensor_before_the_tensor():
-    import dynamo_lite
-
-    def f(v, x):
-        return v + x.sum(0)
-
-    def make():
-        x = torch.randn(4, 3)
-        dynamo_lite.mark_dynamic(x, 0)
-        return (x[0], x)
-
-    check_calls(f, [make])

@@ -24,13 +24,15 @@ from typing import Optional
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .. import bytecode_compat, runtime
+from .. import source as source_mod
 from ..cache import register_generated
 from .pycodegen import assemble, original_instructions
 from .liveness import FlowInfo, live_locals_at
 from ..variables.base import NullVariable
 
-# Arguments of a resume function holding the saved value stack: STACK_PREFIX + slot.
-STACK_PREFIX = "___stack"
+# Arguments of a resume function holding the saved value stack: STACK_PREFIX + slot (defined in
+# source.py: the builder relaxes guards on modules found there).
+STACK_PREFIX = source_mod.STACK_PREFIX
 
 # Instructions after which the frame continues in a resume function (after any other
 # breaking instruction the rest of the frame runs natively).  CALL and the conditional

@@ -28,9 +28,9 @@ import torch
 from torch import nn
 
 from .. import graph_breaks as gb
-from .. import guards
+from .. import guards, runtime
 from ..exc import GraphBreak, SkipFrame
-from ..source import AttrSource, BuiltinSource, DictItemSource, ItemSource, Source
+from ..source import AttrSource, BuiltinSource, DictItemSource, ItemSource, Source, from_resume_stack
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
@@ -244,11 +244,20 @@ def _wrap(tx, value, source):
             # every call, with no module state to trace yet; Python runs the frame
             raise SkipFrame(gb.MODULE_CREATED, f"{type(value).__qualname__} is being constructed "
                             "(nn.Module.__init__ has not run yet)")
-        if source is not None and is_stateless_torch_module(value):
-            # often made anew on every call (a loss built in forward, passed on to a resume
-            # function): guard its type and structure, not its identity; the Python attributes
-            # the trace reads are guarded through their sources
-            guard(guards.TypeGuard(source, type(value)))
+        if source is not None and (is_stateless_torch_module(value) or from_resume_stack(source)):
+            # often made anew on every call (a loss built in forward, or any module whose
+            # construction broke the graph and is handed to the resume function with its
+            # submodules): guard its type and structure, not its identity; the Python attributes
+            # the trace reads are guarded through their sources, and parameters and buffers are
+            # graph inputs guarded as tensors
+            origin = runtime.MADE_CLASSES.get(type(value))
+            if origin is not None:
+                # its class was made by a class statement in compiled code, anew on every call:
+                # guard that it was made by the same statement (code, globals, name, bases)
+                guard(guards.ExprGuard(f"{{made}}.get(type({source.name()})) == {{origin}}",
+                                       (("made", runtime.MADE_CLASSES), ("origin", origin)), source))
+            else:
+                guard(guards.TypeGuard(source, type(value)))
             for store in ("_parameters", "_buffers", "_modules"):
                 guard(guards.DictKeysGuard(AttrSource(source, store), tuple(getattr(value, store))))
         else:

@@ -1,7 +1,9 @@
 """nn.Module instances.
 
 A module read from the frame's inputs (arguments, globals, attributes of other
-modules) is guarded by identity and by its ``training`` flag; its parameters and
+modules) is guarded by identity and by its ``training`` flag (a module often made
+anew on every call -- a stateless torch.nn one, or one a resume function gets on its
+saved stack -- by its type and structure instead: variables/builder.py); its parameters and
 buffers become graph inputs (placeholders) read through
 ``module._parameters[name]`` / ``module._buffers[name]``, so guards and generated
 code avoid ``nn.Module.__getattr__`` and weight updates need no recompile.
@@ -42,7 +44,7 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, TypeSource
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import mro_lookup, guard_class_attr, UserDefinedClassVariable
+from .user_objects import mro_lookup, guard_class_attr, guard_function, UserDefinedClassVariable
 from .sequences import ListIteratorVariable, TupleVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
@@ -186,7 +188,7 @@ class NNModuleVariable(VariableTracker):
         if call is not nn.Module.__call__ and not getattr(type(module), "_dynamo_lite_optimized_module", False):
             if isinstance(call, types.FunctionType):
                 if self.source is not None:
-                    tx.output.add_guard(guards.IdGuard(AttrSource(TypeSource(self.source), "__call__"), call))
+                    guard_function(tx, AttrSource(TypeSource(self.source), "__call__"), call)
 
                 return UserMethodVariable(call, self).call_function(tx, args, kwargs)
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
@@ -205,7 +207,7 @@ class NNModuleVariable(VariableTracker):
             raise GraphBreak(gb.UNSUPPORTED_CALL, "forward replaced on the instance")
         if self.source is not None:  # ... and not replaced on the instance or the class after this compile
             tx.output.add_guard(guards.NotInDictGuard(self.source, "forward"))
-            tx.output.add_guard(guards.IdGuard(AttrSource(TypeSource(self.source), "forward"), forward))
+            guard_function(tx, AttrSource(TypeSource(self.source), "forward"), forward)
         if not pre_hooks and not post_hooks:
             return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
         # Module._call_impl with forward hooks: pre-hooks may replace the positional arguments,

@@ -12,6 +12,8 @@ autograd entry points), which break, and other tracers and compilers: calling
 torch.jit.trace/script, torch.fx.symbolic_trace, torch.export or make_fx (or a
 TorchScript module) breaks with DL0040 and runs natively; a torch.compile()d function
 or module called from traced code is traced into the graph, as TorchDynamo does.
+A CPU ``torch.Generator()`` made and seeded in the frame is replayed before the graph with its
+draws (``GeneratorVariable``).
 Tested by tests/torch/test_tensor_ops.py and tests/torch/test_grad_mode.py.
 """
 from __future__ import annotations
@@ -25,9 +27,9 @@ import torch.distributions.kl
 
 from .. import _C
 from .. import graph_breaks as gb
-from .. import guards
+from .. import guards, runtime
 from ..exc import GraphBreak
-from ..source import AttrSource
+from ..source import AttrSource, RandomDrawSource
 from .base import VariableTracker
 from .collectives import call_collective, is_collective
 from .constant import ConstantVariable
@@ -37,6 +39,7 @@ from .functions import BaseUserFunctionVariable, PYTHON_FUNCTION_HANDLERS
 from .contexts import GlobalModeContextVariable, GlobalModeDecoratedVariable, GradModeVariable, inference_mode_context
 from .tensor import fake_arg, record_op, TensorVariable, warnings_issued
 from .numpy_arrays import numpy_scalar_to_torch, numpy_to_torch
+from .methods import BoundMethodOfVariable
 
 
 # torch packages of plain Python classes over tensors: their classes are traced like user
@@ -194,6 +197,10 @@ class TorchVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.value
+        if isinstance(kwargs.get("generator"), GeneratorVariable):
+            return kwargs["generator"].draw(tx, fn, args, kwargs)
+        if fn is torch.Generator:
+            return GeneratorVariable.make(tx, args, kwargs)
         if fn in _FROM_NUMPY:  # an ndarray or numpy scalar of the trace (numpy_arrays.py)
             result = numpy_to_torch(tx, fn, args, kwargs) or numpy_scalar_to_torch(tx, fn, args, kwargs)
             if result is not None:
@@ -351,6 +358,91 @@ def _seed_before_the_graph(tx, fn, args, kwargs):
     step, where = tx.root().steps, tx.user_stack()
     output.prologue_calls.append((fn, (seed,)))
     return DroppedResultVariable("torch.manual_seed()", step, where)
+
+
+class GeneratorVariable(VariableTracker):
+    """A CPU ``torch.Generator()`` made in the frame, seeded there with ``manual_seed(n)``: its
+    numbers follow from its seed alone (no other code can reach it before the frame hands it
+    out), like ``random.Random(seed)`` (stdlib.py).  The trace keeps a twin in the same state;
+    generated code makes the generator, seeds it and draws from it before the graph, in trace
+    order (``OutputGraph.random_calls``), and each draw (``torch.randn(..., generator=g)`` with
+    constant arguments) is a graph input: the values eager computes, and the generator the
+    caller may get is in the same state.  A generator never seeded (its seed is the default
+    one, as eager's) is used as it is.  Anything else done with it breaks the graph."""
+
+    mutable_local = True
+
+    def __init__(self, twin: torch.Generator, source):
+        super().__init__(source)
+        self.twin = twin
+
+    @staticmethod
+    def make(tx, args, kwargs):
+        if args or set(kwargs) - {"device"} or not all(v.is_python_constant() for v in kwargs.values()) or \
+                torch.device(kwargs["device"].as_python_constant() if kwargs else "cpu").type != "cpu":
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "torch.Generator() other than a CPU generator")
+        return GeneratorVariable(torch.Generator(), _replay(tx, torch.Generator, (), {}))
+
+    def python_type(self):
+        return torch.Generator
+
+    def describe(self):
+        return "a torch.Generator made in the frame"
+
+    def var_getattr(self, tx, name):
+        if name == "manual_seed":
+            return BoundMethodOfVariable(self, name)
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"torch.Generator.{name} of a generator made in the frame")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "manual_seed" and len(args) == 1 and not kwargs and args[0].is_python_constant() and \
+                type(args[0].as_python_constant()) is int:
+            seed = args[0].as_python_constant()
+            try:
+                self.twin.manual_seed(seed)
+            except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+                raise GraphBreak(gb.OPERATION_RAISES, f"Generator.manual_seed({seed}) raises {type(e).__name__}") from e
+            _replay(tx, torch.Generator.manual_seed, (runtime.DrawRef(self.source.index), seed), {})
+            return self  # manual_seed returns the generator
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"torch.Generator.{name}() on a generator made in the frame "
+                         "(only manual_seed(int) is traced)")
+
+    def draw(self, tx, fn, args, kwargs):
+        """``fn(*args, generator=self, **kwargs)`` with constant arguments: made before the
+        graph on the real generator, now on the twin (the graph's example input)."""
+        rest = {k: v for k, v in kwargs.items() if k != "generator"}
+        if not all(a.is_python_constant() for a in [*args, *rest.values()]):
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{getattr(fn, '__name__', fn)}(generator=g) of a generator made in "
+                             "the frame with arguments not known at trace time")
+        const_args = tuple(a.as_python_constant() for a in args)
+        const_kwargs = {k: v.as_python_constant() for k, v in rest.items()}
+        state = self.twin.get_state()
+        try:
+            real = fn(*const_args, generator=self.twin, **const_kwargs)
+        except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+            self.twin.set_state(state)
+            raise GraphBreak(gb.OPERATION_RAISES, f"{getattr(fn, '__name__', fn)}(generator=g) raises "
+                             f"{type(e).__name__}") from e
+        if type(real) is not torch.Tensor or real.requires_grad or real.device.type != "cpu":
+            self.twin.set_state(state)
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{getattr(fn, '__name__', fn)}(generator=g) returning "
+                             "other than a plain CPU tensor")
+        source = _replay(tx, runtime.generator_draw, (fn, runtime.DrawRef(self.source.index), const_args,
+                                                      const_kwargs), {})
+        output = tx.output
+        fake = output.fake_mode.from_tensor(real, static_shapes=True)
+        node = output.add_replayed_input(source, real, fake)
+        return TensorVariable(node, fake)
+
+    def reconstruct(self, cg):
+        self.source.reconstruct(cg)
+
+
+def _replay(tx, fn, args, kwargs) -> RandomDrawSource:
+    """Log a call generated code makes before the graph; the source of its result."""
+    output = tx.output
+    output.random_calls.append((fn, args, kwargs, None))
+    return RandomDrawSource(len(output.random_calls) - 1)
 
 
 class DroppedResultVariable(VariableTracker):

@@ -31,7 +31,7 @@ import types
 from typing import Any, Optional
 
 from .. import graph_breaks as gb
-from .. import guards
+from .. import guards, runtime
 from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
@@ -594,11 +594,30 @@ def guard_class_attr(tx, cls_src, cls_attr) -> None:
     if cls_src is None:
         return
     if isinstance(cls_attr, staticmethod):
-        tx.output.add_guard(guards.IdGuard(cls_src, cls_attr.__func__))
+        guard_function(tx, cls_src, cls_attr.__func__)
     elif isinstance(cls_attr, classmethod):
-        tx.output.add_guard(guards.IsGuard(cls_src, ("__func__",), cls_attr.__func__))
+        if cls_attr.__func__ in runtime.MADE_FUNCTIONS:
+            guard_function(tx, AttrSource(cls_src, "__func__"), cls_attr.__func__)
+        else:
+            tx.output.add_guard(guards.IsGuard(cls_src, ("__func__",), cls_attr.__func__))
     else:
-        tx.output.add_guard(guards.IdGuard(cls_src, cls_attr))
+        guard_function(tx, cls_src, cls_attr)
+
+
+def guard_function(tx, src, fn) -> None:
+    """Guard that ``src`` is still ``fn``.  A method of a class made by a class statement in
+    compiled code (runtime.MADE_FUNCTIONS) is a new function on every call: it is guarded by
+    what it runs (a plain function with its code, globals, defaults and no closure: a class
+    body's constant defaults tuple is the same object every time) instead of identity; anything
+    else by identity."""
+    add = tx.output.add_guard
+    if type(fn) is types.FunctionType and fn in runtime.MADE_FUNCTIONS and fn.__closure__ is None and \
+            fn.__kwdefaults__ is None:
+        add(guards.IsGuard(src, ("__class__",), types.FunctionType))
+        for attr in ("__code__", "__globals__", "__defaults__", "__closure__", "__kwdefaults__"):
+            add(guards.IsGuard(src, (attr,), getattr(fn, attr)))
+        return
+    add(guards.IdGuard(src, fn))
 
 
 def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:

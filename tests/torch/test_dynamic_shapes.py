@@ -528,3 +528,70 @@ def test_slices_and_shape_tuples_with_symbolic_ints_stay_symbolic():
     calls = [(torch.randn(2, t), s) for t, s in [(3, 1), (5, 2), (7, 4), (9, 3), (4, 6), (11, 0)]]
     cnt = check_calls(f, calls, hits=[2, 3, 4])
     assert cnt.frame_count <= 3
+
+
+def test_view_of_a_marked_tensor_before_the_tensor():
+    # the fake mode makes a view's base first and keeps it: made with the base's mark_dynamic
+    # dimensions symbolic, the tensor read later is symbolic there too (one graph for every size)
+    def f(v, x):
+        return v + x.sum(0)
+
+    def make(n):
+        def args():
+            x = torch.randn(n, 3)
+            dynamo_lite.mark_dynamic(x, 0)
+            return (x[0], x)
+        return args
+
+    cnt = check_calls(f, [make(4), make(5), make(7)], hits=(1, 2))
+    assert cnt.frame_count == 1
+
+
+def test_view_of_a_marked_tensor_with_a_size_of_its_own_recompiles_on_that_size():
+    # the view's own shape stays static (guarded): a new length of x[:, 1] recompiles
+    def f(v, x):
+        return v.sum() + x.sum()
+
+    def make(n):
+        def args():
+            x = torch.randn(n, 3)
+            dynamo_lite.mark_dynamic(x, 0)
+            return (x[:, 1], x)
+        return args
+
+    check_calls(f, [make(4), make(4), make(5)], hits=(1,), graphs=None)
+
+
+def test_view_of_a_marked_tensor_handed_to_a_loop_body_before_the_tensor():
+    from dynamo_lite.testing import print_with_graph_break
+
+    def f(x):
+        v = x[0]
+        acc = v * 0
+        for _ in range(3):
+            print_with_graph_break("step")  # the loop body becomes a function of (acc, v, x)
+            acc = acc + v + x.sum(0)
+        return acc
+
+    def make(n):
+        def args():
+            x = torch.randn(n, 3)
+            dynamo_lite.mark_dynamic(x, 0)
+            return (x,)
+        return args
+
+    check_calls(f, [make(4), make(5), make(7)], hits=(1, 2), graphs=None)
+
+
+def test_view_of_a_marked_tensor_whose_base_is_not_an_input():
+    def f(v, y):
+        return v * 2 + y
+
+    def make(n):
+        def args():
+            x = torch.randn(n, 3)
+            dynamo_lite.mark_dynamic(x, 0)
+            return (x[1], torch.ones(3))
+        return args
+
+    check_calls(f, [make(4), make(5), make(7)], hits=(1, 2))

@@ -4,7 +4,8 @@ break, a new object on every call where it outlives the graph, and passing one m
 every call to a resume function does not recompile (its type and structure are guarded, not
 its identity).  So is a library's module class whose construction is nn.Module's own (only a
 forward, as transformers' activations built by ``ACT2FN[...]``).  Modules with weights of their
-own, or an ``__init__`` of their own, still break (DL0016).
+own, or an ``__init__`` of their own, still break (DL0016): Python builds them, and the resume
+function that uses one guards its type and structure, not its identity (no recompile per call).
 """
 import torch
 from torch import nn
@@ -156,3 +157,91 @@ def test_changing_the_lookup_table_recompiles():
         check_calls(f, [X, {"args": lambda: (swap(), X)[1:]}, X])
     finally:
         ACT2FN["silu"] = _SiLUActivation
+
+
+# ---- a module with weights or an __init__ of its own, built in forward: Python builds it (the
+# graph breaks at the construction), and the resume function that uses it guards its type and
+# structure, not its identity: weights drawn from torch's RNG as eager does, no recompile per call
+
+class _WithLinear(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+class _Scaled(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+        self.act = nn.ReLU() if k > 2 else nn.Tanh()
+
+    def forward(self, x):
+        return self.act(x * self.k)
+
+
+def test_module_with_weights_built_in_forward_is_used_without_recompiling():
+    def f(x):
+        return _WithLinear(x.shape[-1])(x) + 1
+
+    cnt = check_calls(f, [X] * 6, hits=(1, 2, 3, 4, 5), rng=True)
+    assert cnt.frame_count == 1
+    check_breaks(f, X, breaks=None)
+
+
+def test_module_with_its_own_init_built_in_forward_recompiles_only_when_its_structure_changes():
+    k = [3]
+
+    def f(x):
+        return _Scaled(k[0])(x)
+
+    def set_k(v):
+        return lambda: (k.__setitem__(0, v), X)[1:]
+
+    # k=3 and k=5 differ in a Python attribute, k=1 in the submodule's type: one graph each
+    cnt = check_calls(f, [set_k(3), set_k(3), set_k(1), set_k(1), set_k(3), set_k(5)], hits=(1, 3, 4), graphs=None)
+    assert cnt.frame_count == 3
+
+
+def test_module_class_defined_and_built_in_forward_is_used_without_recompiling():
+    # the class statement makes a new class (and new methods) on every call: the resume function
+    # guards that its instance's class was made by the same statement, and the methods' code
+    def f(x):
+        class Local(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(5, 3)
+
+            def forward(self, x, k=2):
+                return self.helper(self.lin(x)) * k
+
+            def helper(self, y):
+                return y.relu()
+
+        return Local()(x)
+
+    cnt = check_calls(f, [X] * 6, hits=(1, 2, 3, 4, 5), rng=True)
+    assert cnt.frame_count == 1
+
+
+def test_method_replaced_on_a_class_defined_in_forward_recompiles():
+    def f(x, swap):
+        class Local(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.k = 2
+
+            def forward(self, x):
+                return x * self.k
+
+        if swap:
+            Local.forward = _subtract_one
+        return Local()(x)
+
+    check_calls(f, [(X, False), (X, True), (X, False), (X, True)], graphs=None)
+
+
+def _subtract_one(self, x):
+    return x - 1
