@@ -11,15 +11,18 @@ import torch
 import dynamo_lite
 from dynamo_lite import config
 
+# read before any test module is collected: a module that runs torch.compile at import time, or a
+# module-scoped fixture that does, must not make its "off" the value every test puts back
+_VALIDATE_ARGS = torch.distributions.Distribution._validate_args
+
 
 @pytest.fixture(autouse=True)
 def _fresh_state():
     dynamo_lite.reset()
     torch.manual_seed(0)
-    validate_args = torch.distributions.Distribution._validate_args
     try:
         with config.patch(raise_internal_errors=True):
             yield
     finally:
-        torch.distributions.Distribution.set_default_validate_args(validate_args)
+        torch.distributions.Distribution.set_default_validate_args(_VALIDATE_ARGS)
     dynamo_lite.reset()
