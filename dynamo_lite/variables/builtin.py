@@ -10,7 +10,8 @@ nn.Module.__getattr__/__setattr__) that are never inlined.  ``operator.itemgette
 ``methodcaller`` with constant arguments become ``OperatorGetterVariable``.  Also answered:
 ``id()`` (a guarded constant for inputs, an IdVariable compared by identity otherwise),
 ``hash()`` (a Python ``__hash__`` inlined), ``repr``/``str``/``ascii`` of containers of
-constants, ``vars``/``delattr``, ``copy.copy``/``deepcopy`` (stdlib.copy_value),
+constants, ``str``/``repr``/``format`` of a user object with a Python ``__str__``/``__repr__``/
+``__format__`` (inlined, the result must be a str; ``user_object_text``, also used by f-strings), ``vars``/``delattr``, ``copy.copy``/``deepcopy`` (stdlib.copy_value),
 ``dataclasses.asdict``/``astuple``, ``functools.wraps``/``update_wrapper``, ``re`` functions with
 constant arguments, ``inspect.isfunction``/``ismethod``/``isclass``, ``types.MappingProxyType``.
 Keywords are checked against the real builtin's signature; ``_HANDLERS`` is only

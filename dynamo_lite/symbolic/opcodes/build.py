@@ -24,7 +24,7 @@ def BUILD_LIST(tx, inst):
 
 @register("BUILD_SET")
 def BUILD_SET(tx, inst):
-    tx.push(SetVariable(tx.popn(inst.arg)))
+    tx.push(SetVariable(tx.popn(inst.arg), tx=tx))
 
 
 @register("BUILD_MAP")
@@ -32,7 +32,7 @@ def BUILD_MAP(tx, inst):
     items = tx.popn(2 * inst.arg)
     d = DictVariable({})
     for k, v in zip(items[::2], items[1::2]):
-        d.items[d._key(k)] = v
+        d.items[d._key(k, tx)] = v
     tx.push(d)
 
 
