@@ -23,6 +23,7 @@ tests/semantics/test_builtin_errors.py).
 from __future__ import annotations
 
 import collections
+import collections.abc
 import contextlib
 import dataclasses
 import enum
@@ -172,7 +173,8 @@ class ObjectLike(VariableTracker):
             if cls_attr.fset is None:
                 raise GraphBreak(gb.OPERATION_RAISES, f"property {name!r} has no setter")
             return UserFunctionVariable(cls_attr.fset).call_function(tx, [self, value], {})
-        if isinstance(cls_attr, types.MemberDescriptorType) and isinstance(self, UserDefinedObjectVariable) \
+        if isinstance(cls_attr, types.MemberDescriptorType) and (isinstance(self, UserDefinedObjectVariable) or
+                                                                 cls in _MAPPING_VIEWS) \
                 and "__slots__" in getattr(cls_attr.__objclass__, "__dict__", {}):
             tx.output.side_effects.store_attr(self, name, value)  # a __slots__ member: replayed by STORE_ATTR
             return NONE
@@ -588,6 +590,12 @@ def _new_dict_object(cls, base, items: dict, attrs: dict):
     return obj
 
 
+# collections.abc's view classes (what Mapping.keys() / values() / items() return): their only
+# slot is MappingView's ``_mapping``, and they have no instance __dict__
+_MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView,
+                  collections.abc.MappingView)
+
+
 def guard_class_attr(tx, cls_src, cls_attr) -> None:
     """Guard that the class attribute at ``cls_src`` (``type(obj).name``) is still ``cls_attr``:
     the function of a staticmethod/classmethod, else the object itself.  No source: nothing."""
@@ -835,9 +843,10 @@ class UserDefinedClassVariable(VariableTracker):
         if isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
         for base in cls.__mro__[:-1]:
-            # empty __slots__ (collections.abc mixins, ABCs) add no storage: fine
+            # empty __slots__ (collections.abc mixins, ABCs) add no storage: fine; so do the
+            # Mapping views' (only ``_mapping``, set by MappingView.__init__)
             if base.__module__ == "builtins" or not hasattr(base, "__dict__") or \
-                    base.__dict__.get("__slots__", ()) not in ((), []):
+                    (base.__dict__.get("__slots__", ()) not in ((), []) and cls not in _MAPPING_VIEWS):
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} derives from {base.__name__}")
         obj = NewObjectVariable(cls, self.source)
         tx.output.side_effects.track_new_object(obj)

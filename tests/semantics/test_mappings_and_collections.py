@@ -68,6 +68,26 @@ def test_mapping_get_catches_the_keyerror_in_the_trace():
     check_breaks(f, X, UserMap({"a": 2}), breaks=0)
 
 
+def test_mapping_views_of_a_user_mapping():
+    def f(x, m):
+        new = UserMap({"p": 1, "q": 2})
+        keys, values, items = new.keys(), new.values(), new.items()
+        total = sum(values) + sum(v for _, v in m.items())
+        return (x + total + len(keys) + ("p" in keys) + (2 in values) + (("q", 2) in items),
+                list(keys), list(m.keys()), sorted(m.values()), list(items), "z" in m.keys())
+
+    check_breaks(f, X, UserMap({"a": 2, "b": 3}), breaks=0)
+
+
+def test_mapping_view_returned_from_compiled_code():
+    def f(x):
+        view = UserMap({"a": 1}).keys()
+        return x + 1, view
+
+    out = check_breaks(f, X, breaks=0)
+    assert list(out.value[1]) == ["a"]
+
+
 def test_mapping_get_of_a_global_lookup_table():
     def f(x):
         fn = ATTENTION.get("sdpa", None)
