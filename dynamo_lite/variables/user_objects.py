@@ -15,6 +15,9 @@ process, call the cached function at trace time and use its answer as a constant
 trace (Python overrides inlined, the base's methods called explicitly act on the items).  A
 metaclass's Python ``__call__`` is inlined; enum classes are called, indexed and iterated as
 constants.
+Attributes of a ``threading.local`` input are read from the current thread's ``__dict__`` and
+guarded by ``getattr`` in the calling thread.  collections.abc's Mapping views (``KeysView`` ...)
+are made in the trace (their ``_mapping`` slot replayed).
 Setting a name that has no slot on an object without ``__dict__`` raises the
 AttributeError in the trace; abstract classes are never instantiated in the trace.
 Tested by tests/semantics/test_user_classes.py (and tests/semantics/test_exceptions.py, tests/torch/test_grad_mode.py,
@@ -28,6 +31,7 @@ import contextlib
 import dataclasses
 import enum
 import functools
+import threading
 import types
 from typing import Any, Optional
 
@@ -79,6 +83,11 @@ class ObjectLike(VariableTracker):
     def var_getattr(self, tx, name):
         cls = self.value_type
         getattribute = mro_lookup(cls, "__getattribute__")[0]
+        if getattribute is threading.local.__getattribute__ and isinstance(self, UserDefinedObjectVariable) \
+                and self.source is not None and mro_lookup(cls, "__getattr__")[0] is None:
+            # a threading.local read from outside: generic lookup in the current thread's
+            # __dict__; guards read it again (getattr) in the thread that calls
+            return self.generic_getattr(tx, name)
         if getattribute not in _PLAIN_GETATTRIBUTE + (None,):
             if not isinstance(getattribute, types.FunctionType) or mro_lookup(cls, "__getattr__")[0] is not None:
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
