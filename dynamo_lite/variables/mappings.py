@@ -6,7 +6,7 @@ the real dict must be updated after the graph runs.  Keys are constants by
 value or objects by identity (``hash_key``): value-hashed objects and
 unhashable keys break.  ``id(obj)`` of an object whose address is not known is keyed by the
 object's identity (``IdKey``) while every object involved is alive, and never next to a number
-(``checked_key``).  ``defaultdict`` made in the trace calls its factory
+(``checked_key``).  A ``frozendict.frozendict`` made in the trace is a FrozenDictVariable (reads only).  ``defaultdict`` made in the trace calls its factory
 for missing keys; a Counter counts 0 for them; a mappingproxy is a live read-only view.  A
 missing key's KeyError (lookup, pop, del, popitem of an empty dict) is raised in the trace, so a
 traced handler catches it (``Mapping.get``).  Dict iterators read values live; a dict whose size or keys
@@ -515,6 +515,21 @@ class ChainMapVariable(VariableTracker):
 
 
 _PROXY_READS = ("get", "keys", "values", "items", "copy", "__getitem__", "__contains__", "__len__", "__or__")
+
+
+class FrozenDictVariable(DictVariable):
+    """A ``frozendict.frozendict`` made in the trace, its items known: the dict methods it
+    inherits from dict that only read; anything else breaks (its mutators raise)."""
+
+    _READS = ("__getitem__", "get", "keys", "values", "items", "__contains__", "__len__", "__iter__")
+
+    def describe(self):
+        return self.dict_type.__name__
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in self._READS and getattr(self.dict_type, name, None) is getattr(dict, name):
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.dict_type.__name__}.{name}() is not supported here")
 
 
 class IdKey(IdentityKey):

@@ -17,7 +17,8 @@ metaclass's Python ``__call__`` is inlined; enum classes are called, indexed and
 constants.
 Attributes of a ``threading.local`` input are read from the current thread's ``__dict__`` and
 guarded by ``getattr`` in the calling thread.  collections.abc's Mapping views (``KeysView`` ...)
-are made in the trace (their ``_mapping`` slot replayed).
+are made in the trace (their ``_mapping`` slot replayed); ``frozendict.frozendict(...)`` is built from
+its items (a FrozenDictVariable; generated code calls frozendict with them).
 Setting a name that has no slot on an object without ``__dict__`` raises the
 AttributeError in the trace; abstract classes are never instantiated in the trace.
 Tested by tests/semantics/test_user_classes.py (and tests/semantics/test_exceptions.py, tests/torch/test_grad_mode.py,
@@ -31,6 +32,7 @@ import contextlib
 import dataclasses
 import enum
 import functools
+import sys
 import threading
 import types
 from typing import Any, Optional
@@ -38,10 +40,12 @@ from typing import Any, Optional
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
-from .base import checked_len, IdentityKey, VariableTracker
+from .base import checked_len, IdentityKey, type_or_none, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
-from .mappings import ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable
+from .mappings import (
+    ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable, FrozenDictVariable,
+)
 from .sequences import DequeVariable, ListIteratorVariable, TupleVariable
 from .iterators import UserIteratorVariable
 from .functions import bind_arguments, python_function_handler, UserFunctionVariable, UserMethodVariable
@@ -599,6 +603,12 @@ def _new_dict_object(cls, base, items: dict, attrs: dict):
     return obj
 
 
+def _is_frozendict(cls) -> bool:
+    """``cls`` is the ``frozendict`` package's frozendict (built in the trace from its items)."""
+    module = sys.modules.get("frozendict")
+    return module is not None and cls is getattr(module, "frozendict", None)
+
+
 # collections.abc's view classes (what Mapping.keys() / values() / items() return): their only
 # slot is MappingView's ``_mapping``, and they have no instance __dict__
 _MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView,
@@ -833,6 +843,13 @@ class UserDefinedClassVariable(VariableTracker):
                     forward, _ = mro_lookup(cls, "forward")
                     tx.output.add_guard(guards.IdGuard(AttrSource(self.source, "forward"), forward))
                 return made
+        if _is_frozendict(cls):
+            if len(args) == 1 and not kwargs and type_or_none(args[0]) is cls:
+                return args[0]  # frozendict(fd) is fd
+            items = dict_from_args(tx, *args, **kwargs).items
+            if not items:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "an empty frozendict (a shared singleton)")
+            return FrozenDictVariable(items, dict_type=cls)
         if _dict_base(cls) is not None:
             return self._new_dict_object(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it

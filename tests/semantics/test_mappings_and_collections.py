@@ -8,6 +8,7 @@ the breaks); known bugs are strict xfails in tests/test_known_bugs.py.
 import collections
 from collections.abc import Mapping
 
+import pytest
 import torch
 
 from dynamo_lite.testing import check_breaks, check_calls
@@ -509,3 +510,40 @@ def test_class_keyed_table_is_read_without_a_break_and_a_change_recompiles():
                         (torch.ones(2), typing.Optional[int])])
     finally:
         VALIDATORS[list] = _validate_list
+
+
+# ---------------------------------------------------------------- frozendict (einx freezes its kwargs with it)
+
+def test_frozendict_built_and_read_in_the_trace():
+    frozendict = pytest.importorskip("frozendict").frozendict
+
+    def f(x):
+        d = frozendict(a=1, b=2)
+        e = frozendict({"c": x}, z=3)
+        return (x + d["a"] + len(d) + d.get("b") + e["c"], frozendict(d) is d, isinstance(d, dict),
+                list(d.items()), "a" in d, dict(d), {**d}, d == {"a": 1, "b": 2}, list(e))
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_frozendict_made_in_the_trace_returned_and_mutated():
+    frozendict = pytest.importorskip("frozendict").frozendict
+
+    def returned(x):
+        d = frozendict(a=1, b=x)
+        return x + 1, d, d, d | {"c": 2}
+
+    out = check_breaks(returned, X, breaks=None)
+    assert type(out.value[1]) is frozendict and out.value[1] is out.value[2]
+
+    def mutated(x):
+        d = frozendict(a=1)
+        d["b"] = 2
+        return x
+
+    check_breaks(mutated, X, breaks=None, raises=TypeError)
+
+    def others(x):
+        return x + 1, frozendict(), hash(frozendict(a=1)), frozendict(a=1).copy()
+
+    check_breaks(others, X, breaks=None)
