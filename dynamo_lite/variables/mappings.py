@@ -537,8 +537,11 @@ class IdKey(IdentityKey):
     equal for the same object, and the ids of two objects alive at the same time differ
     (``checked_key`` makes sure they are); ``var`` is the IdVariable."""
 
+    made = 0  # how many were ever made: none, and no container can hold one (checked_key skips its scan)
+
     def __init__(self, var, obj_ident):
         super().__init__(var, ("id()", obj_ident))
+        IdKey.made += 1
 
 
 def _alive(tx, objs) -> bool:
@@ -582,7 +585,7 @@ def checked_key(tx, keys, k, what: str):
         if tx is None or not _alive(tx, [k.var.obj] + [x.var.obj for x in others]):
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} id() of an object that may have been freed "
                              "(its address may be reused)")
-    elif isinstance(k, (int, float, complex)) and any(isinstance(x, IdKey) for x in keys):
+    elif IdKey.made and isinstance(k, (int, float, complex)) and any(isinstance(x, IdKey) for x in keys):
         raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {k!r} next to id() keys: their values are not known at trace time")
     return k
 
