@@ -19,6 +19,7 @@ tests/semantics/test_mappings_and_collections.py and tests/semantics/test_functo
 from __future__ import annotations
 
 import collections
+import sys
 import operator
 import types
 
@@ -515,6 +516,12 @@ class ChainMapVariable(VariableTracker):
 
 
 _PROXY_READS = ("get", "keys", "values", "items", "copy", "__getitem__", "__contains__", "__len__", "__or__")
+
+
+def is_frozendict_class(cls) -> bool:
+    """``cls`` is the ``frozendict`` package's frozendict (modelled by FrozenDictVariable)."""
+    module = sys.modules.get("frozendict")
+    return module is not None and cls is getattr(module, "frozendict", None)
 
 
 class FrozenDictVariable(DictVariable):

@@ -32,7 +32,6 @@ import contextlib
 import dataclasses
 import enum
 import functools
-import sys
 import threading
 import types
 from typing import Any, Optional
@@ -45,6 +44,7 @@ from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
 from .mappings import (
     ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable, FrozenDictVariable,
+    is_frozendict_class,
 )
 from .sequences import DequeVariable, ListIteratorVariable, TupleVariable
 from .iterators import UserIteratorVariable
@@ -603,12 +603,6 @@ def _new_dict_object(cls, base, items: dict, attrs: dict):
     return obj
 
 
-def _is_frozendict(cls) -> bool:
-    """``cls`` is the ``frozendict`` package's frozendict (built in the trace from its items)."""
-    module = sys.modules.get("frozendict")
-    return module is not None and cls is getattr(module, "frozendict", None)
-
-
 # collections.abc's view classes (what Mapping.keys() / values() / items() return): their only
 # slot is MappingView's ``_mapping``, and they have no instance __dict__
 _MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView,
@@ -843,7 +837,7 @@ class UserDefinedClassVariable(VariableTracker):
                     forward, _ = mro_lookup(cls, "forward")
                     tx.output.add_guard(guards.IdGuard(AttrSource(self.source, "forward"), forward))
                 return made
-        if _is_frozendict(cls):
+        if is_frozendict_class(cls):
             if len(args) == 1 and not kwargs and type_or_none(args[0]) is cls:
                 return args[0]  # frozendict(fd) is fd
             items = dict_from_args(tx, *args, **kwargs).items

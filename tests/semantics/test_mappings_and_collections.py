@@ -547,3 +547,19 @@ def test_frozendict_made_in_the_trace_returned_and_mutated():
         return x + 1, frozendict(), hash(frozendict(a=1)), frozendict(a=1).copy()
 
     check_breaks(others, X, breaks=None)
+
+
+def test_frozendict_argument_read_and_guarded():
+    frozendict = pytest.importorskip("frozendict").frozendict
+
+    def f(x, d):
+        return x + d["a"] + len(d) + d.get("b", 0), d, list(d.items()), frozendict(d) is d
+
+    check_breaks(f, X, frozendict(a=1, b=2), breaks=0)
+    check_calls(f, [(X, frozendict(a=1, b=2)), (X, frozendict(a=3, b=4)), (X, frozendict(a=3)), (X, {"a": 5})])
+
+    def mutated(x, d):
+        d["a"] = 2
+        return x
+
+    check_breaks(mutated, X, frozendict(a=1), breaks=None, raises=TypeError)
