@@ -6,7 +6,8 @@ constant value, length, tensor metadata), and makes every alias of the same
 mutable object share one tracker, so mutations are seen through every name.
 A few library objects get dedicated trackers: transformers' ModelOutput
 classes and instances (model_output.py), ``os.environ`` and
-``inspect.signature`` (stdlib.py).
+``inspect.signature`` (stdlib.py), ``frozendict.frozendict`` (a read-only FrozenDictVariable,
+its keys guarded like a dict's).
 Tested by tests/unit/test_guards.py and tests/semantics/test_container_values.py.
 """
 from __future__ import annotations
@@ -35,7 +36,9 @@ from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
-from .mappings import CounterVariable, DefaultDictVariable, DictVariable, hash_key
+from .mappings import (
+    CounterVariable, DefaultDictVariable, DictVariable, FrozenDictVariable, hash_key, is_frozendict_class,
+)
 from .numpy_arrays import check_tensor_input, wrap_numpy_value
 from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
@@ -223,6 +226,14 @@ def _wrap(tx, value, source):
             return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
+    if is_frozendict_class(type(value)) and source is not None and \
+            all(type(k) in (str, int, bool, type(None), float) for k in value):
+        def make():  # read-only: its items are guarded like a dict's
+            guard(guards.TypeGuard(source, type(value)))
+            guard(guards.DictKeysGuard(source, tuple(value.keys())))
+            items = {k: wrap(tx, v, ItemSource(source, k)) for k, v in value.items()}
+            return FrozenDictVariable(items, source, dict_type=type(value))
+        return _aliased(tx, value, source, make)
     if type(value) in (set, frozenset):
         if all(is_constant_value(v) for v in value):
             def make():

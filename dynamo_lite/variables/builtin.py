@@ -10,7 +10,8 @@ nn.Module.__getattr__/__setattr__) that are never inlined.  ``operator.itemgette
 ``methodcaller`` with constant arguments become ``OperatorGetterVariable``.  Also answered:
 ``id()`` (a guarded constant for inputs, an IdVariable compared by identity otherwise),
 ``hash()`` (a Python ``__hash__`` inlined), ``repr``/``str``/``ascii`` of containers of
-constants, ``vars``/``delattr``, ``copy.copy``/``deepcopy`` (stdlib.copy_value),
+constants, ``str``/``repr``/``format`` of a user object with a Python ``__str__``/``__repr__``/
+``__format__`` (inlined, the result must be a str; ``user_object_text``, also used by f-strings), ``vars``/``delattr``, ``copy.copy``/``deepcopy`` (stdlib.copy_value),
 ``dataclasses.asdict``/``astuple``, ``functools.wraps``/``update_wrapper``, ``re`` functions with
 constant arguments, ``inspect.isfunction``/``ismethod``/``isclass``, ``types.MappingProxyType``.
 Keywords are checked against the real builtin's signature; ``_HANDLERS`` is only
@@ -66,7 +67,7 @@ from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .tensor import make_range, record_op, TensorVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
-    _DICT_METHODS, mro_lookup, ObjectLike, class_of, DataclassFieldVariable, DictStorageMixin,
+    _DICT_METHODS, mro_lookup, ObjectLike, class_of, guard_class_attr, DataclassFieldVariable, DictStorageMixin,
     NewObjectVariable, SuperVariable,
     UserDefinedClassVariable, UserDefinedObjectVariable,
 )
@@ -725,6 +726,42 @@ def _exception_text(fn, exc):
     return ConstantVariable(fn(exc.exc_type(*[a.as_python_constant() for a in exc.args])))
 
 
+def user_object_text(tx, obj, dunder, args=()):
+    """``str()`` / ``repr()`` / ``format()`` of a user object whose class has a Python
+    ``__str__`` / ``__repr__`` / ``__format__``: the method inlined (its class attribute guarded);
+    its result must be a str known at trace time (None: not a user object with such a method)."""
+    if not isinstance(obj, ObjectLike):
+        return None
+    cls = obj.value_type
+    fn, _ = mro_lookup(cls, dunder)
+    used = [(dunder, fn)]
+    if dunder == "__format__" and fn is object.__format__:
+        if args and not (args[0].is_python_constant() and args[0].as_python_constant() == ""):
+            return None  # object.__format__ raises TypeError on a non-empty spec: not answered here
+        dunder, args = "__str__", ()
+        fn, _ = mro_lookup(cls, dunder)
+        used.append((dunder, fn))
+    if dunder == "__str__" and fn is object.__str__:
+        dunder = "__repr__"
+        fn, _ = mro_lookup(cls, dunder)
+        used.append((dunder, fn))
+    if not isinstance(fn, types.FunctionType):
+        return None  # object.__repr__ shows an address; C methods are not known
+    for name, attr in used:
+        guard_class_attr(tx, obj._class_attr_source(name), attr)
+    result = UserMethodVariable(fn, obj).call_function(tx, list(args), {})
+    if result.is_python_constant() and type(result.as_python_constant()) is str:
+        return ConstantVariable(result.as_python_constant())
+    try:
+        kind = result.python_type()
+    except GraphBreak:
+        kind = None
+    if kind is not None and not issubclass(kind, str):
+        raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__}.{dunder} returned non-string "
+                         f"(type {kind.__name__}) (TypeError)")
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"{cls.__name__}.{dunder}() result is not a str known at trace time")
+
+
 def _container_text(fn, obj):
     """str() / repr() / ascii() of a list, tuple, dict or set of constants (computed on a copy)."""
     if type(obj) not in (ListVariable, TupleVariable, DictVariable, SetVariable, CounterVariable):
@@ -753,6 +790,8 @@ def _leaves(value):
 def _make_repr(fn):
     def impl(tx, obj):
         text = _exception_text(fn, obj) if fn is repr else None
+        if text is None and fn is repr:
+            text = user_object_text(tx, obj, "__repr__")
         return text if text is not None else _container_text(fn, obj)  # None: folded when a constant
     return impl
 
@@ -766,12 +805,21 @@ _FOLD_ON_COPIES = {operator.concat, operator.countOf, operator.indexOf, operator
                    math.hypot, math.dist, builtins.format, builtins.bytes}
 
 
+@_handler(builtins.format)
+def _format(tx, value, spec=None):
+    if isinstance(value, ObjectLike):
+        return user_object_text(tx, value, "__format__", (spec if spec is not None else ConstantVariable(""),))
+    return None  # folded on constant copies
+
+
 def _scalar_conversion(fn):
     def impl(tx, *args, **kwargs):
         if fn is str and len(args) == 1 and not kwargs:
             text = _exception_text(str, args[0])
             if text is None:
                 text = _container_text(str, args[0])
+            if text is None:
+                text = user_object_text(tx, args[0], "__str__")
             if text is not None:
                 return text
         if args and isinstance(args[0], TensorVariable):

@@ -6,7 +6,8 @@ installed as ``VariableTracker.wrap_constant`` so that every tracker below the
 containers can fold without importing them.  ``materialize`` consumes a lazy
 iterator whole for functions computed on constant copies (``"".join(map(str, l))``);
 ``fold_constant_method`` answers methods of constants (installed as
-``ConstantVariable.fold_method``).
+``ConstantVariable.fold_method``), first through ``CONSTANT_METHOD_HANDLERS`` (per type,
+registered by other modules: ``inspect.Signature.bind`` in stdlib.py).
 Tested by tests/semantics/test_builtins.py and tests/semantics/test_containers.py.
 """
 from __future__ import annotations
@@ -63,10 +64,20 @@ _PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice, 
                torch.dtype, torch.device)
 
 
+# type -> handler(tx, const, name, args, kwargs) answering methods of constants of that type
+# (None: not answered); stdlib.py registers inspect.Signature's bind / bind_partial
+CONSTANT_METHOD_HANDLERS: dict = {}
+
+
 def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwargs: dict) -> VariableTracker:
     """``const.name(*args, **kwargs)`` (ConstantVariable.call_method): computed on the real value
     with copies of container / iterator arguments of constants; ``==`` / ``!=`` with anything
     else go through the operator table."""
+    handler = CONSTANT_METHOD_HANDLERS.get(type(const.value))
+    if handler is not None:
+        result = handler(tx, const, name, args, kwargs)
+        if result is not None:
+            return result
     if user_defined_attr(type(const.value), name):  # e.g. a method of an IntEnum subclass: Python code
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"method {name!r} of {type(const.value).__name__} is defined in Python")
     if isinstance(const.value, _PURE_TYPES):  # "".join(map(str, l)) consumes the lazy map

@@ -4,19 +4,22 @@ Dicts are mutable: their trackers are mutated in place, and when they came
 from the frame's inputs (they have a source) the side-effect log records that
 the real dict must be updated after the graph runs.  Keys are constants by
 value or objects by identity (``hash_key``): value-hashed objects and
-unhashable keys break.  ``defaultdict`` made in the trace calls its factory
+unhashable keys break.  ``id(obj)`` of an object whose address is not known is keyed by the
+object's identity (``IdKey``) while every object involved is alive, and never next to a number
+(``checked_key``).  A ``frozendict.frozendict`` made in the trace is a FrozenDictVariable (reads only).  ``defaultdict`` made in the trace calls its factory
 for missing keys; a Counter counts 0 for them; a mappingproxy is a live read-only view.  A
 missing key's KeyError (lookup, pop, del, popitem of an empty dict) is raised in the trace, so a
 traced handler catches it (``Mapping.get``).  Dict iterators read values live; a dict whose size or keys
 changed since the iterator was made runs the frame eagerly (Python raises
 RuntimeError at the right point).  A method a dict tracker does not model
 breaks the graph (DL0003).
-Tested by tests/semantics/test_containers.py, tests/semantics/test_container_values.py, tests/semantics/test_iterators.py
-and tests/semantics/test_mappings_and_collections.py.
+Tested by tests/semantics/test_containers.py, tests/semantics/test_container_values.py, tests/semantics/test_iterators.py,
+tests/semantics/test_mappings_and_collections.py and tests/semantics/test_functools_copy_identity.py.
 """
 from __future__ import annotations
 
 import collections
+import sys
 import operator
 import types
 
@@ -25,6 +28,7 @@ import torch
 from .. import graph_breaks as gb
 from ..exc import GraphBreak, SkipFrame
 from .base import IdentityKey, search_items, VariableTracker
+from .objects import IdVariable
 from .constant import ConstantVariable, NONE
 from .methods import ContainerMethodVariable
 from .sequences import LazyIteratorVariable, ListVariable, TupleVariable
@@ -58,7 +62,7 @@ class DictVariable(VariableTracker):
         return [key_to_var(k) for k in self.items]
 
     def contains(self, tx, item):
-        return self._key(item) in self.items
+        return self._key(item, tx) in self.items
 
     def len(self, tx):
         return len(self.items)
@@ -66,8 +70,8 @@ class DictVariable(VariableTracker):
     def iter(self, tx):
         return DictIteratorVariable(self, "keys")
 
-    def _key(self, v: VariableTracker):
-        return hash_key(v, "dict key")
+    def _key(self, v: VariableTracker, tx=None):
+        return checked_key(tx, self.items, hash_key(v, "dict key"), "dict key")
 
     def getitem(self, tx, key):
         if key.is_tensor():
@@ -76,7 +80,7 @@ class DictVariable(VariableTracker):
 
     def lookup(self, tx, key):
         """``self[key]`` (a missing key breaks: Python raises KeyError)."""
-        k = self._key(key)
+        k = self._key(key, tx)
         if k not in self.items:
             self.raise_in_trace(tx, KeyError, [key])
         return self.items[k]
@@ -103,7 +107,7 @@ class DictVariable(VariableTracker):
         if name == "__contains__" and len(args) == 1:
             return ConstantVariable(self.contains(tx, args[0]))
         if name == "get" and 1 <= len(args) <= 2:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             return self.items.get(k, args[1] if len(args) == 2 else NONE)
         if name == "keys" and not args:
             return DictViewVariable(self, "keys")
@@ -113,17 +117,17 @@ class DictVariable(VariableTracker):
             return DictViewVariable(self, "items")
         if name == "__setitem__" and len(args) == 2:
             se.mutate(self)
-            self.items[self._key(args[0])] = args[1]
+            self.items[self._key(args[0], tx)] = args[1]
             return NONE
         if name == "__delitem__" and len(args) == 1:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             if k not in self.items:
                 self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)
             del self.items[k]
             return NONE
         if name == "pop" and 1 <= len(args) <= 2:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             if k in self.items:
                 se.mutate(self)
                 return self.items.pop(k)
@@ -131,7 +135,7 @@ class DictVariable(VariableTracker):
                 return args[1]
             self.raise_in_trace(tx, KeyError, [args[0]])
         if name == "setdefault" and 1 <= len(args) <= 2:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             if k not in self.items:
                 se.mutate(self)
                 self.items[k] = args[1] if len(args) == 2 else NONE
@@ -149,7 +153,7 @@ class DictVariable(VariableTracker):
                         parts = pair.unpack(tx)
                         if len(parts) != 2:  # Python raises ValueError (after the earlier pairs)
                             raise GraphBreak(gb.OPERATION_RAISES, f"dict update sequence element has length {len(parts)}")
-                        self.items[self._key(parts[0])] = parts[1]
+                        self.items[self._key(parts[0], tx)] = parts[1]
             for k, v in kwargs.items():
                 self.items[k] = v
             return NONE
@@ -178,7 +182,7 @@ class DictVariable(VariableTracker):
             self.call_method(tx, "update", args, {})  # any mapping or iterable of pairs, like update()
             return self
         if name == "move_to_end" and self.dict_type is collections.OrderedDict and 1 <= len(args) <= 2:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             last = args[1].bool(tx) if len(args) == 2 else True
             if k not in self.items:
                 self.raise_in_trace(tx, KeyError, [args[0]])
@@ -227,7 +231,7 @@ class DefaultDictVariable(DictVariable):
         self.default_factory = default_factory
 
     def lookup(self, tx, key):
-        k = self._key(key)
+        k = self._key(key, tx)
         if k not in self.items:
             factory = self.default_factory
             if factory.is_python_constant() and factory.as_python_constant() is None:
@@ -275,7 +279,7 @@ class CounterVariable(DictVariable):
         return "Counter"
 
     def lookup(self, tx, key):
-        k = self._key(key)
+        k = self._key(key, tx)
         return self.items[k] if k in self.items else ConstantVariable(0)  # Counter.__missing__
 
     def constant_copy(self):
@@ -298,7 +302,7 @@ class CounterVariable(DictVariable):
             pairs = [(item, ConstantVariable(1)) for item in other.unpack(tx)]
         tx.output.side_effects.mutate(self)
         for key, count in pairs:
-            k = self._key(key)
+            k = self._key(key, tx)
             if k in self.items:
                 op = operator.add if sign > 0 else operator.sub
                 self.items[k] = self.apply_operator(tx, op, [self.items[k], count])
@@ -341,7 +345,7 @@ class CounterVariable(DictVariable):
         if name == "__missing__" and len(args) == 1:
             return ConstantVariable(0)
         if name == "__delitem__" and len(args) == 1:  # Counter.__delitem__ ignores a missing key
-            if self._key(args[0]) not in self.items:
+            if self._key(args[0], tx) not in self.items:
                 return NONE
         return super().call_method(tx, name, args, kwargs)
 
@@ -514,10 +518,94 @@ class ChainMapVariable(VariableTracker):
 _PROXY_READS = ("get", "keys", "values", "items", "copy", "__getitem__", "__contains__", "__len__", "__or__")
 
 
+def is_frozendict_class(cls) -> bool:
+    """``cls`` is the ``frozendict`` package's frozendict (modelled by FrozenDictVariable)."""
+    module = sys.modules.get("frozendict")
+    return module is not None and cls is getattr(module, "frozendict", None)
+
+
+class FrozenDictVariable(DictVariable):
+    """A ``frozendict.frozendict`` made in the trace, its items known: the dict methods it
+    inherits from dict that only read; anything else breaks (its mutators raise)."""
+
+    _READS = ("__getitem__", "get", "keys", "values", "items", "__contains__", "__len__", "__iter__")
+
+    def describe(self):
+        return self.dict_type.__name__
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in self._READS and getattr(self.dict_type, name, None) is getattr(dict, name):
+            return super().call_method(tx, name, args, kwargs)
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.dict_type.__name__}.{name}() is not supported here")
+
+
+class IdKey(IdentityKey):
+    """The key of ``id(obj)`` (an IdVariable) whose address is only known when the code runs:
+    equal for the same object, and the ids of two objects alive at the same time differ
+    (``checked_key`` makes sure they are); ``var`` is the IdVariable."""
+
+    made = 0  # how many were ever made: none, and no container can hold one (checked_key skips its scan)
+
+    def __init__(self, var, obj_ident):
+        super().__init__(var, ("id()", obj_ident))
+        IdKey.made += 1
+
+
+def _alive(tx, objs) -> bool:
+    """Every tracker in ``objs`` is reachable now from a local or the stack of a frame being
+    traced (through lists, tuples, dicts and sets): its object is alive in the real run too."""
+    want = {id(o) for o in objs}
+    seen: set = set()
+    todo: list = []
+    frame = tx
+    while frame is not None:
+        todo.extend(getattr(frame, "symbolic_locals", {}).values())
+        todo.extend(getattr(frame, "stack", ()))
+        frame = getattr(frame, "parent", None)
+    while todo and want - seen:
+        v = todo.pop()
+        if id(v) in seen or not isinstance(v, VariableTracker):
+            continue
+        seen.add(id(v))
+        items = v.items if isinstance(v, (ListVariable, TupleVariable, DictVariable)) or \
+            type(v).__name__ == "SetVariable" else None
+        if isinstance(items, dict):
+            todo.extend(k.var for k in items if isinstance(k, IdentityKey))
+            todo.extend(items.values())
+        elif isinstance(items, (list, tuple)):
+            todo.extend(items)
+    return not (want - seen)
+
+
+def checked_key(tx, keys, k, what: str):
+    """``k`` (from ``hash_key``), checked against the keys already in a dict / set: an id()
+    key not among them is only stored or told apart from other objects' ids when all those
+    objects are alive now (a freed object's address may be reused, and the real run rebuilds
+    the key from the object), and never next to a number (its value is not known)."""
+    if isinstance(k, IdKey):
+        if k in keys:
+            return k  # the same object: the same id
+        others = [x for x in keys if isinstance(x, IdKey)]
+        if any(isinstance(x, (int, float, complex)) for x in keys):
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} id() next to numbers: its value is not known at trace time")
+        # (stored or told apart, the object must be alive: a freed one's address is reused)
+        if tx is None or not _alive(tx, [k.var.obj] + [x.var.obj for x in others]):
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} id() of an object that may have been freed "
+                             "(its address may be reused)")
+    elif IdKey.made and isinstance(k, (int, float, complex)) and any(isinstance(x, IdKey) for x in keys):
+        raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {k!r} next to id() keys: their values are not known at trace time")
+    return k
+
+
 def hash_key(v: VariableTracker, what: str):
     """The key of ``v`` in a dict / set tracker: its value for constants, an IdentityKey for
     objects hashed by identity.  Unhashable values break where Python raises TypeError; objects
     whose class defines its own __hash__ / __eq__ (equal objects are one key) break too."""
+    if isinstance(v, IdVariable):
+        ident = v.obj.identity_key()
+        if ident is None:
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()}: the object's identity is not known at trace time")
+        return IdKey(v, ident.ident)
     if v.is_python_constant():
         value = v.as_python_constant()
         try:
@@ -598,7 +686,7 @@ class DictViewVariable(VariableTracker):
             if item.is_python_constant() or isinstance(item, TupleVariable):
                 return False  # not a pair: never an item
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{item.describe()} in dict.items()")
-        k = self.dict_var._key(item.items[0])
+        k = self.dict_var._key(item.items[0], tx)
         if k not in self.dict_var.items:
             return False
         return search_items(tx, [self.dict_var.items[k]], item.items[1])
@@ -642,7 +730,7 @@ def dict_from_args(tx, *args, **kwargs) -> DictVariable:
                 parts = pair.unpack(tx)
                 if len(parts) != 2:  # Python raises ValueError
                     raise GraphBreak(gb.OPERATION_RAISES, f"dictionary update sequence element has length {len(parts)}")
-                result.items[result._key(parts[0])] = parts[1]
+                result.items[result._key(parts[0], tx)] = parts[1]
     result.items.update(kwargs)
     return result
 

@@ -35,8 +35,9 @@ class ObjectVariable(VariableTracker):
 class IdVariable(VariableTracker):
     """``id(obj)`` of an object made in the trace, a tensor or a container: its value is the
     object's address in the real run, so it is not known at trace time.  Two of them compare
-    (``==``, ``!=``) by the identity of their objects when the trace knows it (arith.py);
-    anything else breaks.  Generated code rebuilds it as ``id(obj)``.
+    (``==``, ``!=``) by the identity of their objects when the trace knows it (arith.py); as a
+    dict key or set element it is keyed by its object's identity (mappings.IdKey, checked by
+    mappings.checked_key); anything else breaks.  Generated code rebuilds it as ``id(obj)``.
 
     Attributes:
         obj: the tracker of the object whose id this is.

@@ -13,7 +13,7 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .mappings import hash_key
+from .mappings import checked_key, hash_key
 from .methods import ContainerMethodVariable
 from .sequences import ListIteratorVariable
 
@@ -28,12 +28,12 @@ class SetVariable(VariableTracker):
             iteration and rebuilding follow its order, which is CPython's.
     """
 
-    def __init__(self, items: list, source=None, frozen=False):
+    def __init__(self, items: list, source=None, frozen=False, tx=None):
         super().__init__(source)
         self.frozen = frozen
         self.items: dict = {}
         for item in items:
-            self.items[self._key(item)] = item
+            self.items[self._key(item, tx)] = item
         self.mutable_local = source is None and not frozen
         self.shadow = None
         self._sync_shadow(list(self.items))
@@ -57,9 +57,8 @@ class SetVariable(VariableTracker):
             return list(self.shadow)
         return list(self.items)
 
-    @staticmethod
-    def _key(v):
-        return hash_key(v, "set element")
+    def _key(self, v, tx=None):
+        return checked_key(tx, self.items, hash_key(v, "set element"), "set element")
 
     def python_type(self):
         return frozenset if self.frozen else set
@@ -85,7 +84,7 @@ class SetVariable(VariableTracker):
         return self.python_type()(i.constant_copy() for i in self.items.values())
 
     def contains(self, tx, item):
-        return self._key(item) in self.items
+        return self._key(item, tx) in self.items
 
     def len(self, tx):
         return len(self.items)
@@ -103,13 +102,13 @@ class SetVariable(VariableTracker):
             return ConstantVariable(len(self.items))
         if name == "add" and len(args) == 1 and not self.frozen:
             se.mutate(self)
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             self.items.setdefault(k, args[0])
             self._sync_shadow([k])
             return NONE
         if name == "discard" and len(args) == 1 and not self.frozen:
             se.mutate(self)
-            self.items.pop(self._key(args[0]), None)
+            self.items.pop(self._key(args[0], tx), None)
             self._sync_shadow()
             return NONE
         if name in ("union", "intersection", "difference", "issubset", "issuperset", "__or__", "__and__",
@@ -129,13 +128,13 @@ class SetVariable(VariableTracker):
             added = []
             for a in args:
                 for item in a.unpack(tx):
-                    added.append(self._key(item))
+                    added.append(self._key(item, tx))
                     self.items.setdefault(added[-1], item)
             se.mutate(self)
             self._sync_shadow(added)
             return self if name == "__ior__" else NONE
         if name == "remove" and len(args) == 1 and not self.frozen:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             if k not in self.items:
                 self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)

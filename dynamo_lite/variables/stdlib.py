@@ -8,7 +8,10 @@ are answered here instead, from the real value, with a guard on what was read:
   writes break.
 - ``inspect.signature(fn)`` of a function, bound method or module forward
   known at trace time: the real Signature (immutable) as a constant, so
-  ``len(sig.parameters)`` and ``"name" in sig.parameters`` fold.
+  ``len(sig.parameters)`` and ``"name" in sig.parameters`` fold.  ``sig.bind(...)`` /
+  ``bind_partial(...)`` make a BoundArgumentsVariable: the real Signature binds placeholders, so
+  ``.arguments`` holds the argument trackers; ``.args``, ``.kwargs`` and ``apply_defaults()``
+  run inspect's own code on placeholders (a default that is not a constant breaks).
 - ``copy.copy`` / ``copy.deepcopy`` (``copy_value``, registered by builtin.py) of what the trace
   models: constants, lists, tuples, dicts (OrderedDict, defaultdict), sets, and instances of plain
   user classes and dataclasses (config objects: ``__dict__`` state, no ``__copy__``/``__deepcopy__``/
@@ -70,7 +73,8 @@ from .. import guards
 from ..source import AttrSource, RandomDrawSource, TypeSource
 from ..exc import GraphBreak, InternalError
 from .base import IdentityKey, VariableTracker
-from .constant import ConstantVariable, NONE
+from .constant import ConstantVariable, is_constant_value, NONE
+from .folding import CONSTANT_METHOD_HANDLERS
 from .functions import BaseUserFunctionVariable, NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 from .mappings import DefaultDictVariable, DictVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
@@ -129,6 +133,117 @@ class EnvironVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+class _Slot:
+    """A placeholder standing for one argument while a real Signature binds them."""
+
+    __slots__ = ("var",)
+
+    def __init__(self, var):
+        self.var = var
+
+
+def _from_slots(value):
+    """A bound value made of placeholders, back as trackers (a *args tuple, a **kwargs dict)."""
+    if isinstance(value, _Slot):
+        return value.var
+    if type(value) is tuple:
+        return TupleVariable([_from_slots(v) for v in value])
+    if type(value) is dict:
+        return DictVariable({k: _from_slots(v) for k, v in value.items()})
+    if is_constant_value(value):
+        return ConstantVariable(value)  # a parameter's default
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} default in inspect.BoundArguments")
+
+
+def _to_slots(tx, sig, name, var):
+    """An ``arguments`` value as placeholders (a *args / **kwargs value unpacked into them)."""
+    param = sig.parameters.get(name)
+    if param is not None and param.kind is param.VAR_POSITIONAL:
+        if not isinstance(var, TupleVariable):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "BoundArguments with a *args value that is not a tuple")
+        return tuple(_Slot(v) for v in var.items)
+    if param is not None and param.kind is param.VAR_KEYWORD:
+        if type(var) is not DictVariable or not all(isinstance(k, str) for k in var.items):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "BoundArguments with a **kwargs value that is not a dict of str keys")
+        return {k: _Slot(v) for k, v in var.items.items()}
+    return _Slot(var)
+
+
+class BoundArgumentsVariable(VariableTracker):
+    """``inspect.Signature.bind`` / ``bind_partial`` of a Signature known at trace time: the real
+    signature binds placeholders (which parameter gets which argument depends only on how many
+    there are and the keyword names), so ``.arguments`` is a dict tracker of the very argument
+    trackers; ``.args`` / ``.kwargs`` / ``apply_defaults()`` run the real code on placeholders.
+
+    Attributes:
+        signature: the real inspect.Signature.
+        arguments: the DictVariable of ``.arguments`` (apply_defaults replaces it by a new one).
+    """
+
+    mutable_local = True
+
+    def __init__(self, signature: inspect.Signature, arguments: DictVariable):
+        super().__init__()
+        self.signature = signature
+        self.arguments = arguments
+
+    @staticmethod
+    def bind(tx, const, name, args, kwargs):
+        if name not in ("bind", "bind_partial"):
+            return None
+        sig = const.value
+        try:
+            bound = getattr(sig, name)(*[_Slot(a) for a in args], **{k: _Slot(v) for k, v in kwargs.items()})
+        except TypeError as e:
+            raise GraphBreak(gb.OPERATION_RAISES, f"Signature.{name}() raised TypeError: {e}") from e
+        arguments = DictVariable({k: _from_slots(v) for k, v in bound.arguments.items()})
+        return BoundArgumentsVariable(sig, arguments)
+
+    def _real(self, tx):
+        """A real BoundArguments of placeholders for the current ``arguments``."""
+        if type(self.arguments) is not DictVariable or not all(isinstance(k, str) for k in self.arguments.items):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, "BoundArguments whose arguments are not a dict of str keys")
+        return inspect.BoundArguments(self.signature, {
+            k: _to_slots(tx, self.signature, k, v) for k, v in self.arguments.items.items()})
+
+    def python_type(self):
+        return inspect.BoundArguments
+
+    def describe(self):
+        return "inspect.BoundArguments object"
+
+    def var_getattr(self, tx, name):
+        if name == "arguments":
+            return self.arguments
+        if name == "signature":
+            return ConstantVariable(self.signature)
+        if name in ("args", "kwargs"):
+            return _from_slots(getattr(self._real(tx), name))
+        if name == "apply_defaults":
+            return BoundMethodOfVariable(self, name)
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"BoundArguments.{name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "apply_defaults" and not args and not kwargs:
+            real = self._real(tx)
+            real.apply_defaults()
+            self.arguments = DictVariable({k: _from_slots(v) for k, v in real.arguments.items()})
+            return NONE
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"BoundArguments.{name}()")
+
+    def reconstruct(self, cg):
+        cg.load_callable(inspect.BoundArguments)
+        cg.load_const(self.signature)
+        cg.reconstruct(self.arguments)
+        cg.call(2)
+
+    def can_reconstruct(self):
+        return self.arguments.can_reconstruct()
+
+
+CONSTANT_METHOD_HANDLERS[inspect.Signature] = BoundArgumentsVariable.bind
 
 
 class SignatureFunctionVariable(VariableTracker):

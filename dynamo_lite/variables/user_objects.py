@@ -15,6 +15,10 @@ process, call the cached function at trace time and use its answer as a constant
 trace (Python overrides inlined, the base's methods called explicitly act on the items).  A
 metaclass's Python ``__call__`` is inlined; enum classes are called, indexed and iterated as
 constants.
+Attributes of a ``threading.local`` input are read from the current thread's ``__dict__`` and
+guarded by ``getattr`` in the calling thread.  collections.abc's Mapping views (``KeysView`` ...)
+are made in the trace (their ``_mapping`` slot replayed); ``frozendict.frozendict(...)`` is built from
+its items (a FrozenDictVariable; generated code calls frozendict with them).
 Setting a name that has no slot on an object without ``__dict__`` raises the
 AttributeError in the trace; abstract classes are never instantiated in the trace.
 Tested by tests/semantics/test_user_classes.py (and tests/semantics/test_exceptions.py, tests/torch/test_grad_mode.py,
@@ -23,20 +27,25 @@ tests/semantics/test_builtin_errors.py).
 from __future__ import annotations
 
 import collections
+import collections.abc
 import contextlib
 import dataclasses
 import enum
 import functools
+import threading
 import types
 from typing import Any, Optional
 
 from .. import graph_breaks as gb
 from .. import guards, runtime
 from ..exc import GraphBreak
-from .base import checked_len, IdentityKey, VariableTracker
+from .base import checked_len, IdentityKey, type_or_none, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
-from .mappings import ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable
+from .mappings import (
+    ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable, FrozenDictVariable,
+    is_frozendict_class,
+)
 from .sequences import DequeVariable, ListIteratorVariable, TupleVariable
 from .iterators import UserIteratorVariable
 from .functions import bind_arguments, python_function_handler, UserFunctionVariable, UserMethodVariable
@@ -78,6 +87,11 @@ class ObjectLike(VariableTracker):
     def var_getattr(self, tx, name):
         cls = self.value_type
         getattribute = mro_lookup(cls, "__getattribute__")[0]
+        if getattribute is threading.local.__getattribute__ and isinstance(self, UserDefinedObjectVariable) \
+                and self.source is not None and mro_lookup(cls, "__getattr__")[0] is None:
+            # a threading.local read from outside: generic lookup in the current thread's
+            # __dict__; guards read it again (getattr) in the thread that calls
+            return self.generic_getattr(tx, name)
         if getattribute not in _PLAIN_GETATTRIBUTE + (None,):
             if not isinstance(getattribute, types.FunctionType) or mro_lookup(cls, "__getattr__")[0] is not None:
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
@@ -172,7 +186,8 @@ class ObjectLike(VariableTracker):
             if cls_attr.fset is None:
                 raise GraphBreak(gb.OPERATION_RAISES, f"property {name!r} has no setter")
             return UserFunctionVariable(cls_attr.fset).call_function(tx, [self, value], {})
-        if isinstance(cls_attr, types.MemberDescriptorType) and isinstance(self, UserDefinedObjectVariable) \
+        if isinstance(cls_attr, types.MemberDescriptorType) and (isinstance(self, UserDefinedObjectVariable) or
+                                                                 cls in _MAPPING_VIEWS) \
                 and "__slots__" in getattr(cls_attr.__objclass__, "__dict__", {}):
             tx.output.side_effects.store_attr(self, name, value)  # a __slots__ member: replayed by STORE_ATTR
             return NONE
@@ -588,6 +603,12 @@ def _new_dict_object(cls, base, items: dict, attrs: dict):
     return obj
 
 
+# collections.abc's view classes (what Mapping.keys() / values() / items() return): their only
+# slot is MappingView's ``_mapping``, and they have no instance __dict__
+_MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView,
+                  collections.abc.MappingView)
+
+
 def guard_class_attr(tx, cls_src, cls_attr) -> None:
     """Guard that the class attribute at ``cls_src`` (``type(obj).name``) is still ``cls_attr``:
     the function of a staticmethod/classmethod, else the object itself.  No source: nothing."""
@@ -835,6 +856,13 @@ class UserDefinedClassVariable(VariableTracker):
                     forward, _ = mro_lookup(cls, "forward")
                     tx.output.add_guard(guards.IdGuard(AttrSource(self.source, "forward"), forward))
                 return made
+        if is_frozendict_class(cls):
+            if len(args) == 1 and not kwargs and type_or_none(args[0]) is cls:
+                return args[0]  # frozendict(fd) is fd
+            items = dict_from_args(tx, *args, **kwargs).items
+            if not items:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, "an empty frozendict (a shared singleton)")
+            return FrozenDictVariable(items, dict_type=cls)
         if _dict_base(cls) is not None:
             return self._new_dict_object(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
@@ -854,9 +882,10 @@ class UserDefinedClassVariable(VariableTracker):
         if isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
         for base in cls.__mro__[:-1]:
-            # empty __slots__ (collections.abc mixins, ABCs) add no storage: fine
+            # empty __slots__ (collections.abc mixins, ABCs) add no storage: fine; so do the
+            # Mapping views' (only ``_mapping``, set by MappingView.__init__)
             if base.__module__ == "builtins" or not hasattr(base, "__dict__") or \
-                    base.__dict__.get("__slots__", ()) not in ((), []):
+                    (base.__dict__.get("__slots__", ()) not in ((), []) and cls not in _MAPPING_VIEWS):
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} derives from {base.__name__}")
         obj = NewObjectVariable(cls, self.source)
         tx.output.side_effects.track_new_object(obj)

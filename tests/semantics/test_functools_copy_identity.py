@@ -74,6 +74,46 @@ def test_id_compared_with_an_int_is_not_guessed():
     check_breaks(f, X, [1], breaks=1)
 
 
+def test_id_as_dict_key_and_set_element_is_keyed_by_identity():
+    def f(x):
+        a, b = [1], [2]
+        d = {id(a): 1, id(b): 2}
+        s = {id(a)}
+        s.add(id(b))
+        s.add(id(a))
+        d[id(a)] = 5
+        return (x + d[id(b)] + (id(a) in s) + (id(b) in d) + d.get(id(a), 9), len(s), len(d),
+                id(a) in {id(b)}, id(a) == id(a), id(a) != id(b))
+
+    out = check_breaks(f, X, breaks=0)
+    assert out.value[1:] == (2, 2, False, True, True)
+
+
+def test_id_keys_of_objects_held_by_a_list():
+    def f(x):
+        objs = [[1], [2], [3]]
+        index = {id(o): i for i, o in enumerate(objs)}
+        return x + sum(index[id(o)] for o in objs), len(index), id(objs) in index
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_id_keys_of_tensor_arguments():
+    def f(x, y):
+        d = {id(x): "x"}
+        return x + 1, d.get(id(y)), id(x) in d, id(y) in {id(x), id(y)}
+
+    check_calls(f, [(X, t(4)), (X, X)])
+
+
+def test_id_key_next_to_a_number_is_not_guessed():
+    def f(x):
+        a = [1]
+        return x + 1, id(a) in {5: 1}
+
+    check_breaks(f, X, breaks=1)
+
+
 @__import__("dataclasses").dataclass(frozen=True)
 class FrozenCfg:
     a: int

@@ -8,6 +8,7 @@ the breaks); known bugs are strict xfails in tests/test_known_bugs.py.
 import collections
 from collections.abc import Mapping
 
+import pytest
 import torch
 
 from dynamo_lite.testing import check_breaks, check_calls
@@ -66,6 +67,26 @@ def test_mapping_get_catches_the_keyerror_in_the_trace():
         return x * m.get("a", 7) + m.get("zz", 3) + ("zz" in m) + ("a" in m)
 
     check_breaks(f, X, UserMap({"a": 2}), breaks=0)
+
+
+def test_mapping_views_of_a_user_mapping():
+    def f(x, m):
+        new = UserMap({"p": 1, "q": 2})
+        keys, values, items = new.keys(), new.values(), new.items()
+        total = sum(values) + sum(v for _, v in m.items())
+        return (x + total + len(keys) + ("p" in keys) + (2 in values) + (("q", 2) in items),
+                list(keys), list(m.keys()), sorted(m.values()), list(items), "z" in m.keys())
+
+    check_breaks(f, X, UserMap({"a": 2, "b": 3}), breaks=0)
+
+
+def test_mapping_view_returned_from_compiled_code():
+    def f(x):
+        view = UserMap({"a": 1}).keys()
+        return x + 1, view
+
+    out = check_breaks(f, X, breaks=0)
+    assert list(out.value[1]) == ["a"]
 
 
 def test_mapping_get_of_a_global_lookup_table():
@@ -489,3 +510,56 @@ def test_class_keyed_table_is_read_without_a_break_and_a_change_recompiles():
                         (torch.ones(2), typing.Optional[int])])
     finally:
         VALIDATORS[list] = _validate_list
+
+
+# ---------------------------------------------------------------- frozendict (einx freezes its kwargs with it)
+
+def test_frozendict_built_and_read_in_the_trace():
+    frozendict = pytest.importorskip("frozendict").frozendict
+
+    def f(x):
+        d = frozendict(a=1, b=2)
+        e = frozendict({"c": x}, z=3)
+        return (x + d["a"] + len(d) + d.get("b") + e["c"], frozendict(d) is d, isinstance(d, dict),
+                list(d.items()), "a" in d, dict(d), {**d}, d == {"a": 1, "b": 2}, list(e))
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_frozendict_made_in_the_trace_returned_and_mutated():
+    frozendict = pytest.importorskip("frozendict").frozendict
+
+    def returned(x):
+        d = frozendict(a=1, b=x)
+        return x + 1, d, d, d | {"c": 2}
+
+    out = check_breaks(returned, X, breaks=None)
+    assert type(out.value[1]) is frozendict and out.value[1] is out.value[2]
+
+    def mutated(x):
+        d = frozendict(a=1)
+        d["b"] = 2
+        return x
+
+    check_breaks(mutated, X, breaks=None, raises=TypeError)
+
+    def others(x):
+        return x + 1, frozendict(), hash(frozendict(a=1)), frozendict(a=1).copy()
+
+    check_breaks(others, X, breaks=None)
+
+
+def test_frozendict_argument_read_and_guarded():
+    frozendict = pytest.importorskip("frozendict").frozendict
+
+    def f(x, d):
+        return x + d["a"] + len(d) + d.get("b", 0), d, list(d.items()), frozendict(d) is d
+
+    check_breaks(f, X, frozendict(a=1, b=2), breaks=0)
+    check_calls(f, [(X, frozendict(a=1, b=2)), (X, frozendict(a=3, b=4)), (X, frozendict(a=3)), (X, {"a": 5})])
+
+    def mutated(x, d):
+        d["a"] = 2
+        return x
+
+    check_breaks(mutated, X, frozendict(a=1), breaks=None, raises=TypeError)

@@ -208,3 +208,50 @@ def test_typing_and_inspect_queries_of_constants():
                 inspect.iscoroutinefunction(f))
 
     check_breaks(f, X, breaks=0)
+
+
+# ---------------------------------------------------------------- inspect.Signature.bind
+
+def _bound_target(a, b=2, *rest, c=3, **kw):
+    return a
+
+
+def _positional_only(p, /, q=4):
+    return p
+
+
+def test_signature_bind_apply_defaults_arguments_args_kwargs():
+    def f(x):
+        sig = inspect.signature(_bound_target)
+        ba = sig.bind(x, 5, 6, 7, d=x)
+        before = ba.arguments
+        ba.apply_defaults()
+        partial = sig.bind_partial(b=1)
+        partial.apply_defaults()
+        return (x + ba.arguments["b"] + ba.arguments["a"], list(before), list(ba.arguments), before is ba.arguments,
+                ba.args, ba.kwargs, partial.arguments, partial.args, partial.kwargs, partial)
+
+    out = check_breaks(f, X, breaks=0)
+    assert out.value[2] == ["a", "b", "rest", "c", "kw"] and out.value[9].arguments["c"] == 3
+
+
+def test_signature_bind_of_a_method_and_a_positional_only_function():
+    class Block:
+        def forward(self, h, scale=1.0):
+            return h * scale
+
+    def f(x):
+        ba = inspect.signature(Block().forward).bind(x)
+        ba.apply_defaults()
+        lam = inspect.signature(_positional_only).bind(1)
+        lam.apply_defaults()
+        return x * ba.arguments["scale"] + lam.args[1], ba.kwargs
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_signature_bind_with_wrong_arguments_raises_type_error():
+    def f(x):
+        return x + 1, inspect.signature(_bound_target).bind(c=1)
+
+    check_breaks(f, X, breaks=None, raises=TypeError)

@@ -6,7 +6,7 @@ xfails in tests/test_known_bugs.py.
 
 import torch
 
-from dynamo_lite.testing import check_calls
+from dynamo_lite.testing import check_breaks, check_calls
 
 
 def t(*vals):
@@ -81,3 +81,69 @@ def test_str_split_drives_tensor_ops():
         return x
 
     check_calls(f, [(X1[0], "add:1.5|mul:3"), (X1[0], "mul2:2|add:-1")])
+
+
+# ---------------------------------------------------------------- str / repr / format of user objects
+
+class _Shown:
+    def __init__(self, v):
+        self.v = v
+
+    def __str__(self):
+        return f"Shown({self.v})"
+
+    def __repr__(self):
+        return f"Shown<{self.v!r}>"
+
+    def __format__(self, spec):
+        return f"[{spec}:{self.v}]"
+
+
+class _ReprOnly:
+    def __repr__(self):
+        return "ReprOnly!"
+
+
+class _BadStr:
+    def __str__(self):
+        return 3
+
+
+def test_str_repr_format_of_new_user_object_inline_its_methods():
+    def f(x):
+        u, r = _Shown(3), _ReprOnly()
+        s = f"{u}|{u!s}|{u!r}|{u:>5}|{r}|{r!r}|{r!s}"
+        return x + len(str(u)) + len(repr(u)), s, str(r), format(u, "q"), format(r), format(r, "")
+
+    check_breaks(f, t(1, 2), breaks=0)
+
+
+def test_str_of_user_object_argument_follows_the_class():
+    def f(x, u):
+        return x + len(str(u)), str(u), f"{u!r}"
+
+    check_calls(f, [(t(1), _Shown(1)), (t(2), _Shown("ab")), (t(3), _ReprOnly())])
+
+
+def test_str_of_user_object_returning_non_str_raises_type_error():
+    def f(x):
+        return x + 1, str(_BadStr())
+
+    check_breaks(f, t(1), breaks=None, raises=TypeError)
+
+
+def test_format_spec_of_object_without_format_raises_type_error():
+    def f(x):
+        return x + 1, format(_ReprOnly(), "5")
+
+    check_breaks(f, t(1), breaks=None, raises=TypeError)
+
+
+def test_str_of_object_with_default_repr_is_still_exact():
+    class Plain:
+        pass
+
+    def f(x, p):
+        return x + 1, str(p) == repr(p), f"{p}" == str(p)
+
+    check_breaks(f, t(1), Plain(), breaks=None)

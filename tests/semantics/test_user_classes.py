@@ -871,3 +871,44 @@ def test_class_statement_typing_namedtuple():
         return x * t.b + t.a, tuple(t._replace(a=5)), T._fields, T.__name__
 
     check(f, torch.ones(3), breaks=0)
+
+
+# ---------------------------------------------------------------- threading.local subclasses
+
+class _ThreadState(__import__("threading").local):
+    def __init__(self):
+        self.scale = 4.0
+
+
+_THREAD_STATE = _ThreadState()
+
+
+def test_threading_local_attribute_read():
+    def f(x):
+        return x * _THREAD_STATE.scale
+
+    check(f, x3, breaks=0)
+
+
+def test_threading_local_attribute_is_read_in_the_calling_thread():
+    import threading
+
+    def f(x):
+        return x * _THREAD_STATE.scale
+
+    compiled = dynamo_lite.optimize("eager")(f)
+    out = {}
+
+    def worker():
+        _THREAD_STATE.scale = -1.0  # this thread's own value
+        out["thread"] = compiled(x3)
+
+    _THREAD_STATE.scale = 3.0
+    out["main"] = compiled(x3)
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    out["main again"] = compiled(x3)
+    assert torch.equal(out["main"], x3 * 3.0) and torch.equal(out["main again"], x3 * 3.0)
+    assert torch.equal(out["thread"], x3 * -1.0)
+    _THREAD_STATE.scale = 4.0

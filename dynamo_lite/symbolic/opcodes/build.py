@@ -4,6 +4,7 @@ from __future__ import annotations
 from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
+from ...variables.builtin import user_object_text
 from ...variables.constant import ConstantVariable
 from ...variables.mappings import DictVariable
 from ...variables.sequences import ListVariable, SliceVariable, TupleVariable
@@ -23,7 +24,7 @@ def BUILD_LIST(tx, inst):
 
 @register("BUILD_SET")
 def BUILD_SET(tx, inst):
-    tx.push(SetVariable(tx.popn(inst.arg)))
+    tx.push(SetVariable(tx.popn(inst.arg), tx=tx))
 
 
 @register("BUILD_MAP")
@@ -31,7 +32,7 @@ def BUILD_MAP(tx, inst):
     items = tx.popn(2 * inst.arg)
     d = DictVariable({})
     for k, v in zip(items[::2], items[1::2]):
-        d.items[d._key(k)] = v
+        d.items[d._key(k, tx)] = v
     tx.push(d)
 
 
@@ -83,8 +84,17 @@ def FORMAT_VALUE(tx, inst):
     flags = inst.arg
     spec = tx.pop().as_python_constant() if flags & 0x04 else ""
     value = tx.pop()
-    v = _formattable(value)
     conv = flags & 0x03
+    if conv in (0, 1, 2):
+        # a user object with a Python __str__ / __repr__ / __format__: the method inlined
+        dunder = ("__format__", "__str__", "__repr__")[conv]
+        text = user_object_text(tx, value, dunder, (ConstantVariable(spec),) if conv == 0 else ())
+        if text is not None and conv == 0:
+            tx.push(text)  # __format__(spec) already applied the spec
+            return
+        if text is not None:
+            value, conv = text, 0  # format(str(u), spec)
+    v = _formattable(value)
     if conv == 1:
         v = str(v)
     elif conv == 2:
