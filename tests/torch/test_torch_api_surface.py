@@ -746,11 +746,13 @@ def test_torch_api_case(name):
     check_breaks(fn, torch.randn(3, 4), breaks=ours, need_graph=bool(graphs))
 
 
-# ---- the default validate_args survives a torch.compile run earlier in the process (the first
-# torch.compile turns it off for good; tests/conftest.py puts it back after every test)
+# ---- the default validate_args survives a test that turned it off (the first torch.compile in a
+# process does, for good: TorchDynamo's TorchPatcher, run once, maybe already during collection;
+# tests/conftest.py puts back the value it read when it loaded after every test)
 
-def test_a_torch_compile_run_turns_the_distribution_default_off():
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
+def test_a_test_turns_the_distribution_default_off():
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))  # the patch, if not run yet
+    torch.distributions.Distribution.set_default_validate_args(False)  # what the patch does
     assert torch.distributions.Distribution._validate_args is False
 
 
