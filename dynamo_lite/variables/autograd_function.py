@@ -32,7 +32,7 @@ import torch.utils.checkpoint
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from ..source import AttrSource
-from .base import VariableTracker
+from .base import VariableTracker, HeldValueVariable
 from .constant import ConstantVariable
 from .sequences import TupleVariable
 from .tensor import TensorVariable, record_op
@@ -274,7 +274,7 @@ def is_checkpoint(value) -> bool:
 _CHECKPOINT_DEFAULTS = {"context_fn": None, "determinism_check": "default", "debug": False, "early_stop": True}
 
 
-class CheckpointVariable(VariableTracker):
+class CheckpointVariable(HeldValueVariable):
     """``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)``: ``fn`` is traced
     into the graph as a plain call.  Its values and gradients are those of ``fn(*args)``
     (checkpointing only trades memory for recomputation, and its non-reentrant form records
@@ -318,14 +318,6 @@ class CheckpointVariable(VariableTracker):
                   f"{self.describe()} of {fn.describe()}: a side effect or break in it (eager repeats the "
                   "function in backward)")
         return fn.call_function(tx, fn_args, dict(kwargs))
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            return super().reconstruct(cg)
-        cg.load_const(self.value)
-
-    def can_reconstruct(self):
-        return True
 
 
 # ---- torch.func transforms ------------------------------------------------------------------

@@ -289,6 +289,22 @@ def search_items(tx, items: list, item: VariableTracker) -> bool:
     return False
 
 
+class HeldValueVariable(VariableTracker):
+    """A tracker of one Python object known at trace time (``self.value``, set by the subclass):
+    generated code rebuilds it from its source when it has one, else loads the object itself as a
+    constant of the new code."""
+
+    value: object
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            return super().reconstruct(cg)
+        cg.load_const(self.value)
+
+    def can_reconstruct(self):
+        return True
+
+
 class NullVariable(VariableTracker):
     """The NULL that 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL)."""
 

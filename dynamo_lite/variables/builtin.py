@@ -39,7 +39,7 @@ from typing import Any, Callable
 from .. import graph_breaks as gb
 from .. import guards, runtime
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import VariableTracker, HeldValueVariable
 from .constant import ConstantVariable, is_constant_value, NONE, FALSE, TRUE
 from ..source import AttrSource, ItemSource
 from .arith import apply_operator, binary_op
@@ -102,7 +102,7 @@ def is_builtin_callable(value) -> bool:
     return False
 
 
-class BuiltinVariable(VariableTracker):
+class BuiltinVariable(HeldValueVariable):
     """A builtin function or type."""
 
     def __init__(self, value, source=None):
@@ -196,14 +196,6 @@ class BuiltinVariable(VariableTracker):
             value = args[1] if len(args) > 1 else NONE
             return DictVariable({k.as_python_constant(): value for k in keys})
         return super().call_method(tx, name, args, kwargs)
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            return super().reconstruct(cg)
-        cg.load_const(self.value)
-
-    def can_reconstruct(self):
-        return True
 
 
 _UNBOUND_METHOD_TYPES = (str, bytes, int, float, complex, bool, list, tuple, dict, set, frozenset)

@@ -37,7 +37,7 @@ from .. import graph_breaks as gb
 from .. import guards
 from .. import _C
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import VariableTracker, HeldValueVariable
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource
 from .sequences import ListIteratorVariable, TupleVariable
@@ -107,7 +107,7 @@ def _rebuild(cls, init_kwargs, writes):
 _REBUILD = _C.CallWithHookOff(_rebuild)
 
 
-class ModelOutputClassVariable(VariableTracker):
+class ModelOutputClassVariable(HeldValueVariable):
     """A ModelOutput subclass; calling it creates a ModelOutputVariable."""
 
     def __init__(self, value: type, source=None):
@@ -134,14 +134,6 @@ class ModelOutputClassVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         return ModelOutputVariable.construct(tx, self.value, list(args), dict(kwargs))
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            return super().reconstruct(cg)
-        cg.load_const(self.value)
-
-    def can_reconstruct(self):
-        return True
 
 
 class ModelOutputVariable(VariableTracker):

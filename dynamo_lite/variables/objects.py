@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import VariableTracker
+from .base import VariableTracker, HeldValueVariable
 
 
-class ObjectVariable(VariableTracker):
+class ObjectVariable(HeldValueVariable):
     """A value the interpreter only passes around (no operations on it)."""
 
     def __init__(self, value: Any, source=None):
@@ -22,14 +22,6 @@ class ObjectVariable(VariableTracker):
 
     def describe(self):
         return f"{type(self.value).__name__} object"
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            return super().reconstruct(cg)
-        cg.load_const(self.value)
-
-    def can_reconstruct(self):
-        return True
 
 
 class IdVariable(VariableTracker):

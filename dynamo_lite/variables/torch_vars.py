@@ -30,7 +30,7 @@ from .. import graph_breaks as gb
 from .. import guards, runtime
 from ..exc import GraphBreak
 from ..source import AttrSource, RandomDrawSource
-from .base import VariableTracker
+from .base import VariableTracker, HeldValueVariable
 from .collectives import call_collective, is_collective
 from .constant import ConstantVariable
 from .sequences import SizeVariable
@@ -160,7 +160,7 @@ def _is_tracing_status(fn) -> bool:
         return False
 
 
-class TorchVariable(VariableTracker):
+class TorchVariable(HeldValueVariable):
     """A torch function, class or object reached through the torch namespace."""
 
     def __init__(self, value, source=None):
@@ -313,14 +313,6 @@ class TorchVariable(VariableTracker):
         if not _graphable(fn):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} is not a tensor operation dynamo_lite puts in graphs")
         return record_op(tx, "call_function", fn, list(args), kwargs)
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            return super().reconstruct(cg)
-        cg.load_const(self.value)
-
-    def can_reconstruct(self):
-        return True
 
     def _orig_mod(self, tx):
         return tx.wrap(self.value._orig_mod, AttrSource(self.source, "_orig_mod"))
