@@ -314,15 +314,19 @@ class PyCodegen:
         if fn_var.kwdefaults is not None:
             self.reconstruct(fn_var.kwdefaults)
         if fn_var.closure:
-            for cell in fn_var.closure:
-                if not cell.can_reconstruct_as_cell():
-                    raise CodegenFailed("a function closing over a variable of an inlined call")
-                cell.reconstruct_as_cell(self)
-            self.emit("BUILD_TUPLE", len(fn_var.closure))
+            self._closure_tuple(fn_var)
         self.load_const(fn_var.code)
         self.instrs.extend(bytecode_compat.make_function(
             defaults=fn_var.defaults is not None, kwdefaults=fn_var.kwdefaults is not None,
             closure=bool(fn_var.closure), lineno=self.lineno))
+
+    def _closure_tuple(self, fn_var) -> None:
+        """The tuple of cells a made function closes over, each cell itself (not its contents)."""
+        for cell in fn_var.closure:
+            if not cell.can_reconstruct_as_cell():
+                raise CodegenFailed("a function closing over a variable of an inlined call")
+            cell.reconstruct_as_cell(self)
+        self.emit("BUILD_TUPLE", len(fn_var.closure))
 
     def _make_function_with_globals(self, fn_var) -> None:
         """``types.FunctionType(code, f_globals, None, defaults, closure)`` (+ ``__kwdefaults__``):
@@ -336,11 +340,7 @@ class PyCodegen:
         else:
             self.load_const(None)
         if fn_var.closure:
-            for cell in fn_var.closure:
-                if not cell.can_reconstruct_as_cell():
-                    raise CodegenFailed("a function closing over a variable of an inlined call")
-                cell.reconstruct_as_cell(self)
-            self.emit("BUILD_TUPLE", len(fn_var.closure))
+            self._closure_tuple(fn_var)
         else:
             self.load_const(None)
         self.call(5)
