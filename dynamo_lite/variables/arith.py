@@ -23,7 +23,7 @@ from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariab
 from .mappings import DefaultDictVariable, DictVariable, DictViewVariable
 from .objects import IdVariable, ObjectVariable
 from .sets import SetVariable
-from .folding import wrap_constant_result
+from .folding import raise_folded, wrap_constant_result
 from .numpy_arrays import NumpyArrayVariable, numpy_operator
 from .tensor import record_op, sym_operator, SymNodeVariable, TensorVariable
 from .user_objects import mro_lookup, ObjectLike
@@ -114,8 +114,8 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         values = [a.as_python_constant() for a in args]
         try:
             result = fn(*values)
-        except Exception as e:  # noqa: BLE001 - let Python raise it for real
-            raise GraphBreak(gb.OPERATION_RAISES, f"{getattr(fn, '__name__', fn)} raised {type(e).__name__} at trace time") from e
+        except Exception as e:  # noqa: BLE001 - raised in the trace (1 // 0 in a try), or by Python
+            raise_folded(tx, e, getattr(fn, '__name__', str(fn)), args, {})
         return wrap_constant_result(result)
     if fn in (operator.is_, operator.is_not):
         return ConstantVariable(_identity_compare(fn, *args))

@@ -142,9 +142,10 @@ class VariableTracker:
         else ``self.__getitem__(key)``."""
         if self.is_python_constant() and key.is_python_constant():
             try:
-                return self.wrap_constant(self.as_python_constant()[key.as_python_constant()])
+                item = self.as_python_constant()[key.as_python_constant()]
             except Exception as e:  # noqa: BLE001 - raise it for real
                 raise GraphBreak(gb.OPERATION_RAISES, f"subscript raised {type(e).__name__}") from e
+            return self.wrap_constant(item)  # its own break when the item cannot be tracked
         return self.call_method(tx, "__getitem__", [key], {})
 
     def setitem(self, tx, key: "VariableTracker", value: "VariableTracker") -> None:

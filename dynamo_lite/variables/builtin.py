@@ -12,8 +12,10 @@ nn.Module.__getattr__/__setattr__) that are never inlined.  ``operator.itemgette
 ``hash()`` (a Python ``__hash__`` inlined), ``repr``/``str``/``ascii`` of containers of
 constants, ``str``/``repr``/``format`` of a user object with a Python ``__str__``/``__repr__``/
 ``__format__`` (inlined, the result must be a str; ``user_object_text``, also used by f-strings), ``vars``/``delattr``, ``copy.copy``/``deepcopy`` (stdlib.copy_value),
-``dataclasses.asdict``/``astuple``, ``functools.wraps``/``update_wrapper``, ``re`` functions with
-constant arguments, ``inspect.isfunction``/``ismethod``/``isclass``, ``types.MappingProxyType``.
+``dataclasses.asdict``/``astuple``, ``functools.wraps``/``update_wrapper``, ``re`` functions,
+``textwrap.dedent``/``indent``/``shorten``/``wrap``/``fill`` and ``string.capwords`` with constant arguments
+(an exception they or another fold on constants raise, e.g. ``int("z")``, is raised in the trace when it is a
+builtin made from its args: folding.raise_folded), ``object()`` (a new sentinel), ``inspect.isfunction``/``ismethod``/``isclass``, ``types.MappingProxyType``.
 Keywords are checked against the real builtin's signature; ``_HANDLERS`` is only
 looked up for values of its key types (``has_handler``: a user ``__hash__`` never runs).
 Tested by tests/semantics/test_builtins.py (and tests/semantics/test_containers.py, tests/semantics/test_user_classes.py,
@@ -31,10 +33,14 @@ import inspect
 import math
 import operator
 import re
+import string
+import textwrap
 import types
 import typing
 import warnings
 from typing import Any, Callable
+
+import torch
 
 from .. import graph_breaks as gb
 from .. import guards, runtime
@@ -49,7 +55,7 @@ from .mappings import (
 )
 from .sequences import ListIteratorVariable, ListVariable, sort_items, TupleVariable
 from .sets import SetVariable
-from .folding import wrap_constant_result
+from .folding import raise_folded, wrap_constant_result
 from .functions import (
     BaseUserFunctionVariable, NestedUserFunctionVariable, PartialVariable, PYTHON_FUNCTION_HANDLERS,
     UserFunctionVariable, UserMethodVariable,
@@ -131,6 +137,10 @@ class BuiltinVariable(HeldValueVariable):
             result = call_handler(handler, fn, tx, args, kwargs)
             if result is not None:
                 return result
+        if fn is object and not args and not kwargs:  # a sentinel: a new object, compared by identity
+            obj = NewObjectVariable(object)
+            tx.output.side_effects.track_new_object(obj)
+            return obj
         if fn in _ARITH_FNS:
             return _arith_call(tx, fn, args, kwargs)
         if args and isinstance(args[0], DictStorageMixin) and getattr(fn, "__objclass__", None) in (
@@ -175,8 +185,8 @@ class BuiltinVariable(HeldValueVariable):
             try:
                 value = fn(*[a.as_python_constant() for a in args],
                            **{k: v.as_python_constant() for k, v in kwargs.items()})
-            except Exception as e:  # noqa: BLE001 - raise it for real, from Python
-                raise GraphBreak(gb.OPERATION_RAISES, f"{_name(fn)}() raised {type(e).__name__} at trace time") from e
+            except Exception as e:  # noqa: BLE001 - raised in the trace, or by Python
+                raise_folded(tx, e, f"{_name(fn)}()", args, kwargs)
             return wrap_constant_result(value)
         if isinstance(fn, type) and issubclass(fn, BaseException):
             return ExceptionVariable.create(tx, fn, args, kwargs)
@@ -198,7 +208,8 @@ class BuiltinVariable(HeldValueVariable):
         return super().call_method(tx, name, args, kwargs)
 
 
-_UNBOUND_METHOD_TYPES = (str, bytes, int, float, complex, bool, list, tuple, dict, set, frozenset)
+# torch.Tensor.add(x, 1) / torch.Tensor.size(x, 0): TensorBase's C methods, unbound, are x's methods
+_UNBOUND_METHOD_TYPES = (str, bytes, int, float, complex, bool, list, tuple, dict, set, frozenset, torch._C.TensorBase)
 
 
 _SIGNATURES: dict = {}
@@ -266,7 +277,15 @@ _IMPURE = {builtins.print, builtins.input, builtins.open, builtins.exec, builtin
            builtins.__import__, builtins.setattr, builtins.delattr, builtins.exit if hasattr(builtins, "exit") else print}
 
 
+# alternate constructors of builtin types, computed from their arguments alone (bound
+# classmethods are made anew on each attribute read: compared by equality, never identity)
+_PURE_CONSTRUCTORS = (int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans,
+                      bytes.maketrans)
+
+
 def _is_pure(fn) -> bool:
+    if isinstance(fn, types.BuiltinMethodType) and fn in _PURE_CONSTRUCTORS:
+        return True
     if fn in _IMPURE:
         return False
     if isinstance(fn, type):
@@ -1316,27 +1335,31 @@ _py_handler(copy.copy)(_make_copy(False))
 _py_handler(copy.deepcopy)(_make_copy(True))
 
 
-def _fold_re(fn):
-    """re.sub / match / compile ... with constant arguments: computed at trace time (the result, a
-    str, list, Pattern or Match, is immutable); a function argument (a repl callback) breaks."""
+def _fold_text(fn):
+    """re.sub / match / compile ..., textwrap.dedent / indent / ..., string.capwords with constant
+    arguments: computed at trace time (pure functions; the result, a str, list, Pattern or Match,
+    is immutable); a function argument (a repl callback, indent's predicate) breaks."""
+    name = f"{fn.__module__}.{fn.__name__}"
+
     def impl(tx, *args, **kwargs):
         try:
             copies = [a.constant_copy() for a in args]
             kw = {k: v.constant_copy() for k, v in kwargs.items()}
         except NotImplementedError as e:
-            raise GraphBreak(gb.VALUE_UNKNOWN, f"re.{fn.__name__}() with arguments not known at trace time") from e
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"{name}() with arguments not known at trace time") from e
         if any(callable(c) for c in [*copies, *kw.values()]):
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"re.{fn.__name__}() with a function argument")
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{name}() with a function argument")
         try:
             value = fn(*copies, **kw)
         except Exception as e:  # noqa: BLE001 - Python raises it for real
-            raise GraphBreak(gb.OPERATION_RAISES, f"re.{fn.__name__}() raised {type(e).__name__}") from e
+            raise GraphBreak(gb.OPERATION_RAISES, f"{name}() raised {type(e).__name__}") from e
         return wrap_constant_result(value)
     return impl
 
 
-for _fn in (re.compile, re.match, re.fullmatch, re.search, re.sub, re.subn, re.split, re.findall, re.escape):
-    _py_handler(_fn)(_fold_re(_fn))
+for _fn in (re.compile, re.match, re.fullmatch, re.search, re.sub, re.subn, re.split, re.findall, re.escape,
+            textwrap.dedent, textwrap.indent, textwrap.shorten, textwrap.wrap, textwrap.fill, string.capwords):
+    _py_handler(_fn)(_fold_text(_fn))
 
 
 @_py_handler(__import__("typing").cast)

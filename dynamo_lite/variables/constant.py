@@ -30,6 +30,9 @@ CONSTANT_TYPES = (
     types.UnionType,  # int | None: immutable, made by `|` on classes (isinstance(x, list | tuple))
     types.GenericAlias,  # list[int]
     re.Pattern, re.Match,  # compiled patterns and match results are immutable
+    # torch.__version__: an immutable str whose comparisons parse versions ("2.13" >= "2.9"), folded
+    # by running them on the real value
+    torch.torch_version.TorchVersion,
 )
 # typing's aliases and special forms (typing.List, Optional[int], Union[...]): immutable, and
 # isinstance/issubclass with them answer from their origin classes
@@ -111,6 +114,8 @@ class ConstantVariable(VariableTracker):
     def unpack(self, tx):
         if isinstance(self.value, (str, bytes, range)):
             return [ConstantVariable(v) for v in self.value]
+        if isinstance(self.value, enum.Flag) and type(self.value).__iter__ is enum.Flag.__iter__:
+            return [ConstantVariable(v) for v in self.value]  # the members of a combination (enum's own code)
         raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"cannot iterate over {self.describe()}")
 
     def iter(self, tx):

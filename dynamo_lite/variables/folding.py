@@ -51,6 +51,21 @@ def wrap_constant_result(value: Any) -> VariableTracker:
 VariableTracker.wrap_constant = staticmethod(wrap_constant_result)  # see VariableTracker.wrap_constant
 
 
+# exceptions whose whole state is their args: made again from them, they are what Python raises
+_REMADE_EXCEPTIONS = (ValueError, TypeError, KeyError, IndexError, ZeroDivisionError, OverflowError)
+
+
+def raise_folded(tx, error: Exception, what: str, args: list, kwargs: dict):
+    """A fold on constants raised ``error`` (``int("z")``, ``"ab".index("z")``): raised in the trace
+    (an ``except`` of the traced code handles it; one that leaves the frame breaks there and Python
+    raises it for real) when every argument is a plain constant and the exception is a builtin
+    made from its args alone; otherwise the graph breaks so Python runs the call."""
+    if type(error) in _REMADE_EXCEPTIONS and all(type(a) is ConstantVariable for a in [*args, *kwargs.values()]) \
+            and all(is_constant_value(a) for a in error.args):
+        tx.raise_builtin_exception(type(error), [ConstantVariable(a) for a in error.args])
+    raise GraphBreak(gb.OPERATION_RAISES, f"{what} raised {type(error).__name__} at trace time") from error
+
+
 def materialize(tx, obj: Any) -> Any:
     """A lazy iterator consumed into a plain ListIteratorVariable of its items (for functions
     that consume their argument whole, computed on constant copies: str.join(map(str, l)))."""
@@ -98,8 +113,8 @@ def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwa
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{type(const.value).__name__} has no attribute {name!r}")
         try:
             result = fn(*const_args, **const_kwargs)
-        except Exception as e:  # noqa: BLE001 - the real call raises: let Python raise it
-            raise GraphBreak(gb.OPERATION_RAISES, f"{type(const.value).__name__}.{name} raised {type(e).__name__}") from e
+        except Exception as e:  # noqa: BLE001 - the real call raises: raised in the trace, or by Python
+            raise_folded(tx, e, f"{type(const.value).__name__}.{name}", [const, *args], kwargs)
         for a in [*args, *kwargs.values()]:
             if isinstance(a, ListIteratorVariable):
                 a.index = len(a.items)  # the method consumed the iterator

@@ -149,3 +149,59 @@ def test_zip_strict_length_mismatch_raises_in_the_trace():
 
     for seqs in ([[1], [1, 2]], [[1, 2], [1]], [[1, 2], [1, 2], [1]], [[1], [1], [1, 2]], [[1, 2], [3, 4]]):
         check_breaks(f, torch.ones(3), *seqs, breaks=0)
+
+
+def test_alternate_constructors_of_builtin_types_fold():
+    # classmethods / staticmethods of int, float, bytes and str are computed from their arguments
+    def f(x):
+        return (x * int.from_bytes(b"\x01\x02", "big"), bytes.fromhex("0a0b"), float.fromhex("0x1.8p1"),
+                "abc".translate(str.maketrans("a", "x")), bytes.maketrans(b"a", b"b"),
+                int.from_bytes(b"\x01", byteorder="little", signed=True))
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_unbound_tensor_methods_are_the_tensors_methods():
+    # torch.Tensor.add(x, 1) is x.add(1): traced (torch.compile traces it too)
+    def f(x):
+        return torch.Tensor.add(x, 1, alpha=2), x * torch.Tensor.size(x, 0), torch.Tensor.view(x, -1, 1).sum(1), \
+            torch.Tensor.dim(x)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_unbound_tensor_method_with_bad_arguments_raises_as_eager():
+    def f(x):
+        return torch.Tensor.add(x, "a")
+
+    check_breaks(f, X, breaks=None, raises=TypeError)
+
+
+def test_object_sentinel_made_in_the_frame():
+    # a fresh object() compared by identity (a "missing" sentinel); it cannot take attributes
+    def f(x, d):
+        missing = object()
+        v = d.get("b", missing)
+        return x * (v is missing), v is not missing, type(missing) is object, missing == missing, [missing][0] is missing
+
+    check_breaks(f, X, {"a": 1}, breaks=0)
+    check_breaks(f, X, {"b": 1}, breaks=0)
+
+    def g(x):
+        s = object()
+        s.a = 1
+        return x + 1
+
+    check_breaks(g, X, breaks=None, raises=AttributeError)
+
+
+def test_object_sentinel_returned_is_a_new_object_each_call():
+    import dynamo_lite
+
+    def f(x):
+        s = object()
+        return x + 1, s, s
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    a, b = compiled(X), compiled(X)
+    assert type(a[1]) is object and a[1] is a[2] and a[1] is not b[1]

@@ -110,7 +110,32 @@ def with_exit_suppresses(x, log):
     return y
 
 
+def catch_folded_builtin_error(x):
+    # int("z") / "ab".index("z") / 1 // 0 raise while folding on constants: raised in the trace
+    out = []
+    for text in ("12", "z"):
+        try:
+            out.append(int(text))
+        except ValueError as e:
+            out.append(str(e))
+    try:
+        n = "ab".index("z")
+    except ValueError as e:
+        n = len(e.args[0])
+    try:
+        v = 1 // 0
+    except ZeroDivisionError:
+        v = -1
+    return x * n + v, out
+
+
+def folded_error_escapes(x):
+    y = x + 1
+    return y * int("q")
+
+
 CAPTURED = [
+    (catch_folded_builtin_error, lambda: (torch.randn(2),)),
     (seq_iteration, lambda: (torch.randn(2),)),
     (catch_own_raise, lambda: (torch.randn(3),)),
     (catch_from_callee, lambda: (torch.randn(3),)),
@@ -153,7 +178,7 @@ def assert_fails(x):
     return x
 
 
-@pytest.mark.parametrize("fn", [raise_escapes, reraise_escapes, print_in_handler, assert_fails])
+@pytest.mark.parametrize("fn", [raise_escapes, reraise_escapes, print_in_handler, assert_fails, folded_error_escapes])
 def test_exceptions_leaving_the_frame_or_breaking_in_handlers_match_eager(fn):
     assert_same_as_eager(fn, torch.randn(2))
     assert_same_as_eager(fn, torch.randn(2))  # cached code

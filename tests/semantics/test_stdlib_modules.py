@@ -88,6 +88,14 @@ def test_enum_members_lookup_iteration_and_flags():
     check_breaks(f, X, Color.RED, breaks=0)
 
 
+def test_iterating_a_flag_combination():
+    def f(x):
+        both = Perm.R | Perm.W
+        return x * len(list(both)), [m.name for m in both], list(Perm.R), sum(m.value for m in both)
+
+    check_breaks(f, X, breaks=0)
+
+
 def test_enum_lookup_of_a_missing_value_raises():
     def f(x):
         return x + 1, Color(7)
@@ -107,6 +115,31 @@ def test_re_with_constant_patterns():
                 re.subn("a", "b", "aa"))
 
     check_breaks(f, X, "layers.3.weight", breaks=0)
+
+
+def test_textwrap_and_string_helpers_with_constant_arguments():
+    import string
+    import textwrap
+
+    def f(x):
+        doc = textwrap.dedent("""
+            a
+              b
+        """)
+        return (x * len(doc), textwrap.indent("a\nb", "> "), textwrap.shorten("hello world foo", width=10),
+                textwrap.wrap("aa bb cc", width=5), textwrap.fill("aa bb cc", 5), string.capwords("ab cd"),
+                string.ascii_lowercase[:3])
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_textwrap_with_a_predicate_runs_in_python():
+    import textwrap
+
+    def f(x):
+        return x + 1, textwrap.indent("a\n\nb", "> ", lambda line: True)
+
+    check_breaks(f, X, breaks=1)
 
 
 def test_re_with_a_function_replacement_runs_in_python():
