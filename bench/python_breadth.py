@@ -1004,11 +1004,11 @@ def run(system: str, fn):
 
 def cost(graphs: int, breaks: int) -> tuple:
     """How far a run is from one whole graph, ordered: breaks (a frame that made no graph at all,
-    torch.compile's explain then reports -1 breaks, or an explain that raised, counts as one),
-    then graphs."""
+    for which torch.compile's explain reports -1 breaks, or an explain that raised, counts as one),
+    then no graph at all, then the number of graphs."""
     if graphs <= 0:
-        breaks = max(breaks, 1)
-    return (breaks, graphs)
+        return (max(breaks, 1), 1, 0)
+    return (breaks, 0, graphs)
 
 
 def differs(eager, compiled) -> bool:

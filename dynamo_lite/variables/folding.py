@@ -1,19 +1,22 @@
 """Constant folding across containers: plain values computed at trace time become trackers.
 
 ``wrap_constant_result`` turns a value computed from constants (an int, a str,
-a tuple / list / dict / set of them, a torch.Size) into trackers; it is
+a tuple / list / dict / set of them, a torch.Size, an ``inspect.Parameter`` whose default and
+annotation are immutable) into trackers; it is
 installed as ``VariableTracker.wrap_constant`` so that every tracker below the
 containers can fold without importing them.  ``materialize`` consumes a lazy
 iterator whole for functions computed on constant copies (``"".join(map(str, l))``);
 ``fold_constant_method`` answers methods of constants (installed as
 ``ConstantVariable.fold_method``), first through ``CONSTANT_METHOD_HANDLERS`` (per type,
-registered by other modules: ``inspect.Signature.bind`` in stdlib.py).
+registered by other modules: ``inspect.Signature.bind`` in stdlib.py).  ``raise_folded`` raises
+in the trace what a fold on constants raised (``int("z")`` in a ``try``), when that is exact.
 Tested by tests/semantics/test_builtins.py and tests/semantics/test_containers.py.
 """
 from __future__ import annotations
 
 import collections
 import enum
+import inspect
 import operator
 import re
 from typing import Any
@@ -45,7 +48,15 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
     if is_constant_value(value) or isinstance(value, enum.Enum):  # Color(2), Perm.R | Perm.W
         return ConstantVariable(value)
+    if type(value) is inspect.Parameter and all(_immutable_annotation(v) for v in (value.default, value.annotation)):
+        return ConstantVariable(value)  # signature(f).parameters["b"]: immutable, so are its default and annotation
     raise GraphBreak(gb.VALUE_UNKNOWN, f"a {type(value).__name__} computed at trace time cannot be tracked")
+
+
+def _immutable_annotation(value) -> bool:
+    """A Parameter's default or annotation that a constant may hold: none, a constant, a builtin class."""
+    return value is inspect.Parameter.empty or is_constant_value(value) or \
+        (type(value) is type and value.__module__ == "builtins")
 
 
 VariableTracker.wrap_constant = staticmethod(wrap_constant_result)  # see VariableTracker.wrap_constant

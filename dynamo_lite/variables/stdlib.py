@@ -18,7 +18,10 @@ are answered here instead, from the real value, with a guard on what was read:
   ``__reduce__``/``__setstate__`` of their own), following copy's protocol: a new object made by
   ``cls.__new__`` whose ``__dict__`` is the (deep-copied) state, memo shared so aliasing and cycles
   are kept.  Functions, classes and builtins are atomic (the copy is the object).  Tensors, modules
-  and anything else break the graph, and Python copies them.
+  and anything else break the graph, and Python copies them (for a tensor the reason names
+  ``x.clone()``, which is traced).
+- ``functools.singledispatch`` functions: ``fn(arg, ...)`` calls the implementation that
+  ``fn.dispatch(type(arg))`` picks now, in the trace, guarded on picking it again.
 
 - Python's ``random`` module, replayed with eager's state.  A call of the module's functions
   (``random.random()``, ``randint``, ``uniform``, ``choice``, ``gauss``, ``seed``, ``getstate``,
@@ -47,7 +50,7 @@ are answered here instead, from the real value, with a guard on what was read:
   (or an Enum member of it) would be (``PyCodegen.constant_sources``).
 
 Tested by tests/torch/test_models.py (test_library_reads_*),
-tests/semantics/test_functools_copy_identity.py (copy), tests/semantics/test_randomness.py (random),
+tests/semantics/test_functools_copy_identity.py (copy, singledispatch), tests/semantics/test_randomness.py (random),
 tests/semantics/test_stdlib_modules.py (namedtuple) and tests/semantics/test_user_classes.py (class statements).
 """
 from __future__ import annotations
@@ -57,6 +60,7 @@ import collections
 import copy
 import dataclasses
 import dis
+import functools
 import operator
 import inspect
 import os
@@ -75,13 +79,13 @@ from ..exc import GraphBreak, InternalError
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, is_constant_value, NONE
 from .folding import CONSTANT_METHOD_HANDLERS
-from .functions import BaseUserFunctionVariable, NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
+from .functions import PYTHON_FUNCTION_MATCHERS, BaseUserFunctionVariable, NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
 from .mappings import DefaultDictVariable, DictVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .nn_module import NNModuleVariable
 from .sequences import ListVariable, SizeVariable, TupleVariable
 from .sets import SetVariable
-from .tensor import SymNodeVariable
+from .tensor import SymNodeVariable, TensorVariable
 from .user_objects import (
     InstanceDictVariable, mro_lookup, NamedTupleVariable, NewObjectVariable, UserDefinedClassVariable, UserDefinedObjectVariable,
 )
@@ -345,7 +349,13 @@ def _copy_value(tx, obj, deep, memo):
         memo[id(obj)] = new
         new.items = {k: copy_value(tx, v, deep, memo) if deep else v for k, v in obj.items(tx).items()}
         return new
-    raise GraphBreak(gb.UNSUPPORTED_CALL, f"copy.{'deepcopy' if deep else 'copy'}() of {obj.describe()}")
+    what = f"copy.{'deepcopy' if deep else 'copy'}() of {obj.describe()}"
+    if isinstance(obj, TensorVariable):
+        # Tensor.__deepcopy__ copies the whole storage, offset and strides, grad and __dict__ (and
+        # raises for non-leaves): Python runs it
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: Python copies the tensor; x.clone() (or "
+                         "x.detach().clone()) is traced instead")
+    raise GraphBreak(gb.UNSUPPORTED_CALL, what)
 
 
 def _copy_object(tx, obj, deep, memo):
@@ -938,6 +948,33 @@ class DataclassDecoratorVariable(VariableTracker):
 
 def _apply_dataclass(cls, options):
     return dataclasses.dataclass(cls, **options)
+
+
+# ---- functools.singledispatch ----
+# the code of the function singledispatch returns (its closure: the registry and dispatch)
+_SINGLEDISPATCH_WRAPPER = functools.singledispatch(lambda arg: arg).__code__
+
+
+def _singledispatch_handler(fn):
+    """``fn(arg, ...)`` of a ``functools.singledispatch`` function: the implementation registered
+    for ``type(arg)`` (``fn.dispatch``, run now on the real class) is called in the trace, guarded
+    on dispatching to it again (a later ``register`` changes the answer)."""
+    def handler(tx, args, kwargs):
+        if not args:
+            return None  # Python raises its TypeError: the wrapper is not inlined, the call breaks
+        try:
+            cls = args[0].python_type()
+        except GraphBreak as e:
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"singledispatch function {fn.__name__}() of {args[0].describe()}, "
+                             "whose class is not known at trace time") from e
+        impl = fn.dispatch(cls)
+        tx.output.add_guard(guards.ExprGuard("{f}.dispatch({c}) is {impl}", (("f", fn), ("c", cls), ("impl", impl))))
+        return tx.wrap(impl, None).call_function(tx, list(args), kwargs)
+    return handler
+
+
+PYTHON_FUNCTION_MATCHERS.append(lambda fn: _singledispatch_handler(fn) if getattr(fn, "__code__", None)
+                                is _SINGLEDISPATCH_WRAPPER and hasattr(fn, "dispatch") else None)
 
 
 def library_variable(value, source):

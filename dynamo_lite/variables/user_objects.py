@@ -886,7 +886,8 @@ class UserDefinedClassVariable(VariableTracker):
             # Mapping views' (only ``_mapping``, set by MappingView.__init__)
             if base.__module__ == "builtins" or not hasattr(base, "__dict__") or \
                     (base.__dict__.get("__slots__", ()) not in ((), []) and cls not in _MAPPING_VIEWS):
-                raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} derives from {base.__name__}")
+                why = f"has __slots__ {base.__dict__['__slots__']!r}" if base is cls else f"derives from {base.__name__}"
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} {why}: its instances are made by Python")
         obj = NewObjectVariable(cls, self.source)
         tx.output.side_effects.track_new_object(obj)
         init, _ = mro_lookup(cls, "__init__")

@@ -9,6 +9,8 @@ import functools
 
 import torch
 
+import dynamo_lite
+
 from dynamo_lite.testing import check_breaks, check_calls
 from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
@@ -232,6 +234,20 @@ def test_copies_python_must_make_break():
     check_calls(f, [(X, WithDeepcopy())], graphs=None)
 
 
+def test_deepcopy_of_a_tensor_breaks_with_a_reason_naming_clone():
+    # Tensor.__deepcopy__ keeps storage, offset, strides and grad: Python runs it, the reason says
+    # what is traced instead
+    def f(x):
+        y = x[1:]
+        return copy.deepcopy(y), copy.copy(x) + 1, x.clone()
+
+    out = check_breaks(f, X, breaks=None)
+    assert out.exception is None
+    report = dynamo_lite.explain(f)(X)
+    assert report.graph_break_count == 2
+    assert all("x.clone()" in b.reason for b in report.break_reasons), [b.reason for b in report.break_reasons]
+
+
 def test_is_of_one_constant_tuple_held_twice():
     # `t is t` was folded on two fresh copies of the constant (False)
     def f(x, lst):
@@ -356,3 +372,55 @@ def test_lru_cache_function_marked_constant_is_answered_at_trace_time():
     check_breaks(f, torch.ones(2), breaks=0)
     check_calls(f, [torch.ones(2), torch.ones(2)], hits=(1,))
     assert sorted(_PROBES) == ["missing", "torch"]
+
+
+# ---------------------------------------------------------------- functools.singledispatch
+
+@functools.singledispatch
+def _dispatched(v, x):
+    return x * 0
+
+
+@_dispatched.register(int)
+def _(v, x):
+    return x * v
+
+
+@_dispatched.register
+def _(v: float, x):
+    return x + v
+
+
+@_dispatched.register(torch.Tensor)
+def _(v, x):
+    return x * v.sum()
+
+
+class _Box:
+    pass
+
+
+def test_singledispatch_calls_the_registered_implementation_in_the_trace():
+    # the implementation for the argument's class is inlined (torch.compile traces it too)
+    def f(x, b):
+        return _dispatched(2, x), _dispatched(0.5, x), _dispatched("s", x), _dispatched(x, x), _dispatched(b, x), _dispatched(True, x)
+
+    check_breaks(f, X, _Box(), breaks=0)
+
+
+def test_singledispatch_register_after_compiling_is_seen():
+    @functools.singledispatch
+    def kind(v, x):
+        return x * 0
+
+    def f(x, v):
+        return kind(v, x)
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    assert torch.equal(compiled(X, "a"), f(X, "a"))
+
+    @kind.register(str)
+    def _(v, x):
+        return x - 100
+
+    assert torch.equal(compiled(X, "a"), f(X, "a")) and torch.equal(f(X, "a"), X - 100)

@@ -161,6 +161,29 @@ def test_typing_cast_and_inspect_predicates():
     check_breaks(f, X, breaks=0)
 
 
+def annotated(a: int, b: float = 1.0, *, c=[1], d: "str" = "x") -> float:  # noqa: B006 - a mutable default
+    return a
+
+
+def test_signature_parameters_with_constant_defaults():
+    # a Parameter whose default and annotation are immutable is a constant (torch.compile traces it)
+    def f(x):
+        ps = inspect.signature(annotated).parameters
+        b = ps["b"]
+        return (x * b.default, b.name, b.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD, b.annotation is float,
+                ps["a"].default is inspect.Parameter.empty, ps["d"].annotation, str(b), b.kind.name)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_signature_parameter_with_a_mutable_default_runs_in_python():
+    def f(x):
+        c = inspect.signature(annotated).parameters["c"]
+        return x + 1, c.default, c.default is annotated.__kwdefaults__["c"]
+
+    assert check_breaks(f, X, breaks=None).exception is None
+
+
 class Priority(enum.IntEnum):
     LOW = 1
     HIGH = 2
