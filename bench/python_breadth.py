@@ -22,6 +22,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import io
 import itertools
 import math
 import operator
@@ -1035,9 +1036,10 @@ def main() -> None:
     for name, fn in cases:
         global _COUNTER
         _COUNTER = 0
-        eager = seeded(fn)
-        ours = run("dynamo_lite", fn)
-        theirs = run("torch.compile", fn)
+        with contextlib.redirect_stdout(io.StringIO()):  # what the cases print (both systems replay it)
+            eager = seeded(fn)
+            ours = run("dynamo_lite", fn)
+            theirs = run("torch.compile", fn)
         ours_wrong = differs(eager, ours[0]) or differs(eager, ours[1])
         tc_wrong = differs(eager, theirs[0]) or differs(eager, theirs[1])
         ours_cost, tc_cost = cost(ours[2], ours[3]), cost(theirs[2], theirs[3])

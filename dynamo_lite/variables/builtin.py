@@ -53,7 +53,7 @@ from .mappings import (
     CounterVariable, DefaultDictVariable, dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable,
     MappingProxyVariable,
 )
-from .sequences import ListIteratorVariable, ListVariable, sort_items, TupleVariable
+from .sequences import CmpToKeyVariable, ListIteratorVariable, ListVariable, sort_items, TupleVariable
 from .sets import SetVariable
 from .folding import raise_folded, wrap_constant_result
 from .functions import (
@@ -1360,6 +1360,11 @@ def _fold_text(fn):
 for _fn in (re.compile, re.match, re.fullmatch, re.search, re.sub, re.subn, re.split, re.findall, re.escape,
             textwrap.dedent, textwrap.indent, textwrap.shorten, textwrap.wrap, textwrap.fill, string.capwords):
     _py_handler(_fn)(_fold_text(_fn))
+
+
+@_handler(functools.cmp_to_key)
+def _cmp_to_key(tx, cmp):
+    return CmpToKeyVariable(cmp)
 
 
 @_py_handler(__import__("typing").cast)

@@ -21,6 +21,7 @@ tests/semantics/test_mappings_and_collections.py (deque).
 from __future__ import annotations
 
 import collections
+import functools
 import operator
 from typing import Any, Optional
 
@@ -338,17 +339,88 @@ def _list_index(v: VariableTracker, method: str) -> int:
 def sort_items(tx, items, kwargs):
     key = kwargs.get("key")
     reverse = kwargs.get("reverse", FALSE).as_python_constant()
+    if isinstance(key, CmpToKeyVariable):  # key=functools.cmp_to_key(cmp): Python's sort calls cmp, traced
+        order = sorted(range(len(items)), key=lambda i: _TracedCmpKey(tx, key.cmp, items[i]), reverse=reverse)
+        return [items[i] for i in order]
     if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
         keys = [key.call_function(tx, [i], {}) for i in items]
     else:
         keys = items
     if not all(k.is_python_constant() for k in keys):
-        raise GraphBreak(gb.VALUE_UNKNOWN, "sorting values not known at trace time")
+        # objects ordered by their own __lt__ (or cmp_to_key's keys): Python's sort runs on proxies
+        # whose `<` is traced, so the comparisons happen in eager's order; each must be a constant
+        order = sorted(range(len(items)), key=lambda i: _TracedSortKey(tx, keys[i]), reverse=reverse)
+        return [items[i] for i in order]
     try:
         order = sorted(range(len(items)), key=lambda i: keys[i].as_python_constant(), reverse=reverse)
     except TypeError as e:  # unorderable values: Python raises it at the call
         raise GraphBreak(gb.OPERATION_RAISES, f"sorting raised TypeError: {e}") from e
     return [items[i] for i in order]
+
+
+class CmpToKeyVariable(VariableTracker):
+    """``functools.cmp_to_key(cmp)`` made in the trace: used as a sort key (``sorted``,
+    ``list.sort``); called on its own (a key object compared by hand) it breaks.
+
+    Attributes:
+        cmp: the tracker of the comparison function.
+    """
+
+    def __init__(self, cmp: VariableTracker):
+        super().__init__()
+        self.cmp = cmp
+
+    def describe(self):
+        return f"functools.cmp_to_key({self.cmp.describe()})"
+
+    def python_type(self):
+        return type(functools.cmp_to_key(operator.lt))
+
+    def call_function(self, tx, args, kwargs):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"a key object of {self.describe()} outside sorted()/list.sort()")
+
+    def reconstruct(self, cg):
+        cg.load_callable(functools.cmp_to_key)
+        cg.reconstruct(self.cmp)
+        cg.call(1)
+
+    def can_reconstruct(self):
+        return self.cmp.can_reconstruct()
+
+
+class _TracedCmpKey:
+    """cmp_to_key's key object for the sort: ``a < b`` is ``cmp(a, b) < 0``, both traced."""
+
+    __slots__ = ("tx", "cmp", "var")
+
+    def __init__(self, tx, cmp: VariableTracker, var: VariableTracker):
+        self.tx = tx
+        self.cmp = cmp
+        self.var = var
+
+    def __lt__(self, other: "_TracedCmpKey") -> bool:
+        order = self.cmp.call_function(self.tx, [self.var, other.var], {})
+        result = VariableTracker.apply_operator(self.tx, operator.lt, [order, ConstantVariable(0)])
+        if not result.is_python_constant():
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"sorting by {self.cmp.describe()}, whose result is not known at trace time")
+        return bool(result.as_python_constant())
+
+
+class _TracedSortKey:
+    """A sort key whose ``<`` (the only comparison list.sort makes) is the traced ``<`` of its tracker."""
+
+    __slots__ = ("tx", "var")
+
+    def __init__(self, tx, var: VariableTracker):
+        self.tx = tx
+        self.var = var
+
+    def __lt__(self, other: "_TracedSortKey") -> bool:
+        result = VariableTracker.apply_operator(self.tx, operator.lt, [self.var, other.var])
+        if not result.is_python_constant():
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"sorting by `<` of {self.var.describe()} and {other.var.describe()}, "
+                             "whose result is not known at trace time")
+        return bool(result.as_python_constant())
 
 
 class DequeVariable(BaseListVariable):

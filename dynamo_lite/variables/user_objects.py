@@ -452,7 +452,7 @@ class InstanceDictVariable(VariableTracker):
     looked up in the attributes written during the trace, then (real objects) in the real
     ``__dict__``, each key read there guarded.
 
-    Supports ``get``, ``[]`` and ``in``; anything else (iteration, writes) breaks.
+    Supports ``get``, ``[]``, ``in`` and ``len``; anything else (iteration, views, writes) breaks.
     """
 
     def __init__(self, obj: "ObjectLike"):
@@ -519,6 +519,8 @@ class InstanceDictVariable(VariableTracker):
             if value is None:
                 self.raise_in_trace(tx, KeyError, [args[0]])
             return value
+        if name == "__len__" and not args and not kwargs:  # len(vars(obj)): the attributes as the trace sees them
+            return ConstantVariable(len(self.items(tx)))
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name} on an object's __dict__")
 
 

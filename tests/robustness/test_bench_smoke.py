@@ -64,3 +64,9 @@ def test_numpy_code_quick_both_systems():
     out = _run(os.path.join(BENCH, "numpy_code.py"), "--quick")
     row = next(li for li in out.splitlines() if li.startswith("dynamo_lite"))
     assert row.split()[-1] == "0"  # no result differs from eager
+
+
+def test_python_breadth_quick_both_systems():
+    out = _run(os.path.join(BENCH, "python_breadth.py"), "--quick")
+    line = next(li for li in out.splitlines() if li.startswith("differ from eager"))
+    assert line.startswith("differ from eager: dynamo_lite 0,"), out[-2000:]

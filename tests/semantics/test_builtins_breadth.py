@@ -93,6 +93,46 @@ def test_attribute_builtins_on_objects():
     check_breaks(f, X, Obj(), breaks=0)
 
 
+def test_len_of_vars_sees_the_attributes_written_in_the_trace():
+    def f(x, o):
+        before = len(vars(o))
+        o.c = 3
+        a = A()
+        a.z = 1
+        a.y = 2
+        del a.y
+        return x * before, len(vars(o)), len(o.__dict__), len(vars(a)), len(A().__dict__)
+
+    check_breaks(f, X, Obj(), breaks=0)
+
+
+class Ordered:
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, other):
+        print("lt", self.v, other.v)  # the comparisons are made in eager's order
+        return self.v < other.v
+
+
+def test_sorting_objects_by_their_lt_is_traced_in_eagers_order():
+    def f(x, objs):
+        made = [Ordered(3), Ordered(1), Ordered(2), Ordered(1)]
+        s = sorted(made)
+        made.sort(reverse=True)
+        return x * s[0].v, [id(o) for o in s] == [id(made[3]), id(made[2]), id(made[1]), id(made[0])], \
+            [o.v for o in made], [o.v for o in sorted(objs, key=lambda o: o)]
+
+    check_breaks(f, X, [Ordered(5), Ordered(4)], breaks=0)
+
+
+def test_sorting_by_a_comparison_not_known_at_trace_time_breaks():
+    def f(x):
+        return sorted([x[0], x[1]])
+
+    check_breaks(f, X, breaks=1)
+
+
 def test_zip_strict_mismatch_raises():
     def f(x):
         return x + 1, list(zip([1, 2], [1], strict=True))

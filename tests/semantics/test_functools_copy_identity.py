@@ -424,3 +424,35 @@ def test_singledispatch_register_after_compiling_is_seen():
         return x - 100
 
     assert torch.equal(compiled(X, "a"), f(X, "a")) and torch.equal(f(X, "a"), X - 100)
+
+
+# ---------------------------------------------------------------- functools.cmp_to_key
+
+import builtins  # noqa: E402 - grouped with its tests
+
+def _by_len_then_desc(a, b):
+    builtins.print("cmp", a, b)  # the comparisons are made in eager's order (the real print: no break)
+    return (len(a) - len(b)) or (-1 if a > b else 1 if a < b else 0)
+
+
+def test_sorting_with_cmp_to_key_calls_cmp_in_the_trace():
+    def f(x, words):
+        out = sorted(words, key=functools.cmp_to_key(_by_len_then_desc))
+        words.sort(key=functools.cmp_to_key(lambda a, b: len(b) - len(a)), reverse=True)
+        return x * len(out[0]), out, words
+
+    check_breaks(f, X, ["ccc", "a", "bb", "b", "dd"], breaks=0)
+
+
+def test_cmp_to_key_returned_and_compared_on_tensors():
+    def f(x):
+        k = functools.cmp_to_key(lambda a, b: a - b)
+        return x + 1, sorted([3, 1, 2], key=k), k
+
+    out = check_breaks(f, X, breaks=0)
+    assert out.value[2](1) < out.value[2](2)
+
+    def g(x):  # a comparison of tensors is not known at trace time
+        return sorted([x[0], x[1]], key=functools.cmp_to_key(lambda a, b: a - b))
+
+    check_breaks(g, X, breaks=1)
