@@ -10,13 +10,18 @@ not model breaks the graph (DL0003); an operation Python would raise on breaks
 (DL0010) so Python raises it.  ``x in seq``, ``list.index`` and ``list.remove``
 compare items like CPython (identity, then ``==`` through the operator table
 installed on VariableTracker by arith.py).
+Sorting (``sort_items``: ``sorted``, ``list.sort``): keys known at trace time are sorted as they are;
+other keys (objects with their own ``__lt__``, ``functools.cmp_to_key(cmp)``'s, a
+``CmpToKeyVariable``) are sorted by Python's own sort on proxies whose ``<`` is traced, so the
+comparisons happen in eager's order; one whose result is not a constant breaks.
 Iteration (``iter``): lists are iterated live, other values snapshotted.
 ``ListIteratorVariable`` (an iterator over items known at trace time) and
 ``LazyIteratorVariable`` (items on demand) sit here, below mappings.py (dict
 iterators) and iterators.py (map, zip, ...), which subclass them.  Named
 tuples are instances of user classes (user_objects.py).
-Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py, tests/semantics/test_iterators.py and
-tests/semantics/test_mappings_and_collections.py (deque).
+Tested by tests/semantics/test_containers.py, tests/semantics/test_builtins.py, tests/semantics/test_iterators.py,
+tests/semantics/test_mappings_and_collections.py (deque), tests/semantics/test_builtins_breadth.py and
+tests/semantics/test_functools_copy_identity.py (sorting by __lt__ and cmp_to_key).
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ process, call the cached function at trace time and use its answer as a constant
 (``DictStorageMixin``): inputs whose class overrides no dict method, and instances made in the
 trace (Python overrides inlined, the base's methods called explicitly act on the items).  A
 metaclass's Python ``__call__`` is inlined; enum classes are called, indexed and iterated as
-constants.
+constants (``__members__``: a read-only mapping of them); ``len(vars(obj))`` counts the attributes as
+the trace sees them.
 Attributes of a ``threading.local`` input are read from the current thread's ``__dict__`` and
 guarded by ``getattr`` in the calling thread.  collections.abc's Mapping views (``KeysView`` ...)
 are made in the trace (their ``_mapping`` slot replayed); ``frozendict.frozendict(...)`` is built from
@@ -44,6 +45,7 @@ from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource, TypeSource
 from .mappings import (
     ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable, FrozenDictVariable,
+    MappingProxyVariable,
     is_frozendict_class,
 )
 from .sequences import DequeVariable, ListIteratorVariable, TupleVariable
@@ -752,6 +754,9 @@ class UserDefinedClassVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__"):
             return ConstantVariable(getattr(self.value, name))
+        if name == "__members__" and type(self.value) is enum.EnumMeta:
+            # Color.__members__: a new read-only view of name -> member on every read (members are fixed)
+            return MappingProxyVariable(DictVariable({k: ConstantVariable(v) for k, v in self.value.__members__.items()}))
         if name == "_make" and is_namedtuple_class(self.value) and \
                 getattr(getattr(self.value._make, "__func__", None), "__code__", None) is _NAMEDTUPLE_MAKE_CODE:
             return BoundMethodOfVariable(self, "_make")

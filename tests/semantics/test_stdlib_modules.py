@@ -9,6 +9,7 @@ import dataclasses
 import enum
 import inspect
 import re
+import types
 import typing
 
 import torch
@@ -86,6 +87,27 @@ def test_enum_members_lookup_iteration_and_flags():
                 [m.name for m in Level], Perm(3), Level(1))
 
     check_breaks(f, X, Color.RED, breaks=0)
+
+
+class Shade(enum.Enum):
+    RED = 1
+    GREEN = 2
+    CRIMSON = 1  # an alias: in __members__, not in iteration
+
+
+def test_enum_members_mapping():
+    def f(x):
+        m = Shade.__members__
+        return (x * len(m), list(m), [v.value for v in m.values()], m["CRIMSON"] is Shade.RED, "RED" in m,
+                [k for k, v in m.items()], type(m) is types.MappingProxyType, m, len(list(Shade)))
+
+    check_breaks(f, X, breaks=0)
+
+    def g(x):
+        Shade.__members__["BLUE"] = 3  # read-only: TypeError, as in eager
+        return x
+
+    check_breaks(g, X, breaks=None, raises=TypeError)
 
 
 def test_iterating_a_flag_combination():
