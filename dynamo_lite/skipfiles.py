@@ -16,8 +16,10 @@ Third-party model libraries (transformers, ...) are traced like user code.
 A few files of untraced libraries are pure Python over their arguments and may be
 inlined (``_INLINABLE_LIBRARY_FILES``: huggingface_hub's strict-dataclass validators,
 which run on every assignment to a transformers config).
+Of the standard library, the ``_collections_abc`` mixin methods and ``unittest/case.py``
+(TestCase's assertion methods, called by test bodies compiled whole) may be inlined.
 The answer for a file never changes while the process runs, so it is cached.
-Tested by tests/robustness/test_hostile.py.
+Tested by tests/robustness/test_hostile.py and tests/semantics/test_stdlib_modules.py.
 """
 from __future__ import annotations
 
@@ -57,6 +59,9 @@ _INFRA_PACKAGES = (
 # standard-library code that is pure Python over its arguments and may be inlined
 # (the Mapping/Sequence mixin methods: __contains__, get, keys, items, ...)
 _INLINABLE_STDLIB = ("<frozen _collections_abc>",)
+# unittest's assertion methods (assertTrue, assertIn, assertIsNone, ...), called from test bodies
+# that are compiled whole (PyTorch's make_dynamo_test tests): plain comparisons over their arguments
+_INLINABLE_STDLIB_FILES = (os.path.join("unittest", "case.py"),)
 
 # files of untraced libraries whose functions are pure Python over their arguments and may be
 # inlined (not captured as frames): huggingface_hub's strict dataclasses validate every field
@@ -92,8 +97,15 @@ def _file_reason(filename: str, inline: bool) -> Optional[str]:
                 return f"library {top!r} is not traced"
             return None
     if path.startswith(_STDLIB_DIRS):
+        if inline and path.endswith(_INLINABLE_STDLIB_FILES) and \
+                os.path.relpath(path, _stdlib_dir_of(path)) in _INLINABLE_STDLIB_FILES:
+            return None
         return "standard-library code"
     return None
+
+
+def _stdlib_dir_of(path: str) -> str:
+    return next(d for d in _STDLIB_DIRS if path.startswith(d))
 
 
 def skip_reason(filename: str, name: str = "", inline: bool = False) -> Optional[str]:

@@ -471,6 +471,9 @@ def _hasattr(tx, obj, name):
         raise GraphBreak(gb.VALUE_UNKNOWN, "hasattr() with a name not known at trace time")
     if not isinstance(name.as_python_constant(), str):
         raise GraphBreak(gb.OPERATION_RAISES, "hasattr(): attribute name must be a string (TypeError)")
+    if isinstance(obj, PartialVariable) and obj.python_type() is functools.partial and \
+            _type_attribute_always_found(functools.partial, name.as_python_constant()):
+        return TRUE
     try:
         obj.var_getattr(tx, name.as_python_constant())
         return TRUE
@@ -479,6 +482,23 @@ def _hasattr(tx, obj, name):
             _guard_attribute_absent(tx, obj, name.as_python_constant())
             return FALSE
         raise
+
+
+# what a class holds that instance lookup always finds (methods, slot wrappers, getset descriptors
+# of C types): hasattr() is True whatever the instance's own attributes are
+_ALWAYS_FOUND = (types.FunctionType, types.WrapperDescriptorType, types.MethodDescriptorType,
+                 types.BuiltinFunctionType, types.ClassMethodDescriptorType, staticmethod, classmethod, str)
+
+
+def _type_attribute_always_found(cls: type, name: str) -> bool:
+    """hasattr(x, name) is True for every instance x of ``cls``, a C type whose attribute
+    lookup is the generic one (functools.partial: PyObject_GenericGetAttr): ``name`` is a
+    method or plain value of the class, or object's ``__class__`` / the ``__dict__`` getset."""
+    attr, _owner = mro_lookup(cls, name)
+    if isinstance(attr, _ALWAYS_FOUND):
+        return True
+    return name in ("__class__", "__dict__") and isinstance(attr, types.GetSetDescriptorType) and \
+        cls.__dictoffset__ != 0
 
 
 def _guard_attribute_absent(tx, obj, name: str) -> None:

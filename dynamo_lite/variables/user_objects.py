@@ -687,8 +687,13 @@ class NamedTupleVariable(TupleVariable):
             return TupleVariable([ConstantVariable(f) for f in fields])
         if name in ("_asdict", "_replace"):
             return ContainerMethodVariable(self, name)
+        raw, _owner = mro_lookup(self.tuple_type, name)
+        if isinstance(raw, staticmethod) and isinstance(raw.__func__, types.FunctionType):
+            return UserFunctionVariable(raw.__func__)  # no binding: p.static() takes no self
+        if isinstance(raw, classmethod) and isinstance(raw.__func__, types.FunctionType):
+            return UserMethodVariable(raw.__func__, class_of(tx, self, self.tuple_type))
         attr = getattr(self.tuple_type, name, None)
-        if attr is not None and callable(attr) and isinstance(attr, types.FunctionType):
+        if isinstance(raw, types.FunctionType) and isinstance(attr, types.FunctionType):
             return UserMethodVariable(attr, self)
         if isinstance(attr, property):
             return UserFunctionVariable(attr.fget).call_function(tx, [self], {})

@@ -280,6 +280,19 @@ def test_partial_attributes():
     check_breaks(f, X, breaks=0)
 
 
+def test_hasattr_of_a_partial_for_what_its_class_defines():
+    # methods and descriptors of functools.partial (and object) exist on every partial
+    names = ("__call__", "__eq__", "__hash__", "__repr__", "__reduce__", "__new__", "__init_subclass__",
+             "__subclasshook__", "__class__", "__dict__", "__doc__", "__module__", "func", "args",
+             "__name__", "__code__", "__get__", "__qualname__", "__closure__")
+
+    def f(x, q):
+        p = functools.partial(_scale, 2)
+        return x + 1, [hasattr(p, n) for n in names], [hasattr(q, n) for n in names]
+
+    check_breaks(f, X, GLOBAL_PARTIAL, breaks=0)
+
+
 def test_partial_attributes_of_a_global_partial():
     def f(x):
         return (GLOBAL_PARTIAL(x), GLOBAL_PARTIAL.func.__name__, GLOBAL_PARTIAL.__dict__,

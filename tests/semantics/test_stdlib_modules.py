@@ -11,6 +11,7 @@ import inspect
 import re
 import types
 import typing
+import unittest
 
 import torch
 
@@ -333,3 +334,43 @@ def test_signature_bind_with_wrong_arguments_raises_type_error():
         return x + 1, inspect.signature(_bound_target).bind(c=1)
 
     check_breaks(f, X, breaks=None, raises=TypeError)
+
+
+# ---- unittest assertions inside compiled code ------------------------------------------------------
+class _Asserts(unittest.TestCase):
+    def runTest(self):  # a TestCase instance needs a test method to exist
+        pass
+
+
+def test_passing_unittest_assertions_are_traced_without_a_break():
+    # test bodies compiled whole (as PyTorch's make_dynamo_test does) call these
+    tc = _Asserts()
+
+    def f(x, s, items):
+        tc.assertTrue(x.shape[0] == 3)
+        tc.assertFalse(len(s) == 0)
+        tc.assertIn("a", s)
+        tc.assertNotIn("z", items)
+        tc.assertIsNone(None)
+        tc.assertIsNotNone(s)
+        tc.assertIs(s, s)
+        tc.assertIsInstance(s, set)
+        return x + len(items)
+
+    check_breaks(f, torch.ones(3), {"a", "b"}, ["a", "c"], breaks=0)
+
+
+def test_a_failing_unittest_assertion_raises_as_in_eager():
+    tc = _Asserts()
+
+    def f(x, s):
+        y = x + 1
+        tc.assertIn("z", s)
+        return y
+
+    def g(x, v):
+        tc.assertTrue(v, "v must be set")
+        return x * 2
+
+    check_breaks(f, torch.ones(3), {"a"}, breaks=None, raises=AssertionError)
+    check_breaks(g, torch.ones(3), 0, breaks=None, raises=AssertionError)

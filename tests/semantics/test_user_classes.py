@@ -83,6 +83,14 @@ class Point(typing.NamedTuple):
     def total(self):
         return self.x + self.y
 
+    @staticmethod
+    def origin():
+        return 0.0
+
+    @classmethod
+    def kind(cls):
+        return cls.__name__
+
 
 Pair = collections.namedtuple("Pair", ["a", "b"])
 Triple = collections.namedtuple("Triple", "a b c", defaults=(3,))
@@ -405,6 +413,19 @@ def test_typing_namedtuple_input_with_methods():
         return p.norm() + p.total, p.y
 
     check(f, Point(x3, 2.0))
+
+
+def test_namedtuple_static_and_class_methods_through_an_instance():
+    # a staticmethod read through the instance is not bound to it
+    def from_input(p):
+        return p.x + p.origin(), p.kind()
+
+    def made_inside(x):
+        p = Point(x)
+        return p.x * 2 + p.origin(), p.kind(), Point.origin()
+
+    check(from_input, Point(x3, 2.0))
+    check(made_inside, x3)
 
 
 def test_namedtuple_created_and_returned():
