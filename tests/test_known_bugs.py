@@ -19,28 +19,6 @@ def t(*vals):
 X1, X2 = (t(1, 2, 3),), (t(-4, 5, 0.5, 2),)
 
 
-# from tests/semantics/test_branches_and_loops.py
-@pytest.mark.xfail(strict=True, reason="open: generator broken out of is closed late (its finally runs after "
-                                        "the code following the loop): the intercepted frame of the resume "
-                                        "function that received it keeps its arguments until the call returns")
-def test_break_out_of_generator_runs_its_finally_before_following_code():
-    def f(x):
-        def gen():
-            try:
-                yield 1
-                yield 2
-            finally:
-                print("gen closed")
-
-        for v in gen():
-            if v == 1:
-                break
-        print("after loop")
-        return x + v
-
-    check_calls(f, [torch.ones(1)], interleave=False, graphs=None)
-
-
 # from tests/torch/test_backends.py
 @pytest.mark.xfail(strict=True, reason="bug: aot_eager regenerates a view of an input made under no_grad with "
                                        "grad_fn=ViewBackward: gradient leaks into the input (torch.compile too)")

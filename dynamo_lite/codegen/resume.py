@@ -23,7 +23,7 @@ from typing import Optional
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
-from .. import bytecode_compat, runtime
+from .. import _C, bytecode_compat, runtime
 from .. import source as source_mod
 from ..cache import register_generated
 from .pycodegen import assemble, original_instructions
@@ -100,24 +100,31 @@ def live_local_names(state, index: int) -> tuple:
 
 
 def emit_resume_call(cg, code, succ: Successor, state) -> None:
-    """Stub body: save the stack, call the resume function, return its result."""
+    """Stub body: save the stack, call the resume function, return its result.
+
+    The frame ends here, so it keeps nothing it hands over: the arguments go in a list that
+    ``_C.call_moving`` empties, and once the resume function's frame runs it is their only
+    holder.  An object the rest of the function drops (a generator broken out of, a ``del``-eted
+    local) dies where it dies in the original frame, not when this frame returns."""
     depth = len(succ.nulls)
     for i in reversed(range(depth)):
         cg.store_fast(f"{STACK_PREFIX}{i}")  # a NULL slot stores NULL: the local just stays unbound
     live = live_local_names(state, succ.index)
     resume_code = make_resume_code(code, succ.index, succ.nulls, live, maybe_unbound_cells(state))
-    cg.push_null()
+    cg.load_callable(_C.call_moving)
     cg.make_sibling_function(resume_code, code)
     nargs = 0
     for n in live:  # live locals first: slot 0 stays the frame's first argument (super())
         cg.load_fast(n)
+        cg.emit("DELETE_FAST", n)
         nargs += 1
     for i in range(depth):
         if not succ.nulls[i]:
             cg.load_fast(f"{STACK_PREFIX}{i}")
-            cg.emit("DELETE_FAST", f"{STACK_PREFIX}{i}")  # only the stack holds it, as in the original frame
+            cg.emit("DELETE_FAST", f"{STACK_PREFIX}{i}")
             nargs += 1
-    cg.call(nargs)
+    cg.emit("BUILD_LIST", nargs)
+    cg.call(2)
     cg.emit("RETURN_VALUE")
 
 
