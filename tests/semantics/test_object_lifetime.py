@@ -167,3 +167,32 @@ def test_dropping_an_object_held_elsewhere_does_not_break():
         return x + len(m.name)
 
     check_breaks(f, torch.ones(2), Noisy("n"), breaks=0)
+
+
+@dynamo_lite.disable
+def report_alive(r):
+    print("alive", r() is not None)  # asked natively, after the frame let go
+
+
+def tensor_deleted_after_a_break(x):
+    t = x * 2
+    r = weakref.ref(t)  # a break: the rest runs in a resume function that receives t
+    del t  # its last reference (not the graph's outputs, not the frame that broke)
+    report_alive(r)
+    return x
+
+
+def test_tensor_deleted_after_a_break_is_freed_there():
+    check(tensor_deleted_after_a_break, torch.ones(2), graphs=None)
+
+
+def weakref_to_a_deleted_intermediate_tensor(x):
+    t = x * 2
+    r = weakref.ref(t)
+    del t
+    print("dead", r() is None)
+    return x + 1
+
+
+def test_weakref_to_a_deleted_intermediate_tensor_is_dead():
+    check(weakref_to_a_deleted_intermediate_tensor, torch.ones(1), graphs=None)
