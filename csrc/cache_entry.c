@@ -491,7 +491,9 @@ dl_cache_entry_run(DLCacheEntry *entry, DLFrame *frame, PyObject **args,
         }
     }
     dl_function_rebind(fn, globals, dl_frame_builtins(frame), closure);
-    PyObject *result = PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
+    /* the frame's arguments move to fn's frame: the frame we are handling
+     * keeps none alive while fn runs (it is cleared unevaluated) */
+    PyObject *result = dl_call_moving(fn, args, nargs);
     if (Py_REFCNT(fn) == 1) {
         /* park: keep no globals or closure alive (finalizers may run here) */
         dl_function_rebind(fn, parked_namespace, parked_namespace, NULL);

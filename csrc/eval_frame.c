@@ -21,7 +21,10 @@
  *   - When we do not handle a frame we call prev_eval if set, else
  *     _PyEval_EvalFrameDefault; prev_eval is never our own function.
  *   - Frames we handle by running other code are returned from without being
- *     evaluated; _PyEval_Vector clears and pops them.
+ *     evaluated; _PyEval_Vector clears and pops them. Their arguments move
+ *     to the frame of the code run instead (dl_call_moving): their slots are
+ *     NULL by the time that code runs, so an argument it drops dies there,
+ *     as it would in the original frame.
  *   - All interpreter-version knowledge lives in cpython_compat.h.
  *
  * Tested by tests/unit/test_c_hook.py.
@@ -43,6 +46,9 @@ _Thread_local PyObject *dl_tls_callback = NULL;
  * hands the very same frame back to us (it chained to us), we run it with
  * the default evaluator instead of looping. */
 static _Thread_local DLFrame *tls_delegating = NULL;
+
+/* References lent to the next frame (dl_call_moving). */
+_Thread_local DLHandOver dl_tls_handover = {NULL, NULL, 0};
 
 static PyObject *dl_eval_frame(PyThreadState *tstate, DLFrame *frame,
                                int throwflag);
@@ -70,6 +76,51 @@ delegate(PyThreadState *tstate, DLFrame *frame, int throwflag)
     PyObject *result = prev(tstate, frame, throwflag);
     tls_delegating = saved;
     return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Moving arguments into a callee's frame                                   */
+/* ------------------------------------------------------------------------ */
+
+PyObject *
+dl_call_moving(PyObject *fn, PyObject **args, Py_ssize_t nargs)
+{
+    /* Nothing runs between the call and its frame reaching the hook (the
+     * function's vectorcall makes the frame and evaluates it at once), so
+     * one slot per thread is enough; the first frame entered clears it. */
+    dl_tls_handover.func = fn;
+    dl_tls_handover.args = args;
+    dl_tls_handover.nargs = nargs;
+    PyObject *result = PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
+    dl_tls_handover.args = NULL;
+    return result;
+}
+
+/* First thing on entering any frame: if references were lent for this very
+ * call (same function, the frame's first nargs positional slots hold the
+ * same objects), the frame now owns references of its own: drop the lent
+ * ones. The identity check makes a wrong match harmless: the frame holds
+ * every object whose lent reference is dropped. */
+static Py_NO_INLINE void
+take_handover(DLFrame *frame)
+{
+    DLHandOver lent = dl_tls_handover;
+    dl_tls_handover.args = NULL;
+    if (dl_frame_func(frame) != lent.func || !dl_frame_is_fresh(frame) ||
+        lent.nargs > dl_frame_code(frame)->co_argcount) {
+        return;
+    }
+    PyObject **locals = dl_frame_localsplus(frame);
+    for (Py_ssize_t i = 0; i < lent.nargs; i++) {
+        if (locals[i] != lent.args[i]) {
+            return;
+        }
+    }
+    for (Py_ssize_t i = 0; i < lent.nargs; i++) {
+        PyObject *obj = lent.args[i];
+        lent.args[i] = NULL;
+        Py_XDECREF(obj); /* never the last reference: the frame holds it */
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -205,6 +256,9 @@ handle_frame(PyThreadState *tstate, DLFrame *frame, int throwflag,
 static PyObject *
 dl_eval_frame(PyThreadState *tstate, DLFrame *frame, int throwflag)
 {
+    if (dl_tls_handover.args != NULL) {
+        take_handover(frame);
+    }
     if (frame == tls_delegating) {
         /* prev_eval chained back to us with the frame we gave it. */
         return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
@@ -230,6 +284,46 @@ dl_eval_frame(PyThreadState *tstate, DLFrame *frame, int throwflag)
 /* ------------------------------------------------------------------------ */
 /* Module functions                                                         */
 /* ------------------------------------------------------------------------ */
+
+/* call_moving(fn, args_list): see the method table. */
+static PyObject *
+dl_call_moving_py(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 2 || !PyList_CheckExact(argv[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "call_moving(fn, args) takes a function and a list");
+        return NULL;
+    }
+    PyObject *fn = argv[0];
+    PyObject *list = argv[1];
+    Py_ssize_t nargs = PyList_GET_SIZE(list);
+    PyObject *small[8];
+    PyObject **args = small;
+    if (nargs > (Py_ssize_t)(sizeof(small) / sizeof(small[0]))) {
+        args = PyMem_New(PyObject *, nargs);
+        if (args == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        args[i] = Py_NewRef(PyList_GET_ITEM(list, i));
+    }
+    PyObject *result = NULL;
+    /* the list lets go (no item dies: args holds each), so that the callee's
+     * frame ends up the only holder */
+    if (PyList_SetSlice(list, 0, nargs, NULL) == 0) {
+        Py_INCREF(fn);
+        result = dl_call_moving(fn, args, nargs);
+        Py_DECREF(fn);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        Py_XDECREF(args[i]);
+    }
+    if (args != small) {
+        PyMem_Free(args);
+    }
+    return result;
+}
 
 static PyObject *
 dl_set_callback(PyObject *module, PyObject *cb)
@@ -290,6 +384,13 @@ static PyMethodDef dl_methods[] = {
      "set_callback(cb) -> previous\n\nSet this thread's callback "
      "(None turns the hook off for this thread) and return the previous "
      "one. Installs the eval-frame hook if it is not installed."},
+    {"call_moving", (PyCFunction)(void (*)(void))dl_call_moving_py,
+     METH_FASTCALL,
+     "call_moving(fn, args) -> fn(*args)\n\nargs is a list, emptied before "
+     "the call; once fn's frame holds the arguments (our hook is entered "
+     "with it), it is their only holder, as if the caller's CALL had moved "
+     "them into an inlined frame: an argument the callee drops dies there. "
+     "Generated code calls resume functions this way."},
     {"get_callback", dl_get_callback, METH_NOARGS,
      "get_callback() -> this thread's callback or None."},
     {"uninstall", dl_uninstall, METH_NOARGS,

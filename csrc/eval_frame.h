@@ -43,6 +43,27 @@ dl_callback_resume(PyObject *cb)
     Py_XDECREF(inner);
 }
 
+/* Argument references lent to the next frame the hook sees (see
+ * dl_call_moving): args is NULL when nothing is lent. */
+typedef struct {
+    PyObject *func;    /* the function called (borrowed) */
+    PyObject **args;   /* the caller's slots holding its owned references */
+    Py_ssize_t nargs;
+} DLHandOver;
+
+DL_INTERNAL extern _Thread_local DLHandOver dl_tls_handover;
+
+/* fn(*args) for a plain function fn, where args[0..nargs) are slots of the
+ * caller's holding owned references (never NULL on entry). Once fn's frame
+ * holds its own references to them (the hook is entered with that frame),
+ * the caller's are dropped and the slots set to NULL, so that the callee's
+ * frame is the only holder, as when CPython's own CALL moves arguments into
+ * an inlined frame (it cannot while an eval-frame function is installed).
+ * On return the caller Py_XDECREFs its slots: some are still set if no frame
+ * took them (fn's frame was not made, or not evaluated by our hook). */
+DL_INTERNAL PyObject *dl_call_moving(PyObject *fn, PyObject **args,
+                                     Py_ssize_t nargs);
+
 /* Make ours the interpreter's eval-frame function (cheap if it already is). */
 DL_INTERNAL void dl_hook_ensure_installed(PyThreadState *tstate);
 

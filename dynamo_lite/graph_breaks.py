@@ -362,6 +362,25 @@ def f(x):
     return x - 1
 """)
 
+# (ids DL0065-DL0066: registered on the genfin branch)
+FINALIZER_OBJECT = _register("DL0065", "Object with a finalizer",
+                             "The code makes an instance of a class that defines __del__. Its __del__ must run when "
+                             "Python frees the object, in order with everything else the code prints or changes, "
+                             "and a trace cannot know when that is: the graph ends before the call and Python makes "
+                             "the object (then it is freed exactly when eager frees it).",
+                             "Make the object outside the compiled function, or release its resources with a "
+                             "context manager (a with-block) instead of __del__.",
+                             cause=CODE)
+FINALIZER_DROPPED = _register("DL0066", "Object with a finalizer dropped",
+                              "The code drops what may be the last reference to an object whose freeing runs code "
+                              "(its type has __del__: a user class, a paused generator's finally, a file's close): "
+                              "a del, an assignment over it, a value left unused. Python must drop it so that "
+                              "code runs right there, between what comes before and what comes after; the graph "
+                              "ends before it and is captured again after it.",
+                              "Close the object explicitly (a with-block, gen.close(), f.close()) where its "
+                              "resources should be released, or keep it alive until the function returns.",
+                              cause=CODE)
+
 
 def lookup(break_id: str) -> BreakType:
     return REGISTRY.get(break_id) or BreakType(break_id, "Unknown", "", ())

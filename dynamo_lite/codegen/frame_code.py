@@ -97,6 +97,10 @@ def emit_body(cg: PyCodegen, state: FrameState) -> None:
             continue  # still the argument the frame was called with
         cg.reconstruct(var)
         cg.store_fast(name)
+    for name in bytecode_compat.arg_names(state.code):
+        if name not in state.frame_locals and name not in state.code.co_cellvars and \
+                not name.startswith(resume_mod.STACK_PREFIX):
+            cg.emit("DELETE_FAST", name)  # deleted by the trace: the frame lets go of the argument, as eager did
     for var in state.stack:
         cg.reconstruct(var)
     _set_grad_mode(cg, state)
@@ -349,8 +353,10 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     copy.insert(0, rerun_label)
     positions = [i for i, x in enumerate(copy) if isinstance(x, Instr)]
     # the generated code's temporaries are not the frame's locals (locals(), tracebacks): drop them
+    # (and the graph's outputs: a tuple of them would keep every output tensor alive until the
+    # frame returns, long after the user's code dropped it)
     temps = sorted({x.arg for x in cg.instrs if isinstance(x, Instr) and x.name == "STORE_FAST"
-                    and isinstance(x.arg, str) and x.arg.startswith(cg.temp_prefix)})
+                    and isinstance(x.arg, str) and (x.arg.startswith(cg.temp_prefix) or x.arg == GRAPH_OUT)})
     # a resume function's saved-stack arguments are dead past its prologue (which deletes them)
     temps += [n for n in bytecode_compat.arg_names(code) if n.startswith(resume_mod.STACK_PREFIX)]
     jump_in = [Instr("DELETE_FAST", name, lineno=cg.lineno) for name in temps]

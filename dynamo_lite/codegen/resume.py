@@ -4,7 +4,10 @@ A resume function is a new function whose code is the original bytecode with
 a prologue that pushes the saved value stack (NULLs included) and jumps to
 ``offset``.  It keeps the original's name (tracebacks, logging, frames look
 like the user's function); ``display_name`` tells diagnostics which part it is.  Its arguments are the non-NULL stack values and the
-frame's live locals; cell and free variables are shared through its closure.
+frame's live locals (and the dead ones whose freeing runs code: the original frame keeps them
+until it overwrites them); cell and free variables are shared through its closure.  The stub
+calls it through ``_C.call_moving``: once its frame runs, that frame is the only holder of its
+arguments, so objects die where they die in the original frame (tests/semantics/test_object_lifetime.py).
 Because it is an ordinary function, the hook captures it like any other frame,
 with its own cache and guards.
 
@@ -13,7 +16,7 @@ resume function per successor, or None when the rest of the frame must run
 natively or through a loop-body function (k inside a loop: resuming there
 would nest one frame per iteration; see loop_bodies.py).  Instructions are
 numbered as in liveness.FlowInfo.
-Tested by tests/breaks/test_graph_breaks.py.
+Tested by tests/breaks/test_graph_breaks.py and tests/semantics/test_object_lifetime.py.
 """
 from __future__ import annotations
 
@@ -23,12 +26,12 @@ from typing import Optional
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
-from .. import bytecode_compat, runtime
+from .. import _C, bytecode_compat, runtime
 from .. import source as source_mod
 from ..cache import register_generated
 from .pycodegen import assemble, original_instructions
 from .liveness import FlowInfo, live_locals_at
-from ..variables.base import NullVariable
+from ..variables.base import NullVariable, runs_code_when_freed
 
 # Arguments of a resume function holding the saved value stack: STACK_PREFIX + slot (defined in
 # source.py: the builder relaxes guards on modules found there).
@@ -46,6 +49,7 @@ _RESUMABLE = frozenset({
     "SET_ADD", "MAP_ADD", "LIST_EXTEND", "SET_UPDATE", "DICT_UPDATE",
     "DICT_MERGE", bytecode_compat.OP_LIST_TO_TUPLE, "CALL", "CALL_FUNCTION_EX", "STORE_GLOBAL",
     "GET_LEN", "LOAD_DEREF", "STORE_DEREF", "LOAD_FAST", "MAKE_FUNCTION",
+    "STORE_FAST", "DELETE_FAST", "POP_TOP",
 })
 _NO_SUCCESSOR = ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE")
 
@@ -100,25 +104,44 @@ def live_local_names(state, index: int) -> tuple:
 
 
 def emit_resume_call(cg, code, succ: Successor, state) -> None:
-    """Stub body: save the stack, call the resume function, return its result."""
+    """Stub body: save the stack, call the resume function, return its result.
+
+    The frame ends here, so it keeps nothing it hands over: the arguments go in a list that
+    ``_C.call_moving`` empties, and once the resume function's frame runs it is their only
+    holder.  An object the rest of the function drops (a generator broken out of, a ``del``-eted
+    local) dies where it dies in the original frame, not when this frame returns."""
     depth = len(succ.nulls)
     for i in reversed(range(depth)):
         cg.store_fast(f"{STACK_PREFIX}{i}")  # a NULL slot stores NULL: the local just stays unbound
-    live = live_local_names(state, succ.index)
+    live = live_local_names(state, succ.index) + _dead_but_finalized_locals(state, succ.index)
     resume_code = make_resume_code(code, succ.index, succ.nulls, live, maybe_unbound_cells(state))
-    cg.push_null()
+    cg.load_callable(_C.call_moving)
     cg.make_sibling_function(resume_code, code)
     nargs = 0
     for n in live:  # live locals first: slot 0 stays the frame's first argument (super())
         cg.load_fast(n)
+        cg.emit("DELETE_FAST", n)
         nargs += 1
     for i in range(depth):
         if not succ.nulls[i]:
             cg.load_fast(f"{STACK_PREFIX}{i}")
-            cg.emit("DELETE_FAST", f"{STACK_PREFIX}{i}")  # only the stack holds it, as in the original frame
+            cg.emit("DELETE_FAST", f"{STACK_PREFIX}{i}")
             nargs += 1
-    cg.call(nargs)
+    cg.emit("BUILD_LIST", nargs)
+    cg.call(2)
     cg.emit("RETURN_VALUE")
+
+
+def _dead_but_finalized_locals(state, index: int) -> tuple:
+    """Bound locals not live at ``index`` whose freeing runs code (variables.base.runs_code_when_freed):
+    the original frame keeps them until it overwrites or deletes them, so the resume function
+    takes them too (this frame keeps nothing), and they are freed where eager frees them."""
+    code = state.code
+    live = set(live_locals_at(code, index))
+    k = bytecode_compat.instructions(code)[state.break_index] if state.break_index is not None else None
+    touched = k.argval if k is not None and k.opname in ("STORE_FAST", "DELETE_FAST") else None
+    return tuple(n for n, v in state.frame_locals.items()
+                 if n not in live and n != touched and n not in code.co_cellvars and runs_code_when_freed(v))
 
 
 def maybe_unbound_cells(state) -> tuple:

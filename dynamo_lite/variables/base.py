@@ -273,6 +273,16 @@ def type_or_none(v: VariableTracker) -> Optional[type]:
         return None
 
 
+def runs_code_when_freed(v: VariableTracker) -> bool:
+    """Is ``v`` a real object (it has a source) whose freeing runs code: its type has ``__del__``
+    (a user class's, a generator's close, a file's flush)?  Where Python drops it decides when
+    that code runs (symbolic/opcodes/load_store.py drop_reference, codegen/resume.py)."""
+    if getattr(v, "source", None) is None:
+        return False
+    cls = type_or_none(v)
+    return isinstance(cls, type) and getattr(cls, "__del__", None) is not None
+
+
 def search_items(tx, items: list, item: VariableTracker) -> bool:
     """``item in items`` as CPython searches a sequence: identity first, then ``==``."""
     for candidate in items:

@@ -875,6 +875,9 @@ class UserDefinedClassVariable(VariableTracker):
             if not items:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, "an empty frozendict (a shared singleton)")
             return FrozenDictVariable(items, dict_type=cls)
+        if mro_lookup(cls, "__del__")[0] is not None:
+            # a traced object is never made, so its __del__ would never run (or run at another time)
+            raise GraphBreak(gb.FINALIZER_OBJECT, f"class {cls.__name__} defines __del__ (an object Python must make)")
         if _dict_base(cls) is not None:
             return self._new_dict_object(tx, cls, args, kwargs)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it

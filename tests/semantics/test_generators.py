@@ -15,7 +15,8 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import CompileCounter, assert_same_as_eager
+from dynamo_lite.testing import CompileCounter, assert_same_as_eager, check_calls
+from dynamo_lite.testing import print_with_graph_break
 
 
 def naturals():
@@ -201,3 +202,23 @@ def test_generator_paused_in_try_finally_is_closed():
     out = dynamo_lite.compile(f, backend="eager")(torch.ones(2), log)
     assert torch.equal(out, torch.full((2,), 4.0))
     assert log == ["closed"]
+
+
+def test_break_out_of_generator_runs_its_finally_before_following_code():
+    # a graph break in the loop body: the loop runs in a resume function, which receives the
+    # generator; breaking out drops the last reference right there, so its finally prints first
+    def f(x):
+        def gen():
+            try:
+                yield 1
+                yield 2
+            finally:
+                print_with_graph_break("gen closed")
+
+        for v in gen():
+            if v == 1:
+                break
+        print_with_graph_break("after loop")
+        return x + v
+
+    check_calls(f, [torch.ones(1)], interleave=False, graphs=None)

@@ -937,6 +937,118 @@ def test_refcounts_flat_through_call_with_hook_off(hook):
 
 
 # --------------------------------------------------------------------------
+# moving arguments into the callee (call_moving; a hit's frame arguments)
+# --------------------------------------------------------------------------
+
+class Probe:
+    pass
+
+
+def probe_and_ref():
+    obj = Probe()
+    return obj, weakref.ref(obj)
+
+
+def test_call_moving_leaves_the_callee_the_only_holder(hook):
+    def f(x, y):
+        del x
+        return ref() is None, y
+
+    hook.on(f, lambda *a: RUN_EAGER)
+    hook.record = False  # a recorded call keeps its arguments
+    obj, ref = probe_and_ref()
+    args = [obj, "y"]
+    del obj
+    assert hook.run(_C.call_moving, f, args) == (True, "y")  # dead at `del x`, as in an inlined call
+    assert args == [] and ref() is None
+
+
+def test_call_moving_without_callback_still_moves(hook):
+    def f(x):
+        del x
+        return ref() is None
+
+    _C.set_callback(hook)  # installs the hook; no callback for the call itself
+    _C.set_callback(None)
+    obj, ref = probe_and_ref()
+    args = [obj]
+    del obj
+    assert _C.call_moving(f, args) is True
+
+
+def test_hit_moves_frame_arguments_into_new_code(hook):
+    # the original frame is cleared unevaluated: it must not keep the arguments while the
+    # entry's code runs (resume functions drop objects the user's code drops)
+    def f(x):
+        return "original"
+
+    new = make_code(f, [
+        Instr("DELETE_FAST", "x"),
+        Instr("PUSH_NULL"),
+        Instr("LOAD_CONST", lambda: ref() is None),
+        Instr("PRECALL", 0),
+        Instr("CALL", 0),
+        Instr("RETURN_VALUE"),
+    ])
+    hook.on(f, lambda *a: Entry(always, new))
+    hook.record = False  # a recorded call keeps its arguments
+    for _ in range(2):  # miss, then hit
+        obj, ref = probe_and_ref()
+        args = [obj]
+        del obj
+        assert hook.run(_C.call_moving, f, args) is True
+
+
+def test_call_moving_other_callables_and_errors(hook):
+    class C:
+        def m(self, x):
+            return x
+
+    hook.on(C.m, lambda *a: RUN_EAGER)
+    obj = object()
+    assert hook.run(_C.call_moving, C().m, [obj]) is obj  # a bound method: no move, same result
+    assert hook.run(_C.call_moving, len, [[1, 2]]) == 2
+    with pytest.raises(TypeError):
+        _C.call_moving(len, ([1],))
+    with pytest.raises(TypeError):
+        _C.call_moving(len)
+
+    def one(x):
+        return x
+
+    args = [obj, obj]
+    before = sys.getrefcount(obj)
+    with pytest.raises(TypeError):  # the frame is never made: nothing moved, nothing leaked
+        hook.run(_C.call_moving, one, args)
+    assert args == [] and sys.getrefcount(obj) == before - 2
+    many = [object() for _ in range(20)]  # past the small buffer
+    assert hook.run(_C.call_moving, lambda *a: len(a), list(many)) == 20
+
+
+def test_refcounts_flat_through_call_moving(hook):
+    def f(x, y):
+        del x
+        return y
+
+    new = make_code(f, [Instr("LOAD_FAST", "y"), Instr("RETURN_VALUE")])
+    hook.on(f, lambda *a: Entry(always, new))
+
+    def call(x):
+        _C.call_moving(f, [x, x])
+        _C.call_moving(f, [x])  # TypeError before any frame runs
+
+    def drive(x):
+        try:
+            call(x)
+        except TypeError:
+            pass
+
+    hook.on(drive, lambda *a: RUN_EAGER)
+    hook.on(call, lambda *a: RUN_EAGER)
+    _calls_keep_refcounts_flat(hook, drive, object(), [f, new])
+
+
+# --------------------------------------------------------------------------
 # another PEP 523 user
 # --------------------------------------------------------------------------
 

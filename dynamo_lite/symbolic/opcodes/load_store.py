@@ -8,7 +8,7 @@ import types
 from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
-from ...variables.base import NullVariable
+from ...variables.base import NullVariable, runs_code_when_freed
 from ...variables.constant import ConstantVariable, is_constant_value
 from ...variables.builder import wrap
 from ...variables.folding import wrap_constant_result
@@ -27,8 +27,29 @@ def LOAD_FAST(tx, inst):
     tx.push(var)
 
 
+def drop_reference(tx, var, what: str, local: str = None) -> None:
+    """The frame lets go of ``var`` (``local`` deleted or overwritten, a value popped).  If it is
+    a real object whose freeing runs code (its type has ``__del__``: a user class's, a
+    generator's close, a file's flush) and no frame of the trace holds it elsewhere, this may be
+    its last reference: the graph breaks so that Python drops it, and that code runs where eager
+    runs it, after what comes before and before what comes after (a trace would drop it when the
+    generated code returns, after every replayed print)."""
+    if var is None or not runs_code_when_freed(var):
+        return
+    frame = tx
+    while frame is not None:
+        if any(v is var for v in frame.stack) or \
+                any(v is var for name, v in frame.symbolic_locals.items() if not (frame is tx and name == local)):
+            return
+        frame = frame.parent
+    raise GraphBreak(gb.FINALIZER_DROPPED, f"{what} may free {var.describe()}, and freeing it runs code")
+
+
 @register("STORE_FAST")
 def STORE_FAST(tx, inst):
+    old = tx.symbolic_locals.get(inst.argval)
+    if old is not None and old is not tx.peek():
+        drop_reference(tx, old, f"assigning {inst.argval!r}", inst.argval)
     tx.symbolic_locals[inst.argval] = tx.pop()
 
 
@@ -36,6 +57,7 @@ def STORE_FAST(tx, inst):
 def DELETE_FAST(tx, inst):
     if inst.argval not in tx.symbolic_locals:
         raise GraphBreak(gb.UNBOUND_NAME, f"local variable {inst.argval!r} referenced before assignment")
+    drop_reference(tx, tx.symbolic_locals[inst.argval], f"del {inst.argval}", inst.argval)
     del tx.symbolic_locals[inst.argval]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ... import bytecode_compat
 from ...variables.base import NullVariable
 from . import register
+from .load_store import drop_reference
 
 
 @register(*bytecode_compat.NOOPS - {"CACHE"})
@@ -13,7 +14,7 @@ def NOP(tx, inst):
 
 @register("POP_TOP")
 def POP_TOP(tx, inst):
-    tx.pop()
+    drop_reference(tx, tx.pop(), "a value left unused")  # (a break restarts the trace before this)
 
 
 @register("PUSH_NULL")
