@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional
 from .. import _C
 import torch
 
-from ..source import (AttrSource, BuiltinSource, ClosureSource, GlobalSource, ItemSource, LocalSource,
+from ..source import (AttrSource, BuiltinSource, ClosureSource, DictValueSource, GlobalSource, ItemSource, LocalSource,
                       ModuleGlobalSource, TensorSizeSource, TensorStrideSource, TypeSource)
 from .kinds import EXPR_CODES, ExprGuard
 
@@ -337,6 +337,8 @@ class _Builder:
         if kind is AttrSource:
             return self._load(key, "LOAD_ATTR", self.reg(source.parent), 0, source.attr)
         if kind is ItemSource and _faithful_key(source.key):
+            return self._load(key, "LOAD_ITEM", self.reg(source.parent), 0, source.key)
+        if kind is DictValueSource:  # the keys guard makes parent[key] the value at index
             return self._load(key, "LOAD_ITEM", self.reg(source.parent), 0, source.key)
         if kind is ClosureSource and source.index >= 0:
             return self._load(key, "LOAD_CLOSURE", self.regs["___F"], source.index, None)

@@ -31,7 +31,7 @@ from torch import nn
 from .. import graph_breaks as gb
 from .. import guards, runtime
 from ..exc import GraphBreak, SkipFrame
-from ..source import AttrSource, BuiltinSource, DictItemSource, ItemSource, Source, from_resume_stack
+from ..source import AttrSource, BuiltinSource, DictItemSource, DictValueSource, ItemSource, Source, from_resume_stack
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
@@ -222,6 +222,16 @@ def _wrap(tx, value, source):
                 guard(guards.ExprGuard(f"list({source.name()}.items()) == {{items}}",
                                        (("items", list(value.items())),), source))
                 items = {hash_key(wrap(tx, k, None), "dict key"): wrap(tx, v, None) for k, v in value.items()}
+                return DictVariable(items, source)
+            return _aliased(tx, value, source, make)
+        if type(value) is dict and source is not None and all(map(_identity_hashed, value)):
+            # a table keyed by classes whose values are objects (einops' {tensor type: backend}):
+            # its keys are guarded (identity, in order), each value is an input at its place
+            def make():
+                guard(guards.TypeGuard(source, dict))
+                guard(guards.DictKeysGuard(source, tuple(value.keys())))
+                items = {hash_key(wrap(tx, k, None), "dict key"): wrap(tx, v, DictValueSource(source, k, i))
+                         for i, (k, v) in enumerate(value.items())}
                 return DictVariable(items, source)
             return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))

@@ -290,6 +290,11 @@ def _is_pure(fn) -> bool:
         return False
     if isinstance(fn, type):
         return fn.__module__ == "builtins" and not issubclass(fn, BaseException) and fn not in (object, type)
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, types.BuiltinMethodType) and type(owner) in (str, bytes, frozenset) and \
+            (type(owner) is not frozenset or all(map(is_constant_value, owner))):
+        # a method bound to an immutable value (keyword.iskeyword is frozenset(kwlist).__contains__)
+        return True
     module = getattr(fn, "__module__", None)
     return module in ("builtins", *_PURE_MODULES)
 

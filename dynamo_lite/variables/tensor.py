@@ -28,6 +28,7 @@ from typing import Any, Optional
 import numpy as np
 import sympy
 import torch
+from torch._dispatch.python import enable_python_dispatcher
 import torch.fx
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch._subclasses.fake_tensor import (
@@ -386,7 +387,9 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         # a failing op is re-run by Python, which raises the user's error: FakeTensorMode's own
         # "failed while attempting to run meta" traceback log would only be noise on stderr
         _FAKE_LOG.disabled = True
-        with output.fake_mode, warnings_issued() as caught:
+        # the Python dispatcher, as torch.compile's fake runs have it: composite kernels (pad's
+        # constant_pad_nd) take symbolic sizes only through their Python decompositions
+        with output.fake_mode, enable_python_dispatcher(), warnings_issued() as caught:
             _check_inplace_cast(kind, target, fake_args)
             if kind == "call_method":
                 example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)

@@ -672,3 +672,21 @@ def test_builtin_called_with_wrong_arguments_raises_like_eager():
         return [x * i for i, _ in enumerate([1, 2], n)]
 
     check(g, x3, 1)
+
+
+_RESERVED = frozenset(["for", "if", "lambda"])
+_is_reserved = _RESERVED.__contains__  # how keyword.iskeyword is made
+_joined = ", ".join
+
+
+def test_methods_bound_to_immutable_values_fold():
+    import keyword
+
+    def f(x, name):
+        # einops' parser checks every axis name with keyword.iskeyword
+        if keyword.iskeyword(name) or _is_reserved(name):
+            return x - 1
+        return x + len(_joined((name, name))), _RESERVED.issubset(keyword.kwlist)
+
+    check(f, torch.ones(2), "b", breaks=0)
+    check(f, torch.ones(2), "lambda", breaks=0)

@@ -512,6 +512,54 @@ def test_class_keyed_table_is_read_without_a_break_and_a_change_recompiles():
         VALIDATORS[list] = _validate_list
 
 
+class _Backend:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def apply(self, x):
+        return x * self.scale
+
+
+# einops' get_backend: a table from tensor types to backend objects, read with .get(type(x))
+BACKENDS = {torch.Tensor: _Backend(2), list: _Backend(3)}
+
+
+def test_class_keyed_table_of_objects_is_read_without_a_break_and_its_changes_are_seen():
+    def f(x):
+        backend = BACKENDS.get(type(x), None)
+        if backend is None:
+            return x
+        return backend.apply(x) + len(BACKENDS)
+
+    check_breaks(f, torch.ones(2), breaks=0)
+
+    saved = dict(BACKENDS)
+
+    def scale_changed():
+        BACKENDS[torch.Tensor].scale = 5
+        return (torch.ones(2),)
+
+    def value_replaced():
+        BACKENDS[torch.Tensor] = _Backend(7)
+        return (torch.ones(2),)
+
+    def key_added():
+        BACKENDS[tuple] = _Backend(11)
+        return (torch.ones(2),)
+
+    def tensor_key_removed():
+        BACKENDS.pop(torch.Tensor, None)
+        return (torch.ones(2),)
+
+    try:
+        check_calls(f, [(torch.ones(2),), scale_changed, value_replaced, key_added, tensor_key_removed,
+                        (torch.ones(2),)], hits=[5])
+    finally:
+        BACKENDS.clear()
+        BACKENDS.update(saved)
+        saved[torch.Tensor].scale = 2
+
+
 # ---------------------------------------------------------------- frozendict (einx freezes its kwargs with it)
 
 def test_frozendict_built_and_read_in_the_trace():

@@ -3,11 +3,13 @@
 Every case runs differentially against eager over many sizes (0, 1, sizes seen only after
 the symbolic compile) through the harness, and counts graphs.
 """
+import math
 import random
 
 import pytest
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 import dynamo_lite
 from dynamo_lite import config
@@ -82,6 +84,25 @@ def test_sizes_used_in_reshape_arithmetic():
     calls = [torch.randn(b, t, 3) for b, t in [(2, 4), (3, 6), (5, 8), (4, 5), (7, 3), (1, 4), (6, 10)]]
     cnt = check_calls(f, calls)
     assert cnt.frame_count <= 5
+
+
+def _pad_to_multiple(x, multiple):
+    # local-attention's pad_to_multiple: F.pad by an amount computed from a symbolic size
+    n = x.shape[1]
+    remainder = math.ceil(n / multiple) * multiple - n
+    return F.pad(x, (0, 0, 0, remainder), value=0)
+
+
+def test_pad_by_an_amount_computed_from_a_symbolic_size_stays_in_the_graph():
+    # constant_pad_nd takes symbolic pads only through its Python decomposition (torch.compile
+    # runs fake ops under the Python dispatcher too): without it, every size broke with DL0010
+    calls = [(torch.randn(2, n, 3), 4) for n in (5, 6, 7, 9, 12)]
+    check_calls(_pad_to_multiple, calls, dynamic=True)
+    seen, collecting = recording()
+    with collecting:
+        dynamo_lite.reset()
+        dynamo_lite.compile(_pad_to_multiple, backend="eager", dynamic=True)(torch.randn(2, 5, 3), 4)
+    assert not [e for e in seen if isinstance(e, events.GraphBreakEvent)], seen
 
 
 def test_attention_block_over_batch_and_sequence():
