@@ -64,6 +64,11 @@ def user_defined_attr(cls: type, name: str) -> bool:
     return False
 
 
+# type -> handler(tx, const, name) answering attribute reads of constants of that type (None: not
+# answered, the generic read follows); stdlib.py registers inspect.Signature's and Parameter's
+CONSTANT_ATTR_HANDLERS: dict = {}
+
+
 class ConstantVariable(VariableTracker):
     """An immutable value known exactly at trace time."""
 
@@ -120,6 +125,11 @@ class ConstantVariable(VariableTracker):
         return it
 
     def var_getattr(self, tx, name):
+        handler = CONSTANT_ATTR_HANDLERS.get(type(self.value))
+        if handler is not None:  # e.g. inspect.Signature.parameters (stdlib.py)
+            result = handler(tx, self, name)
+            if result is not None:
+                return result
         if user_defined_attr(type(self.value), name):
             # an IntEnum / str subclass's own method or property: Python code, never run at trace time
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name!r} of {type(self.value).__name__} is defined in Python")
