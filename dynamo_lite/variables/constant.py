@@ -5,7 +5,9 @@ Operations on constants are folded at trace time by calling the real
 operation on the real values (they are immutable, so this is exact).  Methods
 of constants also accept lists/dicts/sets/iterators of constants, passed as
 copies (``"-".join(parts)``); a method that raises breaks the graph so Python
-raises it for real (that folding is folding.py's, installed here).  ``x in "str"`` is a substring test.
+raises it for real (that folding is folding.py's, installed here).  Attribute reads of some
+library constants are answered by handlers registered from above (``CONSTANT_ATTR_HANDLERS``:
+``inspect.Signature.parameters`` in stdlib.py).  ``x in "str"`` is a substring test.
 Tested by tests/semantics/test_builtins.py.
 """
 from __future__ import annotations

@@ -7,7 +7,9 @@ containers can fold without importing them.  ``materialize`` consumes a lazy
 iterator whole for functions computed on constant copies (``"".join(map(str, l))``);
 ``fold_constant_method`` answers methods of constants (installed as
 ``ConstantVariable.fold_method``), first through ``CONSTANT_METHOD_HANDLERS`` (per type,
-registered by other modules: ``inspect.Signature.bind`` in stdlib.py).
+registered by other modules: ``inspect.Signature.bind`` in stdlib.py).  Methods of numpy scalars
+(``np.int64(6).astype("int32")``, ``.item()``) fold from a list of read-only ones, under
+``np.errstate(all="raise")`` with warnings as errors: one numpy would warn about breaks.
 Tested by tests/semantics/test_builtins.py and tests/semantics/test_containers.py.
 """
 from __future__ import annotations

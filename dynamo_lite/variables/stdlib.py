@@ -11,7 +11,12 @@ are answered here instead, from the real value, with a guard on what was read:
   ``len(sig.parameters)`` and ``"name" in sig.parameters`` fold.  ``sig.bind(...)`` /
   ``bind_partial(...)`` make a BoundArgumentsVariable: the real Signature binds placeholders, so
   ``.arguments`` holds the argument trackers; ``.args``, ``.kwargs`` and ``apply_defaults()``
-  run inspect's own code on placeholders (a default that is not a constant breaks).
+  run inspect's own code on placeholders (a default that is not a constant breaks).  A Signature
+  read from the inputs (a closure, a global: einx keeps one per operation) is the same constant,
+  guarded by identity (builder.py).  ``sig.parameters`` is the real mappingproxy of Parameters
+  (constants; rebuilt as ``sig.parameters``); a Parameter's ``default`` / ``annotation`` is the
+  real object when it is a constant, a class or a function, and breaks otherwise (a list default
+  could be mutated behind the trace).
 - ``copy.copy`` / ``copy.deepcopy`` (``copy_value``, registered by builtin.py) of what the trace
   models: constants, lists, tuples, dicts (OrderedDict, defaultdict), sets, and instances of plain
   user classes and dataclasses (config objects: ``__dict__`` state, no ``__copy__``/``__deepcopy__``/
