@@ -17,8 +17,10 @@ Two halves in one file:
     python bench/suite_breaks.py --compare OURS.json TORCH.json [--rootdir DIR]   # reuse two reports
 
 "Breaks" count the same thing on both sides: each graph break found while compiling a frame
-(dynamo_lite: breaks + frames that fell back to eager, as ``explain().graph_break_count``;
-torch.compile: every call of dynamo's ``log_graph_break``). Both are compile-time events, so a frame
+(dynamo_lite: breaks + frames that fell back to eager, as ``explain().graph_break_count``, the
+fallbacks also shown apart; torch.compile: every call of dynamo's ``log_graph_break``: a frame
+dynamo skips whole without a graph break, e.g. one iterating a list_iterator argument, is not
+counted, so compare "breaks" less "of which fallbacks" with it where that matters). Both are compile-time events, so a frame
 run from its cache adds none; recompiles are compiles of a code object that already had an entry.
 The driver prints wall times too; they are one run on a shared machine, not a benchmark.
 docs/testing.md (the einx paragraph) quotes this script's output.
@@ -221,6 +223,7 @@ def load_ours(path, root, only=None):
                 frames = [(fr["filename"], fr["lineno"], fr.get("name", ""))]
             places[_place(frames, root)][f"{b['break_id']}: {b.get('message', '')[:90]}"] += 1
             totals["breaks"] += 1
+            totals["of which fallbacks"] += b.get("kind") == "fallback"
     return places, totals
 
 
@@ -248,7 +251,7 @@ def compare(ours_path, torch_path, root, rows=25):
     ours, ot = load_ours(ours_path, root, common)
     theirs, tt = load_torch(torch_path, root, common)
     lines = [f"(the {len(common)} tests both reports have)", f"{'':14}{'dynamo_lite':>12}{'torch.compile':>15}"]
-    for key in ("tests", "passed", "failed", "breaks", "recompiles", "cache_limits"):
+    for key in ("tests", "passed", "failed", "breaks", "of which fallbacks", "recompiles", "cache_limits"):
         lines.append(f"{key:14}{ot[key]:>12}{tt[key]:>15}")
     lines.append(f"{'break places':14}{len(ours):>12}{len(theirs):>15}")
     rowsd = []
