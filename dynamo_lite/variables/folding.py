@@ -78,15 +78,16 @@ _NUMPY_SCALAR_METHODS = frozenset({
     "__repr__", "all", "any", "min", "max", "sum", "prod", "squeeze", "copy", "hex", "fromhex"})
 
 
-def _fold_numpy_scalar_method(value: Any, name: str, args: list, kwargs: dict) -> Any:
-    """``value.name(*args, **kwargs)`` for a numpy scalar, or GraphBreak if numpy warns or raises."""
+def fold_numpy_quietly(what: str, fn, *args, **kwargs) -> Any:
+    """``fn(*args, **kwargs)`` on numpy scalars, computed at trace time, or GraphBreak if numpy
+    raises or warns (overflow, an invalid cast): Python then runs it, and the warning is eager's.
+    Under ``np.errstate(all="raise")``, so the user's errstate at trace time does not matter."""
     try:
         with np.errstate(all="raise"), warnings.catch_warnings():
             warnings.simplefilter("error")
-            return getattr(value, name)(*args, **kwargs)
+            return fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - the real call raises or warns: let Python do it
-        raise GraphBreak(gb.OPERATION_RAISES, f"{type(value).__name__}.{name} raised or warned: "
-                         f"{type(e).__name__}") from e
+        raise GraphBreak(gb.OPERATION_RAISES, f"{what} raised or warned: {type(e).__name__}") from e
 
 
 # type -> handler(tx, const, name, args, kwargs) answering methods of constants of that type
@@ -120,7 +121,8 @@ def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwa
     if const_args is not None and isinstance(const.value, np.generic):  # np.float64 is a float too
         if name not in _NUMPY_SCALAR_METHODS:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"method {type(const.value).__name__}.{name} is not folded")
-        return wrap_constant_result(_fold_numpy_scalar_method(const.value, name, const_args, const_kwargs))
+        return wrap_constant_result(fold_numpy_quietly(f"{type(const.value).__name__}.{name}",
+                                                       getattr(const.value, name), *const_args, **const_kwargs))
     if const_args is not None and isinstance(const.value, _PURE_TYPES):
         fn = getattr(const.value, name, None)
         if fn is None:

@@ -72,6 +72,22 @@ def test_numpy_scalar_method_that_warns_or_raises_runs_eagerly():
     check_breaks(g, torch.ones(2), breaks=None, raises=TypeError)
 
 
+def test_numpy_scalar_arithmetic_that_overflows_warns_as_in_eager():
+    # folded at trace time, the overflow warning was lost: now numpy's warning breaks and Python
+    # computes it (np.int64 overflow, float division by zero)
+    def f(x, n):
+        v = np.int64(n) + np.int64(9223372036854775807)
+        w = np.float64(n) / np.float64(0.0)
+        return x + 1, v, w
+
+    check_breaks(f, torch.ones(2), 4, breaks=None)
+
+    def g(x, n):
+        return x * int(np.int64(n) * np.int64(3)), np.float32(n) / 2  # no warning: folded
+
+    check_breaks(g, torch.ones(2), 4, breaks=0)
+
+
 def test_numpy_scalar_argument_is_guarded_by_type_and_value():
     def f(x, s):
         return x * s, s == 2
