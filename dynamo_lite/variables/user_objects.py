@@ -243,7 +243,8 @@ class ObjectLike(VariableTracker):
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
             return tx.wrap(wrapped, src).call_function(tx, args, kwargs)
         if self.value_type is functools._lru_cache_wrapper:
-            name = getattr(self.value, "__qualname__", "function")
+            wrapped = getattr(self.value, "__wrapped__", None)  # (a partial has no __qualname__)
+            name = getattr(self.value, "__qualname__", None) or f"a {type(wrapped).__name__}"
             not_const = next(a for a in [*args, *kwargs.values()] if not a.is_python_constant())
             raise GraphBreak(gb.LRU_CACHE_CALL, f"{name} is wrapped in functools.lru_cache and called with "
                              f"{not_const.describe()}: Python calls it (a hit returns the cached object)")
