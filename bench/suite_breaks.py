@@ -105,9 +105,6 @@ class _TorchRecorder:
         assert cache_size.exceeds_recompile_limit is exceeds  # we patched the name convert_frame calls
 
 
-_RECORDER_KEY = "suite_breaks_recorder"
-
-
 def pytest_configure(config):
     if not config.getoption("--tc"):
         return
