@@ -20,6 +20,8 @@ Entries are read back through ``cache.entries`` (the C cache is the only copy).
            -> OutputGraph.finalize + backend
            -> build_code         transformed bytecode (+ resume functions)
            -> guards.compile
+A recompile whose trace again captures nothing (no graph, no break, and no entry of the code
+holds a graph) answers SKIP: the frame runs as Python runs it from then on.
 Errors: GraphBreak with fullgraph -> Unsupported; SkipFrame -> eager (SKIP);
 a failing backend -> BackendCompilerFailed (eager, with one warning per frame, under
 config.suppress_errors); internal errors -> logged, eager (raised when
@@ -274,6 +276,14 @@ class FrameConverter:
             compiled_fn.owner = compiled  # the first result is checked, then the check is dropped
         if output.shapes.used:
             self._shape_guards(output)  # again: the backend may have relied on more
+        if compiled is None and brk is None and _traced_empty_before(code, self):
+            # traced again and again nothing to capture (no tensor work, no break): from now on the
+            # frame runs as it is, as Python runs it (torch.compile skips such a frame at once);
+            # einx's shape solver and code generator would otherwise recompile until the limit
+            breaks_log.debug("[%s] %s captured nothing again: it runs as it is from now on", compile_id,
+                             display_name(code))
+            output.release_examples()
+            return _C.SKIP
         output_index = {node: i for i, node in enumerate(outputs)}
         state.prologue_calls = list(output.prologue_calls)
         if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells \
@@ -490,6 +500,13 @@ def _code_frame(code) -> UserFrame:
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
+
+
+def _traced_empty_before(code, owner) -> bool:
+    """``code`` has compiled entries and none of them holds a graph: an earlier trace of it captured
+    nothing either (see ``_compile_inner``: a second such trace makes the code SKIP)."""
+    existing = cache.entries(code, owner)
+    return bool(existing) and all(e.graph_module is None for e in existing)
 
 
 def _nothing_to_capture(code, f_locals):

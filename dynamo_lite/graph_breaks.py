@@ -362,6 +362,32 @@ def f(x):
     return x - 1
 """)
 
+LRU_CACHE_CALL = _register("DL0052", "Call of a functools.lru_cache function with non-constant arguments",
+                           "The function is wrapped in functools.lru_cache (or functools.cache), whose cache lives "
+                           "in C where the trace cannot see it, and an argument is not a constant (an object, a "
+                           "tensor, a list: called with constants only, the trace computes the wrapped function). "
+                           "Tracing the wrapped function here (as torch.compile does, with a warning) would run it, "
+                           "and its side effects, where eager answers from the cache, and return a new object where "
+                           "eager returns the cached one. Python calls it: a hit is quick, a miss runs the function "
+                           "as its own frame.",
+                           "If the cached function only computes plain values, pass it constants (strings, "
+                           "numbers, tuples of them), or call it outside the compiled code and pass its result in.",
+                           cause=DYNAMO_LITE)
+_example(LRU_CACHE_CALL, """
+import functools
+
+class Config:
+    scale = 2
+
+CONFIG = Config()
+
+@functools.lru_cache
+def scale_of(config):
+    return config.scale
+
+def f(x):
+    return x * scale_of(CONFIG)    # an object, not a constant
+""")
 # (ids DL0065-DL0066: registered on the genfin branch)
 FINALIZER_OBJECT = _register("DL0065", "Object with a finalizer",
                              "The code makes an instance of a class that defines __del__. Its __del__ must run when "

@@ -14,6 +14,8 @@ from __future__ import annotations
 import collections
 import operator
 
+import numpy as np
+
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
@@ -23,7 +25,7 @@ from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariab
 from .mappings import DefaultDictVariable, DictVariable, DictViewVariable
 from .objects import IdVariable, ObjectVariable
 from .sets import SetVariable
-from .folding import raise_folded, wrap_constant_result
+from .folding import fold_numpy_quietly, raise_folded, wrap_constant_result
 from .numpy_arrays import NumpyArrayVariable, numpy_operator
 from .tensor import record_op, sym_operator, SymNodeVariable, TensorVariable
 from .user_objects import mro_lookup, ObjectLike
@@ -112,6 +114,8 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         return sym_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), args)
     if all(a.is_python_constant() for a in args):
         values = [a.as_python_constant() for a in args]
+        if any(isinstance(v, np.generic) for v in values):  # overflow warnings are numpy's, at run time
+            return wrap_constant_result(fold_numpy_quietly(getattr(fn, "__name__", str(fn)), fn, *values))
         try:
             result = fn(*values)
         except Exception as e:  # noqa: BLE001 - raised in the trace (1 // 0 in a try), or by Python

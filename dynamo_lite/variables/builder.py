@@ -163,6 +163,10 @@ def _wrap(tx, value, source):
     if isinstance(value, enum.Enum):
         guard(guards.IdGuard(source, value))
         return ConstantVariable(value, source)
+    if type(value) is inspect.Signature and source is not None:
+        # immutable, as one made in the trace by inspect.signature (stdlib.py binds it)
+        guard(guards.IdGuard(source, value))
+        return ConstantVariable(value, source)
     if type(value) is int and source is not None:
         symbolic = symbolic_input(tx, value, source)  # an int argument that is symbolic (shapes.py)
         if symbolic is not None:

@@ -5,7 +5,9 @@ Operations on constants are folded at trace time by calling the real
 operation on the real values (they are immutable, so this is exact).  Methods
 of constants also accept lists/dicts/sets/iterators of constants, passed as
 copies (``"-".join(parts)``); a method that raises breaks the graph so Python
-raises it for real (that folding is folding.py's, installed here).  ``x in "str"`` is a substring test.
+raises it for real (that folding is folding.py's, installed here).  Attribute reads of some
+library constants are answered by handlers registered from above (``CONSTANT_ATTR_HANDLERS``:
+``inspect.Signature.parameters`` in stdlib.py).  ``x in "str"`` is a substring test.
 Tested by tests/semantics/test_builtins.py.
 """
 from __future__ import annotations
@@ -67,6 +69,11 @@ def user_defined_attr(cls: type, name: str) -> bool:
     return False
 
 
+# type -> handler(tx, const, name) answering attribute reads of constants of that type (None: not
+# answered, the generic read follows); stdlib.py registers inspect.Signature's and Parameter's
+CONSTANT_ATTR_HANDLERS: dict = {}
+
+
 class ConstantVariable(VariableTracker):
     """An immutable value known exactly at trace time."""
 
@@ -125,6 +132,11 @@ class ConstantVariable(VariableTracker):
         return it
 
     def var_getattr(self, tx, name):
+        handler = CONSTANT_ATTR_HANDLERS.get(type(self.value))
+        if handler is not None:  # e.g. inspect.Signature.parameters (stdlib.py)
+            result = handler(tx, self, name)
+            if result is not None:
+                return result
         if user_defined_attr(type(self.value), name):
             # an IntEnum / str subclass's own method or property: Python code, never run at trace time
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name!r} of {type(self.value).__name__} is defined in Python")

@@ -9,7 +9,9 @@ iterator whole for functions computed on constant copies (``"".join(map(str, l))
 ``fold_constant_method`` answers methods of constants (installed as
 ``ConstantVariable.fold_method``), first through ``CONSTANT_METHOD_HANDLERS`` (per type,
 registered by other modules: ``inspect.Signature.bind`` in stdlib.py).  ``raise_folded`` raises
-in the trace what a fold on constants raised (``int("z")`` in a ``try``), when that is exact.
+in the trace what a fold on constants raised (``int("z")`` in a ``try``), when that is exact.  Methods of numpy scalars
+(``np.int64(6).astype("int32")``, ``.item()``) fold from a list of read-only ones, under
+``np.errstate(all="raise")`` with warnings as errors: one numpy would warn about breaks.
 Tested by tests/semantics/test_builtins.py and tests/semantics/test_containers.py.
 """
 from __future__ import annotations
@@ -19,8 +21,10 @@ import enum
 import inspect
 import operator
 import re
+import warnings
 from typing import Any
 
+import numpy as np
 import torch
 
 from .. import graph_breaks as gb
@@ -90,6 +94,28 @@ _PURE_TYPES = (str, int, float, complex, bool, bytes, type(None), range, slice, 
                torch.dtype, torch.device)
 
 
+# Methods of numpy scalars (np.int64(6).astype("int32"), str-like formatting) that only read the
+# scalar: folded like _PURE_TYPES' methods, but under np.errstate(all="raise") with warnings as
+# errors, so a cast or rounding numpy would warn about (or raise for, under the user's errstate)
+# breaks and runs eagerly instead.  Not folded: tofile / dump (write files), setflags / itemset...
+_NUMPY_SCALAR_METHODS = frozenset({
+    "astype", "item", "tolist", "conjugate", "conj", "round", "is_integer", "as_integer_ratio",
+    "bit_count", "__format__", "__round__", "__int__", "__float__", "__index__", "__bool__", "__str__",
+    "__repr__", "all", "any", "min", "max", "sum", "prod", "squeeze", "copy", "hex", "fromhex"})
+
+
+def fold_numpy_quietly(what: str, fn, *args, **kwargs) -> Any:
+    """``fn(*args, **kwargs)`` on numpy scalars, computed at trace time, or GraphBreak if numpy
+    raises or warns (overflow, an invalid cast): Python then runs it, and the warning is eager's.
+    Under ``np.errstate(all="raise")``, so the user's errstate at trace time does not matter."""
+    try:
+        with np.errstate(all="raise"), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            return fn(*args, **kwargs)
+    except Exception as e:  # noqa: BLE001 - the real call raises or warns: let Python do it
+        raise GraphBreak(gb.OPERATION_RAISES, f"{what} raised or warned: {type(e).__name__}") from e
+
+
 # type -> handler(tx, const, name, args, kwargs) answering methods of constants of that type
 # (None: not answered); stdlib.py registers inspect.Signature's bind / bind_partial
 CONSTANT_METHOD_HANDLERS: dict = {}
@@ -118,6 +144,11 @@ def fold_constant_method(tx, const: ConstantVariable, name: str, args: list, kwa
     if const_args is not None and isinstance(const.value, (re.Pattern, re.Match)) and \
             any(callable(a) for a in [*const_args, *const_kwargs.values()]):
         const_args = None  # pattern.sub(function, ...) would run the function at trace time
+    if const_args is not None and isinstance(const.value, np.generic):  # np.float64 is a float too
+        if name not in _NUMPY_SCALAR_METHODS:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"method {type(const.value).__name__}.{name} is not folded")
+        return wrap_constant_result(fold_numpy_quietly(f"{type(const.value).__name__}.{name}",
+                                                       getattr(const.value, name), *const_args, **const_kwargs))
     if const_args is not None and isinstance(const.value, _PURE_TYPES):
         fn = getattr(const.value, name, None)
         if fn is None:

@@ -11,7 +11,12 @@ are answered here instead, from the real value, with a guard on what was read:
   ``len(sig.parameters)`` and ``"name" in sig.parameters`` fold.  ``sig.bind(...)`` /
   ``bind_partial(...)`` make a BoundArgumentsVariable: the real Signature binds placeholders, so
   ``.arguments`` holds the argument trackers; ``.args``, ``.kwargs`` and ``apply_defaults()``
-  run inspect's own code on placeholders (a default that is not a constant breaks).
+  run inspect's own code on placeholders (a default that is not a constant breaks).  A Signature
+  read from the inputs (a closure, a global: einx keeps one per operation) is the same constant,
+  guarded by identity (builder.py).  ``sig.parameters`` is the real mappingproxy of Parameters
+  (constants; rebuilt as ``sig.parameters``); a Parameter's ``default`` / ``annotation`` is the
+  real object when it is a constant, a class or a function, and breaks otherwise (a list default
+  could be mutated behind the trace).
 - ``copy.copy`` / ``copy.deepcopy`` (``copy_value``, registered by builtin.py) of what the trace
   models: constants, lists, tuples, dicts (OrderedDict, defaultdict), sets, and instances of plain
   user classes and dataclasses (config objects: ``__dict__`` state, no ``__copy__``/``__deepcopy__``/
@@ -77,10 +82,10 @@ from .. import guards
 from ..source import AttrSource, RandomDrawSource, TypeSource
 from ..exc import GraphBreak, InternalError
 from .base import IdentityKey, VariableTracker
-from .constant import ConstantVariable, is_constant_value, NONE
+from .constant import CONSTANT_ATTR_HANDLERS, ConstantVariable, is_constant_value, NONE
 from .folding import CONSTANT_METHOD_HANDLERS
 from .functions import PYTHON_FUNCTION_MATCHERS, BaseUserFunctionVariable, NestedUserFunctionVariable, UserFunctionVariable, UserMethodVariable
-from .mappings import DefaultDictVariable, DictVariable
+from .mappings import DefaultDictVariable, DictVariable, MappingProxyVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .nn_module import NNModuleVariable
 from .sequences import ListVariable, SizeVariable, TupleVariable
@@ -248,6 +253,52 @@ class BoundArgumentsVariable(VariableTracker):
 
 
 CONSTANT_METHOD_HANDLERS[inspect.Signature] = BoundArgumentsVariable.bind
+
+
+class SignatureParametersVariable(MappingProxyVariable):
+    """``sig.parameters`` of a Signature known at trace time: the real read-only mapping of names to
+    Parameters (immutable, as constants); rebuilt as ``sig.parameters``, the very same object."""
+
+    def __init__(self, sig_var: ConstantVariable):
+        params = sig_var.value.parameters
+        # params.copy(): a copy of the mapping behind the proxy (an OrderedDict on 3.11)
+        super().__init__(DictVariable({k: ConstantVariable(v) for k, v in params.items()},
+                                      dict_type=type(params.copy())))
+        self.sig_var = sig_var
+
+    def reconstruct(self, cg):
+        cg.reconstruct(self.sig_var)
+        cg.load_attr("parameters")
+
+    def can_reconstruct(self):
+        return self.sig_var.can_reconstruct()
+
+
+def _signature_attr(tx, const, name):
+    if name == "parameters":
+        return SignatureParametersVariable(const)
+    if name == "return_annotation":
+        return _fixed_value(tx, const.value.return_annotation, "Signature.return_annotation")
+    return None
+
+
+def _parameter_attr(tx, const, name):
+    if name in ("default", "annotation"):
+        return _fixed_value(tx, getattr(const.value, name), f"Parameter.{name}")
+    return None
+
+
+def _fixed_value(tx, value, what):
+    """An attribute of an immutable Signature / Parameter: a constant, a class (``inspect._empty``,
+    an annotation) or a function is that very object; anything else (a list default) may be mutated
+    behind the trace's back, so it breaks."""
+    if is_constant_value(value) or isinstance(value, (type, types.FunctionType)):
+        return tx.wrap(value, None)
+    raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} is a {type(value).__name__}, not a constant")
+
+
+CONSTANT_ATTR_HANDLERS[inspect.Signature] = _signature_attr
+CONSTANT_ATTR_HANDLERS[inspect.Parameter] = _parameter_attr
 
 
 class SignatureFunctionVariable(VariableTracker):

@@ -244,6 +244,12 @@ class ObjectLike(VariableTracker):
                 return VariableTracker.wrap_constant(value)
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
             return tx.wrap(wrapped, src).call_function(tx, args, kwargs)
+        if self.value_type is functools._lru_cache_wrapper:
+            wrapped = getattr(self.value, "__wrapped__", None)  # (a partial has no __qualname__)
+            name = getattr(self.value, "__qualname__", None) or f"a {type(wrapped).__name__}"
+            not_const = next(a for a in [*args, *kwargs.values()] if not a.is_python_constant())
+            raise GraphBreak(gb.LRU_CACHE_CALL, f"{name} is wrapped in functools.lru_cache and called with "
+                             f"{not_const.describe()}: Python calls it (a hit returns the cached object)")
         return super().call_function(tx, args, kwargs)
 
     def unpack(self, tx):

@@ -45,6 +45,36 @@ def test_recompile_reasons_dtype_shape_value():
                        " | ".join(["bias changed from 1.0 to 2.0"] * 3)]
 
 
+def test_a_frame_that_captures_nothing_twice_runs_as_it_is():
+    # einx's shape solver: tensors reach it, but it only does Python work on other values; after a
+    # second trace with nothing to capture the code is left to Python (torch.compile: at once)
+    log = []
+
+    def solve(x, spec):
+        log.append(spec)  # a side effect Python does itself once the frame runs as it is
+        return len(spec) if isinstance(spec, str) else spec * 2
+
+    seen, rec = _recording()
+    with rec:
+        _calls(solve, [(X, "ab"), (X, 3), (X, 4.5), (X, (1, 2)), (X, "abc")])
+    recompiles = [e for e in seen if isinstance(e, events.RecompileEvent)]
+    assert len(recompiles) == 1  # the 2nd call traced again; the 3rd to 5th ran without a callback
+    assert log == ["ab", "ab", 3, 3, 4.5, 4.5, (1, 2), (1, 2), "abc", "abc"]
+
+
+def test_a_frame_that_once_captured_a_graph_is_not_left_to_python():
+    def f(x, flag):
+        if flag:
+            return x + 1
+        return flag
+
+    seen, rec = _recording()
+    with rec:
+        cnt = _calls(f, [(X, True), (X, 0), (X, None), (X, 1)])
+    assert cnt.frame_count == 2  # flag=1 compiled its own graph: the code was not skipped
+    assert len([e for e in seen if isinstance(e, events.RecompileEvent)]) == 3
+
+
 def test_recompile_on_requires_grad_and_grads_match():
     def f(x):
         return (x * 2).sum()

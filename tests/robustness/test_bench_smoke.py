@@ -70,3 +70,24 @@ def test_python_breadth_quick_both_systems():
     out = _run(os.path.join(BENCH, "python_breadth.py"), "--quick")
     line = next(li for li in out.splitlines() if li.startswith("differ from eager"))
     assert line.startswith("differ from eager: dynamo_lite 0,"), out[-2000:]
+
+
+def test_suite_breaks_counts_one_break_per_system_at_the_same_place(tmp_path):
+    # a two-test project that breaks where both systems must (.item() decides a branch, and the
+    # asserts take bool() of tensors): the same breaks at the same places on both sides
+    (tmp_path / "test_tiny.py").write_text(
+        "import torch\n\n"
+        "def step(x):\n"
+        "    if x.sum().item() > 0:\n"
+        "        return x + 1\n"
+        "    return x - 1\n\n"
+        "def test_breaks():\n"
+        "    assert (step(torch.ones(2) * 2) == 3).all()\n\n"
+        "def test_plain():\n"
+        "    assert (torch.ones(2) + 1 == 2).all()\n")
+    out = _run(os.path.join(BENCH, "suite_breaks.py"), "--rootdir", str(tmp_path), "--out", str(tmp_path / "r"),
+               "--", "test_tiny.py")
+    rows = {li.split()[0]: li.split()[1:] for li in out.splitlines() if li[:1].isalpha() and len(li.split()) == 3}
+    assert rows["passed"] == ["2", "2"] and rows["breaks"][0] == rows["breaks"][1] != "0", out
+    assert "places where dynamo_lite breaks more than torch.compile (top 25):\n  ours  torch" in out
+    assert "test_tiny.py:4" not in out.split("breaks more than torch.compile")[1].split("places where torch")[0], out

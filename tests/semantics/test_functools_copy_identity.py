@@ -353,6 +353,29 @@ def test_lru_cache_and_cache_wrappers_called_with_constants():
     check_breaks(f, X, breaks=0)
 
 
+class _Spec:
+    rows = 2
+
+
+_SPEC = _Spec()
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_table(spec):
+    return [spec.rows] * 3  # a new list on a miss, the same list on every hit
+
+
+def test_lru_cache_wrapper_called_with_an_object_is_called_by_python():
+    # einx's construct_graph_with_cache(args=[tracers...]): not constants, so Python calls the
+    # cache (DL0052, torch.compile traces __wrapped__ instead and warns): a hit returns eager's object
+    def f(x):
+        table = _cached_table(_SPEC)
+        return x * len(table), table is _cached_table(_SPEC), table
+
+    out = check_breaks(f, X, breaks=2)
+    assert out.value[2] is _cached_table(_SPEC)
+
+
 def test_a_partial_made_in_compiled_code_is_one_object_after_a_break():
     def f(x):
         p = functools.partial(_scale, 2)

@@ -329,6 +329,67 @@ def test_signature_bind_of_a_method_and_a_positional_only_function():
     check_breaks(f, X, breaks=0)
 
 
+class _Marker:
+    pass
+
+
+def _annotated(a: _Marker, b="T", *rest, c=None, **kw):
+    return a
+
+
+_SIGNATURE = inspect.signature(_annotated)  # made eagerly, read by the compiled code (einx's api does this)
+
+
+def test_signature_made_outside_binds_and_lists_its_parameters():
+    # a Signature from a closure or a global: bind / apply_defaults / parameters without a break
+    # (torch.compile: 0 breaks); the Parameters' annotation and default are the real objects
+    sig = inspect.signature(_annotated)
+
+    def f(x, *args, **kwargs):
+        bound = sig.bind(x, *args, **kwargs)
+        given = bound.arguments.copy()
+        bound.apply_defaults()
+        found = []
+        for name, param in _SIGNATURE.parameters.items():
+            found.append((name, param.kind, param.annotation is _Marker, param.annotation == "T",
+                          param.default is inspect.Parameter.empty, name in given, param.name))
+        return (x + len(found), found, list(bound.arguments), _SIGNATURE.parameters["a"],
+                len(sig.parameters), "c" in sig.parameters, sig.return_annotation is inspect.Signature.empty)
+
+    out = check_breaks(f, X, 1, c=2, breaks=0)
+    assert out.value[1][0][2] is True and out.value[3] is _SIGNATURE.parameters["a"]
+
+
+def test_signature_made_outside_is_guarded_by_identity():
+    def other(p, q=1):
+        return p
+
+    holder = {"sig": inspect.signature(_annotated)}
+
+    def f(x):
+        return x + len(holder["sig"].parameters), holder["sig"].parameters
+
+    def swap():
+        holder["sig"] = inspect.signature(other)
+        return {"args": (X,)}
+
+    # the second call sees another Signature (2 parameters, not 5): recompiled, not answered from the cache
+    check_calls(f, [(X,), swap, (X,)])
+
+
+def test_signature_parameter_with_a_mutable_default_breaks():
+    def target(a, b=[1]):  # noqa: B006 - a list default: the trace does not take it as a constant
+        return a
+
+    sig = inspect.signature(target)
+
+    def f(x):
+        d = sig.parameters["b"].default
+        return x + len(d), d
+
+    check_breaks(f, X, breaks=1)
+
+
 def test_signature_bind_with_wrong_arguments_raises_type_error():
     def f(x):
         return x + 1, inspect.signature(_bound_target).bind(c=1)

@@ -47,6 +47,47 @@ def test_numpy_scalar_types_and_constants():
     assert type(out.value[1]) is np.float32 and type(out.value[3]) is np.float64 and type(out.value[5]) is int
 
 
+def test_numpy_scalar_methods_fold():
+    # einx's shape solver: np.prod([...]).astype("int32") and str() of the result (torch.compile: 0 breaks)
+    def f(x, n):
+        v = np.prod([n, 3]).astype("int32")
+        w = np.int64(n).item()
+        return x * int(v), v, w, str(v), f"{v:>4}", np.float64(2.5).round(), np.int32(7).tolist()
+
+    out = check_breaks(f, torch.ones(2), 4, breaks=0)
+    assert type(out.value[1]) is np.int32 and type(out.value[2]) is int and type(out.value[5]) is np.float64
+
+
+def test_numpy_scalar_method_that_warns_or_raises_runs_eagerly():
+    # a cast numpy warns about (nan to int) is not folded: Python runs it and the warning is eager's;
+    # np.float64(1.5).tofile(...) would write a file: not folded either
+    def f(x, v):
+        return x + 1, np.float64(v).astype("int32")
+
+    check_breaks(f, torch.ones(2), float("nan"), breaks=1)  # the warning is compared too
+
+    def g(x):
+        return x + 1, np.int64(2).astype("bogus")
+
+    check_breaks(g, torch.ones(2), breaks=None, raises=TypeError)
+
+
+def test_numpy_scalar_arithmetic_that_overflows_warns_as_in_eager():
+    # folded at trace time, the overflow warning was lost: now numpy's warning breaks and Python
+    # computes it (np.int64 overflow, float division by zero)
+    def f(x, n):
+        v = np.int64(n) + np.int64(9223372036854775807)
+        w = np.float64(n) / np.float64(0.0)
+        return x + 1, v, w
+
+    check_breaks(f, torch.ones(2), 4, breaks=None)
+
+    def g(x, n):
+        return x * int(np.int64(n) * np.int64(3)), np.float32(n) / 2  # no warning: folded
+
+    check_breaks(g, torch.ones(2), 4, breaks=0)
+
+
 def test_numpy_scalar_argument_is_guarded_by_type_and_value():
     def f(x, s):
         return x * s, s == 2
