@@ -704,3 +704,33 @@ def _explain(fn, *args):
     with events.collecting(recorded.append):
         dynamo_lite.compile(fn, backend="eager")(*args)
     return build_explain_output(recorded)
+
+
+# ---- parametrizations --------------------------------------------------------------------------
+class _WeightNormConv(nn.Module):
+    # wav2vec2's positional convolution: a weight_norm parametrization (the weight is a property
+    # torch.nn.utils.parametrize injects, computed from original0/original1 on every read)
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1), name="weight", dim=2)
+
+    def forward(self, x):
+        return self.conv(x).relu() + self.conv.weight.sum()
+
+
+def test_parametrized_weight_is_traced_in_one_graph():
+    x = torch.randn(2, 4, 8)
+    cnt = check_module(_WeightNormConv, [((x,), {}), ((x,), {})], backward=True)
+    assert cnt.frame_count == 1
+
+
+def test_parametrized_weight_under_parametrize_cached():
+    def f(module, x):
+        with nn.utils.parametrize.cached():
+            return module(x)
+
+    module = _WeightNormConv()
+    recorded = []
+    with events.collecting(recorded.append):
+        got = dynamo_lite.compile(f, backend="eager")(module, torch.ones(2, 4, 8))
+    assert_same(f(module, torch.ones(2, 4, 8)), got)
