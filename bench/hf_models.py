@@ -16,6 +16,8 @@ Training mode: ``model.train()`` with the model's own loss (``labels=``), one fo
 the eager twin starts from the same weights and the same RNG state.
 
     python bench/hf_models.py [--models gpt2,bert,...] [--modes eval,train] [--systems ...] [--json PATH]
+    python bench/hf_models.py --wide     # the wider set (WIDE: llama-like LMs, encoders, seq2seq, vision, speech)
+    python bench/hf_models.py --render dl.json,tc.json   # one table from the rows of separate runs
 
 The table in docs/performance.md ("Hugging Face models") is this script's output.
 """
@@ -88,11 +90,56 @@ def _config(T, name):
             decoder_attention_heads=4, d_model=64, encoder_ffn_dim=128, decoder_ffn_dim=128,
             max_source_positions=16, max_target_positions=32, pad_token_id=0, bos_token_id=1,
             eos_token_id=2, decoder_start_token_id=1, suppress_tokens=None, begin_suppress_tokens=None)
+    if name in WIDE:
+        kind, cls, config_cls, kw = WIDE[name]
+        kw = {**(small if kind in ("lm", "mlm") else {}), **kw}
+        return getattr(T, cls), getattr(T, config_cls)(**kw)
     raise KeyError(name)
 
 
 MODELS = ("gpt2", "bert", "distilbert", "deberta-v2", "t5", "bloom", "gemma2", "llama", "mamba", "clip",
           "segformer", "whisper")
+
+_SEQ2SEQ = dict(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=64,
+                pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=2)
+_IMAGE = dict(num_labels=4)
+# --wide: more common architectures (kind: lm = causal LM, mlm = masked LM, s2s = encoder-decoder,
+# image = 32x32 image classification, ctc = speech CTC); name -> (kind, model class, config class,
+# config arguments; lm/mlm start from the small text config of _config)
+WIDE = {
+    "mistral": ("lm", "MistralForCausalLM", "MistralConfig", dict(num_key_value_heads=2)),
+    "qwen2": ("lm", "Qwen2ForCausalLM", "Qwen2Config", dict(num_key_value_heads=2)),
+    "phi": ("lm", "PhiForCausalLM", "PhiConfig", {}),
+    "gpt_neox": ("lm", "GPTNeoXForCausalLM", "GPTNeoXConfig", {}),
+    "opt": ("lm", "OPTForCausalLM", "OPTConfig", dict(ffn_dim=128, word_embed_proj_dim=64)),
+    "falcon": ("lm", "FalconForCausalLM", "FalconConfig", {}),
+    "gptj": ("lm", "GPTJForCausalLM", "GPTJConfig", dict(n_positions=64, n_embd=64, n_layer=2, n_head=4,
+                                                         rotary_dim=8)),
+    "roberta": ("mlm", "RobertaForMaskedLM", "RobertaConfig", dict(pad_token_id=1)),
+    "albert": ("mlm", "AlbertForMaskedLM", "AlbertConfig", dict(embedding_size=32)),
+    "electra": ("mlm", "ElectraForMaskedLM", "ElectraConfig", dict(embedding_size=32)),
+    "mobilebert": ("mlm", "MobileBertForMaskedLM", "MobileBertConfig",
+                   dict(embedding_size=32, intra_bottleneck_size=32, true_hidden_size=32, num_feedforward_networks=2)),
+    "bart": ("s2s", "BartForConditionalGeneration", "BartConfig", _SEQ2SEQ),
+    "mbart": ("s2s", "MBartForConditionalGeneration", "MBartConfig", _SEQ2SEQ),
+    "pegasus": ("s2s", "PegasusForConditionalGeneration", "PegasusConfig", _SEQ2SEQ),
+    "vit": ("image", "ViTForImageClassification", "ViTConfig",
+            dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, image_size=32,
+                 patch_size=8, **_IMAGE)),
+    "convnext": ("image", "ConvNextForImageClassification", "ConvNextConfig",
+                 dict(num_stages=2, hidden_sizes=[16, 32], depths=[1, 1], **_IMAGE)),
+    "resnet": ("image", "ResNetForImageClassification", "ResNetConfig",
+               dict(embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1], **_IMAGE)),
+    "swin": ("image", "SwinForImageClassification", "SwinConfig",
+             dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1], num_heads=[1, 2], window_size=4,
+                  **_IMAGE)),
+    "wav2vec2": ("ctc", "Wav2Vec2ForCTC", "Wav2Vec2Config",
+                 dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      intermediate_size=128, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, mask_time_prob=0.0,
+                      pad_token_id=0)),
+}
 
 
 def _inputs(name: str, mode: str) -> dict:
@@ -112,15 +159,30 @@ def _inputs(name: str, mode: str) -> dict:
         if mode == "train":
             kw = {"input_features": kw["input_features"], "labels": kw["decoder_input_ids"]}
         return kw
+    kind = WIDE[name][0] if name in WIDE else None
+    if kind == "image":
+        kw = {"pixel_values": torch.randn(BATCH, 3, 32, 32, generator=g)}
+        if mode == "train":
+            kw["labels"] = torch.randint(0, 4, (BATCH,), generator=g)
+        return kw
+    if kind == "ctc":
+        kw = {"input_values": torch.randn(BATCH, 1600, generator=g)}
+        if mode == "train":
+            kw["labels"] = torch.randint(3, VOCAB, (BATCH, 8), generator=g)
+        return kw
     kw = {"input_ids": ids}
-    if name in ("bert", "distilbert", "deberta-v2"):
+    if kind == "mlm":
+        kw["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
+    if kind == "s2s":
+        kw["labels" if mode == "train" else "decoder_input_ids"] = torch.randint(3, VOCAB, (BATCH, 8), generator=g)
+    elif name in ("bert", "distilbert", "deberta-v2"):
         kw["attention_mask"] = torch.ones(BATCH, SEQ, dtype=torch.long)
     if name == "t5":
         if mode == "train":
             kw["labels"] = torch.randint(3, VOCAB, (BATCH, 8), generator=g)
         else:
             kw["decoder_input_ids"] = torch.randint(3, VOCAB, (BATCH, 8), generator=g)
-    elif mode == "train":
+    elif mode == "train" and kind != "s2s":
         kw["labels"] = ids.clone()
     return kw
 
@@ -289,16 +351,28 @@ def render(rows: list[dict]) -> str:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--worker", nargs=3, metavar=("MODEL", "MODE", "SYSTEM"))
-    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--models", default=None, help=f"comma-separated (default: {','.join(MODELS)})")
+    p.add_argument("--wide", action="store_true", help="the wider set instead: " + ",".join(WIDE))
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--json", default=None, help="also write the rows to this file")
+    p.add_argument("--render", default=None, metavar="PATHS",
+                   help="only print the table of the rows in these --json files (comma-separated; e.g. a "
+                        "dynamo_lite run and a torch.compile run)")
     args = p.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(*args.worker)))
         return
+    if args.render:
+        rows = []
+        for path in args.render.split(","):
+            with open(path) as f:
+                rows += json.load(f)
+        print(render(rows))
+        return
     print(f"{'model':<11} {'mode':<5} {'system':<13}" + " ".join(f"{c:>12}" for c in _COLS))
-    rows = run(args.models.split(","), args.modes.split(","), args.systems.split(","))
+    models = args.models.split(",") if args.models else list(WIDE) if args.wide else list(MODELS)
+    rows = run(models, args.modes.split(","), args.systems.split(","))
     print()
     print("(each cell: dynamo_lite / torch.compile)")
     print(render(rows))

@@ -287,7 +287,7 @@ class FrameConverter:
         output_index = {node: i for i, node in enumerate(outputs)}
         state.prologue_calls = list(output.prologue_calls)
         if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells \
-                and state.grad_mode is None and not state.prologue_calls:
+                and state.grad_mode is None and not state.prologue_calls and not output.modelled_library_code:
             new_code = None  # nothing captured: guards pass -> run the original frame
         else:
             new_code = frame_code.build_code(state, compiled, graph_inputs, output_index,

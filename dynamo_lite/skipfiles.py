@@ -9,8 +9,9 @@ Two questions, asked with the code's file name:
 torch.nn's module code (``forward`` of nn.Linear, nn.Sequential, ...) is
 traced like user code, so its tensor work enters the graph, except
 ``torch/nn/modules/module.py`` (``Module.__call__`` and its hook machinery).
-``torch/distributions`` is inlined when traced code calls it (its frames entered on their own
-run eagerly).
+``torch/distributions`` and ``torch/nn/utils/parametrize.py``/``parametrizations.py`` (a
+parametrized weight's property, e.g. ``weight_norm``) are inlined when traced code calls them
+(their frames entered on their own run eagerly).
 
 Third-party model libraries (transformers, ...) are traced like user code.
 A few files of untraced libraries are pure Python over their arguments and may be
@@ -40,6 +41,10 @@ _TORCH_INLINE_DIRS = (
 # code over Python objects (Normal(...).log_prob(x), kl_divergence), as torch.compile traces it
 _TORCH_INLINE_ONLY_DIRS = (
     os.path.join(_TORCH_DIR, "distributions") + os.sep,
+    # parametrizations (weight_norm, orthogonal, ...): the injected property's getter and the
+    # ParametrizationList forward it calls are plain module code over the original tensors
+    os.path.join(_TORCH_DIR, "nn", "utils", "parametrize.py"),
+    os.path.join(_TORCH_DIR, "nn", "utils", "parametrizations.py"),
 )
 _MODULE_PY = os.path.join("nn", "modules", "module.py")  # Module.__call__ machinery: never traced
 # dynamo_lite files holding user-style model code (the demo's nanoGPT): traced like user code

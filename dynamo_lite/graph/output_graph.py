@@ -97,6 +97,14 @@ class OutputGraph:
         self.random_calls: list[tuple] = []
         self.made_before_graph: dict[int, tuple] = {}
         self.generators: list = []  # GeneratorObjectVariables made in the trace (symbolic/inliner.py)
+        # the trace modelled library code whose frames the original code would compile one by one
+        # (a ModelOutput built: its __init__/__post_init__ run as frames on an existing object, and
+        # break on every write): keep the generated code even when nothing else was captured
+        self.modelled_library_code = False
+        # id(module) -> (root step, user stack, call) of the first forward (pre-)hook registration
+        # on that module replayed after the graph (variables/replayed.py): until then its hooks
+        # are the old ones, so calling it or reading its hook dicts restarts the trace to stop there
+        self.pending_module_hooks: dict[int, tuple] = {}
         self.add_guard(guards.GlobalStateGuard(
                        f"___torch.is_grad_enabled() is {self.initial_grad_enabled!r}"))
         # torch-function modes (torch.set_default_device, `with torch.device(...)`) change what

@@ -187,6 +187,7 @@ class ModelOutputVariable(VariableTracker):
         if others_none and not isinstance(first, TensorVariable) and not _is_none(first):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{cls.__name__}() with a non-tensor first field (key/value iterator path)")
         init_kwargs = dict(bound)
+        tx.output.modelled_library_code = True  # (the original code would trace __init__ as frames)
         return cls_(cls, attrs, items, init_kwargs)
 
     @classmethod

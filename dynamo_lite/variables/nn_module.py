@@ -20,7 +20,11 @@ code avoid ``nn.Module.__getattr__`` and weight updates need no recompile.
   are guarded.  Backward hooks, global module hooks and hooks registered with
   ``with_kwargs``/``always_call`` break the graph (DL0013) and Python runs
   ``Module.__call__``, so hooks fire exactly as in eager; the absence of
-  hooks is guarded, so a hook added later recompiles.
+  hooks is guarded, so a hook added later recompiles.  ``register_forward_hook``/
+  ``register_forward_pre_hook`` called in the trace on an input module are replayed
+  after the graph (variables/replayed.py); calling that module or reading its hook
+  dicts later in the same trace stops the trace before the registration
+  (``check_no_pending_hooks``).
 - Sequential/ModuleList/ModuleDict/ParameterList: iteration, ``len``, indexing
   (negative and slices too), ``items/keys/values``; ``parameters()``,
   ``buffers()``, ``modules()``, ``children()`` and their ``named_`` forms.
@@ -51,6 +55,9 @@ from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
 
 
+# what a forward (pre-)hook registration changes on the module
+_HOOK_STATE = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_forward_pre_hooks_with_kwargs", "__dict__")
 _GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                  "_global_backward_pre_hooks")
 
@@ -103,6 +110,8 @@ class NNModuleVariable(VariableTracker):
         pending = tx.output.side_effects.load_attr(self, name)
         if pending is not None:
             return pending
+        if name in _HOOK_STATE:
+            self.check_no_pending_hooks(tx, f"reading .{name}")
         if mro_lookup(cls, "__getattribute__")[0] is not object.__getattribute__:
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
         if name == "__class__":
@@ -179,9 +188,23 @@ class NNModuleVariable(VariableTracker):
         tx.output.side_effects.store_attr(self, name, value)
         return NONE
 
+    def check_no_pending_hooks(self, tx, why: str) -> None:
+        """A forward (pre-)hook registration on this module is replayed after the graph
+        (variables/replayed.py), so the real hooks are still the old ones: the trace restarts
+        to stop before the registration, and Python registers the hook there."""
+        pending = tx.output.pending_module_hooks.get(id(self.value))
+        if pending is not None:
+            step, where, what = pending
+            brk = GraphBreak(gb.SIDE_EFFECT, f"{what} followed by {why} of that module in the traced code: "
+                             "Python registers the hook")
+            brk.restart_step = step
+            brk.user_stack = list(where)
+            raise brk
+
     # ---- calls -------------------------------------------------------------
     def call_function(self, tx, args, kwargs):
         module = self.value
+        self.check_no_pending_hooks(tx, "a call")
         call = type(module).__call__
         # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward;
         # api.OptimizedModule carries the marker, so this layer need not import the API)

@@ -1,7 +1,8 @@
 """Calls replayed after the graph: ``print``, ``logging.Logger`` methods (and transformers'
-``warning_once``/``info_once``), ``warnings.warn``, and ``Tensor.register_hook`` (see
+``warning_once``/``info_once``), ``warnings.warn``, ``Tensor.register_hook`` (see
 ``register_tensor_hook``: on an input tensor the call is replayed after the graph; on a tensor
-computed in the graph it is a graph node).
+computed in the graph it is a graph node) and ``Module.register_forward_hook``/
+``register_forward_pre_hook`` on an input module (see ``_module_hook_handler``).
 
 Their only effect is output (stdout, log records, warnings), so the trace does not stop at
 them: it logs the call in the side-effect log (graph/side_effects.py), and generated code
@@ -44,6 +45,7 @@ from .base import VariableTracker
 from .constant import ConstantVariable, NONE
 from .autograd_function import real_function, speculate
 from .contexts import GradModeExitVariable
+from .nn_module import NNModuleVariable
 from .functions import PYTHON_FUNCTION_HANDLERS, PYTHON_FUNCTION_MATCHERS
 from .tensor import TensorVariable, record_op
 
@@ -320,23 +322,24 @@ def replay_warn(tx, message, category=None, stacklevel=None, source=None) -> Var
 # ---- Tensor.register_hook ----------------------------------------------------------------------
 
 class HookHandleVariable(VariableTracker):
-    """The RemovableHandle ``register_hook`` returns.  Dropping it is free; anything else
-    (``remove()``, keeping it past the trace) makes the trace stop before the
-    ``register_hook`` call, and Python makes the call and the handle."""
+    """The RemovableHandle ``register_hook`` (or a module's ``register_forward_hook``) returns.
+    Dropping it is free; anything else (``remove()``, keeping it past the trace) makes the
+    trace stop before the registering call, and Python makes the call and the handle."""
 
-    def __init__(self, step: int, where: list):
+    def __init__(self, step: int, where: list, what: str = "Tensor.register_hook()"):
         super().__init__()
         self.step = step
         self.where = where
+        self.what = what  # the registering call, for the break's reason
 
     def python_type(self):
         return torch.utils.hooks.RemovableHandle
 
     def describe(self):
-        return "the handle of a tensor hook"
+        return f"the handle {self.what} returns"
 
     def _python_registers(self, why: str) -> GraphBreak:
-        brk = GraphBreak(gb.SIDE_EFFECT, f"Tensor.register_hook() whose handle {why}: Python registers the hook")
+        brk = GraphBreak(gb.SIDE_EFFECT, f"{self.what} whose handle {why}: Python registers the hook")
         brk.restart_step = self.step
         brk.user_stack = list(self.where)
         return brk
@@ -405,6 +408,50 @@ def _hook_registrar(fn):
 
 
 VariableTracker.register_tensor_hook = staticmethod(register_tensor_hook)  # see VariableTracker.register_tensor_hook
+
+
+# ---- Module.register_forward_hook / register_forward_pre_hook ---------------------------------
+
+def _module_hook_handler(fn, options: tuple):
+    """``module.register_forward_hook(hook, ...)`` (or ``register_forward_pre_hook``) on a module
+    read from the frame's inputs, with a hook generated code can rebuild and option flags known
+    at trace time: replayed after the graph (transformers' output-capturing hooks, installed
+    on the first call).  The module's hooks change only then, so until the end of the trace
+    anything that would see them (calling the module, reading its hook dicts:
+    ``OutputGraph.pending_module_hooks``) makes the trace stop before the registration, and
+    Python registers it there; so does any use of the handle.  Anything else returns None:
+    inlining breaks as before."""
+    what = f"Module.{fn.__name__}()"
+
+    def handler(tx, args, kwargs):
+        kwargs = dict(kwargs)
+        if len(args) == 1 and "hook" in kwargs:
+            args = [args[0], kwargs.pop("hook")]
+        if len(args) != 2 or not set(kwargs) <= set(options):
+            return None  # a TypeError
+        module, hook = args
+        if not isinstance(module, NNModuleVariable) or module.source is None:
+            return None
+        flags = {}
+        for name, value in kwargs.items():
+            flag = _constant(value, _NOT_CONSTANT)
+            if type(flag) is not bool:
+                return None
+            flags[name] = SnapshotVariable(flag)
+        if not hook.can_reconstruct():
+            raise GraphBreak(gb.SIDE_EFFECT, f"{what} with {hook.describe()}, which cannot be rebuilt after the graph")
+        step, where = tx.root().steps, tx.user_stack()
+        record(tx, fn, [module, hook], flags, what, gb.SIDE_EFFECT)
+        tx.output.pending_module_hooks.setdefault(id(module.value), (step, where, what))
+        return HookHandleVariable(step, where, what)
+
+    return handler
+
+
+PYTHON_FUNCTION_HANDLERS[torch.nn.Module.register_forward_hook] = _module_hook_handler(
+    torch.nn.Module.register_forward_hook, ("prepend", "with_kwargs", "always_call"))
+PYTHON_FUNCTION_HANDLERS[torch.nn.Module.register_forward_pre_hook] = _module_hook_handler(
+    torch.nn.Module.register_forward_pre_hook, ("prepend", "with_kwargs"))
 
 
 def replay_warning(tx, message: str, category) -> VariableTracker:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
 
@@ -58,6 +59,27 @@ def test_hf_models_worker_reports_a_training_step():
     row = json.loads(out.strip().splitlines()[-1])
     assert row["correct"] and row["recompiles"] == 0 and row["limit_warns"] == 0
     assert (row["graphs"], row["breaks"]) == (1, 0)
+
+
+def test_hf_models_wide_set_builds_and_a_worker_reports_a_vision_model():
+    # --wide: every entry builds (config class, model class and inputs of its kind) without a worker
+    sys.path.insert(0, BENCH)
+    try:
+        import hf_models
+    finally:
+        sys.path.remove(BENCH)
+    kinds = {hf_models.WIDE[name][0] for name in hf_models.WIDE}
+    assert kinds == {"lm", "mlm", "s2s", "image", "ctc"}
+    for name in ("resnet", "wav2vec2"):
+        model, twin, kwargs = hf_models.build(name, "train")
+        results = []
+        for m in (model, twin):  # (dropout: the worker seeds each step the same way)
+            torch.manual_seed(1)
+            results.append(hf_models._step(m, kwargs, "train"))
+        assert hf_models._same(*results)
+    out = _run(os.path.join(BENCH, "hf_models.py"), "--worker", "vit", "eval", "dynamo_lite")
+    row = json.loads(out.strip().splitlines()[-1])
+    assert row["correct"] and row["recompiles"] == 0 and (row["graphs"], row["breaks"]) == (1, 0)
 
 
 def test_numpy_code_quick_both_systems():

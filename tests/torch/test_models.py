@@ -293,6 +293,23 @@ def test_model_output_read_from_inputs():
     assert_same(expected, got)
 
 
+@needs_transformers
+def test_model_output_rebuilt_from_an_input_in_a_frame_without_tensor_work():
+    # transformers' filter_output_hidden_states, in a frame resumed after a break: no tensor
+    # op, only a new ModelOutput built from an input one.  Running the original code there
+    # would compile the class's __init__/__post_init__/__setattr__ as frames of their own, on
+    # an existing object (a break at every write); the generated code rebuilds it instead.
+    from dynamo_lite.testing import check_breaks
+    from transformers.modeling_outputs import SemanticSegmenterOutput
+
+    def f(output):
+        filtered = {k: v for k, v in output.items() if k != "hidden_states"}
+        return type(output)(**filtered)
+
+    out = SemanticSegmenterOutput(logits=torch.randn(2, 3), hidden_states=(torch.randn(2),))
+    check_breaks(f, out, breaks=0, need_graph=False)
+
+
 def test_library_reads_environ_and_signature(monkeypatch):
     import inspect
     import os

@@ -383,6 +383,92 @@ def test_global_hook_registered_after_compiling_fires():
     assert log == ["Linear"]
 
 
+def _install_capturing_hooks(model, log, **options):
+    # transformers' output-capturing hooks, installed lazily on the first call: a closure
+    # registered on every child, then a flag on the model
+    def hook(mod, args, out):
+        log.append(("hook", type(mod).__name__))
+
+    def pre(mod, args):
+        log.append(("pre", type(mod).__name__))
+
+    for _, child in model.named_children():
+        child.register_forward_hook(hook, **options)
+        child.register_forward_pre_hook(pre, prepend=True)
+    model.hooks_installed = True
+
+
+def _hook_state(model):
+    """What the registrations left: per child the hook names in order, the ids relative to the
+    first (ids come from a global counter), the option sets; and whether one function is shared."""
+    first = min(next(iter(c._forward_hooks)) for c in model.children())
+    state = [([h.__name__ for h in c._forward_hooks.values()], [k - first for k in c._forward_hooks],
+              [k - first for k in c._forward_pre_hooks], sorted(k - first for k in c._forward_hooks_always_called))
+             for c in model.children()]
+    shared = model[0]._forward_hooks[next(iter(model[0]._forward_hooks))] is \
+        model[1]._forward_hooks[next(iter(model[1]._forward_hooks))]
+    return state, shared, model.hooks_installed
+
+
+def _run_registering(body, compiled: bool):
+    log = []
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    torch.manual_seed(0)
+    model[0].reset_parameters()
+
+    def f(x):
+        return body(model, log, x)
+
+    recorded = []
+    with events.collecting(recorded.append):
+        out = (dynamo_lite.compile(f, backend="eager") if compiled else f)(x8)
+    after = model(x8)  # the hooks fire on a later call
+    return (out, after, list(log), _hook_state(model)), build_explain_output(recorded)
+
+
+@pytest.mark.parametrize("options", [{}, {"prepend": True}, {"always_call": True}])
+def test_forward_hooks_registered_in_compiled_code_are_replayed(options):
+    def body(model, log, x):
+        _install_capturing_hooks(model, log, **options)
+        return x * 2
+
+    expected, _ = _run_registering(body, compiled=False)
+    got, info = _run_registering(body, compiled=True)
+    assert_same(expected, got)
+    assert (info.graph_count, info.graph_break_count) == (1, 0), [str(b) for b in info.break_reasons]
+
+
+def test_forward_hook_registered_then_module_called_breaks_before_the_registration():
+    # the module's real hooks change only after the graph: calling it in the same trace would
+    # miss the new hook, so the trace stops before the registration and Python registers it
+    def body(model, log, x):
+        _install_capturing_hooks(model, log)
+        return model(x)
+
+    expected, _ = _run_registering(body, compiled=False)
+    got, info = _run_registering(body, compiled=True)
+    assert_same(expected, got)
+    assert expected[2][:2] == [("pre", "Linear"), ("hook", "Linear")]
+    assert any("Python registers the hook" in b.reason for b in info.break_reasons), \
+        [str(b) for b in info.break_reasons]
+
+
+def test_forward_hook_handle_used_in_compiled_code_breaks_before_the_registration():
+    def body(model, log, x):
+        handle = model[0].register_forward_hook(lambda mod, args, out: log.append("hook"))
+        model.hooks_installed = True
+        handle.remove()
+        model[0].register_forward_hook(lambda mod, args, out: log.append("kept"))
+        model[1].register_forward_hook(lambda mod, args, out: log.append("relu"))
+        return x + 1
+
+    expected, _ = _run_registering(body, compiled=False)
+    got, info = _run_registering(body, compiled=True)
+    assert_same(expected[:3], got[:3])
+    assert expected[2] == ["kept", "relu"]
+    assert any("whose handle is used" in b.reason for b in info.break_reasons), [str(b) for b in info.break_reasons]
+
+
 def test_backward_hook_on_a_submodule_fires_with_eager_grads():
     def make(log):
         model = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 1))
@@ -618,3 +704,33 @@ def _explain(fn, *args):
     with events.collecting(recorded.append):
         dynamo_lite.compile(fn, backend="eager")(*args)
     return build_explain_output(recorded)
+
+
+# ---- parametrizations --------------------------------------------------------------------------
+class _WeightNormConv(nn.Module):
+    # wav2vec2's positional convolution: a weight_norm parametrization (the weight is a property
+    # torch.nn.utils.parametrize injects, computed from original0/original1 on every read)
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1), name="weight", dim=2)
+
+    def forward(self, x):
+        return self.conv(x).relu() + self.conv.weight.sum()
+
+
+def test_parametrized_weight_is_traced_in_one_graph():
+    x = torch.randn(2, 4, 8)
+    cnt = check_module(_WeightNormConv, [((x,), {}), ((x,), {})], backward=True)
+    assert cnt.frame_count == 1
+
+
+def test_parametrized_weight_under_parametrize_cached():
+    def f(module, x):
+        with nn.utils.parametrize.cached():
+            return module(x)
+
+    module = _WeightNormConv()
+    recorded = []
+    with events.collecting(recorded.append):
+        got = dynamo_lite.compile(f, backend="eager")(module, torch.ones(2, 4, 8))
+    assert_same(f(module, torch.ones(2, 4, 8)), got)
