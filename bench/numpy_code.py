@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import dynamo_lite  # noqa: E402
-from dynamo_lite.testing import assert_same, normalize  # noqa: E402
+from dynamo_lite.testing import results_differ as differs  # noqa: E402
 
 SNIPPETS = """
 a + i | f * 2.5 | f * np.float64(2.5) | i * 2.5 | i / 2 | i / i | i // 2 | i ** 2 | -i | b + b
@@ -87,16 +87,6 @@ def run(system: str, fn):
         return compiled(*inputs()), graphs, breaks
     except Exception as e:  # noqa: BLE001 - compared with eager's exception
         return e, graphs, breaks
-
-
-def differs(eager, compiled) -> bool:
-    if isinstance(eager, Exception) or isinstance(compiled, Exception):
-        return type(eager) is not type(compiled)
-    try:
-        assert_same(normalize(eager), normalize(compiled))
-        return False
-    except AssertionError:
-        return True
 
 
 def main() -> None:

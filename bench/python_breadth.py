@@ -41,7 +41,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import dynamo_lite  # noqa: E402
-from dynamo_lite.testing import assert_same, normalize  # noqa: E402
+from dynamo_lite.testing import results_differ as differs  # noqa: E402
 
 
 # ---- helpers the cases use (module-level, as in real model code) ----
@@ -1010,16 +1010,6 @@ def cost(graphs: int, breaks: int) -> tuple:
     if graphs <= 0:
         return (max(breaks, 1), 1, 0)
     return (breaks, 0, graphs)
-
-
-def differs(eager, compiled) -> bool:
-    if isinstance(eager, Exception) or isinstance(compiled, Exception):
-        return type(eager) is not type(compiled)
-    try:
-        assert_same(normalize(eager), normalize(compiled))
-        return False
-    except AssertionError:
-        return True
 
 
 def main() -> None:

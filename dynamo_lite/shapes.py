@@ -121,14 +121,14 @@ class FrameSizes:
 
 
 def _eligible_source(source: Optional[Source]) -> bool:
-    while isinstance(source, ItemSource):
+    while type(source) is ItemSource:  # not DictValueSource: values of class-keyed tables stay static
         source = source.parent
     return isinstance(source, LocalSource)
 
 
 def _eligible_int_source(source: Optional[Source]) -> bool:
     """An int argument of the frame, or an int local handed to a loop-body function."""
-    if isinstance(source, ItemSource) and isinstance(source.parent, LocalSource):
+    if type(source) is ItemSource and isinstance(source.parent, LocalSource):
         return source.parent.local_name == LOOP_BODY_LOCALS and isinstance(source.key, str)
     return isinstance(source, LocalSource)
 

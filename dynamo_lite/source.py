@@ -188,26 +188,17 @@ class DictItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
-class DictValueSource(Source):
+class DictValueSource(ItemSource):
     """The value at ``key`` of a plain dict whose keys are classes (no faithful repr):
-    ``list(parent.values())[index]`` in guard text, ``parent[key]`` when loaded.  The two agree
-    while the dict's keys are what its keys guard (an identity check of every key, in order)
-    requires, and the builder installs that guard before it makes this source."""
+    ``list(parent.values())[index]`` in guard text, ``parent[key]`` when loaded (ItemSource's
+    code).  The two agree while the dict's keys are what its keys guard (an identity check of
+    every key, in order) requires, and the builder installs that guard before it makes this
+    source.  ``key`` is the key object, a class compared by identity."""
 
-    parent: Source
-    key: Any  # the key object (a class compared by identity)
-    index: int  # its position in the dict
+    index: int = 0  # the key's position in the dict
 
     def name(self):
         return f"list({self.parent.name()}.values())[{self.index}]"
-
-    def reconstruct(self, cg):
-        self.parent.reconstruct(cg)
-        cg.load_const(self.key)
-        cg.emit("BINARY_SUBSCR")
-
-    def base(self):
-        return self.parent.base()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -485,6 +485,18 @@ def assert_same(a: Any, b: Any, path: str = "result", rtol=1e-5, atol=1e-6) -> N
     assert a == b, f"{path}: {a!r} != {b!r}"
 
 
+def results_differ(eager: Any, compiled: Any) -> bool:
+    """True when two results differ as a user would see them (assert_same on normalized values);
+    exceptions are compared by type only.  For sweeps that count differences instead of failing."""
+    if isinstance(eager, BaseException) or isinstance(compiled, BaseException):
+        return type(eager) is not type(compiled)
+    try:
+        assert_same(normalize(eager), normalize(compiled))
+        return False
+    except AssertionError:
+        return True
+
+
 # "<... object at 0x7f...>" in a message: two runs never share addresses but by the allocator's
 # chance (pytest's assertion messages print bound methods this way)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
