@@ -54,7 +54,7 @@ from .. import guards
 from .. import runtime
 from ..exc import GraphBreak
 from ..source import Source
-from .base import IdentityKey, VariableTracker
+from .base import HeldValueVariable, IdentityKey, VariableTracker
 from .constant import ConstantVariable
 from .folding import wrap_constant_result
 from .methods import BoundMethodOfVariable
@@ -236,9 +236,10 @@ class NumpyMethodVariable(BoundMethodOfVariable):
         return types.BuiltinMethodType
 
 
-class NumpyFunctionVariable(VariableTracker):
+class NumpyFunctionVariable(HeldValueVariable):
     """A numpy callable: a function (np.mean, np.linalg.norm), a ufunc (np.sin) or a scalar type
-    (np.float32).  Its value is known (``as_python_constant``: ``dtype=np.float32`` passes it on)."""
+    (np.float32).  Its value is known (``as_python_constant``: ``dtype=np.float32`` passes it on);
+    without a source it rebuilds as a constant (type(a.sum()) is the module-level np.float64)."""
 
     def __init__(self, value, source=None):
         super().__init__(source)
@@ -257,15 +258,6 @@ class NumpyFunctionVariable(VariableTracker):
         return self.value
 
     def is_python_constant(self):
-        return True
-
-    def reconstruct(self, cg):
-        if self.source is not None:
-            self.source.reconstruct(cg)
-        else:
-            cg.load_const(self.value)  # a module-level numpy object (type(a.sum()) is np.float64)
-
-    def can_reconstruct(self):
         return True
 
     def var_getattr(self, tx, name):
