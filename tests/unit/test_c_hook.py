@@ -57,6 +57,9 @@ def make_code(orig, body, *, name=None):
         instrs.append(Instr("COPY_FREE_VARS", len(code.co_freevars)))
     instrs.append(Instr("RESUME", 0))
     instrs.extend(body)
+    for instr in instrs:  # every instruction has a line (3.13 tracebacks show None otherwise)
+        if isinstance(instr, Instr) and not isinstance(instr.lineno, int):
+            instr.lineno = code.co_firstlineno
     bc = Bytecode(instrs)
     bc.argnames = list(code.co_varnames[:n])
     bc.argcount = n
