@@ -1550,3 +1550,37 @@ def test_frames_of_trace_callbacks_are_not_captured(hook):
     assert seen, "the trace function ran"
     assert hook.count(tracer) == 0  # never handed to the callback
     assert hook.count(traced) == 1
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="sys.monitoring (PEP 669) is new in 3.12")
+def test_frames_of_monitoring_callbacks_are_not_captured(hook):
+    mon = sys.monitoring
+    tool = next(t for t in range(6) if mon.get_tool(t) is None)
+    seen = []
+
+    def on_call(code, offset, *rest):
+        # a Python frame run by sys.monitoring
+        seen.append(code.co_name)
+        return callback_body()
+
+    def callback_body():
+        return None
+
+    def monitored(x):
+        return x + 1
+
+    hook.on(on_call, lambda *a: Entry(always, return_const(on_call, None)))
+    hook.on(callback_body, lambda *a: Entry(always, return_const(callback_body, "replaced")))
+    hook.on(monitored, lambda *a: RUN_EAGER)
+    mon.use_tool_id(tool, "dynamo_lite test")
+    try:
+        mon.register_callback(tool, mon.events.PY_START, on_call)
+        mon.set_local_events(tool, monitored.__code__, mon.events.PY_START)
+        assert hook.run(monitored, 1) == 2
+    finally:
+        mon.set_local_events(tool, monitored.__code__, 0)
+        mon.register_callback(tool, mon.events.PY_START, None)
+        mon.free_tool_id(tool)
+    assert seen == ["monitored"]
+    assert hook.count(on_call) == 0 and hook.count(callback_body) == 0  # never handed to the callback
+    assert hook.count(monitored) == 1
