@@ -283,6 +283,25 @@ def intrinsic_name(inst: dis.Instruction) -> str:
     return name[len("INTRINSIC_"):] if name.startswith("INTRINSIC_") else name
 
 
+def is_stopiteration_handler(inst: dis.Instruction) -> bool:
+    """The start of 3.12's catch-all handler of a generator's body, which turns a StopIteration
+    leaving it into a RuntimeError and re-raises anything else unchanged (no user code)."""
+    return inst.opname == "CALL_INTRINSIC_1" and intrinsic_name(inst) == "STOPITERATION_ERROR"
+
+
+def is_pass_through_handler(insts: list, i: int) -> bool:
+    """Does the exception handler starting at ``insts[i]`` only tidy up and re-raise, running no
+    user code: 3.12's handler of an inlined comprehension (put the shadowed local back:
+    SWAP / POP_TOP / STORE_FAST, then RERAISE) or of a generator's body (``is_stopiteration_handler``)?"""
+    if i is None or i >= len(insts):
+        return False
+    if is_stopiteration_handler(insts[i]):
+        return True
+    while i < len(insts) and insts[i].opname in ("SWAP", "POP_TOP", "STORE_FAST"):
+        i += 1
+    return i < len(insts) and insts[i].opname == "RERAISE"
+
+
 # An exhausted FOR_ITER jumps to its target (3.11), or past the END_FOR at its target (3.12).
 FOR_ITER_EXIT_SKIP = 1 if _PY312 else 0
 # When the sub-iterator of SEND returns: 3.11 pops it and pushes the value; 3.12 keeps it under

@@ -72,11 +72,11 @@ def plan_successors(flow: FlowInfo, k: int, stack: list) -> Optional[list]:
     name = inst.name
     if name in _NO_SUCCESSOR:
         return []
-    if _in_loop(flow, k) or k + 1 >= len(flow):
-        return None
     before = tuple(isinstance(v, NullVariable) for v in stack)
     if k in flow.comprehensions:
         return _after_comprehension(flow, k, flow.comprehensions[k], before)
+    if _in_loop(flow, k) or k + 1 >= len(flow):
+        return None
     nxt = k + 1
     if name in bytecode_compat.CONDITIONAL_JUMPS:
         pops_always = bytecode_compat.CONDITIONAL_JUMPS[name][0]
