@@ -302,7 +302,7 @@ static int
 cache_set(PyCodeObject *code, PyObject *obj)
 {
     Py_XINCREF(obj);
-    if (_PyCode_SetExtra((PyObject *)code, dl_cache_index, obj) < 0) {
+    if (dl_code_set_extra((PyObject *)code, dl_cache_index, obj) < 0) {
         Py_XDECREF(obj);
         return -1;
     }
@@ -654,7 +654,7 @@ dl_cache_init(PyObject *module)
         return -1;
     }
     if (dl_cache_index < 0) {
-        dl_cache_index = _PyEval_RequestCodeExtraIndex(cache_free);
+        dl_cache_index = dl_request_code_extra_index(cache_free);
         if (dl_cache_index < 0) {
             PyErr_SetString(PyExc_RuntimeError,
                             "dynamo_lite: no free co_extra index");

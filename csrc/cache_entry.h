@@ -66,7 +66,7 @@ static inline PyObject *
 dl_cache_get(PyCodeObject *code)
 {
     void *extra = NULL;
-    if (_PyCode_GetExtra((PyObject *)code, dl_cache_index, &extra) < 0) {
+    if (dl_code_get_extra((PyObject *)code, dl_cache_index, &extra) < 0) {
         PyErr_Clear();
         return NULL;
     }

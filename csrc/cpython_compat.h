@@ -7,22 +7,38 @@
  * small inline helpers below (type DLFrame, dl_frame_*), so supporting a new
  * interpreter version means adding a branch here, not touching the hook.
  *
- * Supported: CPython 3.11 (the layout of struct _PyInterpreterFrame in
- * Include/internal/pycore_frame.h). Other versions fail at compile time.
+ * Supported: CPython 3.11, 3.12 and 3.13 (the layouts of struct
+ * _PyInterpreterFrame in Include/internal/pycore_frame.h). Other versions
+ * fail at compile time.
  *
- * Facts about 3.11 the hook relies on:
+ * Facts the hook relies on, by version:
  *   - The eval-frame function is called with a frame that _PyEval_Vector has
  *     pushed and initialised (arguments already in localsplus[0..nargs),
  *     everything else NULL) and has not yet run: MAKE_CELL / COPY_FREE_VARS
  *     have not executed, so argument slots hold the raw argument values.
- *   - A fresh frame has prev_instr == first code unit - 1.
- *   - If the eval-frame function returns without evaluating the frame, the
- *     caller (_PyEval_Vector) still clears and pops it; no hidden helpers
- *     (_PyFrame_Clear, _PyThreadState_PopFrame: not exported) are needed.
+ *     The frame is not yet linked into the thread's frame chain (the default
+ *     evaluator links it on entry), so no frame object, traceback or
+ *     sys._getframe() can see it while the hook runs.
+ *   - A fresh frame: prev_instr == first code unit - 1 (3.11, 3.12);
+ *     instr_ptr == first code unit (3.13).
+ *   - The code is f_code (3.11, 3.12) or f_executable (3.13); the function
+ *     is f_func (3.11) or f_funcobj (3.12, 3.13).
+ *   - Who clears and pops a frame the hook did not evaluate: in 3.11 the
+ *     caller (_PyEval_Vector) does, whatever the hook did. From 3.12 on the
+ *     default evaluator pops its own frame on exit and _PyEval_Vector no
+ *     longer does, so a hook that runs other code in place of a frame must
+ *     clear and pop it itself: dl_frame_clear_and_pop. 3.13 exports
+ *     _PyEval_FrameClearAndPop; 3.12 exports no helper, so a minimal copy of
+ *     its clear_thread_frame + _PyThreadState_PopFrame lives below, for a
+ *     frame that never ran (no frame object, owned by the thread, on top of
+ *     the data stack), behind a version tripwire.
  *   - While a non-default eval-frame function is installed, ceval does not
  *     inline Python-to-Python calls (CALL checks interp->eval_frame), so
  *     every function call reaches the hook.
  *   - interp->eval_frame may be NULL or _PyEval_EvalFrameDefault for "default".
+ *   - tstate->tracing is non-zero while a sys.settrace / sys.setprofile /
+ *     sys.monitoring (PEP 669, 3.12+) callback runs: frames of such
+ *     callbacks are never captured.
  *
  * Tested by tests/unit/test_c_hook.py.
  */
@@ -32,14 +48,22 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
-#error "dynamo_lite._C supports CPython 3.11 only (see csrc/cpython_compat.h)"
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030E0000
+#error "dynamo_lite._C supports CPython 3.11 to 3.13 (see csrc/cpython_compat.h)"
 #endif
+
+#define DL_PY311 (PY_VERSION_HEX < 0x030C0000)
+#define DL_PY312 (PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000)
+#define DL_PY313 (PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030E0000)
 
 /* Internal headers: only here, only with Py_BUILD_CORE, undefined again at
  * once so nothing else in the translation unit sees core-only definitions. */
 #define Py_BUILD_CORE
 #include <internal/pycore_frame.h>
+#if DL_PY313
+#include <internal/pycore_ceval.h>    /* _PyEval_FrameClearAndPop */
+#include <internal/pycore_function.h> /* _PyFunction_SetVersion */
+#endif
 #undef Py_BUILD_CORE
 
 /* The interpreter's frame type, as the hook sees it. */
@@ -48,11 +72,26 @@ typedef struct _PyInterpreterFrame DLFrame;
 /* The PEP 523 eval-frame function type. */
 typedef PyObject *(*dl_eval_frame_fn)(PyThreadState *, DLFrame *, int);
 
+/* co_extra API: renamed PyUnstable_* in 3.12 (old names deprecated). */
+#if DL_PY311
+#define dl_code_get_extra _PyCode_GetExtra
+#define dl_code_set_extra _PyCode_SetExtra
+#define dl_request_code_extra_index _PyEval_RequestCodeExtraIndex
+#else
+#define dl_code_get_extra PyUnstable_Code_GetExtra
+#define dl_code_set_extra PyUnstable_Code_SetExtra
+#define dl_request_code_extra_index PyUnstable_Eval_RequestCodeExtraIndex
+#endif
+
 /* Code of the frame (borrowed; the frame holds a strong reference). */
 static inline PyCodeObject *
 dl_frame_code(DLFrame *frame)
 {
+#if DL_PY313
+    return (PyCodeObject *)frame->f_executable;
+#else
     return frame->f_code;
+#endif
 }
 
 /* Function being called (borrowed; may be NULL for frames not made from a
@@ -60,7 +99,11 @@ dl_frame_code(DLFrame *frame)
 static inline PyObject *
 dl_frame_func(DLFrame *frame)
 {
+#if DL_PY311
     return (PyObject *)frame->f_func;
+#else
+    return frame->f_funcobj;
+#endif
 }
 
 /* Globals dict of the frame (borrowed; kept alive by f_func). */
@@ -90,7 +133,11 @@ dl_frame_localsplus(DLFrame *frame)
 static inline int
 dl_frame_is_fresh(DLFrame *frame)
 {
-    return frame->prev_instr == _PyCode_CODE(frame->f_code) - 1;
+#if DL_PY313
+    return frame->instr_ptr == _PyCode_CODE(dl_frame_code(frame));
+#else
+    return frame->prev_instr == _PyCode_CODE(dl_frame_code(frame)) - 1;
+#endif
 }
 
 /* Tuple of names for localsplus slots (borrowed). */
@@ -127,7 +174,11 @@ dl_function_rebind(PyObject *fn, PyObject *globals, PyObject *builtins,
     f->func_globals = globals;
     f->func_builtins = builtins;
     f->func_closure = closure;
+#if DL_PY313
+    _PyFunction_SetVersion(f, 0); /* also drops it from the version cache */
+#else
     f->func_version = 0;
+#endif
     Py_DECREF(old_globals);
     Py_DECREF(old_builtins);
     Py_XDECREF(old_closure);
@@ -161,8 +212,14 @@ dl_set_eval_frame(PyThreadState *tstate, dl_eval_frame_fn fn)
 static inline unsigned int
 dl_type_version(PyTypeObject *tp)
 {
+#if DL_PY311
     return (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag
                                                          : 0;
+#else
+    /* 3.12+: a modified type's tag is set to 0 (invalid); tags come from
+     * one counter and are not reused */
+    return tp->tp_version_tag;
+#endif
 }
 
 /* The instance __dict__ of obj (borrowed), or NULL (none; no error set).
@@ -175,13 +232,110 @@ dl_instance_dict(PyObject *obj)
     return ptr == NULL ? NULL : *ptr;
 }
 
-/* A dict's version: 3.11 gives every new dict and every mutation of a dict
- * the next value of one global 64-bit counter, so an equal version means
- * "this very dict, unchanged since". */
+/* A dict's version: 3.11 to 3.13 give every new dict and every mutation of
+ * a dict the next value of one interpreter-wide 64-bit counter (3.12 and 3.13
+ * keep watcher bits in the low bits and step the counter above them), so an
+ * equal version means "this very dict, unchanged since". The field is
+ * deprecated from 3.12 (removed in 3.14, which we do not support) but still
+ * exact on these versions. */
 static inline uint64_t
 dl_dict_version(PyObject *dict)
 {
+#if !DL_PY311
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
     return ((PyDictObject *)dict)->ma_version_tag;
+#if !DL_PY311
+#pragma GCC diagnostic pop
+#endif
 }
+
+/* Is a trace, profile or sys.monitoring callback running on this thread?
+ * (CPython raises tstate->tracing around each of them, 3.11 to 3.13.) */
+static inline int
+dl_tstate_is_tracing(PyThreadState *tstate)
+{
+    return tstate->tracing != 0;
+}
+
+/* ---- frames the hook ran other code in place of ---------------------------
+ * dl_frame_clear_and_pop(tstate, frame): release what `frame` holds and pop
+ * it off the thread's data stack, as the default evaluator does with a frame
+ * it has finished. `frame` is a fresh frame handed to the hook, never
+ * evaluated: owned by the thread, on top of the data stack (everything the
+ * hook ran on top of it has been popped again), not linked into the frame
+ * chain and so without a frame object. 3.11: nothing to do (the caller,
+ * _PyEval_Vector, clears and pops it). */
+#if DL_PY311
+
+static inline void
+dl_frame_clear_and_pop(PyThreadState *tstate, DLFrame *frame)
+{
+    (void)tstate;
+    (void)frame;
+}
+
+#elif DL_PY312
+
+/* Tripwire: the copy below follows CPython 3.12's Python/ceval.c
+ * clear_thread_frame, Python/frame.c _PyFrame_ClearExceptCode (the part for
+ * a frame without a frame object) and Python/pystate.c
+ * _PyThreadState_PopFrame. A 3.12 point release that changed the frame or
+ * the data stack would have to change these fields; check them at build. */
+_Static_assert(offsetof(struct _PyInterpreterFrame, f_code) == 0,
+               "3.12 frame layout changed: review dl_frame_clear_and_pop");
+_Static_assert(sizeof(((_PyStackChunk *)0)->top) == sizeof(size_t),
+               "3.12 data stack layout changed: review dl_frame_clear_and_pop");
+
+static inline void
+dl_frame_clear_and_pop(PyThreadState *tstate, DLFrame *frame)
+{
+    assert(frame->owner == FRAME_OWNED_BY_THREAD);
+    assert(frame->frame_obj == NULL);
+    assert((PyObject **)frame + frame->f_code->co_framesize ==
+           tstate->datastack_top);
+    /* clear (finalizers may run: the frame is still on the stack, below
+     * anything they push) */
+    tstate->c_recursion_remaining--;
+    for (int i = 0; i < frame->stacktop; i++) {
+        Py_XDECREF(frame->localsplus[i]);
+    }
+    Py_XDECREF(frame->frame_obj);
+    Py_XDECREF(frame->f_locals);
+    Py_DECREF(frame->f_funcobj);
+    Py_DECREF(frame->f_code);
+    tstate->c_recursion_remaining++;
+    /* pop */
+    PyObject **base = (PyObject **)frame;
+    _PyStackChunk *chunk = tstate->datastack_chunk;
+    if (base == &chunk->data[0]) {
+        /* the frame opened this chunk: free it and go back to the previous
+         * one (the root chunk is never popped this way) */
+        _PyStackChunk *previous = chunk->previous;
+        assert(previous != NULL);
+        tstate->datastack_top = &previous->data[previous->top];
+        tstate->datastack_chunk = previous;
+        tstate->datastack_limit =
+            (PyObject **)(((char *)previous) + previous->size);
+        PyObjectArenaAllocator alloc;
+        PyObject_GetArenaAllocator(&alloc);
+        alloc.free(alloc.ctx, chunk, chunk->size);
+    }
+    else {
+        assert(tstate->datastack_top >= base);
+        tstate->datastack_top = base;
+    }
+}
+
+#else /* 3.13 */
+
+static inline void
+dl_frame_clear_and_pop(PyThreadState *tstate, DLFrame *frame)
+{
+    _PyEval_FrameClearAndPop(tstate, frame);
+}
+
+#endif
 
 #endif /* DYNAMO_LITE_CPYTHON_COMPAT_H */

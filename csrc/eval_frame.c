@@ -21,7 +21,8 @@
  *   - When we do not handle a frame we call prev_eval if set, else
  *     _PyEval_EvalFrameDefault; prev_eval is never our own function.
  *   - Frames we handle by running other code are returned from without being
- *     evaluated; _PyEval_Vector clears and pops them. Their arguments move
+ *     evaluated, and cleared and popped (dl_frame_clear_and_pop: by the
+ *     caller in 3.11, by us from 3.12 on). Their arguments move
  *     to the frame of the code run instead (dl_call_moving): their slots are
  *     NULL by the time that code runs, so an argument it drops dies there,
  *     as it would in the original frame.
@@ -131,9 +132,11 @@ take_handover(DLFrame *frame)
  * otherwise the entry's code runs in its place (cache_entry.c). */
 static inline PyObject *
 run_entry(PyThreadState *tstate, DLFrame *frame, int throwflag,
-          DLCacheEntry *entry, PyObject **args, Py_ssize_t nargs)
+          DLCacheEntry *entry, PyObject **args, Py_ssize_t nargs,
+          int *evaluated)
 {
     if (entry->code == Py_None) {
+        *evaluated = 1;
         if (entry->check == dl_always_check && entry->owner != Py_None) {
             /* A frame past its cache limit (convert_frame's fallback entry):
              * it and everything it calls run eagerly, so its callees are
@@ -172,7 +175,8 @@ make_arg_dict(PyCodeObject *code, PyObject **args, Py_ssize_t nargs)
 /* Cache miss: ask this thread's callback what to do with the frame. */
 static PyObject *
 handle_miss(PyThreadState *tstate, DLFrame *frame, int throwflag,
-            PyCodeObject *code, PyObject **args, Py_ssize_t nargs)
+            PyCodeObject *code, PyObject **args, Py_ssize_t nargs,
+            int *evaluated)
 {
     PyObject *func = dl_frame_func(frame);
     PyObject *f_locals = make_arg_dict(code, args, nargs);
@@ -183,6 +187,7 @@ handle_miss(PyThreadState *tstate, DLFrame *frame, int throwflag,
     if (cb == NULL) {
         /* Turned off for this thread while guards ran. */
         Py_DECREF(f_locals);
+        *evaluated = 1;
         return delegate(tstate, frame, throwflag);
     }
     PyObject *cb_args[4] = {NULL, (PyObject *)code, f_locals, func};
@@ -196,6 +201,7 @@ handle_miss(PyThreadState *tstate, DLFrame *frame, int throwflag,
     }
     if (res == dl_run_eager_marker) {
         Py_DECREF(res);
+        *evaluated = 1;
         return delegate(tstate, frame, throwflag);
     }
     if (res == dl_skip_marker) {
@@ -203,6 +209,7 @@ handle_miss(PyThreadState *tstate, DLFrame *frame, int throwflag,
         if (dl_cache_mark_skip(code) < 0) {
             return NULL;
         }
+        *evaluated = 1;
         return delegate(tstate, frame, throwflag);
     }
     if (!Py_IS_TYPE(res, &DLCacheEntryType)) {
@@ -218,16 +225,18 @@ handle_miss(PyThreadState *tstate, DLFrame *frame, int throwflag,
         return NULL;
     }
     PyObject *result = run_entry(tstate, frame, throwflag,
-                                 (DLCacheEntry *)res, args, nargs);
+                                 (DLCacheEntry *)res, args, nargs, evaluated);
     Py_DECREF(res);
     return result;
 }
 
 /* Slow part of the hook: a fresh frame of a plain function whose code is not
- * marked SKIP. Kept out of line so the filter path stays small. */
+ * marked SKIP. Kept out of line so the filter path stays small. Sets
+ * *evaluated when the frame itself was evaluated (the evaluator then cleared
+ * and popped it); otherwise the caller must clear and pop it. */
 static Py_NO_INLINE PyObject *
 handle_frame(PyThreadState *tstate, DLFrame *frame, int throwflag,
-             PyCodeObject *code, PyObject *extra)
+             PyCodeObject *code, PyObject *extra, int *evaluated)
 {
     int flags = code->co_flags;
     Py_ssize_t nargs = (Py_ssize_t)code->co_argcount +
@@ -242,7 +251,8 @@ handle_frame(PyThreadState *tstate, DLFrame *frame, int throwflag,
                                           dl_frame_func(frame));
         if (entry != NULL) {
             PyObject *result = run_entry(tstate, frame, throwflag,
-                                         (DLCacheEntry *)entry, args, nargs);
+                                         (DLCacheEntry *)entry, args, nargs,
+                                         evaluated);
             Py_DECREF(entry);
             return result;
         }
@@ -250,7 +260,8 @@ handle_frame(PyThreadState *tstate, DLFrame *frame, int throwflag,
             return NULL;
         }
     }
-    return handle_miss(tstate, frame, throwflag, code, args, nargs);
+    return handle_miss(tstate, frame, throwflag, code, args, nargs,
+                       evaluated);
 }
 
 static PyObject *
@@ -263,7 +274,8 @@ dl_eval_frame(PyThreadState *tstate, DLFrame *frame, int throwflag)
         /* prev_eval chained back to us with the frame we gave it. */
         return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
     }
-    if (throwflag || dl_tls_callback == NULL) {
+    if (throwflag || dl_tls_callback == NULL ||
+        dl_tstate_is_tracing(tstate)) {
         return delegate(tstate, frame, throwflag);
     }
     PyCodeObject *code = dl_frame_code(frame);
@@ -278,7 +290,14 @@ dl_eval_frame(PyThreadState *tstate, DLFrame *frame, int throwflag)
     if (extra == dl_skip_marker) {
         return delegate(tstate, frame, throwflag);
     }
-    return handle_frame(tstate, frame, throwflag, code, extra);
+    int evaluated = 0;
+    PyObject *result =
+        handle_frame(tstate, frame, throwflag, code, extra, &evaluated);
+    if (!evaluated) {
+        /* we ran other code in its place (or failed before running any) */
+        dl_frame_clear_and_pop(tstate, frame);
+    }
+    return result;
 }
 
 /* ------------------------------------------------------------------------ */

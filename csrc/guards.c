@@ -1304,8 +1304,11 @@ dl_guards_init(PyObject *module)
     INTERN(str_getattribute, "__getattribute__");
 #undef INTERN
     if (object_getattribute == NULL) {
-        object_getattribute = PyDict_GetItemWithError(
-            PyBaseObject_Type.tp_dict, str_getattribute);
+        /* borrowed; object's own attribute lives as long as the process
+         * (through _PyType_Lookup: from 3.12 a static type's tp_dict is
+         * NULL, its dict is per interpreter) */
+        object_getattribute =
+            _PyType_Lookup(&PyBaseObject_Type, str_getattribute);
         if (object_getattribute == NULL) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_RuntimeError,

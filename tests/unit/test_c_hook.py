@@ -17,7 +17,7 @@ import weakref
 import pytest
 from bytecode import Bytecode, CompilerFlags, FreeVar, Instr
 
-from dynamo_lite import _C
+from dynamo_lite import _C, bytecode_compat
 
 SKIP = _C.SKIP
 RUN_EAGER = _C.RUN_EAGER
@@ -27,6 +27,12 @@ Entry = _C.CacheEntry
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
+
+def call(nargs):
+    """This Python's instructions for a call of the callable loaded (with its NULL) by
+    ``LOAD_GLOBAL (True, name)``, over ``nargs`` arguments pushed after it."""
+    return bytecode_compat.call(nargs, lineno=None)
+
 
 def nargs_of(code):
     """Number of argument slots, as the hook counts them."""
@@ -51,6 +57,9 @@ def make_code(orig, body, *, name=None):
         instrs.append(Instr("COPY_FREE_VARS", len(code.co_freevars)))
     instrs.append(Instr("RESUME", 0))
     instrs.extend(body)
+    for instr in instrs:  # every instruction has a line (3.13 tracebacks show None otherwise)
+        if isinstance(instr, Instr) and not isinstance(instr.lineno, int):
+            instr.lineno = code.co_firstlineno
     bc = Bytecode(instrs)
     bc.argnames = list(code.co_varnames[:n])
     bc.argcount = n
@@ -608,8 +617,7 @@ def test_new_code_runs_with_hook_active(hook):
     new = make_code(f, [
         Instr("LOAD_GLOBAL", (True, "g")),
         Instr("LOAD_FAST", "x"),
-        Instr("PRECALL", 1),
-        Instr("CALL", 1),
+        *call(1),
         Instr("RETURN_VALUE"),
     ])
     globals()["g"] = g
@@ -984,12 +992,12 @@ def test_hit_moves_frame_arguments_into_new_code(hook):
 
     new = make_code(f, [
         Instr("DELETE_FAST", "x"),
-        Instr("PUSH_NULL"),
-        Instr("LOAD_CONST", lambda: ref() is None),
-        Instr("PRECALL", 0),
-        Instr("CALL", 0),
+        Instr("LOAD_GLOBAL", (True, "_arg_was_freed")),
+        *call(0),
         Instr("RETURN_VALUE"),
     ])
+    ref = None
+    globals()["_arg_was_freed"] = lambda: ref() is None
     hook.on(f, lambda *a: Entry(always, new))
     hook.record = False  # a recorded call keeps its arguments
     for _ in range(2):  # miss, then hit
@@ -1253,7 +1261,7 @@ def test_same_code_different_closures_and_globals(hook):
         return "original"
 
     reader = make_code(h, [Instr("LOAD_GLOBAL", (True, "len")), Instr("LOAD_GLOBAL", (False, "WHERE")),
-                           Instr("PRECALL", 1), Instr("CALL", 1), Instr("RETURN_VALUE")])
+                           *call(1), Instr("RETURN_VALUE")])
     ns1 = {"WHERE": "one", "__builtins__": {"len": lambda s: ("len1", s)}}
     ns2 = {"WHERE": "two!", "__builtins__": {"len": lambda s: ("len2", s)}}
     h1 = type(h)(h.__code__, ns1)
@@ -1289,12 +1297,11 @@ def test_recursive_hits_and_raising_code(hook):
     # new code: n and f(n - 1) or 0 -> a recursive hit while the outer run has the function out
     new = make_code(f, [
         Instr("LOAD_FAST", "n"),
-        Instr("POP_JUMP_FORWARD_IF_FALSE", label := __import__("bytecode").Label()),
+        *bytecode_compat.jump_if(False, label := __import__("bytecode").Label(), lineno=None),
         Instr("LOAD_FAST", "n"),
         Instr("LOAD_GLOBAL", (True, "_recurse")),
         Instr("LOAD_FAST", "n"),
-        Instr("PRECALL", 1),
-        Instr("CALL", 1),
+        *call(1),
         Instr("BINARY_OP", 0),
         Instr("RETURN_VALUE"),
         label,
@@ -1430,3 +1437,116 @@ def test_cache_module_display_names_and_limits():
         cache.reset()
     assert cache.count_not_captured(f.__code__) and cache.first_limit_hit(f.__code__)
     cache.reset()
+
+
+# --------------------------------------------------------------------------
+# frames run in place of: cleared and popped on every path (3.12+ pops them
+# itself; 3.11's caller does), across data-stack chunks, on errors
+# --------------------------------------------------------------------------
+
+def _big_frame_recursion(hook):
+    """f(n, payload) with a large frame, replaced by code computing
+    n and _recurse(n, payload) + 1 or 0 (a recursive hit at each level)."""
+    def f(n, payload):
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = a8 = a9 = n  # noqa: F841 - a large frame
+        b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = b8 = b9 = n  # noqa: F841
+        return "original"
+
+    new = make_code(f, [
+        Instr("LOAD_FAST", "n"),
+        *bytecode_compat.jump_if(False, label := __import__("bytecode").Label(), lineno=None),
+        Instr("LOAD_GLOBAL", (True, "_recurse_big")),
+        Instr("LOAD_FAST", "n"),
+        Instr("LOAD_FAST", "payload"),
+        *call(2),
+        Instr("LOAD_CONST", 1),
+        Instr("BINARY_OP", 0),
+        Instr("RETURN_VALUE"),
+        label,
+        Instr("LOAD_CONST", 0),
+        Instr("RETURN_VALUE"),
+    ])
+    globals()["_recurse_big"] = lambda n, payload: f(n - 1, payload)
+    hook.on(f, lambda *a: Entry(always, new))
+    return f
+
+
+def test_replaced_frames_cross_data_stack_chunks(hook):
+    # each level pushes the original (unevaluated) frame, the new code's frame and the
+    # lambda's: 300 levels outgrow the first data-stack chunk, so replaced frames open and
+    # close chunks; every one is popped, the payload's references all come back
+    f = _big_frame_recursion(hook)
+    hook.record = False
+    payload = object()
+    base = sys.getrefcount(payload)
+    try:
+        for _ in range(3):
+            assert hook.run(f, 300, payload) == 300
+            assert sys.getrefcount(payload) == base
+        def deeper():  # the same from a deeper Python stack
+            return hook.run(f, 150, payload)
+        assert deeper() == 150
+        assert sys.getrefcount(payload) == base
+    finally:
+        del globals()["_recurse_big"]
+
+
+def test_replaced_frames_release_arguments_on_error_paths(hook):
+    def f(x):
+        return "original"
+
+    payload = object()
+    base = sys.getrefcount(payload)
+
+    def raising(*_):
+        raise ValueError("callback failed")
+
+    hook.record = False
+    hook.on(f, raising)
+    for _ in range(3):
+        with pytest.raises(ValueError, match="callback failed"):
+            hook.run(f, payload)
+    assert sys.getrefcount(payload) == base
+
+    hook.on(f, lambda *a: "not an entry")
+    with pytest.raises(TypeError, match="must return a CacheEntry"):
+        hook.run(f, payload)
+    assert sys.getrefcount(payload) == base
+
+    # the entry's code raises: the new frame and the unevaluated one both let go
+    new = make_code(f, [Instr("LOAD_FAST", "x"), Instr("LOAD_CONST", 1), Instr("BINARY_OP", 0),
+                        Instr("RETURN_VALUE")])
+    hook.on(f, lambda *a: Entry(always, new))
+    for _ in range(3):
+        with pytest.raises(TypeError):
+            hook.run(f, payload)
+    assert sys.getrefcount(payload) == base
+
+    assert sys.getrefcount(payload) == base
+
+
+def test_frames_of_trace_callbacks_are_not_captured(hook):
+    seen = []
+
+    def tracer(frame, event, arg):
+        seen.append(event)
+        return None
+
+    def traced(x):
+        return x + 1
+
+    def on_trace_event(frame, event, arg):
+        # a Python frame run by the trace machinery itself
+        return tracer(frame, event, arg)
+
+    hook.on(tracer, lambda *a: Entry(always, return_const(tracer, None)))
+    hook.on(traced, lambda *a: RUN_EAGER)
+    old = sys.gettrace()
+    sys.settrace(on_trace_event)
+    try:
+        assert hook.run(traced, 1) == 2
+    finally:
+        sys.settrace(old)
+    assert seen, "the trace function ran"
+    assert hook.count(tracer) == 0  # never handed to the callback
+    assert hook.count(traced) == 1
