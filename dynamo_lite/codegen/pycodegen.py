@@ -406,7 +406,8 @@ def assemble(bc, original: types.CodeType, n_generated: int) -> types.CodeType:
 def _needs_holder(value) -> bool:
     """Would ``value`` as a code constant be unhashable, or be hashed by user code?"""
     t = type(value)
-    if t.__hash__ is None:
+    if t.__hash__ is None or t is types.MappingProxyType:
+        # (3.12's mappingproxy hashes its mapping: a dict's raises, a user mapping's runs code)
         return True
     if t in (tuple, frozenset):
         try:
