@@ -1,25 +1,35 @@
 """What differs between Python versions, in one place.
 
-Nothing else in dynamo_lite checks ``sys.version_info`` or spells an opcode
-that exists only in 3.11 (``VERSION_SPECIFIC_OPNAMES``; the check is
-tests/unit/test_codegen_roundtrip.py::test_version_knowledge_stays_in_bytecode_compat).
-Today only CPython 3.11 is supported; a port to 3.12 changes this module and
-csrc/cpython_compat.h.  What it knows:
+Nothing else in dynamo_lite checks ``sys.version_info``, spells an opcode that exists in only
+some supported Pythons (``VERSION_SPECIFIC_OPNAMES``; the handler modules of symbolic/opcodes
+name the opcodes they handle, and registration is by version) or builds an instruction whose
+argument form differs by version (``VERSION_SPECIFIC_FORMS``) other than through the emitters
+here; the check is tests/unit/test_codegen_roundtrip.py::test_version_knowledge_stays_in_bytecode_compat.
+Supported: CPython 3.11 and 3.12 (the C side: csrc/cpython_compat.h).  What it knows:
 
+- opcode names by version: ``OPNAMES`` (the running Python's real opcodes; 3.12's dis.opmap
+  also lists pseudo and instrumented ones), ``KNOWN_OPNAMES`` (every supported Python's),
+  ``has_opcode``;
 - opcode tables for the symbolic interpreter's handlers: ``NOOPS``,
   ``CONDITIONAL_JUMPS`` (opname -> pops?, jump when truthy?, test kind),
   ``UNCONDITIONAL_JUMPS``, ``BACKWARD_JUMPS``, ``CALL_PREFIX`` (the
   instructions before a CALL that belong to it), ``OP_KW_NAMES``,
-  ``OP_LOAD_METHOD``, ``OP_LIST_TO_TUPLE``, ``UNSUPPORTED_OPS`` (3.11-only
-  opcodes the interpreter refuses, by kind);
+  ``OP_LOAD_METHOD``, ``OP_LIST_TO_TUPLE``, ``OP_LOAD_SUPER_ATTR``, ``RETURNS``,
+  ``LOCAL_READS``, ``RESUMABLE``, ``UNSUPPORTED_OPS`` (version-only opcodes the
+  interpreter refuses, by kind);
 - code flags (``CO_*``) and MAKE_FUNCTION flag bits (``MF_*``);
 - decoding for the interpreter: ``instructions`` (``dis.Instruction``s without
   CACHE/EXTENDED_ARG), ``exception_table``, ``binary_op_name``,
-  ``load_global_pushes_null``, ``arg_names``;
+  ``load_global_pushes_null``, ``load_attr_is_method`` (3.12's method bit),
+  ``load_super_attr_form``, ``intrinsic_name``, ``return_value_of``,
+  ``FOR_ITER_EXIT_SKIP`` (3.12 jumps past END_FOR), ``SEND_KEEPS_RECEIVER``,
+  ``inlined_comprehension_loops`` (PEP 709), ``is_pass_through_handler``, ``arg_names``;
 - emitters for generated code, each returning a list of ``bytecode.Instr``:
-  ``push_null``, ``call`` (n positional arguments, the last ones by keyword),
-  ``load_method`` / ``call_method``, ``jump``, ``jump_if`` (by truth),
-  ``redirect_jump`` (same test, new target), ``frame_prologue`` (COPY_FREE_VARS,
+  ``push_null``, ``call`` (n positional arguments, the last ones by keyword; 3.11 adds
+  PRECALL), ``load_method`` / ``call_method`` (3.12: ``LOAD_ATTR (True, name)``),
+  ``load_attr``, ``load_global``, ``load_closure``, ``return_const``, ``return_as_jump``,
+  ``jump``, ``jump_if`` (by truth; 3.12's conditional jumps go forward only and never keep
+  their value), ``redirect_jump`` (same test, new target), ``frame_prologue`` (COPY_FREE_VARS,
   MAKE_CELL, RESUME), ``make_function`` (named flags); ``is_prologue`` /
   ``ends_prologue`` recognise the original prologue;
 - stack effects: ``stack_effect`` (``dis.stack_effect`` through
