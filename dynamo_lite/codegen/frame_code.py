@@ -386,7 +386,8 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     if jump_succ is not None:
         copy[inst_pos] = bytecode_compat.redirect_jump(k_inst, jump_succ.label, lineno=k_inst.lineno)
     if fall_succ is not None:
-        copy[inst_pos + 1:inst_pos + 1] = bytecode_compat.jump(fall_succ.label, lineno=k_inst.lineno)
+        after_pos = inst_pos if fall_succ.after is None else positions[fall_succ.after]
+        copy[after_pos + 1:after_pos + 1] = bytecode_compat.jump(fall_succ.label, lineno=k_inst.lineno)
     return jump_in + copy + stubs
 
 

@@ -41,6 +41,7 @@ class FlowInfo:
         depth: per instruction, the value-stack depth before it (None: unreachable).
         live_in: per instruction, the fast locals that may be read at or after it before
             being assigned.
+        comprehensions: outer FOR_ITER -> its END_FOR, per inlined comprehension (3.12).
     """
 
     def __init__(self, code: types.CodeType):
@@ -79,6 +80,8 @@ class FlowInfo:
         self.try_blocks: list[tuple] = [(s, e, label_at[id(tb.target)]) for s, e, tb in blocks]
         self.depth = self._stack_depths()
         self.live_in = self._liveness()
+        # 3.12's inlined comprehensions: FOR_ITER number -> END_FOR number
+        self.comprehensions: dict = bytecode_compat.inlined_comprehension_loops(code)
 
     def __len__(self) -> int:
         return len(self.instrs)
@@ -104,7 +107,7 @@ class FlowInfo:
         uses: list[frozenset] = []
         defs: list[frozenset] = []
         for x in self.instrs:
-            if x.name in ("LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST"):
+            if x.name in bytecode_compat.LOCAL_READS:
                 uses.append(frozenset({x.arg}))
                 defs.append(frozenset())
             elif x.name == "STORE_FAST":

@@ -109,7 +109,7 @@ def find_loop(code: types.CodeType, flow: FlowInfo, k: int) -> Optional[LoopInfo
             return None
         if inst.name in ("LIST_APPEND", "SET_ADD", "MAP_ADD"):
             return None  # a comprehension's result lies under the iterator: not in B's stack
-        if inst.name == "LOAD_FAST":
+        if inst.name in bytecode_compat.LOCAL_READS:
             reads.add(inst.arg)
         elif inst.name == "STORE_FAST":
             writes.add(inst.arg)
@@ -200,8 +200,8 @@ def make_body_code(code: types.CodeType, flow: FlowInfo, info: LoopInfo) -> type
             out.append(bytecode_compat.redirect_jump(x, cont_label, lineno=line))
         elif inside and t is not None and x.name != "FOR_ITER" and t in exit_labels:
             out.append(bytecode_compat.redirect_jump(x, exit_labels[t], lineno=line))
-        elif inside and x.name == "RETURN_VALUE":
-            out.extend(bytecode_compat.jump(ret_label, lineno=line))
+        elif inside and x.name in bytecode_compat.RETURNS:
+            out.extend(bytecode_compat.return_as_jump(x, ret_label, lineno=line))
         else:
             out.append(x)
         if n == hi_i and x.name in bytecode_compat.CONDITIONAL_JUMPS:

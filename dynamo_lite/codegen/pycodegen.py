@@ -119,7 +119,7 @@ class PyCodegen:
             # an unhashable constant (a mappingproxy, a dict) would make the code object
             # unhashable, and a user __hash__ would run: load it from a holder instead
             self.instrs.append(Instr("LOAD_CONST", _ConstHolder(value), lineno=self.lineno))
-            self.instrs.append(Instr("LOAD_ATTR", "value", lineno=self.lineno))
+            self.load_attr("value")
             return
         self.instrs.append(Instr("LOAD_CONST", value, lineno=self.lineno))
 
@@ -158,13 +158,13 @@ class PyCodegen:
 
     def emit_load_closure(self, name: str) -> None:
         self.closure_loads.add(name)
-        self.emit("LOAD_CLOSURE", self._cell(name))
+        self.instrs.extend(bytecode_compat.load_closure(self._cell(name), lineno=self.lineno))
 
     def load_global(self, name: str) -> None:
-        self.emit("LOAD_GLOBAL", (False, name))
+        self.instrs.extend(bytecode_compat.load_global(name, lineno=self.lineno))
 
     def load_attr(self, name: str) -> None:
-        self.emit("LOAD_ATTR", name)
+        self.instrs.extend(bytecode_compat.load_attr(name, lineno=self.lineno))
 
     def load_method(self, name: str) -> None:
         self.instrs.extend(bytecode_compat.load_method(name, lineno=self.lineno))
@@ -406,7 +406,8 @@ def assemble(bc, original: types.CodeType, n_generated: int) -> types.CodeType:
 def _needs_holder(value) -> bool:
     """Would ``value`` as a code constant be unhashable, or be hashed by user code?"""
     t = type(value)
-    if t.__hash__ is None:
+    if t.__hash__ is None or t is types.MappingProxyType:
+        # (3.12's mappingproxy hashes its mapping: a dict's raises, a user mapping's runs code)
         return True
     if t in (tuple, frozenset):
         try:

@@ -42,16 +42,16 @@ STACK_PREFIX = source_mod.STACK_PREFIX
 # jumps are handled too.
 _RESUMABLE = frozenset({
     "BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "IS_OP",
-    "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT", "GET_ITER",
+    "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT", "GET_ITER",
     "FORMAT_VALUE", "BUILD_STRING", "LOAD_ATTR", "STORE_ATTR", "STORE_SUBSCR",
     "DELETE_SUBSCR", "IMPORT_NAME", "IMPORT_FROM", "BUILD_TUPLE", "BUILD_LIST",
     "BUILD_SET", "BUILD_MAP", "BUILD_CONST_KEY_MAP", "BUILD_SLICE", "LIST_APPEND",
     "SET_ADD", "MAP_ADD", "LIST_EXTEND", "SET_UPDATE", "DICT_UPDATE",
-    "DICT_MERGE", bytecode_compat.OP_LIST_TO_TUPLE, "CALL", "CALL_FUNCTION_EX", "STORE_GLOBAL",
+    "DICT_MERGE", "CALL", "CALL_FUNCTION_EX", "STORE_GLOBAL",
     "GET_LEN", "LOAD_DEREF", "STORE_DEREF", "LOAD_FAST", "MAKE_FUNCTION",
     "STORE_FAST", "DELETE_FAST", "POP_TOP",
-})
-_NO_SUCCESSOR = ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE")
+}) | bytecode_compat.RESUMABLE
+_NO_SUCCESSOR = (*bytecode_compat.RETURNS, "RAISE_VARARGS", "RERAISE")
 
 
 @dataclasses.dataclass
@@ -60,6 +60,7 @@ class Successor:
     is_jump_target: bool  # reached by k's jump (else by falling through)
     nulls: tuple  # per stack slot at the successor: True where the slot holds NULL
     label: Optional[Label] = None  # the stub in the transformed code
+    after: Optional[int] = None  # the jump to the stub goes after this instruction (None: after k)
 
 
 def _in_loop(flow: FlowInfo, k: int) -> bool:
@@ -71,9 +72,11 @@ def plan_successors(flow: FlowInfo, k: int, stack: list) -> Optional[list]:
     name = inst.name
     if name in _NO_SUCCESSOR:
         return []
+    before = tuple(isinstance(v, NullVariable) for v in stack)
+    if k in flow.comprehensions:
+        return _after_comprehension(flow, k, flow.comprehensions[k], before)
     if _in_loop(flow, k) or k + 1 >= len(flow):
         return None
-    before = tuple(isinstance(v, NullVariable) for v in stack)
     nxt = k + 1
     if name in bytecode_compat.CONDITIONAL_JUMPS:
         pops_always = bytecode_compat.CONDITIONAL_JUMPS[name][0]
@@ -86,6 +89,20 @@ def plan_successors(flow: FlowInfo, k: int, stack: list) -> Optional[list]:
     if after is None:
         return None
     return [Successor(nxt, False, after)]
+
+
+def _after_comprehension(flow: FlowInfo, k: int, end: int, before: tuple) -> Optional[list]:
+    """A break at the first FOR_ITER of an inlined comprehension (3.12; the trace stops there
+    when it breaks anywhere inside it): Python runs the comprehension, and the frame resumes
+    after its END_FOR with the stack below the iterator and the result.  Not when the
+    comprehension assigns a local that is read after it (a walrus: the resume function would
+    get the value from before the comprehension)."""
+    if end + 1 >= len(flow) or any(flow.is_backward_jump(j) and flow.target[j] < k for j in range(k, len(flow))):
+        return None
+    assigned = {x.arg for x in flow.instrs[k:end + 1] if x.name in ("STORE_FAST", "DELETE_FAST")}
+    if assigned & flow.live_in[end + 1]:
+        return None
+    return [Successor(end + 1, False, before[:-1], after=end)]
 
 
 _RESUME_CACHE: dict = {}
@@ -168,7 +185,7 @@ def _checked_cell_access(instr: Instr, name: str) -> list:
     line = instr.lineno
     out = bytecode_compat.push_null(line) + [
         Instr("LOAD_CONST", helper, lineno=line),
-        Instr("LOAD_CLOSURE", FreeVar(name), lineno=line),
+        *bytecode_compat.load_closure(FreeVar(name), lineno=line),
         Instr("LOAD_CONST", name, lineno=line),
     ] + bytecode_compat.call(2, lineno=line)
     if instr.name == "DELETE_DEREF":

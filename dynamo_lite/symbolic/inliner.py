@@ -171,6 +171,8 @@ class GeneratorObjectVariable(LazyIteratorVariable):
     def _lets_generator_exit_through(self, target: int) -> bool:
         child = self.child
         insts, i = child.instructions, child.offset_to_index.get(target)
+        if i is not None and bytecode_compat.is_pass_through_handler(insts, i):
+            return True  # (3.12) a generator's own catch-all, an inlined comprehension's clean-up
         if i is not None and i + 2 < len(insts) and \
                 [inst.opname for inst in insts[i:i + 3]] == ["COPY", "POP_EXCEPT", "RERAISE"]:
             return True  # the cleanup of an except clause being run: it restores the handled exception

@@ -368,6 +368,12 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.total_steps = 0
         self.stopped = False
         self.break_step: Optional[int] = None
+        # 3.12's inlined comprehensions (PEP 709): FOR_ITER index -> END_FOR index, and the ones
+        # being run as (FOR_ITER index, END_FOR index, root step of their first FOR_ITER).  A
+        # break inside one stops before it: Python runs the whole comprehension, and the frame
+        # resumes after it (codegen/resume.py), as it does after a 3.11 comprehension's call.
+        self._comprehensions = bytecode_compat.inlined_comprehension_loops(code)
+        self._open_comprehensions: list[tuple] = []
         output.user_stack_fn = self._current_user_stack
         self._active = self
         for name in bytecode_compat.arg_names(code):
@@ -395,6 +401,8 @@ class InstructionTranslator(InstructionTranslatorBase):
                     self.stopped = True
                     self.current_inst = self.instructions[self.ip]
                     return
+                if self._comprehensions:
+                    self._track_comprehensions()
                 self.count_step()
                 self.step()
                 self.steps += 1
@@ -405,13 +413,25 @@ class InstructionTranslator(InstructionTranslatorBase):
             brk.user_exception = True  # not a capture failure (fullgraph lets Python raise it)
             # raised while handling exceptions raised in the trace: Python raises those first, so the
             # real exception gets its __context__ chain
-            self.break_step = min([e.root_step, *_context_steps(e.exc)])
+            self.break_step = min([e.root_step, *_context_steps(e.exc), *self._comprehension_start()])
             raise brk from None
         except GraphBreak as e:
             if not e.user_stack:
                 e.user_stack = self._active.user_stack()
             restart = e.restart_step
-            self.break_step = self.steps if restart is None else restart
+            self.break_step = min([self.steps if restart is None else restart, *self._comprehension_start()])
             raise
+
+    def _track_comprehensions(self) -> None:
+        """Before each root step: which inlined comprehensions is the frame inside of?"""
+        ip = self.ip
+        self._open_comprehensions = [c for c in self._open_comprehensions if c[0] <= ip <= c[1]]
+        end = self._comprehensions.get(ip)
+        if end is not None and not any(c[0] == ip for c in self._open_comprehensions):
+            self._open_comprehensions.append((ip, end, self.steps))
+
+    def _comprehension_start(self) -> list:
+        """[root step of the first FOR_ITER of the outermost comprehension being run], or []."""
+        return [self._open_comprehensions[0][2]] if self._open_comprehensions else []
 
 

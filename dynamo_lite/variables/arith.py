@@ -66,8 +66,8 @@ _COMPARE_DUNDER = {
     operator.gt: ("__gt__", "__lt__"), operator.ge: ("__ge__", "__le__"),
 }
 UNARY = {
-    "UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos,
-    "UNARY_INVERT": operator.invert,
+    "-": operator.neg, "+": operator.pos,
+    "~": operator.invert,
 }
 
 
@@ -291,8 +291,9 @@ def compare(tx, symbol: str, a, b):
     return apply_operator(tx, COMPARE[symbol], [a, b])
 
 
-def unary_op(tx, opname: str, v):
-    return apply_operator(tx, UNARY[opname], [v])
+def unary_op(tx, symbol: str, v):
+    """``-v``, ``+v`` or ``~v`` (by the operator's symbol)."""
+    return apply_operator(tx, UNARY[symbol], [v])
 
 
 # the container methods below this layer that compare items (list.index, list.remove, `in`)

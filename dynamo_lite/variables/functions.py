@@ -72,6 +72,10 @@ def python_function_handler(fn) -> Optional[Callable]:
     return handler
 
 
+
+# functions have __type_params__ (PEP 695) where the running Python has them
+_HAS_TYPE_PARAMS = hasattr(types.FunctionType, "__type_params__")
+
 class BaseUserFunctionVariable(VariableTracker):
     def get_code(self) -> types.CodeType:
         raise NotImplementedError
@@ -221,6 +225,8 @@ class UserFunctionVariable(BaseUserFunctionVariable):
             return ConstantVariable(getattr(self.fn, name))
         if name == "__code__":  # inlining already relies on the function's code
             return ConstantVariable(self.fn.__code__)
+        if name == "__type_params__" and _HAS_TYPE_PARAMS:  # (functools.wraps copies it)
+            return tx.wrap(self.fn.__type_params__, AttrSource(self.source, name) if self.source else None)
         if name == "__annotations__":
             return tx.wrap(self.fn.__annotations__, AttrSource(self.source, name) if self.source else None)
         if name in self.fn.__dict__:
@@ -308,6 +314,8 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
         if name == "__annotations__":  # one dict, made on first read (as CPython does)
             self.attrs[name] = self._annotations_dict()
             return self.attrs[name]
+        if name == "__type_params__" and _HAS_TYPE_PARAMS:
+            return ConstantVariable(())  # (a generic function's are set by an intrinsic the trace does not run)
         if name == "__doc__":  # what MAKE_FUNCTION takes: the first constant when it is a str
             consts = self.code.co_consts
             return ConstantVariable(consts[0] if consts and isinstance(consts[0], str) else None)

@@ -38,6 +38,7 @@ from typing import Optional
 import torch
 
 from .. import graph_breaks as gb
+from .. import bytecode_compat
 from .. import guards
 from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource as guards_item
@@ -128,9 +129,12 @@ def replay_blocker(tx) -> Optional[str]:
 
 def _passes_exceptions(frame, target: int, depth: int) -> bool:
     """Is the handler at ``target`` the exit of a ``with`` on a context the trace models
-    (grad mode, nullcontext), which lets every exception through?"""
+    (grad mode, nullcontext), or a clean-up that runs no user code, which lets every exception
+    through?"""
     i = frame.offset_to_index.get(target)
     insts = frame.instructions
+    if bytecode_compat.is_pass_through_handler(insts, i):
+        return True  # (3.12) an inlined comprehension's or a generator's clean-up: re-raises
     if i is None or i + 1 >= len(insts) or insts[i].opname != "PUSH_EXC_INFO" or \
             insts[i + 1].opname != "WITH_EXCEPT_START":
         return False

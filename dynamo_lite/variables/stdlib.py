@@ -77,7 +77,7 @@ from typing import Optional
 import torch
 
 from .. import graph_breaks as gb
-from .. import runtime
+from .. import bytecode_compat, runtime
 from .. import guards
 from ..source import AttrSource, RandomDrawSource, TypeSource
 from ..exc import GraphBreak, InternalError
@@ -879,7 +879,7 @@ class NamedTupleFactoryVariable(VariableTracker):
 
 # ---- class statements ------------------------------------------------------------------------
 # a class body made only of these runs the same at trace time and later (no call, no outside read)
-_PLAIN_BODY_OPS = {"RESUME", "NOP", "LOAD_CONST", "STORE_NAME", "LOAD_NAME", "MAKE_FUNCTION", "RETURN_VALUE",
+_PLAIN_BODY_OPS = {"RESUME", "NOP", "LOAD_CONST", "STORE_NAME", "LOAD_NAME", "MAKE_FUNCTION", *bytecode_compat.RETURNS,
                    "MAKE_CELL", "LOAD_CLOSURE", "COPY", "BUILD_TUPLE", "SETUP_ANNOTATIONS", "STORE_SUBSCR",
                    "BUILD_CONST_KEY_MAP", "BUILD_MAP", "BUILD_LIST", "LIST_EXTEND"}
 _PLAIN_METACLASSES = (type, __import__("abc").ABCMeta, __import__("enum").EnumType, typing.NamedTupleMeta)

@@ -109,9 +109,17 @@ def test_normalise_ignores_what_changes_between_runs():
     assert doc_examples.normalise("[3/1]") != doc_examples.normalise("[3/2]")
 
 
+# The docs' printed outputs were recorded on this Python: a bytecode listing (dis) differs on
+# another version, so those blocks are compared only here (every example still runs everywhere).
+DOCUMENTED_PYTHON = (3, 11)
+_DIS_LISTING = re.compile(r"^\s*\d*\s+\d+ RESUME\s+0$", re.M)
+
+
 @pytest.mark.parametrize("page", RUNNABLE_PAGES)
 def test_page_examples_run_and_outputs_match(page):
     problems = doc_examples.check_page(os.path.join(DOCS, page))
+    if sys.version_info[:2] != DOCUMENTED_PYTHON:
+        problems = [p for p in problems if not _DIS_LISTING.search(p.split("--- actual:")[0])]
     assert not problems, "\n\n".join(problems)
 
 

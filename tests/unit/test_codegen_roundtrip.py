@@ -151,7 +151,7 @@ def first_difference(a: tuple, b: tuple) -> str:
 # stack depths (independent of the bytecode package)
 # --------------------------------------------------------------------------
 
-_NO_FALLTHROUGH = {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+_NO_FALLTHROUGH = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
                    "JUMP_BACKWARD_NO_INTERRUPT"}
 
 
@@ -545,25 +545,63 @@ def test_roundtripped_transformers_models_behave_the_same(family):
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(bytecode_compat.__file__))
 
 
-def test_version_knowledge_stays_in_bytecode_compat():
-    """No module but bytecode_compat spells a 3.11-only opcode or reads sys.version_info."""
-    import re
+def _version_offences(source: str, in_handlers: bool) -> list:
+    """(line, what) for each piece of version knowledge in ``source`` (a module other than
+    bytecode_compat): ``sys.version_info``; a string naming an opcode that exists in only some
+    supported Pythons (``VERSION_SPECIFIC_OPNAMES``; allowed in the handler modules of
+    symbolic/opcodes, ``in_handlers``, whose registration is by version); and an instruction
+    *form* built literally, ``Instr("LOAD_ATTR", ...)`` / ``cg.emit("LOAD_CLOSURE", ...)`` of an
+    opcode whose argument form differs between versions (``VERSION_SPECIFIC_FORMS``: generated
+    code builds those through bytecode_compat's emitters)."""
+    import ast
 
     names = bytecode_compat.VERSION_SPECIFIC_OPNAMES
-    assert {"PRECALL", "KW_NAMES", "LOAD_METHOD", "POP_JUMP_FORWARD_IF_FALSE",
-            "POP_JUMP_BACKWARD_IF_TRUE", "JUMP_BACKWARD_NO_INTERRUPT"} <= names
-    assert names <= set(dis.opmap)
-    pattern = re.compile(r"\b(%s)\b|version_info" % "|".join(sorted(names)))
+    forms = bytecode_compat.VERSION_SPECIFIC_FORMS
+    out = [(n, "version_info") for n, line in enumerate(source.splitlines(), 1) if "version_info" in line]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
+                and not in_handlers:
+            out.append((node.lineno, f"opcode name {node.value}"))
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            fn = node.func
+            called = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+            if called in ("Instr", "emit") and node.args[0].value in forms:
+                out.append((node.lineno, f"instruction form {called}({node.args[0].value!r}, ...)"))
+    return sorted(out)
+
+
+def test_version_knowledge_check_sees_names_and_forms():
+    """The check below is not vacuous: it flags each kind of offence, and passes emitter calls."""
+    assert _version_offences("import sys\nV = sys.version_info\n", False) == [(2, "version_info")]
+    assert _version_offences("ok = x.name == 'PRECALL'\n", False) == [(1, "opcode name PRECALL")]
+    assert _version_offences("ok = x.name == 'POP_JUMP_IF_TRUE'\n", True) == []
+    assert _version_offences("i = Instr('LOAD_ATTR', 'value', lineno=1)\n", False) == \
+        [(1, "instruction form Instr('LOAD_ATTR', ...)")]
+    assert _version_offences("cg.emit('LOAD_CLOSURE', cell)\n", False) == \
+        [(1, "instruction form emit('LOAD_CLOSURE', ...)")]
+    assert _version_offences("cg.instrs.extend(bytecode_compat.load_attr('value', lineno=1))\n"
+                             "cg.emit('LOAD_FAST', 'x')\n", False) == []
+
+
+def test_version_knowledge_stays_in_bytecode_compat():
+    """No module but bytecode_compat reads sys.version_info, spells an opcode of only some
+    versions (handlers aside) or builds a version-dependent instruction form literally."""
+    names = bytecode_compat.VERSION_SPECIFIC_OPNAMES
+    assert {"PRECALL", "KW_NAMES", "LOAD_METHOD", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_IF_FALSE",
+            "POP_JUMP_BACKWARD_IF_TRUE", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_CONST", "END_FOR"} <= names
+    assert names <= bytecode_compat.KNOWN_OPNAMES
+    assert {"LOAD_ATTR", "LOAD_GLOBAL", "LOAD_CLOSURE", "CALL"} <= bytecode_compat.VERSION_SPECIFIC_FORMS
     files = glob.glob(os.path.join(_PACKAGE_DIR, "**", "*.py"), recursive=True)
     assert len(files) > 30
+    handlers = os.path.join(_PACKAGE_DIR, "symbolic", "opcodes")
     offenders = []
     for path in files:
         if os.path.basename(path) == "bytecode_compat.py":
             continue
         with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if pattern.search(line):
-                    offenders.append(f"{os.path.relpath(path, _PACKAGE_DIR)}:{n}: {line.strip()}")
+            source = f.read()
+        for n, what in _version_offences(source, os.path.dirname(path) == handlers):
+            offenders.append(f"{os.path.relpath(path, _PACKAGE_DIR)}:{n}: {what}")
     assert offenders == []
 
 

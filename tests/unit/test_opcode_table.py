@@ -16,3 +16,13 @@ def test_register_refuses_unknown_and_duplicate_names():
         register("NOT_AN_OPCODE")(lambda tx, inst: None)
     with pytest.raises(InternalError, match="registered twice"):
         register("LOAD_FAST")(lambda tx, inst: None)
+
+
+def test_handlers_are_installed_by_version():
+    """Handlers of another supported Python's opcodes are registered but not installed, and
+    every installed one is a real opcode of this Python (not a pseudo or instrumented one)."""
+    from dynamo_lite import bytecode_compat
+
+    assert set(HANDLERS) <= bytecode_compat.OPNAMES
+    other = bytecode_compat.KNOWN_OPNAMES - bytecode_compat.OPNAMES
+    assert other and not other & set(HANDLERS)

@@ -18,9 +18,12 @@ def BINARY_OP(tx, inst):
     tx.push(arith.binary_op(tx, bytecode_compat.binary_op_name(inst), a, b))
 
 
-@register("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT")
+_UNARY_SYMBOL = {"UNARY_NEGATIVE": "-", "UNARY_POSITIVE": "+", "UNARY_INVERT": "~"}
+
+
+@register(*_UNARY_SYMBOL)
 def UNARY(tx, inst):
-    tx.push(arith.unary_op(tx, inst.opname, tx.pop()))
+    tx.push(arith.unary_op(tx, _UNARY_SYMBOL[inst.opname], tx.pop()))
 
 
 @register("UNARY_NOT")

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ... import graph_breaks as gb
 from ... import bytecode_compat
 from ...exc import GraphBreak
+from ...variables import arith
 from ...variables.builtin import user_object_text
 from ...variables.constant import ConstantVariable
 from ...variables.mappings import DictVariable
@@ -43,13 +44,32 @@ def BUILD_CONST_KEY_MAP(tx, inst):
     tx.push(DictVariable(dict(zip(keys, values))))
 
 
+def _slice(parts):
+    if all(p.is_python_constant() and not p.symbolic for p in parts):  # (x[:n] of a symbolic n stays symbolic)
+        return ConstantVariable(slice(*[p.as_python_constant() for p in parts]))
+    return SliceVariable(parts)
+
+
 @register("BUILD_SLICE")
 def BUILD_SLICE(tx, inst):
-    parts = tx.popn(inst.arg)
-    if all(p.is_python_constant() and not p.symbolic for p in parts):  # (x[:n] of a symbolic n stays symbolic)
-        tx.push(ConstantVariable(slice(*[p.as_python_constant() for p in parts])))
-    else:
-        tx.push(SliceVariable(parts))
+    tx.push(_slice(tx.popn(inst.arg)))
+
+
+@register("BINARY_SLICE")
+def BINARY_SLICE(tx, inst):
+    # container[start:end] (3.12): BUILD_SLICE 2 + BINARY_SUBSCR in one
+    parts = tx.popn(2)
+    container = tx.pop()
+    tx.push(container.getitem(tx, _slice(parts)))
+
+
+@register("STORE_SLICE")
+def STORE_SLICE(tx, inst):
+    # container[start:end] = value (3.12)
+    parts = tx.popn(2)
+    container = tx.pop()
+    value = tx.pop()
+    container.setitem(tx, _slice(parts), value)
 
 
 @register("BUILD_STRING")
@@ -155,6 +175,55 @@ def DICT_UPDATE(tx, inst):
 @register(bytecode_compat.OP_LIST_TO_TUPLE)
 def list_to_tuple(tx, inst):
     tx.push(TupleVariable(tx.pop().unpack(tx)))
+
+
+# ---- 3.12's intrinsics: CALL_INTRINSIC_1/2 by the intrinsic's name ----------------------
+def _unary_positive(tx, inst):
+    tx.push(arith.unary_op(tx, "+", tx.pop()))
+
+
+def _stopiteration_error(tx, inst):
+    # a generator's catch-all handler: StopIteration leaving it becomes a RuntimeError (PEP 479);
+    # any other exception passes unchanged to the RERAISE that follows
+    exc = tx.peek()
+    try:
+        kind = exc.python_type()
+    except GraphBreak:
+        kind = None
+    if not isinstance(kind, type) or issubclass(kind, (StopIteration, StopAsyncIteration)):
+        raise GraphBreak(gb.CALL_NOT_TRACED, "a generator raises StopIteration (a RuntimeError in Python)")
+
+
+_INTRINSICS = {
+    "LIST_TO_TUPLE": list_to_tuple,
+    "UNARY_POSITIVE": _unary_positive,
+    "STOPITERATION_ERROR": _stopiteration_error,
+}
+# the others, each with the reason it is not traced (a graph break; Python runs it)
+_UNTRACED_INTRINSICS = {
+    "PRINT": "interactive mode is not traced",
+    "IMPORT_STAR": "import * is not traced",
+    "ASYNC_GEN_WRAP": "async code is not traced",
+    "TYPEVAR": "type parameter scopes (PEP 695) are not traced",
+    "PARAMSPEC": "type parameter scopes (PEP 695) are not traced",
+    "TYPEVARTUPLE": "type parameter scopes (PEP 695) are not traced",
+    "SUBSCRIPT_GENERIC": "type parameter scopes (PEP 695) are not traced",
+    "TYPEALIAS": "type statements (PEP 695) are not traced",
+    "PREP_RERAISE_STAR": "except* runs in Python",
+    "TYPEVAR_WITH_BOUND": "type parameter scopes (PEP 695) are not traced",
+    "TYPEVAR_WITH_CONSTRAINTS": "type parameter scopes (PEP 695) are not traced",
+    "SET_FUNCTION_TYPE_PARAMS": "type parameter scopes (PEP 695) are not traced",
+}
+
+
+@register("CALL_INTRINSIC_1", "CALL_INTRINSIC_2")
+def CALL_INTRINSIC(tx, inst):
+    name = bytecode_compat.intrinsic_name(inst)
+    handler = _INTRINSICS.get(name) if inst.opname == "CALL_INTRINSIC_1" else None
+    if handler is None:
+        reason = _UNTRACED_INTRINSICS.get(name, "an intrinsic the interpreter does not know")
+        raise GraphBreak(gb.UNSUPPORTED_BYTECODE, f"{inst.opname} {name}: {reason}")
+    handler(tx, inst)
 
 
 @register("UNPACK_SEQUENCE")

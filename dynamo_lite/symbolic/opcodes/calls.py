@@ -146,9 +146,18 @@ def SEND(tx, inst):
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"yield from {receiver.describe()} that is sent a value")
     item = send(tx, sent) if send is not None else receiver.next_item(tx)
     if item is None:
-        tx.pop()
+        if not bytecode_compat.SEND_KEEPS_RECEIVER:
+            tx.pop()
         returned = getattr(receiver, "returned", None)
         tx.push(returned() if returned is not None else NONE)
         tx.jump_to(inst.argval)
     else:
         tx.push(item)
+
+
+@register("END_SEND")
+def END_SEND(tx, inst):
+    # the end of a `yield from` (3.12): drop the sub-iterator under its return value
+    value = tx.pop()
+    tx.pop()
+    tx.push(value)

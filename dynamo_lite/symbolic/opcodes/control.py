@@ -10,6 +10,7 @@ from ...variables.builder import wrap
 from ...variables.exceptions import ExceptionVariable
 from ...variables.tensor import TensorVariable
 from . import register
+from .load_store import LOAD_CONST
 
 
 def _branch(tx, inst):
@@ -48,8 +49,10 @@ def JUMP(tx, inst):
     tx.jump_to(inst.argval)
 
 
-@register("RETURN_VALUE")
+@register("RETURN_VALUE", "RETURN_CONST")
 def RETURN_VALUE(tx, inst):
+    if bytecode_compat.return_value_of(inst)[0]:
+        LOAD_CONST(tx, inst)  # (3.12's RETURN_CONST: the constant as LOAD_CONST pushes it)
     tx.return_value = tx.pop()
     tx.done = True
 
@@ -68,8 +71,15 @@ def FOR_ITER(tx, inst):
     if item is None:
         tx.pop()
         tx.jump_to(inst.argval)
+        tx.ip += bytecode_compat.FOR_ITER_EXIT_SKIP  # (3.12: past the END_FOR there)
     else:
         tx.push(item)
+
+
+@register("END_FOR")
+def END_FOR(tx, inst):
+    # the end of a for loop: pops two values (an exhausted FOR_ITER jumps past it)
+    tx.popn(2)
 
 
 # ---- exceptions: raised by traced code and handled by its own handlers ---------------

@@ -15,7 +15,7 @@ from ...variables.folding import wrap_constant_result
 from . import register
 
 
-@register("LOAD_FAST")
+@register("LOAD_FAST", "LOAD_FAST_CHECK")
 def LOAD_FAST(tx, inst):
     name = inst.argval
     if name in tx.cells:  # an argument that is also a cell (before MAKE_CELL ran)
@@ -45,12 +45,27 @@ def drop_reference(tx, var, what: str, local: str = None) -> None:
     raise GraphBreak(gb.FINALIZER_DROPPED, f"{what} may free {var.describe()}, and freeing it runs code")
 
 
+@register("LOAD_FAST_AND_CLEAR")
+def LOAD_FAST_AND_CLEAR(tx, inst):
+    # an inlined comprehension saves the local its variable shadows (NULL when unbound) and
+    # unbinds it; the STORE_FAST after the comprehension puts it back
+    name = inst.argval
+    if name in tx.cells:
+        raise GraphBreak(gb.UNSUPPORTED_BYTECODE, f"comprehension variable {name!r} is a closure cell")
+    var = tx.symbolic_locals.pop(name, None)
+    tx.push(NullVariable() if var is None else var)
+
+
 @register("STORE_FAST")
 def STORE_FAST(tx, inst):
     old = tx.symbolic_locals.get(inst.argval)
     if old is not None and old is not tx.peek():
         drop_reference(tx, old, f"assigning {inst.argval!r}", inst.argval)
-    tx.symbolic_locals[inst.argval] = tx.pop()
+    value = tx.pop()
+    if isinstance(value, NullVariable):  # restoring a local that was unbound (LOAD_FAST_AND_CLEAR)
+        tx.symbolic_locals.pop(inst.argval, None)
+    else:
+        tx.symbolic_locals[inst.argval] = value
 
 
 @register("DELETE_FAST")
@@ -88,7 +103,27 @@ def STORE_GLOBAL(tx, inst):
 @register("LOAD_ATTR")
 def LOAD_ATTR(tx, inst):
     obj = tx.pop()
-    tx.push(obj.var_getattr(tx, inst.argval))
+    attr = obj.var_getattr(tx, inst.argval)
+    if bytecode_compat.load_attr_is_method(inst):
+        # modelled as NULL + bound attribute (see load_method)
+        tx.push(NullVariable())
+    tx.push(attr)
+
+
+@register(bytecode_compat.OP_LOAD_SUPER_ATTR)
+def load_super_attr(tx, inst):
+    # super().name: pops the global `super`, the class and self (what the compiler loaded for
+    # the zero-argument form: the __class__ cell and the first argument), as a call of super
+    # then an attribute load
+    obj = tx.pop()
+    cls = tx.pop()
+    global_super = tx.pop()
+    is_method, two_args = bytecode_compat.load_super_attr_form(inst)
+    sup = global_super.call_function(tx, [cls, obj] if two_args else [], {})
+    attr = sup.var_getattr(tx, inst.argval)
+    if is_method:
+        tx.push(NullVariable())
+    tx.push(attr)
 
 
 @register(bytecode_compat.OP_LOAD_METHOD)

@@ -37,6 +37,8 @@ _REASON_OF_KIND = {
     "class body": "class bodies are not traced",
     "import *": "import * is not traced",
     "interactive": "interactive mode is not traced",
+    "throw into yield from": "an exception thrown into a `yield from` is handled by Python",
+    "internal": "an interpreter-internal opcode (never in user code)",
 }
 UNSUPPORTED.update({name: _REASON_OF_KIND[kind] for name, kind in bytecode_compat.UNSUPPORTED_OPS.items()})
 
