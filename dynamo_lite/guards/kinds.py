@@ -57,6 +57,7 @@ from typing import Any, Callable, ClassVar, Optional
 import torch
 
 from ..source import AttrSource, LocalSource, Source
+from .. import torch_compat
 from . import tensor_api
 
 Const = Callable[[Any], str]  # names a constant object in the check's namespace
@@ -660,7 +661,7 @@ class TensorAliasingGuard(ExprGuard):
 # torch.fx symbolic tracing (also non-strict export), a dispatch mode (FakeTensorMode, make_fx's
 # proxy mode, a TorchDispatchMode) and a torch.func transform (vmap, grad, ...).
 _NO_OTHER_TRACER = ("___torch._C._get_tracing_state() is None",
-                    "not ___torch.fx._symbolic_trace._is_fx_tracing_flag",
+                    f"not {torch_compat.FX_TRACING_EXPR}",
                     "___torch._C._len_torch_dispatch_stack() == 0",
                     "___torch._C._functorch.peek_interpreter_stack() is None")
 

@@ -1,0 +1,59 @@
+"""What differs between the torch versions we support (2.13, 2.14, 2.15), in one place.
+
+Nothing else in dynamo_lite checks ``torch.__version__`` for behaviour or reads a private torch
+attribute that moved between these versions: it asks this module (the check is
+tests/unit/test_torch_compat.py).  Where torch offers a way to tell that does not depend on the
+version number (an attribute that exists or not), this module uses it, so a patch release that
+back-ports a change is still read right.  What differs, and where:
+
+- torch.fx's "symbolic tracing is running" flag: a module global
+  ``torch.fx._symbolic_trace._is_fx_tracing_flag`` on 2.13 and 2.14; a thread-local read through
+  ``_get_is_fx_tracing()`` on 2.15 (the global is gone).  ``is_fx_tracing`` reads it;
+  ``FX_TRACING_EXPR`` is the guard text for it (guards/kinds.py, NO_OTHER_TRACER).
+- the C++ extension ``dynamo_lite._tensor_meta`` is built against one torch's headers and
+  libc10 (``setup.py``); its file carries that torch's version (``tensor_meta_filename``), and
+  guards/tensor_api.py loads only the file built for the running torch.
+
+Invariant: imports nothing of dynamo_lite (bottom layer of the import-linter contracts).
+Tested by tests/unit/test_torch_compat.py.
+"""
+from __future__ import annotations
+
+import re
+import sysconfig
+
+import torch
+import torch.fx._symbolic_trace as _fx_symbolic_trace
+
+# (major, minor) of the running torch, for reports and for tests that must name a version;
+# behaviour is chosen by feature below, not by this number
+TORCH_VERSION: tuple[int, int] = tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])  # type: ignore[assignment]
+SUPPORTED = ((2, 13), (2, 14), (2, 15))
+
+# ---- torch.fx symbolic tracing -------------------------------------------------------
+if hasattr(_fx_symbolic_trace, "_is_fx_tracing_flag"):  # 2.13, 2.14: one module global
+
+    def is_fx_tracing() -> bool:
+        """Is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export) running?"""
+        return bool(_fx_symbolic_trace._is_fx_tracing_flag)
+
+    FX_TRACING_EXPR = "___torch.fx._symbolic_trace._is_fx_tracing_flag"
+else:  # 2.15: thread-local, read through a function
+
+    def is_fx_tracing() -> bool:
+        """Is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export) running?"""
+        return bool(_fx_symbolic_trace._get_is_fx_tracing())
+
+    FX_TRACING_EXPR = "___torch.fx._symbolic_trace._get_is_fx_tracing()"
+
+
+# ---- the C++ tensor-metadata reader ----------------------------------------------------
+def torch_build_tag(version: str) -> str:
+    """The part of ``_tensor_meta``'s file name that names the torch it was built against
+    (``2.15.0+cpu`` -> ``torch2_15_0_cpu``).  setup.py applies the same rule."""
+    return "torch" + re.sub(r"[^0-9A-Za-z]+", "_", version)
+
+
+def tensor_meta_filename() -> str:
+    """The file name of ``dynamo_lite._tensor_meta`` built for the running torch and Python."""
+    return f"_tensor_meta.{torch_build_tag(torch.__version__)}{sysconfig.get_config_var('EXT_SUFFIX')}"
