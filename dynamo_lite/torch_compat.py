@@ -8,8 +8,10 @@ back-ports a change is still read right.  What differs, and where:
 
 - torch.fx's "symbolic tracing is running" flag: a module global
   ``torch.fx._symbolic_trace._is_fx_tracing_flag`` on 2.13 and 2.14; a thread-local read through
-  ``_get_is_fx_tracing()`` on 2.15 (the global is gone).  ``is_fx_tracing`` reads it;
-  ``FX_TRACING_EXPR`` is the guard text for it (guards/kinds.py, NO_OTHER_TRACER).
+  ``_get_is_fx_tracing()`` on 2.15 (the global is gone; an fx trace in another thread is no
+  longer seen).  ``is_fx_tracing`` reads it, at a miss (convert_frame.foreign_tracer) and in
+  every entry's guard (guards/kinds.py, NO_OTHER_TRACER: ``___torch_compat.is_fx_tracing()``,
+  so the guard text and its C program read the same on every version).
 - the C++ extension ``dynamo_lite._tensor_meta`` is built against one torch's headers and
   libc10 (``setup.py``); its file carries that torch's version (``tensor_meta_filename``), and
   guards/tensor_api.py loads only the file built for the running torch.
@@ -35,16 +37,13 @@ if hasattr(_fx_symbolic_trace, "_is_fx_tracing_flag"):  # 2.13, 2.14: one module
 
     def is_fx_tracing() -> bool:
         """Is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export) running?"""
-        return bool(_fx_symbolic_trace._is_fx_tracing_flag)
+        return _fx_symbolic_trace._is_fx_tracing_flag
 
-    FX_TRACING_EXPR = "___torch.fx._symbolic_trace._is_fx_tracing_flag"
 else:  # 2.15: thread-local, read through a function
 
     def is_fx_tracing() -> bool:
-        """Is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export) running?"""
-        return bool(_fx_symbolic_trace._get_is_fx_tracing())
-
-    FX_TRACING_EXPR = "___torch.fx._symbolic_trace._get_is_fx_tracing()"
+        """Is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export) running here?"""
+        return _fx_symbolic_trace._get_is_fx_tracing()
 
 
 # ---- the C++ tensor-metadata reader ----------------------------------------------------

@@ -18,6 +18,7 @@ import torch.fx
 
 import dynamo_lite
 from dynamo_lite import torch_compat
+from dynamo_lite.convert_frame import entries_for
 from dynamo_lite.guards import NoOtherTracerGuard, tensor_api
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(dynamo_lite.__file__))
@@ -46,13 +47,26 @@ def test_fx_tracing_is_seen_while_fx_traces_and_only_then():
     assert torch_compat.is_fx_tracing() is False
 
 
-def test_fx_tracing_guard_text_reads_the_same_state():
-    namespace = {"___torch": torch}
-    assert eval(torch_compat.FX_TRACING_EXPR, namespace) is False  # noqa: S307 - our own guard text
+def test_no_other_tracer_guard_fails_while_fx_traces():
+    """The entry's guard (C program and Python check alike) reads torch_compat's answer."""
+    def g(x):
+        return x.cos() + 1
+
+    x = torch.randn(3)
+    compiled = dynamo_lite.compile(g, backend="eager")
+    compiled(x)
+    (entry,) = entries_for(g.__code__)
+    args = (x, g.__globals__, g)
+    assert entry.guard.fn(*args) is True and entry.guard.py_fn(*args) is True
     inside = []
-    torch.fx.symbolic_trace(lambda x: inside.append(eval(torch_compat.FX_TRACING_EXPR, namespace)) or x)  # noqa: S307
-    assert inside == [True]
-    assert f"not {torch_compat.FX_TRACING_EXPR}" in NoOtherTracerGuard().exprs(None)
+
+    def probe(y):
+        inside.append((entry.guard.fn(*args), entry.guard.py_fn(*args)))
+        return y
+
+    torch.fx.symbolic_trace(probe)
+    assert inside == [(False, False)]
+    assert "not ___torch_compat.is_fx_tracing()" in NoOtherTracerGuard().exprs(None)
 
 
 def test_fx_tracing_in_another_thread_is_not_this_threads():
