@@ -12,6 +12,11 @@ back-ports a change is still read right.  What differs, and where:
   longer seen).  ``is_fx_tracing`` reads it, at a miss (convert_frame.foreign_tracer) and in
   every entry's guard (guards/kinds.py, NO_OTHER_TRACER: ``___torch_compat.is_fx_tracing()``,
   so the guard text and its C program read the same on every version).
+- the wrapper ``@torch.no_grad`` / ``enable_grad`` / ``set_grad_enabled`` / ``inference_mode``
+  put around a function (``torch.utils._contextlib.context_decorator``'s ``decorate_context``):
+  its code is named ``decorate_context`` on 2.13 and 2.14; on 2.15 torch renames each wrapper's
+  code after its context manager (``no_grad``, ``enable_grad``, ...).  ``is_context_decorator_code``
+  recognises it by its code, whatever its name (variables/functions.py).
 - the C++ extension ``dynamo_lite._tensor_meta`` is built against one torch's headers and
   libc10 (``setup.py``); its file carries that torch's version (``tensor_meta_filename``), and
   guards/tensor_api.py loads only the file built for the running torch.
@@ -23,9 +28,11 @@ from __future__ import annotations
 
 import re
 import sysconfig
+import types
 
 import torch
 import torch.fx._symbolic_trace as _fx_symbolic_trace
+import torch.utils._contextlib as _torch_contextlib
 
 # (major, minor) of the running torch, for reports and for tests that must name a version;
 # behaviour is chosen by feature below, not by this number
@@ -44,6 +51,27 @@ else:  # 2.15: thread-local, read through a function
     def is_fx_tracing() -> bool:
         """Is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export) running here?"""
         return _fx_symbolic_trace._get_is_fx_tracing()
+
+
+# ---- torch's context-manager decorators ------------------------------------------------
+def _decorate_context_template() -> types.CodeType:
+    (code,) = (c for c in _torch_contextlib.context_decorator.__code__.co_consts
+               if isinstance(c, types.CodeType) and c.co_name == "decorate_context")
+    return code
+
+
+_DECORATE_CONTEXT = _decorate_context_template()
+
+
+def is_context_decorator_code(code: types.CodeType) -> bool:
+    """Is ``code`` the wrapper torch.utils._contextlib puts around a function decorated by a
+    grad-mode context manager (closure cells ``ctx_factory``, ``func``)?  On 2.15 its name is the
+    context manager's; everything else about the code is torch's one ``decorate_context``."""
+    if code is _DECORATE_CONTEXT:
+        return True
+    if code.co_filename != _DECORATE_CONTEXT.co_filename or code.co_freevars != _DECORATE_CONTEXT.co_freevars:
+        return False
+    return code.replace(co_name=_DECORATE_CONTEXT.co_name, co_qualname=_DECORATE_CONTEXT.co_qualname) == _DECORATE_CONTEXT
 
 
 # ---- the C++ tensor-metadata reader ----------------------------------------------------

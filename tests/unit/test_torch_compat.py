@@ -196,3 +196,25 @@ def test_no_build_at_all_is_quiet(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="dynamo_lite.guards"):
         assert tensor_api._import_build(str(tmp_path)) is None
     assert caplog.text == ""
+
+
+# ---- torch's context-manager decorators --------------------------------------------------
+@pytest.mark.parametrize("make", [lambda: torch.no_grad(), lambda: torch.enable_grad(),
+                                  lambda: torch.set_grad_enabled(False), lambda: torch.inference_mode()],
+                         ids=["no_grad", "enable_grad", "set_grad_enabled", "inference_mode"])
+def test_grad_mode_decorator_wrappers_are_recognised(make):
+    def f(x):
+        return x
+
+    wrapped = make()(f)
+    assert wrapped is not f and wrapped.__wrapped__ is f
+    assert torch_compat.is_context_decorator_code(wrapped.__code__)
+
+
+def test_other_code_is_not_a_context_decorator():
+    def decorate_context(*args, **kwargs):  # same name, not torch's code
+        return args
+
+    assert not torch_compat.is_context_decorator_code(decorate_context.__code__)
+    assert not torch_compat.is_context_decorator_code(torch.autocast("cpu")(lambda x: x).__code__)
+    assert not torch_compat.is_context_decorator_code(torch.nn.functional.relu.__code__)
