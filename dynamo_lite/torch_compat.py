@@ -36,7 +36,8 @@ import torch.utils._contextlib as _torch_contextlib
 
 # (major, minor) of the running torch, for reports and for tests that must name a version;
 # behaviour is chosen by feature below, not by this number
-TORCH_VERSION: tuple[int, int] = tuple(int(p) for p in re.findall(r"\d+", torch.__version__)[:2])  # type: ignore[assignment]
+_MAJOR, _MINOR = (int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
+TORCH_VERSION = (_MAJOR, _MINOR)
 SUPPORTED = ((2, 13), (2, 14), (2, 15))
 
 # ---- torch.fx symbolic tracing -------------------------------------------------------
