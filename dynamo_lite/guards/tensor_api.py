@@ -101,9 +101,9 @@ def _import_build(package_dir: str = _PACKAGE_DIR):
     if not os.path.exists(path):
         others = sorted(os.path.basename(p) for p in glob.glob(os.path.join(package_dir, "_tensor_meta*")))
         if others:
-            log.warning("dynamo_lite._tensor_meta is built only for other torch versions (%s), not for torch %s "
-                        "(rebuild: python setup.py build_ext --inplace); tensor guards read Python attributes",
-                        ", ".join(others), torch.__version__)
+            log.warning("dynamo_lite._tensor_meta has no build for torch %s (found: %s; build it with "
+                        "python setup.py build_ext --inplace); tensor guards read Python attributes",
+                        torch.__version__, ", ".join(others))
         else:
             log.debug("dynamo_lite._tensor_meta is not built: tensor guards read Python attributes")
         return None
