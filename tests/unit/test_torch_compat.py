@@ -9,6 +9,7 @@ import ast
 import glob
 import logging
 import os
+import re
 import shutil
 import threading
 
@@ -172,6 +173,15 @@ def test_tensor_meta_file_name_names_the_torch():
     import inspect
 
     assert "." in inspect.getmodulename(name)
+
+
+def test_setup_py_names_the_build_by_the_same_rule():
+    """setup.py cannot import the package it builds: it spells torch_build_tag's rule itself."""
+    with open(os.path.join(os.path.dirname(_PACKAGE_DIR), "setup.py"), encoding="utf-8") as f:
+        setup_py = f.read()
+    assert '"torch" + re.sub(r"[^0-9A-Za-z]+", "_", torch.__version__)' in setup_py
+    assert 'f"_tensor_meta.{tag}"' in setup_py
+    assert torch_compat.torch_build_tag(torch.__version__) == "torch" + re.sub(r"[^0-9A-Za-z]+", "_", torch.__version__)
 
 
 def test_the_loaded_tensor_meta_is_the_build_for_this_torch():
