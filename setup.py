@@ -7,11 +7,18 @@ dependency.
 csrc/tensor_meta.cpp becomes the optional dynamo_lite._tensor_meta (fast
 tensor guards; built only when torch is importable at build time, e.g.
 `python setup.py build_ext --inplace` or `pip install --no-build-isolation`;
-without it guards read tensor metadata through Python attributes).
+without it guards read tensor metadata through Python attributes). Its file
+name carries the version of the torch it was built against
+(`_tensor_meta.torch2_15_0_cpu.cpython-311-....so`: not a module name
+the import system or pkgutil would pick up): builds for several
+torch versions sit side by side, and dynamo_lite loads only the one of the
+running torch (dynamo_lite/torch_compat.py, guards/tensor_api.py).
 """
 import os
+import re
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 extensions = [
     Extension(
@@ -41,11 +48,25 @@ if torch is not None:
             library_dirs=[torch_lib],
             runtime_library_dirs=[torch_lib],
             libraries=["c10"],
-            extra_compile_args=["-O2", "-std=c++17", "-w",
+            extra_compile_args=["-O2", "-std=c++20", "-w",  # (torch 2.15 headers need C++20; torch builds with it)
                                 f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"],
             language="c++",
             optional=True,
         )
     )
 
-setup(ext_modules=extensions)
+
+class BuildExt(build_ext):
+    """Names _tensor_meta's file after the torch it is built against (the rule of
+    dynamo_lite.torch_compat.torch_build_tag)."""
+
+    def get_ext_filename(self, fullname):
+        filename = super().get_ext_filename(fullname)
+        if fullname.rsplit(".", 1)[-1] == "_tensor_meta" and torch is not None:  # (distutils passes the last part)
+            head, tail = os.path.split(filename)
+            tag = "torch" + re.sub(r"[^0-9A-Za-z]+", "_", torch.__version__)
+            filename = os.path.join(head, tail.replace("_tensor_meta", f"_tensor_meta.{tag}", 1))
+        return filename
+
+
+setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})

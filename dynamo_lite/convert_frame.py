@@ -44,10 +44,9 @@ from typing import Optional
 import numpy as np
 import torch
 import torch._guards
-import torch.fx._symbolic_trace
 
 from . import graph_breaks as gb
-from . import _C, bytecode_compat, cache, config
+from . import _C, bytecode_compat, cache, config, torch_compat
 from . import log as dl_log
 from .codegen import frame_code, loop_bodies
 from .codegen.liveness import flow_info
@@ -373,7 +372,7 @@ def foreign_tracer() -> Optional[str]:
     now (its frames must run natively, untouched), or None.  Reads state only."""
     if torch._C._get_tracing_state() is not None:
         return "torch.jit tracing"
-    if torch.fx._symbolic_trace._is_fx_tracing_flag:
+    if torch_compat.is_fx_tracing():
         return "torch.fx symbolic tracing"
     if torch.compiler.is_exporting():
         return "torch.export"

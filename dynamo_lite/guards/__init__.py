@@ -31,6 +31,7 @@ from typing import Any, Optional
 
 import torch
 
+from .. import torch_compat
 from ..source import Source, guard_local_name
 from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, ExprGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
@@ -69,7 +70,8 @@ class GuardSet:
     # ---- compilation -----------------------------------------------------
     def compile(self, arg_names: tuple[str, ...]) -> "CompiledGuard":
         arg_names = tuple(guard_local_name(n) for n in arg_names)
-        namespace: dict[str, Any] = {"___builtins": builtins, "___torch": torch, "___sys": sys}
+        namespace: dict[str, Any] = {"___builtins": builtins, "___torch": torch, "___sys": sys,
+                                     "___torch_compat": torch_compat}
         counter = itertools.count()
         parts: list[str] = []
         exprs: list[tuple[str, Guard]] = []

@@ -578,7 +578,7 @@ class ConstAttrIsGuard(Guard):
 @dataclasses.dataclass(frozen=True, eq=False)
 class ExprGuard(Guard):
     """A boolean expression with no kind of its own: ``text`` over the sources (as their
-    ``name()``), ``___G``/``___F``/``___builtins``/``___torch``/``___sys``, and constants
+    ``name()``), ``___G``/``___F``/``___builtins``/``___torch``/``___sys``/``___torch_compat``, and constants
     written ``{key}`` (``consts``: (key, object) pairs).  program.py parses it with ``ast``;
     what it cannot translate runs in the residual Python check (logged)."""
 
@@ -660,7 +660,7 @@ class TensorAliasingGuard(ExprGuard):
 # torch.fx symbolic tracing (also non-strict export), a dispatch mode (FakeTensorMode, make_fx's
 # proxy mode, a TorchDispatchMode) and a torch.func transform (vmap, grad, ...).
 _NO_OTHER_TRACER = ("___torch._C._get_tracing_state() is None",
-                    "not ___torch.fx._symbolic_trace._is_fx_tracing_flag",
+                    "not ___torch_compat.is_fx_tracing()",  # (its spelling differs by torch version)
                     "___torch._C._len_torch_dispatch_stack() == 0",
                     "___torch._C._functorch.peek_interpreter_stack() is None")
 

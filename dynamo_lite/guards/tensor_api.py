@@ -2,7 +2,12 @@
 
 ``dynamo_lite._tensor_meta`` (csrc/tensor_meta.cpp, optional) reads a tensor's
 dtype, device, sizes, strides and requires_grad from its ``c10::TensorImpl``.
-At import this module:
+It is built against one torch (its file is named after that torch's version,
+``torch_compat.tensor_meta_filename``); a build for another torch is never
+loaded (its TensorImpl layout and libc10 symbols may differ). At import this
+module:
+  0. loads the build made for the running torch, if there is one (a log line
+     says when there is none, or only builds for other torch versions);
   1. finds where a tensor object keeps its TensorImpl pointer, by comparing
      the words of probe tensors with ``tensor._cdata`` (the address torch
      reports), and configures the reader with that offset;
@@ -24,12 +29,17 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import glob
+import importlib.machinery
+import importlib.util
 import logging
+import os
+import sys
 from typing import Optional
 
 import torch
 
-from .. import _C
+from .. import _C, torch_compat
 
 log = logging.getLogger("dynamo_lite.guards")
 
@@ -79,12 +89,44 @@ def _agrees(meta) -> bool:
     return len(set(seen_codes.values())) == len(seen_codes)
 
 
+_MODULE_NAME = "dynamo_lite._tensor_meta"
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _import_build(package_dir: str = _PACKAGE_DIR):
+    """The ``_tensor_meta`` module built for the running torch, or None (logged)."""
+    path = os.path.join(package_dir, torch_compat.tensor_meta_filename())
+    if not os.path.exists(path):
+        others = sorted(os.path.basename(p) for p in glob.glob(os.path.join(package_dir, "_tensor_meta*")))
+        if others:
+            log.warning("dynamo_lite._tensor_meta has no build for torch %s (found: %s; build it with "
+                        "python setup.py build_ext --inplace); tensor guards read Python attributes",
+                        torch.__version__, ", ".join(others))
+        else:
+            log.debug("dynamo_lite._tensor_meta is not built: tensor guards read Python attributes")
+        return None
+    # the file's name is not the module's (PyInit__tensor_meta): load it under the module's name
+    loader = importlib.machinery.ExtensionFileLoader(_MODULE_NAME, path)
+    spec = importlib.util.spec_from_file_location(_MODULE_NAME, path, loader=loader)
+    if spec is None:
+        return None
+    try:
+        meta = importlib.util.module_from_spec(spec)
+        loader.exec_module(meta)
+    except ImportError as e:
+        log.warning("dynamo_lite._tensor_meta (%s) does not load (%s); tensor guards read Python attributes",
+                    os.path.basename(path), e)
+        return None
+    sys.modules[_MODULE_NAME] = meta
+    return meta
+
+
 def _load():
     global _meta
-    try:
-        from .. import _tensor_meta as meta  # lazy: the optional C++ extension (links libc10) loads on first use
-    except ImportError:
-        log.debug("dynamo_lite._tensor_meta is not built: tensor guards read Python attributes")
+    meta = _import_build()  # the optional C++ extension (links libc10)
+    if meta is None:
         return
     try:
         offset = _find_offset(meta)

@@ -19,7 +19,7 @@ import types
 from typing import Any, Callable, Optional
 
 from .. import graph_breaks as gb
-from .. import guards
+from .. import guards, torch_compat
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
@@ -494,7 +494,6 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
     None otherwise."""
     import torch
     import torch.amp.autocast_mode as _autocast_mode
-    import torch.utils._contextlib as _contextlib
 
     code = fn_var.fn.__code__
     src = None
@@ -509,8 +508,7 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
         return GlobalModeDecoratedVariable(GlobalModeContextVariable(
             torch.autocast, torch.amp._enter_autocast, vals, torch.amp._exit_autocast, tx.root().steps,
             tx.user_stack()), tx.wrap(func, src))
-    if code.co_name != "decorate_context" or code.co_filename != _contextlib.__file__ or \
-            code.co_freevars != ("ctx_factory", "func"):
+    if not torch_compat.is_context_decorator_code(code):  # (its co_name differs by torch version)
         return None
     factory, func = (c.cell_contents for c in fn_var.fn.__closure__)
     ctx = getattr(factory, "__self__", None)
