@@ -125,6 +125,11 @@ class AttrSource(Source):
         return self.parent.base()
 
 
+def attr_source(parent: "Source | None", attr: str) -> "AttrSource | None":
+    """``parent.attr``, or None when ``parent`` is None (a value with no source)."""
+    return AttrSource(parent, attr) if parent is not None else None
+
+
 @dataclasses.dataclass(frozen=True)
 class ItemSource(Source):
     parent: Source

@@ -354,12 +354,24 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
 
 
 class UserMethodVariable(VariableTracker):
-    """A function bound to an object (obj.method)."""
+    """A function bound to an object (obj.method).
 
-    def __init__(self, fn, obj: VariableTracker, source=None):
+    Attributes:
+        fn: the function (or a tracker of it).
+        obj: the tracker of the object it is bound to.
+        fn_source: where the function itself is read (``type(obj).name``), when known: its
+            closure cells are then guarded like any other input (a nonlocal rebound later
+            recompiles).
+    """
+
+    def __init__(self, fn, obj: VariableTracker, source=None, fn_source=None):
         super().__init__(source)
         self.fn = fn
         self.obj = obj
+        self.fn_source = fn_source
+
+    def _fn_var(self) -> VariableTracker:
+        return self.fn if isinstance(self.fn, VariableTracker) else UserFunctionVariable(self.fn, self.fn_source)
 
     def _repr_body(self):
         return getattr(self.fn, "__qualname__", str(self.fn))
@@ -371,14 +383,13 @@ class UserMethodVariable(VariableTracker):
         return types.MethodType
 
     def call_function(self, tx, args, kwargs):
-        fn_var = self.fn if isinstance(self.fn, VariableTracker) else UserFunctionVariable(self.fn)
-        return fn_var.call_function(tx, [self.obj, *args], kwargs)
+        return self._fn_var().call_function(tx, [self.obj, *args], kwargs)
 
     def var_getattr(self, tx, name):
         if name == "__self__":
             return self.obj
         if name == "__func__":
-            return self.fn if isinstance(self.fn, VariableTracker) else UserFunctionVariable(self.fn)
+            return self._fn_var()
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(getattr(self.fn, name))
         return super().var_getattr(tx, name)

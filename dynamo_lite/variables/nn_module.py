@@ -45,7 +45,7 @@ from torch import nn
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
-from ..source import AttrSource, ItemSource, TypeSource
+from ..source import AttrSource, ItemSource, TypeSource, attr_source
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from .user_objects import mro_lookup, guard_class_attr, guard_function, UserDefinedClassVariable
@@ -125,7 +125,7 @@ class NNModuleVariable(VariableTracker):
             if cls_attr.fget is None:
                 raise GraphBreak(gb.MISSING_ATTRIBUTE, f"property {name!r} of {cls.__name__} has no getter")
             guard_class_attr(tx, cls_src, cls_attr)
-            return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
+            return UserFunctionVariable(cls_attr.fget, attr_source(cls_src, "fget")).call_function(tx, [self], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(cls_attr, type):
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
         if name in d:
@@ -136,11 +136,12 @@ class NNModuleVariable(VariableTracker):
             if isinstance(cls_attr, (staticmethod, classmethod, types.FunctionType)):
                 guard_class_attr(tx, cls_src, cls_attr)
             if isinstance(cls_attr, staticmethod):
-                return UserFunctionVariable(cls_attr.__func__)
+                return UserFunctionVariable(cls_attr.__func__, cls_src)
             if isinstance(cls_attr, classmethod):
-                return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
+                return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls),
+                                          fn_source=attr_source(cls_src, "__func__"))
             if isinstance(cls_attr, types.FunctionType):
-                return UserMethodVariable(cls_attr, self)
+                return UserMethodVariable(cls_attr, self, fn_source=cls_src)
             if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
             return tx.wrap(cls_attr, cls_src)
@@ -210,10 +211,10 @@ class NNModuleVariable(VariableTracker):
         # api.OptimizedModule carries the marker, so this layer need not import the API)
         if call is not nn.Module.__call__ and not getattr(type(module), "_dynamo_lite_optimized_module", False):
             if isinstance(call, types.FunctionType):
-                if self.source is not None:
-                    guard_function(tx, AttrSource(TypeSource(self.source), "__call__"), call)
-
-                return UserMethodVariable(call, self).call_function(tx, args, kwargs)
+                call_src = AttrSource(TypeSource(self.source), "__call__") if self.source is not None else None
+                if call_src is not None:
+                    guard_function(tx, call_src, call)
+                return UserMethodVariable(call, self, fn_source=call_src).call_function(tx, args, kwargs)
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
         pre_hooks, post_hooks = self._forward_hooks(tx)
         if self.source is not None:
@@ -228,11 +229,13 @@ class NNModuleVariable(VariableTracker):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.forward is not a Python function")
         if "forward" in module.__dict__:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "forward replaced on the instance")
+        forward_src = None
         if self.source is not None:  # ... and not replaced on the instance or the class after this compile
             tx.output.add_guard(guards.NotInDictGuard(self.source, "forward"))
-            guard_function(tx, AttrSource(TypeSource(self.source), "forward"), forward)
+            forward_src = AttrSource(TypeSource(self.source), "forward")
+            guard_function(tx, forward_src, forward)
         if not pre_hooks and not post_hooks:
-            return UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
+            return UserFunctionVariable(forward, forward_src).call_function(tx, [self, *args], kwargs)
         # Module._call_impl with forward hooks: pre-hooks may replace the positional arguments,
         # forward hooks the result (a hook returning None keeps them)
         for hook in pre_hooks:
@@ -240,7 +243,7 @@ class NNModuleVariable(VariableTracker):
             if not _is_none(new_args, "a forward pre-hook's result"):
                 # a non-tuple result is the one argument
                 args = list(new_args.unpack(tx)) if issubclass(new_args.python_type(), tuple) else [new_args]
-        result = UserFunctionVariable(forward).call_function(tx, [self, *args], kwargs)
+        result = UserFunctionVariable(forward, forward_src).call_function(tx, [self, *args], kwargs)
         for hook in post_hooks:
             hook_result = hook.call_function(tx, [self, TupleVariable(list(args)), result], {})
             if not _is_none(hook_result, "a forward hook's result"):

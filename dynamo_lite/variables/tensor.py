@@ -276,6 +276,10 @@ def _type_string(fake) -> str:
 
 
 # ---- turning trackers into node arguments ---------------------------------------
+# the dtypes torch's argument parser reads Python's scalar classes as (dtype=int, x.to(float))
+_SCALAR_TYPE_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
 def _node_arg(v: VariableTracker):
     if isinstance(v, TensorVariable):
         return v.node
@@ -299,7 +303,10 @@ def _node_arg(v: VariableTracker):
         return {k: _node_arg(i) for k, i in v.items.items()}
     if v.is_python_constant():
         value = v.as_python_constant()
-        if isinstance(value, type):  # a class (x.as_subclass(C)): the graph's code cannot name it
+        if isinstance(value, type):
+            if value in _SCALAR_TYPE_DTYPES:  # torch.tensor(0, dtype=int): torch's parser reads it as a dtype
+                return _SCALAR_TYPE_DTYPES[value]
+            # another class (x.as_subclass(C)): the graph's code cannot name it
             raise GraphBreak(gb.VALUE_UNKNOWN, f"class {value.__qualname__} passed to a tensor operation")
         return value
     raise GraphBreak(gb.VALUE_UNKNOWN, f"{v.describe()} cannot be passed to a tensor operation in a graph")

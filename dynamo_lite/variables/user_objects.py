@@ -42,7 +42,7 @@ from .. import guards, runtime
 from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, type_or_none, VariableTracker
 from .constant import ConstantVariable, NONE
-from ..source import AttrSource, ItemSource, TypeSource
+from ..source import AttrSource, ItemSource, TypeSource, attr_source
 from .mappings import (
     ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable, FrozenDictVariable,
     MappingProxyVariable,
@@ -123,7 +123,7 @@ class ObjectLike(VariableTracker):
             if cls_attr.fget is None:
                 raise GraphBreak(gb.MISSING_ATTRIBUTE, f"property {name!r} has no getter")
             guard_class_attr(tx, cls_src, cls_attr)
-            return UserFunctionVariable(cls_attr.fget).call_function(tx, [self], {})
+            return UserFunctionVariable(cls_attr.fget, attr_source(cls_src, "fget")).call_function(tx, [self], {})
         if cls_attr is not None and hasattr(type(cls_attr), "__set__") and not isinstance(
                 cls_attr, (types.FunctionType,)):
             value = self._descriptor_value(tx, name)
@@ -140,11 +140,12 @@ class ObjectLike(VariableTracker):
             if isinstance(cls_attr, (staticmethod, classmethod, types.FunctionType)):
                 guard_class_attr(tx, cls_src, cls_attr)
             if isinstance(cls_attr, staticmethod):
-                return UserFunctionVariable(cls_attr.__func__)
+                return UserFunctionVariable(cls_attr.__func__, cls_src)
             if isinstance(cls_attr, classmethod):
-                return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls))
+                return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls),
+                                          fn_source=attr_source(cls_src, "__func__"))
             if isinstance(cls_attr, types.FunctionType):
-                return UserMethodVariable(cls_attr, self)
+                return UserMethodVariable(cls_attr, self, fn_source=cls_src)
             if isinstance(cls_attr, functools._lru_cache_wrapper) and python_function_handler(cls_attr):
                 guard_class_attr(tx, cls_src, cls_attr)  # binds like a function; answered by its handler
                 return UserMethodVariable(cls_attr, self)

@@ -14,6 +14,7 @@ import types
 import pytest
 import torch
 
+import dynamo_lite
 from dynamo_lite.testing import check
 
 SCALE = 3.0
@@ -661,3 +662,55 @@ def test_function_made_in_another_module_keeps_its_globals():
     for attr in ("__module__", "__qualname__", "__name__", "__defaults__", "__kwdefaults__"):
         assert getattr(func_c, attr) == getattr(func_e, attr), attr
     assert func_c.__globals__ is _factory_mod.__dict__
+
+
+def _closure_classes():
+    """A module class and a plain class whose methods read a free variable of the function that
+    made them, and a setter that rebinds it (as a decorator factory or a config closure does)."""
+    scale = 1.0
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x):
+            return x * scale
+
+    class Helper:
+        def apply(self, x):
+            return x + scale
+
+        @staticmethod
+        def shift(x):
+            return x - scale
+
+        @property
+        def factor(self):
+            return scale * 2
+
+    def set_scale(value):
+        nonlocal scale
+        scale = value
+
+    return Scaled, Helper, set_scale
+
+
+@pytest.mark.parametrize("reach", ["module forward", "method", "staticmethod", "property"])
+def test_free_variable_of_a_method_rebound_between_calls_is_seen(reach):
+    # the method is found on the object's class, so its closure is read through
+    # type(obj).name.__closure__: rebinding the free variable recompiles instead of replaying
+    Scaled, Helper, set_scale = _closure_classes()
+    holder = torch.nn.Module()
+    holder.inner, holder.helper = Scaled(), Helper()
+
+    def f(x):
+        if reach == "module forward":
+            return holder.inner(x) + 1
+        if reach == "method":
+            return holder.helper.apply(x)
+        if reach == "staticmethod":
+            return holder.helper.shift(x)
+        return x * holder.helper.factor
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    x = torch.ones(3)
+    for value in (1.0, 5.0, -2.0):
+        set_scale(value)
+        torch.testing.assert_close(compiled(x), f(x))

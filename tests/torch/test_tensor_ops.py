@@ -31,6 +31,16 @@ def test_metadata_attributes_as_python_values():
     check(f, torch.randn(3, 4))
 
 
+def test_python_scalar_classes_as_dtypes_stay_in_the_graph():
+    # torch reads dtype=int / float / bool / complex as int64 / float64 / bool / complex128
+    # (transformers' linear-attention caches build torch.tensor(0, dtype=int))
+    def f(x):
+        return (torch.tensor(0, dtype=int), x.to(float), torch.zeros(2, dtype=bool),
+                x.new_ones(2, dtype=complex), torch.full((2,), 3, dtype=float), x.to(dtype=int))
+
+    check(f, torch.randn(3), fullgraph=True)
+
+
 def test_torch_size_behaves_like_a_tuple():
     def f(x):
         s = x.shape
