@@ -222,6 +222,22 @@ dl_type_version(PyTypeObject *tp)
 #endif
 }
 
+/* Does this dict's version change whenever its contents change?  3.11 and
+ * 3.12: always.  3.13 keeps the attributes of most instances in "inline
+ * values" that a materialised __dict__ shares (a split dict: ma_values points
+ * at them), and a store through the object (obj.a = 2) writes those values
+ * without a new dict version: such a version cannot tell "unchanged since". */
+static inline int
+dl_dict_version_follows_contents(PyObject *dict)
+{
+#if DL_PY313
+    return ((PyDictObject *)dict)->ma_values == NULL;
+#else
+    (void)dict;
+    return 1;
+#endif
+}
+
 /* The instance __dict__ of obj (borrowed), or NULL (none; no error set).
  * 3.11 may first turn inline ("managed") attribute values into a real dict,
  * as reading obj.__dict__ does. */

@@ -398,6 +398,45 @@ dl_is_installed(PyObject *module, PyObject *Py_UNUSED(ignored))
                            dl_eval_frame);
 }
 
+/* thread_local_get(local, name, default): see the method table. */
+static PyObject *
+dl_thread_local_get_py(PyObject *module, PyObject *const *argv,
+                       Py_ssize_t argc)
+{
+    static PyObject *dict_name = NULL; /* "__dict__", interned once */
+    if (argc != 3 || !PyUnicode_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "thread_local_get(local, name, default) takes a "
+                        "threading.local, a str and a default");
+        return NULL;
+    }
+    if (dict_name == NULL) {
+        dict_name = PyUnicode_InternFromString("__dict__");
+        if (dict_name == NULL) {
+            return NULL;
+        }
+    }
+    /* a threading.local answers "__dict__" with this thread's own dict */
+    PyObject *d = PyObject_GetAttr(argv[0], dict_name);
+    if (d == NULL) {
+        return NULL;
+    }
+    if (!PyDict_Check(d)) {
+        Py_DECREF(d);
+        PyErr_SetString(PyExc_TypeError,
+                        "thread_local_get: the object's __dict__ is not a dict");
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(d, argv[1]); /* borrowed */
+    if (value == NULL) {
+        Py_DECREF(d);
+        return PyErr_Occurred() ? NULL : Py_NewRef(argv[2]);
+    }
+    Py_INCREF(value);
+    Py_DECREF(d);
+    return value;
+}
+
 static PyMethodDef dl_methods[] = {
     {"set_callback", dl_set_callback, METH_O,
      "set_callback(cb) -> previous\n\nSet this thread's callback "
@@ -410,6 +449,13 @@ static PyMethodDef dl_methods[] = {
      "with it), it is their only holder, as if the caller's CALL had moved "
      "them into an inlined frame: an argument the callee drops dies there. "
      "Generated code calls resume functions this way."},
+    {"thread_local_get", (PyCFunction)(void (*)(void))dl_thread_local_get_py,
+     METH_FASTCALL,
+     "thread_local_get(local, name, default) -> value\n\nThis thread's "
+     "`name` in `local` (a threading.local), or `default`: what "
+     "getattr(local, name, default) answers, without making and dropping "
+     "an AttributeError when the name is unset (guards call it on every "
+     "check)."},
     {"get_callback", dl_get_callback, METH_NOARGS,
      "get_callback() -> this thread's callback or None."},
     {"uninstall", dl_uninstall, METH_NOARGS,

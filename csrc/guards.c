@@ -21,7 +21,7 @@
  *   (LOAD_ATTR through an instance __dict__ and LOAD_ITEM on an exact dict
  *   remember the value they found with the dict's version: an unchanged
  *   dict answers without a lookup.)
- *   LOAD_CLOSURE a = reg[b].__closure__[n].cell_contents   (reg[b] a function)
+ *   LOAD_CELL a = reg[b].__closure__[n].cell_contents   (reg[b] a function)
  *   LOAD_TYPE    a = type(reg[b])
  *   LOAD_CALL0   a = reg[b]()
  *   LOAD_SIZE    a = reg[b].size(n)   (int; the C++ reader when reg[b]'s type
@@ -80,7 +80,7 @@ enum {
     OP_LOAD_CONST,
     OP_LOAD_ATTR,
     OP_LOAD_ITEM,
-    OP_LOAD_CLOSURE,
+    OP_LOAD_CELL,
     OP_LOAD_TYPE,
     OP_LOAD_CALL0,
     OP_LOAD_SIZE,
@@ -109,7 +109,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_LOAD_CONST] = "LOAD_CONST",
     [OP_LOAD_ATTR] = "LOAD_ATTR",
     [OP_LOAD_ITEM] = "LOAD_ITEM",
-    [OP_LOAD_CLOSURE] = "LOAD_CLOSURE",
+    [OP_LOAD_CELL] = "LOAD_CELL",
     [OP_LOAD_TYPE] = "LOAD_TYPE",
     [OP_LOAD_CALL0] = "LOAD_CALL0",
     [OP_LOAD_SIZE] = "LOAD_SIZE",
@@ -464,10 +464,17 @@ attr_cache_fill(GuardOp *op, PyTypeObject *tp)
 }
 
 /* dict[op->obj] (new reference) for an exact dict or an instance __dict__,
- * through the op's version cache; NULL without an error when missing. */
+ * through the op's version cache (not for a dict whose version does not
+ * follow its contents: dl_dict_version_follows_contents); NULL without an
+ * error when missing. */
 static inline PyObject *
 dict_lookup_cached(GuardOp *op, PyObject *dict)
 {
+    if (!dl_dict_version_follows_contents(dict)) {
+        PyObject *v = PyDict_GetItemWithError(dict, op->obj);
+        Py_XINCREF(v);
+        return v;
+    }
     uint64_t version = dl_dict_version(dict);
     if (version != 0 && version == op->dict_version) {
         Py_INCREF(op->dict_value);
@@ -813,7 +820,7 @@ program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
         case OP_LOAD_ITEM:
             v = load_item(op, regs[op->b]);
             goto loaded;
-        case OP_LOAD_CLOSURE:
+        case OP_LOAD_CELL:
             v = load_closure(regs[op->b], op->n);
             goto loaded;
         case OP_LOAD_TYPE:
@@ -1046,7 +1053,7 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
     }
 #undef BAD_REG
     if ((op == OP_LOAD_ATTR && !PyUnicode_Check(obj)) ||
-        (op == OP_LOAD_CLOSURE && n < 0) ||
+        (op == OP_LOAD_CELL && n < 0) ||
         (op == OP_CHECK_KEYS && !PyList_Check(obj))) {
         PyErr_Format(PyExc_TypeError, "%s: bad operand %R", op_names[op],
                      obj);

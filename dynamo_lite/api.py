@@ -99,6 +99,9 @@ def _recompile(module, backend, fullgraph, dynamic):
     return compile(module, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
 
 
+_OWN_STORAGE_KEY = 0
+
+
 def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch.nn.Module:
     if isinstance(module, OptimizedModule):
         module = module._orig_mod
@@ -107,7 +110,14 @@ def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch
                                                                        "__module__": cls.__module__})
     opt_cls._dl_plain_call = cls.__call__ is _MODULE_CALL
     new = object.__new__(opt_cls)
-    object.__setattr__(new, "__dict__", module.__dict__)
+    shared: dict = module.__dict__
+    # CPython 3.13 may keep an instance's attributes inside the instance ("inline values") with
+    # its __dict__ only a view of them, which the garbage collector reaches through the instance
+    # alone: a module referenced only by the wrapper (unpickled, deep-copied) would be collected
+    # under it.  A key that is not a str makes the dict keep its own items (any Python).
+    shared[_OWN_STORAGE_KEY] = None
+    del shared[_OWN_STORAGE_KEY]
+    object.__setattr__(new, "__dict__", shared)
     # __dict__ is shared, so this one key is visible on the original too; it is
     # the only trace compile() leaves on the module.
     module.__dict__["_dl_orig_mod"] = module

@@ -5,11 +5,12 @@ some supported Pythons (``VERSION_SPECIFIC_OPNAMES``; the handler modules of sym
 name the opcodes they handle, and registration is by version) or builds an instruction whose
 argument form differs by version (``VERSION_SPECIFIC_FORMS``) other than through the emitters
 here; the check is tests/unit/test_codegen_roundtrip.py::test_version_knowledge_stays_in_bytecode_compat.
-Supported: CPython 3.11 and 3.12 (the C side: csrc/cpython_compat.h).  What it knows:
+Supported: CPython 3.11, 3.12 and 3.13 (the C side: csrc/cpython_compat.h).  What it knows:
 
 - opcode names by version: ``OPNAMES`` (the running Python's real opcodes; 3.12's dis.opmap
   also lists pseudo and instrumented ones), ``KNOWN_OPNAMES`` (every supported Python's),
-  ``has_opcode``;
+  ``has_opcode``; ``OP_*`` names of the opcodes only some versions have (3.13's CALL_KW,
+  TO_BOOL, SET_FUNCTION_ATTRIBUTE; 3.11/3.12's KW_NAMES, LOAD_CLOSURE, FORMAT_VALUE...);
 - opcode tables for the symbolic interpreter's handlers: ``NOOPS``,
   ``CONDITIONAL_JUMPS`` (opname -> pops?, jump when truthy?, test kind),
   ``UNCONDITIONAL_JUMPS``, ``BACKWARD_JUMPS``, ``CALL_PREFIX`` (the
@@ -19,19 +20,25 @@ Supported: CPython 3.11 and 3.12 (the C side: csrc/cpython_compat.h).  What it k
   interpreter refuses, by kind);
 - code flags (``CO_*``) and MAKE_FUNCTION flag bits (``MF_*``);
 - decoding for the interpreter: ``instructions`` (``dis.Instruction``s without
-  CACHE/EXTENDED_ARG), ``exception_table``, ``binary_op_name``,
-  ``load_global_pushes_null``, ``load_attr_is_method`` (3.12's method bit),
+  CACHE/EXTENDED_ARG), ``exception_table``, ``binary_op_name``, ``starts_line``,
+  ``load_global_pushes_null``, ``load_attr_is_method`` (3.12's method bit), ``with_null`` /
+  ``call_operands`` (where a call's NULL is: below the callable until 3.12, above it in 3.13),
+  ``compare_to_bool``, ``make_function_flags``, ``resume_kind``, ``END_FOR_POPS``,
+  ``local_reads`` / ``local_writes`` (3.13's LOAD_FAST_LOAD_FAST and the like),
   ``load_super_attr_form``, ``intrinsic_name``, ``return_value_of``,
   ``FOR_ITER_EXIT_SKIP`` (3.12 jumps past END_FOR), ``SEND_KEEPS_RECEIVER``,
   ``inlined_comprehension_loops`` (PEP 709), ``is_pass_through_handler``, ``arg_names``;
 - emitters for generated code, each returning a list of ``bytecode.Instr``:
-  ``push_null``, ``call`` (n positional arguments, the last ones by keyword; 3.11 adds
-  PRECALL), ``load_method`` / ``call_method`` (3.12: ``LOAD_ATTR (True, name)``),
+  ``push_null``, ``null_before_callable`` / ``null_after_callable``, ``call`` (n positional
+  arguments, the last ones by keyword; 3.11 adds PRECALL; 3.13: CALL_KW),
+  ``load_method`` / ``call_method`` (3.12: ``LOAD_ATTR (True, name)``),
   ``load_attr``, ``load_global``, ``load_closure``, ``return_const``, ``return_as_jump``,
   ``jump``, ``jump_if`` (by truth; 3.12's conditional jumps go forward only and never keep
-  their value), ``redirect_jump`` (same test, new target), ``frame_prologue`` (COPY_FREE_VARS,
-  MAKE_CELL, RESUME), ``make_function`` (named flags); ``is_prologue`` /
-  ``ends_prologue`` recognise the original prologue;
+  their value; 3.13's need an exact bool: TO_BOOL first), ``redirect_jump`` (same test, new
+  target), ``before_entry`` / ``fused_truth_test`` (entering the original code at a test of
+  truth in 3.13), ``frame_prologue`` (COPY_FREE_VARS, MAKE_CELL, RESUME), ``make_function``
+  (named flags; 3.13: SET_FUNCTION_ATTRIBUTE), ``mark_cell_loads`` (3.13's closure loads
+  of argument cells); ``is_prologue`` / ``ends_prologue`` recognise the original prologue;
 - stack effects: ``stack_effect`` (``dis.stack_effect`` through
   ``bytecode.Instr``) and ``nulls_after`` (which stack slots hold NULL after an
   instruction: only calls consume NULL, only the NULL-pushing loads make one).
@@ -57,12 +64,13 @@ import types
 import weakref
 from typing import Optional
 
-from bytecode import Instr, Label
+from bytecode import CellVar, Instr, Label
 
 _VERSION = sys.version_info[:2]
-SUPPORTED = _VERSION in ((3, 11), (3, 12))
+SUPPORTED = _VERSION in ((3, 11), (3, 12), (3, 13))
 PY_VERSION = "%d.%d" % _VERSION
 _PY312 = _VERSION >= (3, 12)
+_PY313 = _VERSION >= (3, 13)
 
 # ---- opcode names by version ----------------------------------------------------------------
 # Real opcodes that exist in only some of the supported Pythons.  (3.12's dis.opmap also lists
@@ -81,11 +89,21 @@ _FROM_312 = frozenset({
     "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE", "POP_JUMP_IF_TRUE", "RESERVED", "RETURN_CONST",
     "STORE_SLICE",
 })
+# Real opcodes of 3.11 and 3.12 that 3.13 removed (LOAD_CLOSURE is a pseudo-instruction there:
+# the compiler turns it into LOAD_FAST of the cell's slot) ...
+_UNTIL_312 = frozenset({"FORMAT_VALUE", "KW_NAMES", "LOAD_CLOSURE"})
+# ... and the ones it added (ENTER_EXECUTOR and EXIT_INIT_CHECK never appear in a code object's
+# own bytecode: the specialising interpreter writes them)
+_FROM_313 = frozenset({
+    "CALL_KW", "CONVERT_VALUE", "ENTER_EXECUTOR", "EXIT_INIT_CHECK", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
+    "LOAD_FAST_LOAD_FAST", "SET_FUNCTION_ATTRIBUTE", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
+    "TO_BOOL",
+})
 _MIN_NOT_REAL = min(getattr(opcode, "MIN_INSTRUMENTED_OPCODE", 256), 256)
 # the real opcodes of the running Python (what a code object can hold)
 OPNAMES = frozenset(name for name, op in dis.opmap.items() if op < _MIN_NOT_REAL)
 # every real opcode name of a supported Python
-KNOWN_OPNAMES = OPNAMES | _ONLY_311 | _FROM_312
+KNOWN_OPNAMES = OPNAMES | _ONLY_311 | _FROM_312 | _UNTIL_312 | _FROM_313
 
 
 def has_opcode(name: str) -> bool:
@@ -140,23 +158,74 @@ def backward_variant(opname: str) -> str:
     return opname
 
 
-# Instructions that start a call sequence (3.11: [KW_NAMES] PRECALL CALL; 3.12: [KW_NAMES] CALL).
-CALL_PREFIX = ("KW_NAMES",) if _PY312 else ("KW_NAMES", "PRECALL")
-OP_KW_NAMES = "KW_NAMES"  # sets the keyword names of the next CALL
+# Instructions that start a call sequence (3.11: [KW_NAMES] PRECALL CALL; 3.12: [KW_NAMES] CALL;
+# 3.13: CALL, or CALL_KW after the LOAD_CONST of the keyword names, a value on the stack).
+CALL_PREFIX = () if _PY313 else ("KW_NAMES",) if _PY312 else ("KW_NAMES", "PRECALL")
+OP_KW_NAMES = "KW_NAMES"  # (3.11, 3.12) sets the keyword names of the next CALL
+OP_CALL_KW = "CALL_KW"  # (3.13) a call whose keyword names are a tuple on top of the stack
 OP_LOAD_METHOD = "LOAD_METHOD"  # 3.11: NULL + bound attribute, or the function + self
 OP_LIST_TO_TUPLE = "LIST_TO_TUPLE"  # 3.11; an intrinsic from 3.12 on
 OP_LOAD_FAST_AND_CLEAR = "LOAD_FAST_AND_CLEAR"  # 3.12: saves a local (inlined comprehensions)
 OP_LOAD_SUPER_ATTR = "LOAD_SUPER_ATTR"  # 3.12: super().name in one instruction
+OP_LOAD_CLOSURE = "LOAD_CLOSURE"  # 3.11, 3.12: the cell object of a cell / free variable
+OP_FORMAT_VALUE = "FORMAT_VALUE"  # 3.11, 3.12: one f-string field (3.13: CONVERT_VALUE + FORMAT_*)
+OP_TO_BOOL = "TO_BOOL"  # 3.13: bool(TOS), before a conditional jump or `not`
+OP_SET_FUNCTION_ATTRIBUTE = "SET_FUNCTION_ATTRIBUTE"  # 3.13: MAKE_FUNCTION's flags, one at a time
+# The instructions that make a function object (a class body made of plain statements has them).
+MAKE_FUNCTION_OPS = ("MAKE_FUNCTION", OP_SET_FUNCTION_ATTRIBUTE) if _PY313 else ("MAKE_FUNCTION",)
+# The instruction that pushes a cell object for a closure tuple (3.13: LOAD_FAST of the cell's slot).
+CLOSURE_LOAD_OP = "LOAD_FAST" if _PY313 else OP_LOAD_CLOSURE
+# (3.13) LOAD_FAST of a cell or free variable's slot pushes the cell itself (what LOAD_CLOSURE
+# did): after MAKE_CELL / COPY_FREE_VARS a cell's slot holds only the cell.
+LOAD_FAST_OF_CELL_IS_CLOSURE = _PY313
 
 # Instructions that end the frame with a return.
 RETURNS = ("RETURN_VALUE", "RETURN_CONST") if _PY312 else ("RETURN_VALUE",)
-# Fast-local reads (liveness): instructions whose argument is a local they read.
+# Fast-local reads (liveness): instructions whose argument is a local they read (3.13's
+# superinstructions read and write several: ``local_reads`` / ``local_writes``).
 LOCAL_READS = ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST") if _PY312 else \
     ("LOAD_FAST", "DELETE_FAST")
+
+
+def local_reads(instr) -> tuple:
+    """Names of the fast locals a ``bytecode.Instr`` reads, as liveness sees it (a local read
+    after the instruction assigned it is not a read of the value before it).  A load of a cell's
+    slot (3.13's closure loads, arg a CellVar / FreeVar) reads no fast local."""
+    name, arg = instr.name, instr.arg
+    if name in LOCAL_READS:
+        return (arg,) if isinstance(arg, str) else ()
+    if name == "LOAD_FAST_LOAD_FAST":
+        return tuple(arg)
+    if name == "STORE_FAST_LOAD_FAST":
+        return () if arg[1] == arg[0] else (arg[1],)
+    return ()
+
+
+def local_writes(instr) -> tuple:
+    """Names of the fast locals a ``bytecode.Instr`` (or a ``dis.Instruction``) assigns."""
+    name = getattr(instr, "name", None) or instr.opname
+    arg = instr.arg if hasattr(instr, "name") else instr.argval
+    if name == "STORE_FAST":
+        return (arg,)
+    if name == "STORE_FAST_LOAD_FAST":
+        return (arg[0],)
+    if name == "STORE_FAST_STORE_FAST":
+        return tuple(arg)
+    return ()
+
+
 # Instructions of one version after which a frame may continue in a resume function (besides
 # the common ones codegen/resume.py lists): they push no NULL.
-RESUMABLE = (frozenset({"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1", "LOAD_FAST_CHECK"}) if _PY312
-             else frozenset({"UNARY_POSITIVE", OP_LIST_TO_TUPLE}))
+if _PY313:
+    RESUMABLE = frozenset({
+        "BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1", "LOAD_FAST_CHECK", "CALL_KW", "TO_BOOL",
+        "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC", "LOAD_FAST_LOAD_FAST",
+        "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "SET_FUNCTION_ATTRIBUTE",
+    })
+elif _PY312:
+    RESUMABLE = frozenset({"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1", "LOAD_FAST_CHECK", OP_FORMAT_VALUE})
+else:
+    RESUMABLE = frozenset({"UNARY_POSITIVE", OP_LIST_TO_TUPLE, OP_FORMAT_VALUE})
 
 # Version-only opcodes the interpreter does not trace, by kind (symbolic/opcodes/unsupported.py
 # gives each kind its reason).
@@ -169,6 +238,8 @@ if _PY312:
         "INTERPRETER_EXIT": "internal",
         "RESERVED": "internal",
     }
+    if _PY313:
+        UNSUPPORTED_OPS.update({"ENTER_EXECUTOR": "internal", "EXIT_INIT_CHECK": "internal"})
 else:
     UNSUPPORTED_OPS = {
         "PREP_RERAISE_STAR": "except*",
@@ -178,11 +249,11 @@ else:
         "PRINT_EXPR": "interactive",
     }
 
-# Opcode names whose use is version knowledge: they exist in only some supported Pythons, or
-# their form changes (KW_NAMES goes in 3.13).  No other module of dynamo_lite spells them, except
-# as the names a handler registers for (registration is by version); the check is
+# Opcode names whose use is version knowledge: they exist in only some supported Pythons.  No
+# other module of dynamo_lite spells them, except as the names a handler registers for
+# (registration is by version); the check is
 # tests/unit/test_codegen_roundtrip.py::test_version_knowledge_stays_in_bytecode_compat.
-VERSION_SPECIFIC_OPNAMES = _ONLY_311 | _FROM_312 | {"KW_NAMES", "JUMP_BACKWARD_NO_INTERRUPT"}
+VERSION_SPECIFIC_OPNAMES = _ONLY_311 | _FROM_312 | _UNTIL_312 | _FROM_313 | {"JUMP_BACKWARD_NO_INTERRUPT"}
 # Opcodes whose argument form differs between versions (LOAD_ATTR's method bit in 3.12,
 # LOAD_GLOBAL's NULL bit, calls, jumps, MAKE_FUNCTION's flags, LOAD_CLOSURE's slot): generated
 # code builds them only through the emitters below, never as a literal ``Instr(name, ...)``.
@@ -194,6 +265,12 @@ VERSION_SPECIFIC_FORMS = frozenset({
 
 # RESUME's argument after the YIELD_VALUE of a `yield from` (1: after a plain yield, 3: after await)
 RESUME_AFTER_YIELD_FROM = 2
+
+
+def resume_kind(inst) -> int:
+    """Where a RESUME is (0: start, 1: after yield, 2: after yield from, 3: after await); 3.13
+    adds a bit for the exception depth above these."""
+    return inst.arg & 3
 
 # The frame prologue: instructions before RESUME that set up cells (then RESUME itself).
 PROLOGUE_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME")
@@ -262,6 +339,14 @@ def _decode(code: types.CodeType) -> list[dis.Instruction]:
     return insts
 
 
+def starts_line(inst: dis.Instruction) -> Optional[int]:
+    """The line number a ``dis.Instruction`` starts, or None (3.13's ``starts_line`` is a bool
+    and the number is ``line_number``)."""
+    if _PY313:
+        return inst.line_number if inst.starts_line else None
+    return inst.starts_line
+
+
 def arg_names(code: types.CodeType) -> tuple[str, ...]:
     """Names of every argument slot, in frame order (positional, kw-only, *a, **k)."""
     n = code.co_argcount + code.co_kwonlyargcount
@@ -278,6 +363,34 @@ def load_attr_is_method(inst: dis.Instruction) -> bool:
     """3.12's LOAD_ATTR with the low bit set loads a method: it pushes two values
     (the function + self, or NULL + the attribute), like 3.11's LOAD_METHOD."""
     return _PY312 and bool(inst.arg & 1)
+
+
+def with_null(value, null) -> tuple:
+    """The two stack slots of a callable loaded for a call with no self, bottom first: NULL below
+    the callable (3.11, 3.12: PUSH_NULL, LOAD_GLOBAL's and LOAD_ATTR's NULL bit), or above it (3.13)."""
+    return (value, null) if _PY313 else (null, value)
+
+
+def call_operands(items: list, is_null) -> tuple:
+    """(callable, arguments) of a call whose stack is ``items``: the two slots below the
+    arguments, then the arguments.  3.11 and 3.12 have ``NULL, callable`` or ``method, self``;
+    3.13 has ``callable, NULL`` or ``method, self``; a self is the first argument."""
+    first, second, args = items[0], items[1], list(items[2:])
+    if _PY313:
+        return (first, args) if is_null(second) else (first, [second, *args])
+    return (second, args) if is_null(first) else (first, [second, *args])
+
+
+def compare_to_bool(inst: dis.Instruction) -> bool:
+    """3.13's COMPARE_OP with bit 16 of its argument converts its result to bool (the compiler
+    sets it before a conditional jump, which needs an exact bool)."""
+    return _PY313 and bool(inst.arg & 16)
+
+
+def make_function_flags(inst: dis.Instruction) -> int:
+    """The ``MF_*`` flags of a MAKE_FUNCTION: which values it pops below the code object (3.13:
+    none; SET_FUNCTION_ATTRIBUTE sets each afterwards, its argument one flag)."""
+    return 0 if _PY313 else inst.arg
 
 
 def load_super_attr_form(inst: dis.Instruction) -> tuple:
@@ -312,8 +425,11 @@ def is_pass_through_handler(insts: list, i: int) -> bool:
     return i < len(insts) and insts[i].opname == "RERAISE"
 
 
-# An exhausted FOR_ITER jumps to its target (3.11), or past the END_FOR at its target (3.12).
-FOR_ITER_EXIT_SKIP = 1 if _PY312 else 0
+# An exhausted FOR_ITER pops the iterator and jumps to its target (3.11), past the END_FOR at its
+# target (3.12), or past the END_FOR and the POP_TOP after it (3.13): by this many instructions.
+FOR_ITER_EXIT_SKIP = 2 if _PY313 else 1 if _PY312 else 0
+# Values END_FOR pops (3.12: the iterator and the value; 3.13: one, a POP_TOP follows).
+END_FOR_POPS = 1 if _PY313 else 2
 # When the sub-iterator of SEND returns: 3.11 pops it and pushes the value; 3.12 keeps it under
 # the value (the END_SEND at the target pops it).
 SEND_KEEPS_RECEIVER = _PY312
@@ -328,9 +444,10 @@ def return_value_of(inst: dis.Instruction):
 
 def inlined_comprehension_loops(code: types.CodeType) -> dict:
     """3.12 inlines list/set/dict comprehensions (PEP 709) into the function that runs them:
-    instruction index of each such comprehension's outer FOR_ITER -> index of its END_FOR.
-    The compiler starts one with ``BUILD_LIST/SET/MAP 0; SWAP 2; FOR_ITER`` (the result goes
-    under the iterator); 3.11's comprehensions are functions of their own (none here)."""
+    instruction index of each such comprehension's outer FOR_ITER -> index of the last
+    instruction of its loop's end, which its exhausted FOR_ITER skips (END_FOR; 3.13: the
+    POP_TOP after it).  The compiler starts one with ``BUILD_LIST/SET/MAP 0; SWAP 2; FOR_ITER``
+    (the result goes under the iterator); 3.11's comprehensions are functions of their own (none here)."""
     if not _PY312:
         return {}
     insts = instructions(code)
@@ -342,7 +459,9 @@ def inlined_comprehension_loops(code: types.CodeType) -> dict:
                 build.opname in ("BUILD_LIST", "BUILD_SET", "BUILD_MAP") and build.arg == 0:
             end = index.get(head.argval)
             if end is not None and insts[end].opname == "END_FOR":
-                out[n] = end
+                last = end + FOR_ITER_EXIT_SKIP - 1
+                if last < len(insts) and (last == end or insts[last].opname == "POP_TOP"):
+                    out[n] = last
     return out
 
 
@@ -359,15 +478,44 @@ def binary_op_name(inst: dis.Instruction) -> str:
     return dis._nb_ops[inst.arg][1]  # noqa: SLF001 - stable in 3.11 and 3.12
 
 
+def mark_cell_loads(items: list, code: types.CodeType) -> list:
+    """(3.13) ``bytecode`` gives a closure load of an argument's cell (LOAD_FAST of its slot) as
+    ``LOAD_FAST 'name'``, like a plain local: make its argument a ``CellVar`` (the same code), so
+    liveness does not take it for a read of the local and rewrites that turn the frame's cells
+    into free variables see it.  Other Pythons' items are returned unchanged."""
+    if not _PY313 or not code.co_cellvars:
+        return items
+    cells = set(code.co_cellvars)
+    for n, x in enumerate(items):
+        if isinstance(x, Instr) and x.name == "LOAD_FAST" and isinstance(x.arg, str) and x.arg in cells:
+            items[n] = Instr("LOAD_FAST", CellVar(x.arg), location=x.location)
+    return items
+
+
 # ---- emitters: lists of bytecode.Instr for generated code ---------------------------------
 def push_null(lineno: int) -> list:
-    """The NULL a call expects below a callable that is not a method."""
+    """A NULL stack slot (where the trace's stack has one: ``with_null`` gives its place)."""
     return [Instr("PUSH_NULL", lineno=lineno)]
 
 
+def null_before_callable(lineno: int) -> list:
+    """What goes before the callable of a call with no self: NULL (3.11, 3.12), nothing (3.13)."""
+    return [] if _PY313 else [Instr("PUSH_NULL", lineno=lineno)]
+
+
+def null_after_callable(lineno: int) -> list:
+    """What goes after the callable of a call with no self: nothing (3.11, 3.12), NULL (3.13)."""
+    return [Instr("PUSH_NULL", lineno=lineno)] if _PY313 else []
+
+
 def call(nargs: int, kwnames: tuple = (), *, lineno: int) -> list:
-    """Call: the stack holds NULL (or the self of ``load_method``), the callable, then
-    ``nargs`` arguments, the last ``len(kwnames)`` of them passed by keyword."""
+    """Call: the stack holds the callable and NULL (``null_before_callable`` /
+    ``null_after_callable``; or what ``load_method`` left), then ``nargs`` arguments, the last
+    ``len(kwnames)`` of them passed by keyword."""
+    if _PY313:
+        if kwnames:
+            return [Instr("LOAD_CONST", tuple(kwnames), lineno=lineno), Instr(OP_CALL_KW, nargs, lineno=lineno)]
+        return [Instr("CALL", nargs, lineno=lineno)]
     out = [Instr(OP_KW_NAMES, tuple(kwnames), lineno=lineno)] if kwnames else []
     if not _PY312:
         out.append(Instr("PRECALL", nargs, lineno=lineno))
@@ -393,13 +541,15 @@ def load_attr(name: str, *, lineno: int) -> list:
 
 
 def load_global(name: str, *, push_null: bool = False, lineno: int) -> list:
-    """Push the global ``name`` (NULL first when ``push_null``: the start of a call)."""
+    """Push the global ``name`` (with the NULL of a call when ``push_null``: below it until 3.12,
+    above it in 3.13)."""
     return [Instr("LOAD_GLOBAL", (push_null, name), lineno=lineno)]
 
 
 def load_closure(var, *, lineno: int) -> list:
-    """Push the cell object of ``var`` (a bytecode CellVar / FreeVar), not its contents."""
-    return [Instr("LOAD_CLOSURE", var, lineno=lineno)]
+    """Push the cell object of ``var`` (a bytecode CellVar / FreeVar), not its contents
+    (3.13: LOAD_FAST of the cell's slot)."""
+    return [Instr(CLOSURE_LOAD_OP, var, lineno=lineno)]
 
 
 def return_const(value, *, lineno: int) -> list:
@@ -419,24 +569,30 @@ def jump(label: Label, *, backward: bool = False, lineno: int) -> list:
     return [Instr("JUMP_BACKWARD" if backward else "JUMP_FORWARD", label, lineno=lineno)]
 
 
+def _to_bool(lineno: int) -> list:
+    """3.13's conditional jumps test an exact bool (an int 0 does not jump): convert first."""
+    return [Instr(OP_TO_BOOL, lineno=lineno)] if _PY313 else []
+
+
 def jump_if(truth: bool, label: Label, pop: bool = True, *, backward: bool = False,
             lineno: int) -> list:
-    """Jump when TOS's truth is ``truth``.  ``pop``: TOS is popped either way; else it is
-    popped only when the jump is not taken."""
+    """Jump when TOS's truth is ``truth`` (any value: 3.13 converts it to bool first).  ``pop``:
+    TOS is popped either way; else it is popped only when the jump is not taken."""
     if not pop:
         if backward:
             raise ValueError("a jump that keeps its value goes forward")
         if _PY312:  # no JUMP_IF_*_OR_POP: test a copy, pop the value when not jumping
-            return [Instr("COPY", 1, lineno=lineno),
+            return [Instr("COPY", 1, lineno=lineno), *_to_bool(lineno),
                     Instr("POP_JUMP_IF_TRUE" if truth else "POP_JUMP_IF_FALSE", label, lineno=lineno),
                     Instr("POP_TOP", lineno=lineno)]
         return [Instr("JUMP_IF_TRUE_OR_POP" if truth else "JUMP_IF_FALSE_OR_POP", label, lineno=lineno)]
     if _PY312:
         if backward:  # conditional jumps go forward only: jump over a backward jump
             over = Label()
-            return [Instr("POP_JUMP_IF_FALSE" if truth else "POP_JUMP_IF_TRUE", over, lineno=lineno),
+            return [*_to_bool(lineno),
+                    Instr("POP_JUMP_IF_FALSE" if truth else "POP_JUMP_IF_TRUE", over, lineno=lineno),
                     Instr("JUMP_BACKWARD", label, lineno=lineno), over]
-        return [Instr(f"POP_JUMP_IF_{'TRUE' if truth else 'FALSE'}", label, lineno=lineno)]
+        return [*_to_bool(lineno), Instr(f"POP_JUMP_IF_{'TRUE' if truth else 'FALSE'}", label, lineno=lineno)]
     direction = "BACKWARD" if backward else "FORWARD"
     return [Instr(f"POP_JUMP_{direction}_IF_{'TRUE' if truth else 'FALSE'}", label, lineno=lineno)]
 
@@ -445,6 +601,31 @@ def redirect_jump(instr: Instr, label: Label, *, lineno: Optional[int]) -> Instr
     """A jump with the test of ``instr`` (a jump of the original code) to ``label``, which
     generated code places after it (a stub at the end)."""
     return Instr(forward_variant(instr.name), label, lineno=lineno)
+
+
+def tests_truth(name: str) -> bool:
+    """Does the instruction take the truth of TOS, which 3.13 requires to be an exact bool
+    (made by a TO_BOOL or COMPARE_OP's bool bit before it)?  The conditional jumps by truth and
+    UNARY_NOT; in 3.11 and 3.12 they convert any value themselves."""
+    return name == "UNARY_NOT" or CONDITIONAL_JUMPS.get(name, (None, None, None))[2] == "bool"
+
+
+def before_entry(name: str, *, lineno: int) -> list:
+    """Instructions that generated code runs just before it jumps into the original code at an
+    instruction ``name`` with the stack the trace had there: 3.13 converts TOS to the exact bool
+    a test of its truth needs (``tests_truth``); the trace's value there may be a tensor or an
+    object that an original COMPARE_OP with its bool bit would have converted."""
+    return _to_bool(lineno) if _PY313 and tests_truth(name) else []
+
+
+def fused_truth_test(names: list, k: int) -> int:
+    """The index of the instruction whose successors follow a graph break at ``k``: k itself,
+    or (3.13) the conditional jump after a TO_BOOL at k, which tests the bool it makes, so
+    that a break at the TO_BOOL continues in one resume function per branch, as a break at
+    the jump of 3.11 / 3.12 does."""
+    if _PY313 and names[k] == OP_TO_BOOL and k + 1 < len(names) and names[k + 1] in CONDITIONAL_JUMPS:
+        return k + 1
+    return k
 
 
 def frame_prologue(*, n_freevars: int = 0, cells: tuple = (), lineno: int) -> list:
@@ -467,9 +648,16 @@ def ends_prologue(instr: Instr) -> bool:
 def make_function(*, defaults: bool = False, kwdefaults: bool = False, annotations: bool = False,
                   closure: bool = False, lineno: int) -> list:
     """MAKE_FUNCTION over the values pushed before the code object, in flag order:
-    defaults tuple, kw-only defaults dict, annotations, closure tuple."""
+    defaults tuple, kw-only defaults dict, annotations, closure tuple (3.13: MAKE_FUNCTION of
+    the code alone, then one SET_FUNCTION_ATTRIBUTE per value, the last pushed first)."""
     flags = (MF_DEFAULTS if defaults else 0) | (MF_KWDEFAULTS if kwdefaults else 0) | \
         (MF_ANNOTATIONS if annotations else 0) | (MF_CLOSURE if closure else 0)
+    if _PY313:
+        out = [Instr("MAKE_FUNCTION", lineno=lineno)]
+        for flag in (MF_CLOSURE, MF_ANNOTATIONS, MF_KWDEFAULTS, MF_DEFAULTS):
+            if flags & flag:
+                out.append(Instr(OP_SET_FUNCTION_ATTRIBUTE, flag, lineno=lineno))
+        return out
     return [Instr("MAKE_FUNCTION", flags, lineno=lineno)]
 
 
@@ -491,6 +679,11 @@ def nulls_after(instr: Instr, nulls: tuple) -> Optional[tuple]:
     NULL bit, LOAD_METHOD and (3.12) method loads by LOAD_ATTR / LOAD_SUPER_ATTR (not modelled), so their effect on the slots is the net effect.
     """
     effect = stack_effect(instr, jump=False)
+    if instr.name == OP_CALL_KW:  # pops the keyword names too
+        pops = instr.arg + 3
+        if pops > len(nulls):
+            return None
+        return nulls[:len(nulls) - pops] + (False,)
     if instr.name in _CALLS:
         # CALL n pops NULL-or-self, the callable and n arguments (dis gives PRECALL a share
         # of that effect, but PRECALL pops nothing at run time)

@@ -98,6 +98,25 @@ def keep(v) -> bool:
     return True
 
 
+class _Unbound:
+    """The value handed to a resume function for a local that is unbound (its prologue unbinds it)."""
+
+    def __repr__(self):
+        return "<unbound local>"
+
+
+UNBOUND = _Unbound()
+
+
+def local_or_unbound(frame_locals: dict, name: str):
+    """A generated stub's local ``name``: its value, or UNBOUND.  ``frame_locals`` is the stub's
+    ``locals()``; on 3.12 that is the frame's own f_locals dict, emptied here so that it does not
+    keep the locals' values alive while they are handed on."""
+    value = frame_locals.get(name, UNBOUND)
+    frame_locals.clear()
+    return value
+
+
 _UNBOUND_LOCAL = "cannot access local variable {!r} where it is not associated with a value"
 
 

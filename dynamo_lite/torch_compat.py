@@ -7,11 +7,12 @@ version number (an attribute that exists or not), this module uses it, so a patc
 back-ports a change is still read right.  What differs, and where:
 
 - torch.fx's "symbolic tracing is running" flag: a module global
-  ``torch.fx._symbolic_trace._is_fx_tracing_flag`` on 2.13 and 2.14; a thread-local read through
-  ``_get_is_fx_tracing()`` on 2.15 (the global is gone; an fx trace in another thread is no
-  longer seen).  ``is_fx_tracing`` reads it, at a miss (convert_frame.foreign_tracer) and in
-  every entry's guard (guards/kinds.py, NO_OTHER_TRACER: ``___torch_compat.is_fx_tracing()``,
-  so the guard text and its C program read the same on every version).
+  ``torch.fx._symbolic_trace._is_fx_tracing_flag`` on 2.13; a thread-local
+  (``_is_fx_tracing_tls.flag``, read by ``_get_is_fx_tracing()``) on 2.14.1 and 2.15 (the global
+  is gone; an fx trace in another thread is no longer seen).  ``is_fx_tracing`` reads it, at a
+  miss (convert_frame.foreign_tracer) and in every entry's guard (guards/kinds.py,
+  NO_OTHER_TRACER: ``___torch_compat.is_fx_tracing()``, so the guard text and its C program
+  read the same on every version).
 - the wrapper ``@torch.no_grad`` / ``enable_grad`` / ``set_grad_enabled`` / ``inference_mode``
   put around a function (``torch.utils._contextlib.context_decorator``'s ``decorate_context``):
   its code is named ``decorate_context`` on 2.13 and 2.14; on 2.15 torch renames each wrapper's
@@ -21,11 +22,13 @@ back-ports a change is still read right.  What differs, and where:
   libc10 (``setup.py``); its file carries that torch's version (``tensor_meta_filename``), and
   guards/tensor_api.py loads only the file built for the running torch.
 
-Invariant: imports nothing of dynamo_lite (bottom layer of the import-linter contracts).
+Invariant: imports nothing of dynamo_lite but the C extension (bottom layer of the import-linter
+contracts).
 Tested by tests/unit/test_torch_compat.py.
 """
 from __future__ import annotations
 
+import functools
 import re
 import sysconfig
 import types
@@ -34,6 +37,8 @@ import torch
 import torch.fx._symbolic_trace as _fx_symbolic_trace
 import torch.utils._contextlib as _torch_contextlib
 
+from . import _C
+
 # (major, minor) of the running torch, for reports and for tests that must name a version;
 # behaviour is chosen by feature below, not by this number
 _MAJOR, _MINOR = (int(p) for p in re.findall(r"\d+", torch.__version__)[:2])
@@ -41,17 +46,14 @@ TORCH_VERSION = (_MAJOR, _MINOR)
 SUPPORTED = ((2, 13), (2, 14), (2, 15))
 
 # ---- torch.fx symbolic tracing -------------------------------------------------------
-if hasattr(_fx_symbolic_trace, "_is_fx_tracing_flag"):  # 2.13, 2.14: one module global
-
-    def is_fx_tracing() -> bool:
-        """Is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export) running?"""
-        return _fx_symbolic_trace._is_fx_tracing_flag
-
-else:  # 2.15: thread-local, read through a function
-
-    def is_fx_tracing() -> bool:
-        """Is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export) running here?"""
-        return _fx_symbolic_trace._get_is_fx_tracing()
+# ``is_fx_tracing()``: is torch.fx symbolic tracing (fx.symbolic_trace, non-strict export)
+# running here?  Every guard check calls it: a C call with no Python frame, and (the thread-local
+# flag is unset in a thread that never traced) no AttributeError made and dropped each time.
+if hasattr(_fx_symbolic_trace, "_is_fx_tracing_flag"):  # one module global
+    is_fx_tracing = functools.partial(getattr, _fx_symbolic_trace, "_is_fx_tracing_flag")
+else:  # thread-local (what torch's _get_is_fx_tracing() reads)
+    is_fx_tracing = functools.partial(_C.thread_local_get, _fx_symbolic_trace._is_fx_tracing_tls, "flag", False)
+is_fx_tracing.__name__ = "is_fx_tracing"  # (how a guard program shows it)
 
 
 # ---- torch's context-manager decorators ------------------------------------------------

@@ -360,6 +360,7 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     # a resume function's saved-stack arguments are dead past its prologue (which deletes them)
     temps += [n for n in bytecode_compat.arg_names(code) if n.startswith(resume_mod.STACK_PREFIX)]
     jump_in = [Instr("DELETE_FAST", name, lineno=cg.lineno) for name in temps]
+    jump_in.extend(bytecode_compat.before_entry(flow.instrs[start].name, lineno=cg.lineno))
     jump_in.extend(bytecode_compat.jump(entry, lineno=cg.lineno))
     plan = resume_mod.plan_successors(flow, k, state.stack)
     if plan is None:
@@ -371,12 +372,14 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
                 return jump_in + rewritten  # the loop goes on natively, calling its body function
         return jump_in + copy  # the rest of the frame runs natively
     stubs: list = []
-    inst_pos = positions[k]
+    inst_pos = positions[bytecode_compat.fused_truth_test([x.name for x in flow.instrs], k)]
     k_inst = copy[inst_pos]
+    # a line for every instruction made here, even after an artificial one (no line: cleanup code)
+    k_line = k_inst.lineno or cg.lineno
     for succ in plan:
         stub_label = Label()
         stub = PyCodegen(code, collecting=False)
-        stub.lineno = k_inst.lineno or code.co_firstlineno
+        stub.lineno = k_line
         stub.label(stub_label)
         resume_mod.emit_resume_call(stub, code, succ, state)
         stubs.extend(stub.instrs)
@@ -384,10 +387,10 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     jump_succ = next((s for s in plan if s.is_jump_target), None)
     fall_succ = next((s for s in plan if not s.is_jump_target), None)
     if jump_succ is not None:
-        copy[inst_pos] = bytecode_compat.redirect_jump(k_inst, jump_succ.label, lineno=k_inst.lineno)
+        copy[inst_pos] = bytecode_compat.redirect_jump(k_inst, jump_succ.label, lineno=k_line)
     if fall_succ is not None:
         after_pos = inst_pos if fall_succ.after is None else positions[fall_succ.after]
-        copy[after_pos + 1:after_pos + 1] = bytecode_compat.jump(fall_succ.label, lineno=k_inst.lineno)
+        copy[after_pos + 1:after_pos + 1] = bytecode_compat.jump(fall_succ.label, lineno=k_line)
     return jump_in + copy + stubs
 
 

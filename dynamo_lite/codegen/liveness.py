@@ -79,7 +79,7 @@ class FlowInfo:
             for tb in covering]
         self.try_blocks: list[tuple] = [(s, e, label_at[id(tb.target)]) for s, e, tb in blocks]
         self.depth = self._stack_depths()
-        self.live_in = self._liveness()
+        self.live_in = self._liveness(frozenset(code.co_varnames))
         # 3.12's inlined comprehensions: FOR_ITER number -> END_FOR number
         self.comprehensions: dict = bytecode_compat.inlined_comprehension_loops(code)
 
@@ -101,21 +101,18 @@ class FlowInfo:
             out.append(self.handler[i][0])
         return out
 
-    def _liveness(self) -> list[frozenset]:
+    def _liveness(self, all_locals: frozenset) -> list[frozenset]:
         n = len(self.instrs)
         succs = [self._successors(i) for i in range(n)]
         uses: list[frozenset] = []
         defs: list[frozenset] = []
         for x in self.instrs:
-            if x.name in bytecode_compat.LOCAL_READS:
-                uses.append(frozenset({x.arg}))
+            if _reads_every_local(x):
+                uses.append(all_locals)
                 defs.append(frozenset())
-            elif x.name == "STORE_FAST":
-                uses.append(frozenset())
-                defs.append(frozenset({x.arg}))
-            else:
-                uses.append(frozenset())
-                defs.append(frozenset())
+                continue
+            uses.append(frozenset(bytecode_compat.local_reads(x)))
+            defs.append(frozenset(bytecode_compat.local_writes(x)))
         live_in = [frozenset() for _ in range(n)]
         changed = True
         while changed:
@@ -150,6 +147,20 @@ class FlowInfo:
                 d += bytecode_compat.stack_effect(x, jump=False if self.target[i] is not None else None)
                 i += 1
         return depth
+
+
+# builtins that read the calling frame's locals when called without them: ``locals()``,
+# ``vars()``, ``dir()``, ``eval``/``exec`` with default namespaces, ``breakpoint()``
+_FRAME_READERS = frozenset({"locals", "vars", "dir", "eval", "exec", "breakpoint"})
+
+
+def _reads_every_local(x: Instr) -> bool:
+    """Loading one of _FRAME_READERS by name: every bound local is live there (a resume
+    function after a break must see them all, as the original frame's ``locals()`` does)."""
+    if x.name not in ("LOAD_GLOBAL", "LOAD_NAME"):
+        return False
+    name = x.arg[1] if isinstance(x.arg, tuple) else x.arg
+    return name in _FRAME_READERS
 
 
 @functools.lru_cache(maxsize=256)

@@ -109,10 +109,8 @@ def find_loop(code: types.CodeType, flow: FlowInfo, k: int) -> Optional[LoopInfo
             return None
         if inst.name in ("LIST_APPEND", "SET_ADD", "MAP_ADD"):
             return None  # a comprehension's result lies under the iterator: not in B's stack
-        if inst.name in bytecode_compat.LOCAL_READS:
-            reads.add(inst.arg)
-        elif inst.name == "STORE_FAST":
-            writes.add(inst.arg)
+        reads.update(bytecode_compat.local_reads(inst))
+        writes.update(bytecode_compat.local_writes(inst))
     if flow.instrs[last].name in bytecode_compat.CONDITIONAL_JUMPS and last + 1 < n:
         fall = last + 1
         if depths[fall] != exit_depth:
@@ -224,8 +222,7 @@ def make_body_code(code: types.CodeType, flow: FlowInfo, info: LoopInfo) -> type
         cg.label(taken)
         cg.load_const(tag)
         cg.load_callable(runtime.pick)
-        cg.push_null()
-        cg.load_const(builtins.locals)
+        cg.load_callable(builtins.locals)
         cg.call(0)
         cg.load_const(info.writes)
         cg.call(2)
@@ -306,15 +303,15 @@ def rewrite_parent_copy(copy: list, code: types.CodeType, flow: FlowInfo, info: 
     cg.lineno = line
     if info.is_for:
         cg.store_fast("___loop_item")
-    cg.push_null()
+    cg.null_before_callable()
     cg.make_sibling_function(body_code, code)
+    cg.null_after_callable()
     if info.is_for:
         cg.load_fast("___loop_item")
     else:
         cg.load_const(None)
     cg.load_callable(runtime.pick)
-    cg.push_null()
-    cg.load_const(builtins.locals)
+    cg.load_callable(builtins.locals)
     cg.call(0)
     cg.load_const(info.reads)
     cg.call(2)

@@ -170,12 +170,22 @@ class PyCodegen:
         self.instrs.extend(bytecode_compat.load_method(name, lineno=self.lineno))
 
     def load_callable(self, obj: Any) -> None:
-        """Push NULL and a constant callable (start of a call sequence)."""
-        self.push_null()
+        """Push a constant callable with the NULL of a call (start of a call sequence)."""
+        self.null_before_callable()
         self.load_const(obj)
+        self.null_after_callable()
+
+    def null_before_callable(self) -> None:
+        """Before pushing a callable (not a constant: ``load_callable``) for ``call``."""
+        self.instrs.extend(bytecode_compat.null_before_callable(self.lineno))
+
+    def null_after_callable(self) -> None:
+        """After pushing a callable for ``call``."""
+        self.instrs.extend(bytecode_compat.null_after_callable(self.lineno))
 
     def call(self, nargs: int, kwnames: tuple = ()) -> None:
-        """Call: the stack holds NULL, callable, nargs arguments (last len(kwnames) by keyword)."""
+        """Call: the stack holds the callable with its NULL (``load_callable``), then nargs
+        arguments (the last len(kwnames) by keyword)."""
         self.instrs.extend(bytecode_compat.call(nargs, tuple(kwnames), lineno=self.lineno))
 
     def call_method(self, nargs: int) -> None:
@@ -370,7 +380,7 @@ def original_instructions(code: types.CodeType) -> list:
     depths by following control flow from the entry; the original exception
     table already has them.
     """
-    items = list(Bytecode.from_code(code))
+    items = bytecode_compat.mark_cell_loads(list(Bytecode.from_code(code)), code)
     begins = [x for x in items if isinstance(x, TryBegin)]
     entries = bytecode_compat.exception_table(code)
     if len(begins) != len(entries):

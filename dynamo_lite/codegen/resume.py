@@ -43,7 +43,7 @@ STACK_PREFIX = source_mod.STACK_PREFIX
 _RESUMABLE = frozenset({
     "BINARY_OP", "BINARY_SUBSCR", "COMPARE_OP", "CONTAINS_OP", "IS_OP",
     "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT", "GET_ITER",
-    "FORMAT_VALUE", "BUILD_STRING", "LOAD_ATTR", "STORE_ATTR", "STORE_SUBSCR",
+    "BUILD_STRING", "LOAD_ATTR", "STORE_ATTR", "STORE_SUBSCR",
     "DELETE_SUBSCR", "IMPORT_NAME", "IMPORT_FROM", "BUILD_TUPLE", "BUILD_LIST",
     "BUILD_SET", "BUILD_MAP", "BUILD_CONST_KEY_MAP", "BUILD_SLICE", "LIST_APPEND",
     "SET_ADD", "MAP_ADD", "LIST_EXTEND", "SET_UPDATE", "DICT_UPDATE",
@@ -61,6 +61,9 @@ class Successor:
     nulls: tuple  # per stack slot at the successor: True where the slot holds NULL
     label: Optional[Label] = None  # the stub in the transformed code
     after: Optional[int] = None  # the jump to the stub goes after this instruction (None: after k)
+    # locals the instructions from k to ``after`` may assign (a walrus in a comprehension) that
+    # the rest of the frame reads: unbound ones are handed over as runtime.UNBOUND
+    assigned: tuple = ()
 
 
 def _in_loop(flow: FlowInfo, k: int) -> bool:
@@ -68,6 +71,7 @@ def _in_loop(flow: FlowInfo, k: int) -> bool:
 
 
 def plan_successors(flow: FlowInfo, k: int, stack: list) -> Optional[list]:
+    k = bytecode_compat.fused_truth_test([x.name for x in flow.instrs], k)
     inst = flow.instrs[k]
     name = inst.name
     if name in _NO_SUCCESSOR:
@@ -94,15 +98,17 @@ def plan_successors(flow: FlowInfo, k: int, stack: list) -> Optional[list]:
 def _after_comprehension(flow: FlowInfo, k: int, end: int, before: tuple) -> Optional[list]:
     """A break at the first FOR_ITER of an inlined comprehension (3.12; the trace stops there
     when it breaks anywhere inside it): Python runs the comprehension, and the frame resumes
-    after its END_FOR with the stack below the iterator and the result.  Not when the
-    comprehension assigns a local that is read after it (a walrus: the resume function would
-    get the value from before the comprehension)."""
+    after its END_FOR with the stack below the iterator and the result.  A local the
+    comprehension assigns (a walrus) and the rest reads is handed over as it is then: bound
+    or not (the comprehension may never assign it)."""
     if end + 1 >= len(flow) or any(flow.is_backward_jump(j) and flow.target[j] < k for j in range(k, len(flow))):
         return None
-    assigned = {x.arg for x in flow.instrs[k:end + 1] if x.name in ("STORE_FAST", "DELETE_FAST")}
-    if assigned & flow.live_in[end + 1]:
+    body = flow.instrs[k:end + 1]
+    if any(x.name == "DELETE_FAST" for x in body):
         return None
-    return [Successor(end + 1, False, before[:-1], after=end)]
+    assigned = {n for x in body for n in bytecode_compat.local_writes(x)}
+    return [Successor(end + 1, False, before[:-1], after=end,
+                      assigned=tuple(sorted(assigned & flow.live_in[end + 1])))]
 
 
 _RESUME_CACHE: dict = {}
@@ -131,12 +137,25 @@ def emit_resume_call(cg, code, succ: Successor, state) -> None:
     for i in reversed(range(depth)):
         cg.store_fast(f"{STACK_PREFIX}{i}")  # a NULL slot stores NULL: the local just stays unbound
     live = live_local_names(state, succ.index) + _dead_but_finalized_locals(state, succ.index)
-    resume_code = make_resume_code(code, succ.index, succ.nulls, live, maybe_unbound_cells(state))
+    # unbound at the break, assigned by the native code before the stub (maybe, maybe not)
+    maybe_unbound = tuple(n for n in succ.assigned if n not in live and n not in code.co_cellvars)
+    resume_code = make_resume_code(code, succ.index, succ.nulls, live + maybe_unbound,
+                                   maybe_unbound_cells(state), maybe_unbound)
     cg.load_callable(_C.call_moving)
     cg.make_sibling_function(resume_code, code)
     nargs = 0
     for n in live:  # live locals first: slot 0 stays the frame's first argument (super())
         cg.load_fast(n)
+        cg.emit("DELETE_FAST", n)
+        nargs += 1
+    for n in maybe_unbound:  # its value, or runtime.UNBOUND (locals() has no entry for it)
+        cg.load_callable(runtime.local_or_unbound)
+        cg.load_callable(locals)
+        cg.call(0)
+        cg.load_const(n)
+        cg.call(2)
+        cg.load_const(None)  # unbind it, bound or not
+        cg.store_fast(n)
         cg.emit("DELETE_FAST", n)
         nargs += 1
     for i in range(depth):
@@ -156,9 +175,11 @@ def _dead_but_finalized_locals(state, index: int) -> tuple:
     code = state.code
     live = set(live_locals_at(code, index))
     k = bytecode_compat.instructions(code)[state.break_index] if state.break_index is not None else None
-    touched = k.argval if k is not None and k.opname in ("STORE_FAST", "DELETE_FAST") else None
+    touched = set(bytecode_compat.local_writes(k)) if k is not None else set()
+    if k is not None and k.opname == "DELETE_FAST":
+        touched.add(k.argval)
     return tuple(n for n, v in state.frame_locals.items()
-                 if n not in live and n != touched and n not in code.co_cellvars and runs_code_when_freed(v))
+                 if n not in live and n not in touched and n not in code.co_cellvars and runs_code_when_freed(v))
 
 
 def maybe_unbound_cells(state) -> tuple:
@@ -178,13 +199,13 @@ def _deleted_cells(code: types.CodeType) -> set:
     return names
 
 
-def _checked_cell_access(instr: Instr, name: str) -> list:
+def _checked_cell_access(instr: Instr, name: str, fallback_line: int) -> list:
     """Instructions replacing LOAD_DEREF/DELETE_DEREF of the original frame's cell variable
     ``name``, now a free variable: an empty cell must raise UnboundLocalError, not NameError."""
     helper = runtime.cell_contents if instr.name == "LOAD_DEREF" else runtime.cell_delete
-    line = instr.lineno
-    out = bytecode_compat.push_null(line) + [
-        Instr("LOAD_CONST", helper, lineno=line),
+    line = instr.lineno or fallback_line
+    out = bytecode_compat.null_before_callable(line) + [Instr("LOAD_CONST", helper, lineno=line)] + \
+        bytecode_compat.null_after_callable(line) + [
         *bytecode_compat.load_closure(FreeVar(name), lineno=line),
         Instr("LOAD_CONST", name, lineno=line),
     ] + bytecode_compat.call(2, lineno=line)
@@ -194,11 +215,12 @@ def _checked_cell_access(instr: Instr, name: str) -> list:
 
 
 def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple,
-                     maybe_unbound: tuple = ()) -> types.CodeType:
+                     maybe_unbound: tuple = (), unbound_args: tuple = ()) -> types.CodeType:
     """The resume function's code: continue at instruction ``index`` with the stack ``nulls``
     describes (its non-NULL slots and the ``live`` locals are the arguments).  Reads and
-    deletes of the cells in ``maybe_unbound`` check for an empty cell like the original frame."""
-    key = (code, index, nulls, live, maybe_unbound)
+    deletes of the cells in ``maybe_unbound`` check for an empty cell like the original frame;
+    the arguments in ``unbound_args`` (among ``live``) are unbound when they are runtime.UNBOUND."""
+    key = (code, index, nulls, live, maybe_unbound, unbound_args)
     cached = _RESUME_CACHE.get(key)
     if cached is not None:
         return cached
@@ -215,7 +237,7 @@ def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple
             continue
         if isinstance(instr.arg, CellVar) and instr.arg.name in cells:
             items[p] = Instr(instr.name, FreeVar(instr.arg.name), location=instr.location)
-    checked = {p: _checked_cell_access(items[p], items[p].arg.name) for p in positions
+    checked = {p: _checked_cell_access(items[p], items[p].arg.name, code.co_firstlineno) for p in positions
                if items[p].name in ("LOAD_DEREF", "DELETE_DEREF") and items[p].arg.name in maybe_unbound
                and items[p].arg.name in cells}
     label = Label()
@@ -226,6 +248,13 @@ def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple
     freevars = list(code.co_cellvars) + list(code.co_freevars)
     prologue = bytecode_compat.frame_prologue(n_freevars=len(freevars), lineno=target_line)
     argnames = list(live)
+    for name in unbound_args:
+        bound = Label()
+        prologue += [Instr("LOAD_FAST", name, lineno=target_line),
+                     Instr("LOAD_CONST", runtime.UNBOUND, lineno=target_line),
+                     Instr("IS_OP", 0, lineno=target_line),
+                     *bytecode_compat.jump_if(False, bound, lineno=target_line),
+                     Instr("DELETE_FAST", name, lineno=target_line), bound]
     for i, is_null in enumerate(nulls):
         if is_null:
             prologue.extend(bytecode_compat.push_null(target_line))

@@ -8,7 +8,7 @@ translates the same expressions into the register program of csrc/guards.c:
     guards, in evaluation order (order_guards)
       -> for each guard: ``guard.emit(builder)`` (guards/kinds.py): the kind writes its
          checks on the registers of its sources, loaded by walking the Source tree
-         (LOAD_ITEM from ___G, LOAD_ATTR, LOAD_ITEM, LOAD_CLOSURE from ___F,
+         (LOAD_ITEM from ___G, LOAD_ATTR, LOAD_ITEM, LOAD_CELL from ___F,
          LOAD_TYPE...), each distinct source loaded once (``s._modules['fc1']`` is
          read once for all its params)
       -> ExprGuard / GlobalStateGuard only: its expression parsed with ``ast``
@@ -33,6 +33,7 @@ import builtins
 import functools
 import logging
 import sys
+import types
 from typing import Any, Callable, Optional
 
 from .. import _C
@@ -46,6 +47,8 @@ guards_log = logging.getLogger("dynamo_lite.guards")
 
 
 # Nodes ast.literal_eval may accept (anything else: not a constant).
+# modules whose C state queries a guard reads bind at build time (_Builder._torch_function)
+_FIXED_ROOTS = ("___torch", "___torch_compat")
 _LITERAL_NODES = (ast.Constant, ast.UnaryOp, ast.BinOp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.USub,
                   ast.UAdd, ast.Add, ast.Sub, ast.Load)
 
@@ -208,12 +211,15 @@ class _Builder:
                 return self._load(key, "LOAD_CONST", 0, 0, self.namespace[node.id])
             raise Untranslatable(node.id)
         if isinstance(node, ast.Attribute):
+            fixed = self._torch_function(node)
+            if fixed is not None:  # loaded once, here, not by 1-3 getattrs at every check
+                return self._load(key, "LOAD_CONST", 0, 0, fixed)
             cell = node.value
             if (node.attr == "cell_contents" and isinstance(cell, ast.Subscript)
                     and isinstance(cell.value, ast.Attribute) and cell.value.attr == "__closure__"
                     and isinstance(cell.slice, ast.Constant) and type(cell.slice.value) is int
                     and cell.slice.value >= 0):
-                return self._load(key, "LOAD_CLOSURE", self.value(cell.value.value), cell.slice.value, None)
+                return self._load(key, "LOAD_CELL", self.value(cell.value.value), cell.slice.value, None)
             return self._load(key, "LOAD_ATTR", self.value(node.value), 0, node.attr)
         if isinstance(node, ast.Subscript):
             ok, k = self.constant(node.slice)
@@ -230,6 +236,22 @@ class _Builder:
             if not node.args:
                 return self._load(key, "LOAD_CALL0", self.value(node.func), 0, None)
         raise Untranslatable(ast.unparse(node))
+
+    def _torch_function(self, node: ast.Attribute):
+        """The C function (or frame-free partial) that ``node``, an attribute chain from
+        ``___torch`` or ``___torch_compat`` such as ``___torch._C._get_tracing_state``, names;
+        None for anything else.  State queries of torch's own: what they return changes, what
+        they are does not (a user replacing ``torch.is_grad_enabled`` does not change grad mode)."""
+        names = []
+        while isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        if not (isinstance(node, ast.Name) and node.id in _FIXED_ROOTS and node.id in self.namespace):
+            return None
+        obj = self.namespace[node.id]
+        for name in reversed(names):
+            obj = getattr(obj, name, None)
+        return obj if isinstance(obj, (types.BuiltinFunctionType, functools.partial)) else None
 
     def check(self, node: ast.AST) -> None:
         """Ops that pass iff ``node`` is truthy (as one operand of an ``and`` chain)."""
@@ -341,7 +363,7 @@ class _Builder:
         if kind is DictValueSource:  # the keys guard makes parent[key] the value at index
             return self._load(key, "LOAD_ITEM", self.reg(source.parent), 0, source.key)
         if kind is ClosureSource and source.index >= 0:
-            return self._load(key, "LOAD_CLOSURE", self.regs["___F"], source.index, None)
+            return self._load(key, "LOAD_CELL", self.regs["___F"], source.index, None)
         if kind is TypeSource:
             return self._load(key, "LOAD_TYPE", self.reg(source.parent), 0, None)
         if kind is BuiltinSource:
@@ -451,8 +473,8 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
             lines.append(f"r{a} = LOAD_ATTR r{b} .{obj}")
         elif name == "LOAD_ITEM":
             lines.append(f"r{a} = LOAD_ITEM r{b} [{obj!r}]")
-        elif name == "LOAD_CLOSURE":
-            lines.append(f"r{a} = LOAD_CLOSURE r{b} [{n}]")
+        elif name == "LOAD_CELL":
+            lines.append(f"r{a} = LOAD_CELL r{b} [{n}]")
         elif name in ("LOAD_TYPE", "LOAD_CALL0"):
             lines.append(f"r{a} = {name} r{b}")
         elif name in ("LOAD_SIZE", "LOAD_STRIDE"):
@@ -496,4 +518,9 @@ def _short_obj(obj) -> str:
         return f"<module {obj.__name__}>"
     if obj is None or isinstance(obj, (bool, int, float, str, list, tuple, set, frozenset)):
         return repr(obj)
+    # a C function by its name (a pybind11 one's qualname names its record type); a named
+    # partial (torch_compat.is_fx_tracing) the same way
+    if isinstance(obj, types.BuiltinFunctionType) or (
+            isinstance(obj, functools.partial) and isinstance(getattr(obj, "__name__", None), str)):
+        return f"<{obj.__name__}>"
     return f"<{getattr(obj, '__qualname__', None) or type(obj).__qualname__}>"

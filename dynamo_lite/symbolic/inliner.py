@@ -155,7 +155,7 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         if not self.started or self.exhausted or child.done or child.ip >= len(child.instructions):
             return False
         nxt = child.instructions[child.ip]
-        return nxt.opname == "RESUME" and nxt.arg == bytecode_compat.RESUME_AFTER_YIELD_FROM
+        return nxt.opname == "RESUME" and bytecode_compat.resume_kind(nxt) == bytecode_compat.RESUME_AFTER_YIELD_FROM
 
     def _paused_in_try(self) -> bool:
         """Is it paused where closing it (GeneratorExit thrown at its ``yield``) runs code: inside

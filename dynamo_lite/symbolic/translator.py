@@ -140,8 +140,9 @@ class InstructionTranslatorBase:
         # the instruction's own line, as a traceback shows it (a FOR_ITER reached by the loop's
         # back-edge is on the `for` line, though no line starts there); artificial ones have none
         line = inst.positions.lineno if inst.positions is not None else None
-        if line or inst.starts_line:
-            self.lineno = line or inst.starts_line
+        starts = bytecode_compat.starts_line(inst)
+        if line or starts:
+            self.lineno = line or starts
         self.ip += 1
         handler = HANDLERS.get(inst.opname)
         if handler is None:

@@ -965,9 +965,23 @@ def _locals(tx):
     """locals() of a traced frame: its bound fast locals and known cell contents."""
     items = dict(tx.symbolic_locals)
     for name, cell in tx.cells.items():
+        if cell.contents is None and cell.kind != "local":  # a closure cell not read yet
+            try:
+                tx.cell_load(name)
+            except GraphBreak:
+                continue  # an empty cell: locals() leaves it out
         if cell.contents is not None:
             items[name] = cell.contents
     return DictVariable(items)
+
+
+@_handler(builtins.dir)
+def _dir(tx, *args):
+    """dir() of a traced frame: the sorted names of its locals (not the tracer's own);
+    dir(obj) goes the way of any other call."""
+    if args:
+        return None
+    return ListVariable([ConstantVariable(k) for k in sorted(_locals(tx).items)])
 
 
 def _pick(tx, mapping, names):

@@ -879,8 +879,8 @@ class NamedTupleFactoryVariable(VariableTracker):
 
 # ---- class statements ------------------------------------------------------------------------
 # a class body made only of these runs the same at trace time and later (no call, no outside read)
-_PLAIN_BODY_OPS = {"RESUME", "NOP", "LOAD_CONST", "STORE_NAME", "LOAD_NAME", "MAKE_FUNCTION", *bytecode_compat.RETURNS,
-                   "MAKE_CELL", "LOAD_CLOSURE", "COPY", "BUILD_TUPLE", "SETUP_ANNOTATIONS", "STORE_SUBSCR",
+_PLAIN_BODY_OPS = {"RESUME", "NOP", "LOAD_CONST", "STORE_NAME", "LOAD_NAME", *bytecode_compat.MAKE_FUNCTION_OPS,
+                   *bytecode_compat.RETURNS, "MAKE_CELL", bytecode_compat.CLOSURE_LOAD_OP, "COPY", "BUILD_TUPLE", "SETUP_ANNOTATIONS", "STORE_SUBSCR",
                    "BUILD_CONST_KEY_MAP", "BUILD_MAP", "BUILD_LIST", "LIST_EXTEND"}
 _PLAIN_METACLASSES = (type, __import__("abc").ABCMeta, __import__("enum").EnumType, typing.NamedTupleMeta)
 

@@ -3,7 +3,8 @@
 On 3.11 a comprehension is a function of its own: the frame breaks at its call and resumes
 after it.  From 3.12 on comprehensions are inlined into the function (PEP 709): a break inside
 one stops the trace before the comprehension, Python runs it, and the frame resumes after it
-(symbolic/translator.py, codegen/resume.py).  The tests state what both must show: eager's
+(symbolic/translator.py, codegen/resume.py): after its END_FOR on 3.12, after the POP_TOP that
+follows the END_FOR on 3.13 (an exhausted FOR_ITER skips both there).  The tests state what both must show: eager's
 results, and the tensor work after the comprehension in a graph of its own (not run eagerly).
 """
 import dis
@@ -84,12 +85,45 @@ def test_nested_comprehension_with_a_break_inside():
 
 
 def test_walrus_in_comprehension_with_a_break():
-    # the comprehension assigns a local of the function, read after it: results as eager
+    # the comprehension assigns a local of the function, read after it: the rest of the
+    # function gets the value it left, and stays compiled
     def f(x):
         out = [(last := print(i) or x * i) for i in range(3)]
         return last.sin() + out[0]
 
-    check_calls(f, CALLS, graphs=None)
+    counter = check_calls(f, CALLS)
+    assert _graph_with(counter, "sin"), [_ops(g) for g in counter.graphs]
+
+
+def test_walrus_in_comprehension_that_may_never_assign_it():
+    # the filter decides whether `last` is ever bound: unbound after it, the function raises
+    # UnboundLocalError (or takes its except branch) as eager does, and sees no stand-in value
+    def f(x, n):
+        out = [(last := x * i) for i in range(n) if print(i) is None and i > 0]
+        try:
+            return last.sin() + len(out), sorted(locals())
+        except UnboundLocalError as e:
+            return x.cos(), str(e), sorted(locals())
+
+    counter = check_calls(f, [(torch.ones(2), 3), (torch.ones(2), 1), (torch.arange(2.0), 0), (torch.ones(2), 4)])
+    assert _graph_with(counter, "sin"), [_ops(g) for g in counter.graphs]
+
+    def g(x, n):
+        [(last := x * i) for i in range(n) if print(i) is None and i > 5]
+        return last  # noqa: F821 - never bound: eager raises UnboundLocalError
+
+    check_calls(g, [(torch.ones(2), 2)], graphs=None)
+
+
+def test_walrus_in_comprehension_over_a_bound_local():
+    # bound before the comprehension: after it, the value the comprehension left (or the old one)
+    def f(x, n):
+        last = x.neg()
+        out = [(last := print(i) or x * i) for i in range(n)]
+        return last.exp(), len(out)
+
+    counter = check_calls(f, [(torch.ones(2), 3), (torch.ones(2), 0), (torch.arange(2.0), 2)])
+    assert _graph_with(counter, "exp"), [_ops(g) for g in counter.graphs]
 
 
 def test_comprehension_with_a_break_inside_a_loop():
@@ -110,3 +144,15 @@ def test_comprehension_with_a_break_in_its_condition_and_its_iterable():
 
     counter = check_calls(f, [(torch.ones(2), 4), (torch.arange(2.0), 5), (torch.ones(2), 4)])
     assert _graph_with(counter, "stack", "cos"), [_ops(g) for g in counter.graphs]
+
+
+def test_break_in_comprehension_with_values_below_it_on_the_stack():
+    def f(x):
+        y = x.cos()
+        # y and the list being built lie on the stack below the comprehension
+        return torch.stack([y, *[print(i) or y * i for i in range(2)], y + 1]).sin().sum(0)
+
+    counter = check_calls(f, CALLS)
+    assert _graph_with(counter, "cos"), [_ops(g) for g in counter.graphs]
+    after = _graph_with(counter, "stack", "sin")
+    assert after and all("cos" not in _ops(g) for g in after), [_ops(g) for g in counter.graphs]

@@ -486,3 +486,18 @@ def test_exception_after_break_propagates_unchanged():
     cf = dynamo_lite.compile(f, backend="eager")
     with pytest.raises(KeyError, match="nope"):
         cf(torch.randn(2))
+
+
+def test_locals_after_a_break_lists_the_locals_nothing_else_reads():
+    # n is read by nothing after the break but locals()/vars()/dir(): the rest of the function
+    # still sees it, as the original frame does
+    from dynamo_lite.testing import check_calls
+
+    def f(x, n):
+        a = x.cos()
+        print(n)
+        b = a + 1
+        return b, sorted(locals()), sorted(vars()), dir()
+
+    counter = check_calls(f, [(torch.ones(2), 3), (torch.arange(2.0), 4)])
+    assert any("add" in {getattr(n.target, "__name__", "") for n in gm.graph.nodes} for gm in counter.graphs)

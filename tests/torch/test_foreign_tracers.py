@@ -59,14 +59,20 @@ def test_jit_trace_of_a_function_with_a_cache_entry_sees_the_original_code():
     def g(x):
         return x.cos() * 3
 
+    def ops(traced):
+        # the recorded ops and the line of g each comes from (the value numbers are left out: a
+        # finalizer that the garbage collector happens to run mid-trace uses some up)
+        return [(n.kind(), n.sourceRange().splitlines()[0]) for n in traced.graph.nodes()]
+
     x = torch.randn(3)
-    expected = str(torch.jit.trace(g, x).graph)
+    expected = ops(torch.jit.trace(g, x))
+    assert [k for k, _ in expected] == ["aten::cos", "prim::Constant", "aten::mul"]
     cnt = CompileCounter()
     with dynamo_lite.optimize(cnt):
         g(x)  # g now has an entry that matches x
         assert cnt.frame_count == 1
         traced = torch.jit.trace(g, x)
-    assert str(traced.graph) == expected
+    assert ops(traced) == expected
     assert cnt.frame_count == 1
     assert_same(traced(x), g(x))
 
@@ -146,7 +152,11 @@ def test_nested_compile_under_aot_eager():
     assert cnt.frame_count == 1
 
 
-def test_torch_compiled_module_called_from_compiled_code_is_traced_into_the_graph():
+def test_torch_compiled_module_called_from_compiled_code_is_traced_into_the_graph(monkeypatch):
+    # TorchDynamo warns at each guard it builds on CPython 3.13.0 (its dict-version bug): eager
+    # would show warnings that the compiled run, which traces the module instead, does not
+    if hasattr(torch._dynamo.config, "issue_3_13_0_warning"):
+        monkeypatch.setattr(torch._dynamo.config, "issue_3_13_0_warning", False)
     torch.manual_seed(0)
     inner = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU())
     compiled_inner = torch.compile(inner, backend="eager")

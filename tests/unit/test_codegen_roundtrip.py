@@ -292,7 +292,7 @@ def _resume_points(code: types.CodeType) -> list:
     """(offset, depth): statement starts at depth 0 (first, middle, last) and a CALL with a stack."""
     depths = stack_depths(code)
     insts = bytecode_compat.instructions(code)
-    starts = [i.offset for i in insts if i.starts_line and depths.get(i.offset) == 0
+    starts = [i.offset for i in insts if bytecode_compat.starts_line(i) and depths.get(i.offset) == 0
               and i.opname not in _RESUME_PROLOGUE and i.offset > 0]
     points = []
     if starts:
@@ -389,12 +389,12 @@ def test_resume_code_runs():
     code = f.__code__
     depths = stack_depths(code)
     starts = [i for i in bytecode_compat.instructions(code)
-              if i.starts_line and depths.get(i.offset) == 0 and i.opname not in _RESUME_PROLOGUE]
-    lines = sorted({i.starts_line - code.co_firstlineno for i in starts})
+              if bytecode_compat.starts_line(i) and depths.get(i.offset) == 0 and i.opname not in _RESUME_PROLOGUE]
+    lines = sorted({bytecode_compat.starts_line(i) - code.co_firstlineno for i in starts})
     assert lines == [1, 2, 3, 4, 7]  # each statement, the `try:` NOP included
     number = {inst.offset: n for n, inst in enumerate(bytecode_compat.instructions(code))}
     for inst in starts:
-        line = inst.starts_line - code.co_firstlineno
+        line = bytecode_compat.starts_line(inst) - code.co_firstlineno
         for a, b in [(1, 0), (2, 1), (3, 5)]:
             env = state_before(line, a, b)
             live = tuple(env)
@@ -577,8 +577,10 @@ def test_version_knowledge_check_sees_names_and_forms():
     assert _version_offences("ok = x.name == 'POP_JUMP_IF_TRUE'\n", True) == []
     assert _version_offences("i = Instr('LOAD_ATTR', 'value', lineno=1)\n", False) == \
         [(1, "instruction form Instr('LOAD_ATTR', ...)")]
+    assert _version_offences("cg.emit('MAKE_FUNCTION', 8)\n", False) == \
+        [(1, "instruction form emit('MAKE_FUNCTION', ...)")]
     assert _version_offences("cg.emit('LOAD_CLOSURE', cell)\n", False) == \
-        [(1, "instruction form emit('LOAD_CLOSURE', ...)")]
+        [(1, "instruction form emit('LOAD_CLOSURE', ...)"), (1, "opcode name LOAD_CLOSURE")]
     assert _version_offences("cg.instrs.extend(bytecode_compat.load_attr('value', lineno=1))\n"
                              "cg.emit('LOAD_FAST', 'x')\n", False) == []
 
@@ -629,9 +631,10 @@ def _assemble(instrs, argnames=("x",)):
 def test_emitters_make_calls_methods_jumps_and_functions():
     from bytecode import Instr, Label
 
-    # sorted(x, key=abs) through push_null + call with a keyword name
-    body = bytecode_compat.push_null(1) + [Instr("LOAD_CONST", sorted, lineno=1), Instr("LOAD_FAST", "x", lineno=1),
-                                          Instr("LOAD_CONST", abs, lineno=1)]
+    # sorted(x, key=abs) through the callable's NULL (before it until 3.12, after it in 3.13) +
+    # call with a keyword name
+    body = bytecode_compat.null_before_callable(1) + [Instr("LOAD_CONST", sorted, lineno=1)] + \
+        bytecode_compat.null_after_callable(1) + [Instr("LOAD_FAST", "x", lineno=1), Instr("LOAD_CONST", abs, lineno=1)]
     body += bytecode_compat.call(2, ("key",), lineno=1) + [Instr("RETURN_VALUE", lineno=1)]
     assert _assemble(body)([3, -5, 1]) == [1, 3, -5]
     # x.count(1) through load_method + call_method
@@ -698,3 +701,40 @@ def test_stack_effects_and_nulls_after_come_from_dis():
     assert bytecode_compat.nulls_after(Instr("CALL", 1), (False, True, False, False)) == (False, False)
     assert bytecode_compat.nulls_after(Instr("BINARY_OP", 0), (True, False, False, False)) == (True, False, False)
     assert bytecode_compat.nulls_after(Instr("LOAD_GLOBAL", (True, "len")), ()) is None
+
+
+def _where_called() -> tuple:
+    """(function, line) of the caller, through inspect.stack(), which raises TypeError when any
+    frame on the stack is at an instruction without a line number (3.11 to 3.13)."""
+    caller = inspect.stack()[1]
+    return caller.function, caller.lineno
+
+
+def test_generated_code_has_line_numbers_where_user_code_looks():
+    """Generated code gives each instruction it makes a line: code called from it (logging,
+    warnings, inspect.stack()) reads its frame's line, and a frame at an instruction without one
+    makes inspect.stack() raise.  Called at a graph break (run natively by the transformed frame,
+    then the resume function's stub below it), inside a loop (the loop-body function and its
+    caller's dispatch), after a break at a test of truth (3.13: TO_BOOL before re-entering), and in
+    cleanup code of an except clause."""
+    from dynamo_lite.testing import check
+
+    def f(x, n):
+        y = x + 1
+        a = _where_called()
+        z = y * 2
+        for i in range(n):
+            b = _where_called()
+            z = z + i
+        if (z.sum() > 0) == (n > 1):  # a tensor's truth: a graph break at the test
+            c = _where_called()
+        else:
+            c = None
+        try:
+            raise KeyError(n)
+        except KeyError:
+            d = _where_called()
+        return z, a, b, c, d
+
+    check(f, torch.ones(2), 2)
+    check(f, -torch.ones(2), 3)

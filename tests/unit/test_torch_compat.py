@@ -71,7 +71,7 @@ def test_no_other_tracer_guard_fails_while_fx_traces():
 
 
 def test_fx_tracing_in_another_thread_is_not_this_threads():
-    """On 2.15 the flag is thread-local; on 2.13/2.14 it is global and another thread's trace is
+    """From 2.14.1 on the flag is thread-local; on 2.13 it is global and another thread's trace is
     seen too (a cached entry then runs eager for that while: never wrong, only slower)."""
     started, release, seen = threading.Event(), threading.Event(), []
 
@@ -90,6 +90,27 @@ def test_fx_tracing_in_another_thread_is_not_this_threads():
         worker.join(10)
     global_flag = hasattr(torch.fx._symbolic_trace, "_is_fx_tracing_flag")
     assert seen == [global_flag]
+
+
+def test_thread_local_get_reads_this_threads_value_or_the_default():
+    # what torch_compat.is_fx_tracing calls on a thread-local flag: getattr(local, name, default)
+    from dynamo_lite import _C
+
+    local = threading.local()
+    assert _C.thread_local_get(local, "flag", False) is False
+    local.flag = "set here"
+    assert _C.thread_local_get(local, "flag", False) == "set here"
+    other = []
+    worker = threading.Thread(target=lambda: other.append(_C.thread_local_get(local, "flag", None)))
+    worker.start()
+    worker.join(10)
+    assert other == [None]
+    del local.flag
+    assert _C.thread_local_get(local, "flag", 0) == 0
+    with pytest.raises(TypeError):
+        _C.thread_local_get(local, 1, False)
+    with pytest.raises(TypeError):
+        _C.thread_local_get(local, "flag")
 
 
 # ---- version knowledge stays in torch_compat --------------------------------------------

@@ -37,7 +37,13 @@ def UNARY_NOT(tx, inst):
 def COMPARE_OP(tx, inst):
     b = tx.pop()
     a = tx.pop()
-    tx.push(arith.compare(tx, inst.argval, a, b))
+    result = arith.compare(tx, inst.argval, a, b)
+    if bytecode_compat.compare_to_bool(inst) and result.is_python_constant():
+        # (3.13) the bool a conditional jump needs; a result not known at trace time stays as it
+        # is: the jump tests its truth (generated code entering there converts it again:
+        # bytecode_compat.before_entry)
+        result = ConstantVariable(bool(result.as_python_constant()))
+    tx.push(result)
 
 
 @register("IS_OP")

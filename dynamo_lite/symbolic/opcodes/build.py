@@ -99,19 +99,15 @@ def _formattable(value):
     raise GraphBreak(gb.VALUE_UNKNOWN, f"formatting {value.describe()} in an f-string")
 
 
-@register("FORMAT_VALUE")
-def FORMAT_VALUE(tx, inst):
-    flags = inst.arg
-    spec = tx.pop().as_python_constant() if flags & 0x04 else ""
-    value = tx.pop()
-    conv = flags & 0x03
+def _format_field(tx, value, conv: int, spec: str):
+    """One f-string field: ``format(value, spec)`` after the conversion ``conv`` (0: none,
+    1: str, 2: repr, 3: ascii), as a tracker."""
     if conv in (0, 1, 2):
         # a user object with a Python __str__ / __repr__ / __format__: the method inlined
         dunder = ("__format__", "__str__", "__repr__")[conv]
         text = user_object_text(tx, value, dunder, (ConstantVariable(spec),) if conv == 0 else ())
         if text is not None and conv == 0:
-            tx.push(text)  # __format__(spec) already applied the spec
-            return
+            return text  # __format__(spec) already applied the spec
         if text is not None:
             value, conv = text, 0  # format(str(u), spec)
     v = _formattable(value)
@@ -122,9 +118,36 @@ def FORMAT_VALUE(tx, inst):
     elif conv == 3:
         v = ascii(v)
     try:
-        tx.push(ConstantVariable(format(v, spec)))
+        return ConstantVariable(format(v, spec))
     except Exception as e:  # noqa: BLE001 - raise it for real
         raise GraphBreak(gb.OPERATION_RAISES, f"format() raised {type(e).__name__}") from e
+
+
+@register(bytecode_compat.OP_FORMAT_VALUE)
+def format_value(tx, inst):
+    # (3.11, 3.12) conversion and format spec of one field in one instruction
+    flags = inst.arg
+    spec = tx.pop().as_python_constant() if flags & 0x04 else ""
+    tx.push(_format_field(tx, tx.pop(), flags & 0x03, spec))
+
+
+@register("CONVERT_VALUE")
+def CONVERT_VALUE(tx, inst):
+    # (3.13) !s / !r / !a of a field (str / repr / ascii); the formatting follows
+    tx.push(_format_field(tx, tx.pop(), inst.arg, ""))
+
+
+@register("FORMAT_SIMPLE")
+def FORMAT_SIMPLE(tx, inst):
+    # (3.13) a field without a format spec: format(value, "")
+    tx.push(_format_field(tx, tx.pop(), 0, ""))
+
+
+@register("FORMAT_WITH_SPEC")
+def FORMAT_WITH_SPEC(tx, inst):
+    # (3.13) a field with a format spec: format(value, spec)
+    spec = tx.pop().as_python_constant()
+    tx.push(_format_field(tx, tx.pop(), 0, spec))
 
 
 @register("LIST_APPEND")

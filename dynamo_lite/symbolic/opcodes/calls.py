@@ -24,36 +24,45 @@ def _call(tx, fn, args: list, kwargs: dict):
 
 
 @register(bytecode_compat.OP_KW_NAMES)
-def kw_names(tx, inst):
+def kw_names(tx, inst):  # (3.11, 3.12)
     tx.kw_names = tx.code.co_consts[inst.arg]  # dis shows no argval for it in 3.11
+
+
+def _is_null(v) -> bool:
+    return isinstance(v, NullVariable)
+
+
+def _call_with(tx, n: int, kw_names) -> None:
+    """A call of ``n`` arguments (the last ``len(kw_names)`` by keyword) over the callable and
+    its NULL-or-self slot below them (bytecode_compat.call_operands gives their order)."""
+    fn, args = bytecode_compat.call_operands(tx.popn(n + 2), _is_null)
+    kwargs = {}
+    if kw_names:
+        kw_values = args[len(args) - len(kw_names):]
+        args = args[:len(args) - len(kw_names)]
+        kwargs = dict(zip(kw_names, kw_values))
+    tx.push(_call(tx, fn, list(args), kwargs))
 
 
 @register("CALL")
 def CALL(tx, inst):
-    n = inst.arg
-    items = tx.popn(n + 2)
-    first, second, args = items[0], items[1], items[2:]
-    if isinstance(first, NullVariable):
-        fn = second
-    else:  # [callable, self, args...]: a method call (or 3.11 comprehension call)
-        fn, args = first, [second, *args]
-    kwargs = {}
-    if tx.kw_names:
-        names = tx.kw_names
-        kw_values = args[len(args) - len(names):]
-        args = args[:len(args) - len(names)]
-        kwargs = dict(zip(names, kw_values))
-        tx.kw_names = None
-    tx.push(_call(tx, fn, list(args), kwargs))
+    kw_names, tx.kw_names = tx.kw_names, None  # (3.11, 3.12: set by KW_NAMES)
+    _call_with(tx, inst.arg, kw_names)
+
+
+@register(bytecode_compat.OP_CALL_KW)
+def call_kw(tx, inst):
+    # (3.13) the keyword names are a constant tuple on top of the arguments
+    kw_names = tx.pop().as_python_constant()
+    _call_with(tx, inst.arg, kw_names)
 
 
 @register("CALL_FUNCTION_EX")
 def CALL_FUNCTION_EX(tx, inst):
     kwargs_var = tx.pop() if inst.arg & 1 else None
     args_var = tx.pop()
-    fn = tx.pop()
-    tx.pop()  # 3.11 always has a NULL below the callable here
-    args = args_var.unpack(tx)
+    fn, first_args = bytecode_compat.call_operands(tx.popn(2), _is_null)  # (the slot is NULL)
+    args = [*first_args, *args_var.unpack(tx)]
     kwargs = {}
     if kwargs_var is not None:
         if not isinstance(kwargs_var, DictVariable):
@@ -67,20 +76,41 @@ def CALL_FUNCTION_EX(tx, inst):
 
 @register("MAKE_FUNCTION")
 def MAKE_FUNCTION(tx, inst):
-    flags = inst.arg
+    flags = bytecode_compat.make_function_flags(inst)
     code = tx.pop().as_python_constant()
-    closure = tx.pop().items if flags & bytecode_compat.MF_CLOSURE else None
-    annotations = tx.pop() if flags & bytecode_compat.MF_ANNOTATIONS else None
-    kwdefaults = tx.pop() if flags & bytecode_compat.MF_KWDEFAULTS else None
-    defaults = tx.pop() if flags & bytecode_compat.MF_DEFAULTS else None
-    if defaults is not None and not isinstance(defaults, TupleVariable):
-        defaults = TupleVariable(defaults.unpack(tx))
-    fn = NestedUserFunctionVariable(code, tx.f_globals, code.co_qualname, defaults, kwdefaults,
-                                    closure, annotations)
+    fn = NestedUserFunctionVariable(code, tx.f_globals, code.co_qualname, None, None, None, None)
     # made in an inlined call of another module: generated code must build it with that module's
     # globals, not the compiled frame's (MAKE_FUNCTION takes the running frame's)
     fn.foreign_globals = tx.f_globals is not tx.output.f_globals
+    for flag in (bytecode_compat.MF_CLOSURE, bytecode_compat.MF_ANNOTATIONS, bytecode_compat.MF_KWDEFAULTS,
+                 bytecode_compat.MF_DEFAULTS):
+        if flags & flag:
+            _set_function_attribute(tx, fn, flag, tx.pop())
     tx.push(fn)
+
+
+@register(bytecode_compat.OP_SET_FUNCTION_ATTRIBUTE)
+def set_function_attribute(tx, inst):
+    # (3.13) one of MAKE_FUNCTION's flags, set on the function MAKE_FUNCTION just made
+    fn = tx.pop()
+    value = tx.pop()
+    if not isinstance(fn, NestedUserFunctionVariable):
+        raise GraphBreak(gb.UNSUPPORTED_BYTECODE, f"SET_FUNCTION_ATTRIBUTE on {fn.describe()}")
+    _set_function_attribute(tx, fn, inst.arg, value)
+    tx.push(fn)
+
+
+def _set_function_attribute(tx, fn, flag: int, value) -> None:
+    if flag == bytecode_compat.MF_CLOSURE:
+        fn.closure = value.items
+    elif flag == bytecode_compat.MF_ANNOTATIONS:
+        fn.annotations = value
+    elif flag == bytecode_compat.MF_KWDEFAULTS:
+        fn.kwdefaults = value
+    elif flag == bytecode_compat.MF_DEFAULTS:
+        fn.defaults = value if isinstance(value, TupleVariable) else TupleVariable(value.unpack(tx))
+    else:
+        raise GraphBreak(gb.UNSUPPORTED_BYTECODE, f"function attribute flag {flag:#x}")
 
 
 @register("BEFORE_WITH")

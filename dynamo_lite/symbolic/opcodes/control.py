@@ -29,11 +29,7 @@ def _branch(tx, inst):
             is_none = False
         outcome = is_none
     else:
-        outcome = value.truthiness(tx)
-        if outcome is None:
-            if isinstance(value, TensorVariable):
-                raise GraphBreak(gb.TENSOR_BRANCH, "branch on a tensor value (data-dependent control flow)")
-            raise GraphBreak(gb.DATA_DEPENDENT, f"branch on {value.describe()} not known at trace time")
+        outcome = _truth(tx, value)
     taken = outcome == jump_if
     if pops or not taken:
         tx.pop()
@@ -41,7 +37,28 @@ def _branch(tx, inst):
         tx.jump_to(inst.argval)
 
 
+def _truth(tx, value) -> bool:
+    """bool(value), known at trace time, or a graph break at the instruction that tests it."""
+    outcome = value.truthiness(tx)
+    if outcome is None:
+        if isinstance(value, TensorVariable):
+            raise GraphBreak(gb.TENSOR_BRANCH, "branch on a tensor value (data-dependent control flow)")
+        raise GraphBreak(gb.DATA_DEPENDENT, f"branch on {value.describe()} not known at trace time")
+    return bool(outcome)
+
+
 register(*bytecode_compat.CONDITIONAL_JUMPS)(_branch)
+
+
+@register(bytecode_compat.OP_TO_BOOL)
+def to_bool(tx, inst):
+    # (3.13) bool(TOS) before a conditional jump or `not`.  A truth not known at trace time breaks
+    # here (not at the jump after it): the trace may have inlined a __bool__ to find out, and
+    # Python must run it, once; a break here continues in one resume function per branch of
+    # that jump (bytecode_compat.fused_truth_test), as a break at a 3.12 jump does.
+    outcome = _truth(tx, tx.peek())
+    tx.pop()
+    tx.push(ConstantVariable(outcome))
 
 
 @register(*bytecode_compat.UNCONDITIONAL_JUMPS)
@@ -78,8 +95,8 @@ def FOR_ITER(tx, inst):
 
 @register("END_FOR")
 def END_FOR(tx, inst):
-    # the end of a for loop: pops two values (an exhausted FOR_ITER jumps past it)
-    tx.popn(2)
+    # the end of a for loop (an exhausted FOR_ITER jumps past it)
+    tx.popn(bytecode_compat.END_FOR_POPS)
 
 
 # ---- exceptions: raised by traced code and handled by its own handlers ---------------

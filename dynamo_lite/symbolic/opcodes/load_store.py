@@ -15,16 +15,30 @@ from ...variables.folding import wrap_constant_result
 from . import register
 
 
-@register("LOAD_FAST", "LOAD_FAST_CHECK")
-def LOAD_FAST(tx, inst):
-    name = inst.argval
-    if name in tx.cells:  # an argument that is also a cell (before MAKE_CELL ran)
-        tx.push(tx.cell_load(name))
+def _load_fast(tx, name: str) -> None:
+    if name in tx.cells:
+        if bytecode_compat.LOAD_FAST_OF_CELL_IS_CLOSURE:  # (3.13) the cell object, for a closure
+            tx.push(tx.cells[name])
+        else:  # an argument that is also a cell (before MAKE_CELL ran)
+            tx.push(tx.cell_load(name))
         return
     var = tx.symbolic_locals.get(name)
     if var is None:
         raise GraphBreak(gb.UNBOUND_NAME, f"local variable {name!r} referenced before assignment")
     tx.push(var)
+
+
+@register("LOAD_FAST", "LOAD_FAST_CHECK")
+def LOAD_FAST(tx, inst):
+    _load_fast(tx, inst.argval)
+
+
+@register("LOAD_FAST_LOAD_FAST")
+def LOAD_FAST_LOAD_FAST(tx, inst):
+    # (3.13) two LOAD_FASTs in one instruction
+    first, second = inst.argval
+    _load_fast(tx, first)
+    _load_fast(tx, second)
 
 
 def drop_reference(tx, var, what: str, local: str = None) -> None:
@@ -56,16 +70,36 @@ def LOAD_FAST_AND_CLEAR(tx, inst):
     tx.push(NullVariable() if var is None else var)
 
 
-@register("STORE_FAST")
-def STORE_FAST(tx, inst):
-    old = tx.symbolic_locals.get(inst.argval)
+def _store_fast(tx, name: str) -> None:
+    old = tx.symbolic_locals.get(name)
     if old is not None and old is not tx.peek():
-        drop_reference(tx, old, f"assigning {inst.argval!r}", inst.argval)
+        drop_reference(tx, old, f"assigning {name!r}", name)
     value = tx.pop()
     if isinstance(value, NullVariable):  # restoring a local that was unbound (LOAD_FAST_AND_CLEAR)
-        tx.symbolic_locals.pop(inst.argval, None)
+        tx.symbolic_locals.pop(name, None)
     else:
-        tx.symbolic_locals[inst.argval] = value
+        tx.symbolic_locals[name] = value
+
+
+@register("STORE_FAST")
+def STORE_FAST(tx, inst):
+    _store_fast(tx, inst.argval)
+
+
+@register("STORE_FAST_LOAD_FAST")
+def STORE_FAST_LOAD_FAST(tx, inst):
+    # (3.13) STORE_FAST of the first name, then LOAD_FAST of the second
+    first, second = inst.argval
+    _store_fast(tx, first)
+    _load_fast(tx, second)
+
+
+@register("STORE_FAST_STORE_FAST")
+def STORE_FAST_STORE_FAST(tx, inst):
+    # (3.13) TOS into the first name, the value below it into the second
+    first, second = inst.argval
+    _store_fast(tx, first)
+    _store_fast(tx, second)
 
 
 @register("DELETE_FAST")
@@ -89,10 +123,12 @@ def LOAD_CONST(tx, inst):
 
 @register("LOAD_GLOBAL")
 def LOAD_GLOBAL(tx, inst):
-    name = inst.argval
-    if inst.arg & 1:
-        tx.push(NullVariable())
-    tx.push(tx.load_global(name))
+    value = tx.load_global(inst.argval)
+    if bytecode_compat.load_global_pushes_null(inst):
+        for v in bytecode_compat.with_null(value, NullVariable()):
+            tx.push(v)
+    else:
+        tx.push(value)
 
 
 @register("STORE_GLOBAL")
@@ -106,8 +142,10 @@ def LOAD_ATTR(tx, inst):
     attr = obj.var_getattr(tx, inst.argval)
     if bytecode_compat.load_attr_is_method(inst):
         # modelled as NULL + bound attribute (see load_method)
-        tx.push(NullVariable())
-    tx.push(attr)
+        for v in bytecode_compat.with_null(attr, NullVariable()):
+            tx.push(v)
+    else:
+        tx.push(attr)
 
 
 @register(bytecode_compat.OP_LOAD_SUPER_ATTR)
@@ -122,8 +160,10 @@ def load_super_attr(tx, inst):
     sup = global_super.call_function(tx, [cls, obj] if two_args else [], {})
     attr = sup.var_getattr(tx, inst.argval)
     if is_method:
-        tx.push(NullVariable())
-    tx.push(attr)
+        for v in bytecode_compat.with_null(attr, NullVariable()):
+            tx.push(v)
+    else:
+        tx.push(attr)
 
 
 @register(bytecode_compat.OP_LOAD_METHOD)
@@ -160,7 +200,7 @@ def STORE_DEREF(tx, inst):
     tx.cell_store(inst.argval, tx.pop())
 
 
-@register("LOAD_CLOSURE")
+@register(bytecode_compat.OP_LOAD_CLOSURE)
 def LOAD_CLOSURE(tx, inst):
     tx.push(tx.cells[inst.argval])
 
