@@ -195,6 +195,7 @@ def disable(fn: Optional[Callable[..., Any]] = None) -> Any:
         fn = fn._orig_mod
     wrapped = _C.CallWithHookOff(fn)
     functools.update_wrapper(wrapped, fn)
+    wrapped._dynamo_lite_disabled = True  # the user's choice: compiled callers say so (variables/torch_vars.py)
     return wrapped
 
 

@@ -212,6 +212,13 @@ FOREIGN_TRACER = _register("DL0040", "Another tracer or compiler",
                            "Call the tracer outside the compiled function and compile (or call) its result instead.",
                            cause=CODE)
 
+USER_DISABLED = _register("DL0067", "Disabled by your code",
+                          "The called function is marked dynamo_lite.disable or torch.compiler.disable: as asked, "
+                          "Python runs it without capture (frames it calls are captured on their own under "
+                          "torch.compiler.disable). The graph ends before the call and resumes after it.",
+                          "Remove the mark to let the call be captured into the graph.",
+                          cause=CODE)
+
 DYNAMIC_SPECIALIZED = _register("DL0031", "Dynamic dimension made constant",
                                 "A dimension marked with mark_dynamic() (or an int the code needs as a plain Python "
                                 "value) was forced to one value by the code: the graph would only be right for that "
@@ -292,6 +299,20 @@ _example(FOREIGN_TRACER, """
 def f(x):
     y = x * 2
     torch.jit.trace(torch.sin, y)    # torch.jit traces this call itself
+    return y + 1
+""")
+_example(USER_DISABLED, """
+import dynamo_lite
+
+
+@dynamo_lite.disable
+def log_stats(t):                  # the user asked: never captured
+    return t.mean().item()
+
+
+def f(x):
+    y = x * 2
+    log_stats(y)
     return y + 1
 """)
 _example(TENSOR_BRANCH, """

@@ -51,6 +51,7 @@ from typing import Optional
 
 import pytest
 
+from .graph_breaks import INTERNAL_ERROR
 from .report import events
 from .report.summary import BreakSite, attribution_line, group_sites, render_html, render_markdown, table_lines
 
@@ -60,6 +61,7 @@ BASELINE_SCHEMA = "dynamo_lite.pytest_baseline"
 SCHEMA_VERSION = 1  # of the baseline
 _MAX_ROWS = 20  # groups shown in the terminal summary
 _MAX_LINES = 30  # lines of the terminal summary (without the baseline's)
+_MAX_INTERNAL_ERRORS = 10  # internal errors listed under the summary's header
 _REPORT_FORMATS = {"json": "json", "html": "html", "md": "md", "markdown": "md"}
 
 
@@ -75,7 +77,7 @@ class CompileRecord:
     def __init__(self, nodeid: str):
         self.nodeid = nodeid  # pytest node id, or "<outside tests>"
         self.events: list = []  # every event, in emission order
-        self.outcome = ""  # "passed" / "failed" / "skipped" ("" until known)
+        self.outcome = ""  # pytest's: passed, failed, skipped, xfailed, xpassed, error ("" until known)
 
     @property
     def graph_breaks(self) -> list:
@@ -158,6 +160,7 @@ class _RunState:
         self.backend: str = config.getoption("dl_backend")
         self.records: dict[str, CompileRecord] = {}  # nodeid -> record, for tests that got events
         self.ran: list[str] = []  # nodeids of tests that ran, in order
+        self.outcomes: dict[str, str] = {}  # nodeid -> pytest's outcome (_outcome), for every test
         self.current: Optional[str] = None  # nodeid of the running test
         self.outside = CompileRecord("<outside tests>")
         self.regressions: list[str] = []  # baseline failures (text)
@@ -353,14 +356,25 @@ def _marker_int(marker) -> int:
     return value
 
 
+def _outcome(report) -> str:
+    """pytest's word for a test's report: passed, failed, skipped, xfailed, xpassed, or error
+    (a setup or teardown that failed)."""
+    if hasattr(report, "wasxfail"):
+        return "xpassed" if report.outcome == "passed" else "xfailed"
+    if report.when != "call" and report.outcome == "failed":
+        return "error"
+    return report.outcome
+
+
 def pytest_runtest_logreport(report):
     for state in _ACTIVE[-1:]:
-        rec = state.records.get(report.nodeid)
-        if rec is None:
-            return
-        if report.when == "call" or (report.outcome != "passed" and not rec.outcome) or \
+        known = state.outcomes.get(report.nodeid, "")
+        if report.when == "call" or (report.outcome != "passed" and not known) or \
                 (report.when == "teardown" and report.outcome == "failed"):
-            rec.outcome = report.outcome
+            state.outcomes[report.nodeid] = _outcome(report)
+            rec = state.records.get(report.nodeid)
+            if rec is not None:
+                rec.outcome = state.outcomes[report.nodeid]
 
 
 # ---------------------------------------------------------------------------
@@ -451,7 +465,13 @@ def _totals(state: _RunState) -> dict:
     per_record = [rec.counts() for rec in recs]
     for key in ("frames", "graphs", "graph_breaks", "fallbacks", "recompiles", "cache_limits"):
         total[key] = sum(c[key] for c in per_record)
+    total["internal_errors"] = sum(len(_internal_errors(rec)) for rec in recs)
     return total
+
+
+def _internal_errors(rec: CompileRecord) -> list:
+    """The fallbacks of this record caused by a dynamo_lite bug (DL0026): the frame ran eagerly."""
+    return [e for e in rec.fallbacks if e.break_id == INTERNAL_ERROR]
 
 
 def _break_entry(state: _RunState, ev) -> dict:
@@ -466,7 +486,7 @@ def _test_entry(state: _RunState, nodeid: str) -> dict:
     if rec is None:
         rec = CompileRecord(nodeid)
     return {
-        "nodeid": nodeid, "outcome": rec.outcome, "counts": rec.counts(),
+        "nodeid": nodeid, "outcome": state.outcomes.get(nodeid, rec.outcome), "counts": rec.counts(),
         "graphs": [e.to_dict() for e in rec.graphs],
         "graph_breaks": [_break_entry(state, e) for e in rec.breaks],
         "recompiles": [e.to_dict() for e in rec.recompiles],
@@ -599,8 +619,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
              _plural(t["recompiles"], "recompile"), _plural(t["fallbacks"], "fallback")]
     if t["cache_limits"]:
         parts.append(_plural(t["cache_limits"], "cache limit") + " hit")
+    parts.append(_plural(t["internal_errors"], "internal error"))
     tr.write_line(f"{t['tests_compiling']} of {_plural(t['tests'], 'test')} compiled code: {', '.join(parts)}"
                   + (f" (--dl, backend={state.backend})" if state.dl else ""))
+    # internal errors are dynamo_lite bugs (the frame ran eagerly, so the test may pass): each is listed
+    errors = [(rec, ev) for rec in recs for ev in _internal_errors(rec)]
+    for rec, ev in errors[:_MAX_INTERNAL_ERRORS]:
+        first = ev.reason.splitlines()[0] if ev.reason else "?"
+        tr.write_line(f"  internal error in {ev.frame} ({rec.nodeid}): {first}", red=True)
+    if len(errors) > _MAX_INTERNAL_ERRORS:
+        tr.write_line(f"  ... {len(errors) - _MAX_INTERNAL_ERRORS} more internal errors "
+                      f"({'in ' + state.reports['json'] if 'json' in state.reports else 'all: --dl-report=json:PATH'})")
     groups = state.groups()
     if groups and verbosity > -2:
         tr.write_line(attribution_line(groups))

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 from typing import Any, Callable, Optional
 
@@ -143,8 +144,8 @@ def frame_is_static(f_locals: dict, code) -> bool:
     if not code.co_varnames or code.co_argcount == 0:
         return False
     first = f_locals.get(code.co_varnames[0])
-    return first is not None and (getattr(first, STATIC_ATTR, False) is True or
-                                  getattr(type(first), STATIC_ATTR, False) is True)
+    # read statically: ``self`` may be any object, and its __getattr__ must not run
+    return first is not None and inspect.getattr_static(first, STATIC_ATTR, False) is True
 
 
 def _through_view_base(tsource) -> bool:

@@ -58,6 +58,7 @@ import torch
 
 from ..source import AttrSource, LocalSource, Source
 from . import tensor_api
+from .. import static
 
 Const = Callable[[Any], str]  # names a constant object in the check's namespace
 _SINGLETONS = (None, True, False, Ellipsis)
@@ -93,7 +94,7 @@ def _short(dtype) -> str:
 
 def short_repr(obj) -> str:
     """How a constant appears in a readable guard line."""
-    text = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    text = static.qualname(obj)  # (never an attribute read on a user object: its __getattr__ may run)
     return f"<{text}>" if not isinstance(obj, (int, float, str, bool, type(None))) else repr(obj)
 
 

@@ -36,7 +36,7 @@ import sys
 import types
 from typing import Any, Callable, Optional
 
-from .. import _C
+from .. import _C, static
 import torch
 
 from ..source import (AttrSource, BuiltinSource, ClosureSource, DictValueSource, GlobalSource, ItemSource, LocalSource,
@@ -523,4 +523,4 @@ def _short_obj(obj) -> str:
     if isinstance(obj, types.BuiltinFunctionType) or (
             isinstance(obj, functools.partial) and isinstance(getattr(obj, "__name__", None), str)):
         return f"<{obj.__name__}>"
-    return f"<{getattr(obj, '__qualname__', None) or type(obj).__qualname__}>"
+    return f"<{static.qualname(obj)}>"  # (no attribute read on a user object)

@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from .. import graph_breaks as gb
-from .. import guards, runtime
+from .. import _C, guards, runtime, static
 from ..exc import GraphBreak, SkipFrame
 from ..source import AttrSource, BuiltinSource, DictItemSource, DictValueSource, ItemSource, Source, from_resume_stack
 from .base import VariableTracker
@@ -54,7 +54,7 @@ from .tensor import symbolic_input, TensorVariable
 from .autograd_function import (AssociativeScanVariable, AutogradFunctionClassVariable, CheckpointVariable,
                                 FuncTransformVariable, is_associative_scan, is_autograd_function_class,
                                 is_checkpoint, is_func_transform)
-from .torch_vars import is_torch_class, is_torch_compile_wrapper, is_user_like_torch_class, is_torch_optimized_module, TorchVariable
+from .torch_vars import DisabledFunctionVariable, FxProxyVariable, is_torch_class, is_torch_compile_wrapper, is_user_like_torch_class, is_torch_optimized_module, TorchVariable
 from .user_objects import (
     DictSubclassObjectVariable, mro_lookup, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
 )
@@ -76,13 +76,13 @@ def _immutable_value(value) -> bool:
 
 
 def _is_torch_callable(value) -> bool:
-    module = getattr(value, "__module__", None) or ""
+    """A callable torch defines (read statically: the object is never asked)."""
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
-    if module.startswith("torch") and callable(value):
+    if static.defined_in_torch(value) and callable(value):
         return True
-    if isinstance(value, types.BuiltinFunctionType) and (getattr(value, "__self__", None) is not None) and \
-            type(value.__self__).__name__ == "module" and value.__self__.__name__.startswith("torch"):
+    if isinstance(value, types.BuiltinFunctionType) and isinstance(value.__self__, types.ModuleType) and \
+            static.is_torch_module_name(value.__self__.__name__):
         return True
     return False
 
@@ -347,6 +347,12 @@ def _wrap(tx, value, source):
     if is_autograd_function_class(value):
         guard(guards.IdGuard(source, value))
         return AutogradFunctionClassVariable(value, source)
+    if type(value) is _C.CallWithHookOff and value.__dict__.get("_dynamo_lite_disabled") is True:
+        guard(guards.IdGuard(source, value))
+        return DisabledFunctionVariable(value, source)
+    if isinstance(value, torch.fx.Proxy):  # (a callable torch object, but every use of it records a node)
+        guard(guards.TypeGuard(source, type(value)))
+        return FxProxyVariable(value, source)
     if is_torch_class(value) or _is_torch_callable(value) and not is_user_like_torch_class(value):
         guard(guards.IdGuard(source, value))
         return TorchVariable(value, source)

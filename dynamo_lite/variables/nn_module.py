@@ -362,6 +362,9 @@ class NNModuleVariable(VariableTracker):
             items = []
             for prefix, sub in module.named_modules():
                 sub_var = self._descendant(tx, prefix)
+                if not isinstance(sub_var, NNModuleVariable):  # a TorchScript submodule: TorchScript holds them
+                    raise GraphBreak(gb.UNSUPPORTED_CALL, f"Module.{name}() reaching {sub_var.describe()} "
+                                     f"({prefix}): Python walks it")
                 sub_var.guard_keys(tx, "_modules")  # (which modules and tensors there are is guarded)
                 sub_var.guard_keys(tx, kind)
                 for key, value in getattr(sub, kind).items():
@@ -375,6 +378,9 @@ class NNModuleVariable(VariableTracker):
             items = []
             for prefix, sub in module.named_modules():
                 var = self._descendant(tx, prefix)
+                if not isinstance(var, NNModuleVariable):
+                    raise GraphBreak(gb.UNSUPPORTED_CALL, f"Module.{name}() reaching {var.describe()} "
+                                     f"({prefix}): Python walks it")
                 var.guard_keys(tx, "_modules")
                 items.append(TupleVariable([ConstantVariable(prefix), var]) if name == "named_modules" else var)
             return ListIteratorVariable(items)

@@ -476,6 +476,8 @@ _RANDOM_BREAKING_METHODS = {"shuffle": "random.shuffle() reorders the list by nu
 def is_random_module_function(value) -> bool:
     """A function of the ``random`` module we replay: a bound method of its hidden Random
     instance that is Random's own (not replaced by a subclass or monkeypatch)."""
+    if not isinstance(value, (types.BuiltinMethodType, types.MethodType)):
+        return False  # (and no attribute of any other object is read)
     owner = getattr(value, "__self__", None)
     name = getattr(value, "__name__", None)
     if owner is not getattr(random, "_inst", None) or type(owner) is not random.Random:

@@ -38,7 +38,7 @@ from torch._subclasses.fake_tensor import (
 
 from .. import graph_breaks as gb
 from .. import guards
-from .. import runtime
+from .. import runtime, static
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
@@ -569,8 +569,8 @@ def _folds_to_constant(node: torch.fx.Node) -> bool:
     or write global state the graph does not hold)."""
     if node.op == "call_method":
         return _has_side_effect(node)
-    module = getattr(node.target, "__module__", None) or ""
-    if not module.startswith("torch") or module == "torch.nn.functional":
+    module = static.module_name(node.target)
+    if not static.is_torch_module_name(module) or module == "torch.nn.functional":
         return True
     name = getattr(node.target, "__name__", "")
     if name.startswith("__") and name.endswith("__"):

@@ -27,7 +27,7 @@ import torch.distributions.kl
 
 from .. import _C
 from .. import graph_breaks as gb
-from .. import guards, runtime
+from .. import guards, runtime, static
 from ..exc import GraphBreak
 from ..source import AttrSource, RandomDrawSource
 from .base import VariableTracker, HeldValueVariable
@@ -48,12 +48,12 @@ _USER_LIKE_TORCH_PACKAGES = ("torch.distributions.",)
 
 
 def is_user_like_torch_class(value) -> bool:
-    return isinstance(value, type) and (getattr(value, "__module__", None) or "").startswith(_USER_LIKE_TORCH_PACKAGES)
+    return isinstance(value, type) and static.module_name(value).startswith(_USER_LIKE_TORCH_PACKAGES)
 
 
 def is_torch_class(value) -> bool:
-    return isinstance(value, type) and (value.__module__ or "").startswith("torch") and \
-        not is_user_like_torch_class(value)
+    """A class torch defines (under ``torch.``, not a package named torch-something)."""
+    return isinstance(value, type) and static.defined_in_torch(value) and not is_user_like_torch_class(value)
 
 
 _SIDE_EFFECTS = {
@@ -168,11 +168,10 @@ class TorchVariable(HeldValueVariable):
         self.value = value
 
     def _repr_body(self):
-        return getattr(self.value, "__qualname__", None) or repr(self.value)
+        return static.qualname(self.value)
 
     def describe(self):
-        name = getattr(self.value, "__qualname__", None) or getattr(self.value, "__name__", repr(self.value))
-        return f"torch {name}"
+        return f"torch {static.qualname(self.value)}"
 
     def python_type(self):
         return type(self.value)
@@ -232,8 +231,9 @@ class TorchVariable(HeldValueVariable):
                              "interpreter runs it natively")
         if is_torch_compile_wrapper(fn) and getattr(fn, "_torchdynamo_disable", False) \
                 and _foreign_tracer_name(fn) is None:
-            raise GraphBreak(gb.CALL_NOT_TRACED, f"{self.describe()} is torch.compiler.disable()d: the call runs "
-                             "natively (frames it calls are captured on their own)")
+            inner = inspect.unwrap(fn)
+            raise GraphBreak(gb.USER_DISABLED, f"{static.qualname(inner)} is marked torch.compiler.disable: Python "
+                             "runs it (frames it calls are captured on their own)")
         tracer = _foreign_tracer_name(fn)
         if tracer is not None:
             raise GraphBreak(gb.FOREIGN_TRACER, f"{tracer}() traces the code it is given itself: it runs natively")
@@ -326,6 +326,56 @@ def is_torch_optimized_module(value) -> bool:
     cls = type(value)
     return isinstance(value, torch.nn.Module) and cls.__name__ == "OptimizedModule" and \
         cls.__module__.split(".") == ["torch", "_dynamo", "eval_frame"] and "_orig_mod" in vars(value).get("_modules", {})
+
+
+class DisabledFunctionVariable(HeldValueVariable):
+    """A function the user marked ``dynamo_lite.disable`` (api.disable: a ``_C.CallWithHookOff``
+    around it): calling it breaks the graph, and Python runs it with capture off."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+        self.wrapped = value.__wrapped__  # (a member of the C type: reading it runs no Python)
+
+    def python_type(self):
+        return type(self.value)
+
+    def describe(self):
+        return f"{static.qualname(self.wrapped)} (marked dynamo_lite.disable)"
+
+    def call_function(self, tx, args, kwargs):
+        raise GraphBreak(gb.USER_DISABLED, f"{static.qualname(self.wrapped)} is marked dynamo_lite.disable: "
+                         "Python runs it without capture")
+
+
+class FxProxyVariable(HeldValueVariable):
+    """A ``torch.fx.Proxy`` of a graph the user's code builds by hand: every attribute read,
+    call, comparison or truth test on it runs torch.fx's Python, which records a node in that
+    graph (or raises).  The trace does none of them: each breaks the graph, and Python does it
+    once, where eager does."""
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_type(self):
+        return type(self.value)
+
+    def describe(self):
+        return f"a {static.qualname(self.value)} (torch.fx)"
+
+    def _recorded(self, what: str) -> GraphBreak:
+        return GraphBreak(gb.FOREIGN_TRACER, f"{what} {self.describe()} records a node in the fx graph it belongs "
+                          "to: Python does it")
+
+    def var_getattr(self, tx, name):
+        raise self._recorded(f"reading .{name} of")
+
+    def call_function(self, tx, args, kwargs):
+        raise self._recorded("calling")
+
+    def call_method(self, tx, name, args, kwargs):
+        raise self._recorded(f"{name}() on")
 
 
 _MANUAL_SEED = inspect.unwrap(torch.manual_seed)

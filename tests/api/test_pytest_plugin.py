@@ -97,7 +97,7 @@ def test_no_compile():
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "*= dynamo_lite graph breaks =*",
-        "2 of 3 tests compiled code: 4 frames, 4 graphs, 2 graph breaks, 0 recompiles, 0 fallbacks",
+        "2 of 3 tests compiled code: 4 frames, 4 graphs, 2 graph breaks, 0 recompiles, 0 fallbacks, 0 internal errors",
         "2 breaks at 1 place: 2 inherent to your code (1 place), 0 dynamo_lite limitations (0 places)",
         "",
         "count tests  cause*location*break",

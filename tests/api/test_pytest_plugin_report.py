@@ -186,3 +186,82 @@ def test_html_and_markdown_reports_hold_every_group(tmp_path):
         assert f"`{g['location']}`" in md and g["break_id"] in md
     assert "| count | tests | cause | location | break | what happened | hint |" in md
     assert "test_pages.py::test_breaks" in page and "test_pages.py::test_breaks" in md
+
+
+OUTCOMES = '''
+import pytest
+import torch
+import dynamo_lite
+from dynamo_lite.symbolic import translator
+
+
+@dynamo_lite.disable
+def kept_eager(t):
+    return t.sum().item()
+
+
+def test_passes_without_compiling():
+    assert 1 + 1 == 2
+
+
+def test_plain_compute():
+    assert (torch.ones(2) + 1).sum() == 4
+
+
+@pytest.mark.xfail(reason="expected")
+def test_expected_failure():
+    assert torch.ones(2).sum() == 3
+
+
+@pytest.mark.xfail(reason="fixed meanwhile")
+def test_unexpected_pass():
+    assert torch.ones(2).sum() == 2
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture fails")
+
+
+def test_setup_error(broken):
+    pass
+
+
+def test_users_own_disable():
+    x = torch.ones(2) * 2
+    assert kept_eager(x) == 4
+
+
+def test_internal_error(monkeypatch):
+    # a dynamo_lite bug while tracing: the frame runs eagerly and the test still passes
+    def boom(self):
+        raise RuntimeError("a bug inside dynamo_lite")
+    monkeypatch.setattr(translator.InstructionTranslator, "run", boom)
+    f = dynamo_lite.compile(lambda t: t + 1, backend="eager")
+    assert f(torch.ones(2)).sum() == 4
+'''
+
+
+def test_outcomes_internal_errors_and_the_users_own_disable(tmp_path):
+    cwd = _project(tmp_path, {"test_outcomes.py": OUTCOMES})
+    report = tmp_path / "report.json"
+    proc = _pytest(cwd, "-q", "--dl", f"--dl-report=json:{report}")
+    out = proc.stdout
+    # the JSON outcome is pytest's, for every test (also those that compiled nothing)
+    tests = {t["nodeid"].split("::")[1]: t for t in json.loads(report.read_text())["tests"]}
+    assert {name: t["outcome"] for name, t in tests.items()} == {
+        "test_passes_without_compiling": "passed", "test_plain_compute": "passed",
+        "test_expected_failure": "xfailed", "test_unexpected_pass": "xpassed", "test_setup_error": "error",
+        "test_users_own_disable": "passed", "test_internal_error": "passed"}, out
+    # internal errors: counted in the header line whether or not the test passed, and listed
+    summary = _summary(out)
+    # (under --dl the test body's own resumed frame is traced with the broken translator too)
+    assert re.search(r"compiled code: .*, [1-9]\d* internal errors? \(--dl, backend=eager\)$", summary[1]), summary
+    assert any(line.strip().startswith("internal error in <lambda> (test_outcomes.py::test_internal_error): "
+                                       "internal error RuntimeError: a bug inside dynamo_lite")
+               for line in summary), summary
+    # a function the user disabled is the user's choice, named as such
+    own = tests["test_users_own_disable"]["graph_breaks"]
+    assert [b["break_id"] for b in own] == ["DL0067"], own
+    assert "kept_eager is marked dynamo_lite.disable" in own[0]["reason"], own
+    assert own[0]["cause"] == "code", own

@@ -117,7 +117,7 @@ def test_plugin_summary_counts_without_dl(inner_pytest):
     out = result.stdout.str()
     assert "dynamo_lite graph breaks" in out
     result.stdout.fnmatch_lines(["1 of 7 tests compiled code: 2 frames, 2 graphs, 1 graph break, 0 recompiles, "
-                                 "0 fallbacks",
+                                 "0 fallbacks, 0 internal errors",
                                  f"*your code*test_inner.py:{BRANCH_LINE}  DL0025 branch on a tensor*"])
 
 

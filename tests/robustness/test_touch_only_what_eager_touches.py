@@ -1,0 +1,251 @@
+"""Touch only what eager touches: tracing, guards, recompile reasons and break descriptions
+never run user-defined Python on a real object (attribute hooks, repr, bool, ==, hash) that
+eager does not run there.
+
+Objects here record every dunder and attribute hook that runs on them, and answer unknown
+attributes with an object whose truth test raises (as a torch.fx.Proxy or a permissive mock
+does).  Each test runs the same calls eagerly and compiled and compares what was touched and
+what came back.  Also: code that builds a torch.fx graph by hand makes the same graph compiled,
+"is this torch?" is decided by the module (torchvision-like package names are user code), and a
+module with a TorchScript child walks its parameters.
+"""
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.fx as fx
+
+import dynamo_lite
+from dynamo_lite.testing import assert_same
+
+TOUCHED: list = []
+
+
+class _Bomb:
+    """What a permissive __getattr__ answers: using it as a bool (``or``, ``if``) raises."""
+
+    def __bool__(self):
+        raise RuntimeError("a _Bomb has no truth value")
+
+
+class Tattletale:
+    """Records every hook Python runs on it; unknown attributes are _Bombs."""
+
+    def __getattr__(self, name):
+        TOUCHED.append(("getattr", name))
+        return _Bomb()
+
+    def __call__(self, x):
+        TOUCHED.append(("call",))
+        return x * 3
+
+    def __repr__(self):
+        TOUCHED.append(("repr",))
+        return "Tattletale()"
+
+    def __str__(self):
+        TOUCHED.append(("str",))
+        return "Tattletale"
+
+    def __bool__(self):
+        TOUCHED.append(("bool",))
+        return True
+
+    def __eq__(self, other):
+        TOUCHED.append(("eq",))
+        return self is other
+
+    def __hash__(self):
+        TOUCHED.append(("hash",))
+        return 7
+
+    def __len__(self):
+        TOUCHED.append(("len",))
+        return 1
+
+
+def _helper(x):
+    return x + 1
+
+
+def _touched_by(fn, calls):
+    """(results, touched hooks) of calling fn on each argument tuple in turn."""
+    TOUCHED.clear()
+    results = [fn(*args) for args in calls]
+    return results, list(TOUCHED)
+
+
+def _same_as_eager(fn, calls):
+    eager_results, eager_touched = _touched_by(fn, calls)
+    compiled = dynamo_lite.compile(fn, backend="eager")
+    got_results, got_touched = _touched_by(compiled, calls)
+    assert_same(eager_results, got_results)
+    assert got_touched == eager_touched
+    return eager_touched
+
+
+def test_recompile_reason_for_a_failed_identity_guard_does_not_ask_the_new_object():
+    # the first call guards fn by identity; the second fails that guard: explaining it must
+    # describe the Tattletale by its type, not read its __qualname__ (a _Bomb whose truth raises)
+    def apply(fn, x):
+        return fn(x) + 1
+
+    x = torch.ones(2)
+    touched = _same_as_eager(apply, [(_helper, x), (Tattletale(), x), (_helper, x)])
+    assert touched == [("call",)]
+
+
+def test_recompile_reasons_are_logged_without_touching_the_objects(capsys):
+    # +recompiles renders every guard that failed, with the objects involved
+    def apply(fn, x):
+        return fn(x) * 2
+
+    x = torch.ones(2)
+    compiled = dynamo_lite.compile(apply, backend="eager")
+    compiled(_helper, x)
+    TOUCHED.clear()
+    dynamo_lite.set_logs("+recompiles")
+    try:
+        torch.testing.assert_close(compiled(Tattletale(), x), x * 6)
+    finally:
+        dynamo_lite.set_logs()
+    assert TOUCHED == [("call",)]
+    err = capsys.readouterr().err
+    assert "Recompiling apply" in err and "Tattletale" in err, err
+
+
+def test_passing_and_returning_user_objects_touches_nothing():
+    def f(obj, x):
+        pair = (obj, x + 1)
+        d = {"o": obj}
+        return pair[0] is d["o"], pair, [obj]
+
+    touched = _same_as_eager(f, [(Tattletale(), torch.ones(2))])
+    assert touched == []
+
+
+def test_identity_tests_and_branches_on_none_touch_nothing():
+    def f(obj, x):
+        if obj is None:
+            return x
+        if obj is not _helper:
+            return x * 2
+        return x - 1
+
+    touched = _same_as_eager(f, [(Tattletale(), torch.ones(2)), (None, torch.ones(2)), (_helper, torch.ones(2))])
+    assert touched == []
+
+
+def test_hooks_eager_runs_run_once_in_the_compiled_call_too():
+    def f(obj, x):
+        if obj:  # eager runs __bool__ here
+            x = x + len(obj)  # ... and __len__ here
+        return x, obj == obj  # ... and __eq__ here
+
+    touched = _same_as_eager(f, [(Tattletale(), torch.ones(2))])
+    assert touched == [("bool",), ("len",), ("eq",)]
+
+
+def test_explain_and_break_reasons_describe_user_objects_by_type():
+    def f(obj, x):
+        y = x + 1
+        sys.getrefcount(obj)  # a C function dynamo_lite does not trace: a break whose reason names obj
+        return y, obj
+
+    TOUCHED.clear()
+    info = dynamo_lite.explain(f)(Tattletale(), torch.ones(2))
+    text = str(info) + "".join(str(b) for b in info.break_reasons)
+    assert info.graph_break_count >= 1
+    assert TOUCHED == []
+    assert "Tattletale()" not in text
+
+
+# ---- code that builds a torch.fx graph by hand ------------------------------------------------
+def _build_graph(shape):
+    graph = fx.Graph()
+    tracer = fx.proxy.GraphAppendingTracer(graph)
+    x = fx.Proxy(graph.placeholder("x"), tracer)
+    y = x.expand(shape)
+    z = (y + 1).sum()
+    graph.output(z.node)
+    return [(n.op, str(n.target)) for n in graph.nodes]
+
+
+def test_building_an_fx_graph_by_hand_makes_the_same_graph_compiled():
+    # each operation on a Proxy records a node: the trace must not read its attributes
+    # (that recorded extra getattr nodes) nor compare it (Proxy.__eq__ raises)
+    expected = _build_graph((2, 3))
+    compiled = dynamo_lite.compile(_build_graph, backend="eager")
+    assert compiled((2, 3)) == expected
+    assert compiled((2, 3)) == expected
+    info = dynamo_lite.explain(_build_graph)((2, 3))
+    assert not [b for b in info.break_reasons if "DL0026" in str(b)], info.break_reasons
+
+
+# ---- "is this torch?" by the module, not by a name prefix -------------------------------------
+_PACKAGE = '''
+import torch
+
+
+class Scaler:
+    def __init__(self, factor):
+        self.factor = factor
+        self.calls = 0
+
+    def __repr__(self):
+        return f"Scaler({self.factor}, calls={self.calls})"  # needs __init__ to have run
+
+    def __call__(self, x):
+        self.calls += 1
+        return x * self.factor
+
+
+def scale_twice(x, factor):
+    s = Scaler(factor)
+    return s(s(x)), s.calls
+'''
+
+
+@pytest.mark.parametrize("package", ["torchlike_userpkg", "plainlike_userpkg"])
+def test_a_package_named_torch_something_is_user_code(tmp_path, monkeypatch, package):
+    (tmp_path / package).mkdir()
+    (tmp_path / package / "__init__.py").write_text(textwrap.dedent(_PACKAGE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, package, raising=False)
+    mod = __import__(package)
+
+    def f(x):
+        return mod.scale_twice(x, 3.0)
+
+    x = torch.ones(2)
+    expected = f(x)
+    info = dynamo_lite.explain(f)(x)
+    assert (info.graph_count, info.graph_break_count) == (1, 0), info.break_reasons
+    assert_same(expected, dynamo_lite.compile(f, backend="eager")(x))
+
+
+# ---- a module with a TorchScript child ---------------------------------------------------------
+class _WithScripted(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.scripted = torch.jit.script(torch.nn.Linear(3, 2))
+
+    def forward(self, x):
+        total = sum(p.sum() for p in self.parameters())
+        names = [n for n, _ in self.named_parameters()]
+        return self.lin(x) * total, names
+
+
+def test_parameters_of_a_module_with_a_torchscript_child():
+    torch.manual_seed(0)
+    m = _WithScripted()
+    x = torch.randn(2, 3)
+    expected = m(x)
+    got = dynamo_lite.compile(m, backend="eager")(x)
+    assert_same(expected, got)
+    info = dynamo_lite.explain(m)(x)
+    assert not [b for b in info.break_reasons if "DL0026" in str(b)], info.break_reasons
