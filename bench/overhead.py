@@ -12,8 +12,9 @@ of the per-round difference (bench/_timing.py).  Target: dynamo_lite's
 overhead at most 1/4 of torch.compile's.
 
 Skipped frames: a loop of calls to a trivial Python function, timed with no
-hook installed (CPython inlines the calls), with our hook installed but off
-for the thread, with the hook active where both functions are marked SKIP
+hook installed (CPython inlines the calls), right after a compiled call
+returned (the hook is installed only while a compiled call or capture region
+is running, so this should cost nothing), with the hook active where both functions are marked SKIP
 (what torch internals and the standard library get), and with the hook active
 on a function that is not compiled because it has nothing to capture (no
 tensor argument, no global).  Per-frame cost = the difference per call.
@@ -154,6 +155,27 @@ def _calls_add(n):
         _add(i, 1)
 
 
+def _fib(k):
+    return k if k < 2 else _fib(k - 1) + _fib(k - 2)
+
+
+def _python_after_compile(rounds: int, k: int) -> dict:
+    """Call-heavy eager Python (recursive fib(k)) before any compiled call, after a dynamo_lite
+    compiled call returned, and after a torch.compile compiled call returned (ratios to before)."""
+    x = torch.ones(2)
+    dl = dynamo_lite.compile(add1, backend="eager")
+    tc = torch.compile(add1, backend="eager")
+    before = _timing.interleaved({"before": lambda: _fib(k)}, rounds, 1)["before"]
+    dl(x)  # (the state a process is in once anything was compiled and called)
+    after_dl = _timing.interleaved({"dl": lambda: _fib(k)}, rounds, 1)["dl"]
+    tc(x)
+    after_tc = _timing.interleaved({"tc": lambda: _fib(k)}, rounds, 1)["tc"]
+    base = _timing.median(before)
+    return {"fib": k, "before_ns": base, "after_dynamo_lite_ns": _timing.median(after_dl),
+            "after_torch_compile_ns": _timing.median(after_tc),
+            "ratio_dynamo_lite": _timing.median(after_dl) / base, "ratio_torch_compile": _timing.median(after_tc) / base}
+
+
 def _skipped_frames(rounds: int, n: int) -> dict:
     _C.set_cache(_leaf.__code__, _C.SKIP)
     _C.set_cache(_calls.__code__, _C.SKIP)
@@ -177,12 +199,9 @@ def _skipped_frames(rounds: int, n: int) -> dict:
             _C.set_callback(prev)
 
     def hook_off():
-        prev = _C.set_callback(converter)  # installs the hook ...
-        _C.set_callback(None)  # ... and turns it off for this thread
-        try:
-            _calls(n)
-        finally:
-            _C.set_callback(prev)
+        prev = _C.set_callback(converter)  # installs the hook (a compiled call or region starts) ...
+        _C.set_callback(prev)  # ... and it ends: the last callback dropped uninstalls the hook
+        _calls(n)
 
     def hook_active():
         prev = _C.set_callback(converter)
@@ -265,6 +284,7 @@ def run(quick: bool = False, cases=None) -> dict:
     finally:
         sink.close()
     results["skipped_frames"] = _skipped_frames(rounds, 200 if quick else 20000)
+    results["python_after_compile"] = _python_after_compile(3 if quick else 15, 10 if quick else 22)
     return {"env": _timing.environment(), "cases": results}
 
 
@@ -272,7 +292,7 @@ def render(data: dict) -> str:
     rows = []
     rows_fw = []
     for name, r in data["cases"].items():
-        if name == "skipped_frames":
+        if name in ("skipped_frames", "python_after_compile"):
             continue
         ovh_tc, ovh_dl = r["overhead_torch_compile_ns"], r["overhead_dynamo_lite_ns"]
         rows.append([name, _timing.fmt_us(r["eager_ns"]), _timing.fmt_us(r["torch_compile_ns"]),
@@ -298,10 +318,19 @@ def render(data: dict) -> str:
     s = data["cases"]["skipped_frames"]
     out.append("")
     out.append("Frames the hook passes over (ns per frame, target <= 100; cost added to a plain call)")
-    out.append(_timing.table(["plain call (no hook)", "hook installed, off", "hook active, code SKIP",
+    out.append(_timing.table(["plain call (no hook)", "after a compiled call", "hook active, code SKIP",
                               "hook active, not compiled (no tensors)"],
                              [[f"{s['ns_per_call_no_hook']:.1f}", f"+{s['ns_per_frame_hook_off']:.1f}",
                                f"+{s['ns_per_frame_skipped']:.1f}", f"+{s['ns_per_frame_not_compiled']:.1f}"]]))
+    p = data["cases"].get("python_after_compile")
+    if p:
+        out.append("")
+        out.append(f"Eager Python after a compiled call returned: recursive fib({p['fib']}), ms; ratio to before "
+                   "any compile (1.00 = untouched)")
+        out.append(_timing.table(["before any compile", "after dynamo_lite", "ratio", "after torch.compile", "ratio"],
+                                 [[f"{p['before_ns'] / 1e6:.2f}", f"{p['after_dynamo_lite_ns'] / 1e6:.2f}",
+                                   f"{p['ratio_dynamo_lite']:.2f}", f"{p['after_torch_compile_ns'] / 1e6:.2f}",
+                                   f"{p['ratio_torch_compile']:.2f}"]]))
     return "\n".join(out)
 
 

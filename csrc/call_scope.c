@@ -56,7 +56,7 @@ scope_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
     PyObject *callback = ((CallScopeObject *)self)->callback;
     PyObject *cb = dl_callback_suspend();
     if (callback != NULL) {
-        dl_hook_ensure_installed(PyThreadState_Get());
+        dl_hook_acquire(); /* released when dl_callback_resume drops it */
         dl_tls_callback = Py_NewRef(callback);
     }
     PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);

@@ -64,6 +64,37 @@ dl_hook_ensure_installed(PyThreadState *tstate)
     }
 }
 
+/* If ours is the installed eval-frame function, put back the one it replaced. */
+static void
+hook_uninstall(PyThreadState *tstate)
+{
+    if (dl_get_eval_frame(tstate) == dl_eval_frame) {
+        dl_set_eval_frame(tstate, prev_eval != NULL
+                                      ? prev_eval
+                                      : _PyEval_EvalFrameDefault);
+    }
+    prev_eval = NULL;
+}
+
+/* Live callbacks over all threads (see eval_frame.h); the GIL guards it. */
+static Py_ssize_t live_callbacks = 0;
+
+void
+dl_hook_acquire(void)
+{
+    live_callbacks++;
+    /* (also when already live: another PEP 523 user may have replaced us) */
+    dl_hook_ensure_installed(PyThreadState_Get());
+}
+
+void
+dl_hook_release(void)
+{
+    if (live_callbacks > 0 && --live_callbacks == 0) {
+        hook_uninstall(PyThreadState_Get());
+    }
+}
+
 /* Run the frame the way it would have run without us. */
 static inline PyObject *
 delegate(PyThreadState *tstate, DLFrame *frame, int throwflag)
@@ -89,11 +120,21 @@ dl_call_moving(PyObject *fn, PyObject **args, Py_ssize_t nargs)
     /* Nothing runs between the call and its frame reaching the hook (the
      * function's vectorcall makes the frame and evaluates it at once), so
      * one slot per thread is enough; the first frame entered clears it. */
+    /* Only our eval-frame function takes the references over: install it for
+     * the call if no live callback holds it (generated code always runs with
+     * one; a direct call_moving() may not). */
+    int own = dl_get_eval_frame(PyThreadState_Get()) != dl_eval_frame;
+    if (own) {
+        dl_hook_acquire();
+    }
     dl_tls_handover.func = fn;
     dl_tls_handover.args = args;
     dl_tls_handover.nargs = nargs;
     PyObject *result = PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
     dl_tls_handover.args = NULL;
+    if (own) {
+        dl_hook_release();
+    }
     return result;
 }
 
@@ -357,7 +398,7 @@ dl_set_callback(PyObject *module, PyObject *cb)
         return NULL;
     }
     else {
-        dl_hook_ensure_installed(PyThreadState_Get());
+        dl_hook_acquire(); /* before the release below: a swap never uninstalls */
     }
     PyObject *previous = dl_tls_callback;
     Py_XINCREF(cb);
@@ -365,6 +406,7 @@ dl_set_callback(PyObject *module, PyObject *cb)
     if (previous == NULL) {
         Py_RETURN_NONE;
     }
+    dl_hook_release();
     return previous; /* our reference passes to the caller */
 }
 
@@ -381,14 +423,14 @@ dl_get_callback(PyObject *module, PyObject *Py_UNUSED(ignored))
 static PyObject *
 dl_uninstall(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
-    PyThreadState *tstate = PyThreadState_Get();
-    if (dl_get_eval_frame(tstate) == dl_eval_frame) {
-        dl_set_eval_frame(tstate, prev_eval != NULL
-                                      ? prev_eval
-                                      : _PyEval_EvalFrameDefault);
-    }
-    prev_eval = NULL;
+    hook_uninstall(PyThreadState_Get());
     Py_RETURN_NONE;
+}
+
+static PyObject *
+dl_live_callbacks(PyObject *module, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(live_callbacks);
 }
 
 static PyObject *
@@ -441,7 +483,8 @@ static PyMethodDef dl_methods[] = {
     {"set_callback", dl_set_callback, METH_O,
      "set_callback(cb) -> previous\n\nSet this thread's callback "
      "(None turns the hook off for this thread) and return the previous "
-     "one. Installs the eval-frame hook if it is not installed."},
+     "one. Installs the eval-frame hook if it is not installed; the last "
+     "callback dropped (over all threads) uninstalls it."},
     {"call_moving", (PyCFunction)(void (*)(void))dl_call_moving_py,
      METH_FASTCALL,
      "call_moving(fn, args) -> fn(*args)\n\nargs is a list, emptied before "
@@ -463,6 +506,10 @@ static PyMethodDef dl_methods[] = {
      "one it replaced (or the default)."},
     {"_is_installed", dl_is_installed, METH_NOARGS,
      "_is_installed() -> True if our eval-frame function is installed."},
+    {"_live_callbacks", dl_live_callbacks, METH_NOARGS,
+     "_live_callbacks() -> how many callbacks are live over all threads "
+     "(set, or suspended by a C call): the hook is installed while it is "
+     "not 0."},
     {NULL, NULL, 0, NULL},
 };
 

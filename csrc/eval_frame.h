@@ -24,6 +24,16 @@
 
 DL_INTERNAL extern _Thread_local PyObject *dl_tls_callback;
 
+/* The hook is installed only while some callback is live: set for a thread
+ * (its dl_tls_callback) or suspended by a C call that will put it back. Each
+ * callback that becomes live takes the hook (dl_hook_acquire: the first one
+ * installs it); each one dropped gives it back (dl_hook_release: the last one
+ * puts the previous eval-frame function back). While any PEP 523 function is
+ * installed CPython does not inline Python-to-Python calls, so code that runs
+ * outside every compiled call and capture region pays nothing. */
+DL_INTERNAL void dl_hook_acquire(void);
+DL_INTERNAL void dl_hook_release(void);
+
 /* Take this thread's callback out (hook off); returns the owned reference. */
 static inline PyObject *
 dl_callback_suspend(void)
@@ -40,7 +50,10 @@ dl_callback_resume(PyObject *cb)
 {
     PyObject *inner = dl_tls_callback;
     dl_tls_callback = cb;
-    Py_XDECREF(inner);
+    if (inner != NULL) {
+        dl_hook_release();
+        Py_DECREF(inner);
+    }
 }
 
 /* Argument references lent to the next frame the hook sees (see
