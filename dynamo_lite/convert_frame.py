@@ -299,7 +299,8 @@ class FrameConverter:
                                 dl_log.lazy(gm.print_readable, print_output=False))
             events.emit(events.GraphEvent(compile_id, display_name(code), code.co_filename, code.co_firstlineno, gm,
                                           output.count_ops(), output.guards.render(), compile_seconds,
-                                          trace_seconds, self.backend_name))
+                                          trace_seconds, self.backend_name,
+                                          compiling_queries=list(dict.fromkeys(output.compiling_queries))))
         guards_log.info("[%s] Guards of %s:\n%s", compile_id, display_name(code),
                         dl_log.lazy(lambda: "\n".join(output.guards.render())))
         if new_code is not None:

@@ -99,6 +99,11 @@ class CompileRecord:
         return [e for e in self.events if isinstance(e, events.GraphEvent)]
 
     @property
+    def compiling_queries(self) -> list:
+        """Where this test's captured code asked torch.compiler.is_compiling() (told True)."""
+        return list(dict.fromkeys(q for e in self.graphs for q in getattr(e, "compiling_queries", ())))
+
+    @property
     def recompiles(self) -> list:
         return [e for e in self.events if isinstance(e, events.RecompileEvent)]
 
@@ -491,6 +496,7 @@ def _test_entry(state: _RunState, nodeid: str) -> dict:
         "graph_breaks": [_break_entry(state, e) for e in rec.breaks],
         "recompiles": [e.to_dict() for e in rec.recompiles],
         "cache_limits": [e.to_dict() for e in rec.cache_limits],
+        "compiling_queries": rec.compiling_queries,
     }
 
 
@@ -630,6 +636,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if len(errors) > _MAX_INTERNAL_ERRORS:
         tr.write_line(f"  ... {len(errors) - _MAX_INTERNAL_ERRORS} more internal errors "
                       f"({'in ' + state.reports['json'] if 'json' in state.reports else 'all: --dl-report=json:PATH'})")
+    asked = [rec for rec in recs if rec.compiling_queries]
+    if asked and state.dl:
+        places = {q for rec in asked for q in rec.compiling_queries}
+        first = os.path.relpath(sorted(places)[0], state.root) if sorted(places)[0].startswith(state.root) \
+            else sorted(places)[0]
+        tr.write_line(f"{_plural(len(asked), 'test')} took a compiler path: torch.compiler.is_compiling() answered "
+                      f"True at {_plural(len(places), 'place')} (e.g. {first}); checks such code skips when "
+                      "compiled are skipped under --dl too")
     groups = state.groups()
     if groups and verbosity > -2:
         tr.write_line(attribution_line(groups))

@@ -85,6 +85,8 @@ class OutputGraph:
         # entered (innermost last): entered for real while tracing, so fake results are what
         # eager's are (inference tensors, autocast dtypes)
         self.global_modes: list = []
+        # "path:line" where the trace answered torch.compiler.is_compiling() with True (GraphEvent)
+        self.compiling_queries: list[str] = []
         # (function, constant args) that generated code calls before the graph: calls whose only
         # effect is global RNG state, reached before the graph does any work (torch.manual_seed)
         self.prologue_calls: list = []

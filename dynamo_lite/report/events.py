@@ -129,6 +129,9 @@ class GraphEvent(_Event):
     trace_seconds: float  # symbolic interpretation time
     backend: str
     kind: str = "graph"
+    # where the trace answered torch.compiler.is_compiling() (or is_dynamo_compiling()) with
+    # True ("path:line"): code there takes its compiler path (often: skipping input checks)
+    compiling_queries: list = dataclasses.field(default_factory=list)
 
     _NOT_SERIALISED = ("graph",)
 

@@ -220,7 +220,11 @@ class TorchVariable(HeldValueVariable):
         if fn is torch.jit.annotate and len(args) == 2 and not kwargs:
             return args[1]  # a type hint for TorchScript; in Python it returns the value
         if not args and not kwargs and _is_tracing_status(fn):
-            return ConstantVariable(_TRACING_STATUS[fn])
+            answer = _TRACING_STATUS[fn]
+            if answer is True:  # the code takes its compiler path here: reported (pytest plugin)
+                where = tx.frame_summary()
+                tx.output.compiling_queries.append(f"{where.filename}:{where.lineno}")
+            return ConstantVariable(answer)
         if is_torch_optimized_module(fn):
             if self.source is None or any(getattr(fn, h) for h in _MODULE_HOOK_DICTS):
                 raise GraphBreak(gb.FOREIGN_TRACER, "a torch.compile()d module with hooks of its own: it runs natively")

@@ -265,3 +265,45 @@ def test_outcomes_internal_errors_and_the_users_own_disable(tmp_path):
     assert [b["break_id"] for b in own] == ["DL0067"], own
     assert "kept_eager is marked dynamo_lite.disable" in own[0]["reason"], own
     assert own[0]["cause"] == "code", own
+
+
+COMPILER_PATH = '''
+import pytest
+import torch
+
+
+def checked_double(x):
+    if not torch.compiler.is_compiling():  # a library skipping its own check when compiled
+        if x.dim() != 1:
+            raise ValueError("expects a vector")
+    return x * 2
+
+
+def test_rejects_matrices():
+    with pytest.raises(ValueError):
+        checked_double(torch.ones(2, 2))
+
+
+def test_vectors():
+    assert checked_double(torch.ones(3)).sum() == 6
+
+
+def test_no_question():
+    assert (torch.ones(3) * 2).sum() == 6
+'''
+
+
+def test_tests_whose_code_asks_is_compiling_are_flagged(tmp_path):
+    # as under torch.compile, the check is skipped while captured, so the first test fails
+    # under --dl: the summary and the JSON say which tests took the compiler path, and where
+    cwd = _project(tmp_path, {"test_path.py": COMPILER_PATH})
+    report = tmp_path / "report.json"
+    proc = _pytest(cwd, "-q", "--dl", f"--dl-report=json:{report}")
+    assert "1 failed, 2 passed" in proc.stdout, proc.stdout[-3000:]
+    summary = _summary(proc.stdout)
+    assert any(line.startswith("2 tests took a compiler path: torch.compiler.is_compiling() answered True at "
+                               "1 place (e.g. test_path.py:7)") for line in summary), summary
+    tests = {t["nodeid"].split("::")[1]: t for t in json.loads(report.read_text())["tests"]}
+    assert [os.path.basename(q) for q in tests["test_rejects_matrices"]["compiling_queries"]] == ["test_path.py:7"]
+    assert tests["test_rejects_matrices"]["outcome"] == "failed"
+    assert tests["test_no_question"]["compiling_queries"] == []
