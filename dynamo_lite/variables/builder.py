@@ -124,9 +124,24 @@ def _aliased(tx, value, source, make):
     return var
 
 
+def _answers_attributes_in_python(cls: type) -> bool:
+    """Instances of ``cls`` run Python on every attribute read, ``__class__`` included (a
+    ``__getattribute__`` of a Python class): ``isinstance(obj, T)`` would run it whenever cls is
+    not a T, so such objects are classified by their type alone."""
+    for klass in type.__dict__["__mro__"].__get__(cls, type):
+        found = vars(klass).get("__getattribute__")
+        if found is not None:
+            return isinstance(found, types.FunctionType)
+    return False
+
+
 def _wrap(tx, value, source):
     output = tx.output
     guard = output.add_guard if source is not None else (lambda *a, **k: None)
+    cls = type(value)
+    if _answers_attributes_in_python(cls) and not issubclass(cls, (type, torch.Tensor, nn.Module)):
+        guard(guards.TypeGuard(source, cls))
+        return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
 
     if value is os.environ or value is inspect.signature or value is random.Random or \
             value is collections.namedtuple or value is dataclasses.dataclass or is_random_module_function(value) or \

@@ -249,3 +249,85 @@ def test_parameters_of_a_module_with_a_torchscript_child():
     assert_same(expected, got)
     info = dynamo_lite.explain(m)(x)
     assert not [b for b in info.break_reasons if "DL0026" in str(b)], info.break_reasons
+
+
+# ---- more places a user object can sit ----------------------------------------------------------
+GLOBAL_TATTLE = Tattletale()
+
+
+def _closure_over(obj):
+    def inner(x):
+        return (x + 1, obj) if obj is not None else x
+    return inner
+
+
+@pytest.mark.parametrize("where", ["global", "closure", "default", "kwarg", "container", "type and id"])
+def test_user_objects_wherever_they_are_read_from(where):
+    x = torch.ones(2)
+    if where == "global":
+        def f(x):
+            return x * 2, GLOBAL_TATTLE
+        calls = [(x,), (x,)]
+    elif where == "closure":
+        f = _closure_over(Tattletale())
+        calls = [(x,), (x,)]
+    elif where == "default":
+        def f(x, obj=Tattletale()):
+            return x - 1, obj
+        calls = [(x,), (x,)]
+    elif where == "kwarg":
+        def f(x, **kw):
+            return x + 2, kw["obj"], sorted(kw)
+        f = (lambda g: (lambda x, obj: g(x, obj=obj)))(f)
+        calls = [(x, Tattletale()), (x, Tattletale())]
+    elif where == "container":
+        def f(x, box):
+            return x * 3, box[0], {"k": box[1]}["k"], len(box)
+        calls = [(x, [Tattletale(), Tattletale()]), (x, (Tattletale(), Tattletale()))]
+    else:
+        def f(x, obj):
+            return x + 1, type(obj) is Tattletale, isinstance(obj, Tattletale), callable(obj), id(obj) == id(obj)
+        calls = [(x, Tattletale()), (x, Tattletale())]
+    touched = _same_as_eager(f, calls)
+    assert touched == []
+
+
+def test_hasattr_and_getattr_run_getattr_as_eager_does():
+    def f(x, obj):
+        has = hasattr(obj, "anything")  # eager runs __getattr__("anything") once
+        return x + 1, has
+
+    touched = _same_as_eager(f, [(torch.ones(2), Tattletale())])
+    assert touched == [("getattr", "anything")]
+
+
+class Spy:
+    """A class that answers every attribute read in Python (__class__ and __dict__ included)."""
+
+    def __init__(self):
+        object.__setattr__(self, "val", 3)
+
+    def __getattribute__(self, name):
+        TOUCHED.append(("getattribute", name))
+        return object.__getattribute__(self, name)
+
+
+def test_objects_answering_every_attribute_read_in_python_are_classified_by_type():
+    # isinstance(obj, T) reads obj.__class__ through __getattribute__ when obj's type is not a
+    # T: the builder's classification must not run it (it did some 50 times per trace)
+    def f(x, obj):
+        return x + 1, obj, [obj]
+
+    touched = _same_as_eager(f, [(torch.ones(2), Spy()), (torch.ones(2), Spy())])
+    assert touched == []
+
+
+def test_a_python_getattribute_is_traced_once_per_call():
+    def f(x, obj):
+        return x * obj.val
+
+    x = torch.ones(2)
+    TOUCHED.clear()
+    info = dynamo_lite.explain(f)(x, Spy())
+    assert (info.graph_count, info.graph_break_count) == (1, 0), info.break_reasons
+    assert TOUCHED == [("getattribute", "val")]  # the compiled call's own read (replayed), none at trace time
