@@ -76,6 +76,10 @@ hook_uninstall(PyThreadState *tstate)
     prev_eval = NULL;
 }
 
+/* The "force_eager" stance (dynamo_lite/stance.py): every frame runs as if
+ * no callback were set, cached entries included. */
+static int force_eager = 0;
+
 /* Live callbacks over all threads (see eval_frame.h); the GIL guards it. */
 static Py_ssize_t live_callbacks = 0;
 
@@ -315,7 +319,7 @@ dl_eval_frame(PyThreadState *tstate, DLFrame *frame, int throwflag)
         /* prev_eval chained back to us with the frame we gave it. */
         return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
     }
-    if (throwflag || dl_tls_callback == NULL ||
+    if (throwflag || dl_tls_callback == NULL || force_eager ||
         dl_tstate_is_tracing(tstate)) {
         return delegate(tstate, frame, throwflag);
     }
@@ -428,6 +432,17 @@ dl_uninstall(PyObject *module, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+dl_set_force_eager(PyObject *module, PyObject *flag)
+{
+    int on = PyObject_IsTrue(flag);
+    if (on < 0) {
+        return NULL;
+    }
+    force_eager = on;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 dl_live_callbacks(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return PyLong_FromSsize_t(live_callbacks);
@@ -506,6 +521,9 @@ static PyMethodDef dl_methods[] = {
      "one it replaced (or the default)."},
     {"_is_installed", dl_is_installed, METH_NOARGS,
      "_is_installed() -> True if our eval-frame function is installed."},
+    {"_set_force_eager", dl_set_force_eager, METH_O,
+     "_set_force_eager(flag)\n\nWhile set, every frame runs as if no "
+     "callback were set (the force_eager stance: dynamo_lite/stance.py)."},
     {"_live_callbacks", dl_live_callbacks, METH_NOARGS,
      "_live_callbacks() -> how many callbacks are live over all threads "
      "(set, or suspended by a C call): the hook is installed while it is "

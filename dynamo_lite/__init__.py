@@ -8,7 +8,9 @@ Public API (see docs/api.md):
     explain(fn)(*args, **kw)     what was captured, where it broke, the guards
     mark_dynamic(t, dim, min=, max=), maybe_mark_dynamic(t, dim), mark_static(t, dim)
                                  dynamic shapes (docs/recompiles.md)
+    set_stance(stance)           "default" / "force_eager" / "eager_on_recompile" / "fail_on_recompile"
     Unsupported                  raised by fullgraph=True
+    RecompileError               raised under set_stance("fail_on_recompile")
     BackendCompilerFailed        raised when a backend fails (unless config.suppress_errors)
     config                       every knob (config.patch(...))
     set_logs(...)                log artifacts, as DYNAMO_LITE_LOGS (docs/debugging.md)
@@ -31,9 +33,9 @@ from . import config
 
 if TYPE_CHECKING:
     from .api import (OptimizedModule, compile, disable, explain, mark_dynamic, mark_static, maybe_mark_dynamic,
-                      optimize, reset)
+                      optimize, reset, set_stance)
     from .backends import CompilerFn, list_backends, register_backend
-    from .exc import BackendCompilerFailed, Unsupported
+    from .exc import BackendCompilerFailed, RecompileError, Unsupported
     from .graph_breaks import graph_break
     from .log import set_logs
     from .report.explain import ExplainOutput
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
 _LAZY = {
     "compile": "api", "optimize": "api", "disable": "api", "reset": "api", "explain": "api",
     "OptimizedModule": "api", "mark_dynamic": "api", "maybe_mark_dynamic": "api", "mark_static": "api",
-    "ExplainOutput": "report.explain", "Unsupported": "exc",
+    "set_stance": "api", "ExplainOutput": "report.explain", "Unsupported": "exc", "RecompileError": "exc",
     "BackendCompilerFailed": "exc", "register_backend": "backends", "list_backends": "backends",
     "CompilerFn": "backends", "set_logs": "log", "graph_break": "graph_breaks",
 }
@@ -51,6 +53,7 @@ __all__ = [
     "compile", "optimize", "disable", "reset", "explain", "ExplainOutput", "Unsupported",
     "BackendCompilerFailed", "OptimizedModule", "config", "register_backend", "list_backends",
     "CompilerFn", "set_logs", "graph_break", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
+    "set_stance", "RecompileError",
 ]
 
 

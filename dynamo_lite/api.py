@@ -21,6 +21,7 @@ import torch
 from torch.nn.modules import module as _nn_module
 
 from . import _C, cache, config, shapes
+from . import stance as _stance
 from .backends import CompilerFn, lookup_backend, registered_backend_name
 from .convert_frame import FrameConverter
 from .eval_frame import enable
@@ -199,6 +200,42 @@ def disable(fn: Optional[Callable[..., Any]] = None) -> Any:
     return wrapped
 
 
+class set_stance:
+    """Set the compiler's stance (dynamo_lite/stance.py), as ``torch.compiler.set_stance``:
+
+    - as a function, ``set_stance("force_eager")`` sets it until it is set again;
+    - as a context manager, ``with set_stance("fail_on_recompile"):`` sets it for the block;
+    - as a decorator, ``@set_stance("eager_on_recompile")`` sets it while the function runs.
+
+    Stances: "default"; "force_eager" (no compile, no compiled code: everything runs eagerly);
+    "eager_on_recompile" (compiled code runs when its guards pass; anything else runs eagerly,
+    without compiling); "fail_on_recompile" (compiled code runs when its guards pass; a call that
+    would compile raises ``RecompileError`` naming the function, its line and the guards that
+    failed).  The stance is process-wide.
+    """
+
+    def __init__(self, stance: str = "default") -> None:
+        self.stance = stance
+        self.prev = _stance.set_current(stance)
+
+    def __call__(self, fn: _F) -> _F:
+        _stance.set_current(self.prev)  # a decorator: the stance applies while fn runs
+
+        @functools.wraps(fn)
+        def with_stance(*args: Any, **kwargs: Any) -> Any:
+            with set_stance(self.stance):
+                return fn(*args, **kwargs)
+
+        return with_stance  # type: ignore[return-value]
+
+    def __enter__(self) -> "set_stance":
+        _stance.set_current(self.stance)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _stance.set_current(self.prev)  # the stance before this object was made
+
+
 def reset() -> None:
     """Forget every compiled entry (the next call of each function compiles again)."""
     cache.reset()
@@ -227,7 +264,7 @@ def mark_static(t: Union[torch.Tensor, torch.nn.Module, type],
     shapes.set_mark(t, range(t.dim()) if index is None else index, ("static",))
 
 
-__all__ = ["compile", "optimize", "disable", "reset", "OptimizedModule", "mark_dynamic", "maybe_mark_dynamic",
+__all__ = ["compile", "optimize", "disable", "reset", "set_stance", "OptimizedModule", "mark_dynamic", "maybe_mark_dynamic",
            "mark_static"]
 
 

@@ -46,12 +46,12 @@ import torch
 import torch._guards
 
 from . import graph_breaks as gb
-from . import _C, bytecode_compat, cache, config, torch_compat
+from . import _C, bytecode_compat, cache, config, stance, torch_compat
 from . import log as dl_log
 from .codegen import frame_code, loop_bodies
 from .codegen.liveness import flow_info
 from .codegen.pycodegen import CodegenFailed
-from .exc import BackendCompilerFailed, GraphBreak, SkipFrame, Unsupported, UserFrame
+from .exc import BackendCompilerFailed, GraphBreak, RecompileError, SkipFrame, Unsupported, UserFrame
 from .graph.output_graph import OutputGraph
 from .graph.side_effects import ReplayNotExact
 from .guards import GuardSet, NoOtherTracerGuard, TypeGuard
@@ -74,6 +74,16 @@ bytecode_log = logging.getLogger("dynamo_lite.bytecode")
 _CONVERT_LOCK = threading.RLock()
 RUN_EAGER = _C.RUN_EAGER  # the callback's "run the original code this time" answer
 entries_for = cache.entries  # (the name tests use)
+
+
+def _recompile_message(code, reasons: list) -> str:
+    where = f"{display_name(code)} ({code.co_filename}:{code.co_firstlineno})"
+    if not reasons:
+        return (f"{where} would be compiled while the stance is 'fail_on_recompile': it was not compiled "
+                "before (run it once under the default stance, e.g. during warm-up)")
+    failures = "\n".join(f"    - {r}" for r in reasons)
+    return (f"{where} would be compiled again while the stance is 'fail_on_recompile'; the guards that "
+            f"failed, newest entry first:\n{failures}")
 
 
 class FrameConverter:
@@ -112,12 +122,18 @@ class FrameConverter:
             breaks_log.debug("%s runs natively: %s is active", display_name(code), tracer)
             return RUN_EAGER
         existing = cache.entries(code, self)
+        now = stance.current()
+        if now == "eager_on_recompile":
+            return RUN_EAGER  # compiled code runs when its guards pass (C); a miss runs eagerly
         if existing:
             reasons = [e.guard.explain_failure(tuple(f_locals[n] for n in bytecode_compat.arg_names(code)
                                                      if n in f_locals), func.__globals__, func)
                        for e in existing]
             if None in reasons:
                 return RUN_EAGER  # another thread compiled a matching entry while this one waited
+        if now == "fail_on_recompile" and _has_tensor_or_module(f_locals, func):
+            raise RecompileError(_recompile_message(code, reasons if existing else []))
+        if existing:
             if len(existing) >= config.cache_size_limit:
                 if cache.first_limit_hit(code):
                     # loop bodies made for graph breaks in loops are specialised per iteration

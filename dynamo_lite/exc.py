@@ -107,6 +107,11 @@ class BackendCompilerFailed(DynamoLiteError):
         self.fallback_guard: Optional[Any] = None
 
 
+class RecompileError(DynamoLiteError, RuntimeError):
+    """Raised to the user under ``set_stance("fail_on_recompile")`` when a call would compile:
+    the message names the function, its file and line, and each guard that failed."""
+
+
 class Unsupported(DynamoLiteError):
     """Raised to the user by ``fullgraph=True`` when capture cannot be whole.
 
