@@ -33,6 +33,7 @@ from ..source import AttrSource, RandomDrawSource
 from .base import VariableTracker, HeldValueVariable
 from .collectives import call_collective, is_collective
 from .constant import ConstantVariable
+from .objects import ObjectVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable, PYTHON_FUNCTION_HANDLERS
@@ -332,17 +333,13 @@ def is_torch_optimized_module(value) -> bool:
         cls.__module__.split(".") == ["torch", "_dynamo", "eval_frame"] and "_orig_mod" in vars(value).get("_modules", {})
 
 
-class DisabledFunctionVariable(HeldValueVariable):
+class DisabledFunctionVariable(ObjectVariable):
     """A function the user marked ``dynamo_lite.disable`` (api.disable: a ``_C.CallWithHookOff``
     around it): calling it breaks the graph, and Python runs it with capture off."""
 
     def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
+        super().__init__(value, source)
         self.wrapped = value.__wrapped__  # (a member of the C type: reading it runs no Python)
-
-    def python_type(self):
-        return type(self.value)
 
     def describe(self):
         return f"{static.qualname(self.wrapped)} (marked dynamo_lite.disable)"
@@ -352,18 +349,11 @@ class DisabledFunctionVariable(HeldValueVariable):
                          "Python runs it without capture")
 
 
-class FxProxyVariable(HeldValueVariable):
+class FxProxyVariable(ObjectVariable):
     """A ``torch.fx.Proxy`` of a graph the user's code builds by hand: every attribute read,
     call, comparison or truth test on it runs torch.fx's Python, which records a node in that
     graph (or raises).  The trace does none of them: each breaks the graph, and Python does it
     once, where eager does."""
-
-    def __init__(self, value, source=None):
-        super().__init__(source)
-        self.value = value
-
-    def python_type(self):
-        return type(self.value)
 
     def describe(self):
         return f"a {static.qualname(self.value)} (torch.fx)"
