@@ -22,7 +22,7 @@ from torch.nn.modules import module as _nn_module
 
 from . import _C, cache, config, shapes
 from . import stance as _stance
-from .backends import CompilerFn, lookup_backend, registered_backend_name
+from .backends import CompilerFn, inductor_config_patches, inductor_with, lookup_backend, registered_backend_name
 from .convert_frame import FrameConverter
 from .eval_frame import enable
 from .report import events
@@ -43,12 +43,20 @@ _P = ParamSpec("_P")
 _CONVERTERS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
 
 
-def _make_converter(backend: Optional[Backend], fullgraph: bool, dynamic: Optional[bool]) -> FrameConverter:
+def _make_converter(backend: Optional[Backend], fullgraph: bool, dynamic: Optional[bool],
+                    mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> FrameConverter:
     fn, name = lookup_backend(backend if backend is not None else config.default_backend)
-    key = (id(fn), name, bool(fullgraph), dynamic)
+    patches: dict[str, Any] = {}
+    if mode is not None or options is not None:
+        if name != "inductor":
+            raise RuntimeError(f"mode= and options= configure inductor: backend={name!r} takes neither")
+        patches = inductor_config_patches(mode, options)
+    key = (id(fn), name, bool(fullgraph), dynamic, tuple(sorted(patches.items(), key=lambda kv: kv[0])))
     converter = _CONVERTERS.get(key)
-    if converter is None or converter.backend is not fn:
-        converter = _CONVERTERS[key] = FrameConverter(fn, name, fullgraph=fullgraph, dynamic=dynamic)
+    if converter is None or converter.base_backend is not fn:
+        converter = _CONVERTERS[key] = FrameConverter(inductor_with(patches) if patches else fn, name,
+                                                      fullgraph=fullgraph, dynamic=dynamic)
+        converter.base_backend, converter.inductor_patches = fn, patches
     return converter
 
 
@@ -91,13 +99,14 @@ class OptimizedModule(torch.nn.Module):
         # pickled as "compile(<the module>, <same backend and options>)": a registered backend
         # by name, any other backend as itself (it must be picklable, like a module-level function)
         converter = self._dl_converter
-        backend = registered_backend_name(converter.backend) or converter.backend
-        return _recompile, (self._orig_mod, backend, converter.fullgraph, converter.dynamic)
+        backend = registered_backend_name(converter.base_backend) or converter.base_backend
+        return _recompile, (self._orig_mod, backend, converter.fullgraph, converter.dynamic,
+                            converter.inductor_patches or None)
 
 
-def _recompile(module, backend, fullgraph, dynamic):
+def _recompile(module, backend, fullgraph, dynamic, inductor_patches=None):
     """Unpickling a compiled module (OptimizedModule.__reduce_ex__)."""
-    return compile(module, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    return compile(module, backend=backend, fullgraph=fullgraph, dynamic=dynamic, options=inductor_patches)
 
 
 _OWN_STORAGE_KEY = 0
@@ -127,17 +136,17 @@ def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch
 
 @overload
 def compile(model: _M, *, backend: Optional[Backend] = None, fullgraph: bool = False,
-            dynamic: Optional[bool] = None, mode: None = None, options: None = None) -> _M: ...
+            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> _M: ...
 @overload
 def compile(model: _F, *, backend: Optional[Backend] = None, fullgraph: bool = False,
-            dynamic: Optional[bool] = None, mode: None = None, options: None = None) -> _F: ...
+            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> _F: ...
 @overload
 def compile(model: None = None, *, backend: Optional[Backend] = None, fullgraph: bool = False,
-            dynamic: Optional[bool] = None, mode: None = None, options: None = None) -> Callable[[_F], _F]: ...
+            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> Callable[[_F], _F]: ...
 
 
 def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: bool = False,
-            dynamic: Optional[bool] = None, mode: None = None, options: None = None) -> Any:
+            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> Any:
     """Capture ``model``'s tensor work into graphs compiled by ``backend``.
 
     Returns a callable with the same behaviour (or a module sharing the
@@ -147,11 +156,11 @@ def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: 
     symbolic), True (symbolic from the first compile) or False (never); see
     shapes.py and docs/recompiles.md.
     """
-    if mode is not None or options is not None:
-        raise TypeError("dynamo_lite.compile() does not take mode= or options=; pass backend=")
     if model is None:
-        return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
-    converter = _make_converter(backend, fullgraph, dynamic)
+        _make_converter(backend, fullgraph, dynamic, mode, options)  # (bad arguments fail here, not at use)
+        return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                                 options=options)
+    converter = _make_converter(backend, fullgraph, dynamic, mode, options)
     if isinstance(model, torch.nn.Module):
         return _compile_module(model, converter)
     if not callable(model):

@@ -98,6 +98,10 @@ class FrameConverter:
     def __init__(self, backend, backend_name: str, fullgraph: bool = False, dynamic=None):
         self.backend = backend
         self.backend_name = backend_name
+        # what compile() was given: the backend before mode= / options= were applied, and the
+        # inductor config patches they make (api.py; a pickled compiled module keeps them)
+        self.base_backend = backend
+        self.inductor_patches: dict = {}
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self._static_retry = False  # tracing again with static shapes (a shape fact we cannot guard)

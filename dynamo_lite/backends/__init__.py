@@ -12,6 +12,8 @@ Tested by tests/torch/test_backends.py.
 """
 from __future__ import annotations
 
+import difflib
+import typing
 from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar, Union, overload
 
 import torch
@@ -121,3 +123,41 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..
 
     compiled: Any = compile_fx(gm, example_inputs)  # (its declared result covers AOT modes too)
     return compiled
+
+
+def inductor_config_patches(mode: Optional[str], options: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """inductor's config patches for torch.compile's ``mode=`` / ``options=``, checked as
+    torch.compile checks them: a known mode, known option names (``-`` read as ``_``), values
+    of the option's type, and not both at once."""
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    from torch._inductor import config as inductor_config
+    from torch._inductor import list_mode_options
+
+    given = dict(list_mode_options(mode) if mode not in (None, "default") else options or {})
+    current = inductor_config.get_config_copy()
+    patches = {}
+    for key, value in given.items():
+        name = key.replace("-", "_")
+        if name not in current:
+            close = difflib.get_close_matches(name, current, n=3)
+            raise RuntimeError(f"Unexpected optimization option {key!r} for inductor"
+                               + (f" (did you mean {', '.join(map(repr, close))}?)" if close else "")
+                               + "; the options are the names in torch._inductor.config")
+        expected = inductor_config.get_type(name)  # type: ignore[attr-defined]
+        if typing.get_origin(expected) is None and isinstance(expected, type) and not isinstance(value, expected):
+            raise RuntimeError(f"Unexpected type of option {key!r}: got {type(value).__name__}, "
+                               f"inductor expects {type(current[name]).__name__}")
+        patches[name] = value
+    return patches
+
+
+def inductor_with(patches: dict[str, Any]) -> CompilerFn:
+    """The inductor backend with these config patches (compile(..., mode=, options=))."""
+    def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        from torch._inductor.compile_fx import compile_fx
+
+        compiled: Any = compile_fx(gm, example_inputs, config_patches=dict(patches))
+        return compiled
+
+    return inductor

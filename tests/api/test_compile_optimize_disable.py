@@ -137,20 +137,61 @@ def test_compiled_function_keeps_name_doc_and_wrapped():
     assert dynamo_lite.compile(f, backend="eager").__wrapped__ is documented
 
 
-def test_compile_rejects_mode_and_options_and_non_callables():
-    with pytest.raises(TypeError):
-        dynamo_lite.compile(lambda x: x, mode="max-autotune")
-    with pytest.raises(TypeError):
+def test_compile_checks_mode_and_options_as_torch_compile_and_rejects_non_callables():
+    f = dynamo_lite.compile(lambda x: x, mode="max-autotune")  # inductor's: checked, accepted
+    assert callable(f)
+    with pytest.raises(RuntimeError, match="Unexpected optimization option 'a' for inductor"):
         dynamo_lite.compile(lambda x: x, options={"a": 1})
+    with pytest.raises(RuntimeError, match="Unrecognized mode=fastest"):
+        dynamo_lite.compile(lambda x: x, mode="fastest")
+    with pytest.raises(RuntimeError, match="Unexpected type of option 'max-autotune': got int"):
+        dynamo_lite.compile(lambda x: x, options={"max-autotune": 1})
+    with pytest.raises(RuntimeError, match="both can't be specified"):
+        dynamo_lite.compile(lambda x: x, mode="max-autotune", options={"max_autotune": True})
     with pytest.raises(TypeError):
         dynamo_lite.compile(3)
     with pytest.raises(ValueError, match="no_such_backend"):
         dynamo_lite.compile(lambda x: x, backend="no_such_backend")
 
 
-def test_compile_decorator_form_rejects_mode():
-    with pytest.raises(TypeError):
+def test_mode_and_options_are_inductors_only():
+    with pytest.raises(RuntimeError, match="backend='eager' takes neither"):
         dynamo_lite.compile(backend="eager", mode="max-autotune")
+    with pytest.raises(RuntimeError, match="backend='aot_eager' takes neither"):
+        dynamo_lite.compile(lambda x: x, backend="aot_eager", options={"max_autotune": True})
+
+
+def test_mode_and_options_reach_inductor_as_config_patches(monkeypatch):
+    import torch._inductor.compile_fx as compile_fx_module
+
+    seen = []
+
+    def spy(gm, example_inputs, config_patches=None, **kw):
+        seen.append(config_patches)
+        return gm.forward
+
+    monkeypatch.setattr(compile_fx_module, "compile_fx", spy)
+    x = torch.randn(4)
+    for kwargs, patches in (({"mode": "max-autotune-no-cudagraphs"}, {"max_autotune": True,
+                                                                       "coordinate_descent_tuning": True}),
+                            ({"options": {"epilogue-fusion": False}}, {"epilogue_fusion": False})):
+        f = dynamo_lite.compile(lambda t: t.sin() + 1, **kwargs)
+        assert_same(f(x), x.sin() + 1)
+        assert seen.pop() == patches
+
+
+def test_a_compiled_module_with_options_pickles_with_them():
+    import pickle
+
+    model = dynamo_lite.compile(torch.nn.Linear(2, 2), options={"epilogue_fusion": False})
+    again = pickle.loads(pickle.dumps(model))
+    assert again._dl_converter.inductor_patches == {"epilogue_fusion": False}
+
+
+def test_inductor_with_options_matches_eager():
+    f = dynamo_lite.compile(lambda t: (t * 3).relu().sum(0), options={"epilogue_fusion": False})
+    x = torch.randn(5, 3)
+    assert_same(f(x), (x * 3).relu().sum(0))
 
 
 def test_compile_dynamic_is_accepted():
