@@ -30,8 +30,8 @@ def set_current(stance: str) -> str:
     global _current
     if stance not in STANCES:
         raise ValueError(f"invalid dynamo_lite stance {stance!r}: expected one of {', '.join(STANCES)}")
-    previous, _current = _current, stance
     _C._set_force_eager(stance == "force_eager")
+    previous, _current = _current, stance
     return previous
 
 
