@@ -76,6 +76,13 @@ RUN_EAGER = _C.RUN_EAGER  # the callback's "run the original code this time" ans
 entries_for = cache.entries  # (the name tests use)
 
 
+def _made_by_namedtuple(func) -> bool:
+    """collections.namedtuple's ``__new__``, compiled from a string in a namespace of its own
+    (``__name__`` "namedtuple_<typename>"): it only builds a tuple, nothing to capture."""
+    name = func.__globals__.get("__name__") if isinstance(func, types.FunctionType) else None
+    return isinstance(name, str) and name.startswith("namedtuple_")
+
+
 def _recompile_message(code, reasons: list) -> str:
     where = f"{display_name(code)} ({code.co_filename}:{code.co_firstlineno})"
     if not reasons:
@@ -118,6 +125,8 @@ class FrameConverter:
         reason = skip_reason(code.co_filename, code.co_name)
         if reason is not None:
             return _C.SKIP
+        if code.co_filename == "<string>" and _made_by_namedtuple(func):
+            return _C.SKIP  # a namedtuple's generated __new__ (called from torch's tensor repr...)
         if not bytecode_compat.SUPPORTED:
             return _C.SKIP
         tracer = foreign_tracer()

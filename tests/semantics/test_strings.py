@@ -26,6 +26,17 @@ def test_fstring_format_specs():
     check_calls(f, [(t(1, 2), 3.14159), (t(1), -2.5)])
 
 
+def test_fstring_of_tensor_values_breaks_once():
+    # the values are only known when the code runs: one break at the f-string, where Python
+    # formats the tensor (torch's repr builds namedtuples: their generated __new__ is not captured)
+    def f(x):
+        y = x + 1
+        s = f"value {y}"
+        return y * 2, s
+
+    check_breaks(f, t(1, 2, 3), breaks=1, raises=None)
+
+
 def test_fstring_of_tensor_shape_and_dtype():
     def f(x):
         s = f"shape={x.shape} dtype={x.dtype!s} size={x.size()!r} dev={x.device} n={x.numel():>4}"
