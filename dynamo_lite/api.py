@@ -13,6 +13,7 @@ Tested by tests/api/test_api.py and tests/torch/test_dynamic_shapes.py.
 from __future__ import annotations
 
 import functools
+import types
 import inspect
 import weakref
 from typing import Any, Callable, Optional, ParamSpec, TypeVar, Union, overload
@@ -190,15 +191,26 @@ class optimize(enable):
 
 
 @overload
-def disable(fn: _F) -> _F: ...
+def disable(fn: _F, *, recursive: bool = True) -> _F: ...
 @overload
-def disable(fn: None = None) -> enable: ...
+def disable(fn: None = None, *, recursive: bool = True) -> Any: ...
 
 
-def disable(fn: Optional[Callable[..., Any]] = None) -> Any:
-    """Run ``fn`` (and everything it calls) without capture.  Also a context manager."""
+def disable(fn: Optional[Callable[..., Any]] = None, *, recursive: bool = True) -> Any:
+    """Run ``fn`` (and everything it calls) without capture.  Also a context manager.
+
+    ``recursive=False`` (as torch.compiler.disable's): only ``fn``'s own frame is never
+    captured, and the functions it calls are captured as usual; ``fn`` itself is returned,
+    marked (a plain Python function is required)."""
     if fn is None:
+        if not recursive:  # @disable(recursive=False)
+            return lambda f: disable(f, recursive=False)
         return enable(None)
+    if not recursive:
+        if not isinstance(fn, types.FunctionType):
+            raise TypeError(f"disable(recursive=False) takes a Python function, not {type(fn).__name__}")
+        fn.__dict__["_dynamo_lite_disabled"] = "frame"  # convert_frame runs its frames as they are; traced callers break
+        return fn
     if getattr(fn, "_dl_compiled", False):
         fn = getattr(fn, "__wrapped__")  # disable(compile(f)) is f, run without capture
     elif isinstance(fn, OptimizedModule):

@@ -125,6 +125,8 @@ class FrameConverter:
         reason = skip_reason(code.co_filename, code.co_name)
         if reason is not None:
             return _C.SKIP
+        if isinstance(func, types.FunctionType) and func.__dict__.get("_dynamo_lite_disabled") == "frame":
+            return RUN_EAGER  # disable(fn, recursive=False): this frame runs as it is, its callees are captured
         if code.co_filename == "<string>" and _made_by_namedtuple(func):
             return _C.SKIP  # a namedtuple's generated __new__ (called from torch's tensor repr...)
         if not bytecode_compat.SUPPORTED:

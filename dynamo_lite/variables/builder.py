@@ -314,6 +314,9 @@ def _wrap(tx, value, source):
     if is_func_transform(value):
         guard(guards.IdGuard(source, value))
         return FuncTransformVariable(value, source)
+    if type(value) is types.FunctionType and value.__dict__.get("_dynamo_lite_disabled") == "frame":
+        guard(guards.IdGuard(source, value))  # disable(fn, recursive=False): called, never inlined
+        return DisabledFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
         if "<locals>" in value.__qualname__ and source is not None:
             # a nested function (lambda, closure, generator expression) is a new object on every

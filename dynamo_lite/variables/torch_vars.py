@@ -335,16 +335,22 @@ def is_torch_optimized_module(value) -> bool:
 
 class DisabledFunctionVariable(ObjectVariable):
     """A function the user marked ``dynamo_lite.disable`` (api.disable: a ``_C.CallWithHookOff``
-    around it): calling it breaks the graph, and Python runs it with capture off."""
+    around it) or ``disable(fn, recursive=False)`` (the function itself, marked): calling it breaks
+    the graph, and Python runs it, with capture off or, for the latter, capturing what it calls."""
 
     def __init__(self, value, source=None):
         super().__init__(value, source)
-        self.wrapped = value.__wrapped__  # (a member of the C type: reading it runs no Python)
+        self.frame_only = type(value) is types.FunctionType
+        # (a member of the C type: reading it runs no Python)
+        self.wrapped = value if self.frame_only else value.__wrapped__
 
     def describe(self):
         return f"{static.qualname(self.wrapped)} (marked dynamo_lite.disable)"
 
     def call_function(self, tx, args, kwargs):
+        if self.frame_only:
+            raise GraphBreak(gb.USER_DISABLED, f"{static.qualname(self.wrapped)} is marked dynamo_lite.disable("
+                             "recursive=False): Python runs it, and the functions it calls are captured")
         raise GraphBreak(gb.USER_DISABLED, f"{static.qualname(self.wrapped)} is marked dynamo_lite.disable: "
                          "Python runs it without capture")
 

@@ -424,3 +424,38 @@ def test_reset_called_inside_compiled_function():
     cf = dynamo_lite.compile(f, backend=cnt)
     for _ in range(3):
         assert_same(cf(X), (X + 1) * 2)
+
+
+def _inner_work(x):
+    return x.sin() * 2
+
+
+@dynamo_lite.disable(recursive=False)
+def _frame_not_captured(x):
+    y = x + 1  # runs eagerly: this frame is never captured
+    return _inner_work(y) - 1  # ... but the function it calls is
+
+
+def test_disable_non_recursive_skips_the_frame_and_captures_what_it_calls():
+    from dynamo_lite.report import events
+
+    def f(x):
+        return _frame_not_captured(x * 3) + 5
+
+    x = torch.randn(4)
+    seen = []
+    with events.collecting(seen.append):
+        compiled = dynamo_lite.compile(f, backend="eager")
+        assert_same(compiled(x), f(x))
+        assert_same(compiled(x), f(x))
+    frames = {e.frame for e in seen if isinstance(e, events.GraphEvent)}
+    assert "_inner_work" in frames and not any("_frame_not_captured" in name for name in frames), frames
+    breaks = [e for e in seen if isinstance(e, events.GraphBreakEvent)]
+    assert [b.break_id for b in breaks] == ["DL0067"], breaks
+    assert "recursive=False" in breaks[0].reason
+    assert _frame_not_captured.__name__ == "_frame_not_captured"  # the function itself, marked
+
+
+def test_disable_non_recursive_takes_a_python_function():
+    with pytest.raises(TypeError, match="takes a Python function"):
+        dynamo_lite.disable(len, recursive=False)
