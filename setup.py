@@ -13,12 +13,20 @@ name carries the version of the torch it was built against
 the import system or pkgutil would pick up): builds for several
 torch versions sit side by side, and dynamo_lite loads only the one of the
 running torch (dynamo_lite/torch_compat.py, guards/tensor_api.py).
+
+dynamo_lite/dynamo_lite_as_torch_compile.pth is also installed beside the
+package, in site-packages, by a wheel (BuildPy below), so
+DYNAMO_LITE_AS_TORCH_COMPILE=1 works in a process that never imports
+dynamo_lite (dynamo_lite/torch_compile_switch.py).  An editable install does not
+get it (setuptools builds its wheel by internals we do not override): there
+``python -m dynamo_lite.run script.py`` does the same.
 """
 import os
 import re
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 extensions = [
     Extension(
@@ -69,4 +77,20 @@ class BuildExt(build_ext):
         return filename
 
 
-setup(ext_modules=extensions, cmdclass={"build_ext": BuildExt})
+PTH = os.path.join("dynamo_lite", "dynamo_lite_as_torch_compile.pth")
+
+
+class BuildPy(build_py):
+    """Also puts the .pth file at the top of the build (the wheel's root: site-packages)."""
+
+    def run(self):
+        super().run()
+        self.copy_file(PTH, os.path.join(self.build_lib, os.path.basename(PTH)), preserve_mode=0)
+
+    def get_outputs(self, include_bytecode=True):
+        return [*super().get_outputs(include_bytecode), os.path.join(self.build_lib, os.path.basename(PTH))]
+
+
+cmdclass = {"build_ext": BuildExt, "build_py": BuildPy}
+
+setup(ext_modules=extensions, cmdclass=cmdclass)

@@ -15,6 +15,10 @@ Public API (see docs/api.md):
     config                       every knob (config.patch(...))
     set_logs(...)                log artifacts, as DYNAMO_LITE_LOGS (docs/debugging.md)
     graph_break()                does nothing; compiled code breaks the graph there
+    allow_in_graph(fn), nonstrict_trace(fn), substitute_in_graph(original)(polyfill),
+    assume_constant_result(fn)   escape hatches: calls the trace treats specially (docs/api.md)
+    use_as_torch_compile()       torch.compile(...) calls compile with dynamo_lite (also a context
+                                 manager; DYNAMO_LITE_AS_TORCH_COMPILE=1 without importing dynamo_lite)
 
 ``import dynamo_lite`` imports neither torch nor the compiler: each public name is
 imported the first time it is read (module ``__getattr__``), so the pytest plugin,
@@ -36,9 +40,11 @@ if TYPE_CHECKING:
                       optimize, reset, set_stance)
     from .backends import CompilerFn, list_backends, register_backend
     from .exc import BackendCompilerFailed, RecompileError, Unsupported
+    from .api import allow_in_graph, assume_constant_result, nonstrict_trace, substitute_in_graph
     from .graph_breaks import graph_break
     from .log import set_logs
     from .report.explain import ExplainOutput
+    from .torch_compile_switch import use_as_torch_compile
 
 # public name -> the module that defines it (imported on first use)
 _LAZY = {
@@ -47,13 +53,16 @@ _LAZY = {
     "set_stance": "api", "ExplainOutput": "report.explain", "Unsupported": "exc", "RecompileError": "exc",
     "BackendCompilerFailed": "exc", "register_backend": "backends", "list_backends": "backends",
     "CompilerFn": "backends", "set_logs": "log", "graph_break": "graph_breaks",
+    "use_as_torch_compile": "torch_compile_switch",
+    "allow_in_graph": "api", "nonstrict_trace": "api", "substitute_in_graph": "api", "assume_constant_result": "api",
 }
 
 __all__ = [
     "compile", "optimize", "disable", "reset", "explain", "ExplainOutput", "Unsupported",
     "BackendCompilerFailed", "OptimizedModule", "config", "register_backend", "list_backends",
     "CompilerFn", "set_logs", "graph_break", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
-    "set_stance", "RecompileError",
+    "set_stance", "RecompileError", "use_as_torch_compile",
+    "allow_in_graph", "nonstrict_trace", "substitute_in_graph", "assume_constant_result",
 ]
 
 

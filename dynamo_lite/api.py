@@ -28,6 +28,8 @@ from .convert_frame import FrameConverter
 from .eval_frame import enable
 from .report import events
 from .report.explain import ExplainOutput, build_explain_output
+from . import static as _static
+from .variables import escape_hatches as _escape_hatches
 
 _MODULE_CALL = torch.nn.Module.__call__  # nn.Module's own __call__ (_wrapped_call_impl)
 
@@ -285,8 +287,141 @@ def mark_static(t: Union[torch.Tensor, torch.nn.Module, type],
     shapes.set_mark(t, range(t.dim()) if index is None else index, ("static",))
 
 
+
+# ---- escape hatches: calls the trace treats specially (variables/escape_hatches.py) ----------------
+_R = TypeVar("_R")
+# what substitute_in_graph accepts as the original and the polyfill (as torch's): functions
+_FUNCTION_TYPES = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType,
+                   types.WrapperDescriptorType)
+
+
+@overload
+def allow_in_graph(fn: _F) -> _F: ...
+@overload
+def allow_in_graph(fn: Union[list[Callable[..., Any]], tuple[Callable[..., Any], ...]]) -> list[Callable[..., Any]]: ...
+
+
+def allow_in_graph(fn: Any) -> Any:
+    """Put every call of ``fn`` from compiled code in the graph as ONE node whose target is ``fn``
+    (as ``torch.compiler.allow_in_graph``): its code is not traced; its example output comes from
+    running it on fake tensors at trace time, and the graph calls it on the real tensors.
+
+    Arguments and results must be tensors, constants (results: None) and lists/tuples/dicts of
+    them, and ``fn`` must work on FakeTensors; otherwise the graph breaks at the call (DL0068,
+    naming ``fn``) and Python calls it.  ``fn`` should have no side effects besides its result and
+    in-place changes of its tensor arguments (its body runs once more per trace, on fakes).
+    Returns ``fn`` itself (a list for a list or tuple of functions); torch's own functions are
+    already graph nodes and are returned unmarked."""
+    if isinstance(fn, (list, tuple)):
+        return [allow_in_graph(f) for f in fn]
+    if not callable(fn):
+        raise TypeError(f"allow_in_graph expects a callable, got {type(fn).__name__}")
+    if not _static.defined_in_torch(fn):
+        _escape_hatches.add_mark(fn, _escape_hatches.Mark(_escape_hatches.ALLOW_IN_GRAPH, fn))
+    return fn
+
+
+def nonstrict_trace(traceable_fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Return a function calling ``traceable_fn`` whose calls from compiled code are ONE graph node
+    (as ``torch._dynamo.nonstrict_trace``; a decorator, used without parentheses).
+
+    Like ``allow_in_graph``, but the arguments are pytrees: besides tensors, constants and
+    lists/tuples/dicts, instances of classes registered with ``torch.utils._pytree``
+    (``register_dataclass``, ``register_pytree_node``: their flatten function is traced;
+    ``register_constant``: the object itself, guarded by identity) are flattened, and the node
+    takes the flat leaves and rebuilds the arguments before calling ``traceable_fn``.  Tensors it
+    reads from globals are constants of the fake run.  Results may also hold numbers and strings
+    (taken from the fake run).  What cannot be flattened breaks the graph (DL0068)."""
+    if not callable(traceable_fn):
+        raise TypeError(f"nonstrict_trace expects a callable, got {type(traceable_fn).__name__}")
+
+    @functools.wraps(traceable_fn)
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        return traceable_fn(*args, **kwargs)
+
+    _escape_hatches.add_mark(wrapped, _escape_hatches.Mark(_escape_hatches.NONSTRICT_TRACE, traceable_fn))
+    return wrapped
+
+
+def _signature_key(sig: inspect.Signature) -> tuple:
+    """What substitute_in_graph compares of two signatures: the names of the parameters that are
+    neither keyword-only nor ``*args``/``**kwargs``, in order; the keyword-only names; the
+    defaults (annotations and the names of ``*args``/``**kwargs`` do not matter)."""
+    params = list(sig.parameters.values())
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return (tuple(p.name for p in params if p.kind not in variadic and p.kind is not inspect.Parameter.KEYWORD_ONLY),
+            frozenset(p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY),
+            tuple((p.name, p.default) for p in params if p.kind not in variadic))
+
+
+_WILDCARD_SIGNATURE = _signature_key(inspect.signature(lambda *args, **kwargs: None))
+
+
+def substitute_in_graph(original_fn: Callable[_P, _R], *, can_constant_fold_through: bool = False,
+                        skip_signature_check: bool = False) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """``@substitute_in_graph(original_fn)`` on a Python ``polyfill``: compiled code calling
+    ``original_fn`` (usually a C function the trace cannot see into) traces ``polyfill`` in its
+    place, as ``torch.compiler.substitute_in_graph``.  Eager calls still run ``original_fn``.
+
+    Returns a function that calls ``original_fn`` (named like the polyfill); calling it from
+    compiled code inlines the polyfill too.  ``can_constant_fold_through=True``: a call whose
+    arguments are all constants calls ``original_fn`` at trace time and puts its result in as a
+    constant.  The signatures must match (parameter names, keyword-only names, defaults; either
+    may be ``(*args, **kwargs)``) unless ``skip_signature_check=True`` or ``original_fn`` has no
+    signature Python can read.  TypeError: not functions, or the signatures differ; ValueError:
+    ``original_fn`` already has a polyfill (or another mark).  A graph break inside the polyfill
+    names it and ``original_fn``; Python then calls ``original_fn``."""
+    if not isinstance(original_fn, _FUNCTION_TYPES):
+        raise TypeError(f"substitute_in_graph expects a function but got {type(original_fn)!r}")
+
+    def register(polyfill: Callable[_P, _R]) -> Callable[_P, _R]:
+        if not isinstance(polyfill, types.FunctionType):
+            raise TypeError(f"@substitute_in_graph(...) expects a Python function but got {type(polyfill)!r}")
+        if not skip_signature_check:
+            try:
+                original_sig = inspect.signature(original_fn)
+            except (TypeError, ValueError):  # a C function without a text signature: nothing to compare
+                original_sig = None
+            if original_sig is not None:
+                keys = {_signature_key(original_sig), _signature_key(inspect.signature(polyfill))}
+                if len(keys) > 1 and _WILDCARD_SIGNATURE not in keys:
+                    raise TypeError(f"Signature mismatch between {original_fn} and {polyfill}: "
+                                    f"{original_sig} != {inspect.signature(polyfill)}")
+        current = _escape_hatches.mark_of(original_fn)
+        if current is not None:
+            raise ValueError(f"Duplicate polyfill for {original_fn}: already marked {current.kind}"
+                             + (f" (by {current.polyfill})" if current.polyfill is not None else ""))
+
+        @functools.wraps(polyfill)
+        def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            return original_fn(*args, **kwargs)
+
+        mark = _escape_hatches.Mark(_escape_hatches.SUBSTITUTE_IN_GRAPH, original_fn, polyfill,
+                                    can_constant_fold_through)
+        _escape_hatches.add_mark(original_fn, mark)
+        _escape_hatches.add_mark(wrapped, mark)
+        wrapped.__dynamo_lite_original__ = original_fn  # type: ignore[attr-defined]
+        wrapped.__dynamo_lite_polyfill__ = polyfill  # type: ignore[attr-defined]
+        wrapped.__dynamo_lite_can_constant_fold_through__ = can_constant_fold_through  # type: ignore[attr-defined]
+        return wrapped
+
+    return register
+
+
+def assume_constant_result(fn: _F) -> _F:
+    """Compiled code calling ``fn`` calls it once per trace, for real, with its (constant)
+    arguments, and uses the result as a constant (as ``torch._dynamo.assume_constant_result``):
+    nothing is guarded on it, so a later change of what ``fn`` would return is not seen until the
+    code is compiled again.  Arguments that are not constants known at trace time, a call that
+    raises or a result that is not a number, string, None or a container of them break the graph
+    (DL0069) and Python calls ``fn``.  Returns ``fn`` itself, marked."""
+    if not callable(fn):
+        raise TypeError(f"assume_constant_result expects a callable, got {type(fn).__name__}")
+    _escape_hatches.add_mark(fn, _escape_hatches.Mark(_escape_hatches.ASSUME_CONSTANT_RESULT, fn))
+    return fn
+
 __all__ = ["compile", "optimize", "disable", "reset", "set_stance", "OptimizedModule", "mark_dynamic", "maybe_mark_dynamic",
-           "mark_static"]
+           "mark_static", "allow_in_graph", "nonstrict_trace", "substitute_in_graph", "assume_constant_result"]
 
 
 @overload

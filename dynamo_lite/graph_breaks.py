@@ -429,5 +429,31 @@ FINALIZER_DROPPED = _register("DL0066", "Object with a finalizer dropped",
                               cause=CODE)
 
 
+# (ids DL0068-DL0069: the escape hatches, variables/escape_hatches.py)
+ESCAPE_HATCH_NOT_IN_GRAPH = _register("DL0068", "allow_in_graph / nonstrict_trace call kept out of the graph",
+                                      "The called function is marked dynamo_lite.allow_in_graph or nonstrict_trace, "
+                                      "so its call should be one node of the graph, but it cannot be: an argument or "
+                                      "its result is not a tensor, a constant or a list/tuple/dict of them (for "
+                                      "nonstrict_trace: a pytree of them), or the function failed when run on fake "
+                                      "tensors at trace time (e.g. it reads tensor values with .item()). The graph "
+                                      "ends before the call and Python makes it.",
+                                      "Pass tensors, numbers and strings (and lists, tuples and dicts of them); for "
+                                      "nonstrict_trace register your classes with torch.utils._pytree "
+                                      "(register_dataclass, register_pytree_node or register_constant).",
+                                      "Make the function work on FakeTensors (no .item(), no branch on tensor values), "
+                                      "or remove the mark so its code is traced.",
+                                      cause=CODE)
+ASSUMED_CONSTANT_NOT_CALLED = _register("DL0069", "assume_constant_result call not folded",
+                                        "The called function is marked dynamo_lite.assume_constant_result: the trace "
+                                        "calls it once with constant arguments and uses its result as a constant. "
+                                        "Here it could not: an argument is not a constant known at trace time (a "
+                                        "tensor, a symbolic size, an object), the call raised, or its result is not a "
+                                        "number, string, None or a container of them. The graph ends before the call "
+                                        "and Python makes it.",
+                                        "Call it with constants only (numbers, strings, tuples of them), and let it "
+                                        "return such values; compute anything that depends on tensors outside it.",
+                                        cause=CODE)
+
+
 def lookup(break_id: str) -> BreakType:
     return REGISTRY.get(break_id) or BreakType(break_id, "Unknown", "", ())

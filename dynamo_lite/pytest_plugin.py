@@ -28,6 +28,8 @@ Always on (cheap: nothing happens until dynamo_lite compiles something):
 Options:
     --dl                      run every test body under dynamo_lite.optimize(backend)
     --dl-backend=NAME         backend for --dl (default: eager)
+    --dl-as-torch-compile     torch.compile(...) calls of the tested code compile with
+                              dynamo_lite for the run (dynamo_lite.use_as_torch_compile)
     --dl-report=FORMAT:PATH   write a report: json (schema-versioned, written as tests
                               finish, so a killed run leaves the results so far), html
                               or md; may be given once per format
@@ -176,6 +178,7 @@ class _RunState:
         self.baseline: dict = {}
         self.root = str(config.rootpath)
         self._sites: dict[int, BreakSite] = {}  # id(event) -> its BreakSite (events live in records)
+        self.torch_compile_switch = None  # the use_as_torch_compile of --dl-as-torch-compile, to undo at the end
 
     def __call__(self, event) -> None:
         if isinstance(event, events.GraphEvent) and event.graph is not None:
@@ -231,6 +234,9 @@ def pytest_addoption(parser):
                     help="run every test body under dynamo_lite.optimize(backend) and report graph breaks")
     group.addoption("--dl-backend", default="eager", metavar="NAME",
                     help="backend used by --dl (default: eager)")
+    group.addoption("--dl-as-torch-compile", action="store_true", default=False,
+                    help="torch.compile / torch.compiler.disable calls of the tested code go to dynamo_lite "
+                         "(dynamo_lite.use_as_torch_compile) for the whole run")
     group.addoption("--dl-report", action="append", default=[], metavar="FORMAT:PATH",
                     help="write a report of graphs, graph breaks and recompiles per test: json:PATH (written as "
                          "tests finish), html:PATH or md:PATH; once per format")
@@ -269,6 +275,10 @@ def pytest_configure(config):
         elif not state.update_baseline:
             raise pytest.UsageError(f"--dl-baseline: {state.baseline_path} does not exist "
                                     "(create it with --dl-update-baseline)")
+    if config.getoption("dl_as_torch_compile"):
+        from .torch_compile_switch import use_as_torch_compile  # lazy: imports torch
+
+        state.torch_compile_switch = use_as_torch_compile(True)
     config.stash[_STATE_KEY] = state
     if not _ACTIVE:
         events.add_sink(_dispatch)
@@ -277,6 +287,9 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     state = _state(config)
+    if state is not None and state.torch_compile_switch is not None:
+        state.torch_compile_switch.__exit__(None, None, None)  # torch's functions back (as before the run)
+        state.torch_compile_switch = None
     if state is not None and state in _ACTIVE:
         _ACTIVE.remove(state)
         if not _ACTIVE:

@@ -457,8 +457,8 @@ def _leaves_traces(node: torch.fx.Node) -> bool:
     """Could running this node (and failing later) leave an observable trace?"""
     target = node.target
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    if not name:
-        return True  # unknown callable: assume the worst
+    if not name or "dynamo_lite_opaque_call" in node.meta:
+        return True  # unknown callable, or a user function called opaquely (allow_in_graph): assume the worst
     if name.endswith("_") and not name.endswith("__"):
         return True  # in-place variant (add_, copy_, requires_grad_, ...)
     if name in _RANDOM_OPS or name in _MUTATING_OPS:

@@ -54,6 +54,7 @@ from .tensor import symbolic_input, TensorVariable
 from .autograd_function import (AssociativeScanVariable, AutogradFunctionClassVariable, CheckpointVariable,
                                 FuncTransformVariable, is_associative_scan, is_autograd_function_class,
                                 is_checkpoint, is_func_transform)
+from .escape_hatches import escape_hatch_variable
 from .torch_vars import DisabledFunctionVariable, FxProxyVariable, is_torch_class, is_torch_compile_wrapper, is_user_like_torch_class, is_torch_optimized_module, TorchVariable
 from .user_objects import (
     DictSubclassObjectVariable, mro_lookup, plain_dict_subclass, UserDefinedClassVariable, UserDefinedObjectVariable,
@@ -139,6 +140,10 @@ def _wrap(tx, value, source):
     output = tx.output
     guard = output.add_guard if source is not None else (lambda *a, **k: None)
     cls = type(value)
+    marked = escape_hatch_variable(value, source)  # allow_in_graph & co. (escape_hatches.py): before all else
+    if marked is not None:
+        guard(guards.IdGuard(source, value))
+        return marked
     if _answers_attributes_in_python(cls) and not issubclass(cls, (type, torch.Tensor, nn.Module)):
         guard(guards.TypeGuard(source, cls))
         return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
