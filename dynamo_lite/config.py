@@ -24,6 +24,8 @@ _ENV_VARS = {
     "max_traced_instructions": "DYNAMO_LITE_MAX_TRACED_INSTRUCTIONS",
     "max_inline_depth": "DYNAMO_LITE_MAX_INLINE_DEPTH", "default_backend": "DYNAMO_LITE_DEFAULT_BACKEND",
     "optimize_ddp": "DYNAMO_LITE_OPTIMIZE_DDP",
+    "capture_scalar_outputs": "DYNAMO_LITE_CAPTURE_SCALAR_OUTPUTS",
+    "capture_dynamic_output_shape_ops": "DYNAMO_LITE_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS",
 }
 _T = TypeVar("_T", bool, int, str)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
@@ -74,6 +76,19 @@ max_inline_depth: int = _env("max_inline_depth", 32)
 # Cut graphs captured inside DistributedDataParallel at its gradient buckets, one backend
 # call per bucket, so all-reduces overlap backward (backends/ddp.py; docs/distributed.md).
 optimize_ddp: bool = _env("optimize_ddp", True)
+
+# Data-dependent work kept in the graph (torch's settings of the same names; both default to
+# False there, True here: the graph computes what eager computes, and only a use that needs the
+# value in Python -- a branch, range(), an index into a list -- breaks).
+# capture_scalar_outputs: ``t.item()``, ``int(t)`` / ``float(t)`` of one element and
+# ``t.tolist()`` give symbolic numbers (unbacked SymInts/SymFloats of torch's ShapeEnv) that
+# arithmetic and tensor ops use in the graph.
+# capture_dynamic_output_shape_ops: ops whose output size depends on the data (``nonzero``,
+# boolean-mask indexing, ``masked_select``, ``unique``, ``bincount``) are graph nodes with
+# symbolic sizes.  False: each breaks the graph (DL0007), Python runs it.
+# Tested by tests/torch/test_data_dependent.py.
+capture_scalar_outputs: bool = _env("capture_scalar_outputs", True)
+capture_dynamic_output_shape_ops: bool = _env("capture_dynamic_output_shape_ops", True)
 
 # Default backend of compile()/optimize().
 default_backend: str = _env("default_backend", "inductor")

@@ -78,11 +78,13 @@ CANNOT_REBUILD = _register("DL0006", "Value cannot be rebuilt",
                            "how yet.",
                            cause=DYNAMO_LITE)
 DATA_DEPENDENT = _register("DL0007", "Data-dependent value",
-                           "The code needs a Python value computed from tensor data (.item(), .tolist(), bool(tensor), "
-                           "an op with a data-dependent output shape). The graph ends before it; Python computes it.",
-                           "Keep the decision in tensors: torch.where(cond, a, b) instead of `if`, masks instead of "
-                           "nonzero().",
-                           "Move .item()/.tolist() calls to the end of the function.",
+                           "The code needs, in Python, a value computed from tensor data: a branch on .item() or "
+                           "bool(tensor), range(n.item()), an index into a list. (.item(), .tolist() and ops with "
+                           "data-dependent output shapes are graph nodes themselves: config.capture_scalar_outputs, "
+                           "config.capture_dynamic_output_shape_ops.) The graph ends before the use; Python goes on "
+                           "with the real value.",
+                           "Keep the decision in tensors: torch.where(cond, a, b) instead of `if`.",
+                           "Move the use of the value to the end of the function.",
                            cause=CODE)
 SIDE_EFFECT = _register("DL0008", "Side effect outside the graph",
                         "The operation changes state a graph cannot represent (autograd calls, RNG seeding, module "
@@ -247,8 +249,9 @@ def f(x):
 """)
 _example(DATA_DEPENDENT, """
 def f(x):
-    scale = x.abs().max().item()   # a Python float computed from tensor data
-    return x / scale
+    if x.abs().max().item() > 1:   # a Python branch on a value read from tensor data
+        return x / 2
+    return x
 """)
 _example(SIDE_EFFECT, """
 def f(x):

@@ -45,12 +45,13 @@ import sympy
 import torch
 from torch._guards import GuardSource
 from torch._guards import Source as _TorchSourceBase
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torch.fx.experimental.symbolic_shapes import (DimDynamic, GuardOnDataDependentSymNode, ShapeEnv,
+                                                   StatelessSymbolicContext, compute_unbacked_bindings)
 from torch.utils._sympy import functions as symfn
 from torch.utils._sympy.value_ranges import ValueRanges
 
+from . import config, guards
 from . import graph_breaks as gb
-from . import guards
 from .exc import DynamicDimSpecialized, GraphBreak, InternalError, UserFrame
 from .source import ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
 
@@ -167,10 +168,16 @@ class ShapeTracker:
         input_sources: symbol -> the mark_dynamic size it stands for (guards name it so).
         where: index in ``env.guards`` -> the user line that added it.
         user_frame: callable -> the current innermost UserFrame (or None).
+        data_dependent: an operation of the trace made a value from tensor data (``.item()``,
+            ``nonzero``: unbacked symbols); the backend then sees the fake example inputs, of
+            this ShapeEnv, and the graph checks the facts assumed about those values.
+        data_values: symbol of such a value -> what made it and where ("Tensor.item() at
+            f.py:12 in g"), for the break where Python needs it.
     """
 
     def __init__(self, dynamic: Optional[bool], sizes: Optional[FrameSizes], static: bool = False):
-        self.env = ShapeEnv(allow_dynamic_output_shape_ops=False, allow_scalar_outputs=False)
+        self.env = ShapeEnv(allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
+                            allow_scalar_outputs=config.capture_scalar_outputs)
         self.dynamic = dynamic
         self.sizes = sizes
         self.static = static or dynamic is False
@@ -183,6 +190,8 @@ class ShapeTracker:
         # a new value on every call, so nothing may be guarded on them (note() breaks instead)
         self.random_symbols: set = set()
         self.user_frame: Callable[[], Optional[UserFrame]] = lambda: None
+        self.data_dependent = False
+        self.data_values: dict[sympy.Symbol, str] = {}
 
     @property
     def used(self) -> bool:
@@ -290,6 +299,24 @@ class ShapeTracker:
         if not isinstance(sym, sympy.Symbol):
             return None
         return self.env.create_symintnode(sym, hint=value, source=TorchSource(source))
+
+    def bind_data_dependent(self, node, example, what: str) -> None:
+        """After ``node``'s fake run: record which parts of ``example`` are the new values read
+        from tensor data (torch's ``unbacked_bindings``, what the backend and the graph's
+        runtime checks need to find them), and that ``what`` made them here."""
+        bindings = compute_unbacked_bindings(self.env, example)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
+            self.data_dependent = True
+            where = _where(self.user_frame())
+            for sym in bindings:
+                self.data_values[sym] = f"{what}() at {where}" if where else f"{what}()"
+
+    def describe_data_values(self, expr) -> str:
+        """What made the values read from tensor data that ``expr`` uses ("Tensor.item() at
+        f.py:12 in g: s = x.sum().item()")."""
+        made = sorted({self.data_values[s] for s in getattr(expr, "free_symbols", ()) if s in self.data_values})
+        return "; ".join(made) or "an earlier operation"
 
     def random_symbol(self, value, source: Source):
         """A SymInt / SymFloat for a number drawn from Python's random module before the graph

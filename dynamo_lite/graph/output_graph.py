@@ -9,6 +9,7 @@ Tested by tests/torch/test_backends.py.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import warnings
@@ -16,7 +17,9 @@ from typing import Any, Optional
 
 import torch
 import torch.fx
+import torch._guards
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
 from .. import config
 from ..exc import BackendCompilerFailed
@@ -259,7 +262,14 @@ class OutputGraph:
         gm = torch.fx.GraphModule(torch.nn.Module(), self.graph)
         gm.meta["dynamo_lite_compile_id"] = self.compile_id
         _forget_source_with(gm)
-        if self.shapes.used:
+        context = contextlib.nullcontext()
+        if self.shapes.data_dependent:
+            # values read from tensor data: the graph checks at run time what the trace assumed of
+            # them (torch._check, a size >= 0), and the backend traces on with this ShapeEnv
+            insert_deferred_runtime_asserts(gm, self.shapes.env, f"graph {self.compile_id}")
+            gm.recompile()
+            context = torch._guards.tracing(torch._guards.TracingContext(self.fake_mode))
+        if self.shapes.used or self.shapes.data_dependent:
             # a symbolic graph: the backend sees the symbolic example inputs (FakeTensors with
             # SymInt sizes, SymInts), as torch's backends expect; it may add facts to the ShapeEnv
             example_inputs = [gi.fake for gi in self.graph_inputs]
@@ -269,7 +279,7 @@ class OutputGraph:
         try:
             # warnings of a backend that then fails are noise (the frame runs eagerly): held back,
             # and shown only when it succeeds
-            with warnings_issued() as issued:
+            with warnings_issued() as issued, context:
                 compiled = backend(gm, example_inputs)
             for w in issued:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)

@@ -43,7 +43,7 @@ from typing import Any, Callable
 import torch
 
 from .. import graph_breaks as gb
-from .. import guards, runtime
+from .. import config, guards, runtime
 from ..exc import GraphBreak
 from .base import VariableTracker, HeldValueVariable
 from .constant import ConstantVariable, is_constant_value, NONE, FALSE, TRUE
@@ -427,10 +427,24 @@ def _isinstance(tx, obj, classes):
             import torch
 
             # a FakeTensor is a torch.Tensor; report the user-visible type
+            if _legacy_tensor_type_matches(obj, cls):
+                return ConstantVariable(True)
             return ConstantVariable(issubclass(getattr(obj, "real_type", torch.Tensor), cls))
         return ConstantVariable(issubclass(t, cls))
     except TypeError as e:
         raise GraphBreak(gb.OPERATION_RAISES, "isinstance() arg 2 must be a type or tuple of types") from e
+
+
+def _legacy_tensor_type_matches(tensor, classes) -> bool:
+    """``isinstance(t, torch.FloatTensor)`` (a legacy tensor type, in ``classes`` or nested tuples
+    of it): its metaclass answers by the tensor's dtype and device, as ``t.type()`` names them."""
+    import torch
+
+    if isinstance(classes, tuple):
+        return any(_legacy_tensor_type_matches(tensor, c) for c in classes)
+    if not any(classes is c for c in torch._tensor_classes):  # (by identity: a metaclass's __hash__ is not run)
+        return False
+    return tensor.legacy_type_name() == f"{classes.__module__}.{classes.__name__}"
 
 
 @_handler(builtins.issubclass)
@@ -859,6 +873,8 @@ def _scalar_conversion(fn):
             if text is not None:
                 return text
         if args and isinstance(args[0], TensorVariable):
+            if len(args) == 1 and not kwargs and _item_converts(fn, args[0]):
+                return args[0].call_method(tx, "item", [], {})  # a symbolic number of the graph
             raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}(tensor) reads a value out of the tensor")
         if args and not args[0].is_python_constant():
             if fn is bool:
@@ -867,6 +883,18 @@ def _scalar_conversion(fn):
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"str() of {args[0].describe()}")
         return None  # fold as a pure builtin
     return impl
+
+
+def _item_converts(fn, tensor) -> bool:
+    """Is ``fn(tensor)`` exactly ``tensor.item()`` (config.capture_scalar_outputs)?  ``int`` of an
+    integer tensor and ``float`` of a real floating one (``int(float_tensor)`` truncates, and
+    ``float(int_tensor)`` converts: both stay breaks)."""
+    if not config.capture_scalar_outputs:
+        return False
+    dtype = tensor.example.dtype
+    if fn is int:
+        return not dtype.is_floating_point and not dtype.is_complex and dtype is not torch.bool
+    return fn is float and dtype.is_floating_point
 
 
 for _fn in (int, float, bool, str, complex):

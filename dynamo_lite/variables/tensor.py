@@ -30,7 +30,7 @@ import sympy
 import torch
 from torch._dispatch.python import enable_python_dispatcher
 import torch.fx
-from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, statically_known_true
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -38,7 +38,7 @@ from torch._subclasses.fake_tensor import (
 
 from .. import graph_breaks as gb
 from .. import guards
-from .. import runtime, static
+from .. import config, runtime, static
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
@@ -120,6 +120,10 @@ class TensorVariable(VariableTracker):
     def truthiness(self, tx):
         return None
 
+    def legacy_type_name(self) -> str:
+        """What ``t.type()`` answers ("torch.FloatTensor"; dtype and device are guarded)."""
+        return _type_string(self.example)
+
     def is_tensor(self):
         return True
 
@@ -192,6 +196,13 @@ class TensorVariable(VariableTracker):
             # torch takes the new tensor's dtype from numpy scalars in the data; the node would hold
             # plain numbers (see _node_arg)
             raise GraphBreak(gb.VALUE_UNKNOWN, "Tensor.new_tensor() of numpy scalars")
+        if name == "item" and config.capture_scalar_outputs or \
+                name == "nonzero" and config.capture_dynamic_output_shape_ops:
+            # a value read from the data: a symbolic number / size of the graph (record_op
+            # breaks where the fake run cannot go on)
+            return record_op(tx, "call_method", name, [self, *args], kwargs)
+        if name == "tolist" and config.capture_scalar_outputs and not args and not kwargs:
+            return _tolist(tx, self)
         if name in _DATA_DEPENDENT_METHODS:
             raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
         if name == "register_hook" and len(args) == 1 and not kwargs:
@@ -408,6 +419,8 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
                                        f"{str(caught[0].message).splitlines()[0][:120]}")
     except (DataDependentOutputException, DynamicOutputShapeException) as e:
         raise GraphBreak(gb.DATA_DEPENDENT, f"{_target_name(kind, target)} depends on tensor data ({type(e).__name__})") from e
+    except GuardOnDataDependentSymNode as e:  # needs the value of a number read from tensor data
+        raise data_dependent_break(output.shapes, f"{_target_name(kind, target)}() needs", e) from e
     except GraphBreak:
         raise
     except Exception as e:  # noqa: BLE001 - the user's op fails: run it in Python so it raises for real
@@ -425,6 +438,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     if _uses_default_dtype(example, fake_args, fake_kwargs):
         output.guard_default_dtype()
     node = output.create_node(kind, target, node_args, node_kwargs)
+    output.shapes.bind_data_dependent(node, example, _target_name(kind, target))
     if isinstance(example, torch.Tensor):
         # in-place ops and out= return their argument itself: keep its tracker, so
         # `x.add_(1) is x` holds as in eager (the node stays in the graph)
@@ -644,15 +658,22 @@ class SymNodeVariable(VariableTracker):
 
     @staticmethod
     def concrete(shapes, value):
-        """The plain value of a SymInt/SymBool/SymFloat (or an int), specialising it."""
+        """The plain value of a SymInt/SymBool/SymFloat (or an int), specialising it.  A value
+        read from tensor data has none at trace time: the graph breaks (DL0007)."""
         if not isinstance(value, _SYM_TYPES):
             return value
-        result = _SYM_PYTHON_TYPES[type(value)](value)
+        try:
+            result = _SYM_PYTHON_TYPES[type(value)](value)
+        except GuardOnDataDependentSymNode as e:
+            raise data_dependent_break(shapes, f"{_SYM_PYTHON_TYPES[type(value)].__name__}() of", e) from e
         shapes.note()
         return result
 
     def truthiness(self, tx):
-        result = bool(self.value)  # SymInt: guards s != 0, not s == value
+        try:
+            result = bool(self.value)  # SymInt: guards s != 0, not s == value
+        except GuardOnDataDependentSymNode as e:
+            raise data_dependent_break(self.shapes, "a branch on", e) from e
         self.shapes.note()
         return result
 
@@ -668,6 +689,35 @@ class SymNodeVariable(VariableTracker):
 
     def can_reconstruct(self):
         return True
+
+
+def data_dependent_break(shapes, what: str, error: GuardOnDataDependentSymNode) -> GraphBreak:
+    """The break where Python needs the value of a number read from tensor data (``.item()``,
+    a size of ``nonzero()``'s result): guarding on it would be wrong (it changes with the data),
+    so Python goes on from here with the real value."""
+    made = shapes.describe_data_values(getattr(error, "cond", None))
+    return GraphBreak(gb.DATA_DEPENDENT, f"{what} a value read from tensor data ({made}): Python goes on from here "
+                      "with the real value")
+
+
+# largest tensor whose tolist() is unrolled into the graph (one node per element)
+_TOLIST_MAX_ELEMENTS = 256
+
+
+def _tolist(tx, tensor: TensorVariable) -> VariableTracker:
+    """``t.tolist()`` with config.capture_scalar_outputs: nested lists of symbolic numbers, each
+    ``t[i][j].item()`` in the graph (the shape is static; a larger tensor breaks)."""
+    shape = tensor.example.shape
+    if not all(type(s) is int for s in shape) or tensor.example.numel() > _TOLIST_MAX_ELEMENTS:
+        raise GraphBreak(gb.DATA_DEPENDENT, f"Tensor.tolist() of a tensor of shape {tuple(shape)} (unrolled only up "
+                         f"to {_TOLIST_MAX_ELEMENTS} elements of static shape): Python runs it")
+
+    def build(t: VariableTracker, dims: tuple) -> VariableTracker:
+        if not dims:
+            return t.call_method(tx, "item", [], {})
+        return ListVariable([build(t.getitem(tx, ConstantVariable(i)), dims[1:]) for i in range(dims[0])])
+
+    return build(tensor, tuple(shape))
 
 
 def symbolic_input(tx, value: int, source) -> VariableTracker:
