@@ -45,7 +45,7 @@ import sympy
 import torch
 from torch._guards import GuardSource
 from torch._guards import Source as _TorchSourceBase
-from torch.fx.experimental.symbolic_shapes import (DimDynamic, GuardOnDataDependentSymNode, ShapeEnv,
+from torch.fx.experimental.symbolic_shapes import (DimDynamic, PendingUnbackedSymbolNotFound, ShapeEnv,
                                                    StatelessSymbolicContext, compute_unbacked_bindings)
 from torch.utils._sympy import functions as symfn
 from torch.utils._sympy.value_ranges import ValueRanges
@@ -304,7 +304,11 @@ class ShapeTracker:
         """After ``node``'s fake run: record which parts of ``example`` are the new values read
         from tensor data (torch's ``unbacked_bindings``, what the backend and the graph's
         runtime checks need to find them), and that ``what`` made them here."""
-        bindings = compute_unbacked_bindings(self.env, example)
+        try:
+            bindings = compute_unbacked_bindings(self.env, example)
+        except PendingUnbackedSymbolNotFound as e:  # (the pending list is cleared first)
+            raise GraphBreak(gb.DATA_DEPENDENT, f"{what}() reads a value from tensor data that its result does not "
+                             "hold: Python runs it") from e
         if bindings:
             node.meta["unbacked_bindings"] = bindings
             self.data_dependent = True

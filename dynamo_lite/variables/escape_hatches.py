@@ -229,6 +229,12 @@ def _opaque_call(tx, what: str, target: Callable[..., Any], node_args: tuple, no
     output.guard_default_dtype()  # its body may make tensors of the default dtype
     before = set(output.graph.nodes)
     node = output.create_node("call_function", target, node_args, node_kwargs)
+    try:
+        output.shapes.bind_data_dependent(node, example, what)  # values its result holds read from data
+    except GraphBreak as e:
+        output.graph.erase_node(node)
+        raise _refused(what, "its result depends on tensor data it reads inside (.item()) when run on fake "
+                             "tensors") from e
     # the body is opaque: it may mutate, draw random numbers, print (output_graph._leaves_traces)
     node.meta["dynamo_lite_opaque_call"] = what
     try:

@@ -113,3 +113,10 @@ def test_suite_breaks_counts_one_break_per_system_at_the_same_place(tmp_path):
     assert rows["passed"] == ["2", "2"] and rows["breaks"][0] == rows["breaks"][1] != "0", out
     assert "places where dynamo_lite breaks more than torch.compile (top 25):\n  ours  torch" in out
     assert "test_tiny.py:4" not in out.split("breaks more than torch.compile")[1].split("places where torch")[0], out
+
+
+def test_capture_depth_runs_both_systems_and_agrees_with_eager():
+    out = _run(os.path.join(BENCH, "capture_depth.py"), "--depths", "2")
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith("2 ")]
+    assert [r[1] for r in rows] == ["dynamo_lite", "torch.compile"]
+    assert all(r[-1] == "True" and r[-2] == "1" for r in rows)  # correct, one graph

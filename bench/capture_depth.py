@@ -1,0 +1,89 @@
+"""Capture time against model depth: a tiny Hugging Face Llama with 2 to 32 decoder layers.
+
+For each (depth, system) a fresh worker process builds the model from a small config with random
+weights (no downloads), runs it eagerly once (warm-up), then times the first compiled call
+(capture + backend "eager" + one run) and the second (cache hit), and counts the graphs and the
+frames compiled.  dynamo_lite and torch.compile are measured in the same run, one process each.
+
+    python bench/capture_depth.py [--depths 2,6,12,24,32] [--json PATH]
+
+The ratio column is the first-call time of each depth over that of the shallowest one: how
+capture grows with depth (issue #26 asks for repeated blocks captured once, which would keep it
+near 1).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SYSTEMS = ("dynamo_lite", "torch.compile")
+
+
+def _worker(depth: int, system: str) -> dict:
+    sys.path.insert(0, ROOT)
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=depth,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    model = LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(0, 128, (1, 8))
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    with torch.no_grad():
+        expected = model(ids).logits
+        if system == "dynamo_lite":
+            import dynamo_lite
+
+            compiled = dynamo_lite.compile(model, backend=backend)
+        else:
+            compiled = torch.compile(model, backend=backend)
+        start = time.perf_counter()
+        out = compiled(ids).logits
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        compiled(ids)
+        second = time.perf_counter() - start
+    return {"depth": depth, "system": system, "first_call_s": round(first, 3), "hit_ms": round(second * 1e3, 2),
+            "graphs": len(graphs), "correct": bool(torch.allclose(out, expected, atol=1e-5))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--depths", default="2,6,12,24,32")
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--worker", nargs=2, metavar=("DEPTH", "SYSTEM"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps(_worker(int(args.worker[0]), args.worker[1])))
+        return
+    rows = []
+    for depth in [int(d) for d in args.depths.split(",")]:
+        for system in SYSTEMS:
+            proc = subprocess.run([sys.executable, __file__, "--worker", str(depth), system],
+                                  capture_output=True, text=True, timeout=1200)
+            if proc.returncode != 0:
+                raise SystemExit(f"worker {depth} {system} failed:\n{proc.stderr[-3000:]}")
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    base = {r["system"]: r["first_call_s"] for r in rows if r["depth"] == rows[0]["depth"]}
+    print(f"{'layers':>6} {'system':<14} {'first call s':>12} {'x shallowest':>12} {'hit ms':>8} {'graphs':>6} correct")
+    for r in rows:
+        print(f"{r['depth']:>6} {r['system']:<14} {r['first_call_s']:>12.2f} {r['first_call_s'] / base[r['system']]:>12.2f} "
+              f"{r['hit_ms']:>8.2f} {r['graphs']:>6} {r['correct']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
