@@ -74,7 +74,10 @@ def raise_folded(tx, error: Exception, what: str, args: list, kwargs: dict):
     """A fold on constants raised ``error`` (``int("z")``, ``"ab".index("z")``): raised in the trace
     (an ``except`` of the traced code handles it; one that leaves the frame breaks there and Python
     raises it for real) when every argument is a plain constant and the exception is a builtin
-    made from its args alone; otherwise the graph breaks so Python runs the call."""
+    made from its args alone; otherwise the graph breaks so Python runs the call.  A graph break
+    raised while reading an argument (a value read from tensor data, needed here) stays itself."""
+    if isinstance(error, GraphBreak):
+        raise error
     if type(error) in _REMADE_EXCEPTIONS and all(type(a) is ConstantVariable for a in [*args, *kwargs.values()]) \
             and all(is_constant_value(a) for a in error.args):
         tx.raise_builtin_exception(type(error), [ConstantVariable(a) for a in error.args])
