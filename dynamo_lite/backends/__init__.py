@@ -17,6 +17,7 @@ import typing
 from typing import Any, Callable, Optional, Protocol, Sequence, TypeVar, Union, overload
 
 import torch
+import torch._guards
 
 
 class CompilerFn(Protocol):
@@ -116,12 +117,31 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[.
     return aot_module_simplified(gm, example_inputs, fw_compiler=run, bw_compiler=run)
 
 
+# gm.meta key: (the trace's FakeTensorMode, the graph's fake example inputs), set by
+# OutputGraph.compile for the duration of the backend call
+TRACE_FAKES = "dynamo_lite_trace_fakes"
+
+
+def _compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any], patches: dict[str, Any]) -> Any:
+    """compile_fx as torch.compile calls it: on the trace's fake inputs, inside a tracing context
+    holding the trace's FakeTensorMode (and ShapeEnv), which inductor's FX graph cache and
+    AOTAutograd's cache need (without it both are bypassed: "No shape env", and every new
+    process compiles again).  A graph the trace did not make (a DDP bucket's piece) is compiled
+    on its real inputs."""
+    from torch._inductor.compile_fx import compile_fx
+
+    fakes = gm.meta.get(TRACE_FAKES)
+    if fakes is None or len(fakes[1]) != len(example_inputs):
+        return compile_fx(gm, example_inputs, config_patches=dict(patches))
+    fake_mode, fake_inputs = fakes
+    with torch._guards.tracing(torch._guards.TracingContext(fake_mode)):
+        return compile_fx(gm, list(fake_inputs), config_patches=dict(patches))
+
+
 @register_backend("inductor")
 def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
     """torch._inductor's compile_fx: generated C++/OpenMP kernels on CPU."""
-    from torch._inductor.compile_fx import compile_fx
-
-    compiled: Any = compile_fx(gm, example_inputs)  # (its declared result covers AOT modes too)
+    compiled: Any = _compile_fx(gm, example_inputs, {})  # (its declared result covers AOT modes too)
     return compiled
 
 
@@ -155,9 +175,7 @@ def inductor_config_patches(mode: Optional[str], options: Optional[dict[str, Any
 def inductor_with(patches: dict[str, Any]) -> CompilerFn:
     """The inductor backend with these config patches (compile(..., mode=, options=))."""
     def inductor(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        from torch._inductor.compile_fx import compile_fx
-
-        compiled: Any = compile_fx(gm, example_inputs, config_patches=dict(patches))
+        compiled: Any = _compile_fx(gm, example_inputs, patches)
         return compiled
 
     return inductor

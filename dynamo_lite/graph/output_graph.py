@@ -279,8 +279,13 @@ class OutputGraph:
         try:
             # warnings of a backend that then fails are noise (the frame runs eagerly): held back,
             # and shown only when it succeeds
-            with warnings_issued() as issued, context:
-                compiled = backend(gm, example_inputs)
+            # (an inductor backend compiles on the fakes, in a tracing context: backends/__init__.py)
+            gm.meta[_TRACE_FAKES] = (self.fake_mode, [gi.fake for gi in self.graph_inputs])
+            try:
+                with warnings_issued() as issued, context:
+                    compiled = backend(gm, example_inputs)
+            finally:
+                del gm.meta[_TRACE_FAKES]  # the trace's fakes are freed after the compile
             for w in issued:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         except Exception as e:  # noqa: BLE001 - reported with the backend's name
@@ -333,6 +338,11 @@ class ExampleSummary:
     dtype: torch.dtype
     device: torch.device
     requires_grad: bool
+
+
+# gm.meta key of (the trace's FakeTensorMode, the graph's fake inputs) during the backend call:
+# backends.TRACE_FAKES (graph/ is below backends/ and may not import it)
+_TRACE_FAKES = "dynamo_lite_trace_fakes"
 
 
 def _summarize_example(value):

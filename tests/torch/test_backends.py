@@ -1049,3 +1049,40 @@ def test_backend_failure_is_not_retried_on_every_call():
             cf(rg(3) * 1)
     assert cnt.frame_count == 1
     assert [str(w.message) for w in caught] == []
+
+
+_SECOND_PROCESS = """
+import json, sys, torch
+sys.path.insert(0, {root!r})
+import dynamo_lite
+from torch._dynamo.utils import counters  # inductor's own counters (read only)
+
+def f(x, w):
+    return torch.relu(x @ w).sum(dim=0) + 1
+
+x, w = torch.randn(4, 3), torch.randn(3, 5)
+out = dynamo_lite.compile(f, backend="inductor")(x, w)
+assert torch.allclose(out, f(x, w), atol=1e-5)
+print(json.dumps(dict(counters["inductor"])))
+"""
+
+
+def test_inductor_caches_make_the_second_process_compile_nothing(tmp_path):
+    """The inductor backend compiles as torch.compile calls it (fake inputs, a tracing context
+    with the trace's ShapeEnv), so inductor's FX graph cache holds our graphs across processes."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"), OMP_NUM_THREADS="1")
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", _SECOND_PROCESS.format(root=root)], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first.get("fxgraph_cache_miss", 0) >= 1 and first.get("fxgraph_cache_bypass", 0) == 0, first
+    assert second.get("fxgraph_cache_hit", 0) >= 1 and second.get("fxgraph_cache_miss", 0) == 0, second
