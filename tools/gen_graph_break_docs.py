@@ -33,7 +33,7 @@ plugin's summary and JSON report, and in `dynamo_lite.Unsupported` errors
 raised by `fullgraph=True`. Ids never change meaning.
 
 Each id has a **cause**: *your code* when the break is inherent to what the
-code does (a branch on tensor data, `.item()`, a `print`: you can move or
+code does (a branch on tensor data or on `.item()`, a `print`: you can move or
 rewrite it), *dynamo_lite* when dynamo_lite does not trace it yet (nothing in
 your code is wrong; only limitations with a workaround that always applies
 have a hint). Reports show hints only where they apply: not for a break inside

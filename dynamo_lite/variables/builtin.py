@@ -876,6 +876,8 @@ def _scalar_conversion(fn):
             if len(args) == 1 and not kwargs and _item_converts(fn, args[0]):
                 return args[0].call_method(tx, "item", [], {})  # a symbolic number of the graph
             raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}(tensor) reads a value out of the tensor")
+        if fn is bool and len(args) == 1 and not kwargs and getattr(args[0], "symbolic", False):
+            return ConstantVariable(args[0].bool(tx))  # a symbolic number: its truth, as a branch takes it
         if args and not args[0].is_python_constant():
             if fn is bool:
                 return ConstantVariable(args[0].bool(tx))

@@ -665,7 +665,9 @@ class SymNodeVariable(VariableTracker):
         try:
             result = _SYM_PYTHON_TYPES[type(value)](value)
         except GuardOnDataDependentSymNode as e:
-            raise data_dependent_break(shapes, f"{_SYM_PYTHON_TYPES[type(value)].__name__}() of", e) from e
+            # (a branch tests a SymBool through bool() on 3.13, through truthiness before)
+            what = "the truth of" if type(value) is torch.SymBool else f"{_SYM_PYTHON_TYPES[type(value)].__name__}() of"
+            raise data_dependent_break(shapes, what, e) from e
         shapes.note()
         return result
 
@@ -673,7 +675,7 @@ class SymNodeVariable(VariableTracker):
         try:
             result = bool(self.value)  # SymInt: guards s != 0, not s == value
         except GuardOnDataDependentSymNode as e:
-            raise data_dependent_break(self.shapes, "a branch on", e) from e
+            raise data_dependent_break(self.shapes, "the truth of", e) from e
         self.shapes.note()
         return result
 

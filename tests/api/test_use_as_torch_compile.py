@@ -394,6 +394,12 @@ def venv_python(tmp_path_factory):
     purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
     shutil.copy(PTH, purelib)
+    # --system-site-packages shares the base interpreter's packages; when this interpreter is
+    # itself a venv (CI's per-version venvs), its own site-packages (torch) are added by a .pth
+    # (named to load before the package's: .pth files are read in name order)
+    import site
+    with open(os.path.join(purelib, "_a_parent_environment.pth"), "w") as f:
+        f.write("\n".join(site.getsitepackages()) + "\n")
     return python
 
 
