@@ -316,6 +316,20 @@ class HeldValueVariable(VariableTracker):
         return True
 
 
+class KnownValueVariable(HeldValueVariable):
+    """A held object the trace may use as it is: its type and the object itself are its constant
+    (a function, a class, a module known at trace time)."""
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def is_python_constant(self):
+        return True
+
+
 class NullVariable(VariableTracker):
     """The NULL that 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL)."""
 

@@ -45,7 +45,7 @@ import torch
 from .. import graph_breaks as gb
 from .. import config, guards, runtime
 from ..exc import GraphBreak
-from .base import VariableTracker, HeldValueVariable
+from .base import KnownValueVariable, VariableTracker
 from .constant import ConstantVariable, is_constant_value, NONE, FALSE, TRUE
 from ..source import AttrSource, ItemSource
 from .arith import apply_operator, binary_op
@@ -108,7 +108,7 @@ def is_builtin_callable(value) -> bool:
     return False
 
 
-class BuiltinVariable(HeldValueVariable):
+class BuiltinVariable(KnownValueVariable):
     """A builtin function or type."""
 
     def __init__(self, value, source=None):
@@ -120,15 +120,6 @@ class BuiltinVariable(HeldValueVariable):
 
     def describe(self):
         return f"builtin {getattr(self.value, '__name__', self.value)}"
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
-    def is_python_constant(self):
-        return True
 
     def call_function(self, tx, args, kwargs):
         fn = self.value

@@ -42,7 +42,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicO
 from .. import graph_breaks as gb
 from .. import guards, static
 from ..exc import GraphBreak
-from .base import HeldValueVariable, IdentityKey, VariableTracker, type_or_none
+from .base import IdentityKey, KnownValueVariable, VariableTracker, type_or_none
 from .constant import ConstantVariable
 from .folding import wrap_constant_result
 from .functions import is_inlinable_function
@@ -104,7 +104,7 @@ def escape_hatch_variable(value: Any, source) -> Optional[VariableTracker]:
     return _TRACKERS[mark.kind](value, mark, source)
 
 
-class _MarkedFunctionVariable(HeldValueVariable):
+class _MarkedFunctionVariable(KnownValueVariable):
     """A marked callable (``value``: the object the code holds; ``mark``: what it means)."""
 
     def __init__(self, value, mark: Mark, source=None):
@@ -121,15 +121,6 @@ class _MarkedFunctionVariable(HeldValueVariable):
 
     def describe(self):
         return self.what()
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
-    def is_python_constant(self):
-        return True
 
     def identity_key(self):
         return IdentityKey(self, ("obj", id(self.value)))

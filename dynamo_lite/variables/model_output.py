@@ -37,7 +37,7 @@ from .. import graph_breaks as gb
 from .. import guards
 from .. import _C
 from ..exc import GraphBreak
-from .base import VariableTracker, HeldValueVariable
+from .base import KnownValueVariable, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, ItemSource
 from .sequences import ListIteratorVariable, TupleVariable
@@ -107,7 +107,7 @@ def _rebuild(cls, init_kwargs, writes):
 _REBUILD = _C.CallWithHookOff(_rebuild)
 
 
-class ModelOutputClassVariable(HeldValueVariable):
+class ModelOutputClassVariable(KnownValueVariable):
     """A ModelOutput subclass; calling it creates a ModelOutputVariable."""
 
     def __init__(self, value: type, source=None):
@@ -119,15 +119,6 @@ class ModelOutputClassVariable(HeldValueVariable):
 
     def describe(self):
         return f"class {self.value.__qualname__}"
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
-    def is_python_constant(self):
-        return True
 
     def var_getattr(self, tx, name):
         return UserDefinedClassVariable(self.value, self.source).var_getattr(tx, name)

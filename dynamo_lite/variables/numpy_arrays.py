@@ -54,7 +54,7 @@ from .. import guards
 from .. import runtime
 from ..exc import GraphBreak
 from ..source import Source
-from .base import HeldValueVariable, IdentityKey, VariableTracker
+from .base import IdentityKey, KnownValueVariable, VariableTracker
 from .constant import ConstantVariable
 from .folding import wrap_constant_result
 from .methods import BoundMethodOfVariable
@@ -236,7 +236,7 @@ class NumpyMethodVariable(BoundMethodOfVariable):
         return types.BuiltinMethodType
 
 
-class NumpyFunctionVariable(HeldValueVariable):
+class NumpyFunctionVariable(KnownValueVariable):
     """A numpy callable: a function (np.mean, np.linalg.norm), a ufunc (np.sin) or a scalar type
     (np.float32).  Its value is known (``as_python_constant``: ``dtype=np.float32`` passes it on);
     without a source it rebuilds as a constant (type(a.sum()) is the module-level np.float64)."""
@@ -250,15 +250,6 @@ class NumpyFunctionVariable(HeldValueVariable):
 
     def describe(self):
         return _qualname(self.value)
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
-    def is_python_constant(self):
-        return True
 
     def var_getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__") or \

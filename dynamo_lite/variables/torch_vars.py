@@ -30,7 +30,7 @@ from .. import graph_breaks as gb
 from .. import guards, runtime, static
 from ..exc import GraphBreak
 from ..source import AttrSource, RandomDrawSource
-from .base import VariableTracker, HeldValueVariable
+from .base import KnownValueVariable, VariableTracker
 from .collectives import call_collective, is_collective
 from .constant import ConstantVariable
 from .objects import ObjectVariable
@@ -161,7 +161,7 @@ def _is_tracing_status(fn) -> bool:
         return False
 
 
-class TorchVariable(HeldValueVariable):
+class TorchVariable(KnownValueVariable):
     """A torch function, class or object reached through the torch namespace."""
 
     def __init__(self, value, source=None):
@@ -173,15 +173,6 @@ class TorchVariable(HeldValueVariable):
 
     def describe(self):
         return f"torch {static.qualname(self.value)}"
-
-    def python_type(self):
-        return type(self.value)
-
-    def as_python_constant(self):
-        return self.value
-
-    def is_python_constant(self):
-        return True
 
     def var_getattr(self, tx, name):
         if is_torch_optimized_module(self.value) and self.source is not None:
