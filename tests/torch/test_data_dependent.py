@@ -65,6 +65,34 @@ def zeros_of_count(x):
     return torch.zeros(k) + 1, x + k
 
 
+def nonzero_as_tuple(x):
+    rows, cols = torch.nonzero(x > 0, as_tuple=True)
+    return rows * 2, cols + 1
+
+
+def zero_the_positives(x):
+    x = x.clone()
+    x[x > 0] = 0
+    return x
+
+
+def repeated_by_counts(x, counts):
+    return torch.repeat_interleave(x, counts)
+
+
+def stats_in_a_dict(x):
+    return {"argmax": x.abs().argmax().item(), "max": x.max().item(), "any": (x > 1).any().item()}
+
+
+def nested_tolist(x):
+    return x.long().tolist()
+
+
+def prefix_of_count(x):
+    n = (x > 0).sum().item()
+    return x[:n] * 2
+
+
 # (function, example-input makers) whose whole body is one graph
 ONE_GRAPH = [
     (scale_by_sum, lambda i: (torch.randn(6) + i,)),
@@ -79,6 +107,12 @@ ONE_GRAPH = [
     (tolist_doubled, lambda i: (torch.arange(4) * i,)),
     (count_of_nonzero, lambda i: (torch.randn(5) + i - 1,)),
     (zeros_of_count, lambda i: (torch.randn(6) + i - 1,)),
+    (nonzero_as_tuple, lambda i: (torch.randn(3, 4) + i - 1,)),
+    (zero_the_positives, lambda i: (torch.randn(7) - i,)),
+    (repeated_by_counts, lambda i: (torch.arange(4.0), torch.tensor([1, i, 0, 2]))),
+    (stats_in_a_dict, lambda i: (torch.randn(5) * (i + 1),)),
+    (nested_tolist, lambda i: (torch.randn(2, 3) * 4 + i,)),
+    (prefix_of_count, lambda i: (torch.randn(8) + i - 1,)),
 ]
 
 
@@ -141,7 +175,14 @@ def print_item(x):
     return x / m
 
 
-@pytest.mark.parametrize("fn", [branch_on_item, range_of_item, print_item])
+def loop_over_nonzero_rows(x):
+    out = []
+    for row in x.nonzero():  # how many rows: Python needs the count
+        out.append(row.sum())
+    return out
+
+
+@pytest.mark.parametrize("fn", [branch_on_item, range_of_item, print_item, loop_over_nonzero_rows])
 def test_a_use_of_the_value_in_python_breaks_and_every_value_is_right(fn):
     calls = [(torch.randn(5) + shift,) for shift in (3.0, -3.0, 0.5)]  # both branches, several counts
     check_calls(fn, calls)
