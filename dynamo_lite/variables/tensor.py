@@ -30,7 +30,8 @@ import sympy
 import torch
 from torch._dispatch.python import enable_python_dispatcher
 import torch.fx
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, statically_known_true
+from torch.fx.experimental.symbolic_shapes import (GuardOnDataDependentSymNode, free_unbacked_symbols,
+                                                   statically_known_true)
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -128,6 +129,11 @@ class TensorVariable(VariableTracker):
         return True
 
     def getitem(self, tx, key):
+        if isinstance(key, SymNodeVariable) and key.python_type() is int and free_unbacked_symbols(key.value) \
+                and self.example.dim() > 0:
+            # an index read from tensor data (t[int(t.argmax())]): Tensor.__getitem__ would need its
+            # value; torch.select takes it symbolically (and checks the bounds when the graph runs)
+            return record_op(tx, "call_function", torch.select, [self, ConstantVariable(0), key], {})
         return record_op(tx, "call_function", operator.getitem, [self, key], {})
 
     def setitem(self, tx, key, value):

@@ -93,6 +93,10 @@ def prefix_of_count(x):
     return x[:n] * 2
 
 
+def pick_the_largest(x):
+    return x[int(x.abs().argmax())] * 2
+
+
 # (function, example-input makers) whose whole body is one graph
 ONE_GRAPH = [
     (scale_by_sum, lambda i: (torch.randn(6) + i,)),
@@ -113,6 +117,7 @@ ONE_GRAPH = [
     (stats_in_a_dict, lambda i: (torch.randn(5) * (i + 1),)),
     (nested_tolist, lambda i: (torch.randn(2, 3) * 4 + i,)),
     (prefix_of_count, lambda i: (torch.randn(8) + i - 1,)),
+    (pick_the_largest, lambda i: (torch.randn(3, 2) * (i + 1),)),
 ]
 
 
@@ -212,6 +217,11 @@ def test_errors_are_eagers():
         return torch.zeros(int((x > 0).sum()) - 10)
 
     check_breaks(negative_size, torch.ones(3), breaks=None, raises=RuntimeError)
+
+    def index_out_of_range(x):
+        return x[int((x > 0).sum()) + 5]
+
+    check_breaks(index_out_of_range, torch.ones(3), breaks=None, raises=IndexError)
 
 
 def test_conversions_that_are_not_item_still_break():
