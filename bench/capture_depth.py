@@ -29,6 +29,7 @@ def _worker(depth: int, system: str) -> dict:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
+    torch.set_num_threads(1)  # as every bench here (docs/performance.md: how it is measured)
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=depth,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
