@@ -144,6 +144,10 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         """What the generator returned (the value of ``yield from`` it; StopIteration.value)."""
         return self.child.return_value if self.child.done and self.child.return_value is not None else NONE
 
+    def stop_iteration_args(self) -> list[VariableTracker]:
+        ret = self.returned()
+        return [] if ret.is_python_constant() and ret.as_python_constant() is None else [ret]
+
     def _python_runs_it(self, why: str) -> GraphBreak:
         brk = GraphBreak(gb.CALL_NOT_TRACED, f"generator {self.generator}() {why}")
         brk.restart_step = self.created_at_step
@@ -199,9 +203,7 @@ class GeneratorObjectVariable(LazyIteratorVariable):
             none = sent.is_python_constant() and sent.as_python_constant() is None
             item = self.send_item(tx, None if none else sent)
             if item is None:
-                ret = self.returned()
-                none_ret = ret.is_python_constant() and ret.as_python_constant() is None
-                tx.raise_builtin_exception(StopIteration, [] if none_ret else [ret])
+                tx.raise_builtin_exception(StopIteration, self.stop_iteration_args())
             return item
         if name == "close" and not args and not kwargs:
             if self._paused_in_try() or self._paused_in_yield_from():

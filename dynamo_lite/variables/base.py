@@ -106,6 +106,11 @@ class VariableTracker:
             return bool(self.as_python_constant())
         return None
 
+    def stop_iteration_args(self) -> list["VariableTracker"]:
+        """The arguments of the StopIteration that ``next()`` raises once this iterator is
+        exhausted: none, except a generator's return value (its ``StopIteration.value``)."""
+        return []
+
     def unpack(self, tx) -> list["VariableTracker"]:
         """Items of an iterable whose length is known at trace time."""
         raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"cannot iterate over {self.describe()} at trace time")

@@ -610,7 +610,7 @@ def next_of(tx, it: VariableTracker, default: list) -> VariableTracker:
         return item
     if default:
         return default[0]
-    tx.raise_builtin_exception(StopIteration, [])
+    tx.raise_builtin_exception(StopIteration, it.stop_iteration_args())
 
 
 def _list_reverse_iterator_at(lst: list, index: int):

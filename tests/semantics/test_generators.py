@@ -222,3 +222,46 @@ def test_break_out_of_generator_runs_its_finally_before_following_code():
         return x + v
 
     check_calls(f, [torch.ones(1)], interleave=False, graphs=None)
+
+
+# ---- next() on an exhausted generator: StopIteration carries its return value (as the
+# trampoline package reads it: torchsde's BrownianInterval)
+def yields_then_returns(x):
+    yield 1
+    return x * 2
+
+
+def returns_at_once(x):
+    return x + 1
+    yield
+
+
+def drained_with_next(g):
+    out = []
+    try:
+        while True:
+            out.append(next(g))
+    except StopIteration as e:
+        out.append(e.value)
+    return out
+
+
+def next_after_yield(x):
+    return drained_with_next(yields_then_returns(x))
+
+
+def next_on_a_returning_generator(x):
+    return drained_with_next(returns_at_once(x)), x * 3
+
+
+def next_through_yield_from(x):
+    def outer():
+        got = yield from returns_at_once(x)
+        return got * 2
+    return drained_with_next(outer())
+
+
+@pytest.mark.parametrize("fn", [next_after_yield, next_on_a_returning_generator, next_through_yield_from])
+def test_next_raises_stop_iteration_with_the_generators_return_value(fn):
+    out = assert_same_as_eager(fn, torch.ones(2))  # the drained list ends with the returned tensor
+    assert out.exception is None
