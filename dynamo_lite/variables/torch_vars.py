@@ -393,6 +393,16 @@ def _seed_before_the_graph(tx, fn, args, kwargs):
     return DroppedResultVariable("torch.manual_seed()", step, where)
 
 
+def _is_cpu_device(device) -> bool:
+    """Is ``device`` (a constant: "cpu", torch.device("cpu"), ...) the CPU?"""
+    if not isinstance(device, (str, torch.device)):
+        return False
+    try:
+        return torch.device(device).type == "cpu"
+    except RuntimeError:  # not a device: Python raises it at the call
+        return False
+
+
 class GeneratorVariable(VariableTracker):
     """A CPU ``torch.Generator()`` made in the frame, seeded there with ``manual_seed(n)``: its
     numbers follow from its seed alone (no other code can reach it before the frame hands it
@@ -411,8 +421,9 @@ class GeneratorVariable(VariableTracker):
 
     @staticmethod
     def make(tx, args, kwargs):
-        if args or set(kwargs) - {"device"} or not all(v.is_python_constant() for v in kwargs.values()) or \
-                torch.device(kwargs["device"].as_python_constant() if kwargs else "cpu").type != "cpu":
+        given = [*args, *kwargs.values()]  # torch.Generator(device="cpu"), or the device positional
+        device = given[0].as_python_constant() if len(given) == 1 and given[0].is_python_constant() else None
+        if len(given) > 1 or set(kwargs) - {"device"} or given and not _is_cpu_device(device):
             raise GraphBreak(gb.UNSUPPORTED_CALL, "torch.Generator() other than a CPU generator")
         return GeneratorVariable(torch.Generator(), _replay(tx, torch.Generator, (), {}))
 

@@ -780,6 +780,20 @@ def test_generator_made_in_the_frame_draws_what_eager_draws():
     assert cnt.frame_count == 1
 
 
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu")])
+def test_generator_with_its_cpu_device_given_positionally_or_by_keyword(device):
+    def positional(x, device):  # (torchsde's brownian interval makes them so)
+        g = torch.Generator(device).manual_seed(3)
+        return x + torch.randn(3, generator=g)
+
+    def keyword(x, device):
+        g = torch.Generator(device=device).manual_seed(3)
+        return x + torch.randn(3, generator=g)
+
+    check_breaks(positional, torch.zeros(3), device, breaks=0)
+    check_breaks(keyword, torch.zeros(3), device, breaks=0)
+
+
 def test_generator_made_in_the_frame_and_returned_is_in_eager_state():
     import dynamo_lite
 
