@@ -17,6 +17,7 @@ Public API (see docs/api.md):
     graph_break()                does nothing; compiled code breaks the graph there
     allow_in_graph(fn), nonstrict_trace(fn), substitute_in_graph(original)(polyfill),
     assume_constant_result(fn)   escape hatches: calls the trace treats specially (docs/api.md)
+    nested_compile_region(fn)    mark a block's forward: traced once, reused by its repeats
     use_as_torch_compile()       torch.compile(...) calls compile with dynamo_lite (also a context
                                  manager; DYNAMO_LITE_AS_TORCH_COMPILE=1 without importing dynamo_lite)
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
                       optimize, reset, set_stance)
     from .backends import CompilerFn, list_backends, register_backend
     from .exc import BackendCompilerFailed, RecompileError, Unsupported
-    from .api import allow_in_graph, assume_constant_result, nonstrict_trace, substitute_in_graph
+    from .api import allow_in_graph, assume_constant_result, nested_compile_region, nonstrict_trace, substitute_in_graph
     from .graph_breaks import graph_break
     from .log import set_logs
     from .report.explain import ExplainOutput
@@ -55,6 +56,7 @@ _LAZY = {
     "CompilerFn": "backends", "set_logs": "log", "graph_break": "graph_breaks",
     "use_as_torch_compile": "torch_compile_switch",
     "allow_in_graph": "api", "nonstrict_trace": "api", "substitute_in_graph": "api", "assume_constant_result": "api",
+    "nested_compile_region": "api",
 }
 
 __all__ = [
@@ -62,7 +64,7 @@ __all__ = [
     "BackendCompilerFailed", "OptimizedModule", "config", "register_backend", "list_backends",
     "CompilerFn", "set_logs", "graph_break", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
     "set_stance", "RecompileError", "use_as_torch_compile",
-    "allow_in_graph", "nonstrict_trace", "substitute_in_graph", "assume_constant_result",
+    "allow_in_graph", "nonstrict_trace", "substitute_in_graph", "assume_constant_result", "nested_compile_region",
 ]
 
 

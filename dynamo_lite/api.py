@@ -30,6 +30,7 @@ from .report import events
 from .report.explain import ExplainOutput, build_explain_output
 from . import static as _static
 from .variables import escape_hatches as _escape_hatches
+from .variables import repeated_blocks as _repeated_blocks
 
 _MODULE_CALL = torch.nn.Module.__call__  # nn.Module's own __call__ (_wrapped_call_impl)
 
@@ -420,8 +421,26 @@ def assume_constant_result(fn: _F) -> _F:
     _escape_hatches.add_mark(fn, _escape_hatches.Mark(_escape_hatches.ASSUME_CONSTANT_RESULT, fn))
     return fn
 
+def nested_compile_region(fn: Optional[_F] = None) -> Any:
+    """Mark a module's ``forward`` (``@nested_compile_region`` on it, or
+    ``Block.forward = nested_compile_region(Block.forward)``) as a block repeated in a model: its
+    first call in a trace is traced once as a template, and later calls of blocks of that class
+    with arguments of the same structure reuse it (as ``torch.compiler.nested_compile_region``,
+    which is honoured too).  ``config.repeated_blocks`` ("auto", the default) already does this
+    for every module with submodules; the mark matters under ``"marked"``.  Eager calls are
+    untouched: returns ``fn`` itself, marked (variables/repeated_blocks.py)."""
+    def mark(f: _F) -> _F:
+        if not callable(f):
+            raise TypeError(f"nested_compile_region expects a function, got {type(f).__name__}")
+        setattr(f, _repeated_blocks.MARK, True)
+        return f
+
+    return mark if fn is None else mark(fn)
+
+
 __all__ = ["compile", "optimize", "disable", "reset", "set_stance", "OptimizedModule", "mark_dynamic", "maybe_mark_dynamic",
-           "mark_static", "allow_in_graph", "nonstrict_trace", "substitute_in_graph", "assume_constant_result"]
+           "mark_static", "allow_in_graph", "nonstrict_trace", "substitute_in_graph", "assume_constant_result",
+           "nested_compile_region"]
 
 
 @overload

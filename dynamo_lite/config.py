@@ -26,6 +26,7 @@ _ENV_VARS = {
     "optimize_ddp": "DYNAMO_LITE_OPTIMIZE_DDP",
     "capture_scalar_outputs": "DYNAMO_LITE_CAPTURE_SCALAR_OUTPUTS",
     "capture_dynamic_output_shape_ops": "DYNAMO_LITE_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS",
+    "repeated_blocks": "DYNAMO_LITE_REPEATED_BLOCKS",
 }
 _T = TypeVar("_T", bool, int, str)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
@@ -92,6 +93,18 @@ optimize_ddp: bool = _env("optimize_ddp", True)
 capture_scalar_outputs: bool = _env("capture_scalar_outputs", True)
 capture_dynamic_output_shape_ops: bool = _env("capture_dynamic_output_shape_ops", True)
 
+# Repeated blocks captured once (variables/repeated_blocks.py): the first call of a block's
+# forward is traced as a template; later calls of blocks of the same class with arguments of the
+# same structure copy its graph nodes (their own parameters as inputs, its guards re-rooted)
+# instead of being traced again, so capture time stops growing with the number of layers.
+# "auto": any module with submodules whose class is not torch.nn's own; "marked": only forwards
+# marked with dynamo_lite.nested_compile_region or torch.compiler.nested_compile_region; "off".
+# Tested by tests/torch/test_repeated_blocks.py.
+repeated_blocks: str = _env("repeated_blocks", "auto")
+_CHOICES = {"repeated_blocks": ("auto", "marked", "off")}
+if repeated_blocks not in _CHOICES["repeated_blocks"]:
+    raise ValueError(f"DYNAMO_LITE_REPEATED_BLOCKS={repeated_blocks!r}: expected auto, marked or off")
+
 # Default backend of compile()/optimize().
 default_backend: str = _env("default_backend", "inductor")
 
@@ -134,6 +147,9 @@ class _ConfigModule(types.ModuleType):
     def __setattr__(self, name, value):
         if not name.startswith("_") and name not in self.__dict__:
             raise AttributeError(f"dynamo_lite.config has no setting {name!r}")
+        choices = _CHOICES.get(name)
+        if choices is not None and value not in choices:
+            raise ValueError(f"dynamo_lite.config.{name} = {value!r}: expected one of {', '.join(choices)}")
         super().__setattr__(name, value)
         other = _ALIASES.get(name)
         if other is not None:

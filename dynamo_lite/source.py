@@ -18,8 +18,36 @@ from typing import Any
 from . import runtime
 
 
+def _cached_hash(self) -> int:
+    cached = self.__dict__.get("_hash")
+    if cached is None:
+        cached = hash((type(self), *(getattr(self, f.name) for f in dataclasses.fields(self))))
+        object.__setattr__(self, "_hash", cached)
+    return cached
+
+
 class Source:
     """Base class.  Subclasses are frozen dataclasses."""
+
+    def __init_subclass__(cls, **kwargs):
+        # a source's name is computed once: guard compilation asks for it again and again, and a
+        # name is its parent's name and more (a model's guards hold thousands of deep sources)
+        super().__init_subclass__(**kwargs)
+        # ... and so is its hash (a dataclass's hashes every field, the parent chain included),
+        # set here so the dataclass decorator keeps it (a class's own __hash__ is not replaced)
+        if "__hash__" not in cls.__dict__:
+            cls.__hash__ = _cached_hash
+        compute = cls.__dict__.get("name")
+        if compute is not None:
+            def name(self, _compute=compute) -> str:
+                cached = self.__dict__.get("_name")
+                if cached is None:
+                    cached = _compute(self)
+                    object.__setattr__(self, "_name", cached)
+                return cached
+
+            name.__doc__ = compute.__doc__
+            cls.name = name
 
     def name(self) -> str:
         raise NotImplementedError

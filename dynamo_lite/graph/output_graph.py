@@ -101,6 +101,9 @@ class OutputGraph:
         self.real_values: dict[int, torch.Tensor] = {}
         self.random_calls: list[tuple] = []
         self.made_before_graph: dict[int, tuple] = {}
+        # (block class, forward, arguments' structure, grad mode) -> its Template, or why its first call
+        # could not be one (variables/repeated_blocks.py)
+        self.block_templates: dict = {}
         self.generators: list = []  # GeneratorObjectVariables made in the trace (symbolic/inliner.py)
         # the trace modelled library code whose frames the original code would compile one by one
         # (a ModelOutput built: its __init__/__post_init__ run as frames on an existing object, and
@@ -325,6 +328,7 @@ class OutputGraph:
             gi.fake = None
         self.real_values.clear()
         self.object_cache.clear()
+        self.block_templates.clear()  # (they hold real parameters and modules)
         for node in self.graph.nodes:
             if "example_value" in node.meta:
                 node.meta["example_value"] = _summarize_example(node.meta["example_value"])

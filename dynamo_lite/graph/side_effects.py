@@ -100,6 +100,21 @@ class SideEffects:
         self.leaves_traces_after = lambda node: True
         # bumped by every mutation, of traced-only objects too (generator inlining checks it)
         self.version = 0
+        # lists that see every mutation and every read this log answers, as events (a block call being
+        # recorded as a template: variables/repeated_blocks.py): ("mutate", tracker), ("store", object
+        # tracker, name), ("external", kind), ("read_attr", object tracker, name, value), ("read_global", name, value),
+        # ("identity", object tracker, dict tracker used as a key in or None)
+        self.recorders: list[list] = []
+
+    def _record(self, *event) -> None:
+        for recorder in self.recorders:
+            recorder.append(event)
+
+    def note_identity(self, obj: VariableTracker, container: Optional[VariableTracker] = None) -> None:
+        """The trace used ``id()`` or the identity hash of a real object as a constant (as a key
+        of the dict tracker ``container``, or otherwise: None)."""
+        if self.recorders:
+            self._record("identity", obj, container)
 
     def is_empty(self) -> bool:
         return not (self.attr_objects or self.mutated or self.global_stores or self.cell_stores or self.calls)
@@ -120,25 +135,31 @@ class SideEffects:
         """Log a call that generated code makes after the graph, in order with the mutations
         (``fields``: those of ReplayedCall)."""
         self.version += 1
+        self._record("external", "call")
         self.calls.append(ReplayedCall(**fields))
         self.order.append(("call", len(self.calls) - 1))
 
     # ---- recording ----------------------------------------------------------
     def mutate(self, var: VariableTracker) -> None:
         self.version += 1
+        self._record("mutate", var)
         if var.source is not None:
             self.mutated[id(var)] = var
             self._note("container", id(var))
 
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
         self.version += 1
+        self._record("store", obj, name)
         self.attr_objects.setdefault(id(obj), obj)
         self.attr_values.setdefault(id(obj), {})[name] = value
         if obj.source is not None:
             self._note("attr", id(obj))
 
     def load_attr(self, obj: VariableTracker, name: str) -> Optional[VariableTracker]:
-        return self.attr_values.get(id(obj), {}).get(name)
+        value = self.attr_values.get(id(obj), {}).get(name)
+        if value is not None and self.recorders:
+            self._record("read_attr", obj, name, value)
+        return value
 
     def delete_new_object_attr(self, obj: VariableTracker, name: str) -> bool:
         """``del obj.name`` of an object made in the trace (nothing to replay: it is rebuilt
@@ -147,6 +168,7 @@ class SideEffects:
         if name not in attrs:
             return False
         self.version += 1
+        self._record("store", obj, name)
         del attrs[name]
         return True
 
@@ -158,14 +180,19 @@ class SideEffects:
 
     def store_global(self, name: str, value: VariableTracker) -> None:
         self.version += 1
+        self._record("external", "global")
         self.global_stores[name] = value
         self._note("global", name)
 
     def load_global(self, name: str) -> Optional[VariableTracker]:
-        return self.global_stores.get(name)
+        value = self.global_stores.get(name)
+        if value is not None and self.recorders:
+            self._record("read_global", name, value)
+        return value
 
     def store_cell(self, cell, value: VariableTracker) -> None:
         self.version += 1
+        self._record("external", "cell")
         self.cell_stores[id(cell)] = (cell, value)
         self._note("cell", id(cell))
 

@@ -55,9 +55,14 @@ class GuardSet:
 
     def __init__(self):
         self._guards: dict[Guard, None] = {}
+        # lists that see every guard added, repeats included (a block call being recorded as a
+        # template: variables/repeated_blocks.py)
+        self.recorders: list[list] = []
 
     def add(self, guard: Guard) -> None:
         self._guards.setdefault(guard, None)
+        for recorder in self.recorders:
+            recorder.append(guard)
 
     def __iter__(self):
         # A guard on lst[0] or obj.attr must run after the TYPE/LENGTH guards of its

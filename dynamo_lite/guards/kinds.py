@@ -154,7 +154,11 @@ class Guard:
         return True
 
     def __hash__(self):
-        return hash((type(self), *(id(v) if n in self._IDENTITY else _hashable(v) for n, v in self._fields())))
+        cached = self.__dict__.get("_hash")  # (frozen: computed once; a model has thousands)
+        if cached is None:
+            cached = hash((type(self), *(id(v) if n in self._IDENTITY else _hashable(v) for n, v in self._fields())))
+            object.__setattr__(self, "_hash", cached)
+        return cached
 
 
 # ---- kinds about one source --------------------------------------------------------

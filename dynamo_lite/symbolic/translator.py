@@ -364,6 +364,7 @@ class InstructionTranslator(InstructionTranslatorBase):
         cells: dict[str, CellVariable] = {}
         super().__init__(output, code, func.__globals__, {}, cells, None)
         self.func = func
+        self.f_locals = f_locals  # the frame's arguments (a repeated block's template checks guards on them)
         self.stop_at_step = stop_at_step
         self.steps = 0
         self.total_steps = 0

@@ -46,7 +46,7 @@ from .. import graph_breaks as gb
 from .. import config, guards, runtime
 from ..exc import GraphBreak
 from .base import KnownValueVariable, VariableTracker
-from .constant import ConstantVariable, is_constant_value, NONE, FALSE, TRUE
+from .constant import ConstantVariable, is_constant_value, NONE, FALSE, TRUE, ObservedConstant
 from ..source import AttrSource, ItemSource
 from .arith import apply_operator, binary_op
 from .mappings import (
@@ -1031,7 +1031,7 @@ def _cell_delete(tx, cell, name):
     raise GraphBreak(gb.UNSUPPORTED_BYTECODE, "DELETE_DEREF: deleting a closure variable")
 
 
-def _real_object(tx, obj):
+def _real_object(tx, obj, note_identity: bool = True):
     """The real object a tracker read from the frame's inputs stands for, guarded by identity
     (so its id() and identity hash are constants of this cache entry); None when the tracker has
     no source or keeps no real object (new objects, tensors, containers)."""
@@ -1044,13 +1044,18 @@ def _real_object(tx, obj):
     else:
         return None
     tx.output.add_guard(guards.IdGuard(obj.source, value))
+    if note_identity:
+        tx.output.side_effects.note_identity(obj)
     return value
 
 
 @_handler(builtins.id)
 def _id(tx, obj):
-    value = _real_object(tx, obj)
+    value = _real_object(tx, obj, note_identity=False)
     if value is not None:
+        se = tx.output.side_effects
+        if se.recorders:  # a repeated block is recorded: it must know how the id is used
+            return ObservedConstant(id(value), lambda container: se.note_identity(obj, container))
         return ConstantVariable(id(value))
     if obj.is_python_constant() and not obj.mutable_local:
         # an int or str constant may be a new object in the real run: its id is not known

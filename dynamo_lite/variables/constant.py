@@ -164,6 +164,27 @@ class ConstantVariable(VariableTracker):
         return True
 
 
+class ObservedConstant(ConstantVariable):
+    """A constant whose uses are reported: ``id()`` of a real object while a repeated block is
+    recorded as a template (variables/repeated_blocks.py), which may reuse the trace for another
+    block only where the id was a dict key.  ``on_use(container)``: called with the dict tracker
+    for a key lookup or store (``key_value``), with None for any other read of the value."""
+
+    def __init__(self, value: Any, on_use):
+        VariableTracker.__init__(self, None)
+        self._value = value
+        self._on_use = on_use
+
+    @property
+    def value(self):
+        self._on_use(None)
+        return self._value
+
+    def key_value(self, container):
+        self._on_use(container)
+        return self._value
+
+
 TRUE = ConstantVariable(True)
 FALSE = ConstantVariable(False)
 NONE = ConstantVariable(None)

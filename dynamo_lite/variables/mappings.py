@@ -29,7 +29,7 @@ from .. import graph_breaks as gb
 from ..exc import GraphBreak, SkipFrame
 from .base import IdentityKey, search_items, VariableTracker
 from .objects import IdVariable
-from .constant import ConstantVariable, NONE
+from .constant import ConstantVariable, NONE, ObservedConstant
 from .methods import ContainerMethodVariable
 from .sequences import LazyIteratorVariable, ListVariable, TupleVariable
 
@@ -71,6 +71,8 @@ class DictVariable(VariableTracker):
         return DictIteratorVariable(self, "keys")
 
     def _key(self, v: VariableTracker, tx=None):
+        if isinstance(v, ObservedConstant):  # an id() taken while a block is recorded: a key use
+            return checked_key(tx, self.items, v.key_value(self), "dict key")
         return checked_key(tx, self.items, hash_key(v, "dict key"), "dict key")
 
     def getitem(self, tx, key):

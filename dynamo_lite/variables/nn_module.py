@@ -53,6 +53,7 @@ from .sequences import ListIteratorVariable, TupleVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
+from . import repeated_blocks
 
 
 # what a forward (pre-)hook registration changes on the module
@@ -220,7 +221,8 @@ class NNModuleVariable(VariableTracker):
         if self.source is not None:
             for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
                 if hasattr(module, hooks) and not getattr(module, hooks):
-                    tx.output.add_expr_guard(f"not {AttrSource(self.source, hooks).name()}")
+                    # (a LENGTH guard: C checks it without parsing an expression, a model holds many)
+                    tx.output.add_guard(guards.LengthGuard(AttrSource(self.source, hooks), 0))
         # hooks registered on every module (register_module_forward_hook, ...) after this compile
         for hooks in _GLOBAL_HOOKS:
             tx.output.add_expr_guard(f"not ___sys.modules['torch.nn.modules.module'].{hooks}")
@@ -235,7 +237,7 @@ class NNModuleVariable(VariableTracker):
             forward_src = AttrSource(TypeSource(self.source), "forward")
             guard_function(tx, forward_src, forward)
         if not pre_hooks and not post_hooks:
-            return UserFunctionVariable(forward, forward_src).call_function(tx, [self, *args], kwargs)
+            return self._call_forward(tx, forward, forward_src, args, kwargs)
         # Module._call_impl with forward hooks: pre-hooks may replace the positional arguments,
         # forward hooks the result (a hook returning None keeps them)
         for hook in pre_hooks:
@@ -243,12 +245,25 @@ class NNModuleVariable(VariableTracker):
             if not _is_none(new_args, "a forward pre-hook's result"):
                 # a non-tuple result is the one argument
                 args = list(new_args.unpack(tx)) if issubclass(new_args.python_type(), tuple) else [new_args]
-        result = UserFunctionVariable(forward, forward_src).call_function(tx, [self, *args], kwargs)
+        result = self._call_forward(tx, forward, forward_src, args, kwargs)
         for hook in post_hooks:
             hook_result = hook.call_function(tx, [self, TupleVariable(list(args)), result], {})
             if not _is_none(hook_result, "a forward hook's result"):
                 result = hook_result
         return result
+
+    def _call_forward(self, tx, forward, forward_src, args, kwargs):
+        """``forward(self, *args, **kwargs)``: traced, or a repeated block's template replayed."""
+        inner = repeated_blocks.unwrap_marked(forward)
+        fn, fn_src = forward, forward_src
+        if inner is not None:  # torch.compiler.nested_compile_region: the function it wraps
+            fn_src = AttrSource(forward_src, repeated_blocks.TORCH_MARK) if forward_src is not None else None
+            if fn_src is not None:
+                guard_function(tx, fn_src, inner)
+            fn = inner
+        if not repeated_blocks.applies(self.value, forward):
+            return UserFunctionVariable(fn, fn_src).call_function(tx, [self, *args], kwargs)
+        return repeated_blocks.call_block(tx, self, UserFunctionVariable(fn, fn_src), args, kwargs)
 
     def _forward_hooks(self, tx):
         """(forward pre-hooks, forward hooks) of the module as trackers, in the order
