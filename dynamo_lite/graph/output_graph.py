@@ -77,6 +77,7 @@ class OutputGraph:
         self.symbol_nodes: dict = {}  # sympy symbol -> its placeholder (symbolic sizes used in the graph)
         self.guards = GuardSet()
         self.graph_inputs: list[GraphInput] = []
+        self._last_placeholder: Optional[torch.fx.Node] = None
         self.source_cache: dict[Source, Any] = {}
         self.object_cache: dict[int, tuple] = {}
         self.side_effects = SideEffects()
@@ -159,7 +160,13 @@ class OutputGraph:
         return node
 
     def _placeholder(self, name: str, source: Source, value, fake) -> torch.fx.Node:
-        first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
+        # placeholders come first: the new one goes after the last (found without a walk of the
+        # graph: a model has hundreds of inputs)
+        last = self._last_placeholder
+        if last is not None and not last._erased and last.op == "placeholder":
+            first = last.next if last.next is not self.graph._root else None
+        else:
+            first = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first is not None:
             with self.graph.inserting_before(first):
                 node = self.graph.placeholder(name)
@@ -168,6 +175,7 @@ class OutputGraph:
         node.meta["example_value"] = fake
         node.meta["source"] = source.name()
         self.graph_inputs.append(GraphInput(source, node, value, fake))
+        self._last_placeholder = node
         return node
 
     def set_real_value(self, var, value: torch.Tensor) -> None:

@@ -33,7 +33,7 @@ import torch
 
 from .. import torch_compat
 from ..source import Source, guard_local_name
-from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, ExprGuard, FloatReprGuard,
+from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
                     NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, ShapeEqGuard, ShapeGuardBase,
                     ShapeRangeGuard, ShapeRelGuard, TensorAliasingGuard, TensorGuard, TensorSpec, TypeGuard,
@@ -41,7 +41,7 @@ from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard
 from .program import build_program, order_guards, render_program
 
 __all__ = ["Guard", "GuardSet", "CompiledGuard", "TensorSpec", "USE_PROGRAM",
-           "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
+           "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "EmptyGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
            "NanGuard", "FloatReprGuard", "SetEqualsGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
            "SameObjectGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
            "TensorAliasingGuard", "ShapeGuardBase", "ShapeRangeGuard", "ShapeEqGuard", "ShapeRelGuard"]

@@ -30,6 +30,7 @@ Kinds (``kind`` names them in logs):
     ID              s is <object>                            (modules, functions, classes)
     CONST           type(s) is T and s == v                  (None/bool/int/float/str/...)
     LENGTH          len(s) == n                              (tuples, lists, dicts)
+    EMPTY           len(s.a) == 0 for each attribute a       (a module's hook dicts)
     NOT_IN          name not in ___G                         (builtins not shadowed)
     DICT_KEYS       list(s.keys()) == keys
     TENSOR          type, dtype, device, shape, strides, requires_grad
@@ -257,6 +258,32 @@ class LengthGuard(Guard):
 
     def emit(self, b):
         b.op("CHECK_LEN", b.reg(self.source), n=self.length)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EmptyGuard(Guard):
+    """Each of ``s.<attr>`` is empty (``len == 0``): a module's hook dicts, one guard for all of
+    them (a model has thousands: one guard each would make its guard set compile slower)."""
+
+    kind: ClassVar[str] = "EMPTY"
+    rank: ClassVar[int] = 3
+    local_priority: ClassVar[Optional[int]] = 0
+    source: Source
+    attrs: tuple  # attribute names
+
+    def exprs(self, const):
+        return [f"len({self.source.name()}.{a}) == 0" for a in self.attrs]
+
+    def describe(self):
+        return f"{self.source.name()}: {', '.join(self.attrs)} empty"
+
+    def explain_failure(self, actual, pretty):
+        full = [a for a in self.attrs if len(getattr(actual, a, ()) or ())]
+        return f"{pretty}.{full[0] if full else self.attrs[0]} is no longer empty"
+
+    def emit(self, b):
+        for a in self.attrs:
+            b.op("CHECK_LEN", b.reg(AttrSource(self.source, a)), n=0)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -219,10 +219,11 @@ class NNModuleVariable(VariableTracker):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
         pre_hooks, post_hooks = self._forward_hooks(tx)
         if self.source is not None:
-            for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
-                if hasattr(module, hooks) and not getattr(module, hooks):
-                    # (a LENGTH guard: C checks it without parsing an expression, a model holds many)
-                    tx.output.add_guard(guards.LengthGuard(AttrSource(self.source, hooks), 0))
+            empty = tuple(hooks for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                                              "_backward_pre_hooks")
+                          if hasattr(module, hooks) and not getattr(module, hooks))
+            if empty:
+                tx.output.add_guard(guards.EmptyGuard(self.source, empty))
         # hooks registered on every module (register_module_forward_hook, ...) after this compile
         for hooks in _GLOBAL_HOOKS:
             tx.output.add_expr_guard(f"not ___sys.modules['torch.nn.modules.module'].{hooks}")

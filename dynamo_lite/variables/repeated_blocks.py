@@ -127,16 +127,31 @@ def _guard_sources(guard) -> list:
     return out
 
 
-def _reroot_guard(guard, old: Source, new: Source, pattern, memo: Optional[dict] = None):
-    changes = {}
+def _reroot_plan(guard) -> tuple:
+    """The fields of ``guard`` a re-rooting changes: ((name, kind), ...), kind "source", "tuple"
+    (of sources and constants) or "text" (an expression naming sources)."""
+    plan = []
     for f in dataclasses.fields(guard):
         v = getattr(guard, f.name)
         if isinstance(v, Source):
-            changes[f.name] = _reroot(v, old, new, memo)
+            plan.append((f.name, "source"))
         elif isinstance(v, tuple) and any(isinstance(s, Source) for s in v):
-            changes[f.name] = tuple(_reroot(s, old, new, memo) if isinstance(s, Source) else s for s in v)
+            plan.append((f.name, "tuple"))
         elif f.name == "text" and isinstance(v, str):
-            changes[f.name] = pattern.sub(lambda _m: new.name(), v)
+            plan.append((f.name, "text"))
+    return tuple(plan)
+
+
+def _reroot_guard(guard, old: Source, new: Source, pattern, memo: Optional[dict] = None, plan=None):
+    changes = {}
+    for name, kind in (_reroot_plan(guard) if plan is None else plan):
+        v = getattr(guard, name)
+        if kind == "source":
+            changes[name] = _reroot(v, old, new, memo)
+        elif kind == "tuple":
+            changes[name] = tuple(_reroot(s, old, new, memo) if isinstance(s, Source) else s for s in v)
+        else:
+            changes[name] = pattern.sub(lambda _m: new.name(), v)
     return dataclasses.replace(guard, **changes)
 
 
@@ -241,6 +256,8 @@ class Template:
         self.module_ids: list = []  # [(source under root, template module)] guarded by identity
         self.class_level: dict = {}  # id(guard) -> P: a fact about type(P), P a module of the block
         self.check = None  # (CompiledGuard, resolver) over the block and the frame's arguments
+        self.replayed_guards: list = []  # [(guard, re-root plan)] a replay adds for its block
+        self.class_owners: list = []  # modules whose class a replay guards to be the template's
 
     def prepare(self, output) -> None:
         if self.check is not None:
@@ -260,6 +277,16 @@ class Template:
                 check_guards.append(_reroot_guard(g, root, _BLOCK, pattern))
         self.block_guards = list(dict.fromkeys(block_guards))
         self.class_level = {id(g): owner for g in self.block_guards if (owner := _class_level(g, root)) is not None}
+        # what a replay adds for the new block: the guards re-rooted (but facts about the class of a
+        # module, stated once by the template's guard, and the metadata of its tensors, which
+        # wrapping them as graph inputs guards), with the fields to re-root
+        module_sources = {s for s, _ in self.module_ids}
+        input_sources = set(self.inputs.values())
+        self.replayed_guards = [(g, _reroot_plan(g)) for g in self.block_guards
+                                if not (isinstance(g, guards.IdGuard) and g.source in module_sources)
+                                and id(g) not in self.class_level
+                                and not (isinstance(g, guards.TensorGuard) and g.source in input_sources)]
+        self.class_owners = list(dict.fromkeys(self.class_level.values()))
         self.check = _compile_check(check_guards, self.arg_names, [_reroot(s, root, _BLOCK) for s, _ in self.module_ids]
                                     + [_reroot(s, root, _BLOCK) for s in self.inputs.values()])
 
@@ -547,20 +574,12 @@ def replay(tx, template: Template, module_var, tensors: list) -> VariableTracker
         raise _NotReplayable("its parameters are tied differently, or the trace read them before")
     # the block's guards, re-rooted; its modules guarded by identity; its tensors as graph inputs
     pattern = _name_pattern(template.root)
-    module_sources = {s for s, _ in template.module_ids}
     memo: dict = {}
-    classes: dict = {}
-    for g in template.block_guards:
-        if isinstance(g, guards.IdGuard) and g.source in module_sources:
-            continue
-        owner = template.class_level.get(id(g))
-        if owner is not None:
-            # a fact about the class of one of its modules: the template's guard states it once, this
-            # module is guarded to have the very same class
-            classes.setdefault(owner, None)
-            continue
-        output.add_guard(_reroot_guard(g, template.root, root, pattern, memo))
-    for owner in classes:
+    for g, plan in template.replayed_guards:
+        output.add_guard(_reroot_guard(g, template.root, root, pattern, memo, plan))
+    for owner in template.class_owners:
+        # facts about the class of one of its modules: the template's guards state them once, this
+        # module is guarded to have the very same class
         output.add_guard(guards.SameObjectGuard(TypeSource(_reroot(owner, template.root, root, memo)),
                                                 TypeSource(owner)))
     for (source, _), obj in zip(template.module_ids, modules):

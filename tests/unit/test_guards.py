@@ -806,6 +806,7 @@ def _kind_cases():
         "CONST": (g.ConstGuard(x, 3), ("x",), (3,), (3.0,), None, True),
         "CONST_NONE": (g.ConstGuard(x, None), ("x",), (None,), (0,), None, True),
         "LENGTH": (g.LengthGuard(x, 2), ("x",), ([1, 2],), ([1],), None, True),
+        "EMPTY": (g.EmptyGuard(x, ("a", "b")), ("x",), (_obj(a=[], b={}),), (_obj(a=[], b={1: 2}),), None, True),
         "NOT_IN": (g.NotInGlobalsGuard("len"), ("x",), (0,), (0,), {"len": 1}, True),
         "DICT_KEYS": (g.DictKeysGuard(x, ("a", "b")), ("x",), ({"a": 1, "b": 2},), ({"b": 1, "a": 2},), None, True),
         "TENSOR": (g.TensorGuard.of(x, t), ("x",), (torch.randn(2, 3),), (t.double(),), None, True),
