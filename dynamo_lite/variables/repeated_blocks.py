@@ -540,6 +540,9 @@ def call_block(tx, module_var, forward_var, args: list, kwargs: dict) -> Variabl
     except _NotReplayable as e:
         output.block_templates[full_key] = str(e)
         log.info("%s: %s cannot be a template: %s", type(module).__name__, where, e)
+    except Exception as e:  # noqa: BLE001 - a call we cannot analyse is no template; it was traced
+        output.block_templates[full_key] = f"{type(e).__name__}: {e}"
+        log.info("%s: %s cannot be a template (%s: %s)", type(module).__name__, where, type(e).__name__, e)
     return result
 
 

@@ -37,13 +37,7 @@ needs_transformers = pytest.mark.skipif(transformers is None, reason="transforme
 VOCAB = 96
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Tiny models: one intra-op thread is faster and steadier (no oversubscription)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")  # (tests/torch/conftest.py)
 
 
 # ---- helpers ------------------------------------------------------------------------------------

@@ -19,13 +19,7 @@ from dynamo_lite.report.explain import build_explain_output
 from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_module
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    """Tiny models: one intra-op thread is faster and steadier (no oversubscription)."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")  # (tests/torch/conftest.py)
 
 
 def run_module(module, *args, backend=None, calls=1, **kwargs):

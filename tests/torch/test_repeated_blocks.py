@@ -19,12 +19,7 @@ from dynamo_lite import config
 from dynamo_lite.testing import CompileCounter, assert_same, check_module, recording, twins
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
+pytestmark = pytest.mark.usefixtures("single_thread")  # (tests/torch/conftest.py)
 
 
 @contextlib.contextmanager
