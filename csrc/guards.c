@@ -16,7 +16,8 @@
  *   LOAD_CONST   a = obj
  *   LOAD_ATTR    a = getattr(reg[b], obj)        (instance __dict__ first, or the
  *                type's getset descriptor called directly, when the type's
- *                version says that is what getattr does)
+ *                version says that is what getattr does; a function's
+ *                __code__ is read from the function, raising no audit event)
  *   LOAD_ITEM    a = reg[b][obj]                 (exact dicts: no method call)
  *   (LOAD_ATTR through an instance __dict__ and LOAD_ITEM on an exact dict
  *   remember the value they found with the dict's version: an unchanged
@@ -189,6 +190,8 @@ static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
     *str_device, *str_keys, *str_getattribute;
 /* object.__getattribute__ (borrowed from object's type dict). */
 static PyObject *object_getattribute = NULL;
+/* The function type's __code__ getset descriptor (strong). */
+static PyObject *function_code_descr = NULL;
 
 /* ------------------------------------------------------------------------ */
 /* Tensor checks                                                            */
@@ -495,7 +498,21 @@ static PyObject *
 load_attr(GuardOp *op, PyObject *obj)
 {
     PyTypeObject *tp = Py_TYPE(obj);
+    if (tp != op->cache_type || dl_type_version(tp) != op->cache_version) {
+        attr_cache_fill(op, tp);
+    }
     if (tp == op->cache_type && dl_type_version(tp) == op->cache_version) {
+        if (op->cache_descr == function_code_descr) {
+            /* fn.__code__ of a function (the type is exact: function is
+             * not subclassable): its code, read directly. The getter would
+             * also raise the audit event "object.__getattr__", and so run
+             * every sys.addaudithook hook of the process (filelock adds
+             * one on 3.12+) on each call of the entry, where eager raises
+             * none: a guard is not the user's code reading __code__. */
+            PyObject *code = PyFunction_GET_CODE(obj);
+            Py_INCREF(code);
+            return code;
+        }
         if (op->cache_descr != NULL) {
             PyGetSetDef *gs = ((PyGetSetDescrObject *)op->cache_descr)->d_getset;
             if (gs->get != NULL) {
@@ -514,9 +531,6 @@ load_attr(GuardOp *op, PyObject *obj)
                 return v;
             }
         }
-    }
-    else {
-        attr_cache_fill(op, tp);
     }
     return PyObject_GetAttr(obj, op->obj);
 }
@@ -1323,6 +1337,23 @@ dl_guards_init(PyObject *module)
             }
             return -1;
         }
+    }
+    if (function_code_descr == NULL) {
+        PyObject *name = PyUnicode_InternFromString("__code__");
+        if (name == NULL) {
+            return -1;
+        }
+        PyObject *descr = _PyType_Lookup(&PyFunction_Type, name); /* borrowed */
+        Py_DECREF(name);
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "function.__code__ is not a getset descriptor");
+            }
+            return -1;
+        }
+        Py_INCREF(descr);
+        function_code_descr = descr;
     }
     if (PyType_Ready(&DLGuardProgramType) < 0) {
         return -1;
