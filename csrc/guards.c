@@ -21,7 +21,8 @@
  *   LOAD_ITEM    a = reg[b][obj]                 (exact dicts: no method call)
  *   (LOAD_ATTR through an instance __dict__ and LOAD_ITEM on an exact dict
  *   remember the value they found with the dict's version: an unchanged
- *   dict answers without a lookup.)
+ *   dict answers without a lookup; a 3.13 split dict, whose version does
+ *   not follow its contents, the key's entry index: no hashing.)
  *   LOAD_CELL a = reg[b].__closure__[n].cell_contents   (reg[b] a function)
  *   LOAD_TYPE    a = type(reg[b])
  *   LOAD_CALL0   a = reg[b]()
@@ -168,6 +169,11 @@ typedef struct {
      * a reference to dict_value. 0 = empty. */
     uint64_t dict_version;
     PyObject *dict_value;
+    /* ... and, for a dict whose version does not follow its contents (a
+     * 3.13 split dict: see dl_dict_slot_value), the entry index of the key
+     * in its keys and that entry's key object (strong or NULL). */
+    Py_ssize_t slot_index;
+    PyObject *slot_key;
 } GuardOp;
 
 typedef struct {
@@ -467,15 +473,38 @@ attr_cache_fill(GuardOp *op, PyTypeObject *tp)
 }
 
 /* dict[op->obj] (new reference) for an exact dict or an instance __dict__,
- * through the op's version cache (not for a dict whose version does not
- * follow its contents: dl_dict_version_follows_contents); NULL without an
- * error when missing. */
+ * through the op's version cache, or, for a dict whose version does not
+ * follow its contents (dl_dict_version_follows_contents), through the
+ * remembered entry index of the key (dl_dict_slot_value: no hashing, the
+ * value read as it is now); NULL without an error when missing. */
 static inline PyObject *
 dict_lookup_cached(GuardOp *op, PyObject *dict)
 {
     if (!dl_dict_version_follows_contents(dict)) {
-        PyObject *v = PyDict_GetItemWithError(dict, op->obj);
-        Py_XINCREF(v);
+        PyObject *v;
+#if DL_HAVE_DICT_SLOTS
+        if (op->slot_key != NULL &&
+            dl_dict_slot_value(dict, op->slot_index, op->slot_key, &v) &&
+            v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+#endif
+        v = PyDict_GetItemWithError(dict, op->obj);
+        if (v == NULL) {
+            return NULL;
+        }
+        Py_INCREF(v);
+#if DL_HAVE_DICT_SLOTS
+        PyObject *key = NULL;
+        Py_ssize_t ix = dl_dict_slot_find(dict, op->obj, &key);
+        PyObject *at;
+        if (ix >= 0 && dl_dict_slot_value(dict, ix, key, &at) && at == v) {
+            Py_INCREF(key);
+            Py_XSETREF(op->slot_key, key);
+            op->slot_index = ix;
+        }
+#endif
         return v;
     }
     uint64_t version = dl_dict_version(dict);
@@ -1010,6 +1039,7 @@ program_free_ops(GuardProgram *p)
         Py_XDECREF(ops[i].obj);
         Py_XDECREF(ops[i].cache_type);
         Py_XDECREF(ops[i].cache_descr);
+        Py_XDECREF(ops[i].slot_key);
         tensor_spec_free(ops[i].spec);
         PyMem_Free(ops[i].expr);
     }
