@@ -63,6 +63,7 @@
 #if DL_PY313
 #include <internal/pycore_ceval.h>    /* _PyEval_FrameClearAndPop */
 #include <internal/pycore_function.h> /* _PyFunction_SetVersion */
+#include <internal/pycore_dict.h>     /* split dict keys and values */
 #endif
 #undef Py_BUILD_CORE
 
@@ -237,6 +238,64 @@ dl_dict_version_follows_contents(PyObject *dict)
     return 1;
 #endif
 }
+
+/* Slots of a split dict (3.13, with the GIL): a dict whose ma_values is
+ * not NULL keeps its keys in a shared keys table that only grows (a key's
+ * entry index never changes and entries are never removed) and the value of
+ * the key at entry ix in ma_values->values[ix] (NULL: absent), which is where
+ * PyDict_GetItem reads it after hashing. Where the version does not follow
+ * the contents (dl_dict_version_follows_contents), a remembered index gives
+ * the value without hashing: exact, since the entry's key is compared (by
+ * identity, and a caller holds a reference to it, so its address is not
+ * reused) each time. Elsewhere DL_HAVE_DICT_SLOTS is 0. */
+#if DL_PY313 && !defined(Py_GIL_DISABLED)
+#define DL_HAVE_DICT_SLOTS 1
+
+/* The entry index of key (equal str) in split dict `dict`, or -1; *found
+ * gets the table's own key object (borrowed). No user code runs. */
+static inline Py_ssize_t
+dl_dict_slot_find(PyObject *dict, PyObject *key, PyObject **found)
+{
+    PyDictObject *mp = (PyDictObject *)dict;
+    if (mp->ma_values == NULL || !PyUnicode_CheckExact(key)) {
+        return -1;
+    }
+    PyDictKeysObject *keys = mp->ma_keys;
+    PyDictUnicodeEntry *entries = DK_UNICODE_ENTRIES(keys);
+    Py_ssize_t n = keys->dk_nentries;
+    for (Py_ssize_t ix = 0; ix < n; ix++) {
+        PyObject *k = entries[ix].me_key;
+        if (k == key || (k != NULL && PyUnicode_CheckExact(k) &&
+                         PyUnicode_Compare(k, key) == 0)) {
+            *found = k;
+            return ix;
+        }
+    }
+    return -1;
+}
+
+/* 1 and *value (borrowed; NULL when the key is absent) if `dict` is split
+ * and entry ix of its keys holds exactly `key`; 0 otherwise. */
+static inline int
+dl_dict_slot_value(PyObject *dict, Py_ssize_t ix, PyObject *key,
+                   PyObject **value)
+{
+    PyDictObject *mp = (PyDictObject *)dict;
+    PyDictValues *values = mp->ma_values;
+    if (values == NULL) {
+        return 0;
+    }
+    PyDictKeysObject *keys = mp->ma_keys;
+    if (ix >= keys->dk_nentries || ix >= values->capacity ||
+        DK_UNICODE_ENTRIES(keys)[ix].me_key != key) {
+        return 0;
+    }
+    *value = values->values[ix];
+    return 1;
+}
+#else
+#define DL_HAVE_DICT_SLOTS 0
+#endif
 
 /* The instance __dict__ of obj (borrowed), or NULL (none; no error set).
  * 3.11 may first turn inline ("managed") attribute values into a real dict,

@@ -16,11 +16,13 @@
  *   LOAD_CONST   a = obj
  *   LOAD_ATTR    a = getattr(reg[b], obj)        (instance __dict__ first, or the
  *                type's getset descriptor called directly, when the type's
- *                version says that is what getattr does)
+ *                version says that is what getattr does; a function's
+ *                __code__ is read from the function, raising no audit event)
  *   LOAD_ITEM    a = reg[b][obj]                 (exact dicts: no method call)
  *   (LOAD_ATTR through an instance __dict__ and LOAD_ITEM on an exact dict
  *   remember the value they found with the dict's version: an unchanged
- *   dict answers without a lookup.)
+ *   dict answers without a lookup; a 3.13 split dict, whose version does
+ *   not follow its contents, the key's entry index: no hashing.)
  *   LOAD_CELL a = reg[b].__closure__[n].cell_contents   (reg[b] a function)
  *   LOAD_TYPE    a = type(reg[b])
  *   LOAD_CALL0   a = reg[b]()
@@ -167,6 +169,11 @@ typedef struct {
      * a reference to dict_value. 0 = empty. */
     uint64_t dict_version;
     PyObject *dict_value;
+    /* ... and, for a dict whose version does not follow its contents (a
+     * 3.13 split dict: see dl_dict_slot_value), the entry index of the key
+     * in its keys and that entry's key object (strong or NULL). */
+    Py_ssize_t slot_index;
+    PyObject *slot_key;
 } GuardOp;
 
 typedef struct {
@@ -189,6 +196,8 @@ static PyObject *str_dtype, *str_shape, *str_stride, *str_requires_grad,
     *str_device, *str_keys, *str_getattribute;
 /* object.__getattribute__ (borrowed from object's type dict). */
 static PyObject *object_getattribute = NULL;
+/* The function type's __code__ getset descriptor (strong). */
+static PyObject *function_code_descr = NULL;
 
 /* ------------------------------------------------------------------------ */
 /* Tensor checks                                                            */
@@ -464,15 +473,38 @@ attr_cache_fill(GuardOp *op, PyTypeObject *tp)
 }
 
 /* dict[op->obj] (new reference) for an exact dict or an instance __dict__,
- * through the op's version cache (not for a dict whose version does not
- * follow its contents: dl_dict_version_follows_contents); NULL without an
- * error when missing. */
+ * through the op's version cache, or, for a dict whose version does not
+ * follow its contents (dl_dict_version_follows_contents), through the
+ * remembered entry index of the key (dl_dict_slot_value: no hashing, the
+ * value read as it is now); NULL without an error when missing. */
 static inline PyObject *
 dict_lookup_cached(GuardOp *op, PyObject *dict)
 {
     if (!dl_dict_version_follows_contents(dict)) {
-        PyObject *v = PyDict_GetItemWithError(dict, op->obj);
-        Py_XINCREF(v);
+        PyObject *v;
+#if DL_HAVE_DICT_SLOTS
+        if (op->slot_key != NULL &&
+            dl_dict_slot_value(dict, op->slot_index, op->slot_key, &v) &&
+            v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+#endif
+        v = PyDict_GetItemWithError(dict, op->obj);
+        if (v == NULL) {
+            return NULL;
+        }
+        Py_INCREF(v);
+#if DL_HAVE_DICT_SLOTS
+        PyObject *key = NULL;
+        Py_ssize_t ix = dl_dict_slot_find(dict, op->obj, &key);
+        PyObject *at;
+        if (ix >= 0 && dl_dict_slot_value(dict, ix, key, &at) && at == v) {
+            Py_INCREF(key);
+            Py_XSETREF(op->slot_key, key);
+            op->slot_index = ix;
+        }
+#endif
         return v;
     }
     uint64_t version = dl_dict_version(dict);
@@ -495,7 +527,21 @@ static PyObject *
 load_attr(GuardOp *op, PyObject *obj)
 {
     PyTypeObject *tp = Py_TYPE(obj);
+    if (tp != op->cache_type || dl_type_version(tp) != op->cache_version) {
+        attr_cache_fill(op, tp);
+    }
     if (tp == op->cache_type && dl_type_version(tp) == op->cache_version) {
+        if (op->cache_descr == function_code_descr) {
+            /* fn.__code__ of a function (the type is exact: function is
+             * not subclassable): its code, read directly. The getter would
+             * also raise the audit event "object.__getattr__", and so run
+             * every sys.addaudithook hook of the process (filelock adds
+             * one on 3.12+) on each call of the entry, where eager raises
+             * none: a guard is not the user's code reading __code__. */
+            PyObject *code = PyFunction_GET_CODE(obj);
+            Py_INCREF(code);
+            return code;
+        }
         if (op->cache_descr != NULL) {
             PyGetSetDef *gs = ((PyGetSetDescrObject *)op->cache_descr)->d_getset;
             if (gs->get != NULL) {
@@ -514,9 +560,6 @@ load_attr(GuardOp *op, PyObject *obj)
                 return v;
             }
         }
-    }
-    else {
-        attr_cache_fill(op, tp);
     }
     return PyObject_GetAttr(obj, op->obj);
 }
@@ -996,6 +1039,7 @@ program_free_ops(GuardProgram *p)
         Py_XDECREF(ops[i].obj);
         Py_XDECREF(ops[i].cache_type);
         Py_XDECREF(ops[i].cache_descr);
+        Py_XDECREF(ops[i].slot_key);
         tensor_spec_free(ops[i].spec);
         PyMem_Free(ops[i].expr);
     }
@@ -1323,6 +1367,23 @@ dl_guards_init(PyObject *module)
             }
             return -1;
         }
+    }
+    if (function_code_descr == NULL) {
+        PyObject *name = PyUnicode_InternFromString("__code__");
+        if (name == NULL) {
+            return -1;
+        }
+        PyObject *descr = _PyType_Lookup(&PyFunction_Type, name); /* borrowed */
+        Py_DECREF(name);
+        if (descr == NULL || !Py_IS_TYPE(descr, &PyGetSetDescr_Type)) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "function.__code__ is not a getset descriptor");
+            }
+            return -1;
+        }
+        Py_INCREF(descr);
+        function_code_descr = descr;
     }
     if (PyType_Ready(&DLGuardProgramType) < 0) {
         return -1;
