@@ -320,9 +320,10 @@ _EVENTS: list = []
 _RECORDING = [False]
 
 
-def _audit(event, args):
-    if _RECORDING[0]:
-        _EVENTS.append(event)
+def _audit(event, args, recording=_RECORDING, events=_EVENTS):
+    # (state bound here: the hook outlives this module's globals at interpreter exit)
+    if recording[0]:
+        events.append(event)
 
 
 def _events_of(fn, *args):
