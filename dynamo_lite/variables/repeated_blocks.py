@@ -251,7 +251,6 @@ class Template:
         self.writes = writes  # write_state() before the call
         self.reads = reads  # (event, fingerprint) of each value read from the trace's own writes
         self.arg_names = arg_names  # the frame's arguments (guards may read them)
-        self.replays = 0
         self.block_guards: list = []  # guards about the block (sources under root), but its identity
         self.module_ids: list = []  # [(source under root, template module)] guarded by identity
         self.class_level: dict = {}  # id(guard) -> P: a fact about type(P), P a module of the block
@@ -294,12 +293,10 @@ class Template:
 class Recording:
     """What one block call did to the trace, taken while the call is traced."""
 
-    def __init__(self, tx, module_var, key, tensors: list):
+    def __init__(self, tx, module_var, tensors: list):
         output = tx.output
         self.output = output
         self.root = module_var.source
-        self.key = key
-        self.tensors = tensors
         self.arg_nodes = {t.node: i for i, t in reversed(list(enumerate(tensors)))}
         self.last_node = _last_node(output.graph)
         self.guards: list = []
@@ -528,7 +525,7 @@ def call_block(tx, module_var, forward_var, args: list, kwargs: dict) -> Variabl
         return result
     if template is not None:  # the first call could not be a template
         return traced()
-    recording = Recording(tx, module_var, key, tensors)
+    recording = Recording(tx, module_var, tensors)
     try:
         result = traced()
     finally:
@@ -599,7 +596,6 @@ def replay(tx, template: Template, module_var, tensors: list) -> VariableTracker
     for node in template.nodes:
         env[node] = graph.node_copy(node, lambda n: env[n])
     output.compiling_queries.extend(template.compiling_queries)
-    template.replays += 1
     made: dict = {}
 
     def build(shape):
