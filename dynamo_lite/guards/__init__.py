@@ -33,7 +33,7 @@ import torch
 
 from .. import torch_compat
 from ..source import Source, guard_local_name
-from .kinds import (AbsentAttrGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatReprGuard,
+from .kinds import (AbsentAttrGuard, BlockGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
                     NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, ShapeEqGuard, ShapeGuardBase,
                     ShapeRangeGuard, ShapeRelGuard, TensorAliasingGuard, TensorGuard, TensorSpec, TypeGuard,
@@ -43,7 +43,7 @@ from .program import build_program, order_guards, render_program
 __all__ = ["Guard", "GuardSet", "CompiledGuard", "TensorSpec", "USE_PROGRAM",
            "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "EmptyGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
            "NanGuard", "FloatReprGuard", "SetEqualsGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
-           "SameObjectGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
+           "SameObjectGuard", "BlockGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
            "TensorAliasingGuard", "ShapeGuardBase", "ShapeRangeGuard", "ShapeEqGuard", "ShapeRelGuard"]
 
 # Compile guards into a C GuardProgram (False: the Python check is the guard;
@@ -102,9 +102,10 @@ class GuardSet:
             return guard
         exprs_of = lambda g: texts_of[id(g)]  # noqa: E731
         ordered = order_guards(guards, exprs_of)
-        program, residual_src, ops = build_program(ordered, exprs_of, tuple(arg_names), namespace)
+        program, residual_src, ops, regs = build_program(ordered, exprs_of, tuple(arg_names), namespace)
         guard = CompiledGuard(program, src, exprs, namespace, arg_names, residual_source=residual_src)
         guard.program_ops = ops
+        guard.program_regs = regs
         return guard
 
     def render(self) -> list[str]:
@@ -137,6 +138,9 @@ class CompiledGuard:
         program does not translate), or None.
     program_ops: the C program's ops (None when ``USE_PROGRAM`` is off);
         ``program_text()`` renders them.
+    program_regs: the value each loaded register holds, by key (program.py ``_Builder.regs``):
+        a BlockGuard copies the ops into another program (``_Builder.inline``).
+    arg_names: the check's parameters but ``___G`` and ``___F``.
     exprs: (expression, guard) pairs in GuardSet order.
     """
 
@@ -146,9 +150,14 @@ class CompiledGuard:
         self.exprs = exprs
         self.residual_source = residual_source
         self.program_ops: Optional[list] = None
+        self.program_regs: Optional[dict] = None
         self._namespace = namespace
         self._arg_names = arg_names
         self._py_fn = None
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        return self._arg_names
 
     def program_text(self) -> Optional[str]:
         """The C guard program, one op a line (None when the Python check is the guard)."""
@@ -184,6 +193,8 @@ class CompiledGuard:
 def _failure_text(guard: Guard, scope) -> str:
     if isinstance(guard, ShapeGuardBase):
         return guard.explain_values(lambda src: eval(src.name(), scope))  # noqa: S307
+    if isinstance(guard, BlockGuard):
+        return guard.explain_in(scope)
     name = guard.source.name() if guard.source is not None else ""
     try:
         actual = eval(name, scope) if name else None  # noqa: S307

@@ -41,6 +41,7 @@ Kinds (``kind`` names them in logs):
     ABSENT_ATTR     not hasattr(s, name)
     IS              s.<attr path> is obj                     (x.__func__, x.__code__, m.training)
     SAME            s is other                               (two sources, one object)
+    BLOCK           a repeated block's template's guards hold for s (one check, copied into C)
     CONST_ATTR_IS   obj.attr is v                            (an attribute of a fixed object)
     SHAPE_RANGE     lo <= s <= hi                           (a symbolic size or int input)
     SHAPE_EQ        s == expr                               (sizes shared, strides, specialised)
@@ -582,6 +583,48 @@ class SameObjectGuard(Guard):
     def emit(self, b):
         ra = b.reg(self.a)
         b.op("CHECK_SAME", ra, b.reg(self.b))
+
+
+_BLOCK_NAME = re.compile(r"(?<![\w.])___block(?!\w)")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BlockGuard(Guard):
+    """The guards of a repeated block's template, stated about another block of its class
+    (variables/repeated_blocks.py): ``check(s, *frame args, ___G, ___F)``, ``check`` the
+    template's guards compiled once over ``("___block", *frame args)`` (a CompiledGuard).  In C
+    the template's ops are copied into the program with ``s``'s register for ``___block``
+    (``_Builder.inline``): one guard to add and order per block instead of a hundred, the same
+    ops on every call."""
+
+    kind: ClassVar[str] = "BLOCK"
+    _IDENTITY: ClassVar[tuple[str, ...]] = ("check",)
+    source: Source  # the block
+    check: Any  # CompiledGuard over ("___block", *frame args)
+    template_root: Any  # the template's block (a Source): named in the readable line
+    outside: tuple = ()  # sources outside the block the check reads (it runs after what establishes them)
+
+    def reads(self):
+        return [self.source, *self.outside]
+
+    def exprs(self, const):
+        args = ", ".join(self.check.arg_names[1:])
+        return [f"{const(self.check.fn)}({self.source.name()}, {args}{', ' if args else ''}___G, ___F)"]
+
+    def describe(self):
+        return (f"{self.source.name()}: the {len(self.check.exprs)} facts its template "
+                f"{self.template_root.name()} relied on hold for it (a repeated block)")
+
+    def explain_in(self, scope: dict) -> str:
+        """The first failing fact of the template, said about this block."""
+        block = eval(self.source.name(), scope)  # noqa: S307 - our own source expression
+        args = tuple(scope[n] for n in self.check.arg_names[1:])
+        text = self.check.explain_failure((block, *args), scope["___G"], scope["___F"]) or self.describe()
+        pretty = pretty_name(self.source.name())
+        return _BLOCK_NAME.sub(lambda _m: pretty, text)
+
+    def emit(self, b):
+        b.inline(self.check, self.source)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

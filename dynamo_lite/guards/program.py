@@ -32,6 +32,7 @@ import ast
 import builtins
 import functools
 import logging
+import re
 import sys
 import types
 from typing import Any, Callable, Optional
@@ -55,6 +56,13 @@ _LITERAL_NODES = (ast.Constant, ast.UnaryOp, ast.BinOp, ast.Tuple, ast.List, ast
 
 class Untranslatable(Exception):
     """This expression goes to the residual Python check."""
+
+
+# register keys naming another register or a constant of the check's own namespace (not a value
+# another program could share) and the checks whose second operand is a register (_Builder.inline)
+_REG_KEY = re.compile(r"=(attr|call) \d|.*___c\d")
+_TWO_REGS = ("CHECK_SAME", "CHECK_INT_EQ")
+_BLOCK_NAME = re.compile(r"(?<![\w.])___block(?!\w)")
 
 
 # ---- ordering --------------------------------------------------------------------
@@ -384,6 +392,38 @@ class _Builder:
             return self._load("=" + source.name(), name, self.reg(source.parent), source.dim, torch.Tensor)
         return self.reg(source)
 
+    def inline(self, check, source) -> None:
+        """The ops of ``check`` (a CompiledGuard over ``("___block", *frame args)``: a repeated
+        block's template, guards/kinds.py BlockGuard) about the value at ``source``: its
+        registers renamed, each value it loads shared with this program's load of the same value
+        (``___block`` read as ``source``).  Untranslatable when it has a residual Python part or
+        names an argument this program does not have."""
+        plan = _inline_plan(check)
+        if plan is None:
+            raise Untranslatable(source.name())
+        names = check.arg_names
+        rename = {0: self.reg(source)}
+        for i, name in enumerate(names[1:], 1):
+            if name not in self.regs:
+                raise Untranslatable(name)
+            rename[i] = self.regs[name]
+        rename[len(names)] = self.regs["___G"]
+        rename[len(names) + 1] = self.regs["___F"]
+        root = source.name()
+        regs, ops = self.regs, self.ops
+        for name, a, b, n, obj, parts in plan:
+            if parts is False:  # a check
+                ops.append((name, rename[a], rename[b] if name in _TWO_REGS else b, n, obj))
+                continue
+            shared = None if parts is None else root.join(parts)
+            reg = regs.get(shared) if shared is not None else None
+            if reg is None:
+                reg = self._new_reg()
+                ops.append((name, reg, 0 if name == "LOAD_CONST" else rename[b], n, obj))
+                if shared is not None:
+                    regs[shared] = reg
+            rename[a] = reg
+
     def add_guard(self, guard) -> None:
         """The ops of one guard (its ``emit``), or, when it cannot be emitted, its
         expressions translated one by one (what is left goes to the residual)."""
@@ -398,6 +438,29 @@ class _Builder:
             self.regs, self.nregs = mark_regs, mark_n
             for text in self.exprs_of(guard):
                 self.add_expr(guard, text)
+
+
+def _inline_plan(check) -> Optional[list]:
+    """``check``'s ops for ``_Builder.inline``, made once: (op..., parts) with parts False for a
+    check, else the key of the loaded value split at ``___block`` (None: a value no other
+    program shares); None when the check cannot be copied into another program."""
+    plan = getattr(check, "_inline_plan", False)
+    if plan is not False:
+        return plan
+    ops, keys = check.program_ops, check.program_regs
+    plan = None
+    if ops is not None and keys is not None and check.residual_source is None \
+            and not any(op[0] == "CHECK_INT_EXPR" for op in ops):  # (registers inside its postfix program)
+        key_of = {reg: key for key, reg in keys.items() if reg >= len(check.arg_names) + 2}
+        plan = []
+        for name, a, b, n, obj in ops:
+            parts: Any = False
+            if name.startswith("LOAD_"):
+                key = key_of.get(a)
+                parts = None if key is None or _REG_KEY.match(key) else tuple(_BLOCK_NAME.split(key))
+            plan.append((name, a, b, n, obj, parts))
+    check._inline_plan = plan
+    return plan
 
 
 def _faithful_key(key) -> bool:
@@ -446,7 +509,7 @@ def build_program(ordered: list, exprs_of: Callable, arg_names: tuple[str, ...],
                             guard.kind, guard.describe(), text)
     program = _C.GuardProgram(b.nargs, b.nregs, b.ops, residual)
     guards_log.debug("C guard program:\n%s", _Lazy(render_program, b.ops, arg_names, residual_src))
-    return program, residual_src, b.ops
+    return program, residual_src, b.ops, b.regs
 
 
 class _Lazy:

@@ -255,7 +255,9 @@ class Template:
         self.module_ids: list = []  # [(source under root, template module)] guarded by identity
         self.class_level: dict = {}  # id(guard) -> P: a fact about type(P), P a module of the block
         self.check = None  # (CompiledGuard, resolver) over the block and the frame's arguments
-        self.replayed_guards: list = []  # [(guard, re-root plan)] a replay adds for its block
+        self.replayed_guards: list = []  # [(guard, re-root plan)] a replay states about its block
+        self.block_check = None  # those guards compiled over ("___block", *frame args): a BlockGuard
+        self.block_reads: tuple = ()  # the sources outside the block they read
         self.class_owners: list = []  # modules whose class a replay guards to be the template's
 
     def prepare(self, output) -> None:
@@ -288,6 +290,20 @@ class Template:
         self.class_owners = list(dict.fromkeys(self.class_level.values()))
         self.check = _compile_check(check_guards, self.arg_names, [_reroot(s, root, _BLOCK) for s, _ in self.module_ids]
                                     + [_reroot(s, root, _BLOCK) for s in self.inputs.values()])
+        # the replayed guards as one program over the block (a BlockGuard states it about each
+        # replayed block); its modules' classes first, so nothing is read through one unchecked
+        if self.replayed_guards or self.class_owners:
+            replayed = guards.GuardSet()
+            for source, module in self.module_ids:
+                replayed.add(guards.TypeGuard(_reroot(source, root, _BLOCK), type(module)))
+            for g, _ in self.replayed_guards:
+                replayed.add(_reroot_guard(g, root, _BLOCK, pattern))
+            for owner in self.class_owners:
+                # facts about the class of one of its modules: the template's guards state them
+                # once; each replayed block's module has the very same class
+                replayed.add(guards.SameObjectGuard(TypeSource(_reroot(owner, root, _BLOCK)), TypeSource(owner)))
+            self.block_check = replayed.compile(("___block", *self.arg_names))
+            self.block_reads = tuple(dict.fromkeys(s for g in replayed for s in g.reads() if not _under(s, _BLOCK)))
 
 
 class Recording:
@@ -573,15 +589,9 @@ def replay(tx, template: Template, module_var, tensors: list) -> VariableTracker
     if not _same_identities(template.input_values, params, output):
         raise _NotReplayable("its parameters are tied differently, or the trace read them before")
     # the block's guards, re-rooted; its modules guarded by identity; its tensors as graph inputs
-    pattern = _name_pattern(template.root)
     memo: dict = {}
-    for g, plan in template.replayed_guards:
-        output.add_guard(_reroot_guard(g, template.root, root, pattern, memo, plan))
-    for owner in template.class_owners:
-        # facts about the class of one of its modules: the template's guards state them once, this
-        # module is guarded to have the very same class
-        output.add_guard(guards.SameObjectGuard(TypeSource(_reroot(owner, template.root, root, memo)),
-                                                TypeSource(owner)))
+    if template.block_check is not None:
+        output.add_guard(guards.BlockGuard(root, template.block_check, template.root, template.block_reads))
     for (source, _), obj in zip(template.module_ids, modules):
         output.add_guard(guards.IdGuard(_reroot(source, template.root, root, memo), obj))
     env: dict = {}

@@ -832,7 +832,43 @@ def _kind_cases():
                             None, False),
         # fails while a dispatch mode is active (the failing call runs under one)
         "NO_OTHER_TRACER": (g.NoOtherTracerGuard(), ("x",), (0,), (0,), None, True),
+        # a repeated block's template guards, stated about x.b (copied into C, or left to Python)
+        "BLOCK": (g.BlockGuard(AttrSource(x, "b"), _block_check(), AttrSource(x, "b0")), ("x",),
+                  (_obj(b=_obj(sub=_Obj(), a=3)),), (_obj(b=_obj(sub=_Obj(), a=4)),), None, True),
+        "BLOCK_RESIDUAL": (g.BlockGuard(AttrSource(x, "b"), _block_check(residual=True), AttrSource(x, "b0")),
+                           ("x",), (_obj(b=_obj(sub=_Obj(), a=3)),), (_obj(b=_obj(sub=_Obj(), a=1)),), None, False),
     }
+
+
+def _block_check(residual=False):
+    """A template's guards over ("___block", "x"): its ``sub`` is an _Obj, its ``a`` is 3 (or,
+    untranslatable to C, at least 2)."""
+    from dynamo_lite import guards as g
+    from dynamo_lite.source import AttrSource, LocalSource
+
+    block = LocalSource("___block")
+    gs = g.GuardSet()
+    gs.add(g.TypeGuard(AttrSource(block, "sub"), _Obj))
+    gs.add(g.ExprGuard("___block.a > {n}", (("n", 2),)) if residual else g.ConstGuard(AttrSource(block, "a"), 3))
+    return gs.compile(("___block", "x"))
+
+
+def test_block_guard_names_the_block_and_shares_loads():
+    from dynamo_lite import guards as g
+    from dynamo_lite.source import AttrSource, LocalSource
+
+    x = LocalSource("x")
+    gs = g.GuardSet()
+    gs.add(g.TypeGuard(AttrSource(AttrSource(x, "b"), "sub"), _Obj))  # also read by the template's check
+    gs.add(g.BlockGuard(AttrSource(x, "b"), _block_check(), AttrSource(x, "b0")))
+    compiled = gs.compile(("x",))
+    text = compiled.program_text()
+    assert text.count(".sub") == 1 and text.count(".b\n") == 1, text
+    good, bad = _obj(b=_obj(sub=_Obj(), a=3)), _obj(b=_obj(sub=_Obj(), a=5))
+    assert compiled.fn(good, {}, None) is True and compiled.py_fn(good, {}, None) is True
+    assert compiled.fn(bad, {}, None) is False and compiled.py_fn(bad, {}, None) is False
+    assert compiled.explain_failure((bad,), {}, None) == "x.b.a changed from 3 to 5"
+    assert "its template x.b0" in g.BlockGuard(AttrSource(x, "b"), _block_check(), AttrSource(x, "b0")).describe()
 
 
 @pytest.mark.parametrize("case", sorted(_kind_cases()))
