@@ -120,3 +120,11 @@ def test_capture_depth_runs_every_system_and_agrees_with_eager():
     rows = [line.split() for line in out.splitlines() if line.strip().startswith("2 ")]
     assert [r[1] for r in rows] == ["dynamo_lite", "dl-no-repeat", "torch.compile", "tc+nested"]
     assert all(r[-1] == "True" and r[-2] == "1" for r in rows)  # correct, one graph
+
+
+def test_hf_speed_worker_reports_first_call_and_framework_overhead():
+    # one worker (dynamo_lite, llama eval): the torch.compile worker is the same code
+    out = _run(os.path.join(BENCH, "hf_speed.py"), "--worker", "llama", "dynamo_lite", "--rounds", "2")
+    row = json.loads(out.strip().splitlines()[-1])
+    assert row["correct"] and row["graphs"] == 1 and row["recompiles"] == 0
+    assert row["first_call_s"] > 0 and "framework_us" in row and "hit_us" in row
