@@ -10,6 +10,7 @@ Tested by tests/torch/test_backends.py.
 from __future__ import annotations
 
 import contextlib
+import re
 import dataclasses
 import time
 import warnings
@@ -514,11 +515,14 @@ def _mutates_an_input(graph: torch.fx.Graph) -> bool:
                for n in graph.nodes)
 
 
-def _node_name(source: Source) -> str:
-    import re
+_GLOBAL_NAME = re.compile(r"___G\[('|\")([^'\"]*)('|\")\]")
+_MODULE_ENTRY = re.compile(r"\._(parameters|buffers|modules)\[('|\")([^'\"]*)('|\")\]")
+_NOT_IDENTIFIER = re.compile(r"[^0-9a-zA-Z_]+")
 
+
+def _node_name(source: Source) -> str:
     name = source.name()
-    name = re.sub(r"___G\[('|\")([^'\"]*)('|\")\]", r"G_\2", name)
-    name = re.sub(r"\._(parameters|buffers|modules)\[('|\")([^'\"]*)('|\")\]", r"_\3", name)
-    name = re.sub(r"[^0-9a-zA-Z_]+", "_", name).strip("_")
+    name = _GLOBAL_NAME.sub(r"G_\2", name)
+    name = _MODULE_ENTRY.sub(r"_\3", name)
+    name = _NOT_IDENTIFIER.sub("_", name).strip("_")
     return name or "input"

@@ -37,6 +37,7 @@ Tested by tests/torch/test_repeated_blocks.py; bench/capture_depth.py measures i
 from __future__ import annotations
 
 import builtins
+import copy
 import dataclasses
 import functools
 import inspect
@@ -604,7 +605,7 @@ def replay(tx, template: Template, module_var, tensors: list) -> VariableTracker
         env[node] = tensors[index].node
     graph = output.graph
     for node in template.nodes:
-        env[node] = graph.node_copy(node, lambda n: env[n])
+        env[node] = _copy_node(graph, node, env)
     output.compiling_queries.extend(template.compiling_queries)
     made: dict = {}
 
@@ -622,6 +623,18 @@ def replay(tx, template: Template, module_var, tensors: list) -> VariableTracker
         return TupleVariable([build(s) for s in shape])
 
     return build(template.result)
+
+
+def _copy_node(graph, node, env: dict):
+    """``graph.node_copy(node, env.__getitem__)``, made with its arguments set after creation
+    (create_node would walk them with pytree looking for raw symbolic numbers, which a template,
+    having no symbolic size, cannot hold: a third of the cost)."""
+    new = graph.create_node(node.op, node.target, (), None, node.name, node.type)
+    new.args = torch.fx.node.map_arg(node.args, env.__getitem__)
+    if node.kwargs:
+        new.kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+    new.meta = copy.copy(node.meta)
+    return new
 
 
 def _input_var(output, node):
