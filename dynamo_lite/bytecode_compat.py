@@ -285,6 +285,16 @@ CO_ITERABLE_COROUTINE = 0x100
 CO_ASYNC_GENERATOR = 0x200
 GENERATOR_LIKE = CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR
 
+
+
+def entry_stack_depth(flags: int) -> int:
+    """Values on the stack when a frame of code with these flags starts running its
+    instructions: a generator's frame in 3.11 and 3.12 starts with one (the value its first
+    POP_TOP drops; the compiler counts the stack without RETURN_GENERATOR), 3.13's RETURN_GENERATOR
+    pushes it itself."""
+    return 1 if not _PY313 and flags & GENERATOR_LIKE else 0
+
+
 # MAKE_FUNCTION flag bits.
 MF_DEFAULTS = 0x01
 MF_KWDEFAULTS = 0x02

@@ -36,7 +36,7 @@ from ..exc import BackendCompilerFailed
 from .. import runtime
 from ..source import RANDOM_DRAWS, AttrSource, ItemSource, LocalSource, Source
 from ..variables.base import VariableTracker
-from .pycodegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions
+from .pycodegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions, original_items
 from .liveness import flow_info
 from . import loop_bodies, resume as resume_mod
 
@@ -140,7 +140,11 @@ def _sources_to_preload(cg: PyCodegen, state: FrameState) -> list:
 
 def _original_prologue(code: types.CodeType) -> list:
     out = []
-    for inst in Bytecode.from_code(code):
+    try:
+        items = original_items(code)
+    except CodegenFailed:  # (an exception table the items do not map onto: only the prologue is needed)
+        items = Bytecode.from_code(code)
+    for inst in items:
         if isinstance(inst, Instr) and bytecode_compat.ends_prologue(inst):
             out.extend(bytecode_compat.frame_prologue(lineno=code.co_firstlineno))
             break

@@ -25,15 +25,16 @@ from typing import Optional
 from bytecode import Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat
-from .pycodegen import CodegenFailed, original_instructions
+from .pycodegen import CodegenFailed, original_items
 
 
 class FlowInfo:
     """Facts about the real instructions of one code object, by instruction number.
 
     Attributes:
-        instrs: the real instructions (``Instr`` of ``original_instructions``), in order;
-            do not mutate: rewrites take their own ``original_instructions`` copy.
+        instrs: the real instructions (``Instr`` of ``original_items``, shared with every
+            FlowInfo of the code), in order; do not mutate: rewrites take their own
+            ``original_instructions`` copy.
         target: per instruction, the number of its jump target (None: not a jump).
         handler: per instruction, (handler number, depth, push_lasti) of the try block
             covering it, or None.
@@ -45,7 +46,7 @@ class FlowInfo:
     """
 
     def __init__(self, code: types.CodeType):
-        items = original_instructions(code)
+        items = original_items(code)
         self.instrs: list[Instr] = []
         label_at: dict[int, int] = {}  # id(Label) -> number of the instruction after it
         open_try: Optional[TryBegin] = None

@@ -12,10 +12,11 @@ Tested by tests/unit/test_codegen_roundtrip.py.
 from __future__ import annotations
 
 import types
+import weakref
 from typing import Any, Optional
 
 import torch
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .. import graph_breaks as gb
 from .. import bytecode_compat, runtime
@@ -372,14 +373,45 @@ def _loads_source(var) -> bool:
     return True
 
 
+# id(code) -> (weak reference to code, its items as a tuple): disassembling a code object with
+# the `bytecode` package is the largest part of building code; a frame, its resume functions and
+# loop bodies, and every recompile of them disassemble the same code again
+_ORIGINAL: dict = {}
+
+
+def original_items(code: types.CodeType) -> tuple:
+    """The items of ``original_instructions(code)``, shared: read them, never change them (a
+    ``FlowInfo``, a scan of the prologue).  Cached per code object."""
+    hit = _ORIGINAL.get(id(code))
+    if hit is not None and hit[0]() is code:
+        return hit[1]
+    items = tuple(_disassemble(code))
+    if len(_ORIGINAL) > 2048:
+        _ORIGINAL.clear()
+    key = id(code)
+
+    def forget(ref, key=key):  # the code object died: drop its entry (unless the id was reused)
+        entry = _ORIGINAL.get(key)
+        if entry is not None and entry[0] is ref:
+            del _ORIGINAL[key]
+
+    _ORIGINAL[key] = (weakref.ref(code, forget), items)
+    return items
+
+
 def original_instructions(code: types.CodeType) -> list:
-    """``Bytecode.from_code(code)`` with every TryBegin carrying the original handler depth.
+    """``Bytecode.from_code(code)`` with every TryBegin carrying the original handler depth: a new
+    list of new items each call (rewrites change them), copied from the cached disassembly.
 
     Generated code enters the original bytecode in the middle (after a graph
     break), so the `bytecode` package cannot recompute exception-handler
     depths by following control flow from the entry; the original exception
     table already has them.
     """
+    return _fresh_copy(original_items(code))
+
+
+def _disassemble(code: types.CodeType) -> list:
     items = bytecode_compat.mark_cell_loads(list(Bytecode.from_code(code)), code)
     begins = [x for x in items if isinstance(x, TryBegin)]
     entries = bytecode_compat.exception_table(code)
@@ -392,22 +424,108 @@ def original_instructions(code: types.CodeType) -> list:
     return items
 
 
+def _fresh_copy(items) -> list:
+    """A copy of ``items`` sharing no mutable object with it: new instructions, labels and try
+    blocks, wired to each other as the originals are (``Instr.copy`` is a slot copy; about 15 times
+    cheaper than disassembling again)."""
+    labels = {x: Label() for x in items if type(x) is Label}
+    begins: dict = {}
+    out: list = []
+    for x in items:
+        kind = type(x)
+        if kind is Instr:
+            y = x.copy()
+            if x.has_jump():
+                y.arg = labels[x.arg]
+            out.append(y)
+        elif kind is Label:
+            out.append(labels[x])
+        elif kind is TryBegin:
+            y = TryBegin(labels[x.target], x.push_lasti, x.stack_depth)
+            begins[x] = y
+            out.append(y)
+        elif kind is TryEnd:
+            out.append(TryEnd(begins[x.entry]))
+        else:
+            out.append(x)  # (SetLineno: the disassembly makes none)
+    return out
+
+
+def stack_size(items, flags: int = 0) -> Optional[int]:
+    """The largest value-stack depth ``items`` (instructions, labels, try blocks whose
+    ``stack_depth`` is set) of code with ``flags`` reach, following jumps from the start
+    (bytecode_compat.entry_stack_depth) and from every
+    handler at its try block's depth (+ the exception, + lasti); None when the flow is not
+    consistent (two depths at one instruction, a negative depth) or a depth is unknown: the
+    caller lets the `bytecode` package work it out.
+
+    One linear walk, with no control-flow graph: what ``Bytecode.to_code`` would compute through
+    its ControlFlowGraph, at a fraction of the cost (tests/unit/test_codegen_cost.py compares them).
+    """
+    label_at = {}
+    work = [(0, bytecode_compat.entry_stack_depth(flags))]
+    for i, x in enumerate(items):
+        kind = type(x)
+        if kind is Label:
+            label_at[x] = i
+        elif kind is TryBegin:
+            if not isinstance(x.stack_depth, int):
+                return None
+            work.append((x.target, x.stack_depth + 1 + int(bool(x.push_lasti))))
+    work = [(w if type(w) is int else label_at[w], d) for w, d in work]
+    n = len(items)
+    depth: list = [None] * n
+    top = 0
+    while work:
+        i, d = work.pop()
+        top = max(top, d)  # (a handler starts deeper than its try block: the exception is pushed)
+        while i < n:
+            seen = depth[i]
+            if seen is not None:
+                if seen != d:
+                    return None
+                break
+            depth[i] = d
+            x = items[i]
+            i += 1
+            if type(x) is not Instr:
+                continue
+            if x.has_jump():
+                taken = d + x.stack_effect(jump=True)
+                if taken < 0:
+                    return None
+                top = max(top, taken)
+                work.append((label_at[x.arg], taken))
+                if x.is_final():
+                    break
+                d += x.stack_effect(jump=False)
+            elif x.is_final():
+                break
+            else:
+                d += x.stack_effect()
+            if d < 0:
+                return None
+            top = max(top, d)
+    return top
+
+
 def assemble(bc, original: types.CodeType, n_generated: int) -> types.CodeType:
     """Bytecode (made from ``original_instructions``) -> code object.
 
     Exception-handler depths are the original's (see original_instructions);
-    the stack size is computed by the `bytecode` package when it can follow the
-    flow, else bounded from above: the original's plus two slots per generated
-    instruction.
+    the stack size is ``stack_size``'s (no control-flow graph), else computed by the `bytecode`
+    package when it can follow the flow, else bounded from above: the original's plus two slots
+    per generated instruction.  Handlers of the original code are reached with the original
+    depths: the size is never below the original frame's own.
     """
+    size = stack_size(bc, bc.flags)
+    if size is not None:
+        return bc.to_code(stacksize=max(size, original.co_stacksize), compute_exception_stack_depths=False)
     try:
         code = bc.to_code(compute_exception_stack_depths=False)
     except RuntimeError:
         return bc.to_code(stacksize=original.co_stacksize + 2 * n_generated + 2,
                           compute_exception_stack_depths=False)
-    # Handlers of the original code are reached with the original depths,
-    # which the flow analysis above may not follow: never go below the
-    # original frame's own stack size.
     if code.co_stacksize < original.co_stacksize:
         code = code.replace(co_stacksize=original.co_stacksize)
     return code
