@@ -42,8 +42,8 @@ rest of the frame resumed) + eager fallbacks (the whole frame ran eagerly),
 as ``explain().graph_break_count`` counts them.
 Per-frame capture times: with ``--dl`` or ``--dl-report``, the time each frame capture took
 (process CPU and wall seconds of ``FrameConverter._compile``: tracing, code generation,
-guards and the backend) is recorded per test (``"captures"`` in the JSON report; median and
-p90 in the summary's header with ``-v``), for bench/suite_ratio.py.
+guards and the backend) is recorded per test (``"captures"`` in the JSON report, with count,
+median and p90 in ``totals``), for bench/suite_ratio.py.
 
 PYTEST_DONT_REWRITE: pytest marks for assertion rewriting every top-level package of a
 distribution that registers a ``pytest11`` plugin (``_pytest/config``:
@@ -780,10 +780,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     parts.append(_plural(t["internal_errors"], "internal error"))
     tr.write_line(f"{t['tests_compiling']} of {_plural(t['tests'], 'test')} compiled code: {', '.join(parts)}"
                   + (f" (--dl, backend={state.backend})" if state.dl else ""))
-    if t.get("captures", {}).get("count") and verbosity > 0:  # -v: the times (always in the JSON report)
-        c = t["captures"]
-        tr.write_line(f"frame captures: {c['count']}, CPU time median {c['cpu_ms_median']:.1f} ms, "
-                      f"p90 {c['cpu_ms_p90']:.1f} ms, total {c['cpu_ms_total'] / 1e3:.1f} s")
     # internal errors are dynamo_lite bugs (the frame ran eagerly, so the test may pass): each is listed
     errors = [(rec, ev) for rec in recs for ev in _internal_errors(rec)]
     for rec, ev in errors[:_MAX_INTERNAL_ERRORS]:
