@@ -3,8 +3,7 @@ each frame capture, beside torch.compile on the same tests.
 
 Runs a pytest selection three times, each in a fresh process, one after the other:
 
-* eager: plain ``pytest`` (our plugin loaded and inert, as users have it), with a JUnit XML file
-  for the per-test outcomes;
+* eager: plain ``pytest`` (our plugin loaded and inert, as users have it);
 * ``--dl --dl-report=json:PREFIX.dl.json``: every test body under ``dynamo_lite.optimize("eager")``;
   the report holds each test's outcome, breaks, recompiles, internal errors and the time of each
   frame capture (``captures``: process CPU and wall seconds of ``FrameConverter._compile``);
@@ -87,19 +86,13 @@ def _junit_outcomes(path):
     return outcomes
 
 
-def _junit_key(nodeid):
-    """A pytest node id in JUnit's spelling: path/to/test_x.py::Class::test -> path.to.test_x.Class::test."""
-    parts = nodeid.split("::")
-    module = parts[0][:-3] if parts[0].endswith(".py") else parts[0]
-    classname = ".".join([module.replace("/", "."), *parts[1:-1]])
-    return f"{classname}::{parts[-1]}"
+def _differ(eager, here):
+    """(test, eager outcome, outcome here) for each test whose JUnit outcome differs (a failed subtest
+    fails its test case there, while pytest's own report of the test may say passed)."""
+    return [(key, before, here[key]) for key, before in eager.items() if key in here and here[key] != before]
 
 
-def _simple(outcome):
-    return {"xfailed": "skipped", "error": "failed", "xpassed": "passed"}.get(outcome, outcome or "?")
-
-
-def ours(path, eager):
+def ours(path, eager, here):
     with open(path) as f:
         report = json.load(f)
     tests = report["tests"]
@@ -107,11 +100,7 @@ def ours(path, eager):
     captures += (report.get("outside_tests") or {}).get("captures", [])
     internal = [(t["nodeid"], b.get("message", "")[:160]) for t in tests for b in t["graph_breaks"]
                 if b.get("break_id") == "DL0026"]
-    differ = []
-    for t in tests:
-        before = eager.get(_junit_key(t["nodeid"]))
-        if before is not None and _simple(t.get("outcome")) != before:
-            differ.append((t["nodeid"], before, t.get("outcome")))
+    differ = _differ(eager, here)
     totals = report.get("totals", {})
     return {"tests": len(tests), **_capture_stats(captures),
             "graphs": sum(len(t["graphs"]) for t in tests),
@@ -122,16 +111,12 @@ def ours(path, eager):
             "is_compiling_tests": sum(bool(t.get("compiling_queries")) for t in tests), "differ": differ}
 
 
-def theirs(path, eager):
+def theirs(path, eager, here):
     with open(path) as f:
         report = json.load(f)
     tests = report["tests"]
     captures = [c for t in tests.values() for c in t.get("captures", [])]
-    differ = []
-    for nodeid, t in tests.items():
-        before = eager.get(_junit_key(nodeid))
-        if before is not None and _simple(t.get("outcome")) != before:
-            differ.append((nodeid, before, t.get("outcome")))
+    differ = _differ(eager, here)
     return {"tests": len(tests), **_capture_stats(captures),
             "breaks": sum(len(t["breaks"]) for t in tests.values()),
             "recompiles": sum(len(t["recompiles"]) for t in tests.values()), "differ": differ}
@@ -150,14 +135,18 @@ def main(argv=None):
     base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args.pytest_args]
     junit, dl_json, tc_json = args.out + ".eager.xml", args.out + ".dl.json", args.out + ".tc.json"
     runs = {"eager": _run(base + [f"--junitxml={junit}"], args.rootdir, env, args.out + ".eager.log")}
-    runs["dynamo_lite"] = _run(base + ["--dl", f"--dl-report=json:{dl_json}"], args.rootdir, env, args.out + ".dl.log")
+    runs["dynamo_lite"] = _run(base + ["--dl", f"--dl-report=json:{dl_json}", f"--junitxml={args.out}.dl.xml"],
+                               args.rootdir, env, args.out + ".dl.log")
     if not args.no_tc:
         runs["torch.compile"] = _run(base + ["-p", "no:dynamo_lite", "-p", "suite_breaks", "--tc",
-                                             f"--tc-report={tc_json}"], args.rootdir, env, args.out + ".tc.log")
+                                             f"--tc-report={tc_json}", f"--junitxml={args.out}.tc.xml"],
+                                     args.rootdir, env, args.out + ".tc.log")
     eager = _junit_outcomes(junit)
-    stats = {"dynamo_lite": ours(dl_json, eager) if os.path.exists(dl_json) else {}}
+    stats = {"dynamo_lite": ours(dl_json, eager, _junit_outcomes(args.out + ".dl.xml"))
+             if os.path.exists(dl_json) else {}}
     if "torch.compile" in runs:
-        stats["torch.compile"] = theirs(tc_json, eager) if os.path.exists(tc_json) else {}
+        stats["torch.compile"] = theirs(tc_json, eager, _junit_outcomes(args.out + ".tc.xml")) \
+            if os.path.exists(tc_json) else {}
     e = runs["eager"]
     print(f"{'run':14} {'wall s':>8} {'cpu s':>8} {'wall x':>7} {'cpu x':>7}  pytest")
     for name, r in runs.items():
