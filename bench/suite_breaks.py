@@ -7,7 +7,8 @@ Two halves in one file:
   plugin's ``--dl`` (same scope: the test body only; dynamo's caches reset before each test), and
   writes ``--tc-report=PATH``: per test its outcome, its graph breaks (dynamo's break type, first
   line of the reason and the user stack, taken where dynamo logs the break), its recompiles (a frame
-  compiled again) and its cache-limit hits;
+  compiled again), its cache-limit hits and the time of each frame capture (dynamo's ``_compile``,
+  process CPU and wall seconds: bench/suite_ratio.py);
 * a driver that runs the selection both ways in fresh processes (``--dl --dl-report=json:...`` and
   ``--tc``) and prints, per place, how often each system broke there: a place is the innermost frame
   of the user's code (``dynamo_lite.report.summary.classify``: not torch, not the standard library,
@@ -104,6 +105,26 @@ class _TorchRecorder:
         convert_frame.exceeds_recompile_limit = limited
         assert cache_size.exceeds_recompile_limit is exceeds  # we patched the name convert_frame calls
 
+        # per-frame capture time (bench/suite_ratio.py): dynamo's _compile, the twin of our
+        # FrameConverter._compile (trace, bytecode, guards, backend); nested ones count in the outer
+        compile_frame = convert_frame._compile
+        depth = [0]
+
+        def timed(code, *args, **kwargs):
+            if depth[0] or rec.current is None:
+                return compile_frame(code, *args, **kwargs)
+            depth[0] += 1
+            cpu, wall = time.process_time(), time.perf_counter()
+            try:
+                return compile_frame(code, *args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if rec.current is not None:
+                    rec.current["captures"].append({"frame": code.co_name, "cpu_seconds": time.process_time() - cpu,
+                                                    "wall_seconds": time.perf_counter() - wall})
+
+        convert_frame._compile = timed
+
 
 def pytest_configure(config):
     if not config.getoption("--tc"):
@@ -128,7 +149,8 @@ def pytest_runtest_protocol(item, nextitem):
     import torch._dynamo
 
     torch._dynamo.reset()
-    rec.current = rec.tests[item.nodeid] = {"outcome": "", "breaks": [], "recompiles": [], "cache_limits": 0}
+    rec.current = rec.tests[item.nodeid] = {"outcome": "", "breaks": [], "recompiles": [], "cache_limits": 0,
+                                            "captures": []}
     try:
         return (yield)
     finally:

@@ -40,7 +40,22 @@ Options:
 "Graph breaks" in markers, baseline and JUnit counts = graph breaks (the
 rest of the frame resumed) + eager fallbacks (the whole frame ran eagerly),
 as ``explain().graph_break_count`` counts them.
-Tested by tests/api/test_pytest_plugin.py and tests/api/test_pytest_plugin_report.py.
+Per-frame capture times: with ``--dl`` or ``--dl-report``, the time each frame capture took
+(process CPU and wall seconds of ``FrameConverter._compile``: tracing, code generation,
+guards and the backend) is recorded per test (``"captures"`` in the JSON report, with count,
+median and p90 in ``totals``), for bench/suite_ratio.py.
+
+PYTEST_DONT_REWRITE: pytest marks for assertion rewriting every top-level package of a
+distribution that registers a ``pytest11`` plugin (``_pytest/config``:
+``_mark_plugins_for_rewrite``), so it would parse, rewrite and recompile each of
+dynamo_lite's modules (about 1.3 MB of source) on import, with no bytecode cache to spare
+it when bytecode is not written (``PYTHONDONTWRITEBYTECODE``, read-only installs) or after
+an edit.  Our asserts are internal invariants, not tests: the plugin takes the package off
+pytest's list before it imports anything else of dynamo_lite (``_leave_our_modules_alone``),
+and this docstring keeps pytest from rewriting this module itself.  Only the package's
+``__init__`` and ``config`` (imported before this module) pass through pytest's importer.
+Tested by tests/api/test_pytest_plugin.py, tests/api/test_pytest_plugin_report.py and
+tests/api/test_pytest_plugin_inert.py (start-up: docs/testing.md).
 """
 from __future__ import annotations
 
@@ -49,13 +64,41 @@ import json
 import os
 import platform
 import sys
+import time
 from typing import Optional
 
 import pytest
 
-from .graph_breaks import INTERNAL_ERROR
-from .report import events
-from .report.summary import BreakSite, attribution_line, group_sites, render_html, render_markdown, table_lines
+
+def _leave_our_modules_alone(rewrite_hook) -> None:
+    """Take dynamo_lite off the names pytest's assertion-rewriting importer claims.
+
+    pytest has no public call for this: the marks are ``AssertionRewritingHook._must_rewrite``
+    (a set of module and package names) and a cache of answers.  Anything else (another
+    pytest, ``--assert=plain``'s dummy hook) is left as it is: our modules are then rewritten,
+    which is slower and nothing worse."""
+    marked = getattr(rewrite_hook, "_must_rewrite", None)
+    if not isinstance(marked, set):
+        return
+    ours = {name for name in marked if name == __package__ or name.startswith(__package__ + ".")}
+    if ours:
+        marked.difference_update(ours)
+        cache = getattr(rewrite_hook, "_marked_for_rewrite_cache", None)
+        if isinstance(cache, dict):
+            cache.clear()
+
+
+# pytest imports this module with its rewriting importer first on sys.meta_path: unmark our
+# package there before the imports below (pytest_addoption does it again for the hook of each
+# config, e.g. a pytester run inside this process)
+for _finder in list(sys.meta_path):
+    _leave_our_modules_alone(_finder)
+del _finder
+
+from .graph_breaks import INTERNAL_ERROR  # noqa: E402 (after the unmarking above)
+from .report import events  # noqa: E402
+from .report.summary import (  # noqa: E402
+    BreakSite, attribution_line, group_sites, render_html, render_markdown, table_lines)
 
 REPORT_SCHEMA = "dynamo_lite.pytest_report"
 REPORT_SCHEMA_VERSION = 2
@@ -74,12 +117,13 @@ class CompileRecord:
     without their GraphModule (``graph`` is None) so recording never keeps user models alive.
     """
 
-    __slots__ = ("nodeid", "events", "outcome")
+    __slots__ = ("nodeid", "events", "outcome", "captures")
 
     def __init__(self, nodeid: str):
         self.nodeid = nodeid  # pytest node id, or "<outside tests>"
         self.events: list = []  # every event, in emission order
         self.outcome = ""  # pytest's: passed, failed, skipped, xfailed, xpassed, error ("" until known)
+        self.captures: list = []  # FrameCapture per frame capture (with --dl or --dl-report), in order
 
     @property
     def graph_breaks(self) -> list:
@@ -135,6 +179,7 @@ class CompileRecord:
 
     def clear(self) -> None:
         self.events.clear()
+        self.captures.clear()
 
     def assert_none(self) -> None:
         """Fail (AssertionError) with every break's message when there was any graph break or fallback."""
@@ -146,6 +191,85 @@ class CompileRecord:
         c = self.counts()
         return (f"<CompileRecord {self.nodeid}: {c['graphs']} graphs, {len(self)} breaks, "
                 f"{c['recompiles']} recompiles>")
+
+
+@dataclasses.dataclass
+class FrameCapture:
+    """One frame capture: how long dynamo_lite took to turn a frame into compiled code (or to
+    decide it runs eagerly), in process CPU seconds and wall seconds."""
+
+    compile_id: str
+    frame: str
+    cpu_seconds: float
+    wall_seconds: float
+
+    def to_dict(self) -> dict:
+        return {"compile_id": self.compile_id, "frame": self.frame,
+                "cpu_seconds": round(self.cpu_seconds, 6), "wall_seconds": round(self.wall_seconds, 6)}
+
+
+class _CaptureTimer:
+    """Times ``FrameConverter._compile`` (one frame's capture: tracing, code generation, guards,
+    the backend) and hands each time to the running test's record.
+
+    Installed once per process, when a run wants the times (``--dl`` or ``--dl-report``) and
+    the compiler is imported (it imports torch: never earlier): with ``--dl`` before the first
+    test; without, at the start of a test once the compiler is imported, or at the first event
+    (so the capture that made it is not timed).  It stays for the process (two clock reads per
+    capture).  Nested captures (a frame captured while another is) count in the
+    outer one only."""
+
+    installed = False
+    depth = 0
+
+    @classmethod
+    def install(cls) -> None:
+        if cls.installed:
+            return
+        converter = getattr(sys.modules.get(__package__ + ".convert_frame"), "FrameConverter", None)
+        compile_frame = getattr(converter, "_compile", None)
+        if compile_frame is None:
+            return  # not imported yet, or renamed: no times (the rest of the report is unaffected)
+        cls.installed = True
+
+        def timed_compile(self, code, f_locals, func, compile_id):
+            if cls.depth or not _ACTIVE:
+                return compile_frame(self, code, f_locals, func, compile_id)
+            cls.depth += 1
+            cpu, wall = time.process_time(), time.perf_counter()
+            try:
+                return compile_frame(self, code, f_locals, func, compile_id)
+            finally:
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+                cls.depth -= 1
+                if _ACTIVE:
+                    _ACTIVE[-1].add_capture(FrameCapture(str(compile_id), getattr(code, "co_qualname", code.co_name),
+                                                         cpu, wall))
+
+        timed_compile.__wrapped__ = compile_frame  # type: ignore[attr-defined]
+        converter._compile = timed_compile
+
+
+def _quantile(values: list, q: float) -> float:
+    """The q-quantile of values (linear between the two nearest ranks); 0.0 for none."""
+    if not values:
+        return 0.0
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def capture_stats(captures: list) -> dict:
+    """count, total, median and p90 of frame captures (FrameCapture), in CPU and wall milliseconds."""
+    cpu = [c.cpu_seconds * 1e3 for c in captures]
+    wall = [c.wall_seconds * 1e3 for c in captures]
+    return {"count": len(captures),
+            "cpu_ms_total": round(sum(cpu), 3), "cpu_ms_median": round(_quantile(cpu, 0.5), 3),
+            "cpu_ms_p90": round(_quantile(cpu, 0.9), 3),
+            "wall_ms_total": round(sum(wall), 3), "wall_ms_median": round(_quantile(wall, 0.5), 3),
+            "wall_ms_p90": round(_quantile(wall, 0.9), 3)}
 
 
 def format_break(ev) -> str:
@@ -181,6 +305,8 @@ class _RunState:
         self.torch_compile_switch = None  # the use_as_torch_compile of --dl-as-torch-compile, to undo at the end
 
     def __call__(self, event) -> None:
+        if not _CaptureTimer.installed and self.wants_capture_times():
+            _CaptureTimer.install()  # the compiler is imported now (a test compiled something itself)
         if isinstance(event, events.GraphEvent) and event.graph is not None:
             # Keep the facts, not the GraphModule: it holds the user's modules and parameters,
             # which must be freed when the test (or dynamo_lite.reset()) lets go of them.
@@ -190,6 +316,12 @@ class _RunState:
         else:
             self.record(self.current).events.append(event)
 
+    def add_capture(self, capture: FrameCapture) -> None:
+        (self.outside if self.current is None else self.record(self.current)).captures.append(capture)
+
+    def wants_capture_times(self) -> bool:
+        return self.dl or bool(self.reports)
+
     def record(self, nodeid: str) -> CompileRecord:
         rec = self.records.get(nodeid)
         if rec is None:
@@ -198,7 +330,7 @@ class _RunState:
 
     def all_records(self) -> list:
         recs = list(self.records.values())
-        if self.outside.events:
+        if self.outside.events or self.outside.captures:
             recs.append(self.outside)
         return recs
 
@@ -228,7 +360,8 @@ def _state(config) -> Optional[_RunState]:
 
 # ---------------------------------------------------------------------------
 # Hooks
-def pytest_addoption(parser):
+def pytest_addoption(parser, pluginmanager):
+    _leave_our_modules_alone(getattr(pluginmanager, "rewrite_hook", None))
     group = parser.getgroup("dynamo_lite", "dynamo_lite graph breaks and recompiles")
     group.addoption("--dl", action="store_true", default=False,
                     help="run every test body under dynamo_lite.optimize(backend) and report graph breaks")
@@ -304,6 +437,8 @@ def pytest_runtest_protocol(item, nextitem):
     api = sys.modules.get(__package__ + ".api")
     if api is not None:  # something compiled already (nothing did if the API was never imported)
         api.reset()
+        if state.wants_capture_times():
+            _CaptureTimer.install()
     state.current = item.nodeid
     state.ran.append(item.nodeid)
     try:
@@ -323,6 +458,7 @@ def pytest_runtest_call(item):
         if state.dl:
             from .api import optimize  # lazy: the plugin imports torch only once --dl or a dl fixture is used
 
+            _CaptureTimer.install()
             with optimize(state.backend):
                 result = yield
         else:
@@ -484,6 +620,8 @@ def _totals(state: _RunState) -> dict:
     for key in ("frames", "graphs", "graph_breaks", "fallbacks", "recompiles", "cache_limits"):
         total[key] = sum(c[key] for c in per_record)
     total["internal_errors"] = sum(len(_internal_errors(rec)) for rec in recs)
+    if _CaptureTimer.installed:
+        total["captures"] = capture_stats([c for rec in recs for c in rec.captures])
     return total
 
 
@@ -510,6 +648,7 @@ def _test_entry(state: _RunState, nodeid: str) -> dict:
         "recompiles": [e.to_dict() for e in rec.recompiles],
         "cache_limits": [e.to_dict() for e in rec.cache_limits],
         "compiling_queries": rec.compiling_queries,
+        "captures": [c.to_dict() for c in rec.captures],
     }
 
 
@@ -527,9 +666,9 @@ def build_report(state: _RunState) -> dict:
     report = _report_header(state)
     report.update(complete=True, totals=_totals(state), attribution=attribution_line(groups) if groups else "",
                   break_types=[g.to_dict() for g in groups])
-    if state.outside.events:
+    if state.outside.events or state.outside.captures:
         rec = state.outside
-        report["outside_tests"] = {"counts": rec.counts(),
+        report["outside_tests"] = {"counts": rec.counts(), "captures": [c.to_dict() for c in rec.captures],
                                    "graph_breaks": [_break_entry(state, e) for e in rec.breaks],
                                    "recompiles": [e.to_dict() for e in rec.recompiles]}
     if state.baseline_path:

@@ -307,3 +307,78 @@ def test_tests_whose_code_asks_is_compiling_are_flagged(tmp_path):
     assert [os.path.basename(q) for q in tests["test_rejects_matrices"]["compiling_queries"]] == ["test_path.py:7"]
     assert tests["test_rejects_matrices"]["outcome"] == "failed"
     assert tests["test_no_question"]["compiling_queries"] == []
+
+
+CAPTURED = '''
+import torch
+import dynamo_lite
+from dynamo_lite.testing import print_with_graph_break as print  # a break at each print
+
+def test_two_frames():
+    x = torch.ones(2)
+    print("break")                  # the test body, then its resume function: two captures
+    assert (x + 1).sum() == 4
+
+def test_nothing_to_capture():
+    assert sum(range(3)) == 3
+
+def scale(x, k):
+    return x * k
+
+def test_recompiles_a_helper():      # without --dl: the test compiles a helper itself
+    f = dynamo_lite.compile(scale, backend="eager")
+    for k in range(3):
+        assert f(torch.ones(2), k).sum() == 2 * k
+'''
+
+
+def _check_captures(test: dict) -> list:
+    captures = test["captures"]
+    for c in captures:
+        assert set(c) == {"compile_id", "frame", "cpu_seconds", "wall_seconds"}
+        assert c["cpu_seconds"] >= 0 and c["wall_seconds"] > 0
+    ids = [c["compile_id"] for c in captures]
+    assert len(ids) == len(set(ids))  # one entry per capture
+    # every frame that reported a graph or a break was captured
+    reported = {e["compile_id"] for e in test["graphs"] + test["graph_breaks"] if e.get("compile_id")}
+    assert reported <= set(ids), (reported, ids)
+    return captures
+
+
+def test_json_report_records_each_frame_capture_time(tmp_path):
+    cwd = _project(tmp_path, {"test_captured.py": CAPTURED})
+    report = tmp_path / "report.json"
+    proc = _pytest(cwd, "-q", "--dl", f"--dl-report=json:{report}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    tests = {t["nodeid"].split("::")[1]: t for t in data["tests"]}
+    two = _check_captures(tests["test_two_frames"])
+    assert len(two) >= 2 and two[0]["frame"] == "test_two_frames"
+    helper = _check_captures(tests["test_recompiles_a_helper"])
+    # the helper is captured once per constant k (recompiles), each time a capture of its own
+    assert sum(c["frame"] == "scale" for c in helper) == 1 + len(tests["test_recompiles_a_helper"]["recompiles"])
+    every = [c for t in data["tests"] for c in t["captures"]]
+    totals = data["totals"]["captures"]
+    assert totals["count"] == len(every)
+    cpu = sorted(c["cpu_seconds"] * 1e3 for c in every)
+    assert cpu[0] <= totals["cpu_ms_median"] <= totals["cpu_ms_p90"] <= cpu[-1] + 1e-3
+    assert abs(totals["cpu_ms_total"] - sum(cpu)) < 0.01
+
+
+WARM_UP = '''
+import torch
+import dynamo_lite
+
+def test_warm_up():  # the first capture of the process imports the compiler: it is not timed
+    assert dynamo_lite.compile(lambda x: x + 1, backend="eager")(torch.ones(1)).item() == 2
+'''
+
+
+def test_without_dl_a_report_still_times_captures_of_tests_that_compile(tmp_path):
+    cwd = _project(tmp_path, {"test_captured.py": CAPTURED, "test_a_warm_up.py": WARM_UP})
+    report = tmp_path / "report.json"
+    proc = _pytest(cwd, "-q", f"--dl-report=json:{report}", "test_a_warm_up.py", "test_captured.py")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    tests = {t["nodeid"].split("::")[1]: t for t in json.loads(report.read_text())["tests"]}
+    assert list(tests) == ["test_warm_up", "test_recompiles_a_helper"]  # the tests that compiled something
+    assert [c["frame"] for c in _check_captures(tests["test_recompiles_a_helper"])] == ["scale"] * 3
