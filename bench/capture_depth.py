@@ -12,7 +12,8 @@ torch.compile, and torch.compile with the decoder layer's forward marked
 
 First-call times are wall-clock and process CPU time (the ratio column uses CPU time, which
 another process on the machine disturbs less); ``--repeat N`` runs N processes per cell and
-shows the median.  The call is ``model(ids, use_cache=False)`` (a forward as in training or scoring); with
+shows the median (round robin: one process per cell per round, so a change of the machine's load
+touches every depth alike).  The call is ``model(ids, use_cache=False)`` (a forward as in training or scoring); with
 ``--use-cache`` the model makes a KV cache that every layer writes to (dynamo_lite then traces
 each layer: a block that writes to an object made before it is no template).  The ratio column
 is the first-call time of each depth over that of the shallowest one: how capture grows with
@@ -85,19 +86,23 @@ def main() -> None:
     if args.worker:
         print(json.dumps(_worker(int(args.worker[0]), args.worker[1], args.use_cache)))
         return
-    rows = []
-    for depth in [int(d) for d in args.depths.split(",")]:
-        for system in args.systems.split(","):
-            runs = []
-            for _ in range(args.repeat):
+    depths = [int(d) for d in args.depths.split(",")]
+    systems = args.systems.split(",")
+    runs: dict = {(d, s): [] for d in depths for s in systems}
+    # round robin (every cell once per round): a machine whose load drifts slows every depth alike
+    for _ in range(args.repeat):
+        for depth in depths:
+            for system in systems:
                 proc = subprocess.run([sys.executable, __file__, "--worker", str(depth), system]
                                       + (["--use-cache"] if args.use_cache else []),
                                       capture_output=True, text=True, timeout=1200)
                 if proc.returncode != 0:
                     raise SystemExit(f"worker {depth} {system} failed:\n{proc.stderr[-3000:]}")
-                runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            runs.sort(key=lambda r: r["first_call_cpu_s"])
-            rows.append(runs[len(runs) // 2])  # the median run
+                runs[depth, system].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    rows = []
+    for cell in runs.values():
+        cell.sort(key=lambda r: r["first_call_cpu_s"])
+        rows.append(cell[len(cell) // 2])  # the median run
     base = {r["system"]: r["first_call_cpu_s"] for r in rows if r["depth"] == rows[0]["depth"]}
     print(f"{'layers':>6} {'system':<14} {'first call s':>12} {'cpu s':>6} {'x shallowest':>12} {'hit ms':>8} "
           f"{'graphs':>6} correct")
