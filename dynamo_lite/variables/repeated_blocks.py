@@ -10,10 +10,12 @@ added (GuardSet.recorders) and every write and read of the trace's own side-effe
 structure (tensors of the same metadata, equal constants) and the same grad mode, checks that
 every guard the template relied on about its own block holds for the new one (compiled once per
 template into one check over the block and the frame's arguments), then copies the template's
-nodes into the graph with the new block's parameters as inputs, and adds the template's guards
-re-rooted at the new block (facts about a submodule's class are not repeated: the new
-submodule is guarded to have the very class of the template's).  The graph the backend gets is
-the one per-layer tracing would give, node for node.
+nodes into the graph with the new block's parameters as inputs, and guards the new block with
+one BlockGuard (guards/kinds.py): the template's guards about its block compiled once over
+``___block`` and copied into the frame's C program with the new block in its place (facts about
+a submodule's class are not repeated: the new submodule is guarded to have the very class of
+the template's).  The graph the backend gets is the one per-layer tracing would give, node for
+node.
 
 What a template may depend on, checked at the end of its call (else no template: every call of
 that key is traced): its arguments (tensors, constants, tuples of them); the block's own
