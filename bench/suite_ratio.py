@@ -37,14 +37,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _CHECKOUT = os.path.dirname(_HERE)
 
 
-def _quantile(values, q):
-    if not values:
-        return 0.0
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+sys.path.insert(0, _CHECKOUT)
+from dynamo_lite.pytest_plugin import _quantile  # noqa: E402 - the quantile the plugin's report totals use
 
 
 def _capture_stats(captures):
