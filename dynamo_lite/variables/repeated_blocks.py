@@ -145,9 +145,9 @@ def _reroot_plan(guard) -> tuple:
     return tuple(plan)
 
 
-def _reroot_guard(guard, old: Source, new: Source, pattern, memo: Optional[dict] = None, plan=None):
+def _reroot_guard(guard, old: Source, new: Source, pattern, memo: Optional[dict] = None):
     changes = {}
-    for name, kind in (_reroot_plan(guard) if plan is None else plan):
+    for name, kind in _reroot_plan(guard):
         v = getattr(guard, name)
         if kind == "source":
             changes[name] = _reroot(v, old, new, memo)
@@ -258,7 +258,7 @@ class Template:
         self.module_ids: list = []  # [(source under root, template module)] guarded by identity
         self.class_level: dict = {}  # id(guard) -> P: a fact about type(P), P a module of the block
         self.check = None  # (CompiledGuard, resolver) over the block and the frame's arguments
-        self.replayed_guards: list = []  # [(guard, re-root plan)] a replay states about its block
+        self.replayed_guards: list = []  # the guards a replay states about its block (one BlockGuard)
         self.block_check = None  # those guards compiled over ("___block", *frame args): a BlockGuard
         self.block_reads: tuple = ()  # the sources outside the block they read
         self.class_owners: list = []  # modules whose class a replay guards to be the template's
@@ -283,10 +283,10 @@ class Template:
         self.class_level = {id(g): owner for g in self.block_guards if (owner := _class_level(g, root)) is not None}
         # what a replay adds for the new block: the guards re-rooted (but facts about the class of a
         # module, stated once by the template's guard, and the metadata of its tensors, which
-        # wrapping them as graph inputs guards), with the fields to re-root
+        # wrapping them as graph inputs guards)
         module_sources = {s for s, _ in self.module_ids}
         input_sources = set(self.inputs.values())
-        self.replayed_guards = [(g, _reroot_plan(g)) for g in self.block_guards
+        self.replayed_guards = [g for g in self.block_guards
                                 if not (isinstance(g, guards.IdGuard) and g.source in module_sources)
                                 and id(g) not in self.class_level
                                 and not (isinstance(g, guards.TensorGuard) and g.source in input_sources)]
@@ -299,7 +299,7 @@ class Template:
             replayed = guards.GuardSet()
             for source, module in self.module_ids:
                 replayed.add(guards.TypeGuard(_reroot(source, root, _BLOCK), type(module)))
-            for g, _ in self.replayed_guards:
+            for g in self.replayed_guards:
                 replayed.add(_reroot_guard(g, root, _BLOCK, pattern))
             for owner in self.class_owners:
                 # facts about the class of one of its modules: the template's guards state them
