@@ -513,7 +513,7 @@ def _grad_mode_decorated(tx, fn_var: "UserFunctionVariable"):
     if code.co_name == "decorate_autocast" and code.co_filename == _autocast_mode.__file__ and \
             code.co_freevars == ("autocast_instance", "func"):
         ctx, func = (c.cell_contents for c in fn_var.fn.__closure__)
-        if type(ctx) is not torch.autocast or not ctx._enabled:
+        if type(ctx) is not torch.autocast:
             return None
         vals = (ctx.device, ctx.fast_dtype, ctx._enabled, ctx._cache_enabled)
         return GlobalModeDecoratedVariable(GlobalModeContextVariable(

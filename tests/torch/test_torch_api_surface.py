@@ -265,6 +265,25 @@ def helpers_decorated_with_inference_mode_and_autocast(x):
     return y, z, g, y.is_inference(), z.is_inference(), g.dtype
 
 
+class _CodebookOutsideAutocast(torch.nn.Module):
+    # vector-quantize-pytorch's EuclideanCodebook: forward decorated to turn autocast off
+    @torch.amp.autocast("cuda", enabled=False)
+    def forward(self, x):
+        return x @ x.t(), torch.is_autocast_enabled("cuda")
+
+
+_CODEBOOK = _CodebookOutsideAutocast()
+
+
+@case(0, 0)
+def submodule_forward_decorated_with_autocast_disabled(x):
+    # the decorator's wrapper (torch's own code) is traced through its mode, not a break
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x.t()
+        z, enabled = _CODEBOOK(x + 1)
+    return y, z, y.dtype, z.dtype, enabled
+
+
 @case(2, 0, graphs=0)
 def autocast_with_an_unsupported_dtype(x):
     # autocast disables itself with a warning: Python runs the block
