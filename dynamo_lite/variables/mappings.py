@@ -599,6 +599,51 @@ def checked_key(tx, keys, k, what: str):
     return k
 
 
+def _id_of_self(self):
+    return id(self)
+
+
+def _self_is_other(self, other):
+    return self is other
+
+
+def _same_body(fn, ref) -> bool:
+    """``fn`` is a plain Python function whose code is ``ref``'s up to names (read statically)."""
+    if not isinstance(fn, types.FunctionType) or fn.__closure__:
+        return False
+    code, want = fn.__code__, ref.__code__
+    return (code.co_code == want.co_code and code.co_consts == want.co_consts and code.co_names == want.co_names
+            and code.co_argcount == want.co_argcount and not code.co_kwonlyargcount
+            and not code.co_flags & 0x0C)  # (no *args / **kwargs)
+
+
+def _calls_builtin_id(fn) -> bool:
+    g, b = fn.__globals__, fn.__builtins__
+    return "id" not in g and isinstance(b, dict) and b.get("id") is id
+
+
+def identity_hash_kind(t: type):
+    """How instances of ``t`` hash when they hash by identity: "pointer" (object.__hash__, a
+    function of the address), "id" (``__hash__`` is ``return id(self)``, as einx's backends
+    and torch.Tensor do: the address itself), None when they may hash by value.  Equality must
+    be identity too (object.__eq__ or ``return self is other``); both are read statically."""
+    h = t.__hash__
+    if h is object.__hash__:
+        kind = "pointer"
+    elif h is torch.Tensor.__hash__ or (_same_body(h, _id_of_self) and _calls_builtin_id(h)):
+        kind = "id"
+    else:
+        return None
+    eq = t.__eq__
+    if eq is object.__eq__ or issubclass(t, torch.Tensor) or _same_body(eq, _self_is_other):
+        return kind
+    return None
+
+
+def hashes_by_identity(t: type) -> bool:
+    return identity_hash_kind(t) is not None
+
+
 def hash_key(v: VariableTracker, what: str):
     """The key of ``v`` in a dict / set tracker: its value for constants, an IdentityKey for
     objects hashed by identity.  Unhashable values break where Python raises TypeError; objects
@@ -622,7 +667,7 @@ def hash_key(v: VariableTracker, what: str):
     if isinstance(t, type) and not issubclass(t, torch.Tensor):
         if t.__hash__ is None:
             raise GraphBreak(gb.OPERATION_RAISES, f"{what}: unhashable type {t.__name__!r} (TypeError)")
-        if t.__hash__ is not object.__hash__ or t.__eq__ is not object.__eq__:
+        if not hashes_by_identity(t):
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {v.describe()} is hashed by value, not identity")
     key = v.identity_key()
     if key is None:

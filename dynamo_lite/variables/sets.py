@@ -9,11 +9,14 @@ Tested by tests/semantics/test_containers.py and tests/semantics/test_container_
 """
 from __future__ import annotations
 
+import sys
+
 from .. import graph_breaks as gb
+from .. import guards
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .mappings import checked_key, hash_key
+from .mappings import checked_key, hash_key, identity_hash_kind
 from .methods import ContainerMethodVariable
 from .sequences import ListIteratorVariable
 
@@ -24,8 +27,11 @@ class SetVariable(VariableTracker):
     Attributes:
         items: key (``hash_key``) -> element tracker, in insertion order.
         shadow: a real set of the keys that went through the same sequence of
-            operations as the real set (None once an element is not a constant):
-            iteration and rebuilding follow its order, which is CPython's.
+            operations as the real set (None once an element's hash is not known: an
+            object made in the trace): iteration and rebuilding follow its order, which
+            is CPython's.  A real object hashed by identity stands in it as an
+            ``_AddressKey`` with the object's hash, a function of its address: using
+            that order guards the object's identity (``_ordered_keys(tx)``).
     """
 
     def __init__(self, items: list, source=None, frozen=False, tx=None):
@@ -44,17 +50,30 @@ class SetVariable(VariableTracker):
             self.shadow = set()
         if self.shadow is None:
             return
-        if any(isinstance(k, IdentityKey) for k in added):
+        stand_ins = [_stand_in(k) for k in added]
+        if any(k is None for k in stand_ins):
             self.shadow = None
             return
-        for k in [k for k in self.shadow if k not in self.items]:
+        for k in [k for k in self.shadow if _key_of(k) not in self.items]:
             self.shadow.discard(k)
-        for k in added:
+        for k in stand_ins:
             self.shadow.add(k)
 
-    def _ordered_keys(self) -> list:
+    def _ordered_keys(self, tx=None) -> list:
+        """The keys in the order the real set iterates.  With objects hashed by identity that
+        order follows their addresses: known for real objects (guarded by identity, so a later
+        call with other objects compiles again), not for objects made in the trace (a break)."""
         if self.shadow is not None and len(self.shadow) == len(self.items):
-            return list(self.shadow)
+            order = list(self.shadow)
+            by_address = [k.key for k in order if isinstance(k, _AddressKey)]
+            if by_address and len(order) > 1:
+                if tx is None or not all(_guard_identity(tx, k.var) for k in by_address):
+                    raise GraphBreak(gb.VALUE_UNKNOWN, "iterating over a set of objects hashed by identity: "
+                                     "its order follows addresses the trace cannot pin")
+            return [_key_of(k) for k in order]
+        if len(self.items) > 1 and any(isinstance(k, IdentityKey) for k in self.items):
+            raise GraphBreak(gb.VALUE_UNKNOWN, "iterating over a set holding objects made in the trace: its order "
+                             "follows their addresses, known only when Python makes them")
         return list(self.items)
 
     def _key(self, v, tx=None):
@@ -76,7 +95,7 @@ class SetVariable(VariableTracker):
         return self.python_type()(self.items[k].as_python_constant() for k in self._ordered_keys())
 
     def unpack(self, tx):
-        return [self.items[k] for k in self._ordered_keys()]  # in the order the real set iterates
+        return [self.items[k] for k in self._ordered_keys(tx)]  # in the order the real set iterates
 
     def constant_copy(self):
         if self.is_python_constant():
@@ -147,8 +166,9 @@ class SetVariable(VariableTracker):
             if self.source is not None or self.shadow is None or len(self.shadow) != len(self.items):
                 # which element the real set pops depends on its history (its scan position)
                 raise GraphBreak(gb.UNSUPPORTED_CALL, "set.pop() of a set whose history the trace does not know")
+            self._ordered_keys(tx)  # (guards the addresses the scan order follows)
             se.mutate(self)
-            key = self.shadow.pop()  # the shadow went through the same operations: the same element
+            key = _key_of(self.shadow.pop())  # the shadow went through the same operations: the same element
             return self.items.pop(key)
         if name == "clear" and not args and not self.frozen:
             se.mutate(self)
@@ -188,7 +208,7 @@ class SetVariable(VariableTracker):
             return super().reconstruct(cg)
         if self.frozen:
             cg.load_callable(frozenset)
-        for k in self._ordered_keys():
+        for k in self.items:  # (BUILD_SET: Python puts the elements where their hashes say)
             cg.reconstruct(self.items[k])
         cg.emit("BUILD_SET", len(self.items))
         if self.frozen:
@@ -196,3 +216,66 @@ class SetVariable(VariableTracker):
 
     def can_reconstruct(self):
         return all(v.can_reconstruct() for v in self.items.values())
+
+
+class _AddressKey:
+    """A real object hashed by identity, in a set tracker's shadow: hashes as the object does
+    (computed from its address, so nothing of the user's runs) and equals only itself."""
+
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key: IdentityKey, hash_value: int):
+        self.key = key
+        self.hash = hash_value
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return isinstance(other, _AddressKey) and other.key == self.key
+
+
+_HASH_BITS = sys.hash_info.width
+
+
+def _pointer_hash(address: int) -> int:
+    """object.__hash__ of the object at ``address`` (CPython rotates the pointer by 4 bits)."""
+    mask = (1 << _HASH_BITS) - 1
+    h = ((address >> 4) | (address << (_HASH_BITS - 4))) & mask
+    if h >= 1 << (_HASH_BITS - 1):
+        h -= 1 << _HASH_BITS
+    return -2 if h == -1 else h
+
+
+def _stand_in(k):
+    """What the shadow holds for key ``k``: the key itself for constants, an _AddressKey for a
+    real object hashed by identity, None when the hash is not known (an object made in the
+    trace, or one whose hash we cannot compute without running it)."""
+    if not isinstance(k, IdentityKey):
+        return k
+    if not (isinstance(k.ident, tuple) and k.ident[0] == "obj" and k.var.source is not None):
+        return None
+    try:
+        t = k.var.python_type()
+    except GraphBreak:
+        return None
+    kind = identity_hash_kind(t) if isinstance(t, type) else None
+    address = k.ident[1]
+    if kind == "pointer":
+        return _AddressKey(k, _pointer_hash(address))
+    if kind == "id":
+        return _AddressKey(k, hash(address))
+    return None
+
+
+def _key_of(stand_in):
+    return stand_in.key if isinstance(stand_in, _AddressKey) else stand_in
+
+
+def _guard_identity(tx, var) -> bool:
+    """Guard that ``var``'s source is the object the trace saw (its address is in the order)."""
+    obj = getattr(var, "value", getattr(var, "fn", None))  # (a real object's tracker, or a function's)
+    if obj is None or id(obj) != var.identity_key().ident[1]:
+        return False
+    tx.output.add_guard(guards.IdGuard(var.source, obj))
+    return True

@@ -223,6 +223,75 @@ def test_input_set_mutation():
     check(f, {1, 2, 3}, x3)
 
 
+class _Plain:
+    pass
+
+
+class _HashedById:
+    # einx's backend objects: hashed by address, equal only to themselves
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+
+_PLAIN = [_Plain() for _ in range(24)]
+_BY_ID = [_HashedById() for _ in range(24)]
+
+
+def test_set_of_real_objects_iterates_in_eagers_order():
+    # the order follows the objects' addresses, not insertion: the trace computes it
+    # (the objects are the function's free variable: arguments would be copied for the eager run)
+    def make(objs):
+        def f(x):
+            s = set()
+            for o in objs:
+                s.add(o)
+            s.discard(objs[5])
+            return x + 1, [objs.index(o) for o in s]
+        return f
+
+    for objs in (_PLAIN, _BY_ID):
+        check(make(objs), x3)
+
+
+def test_set_of_real_objects_recompiles_for_other_objects():
+    import dynamo_lite
+
+    def f(objs, x):
+        return x + 1, [objs.index(o) for o in set(objs)]
+
+    g = dynamo_lite.compile(f, backend="eager")
+    for objs in (_BY_ID, _BY_ID[::-1], _PLAIN[3:], _PLAIN):
+        assert g(objs, x3)[1] == f(objs, x3)[1]
+
+
+def test_set_updated_with_objects_hashed_by_id_is_captured():
+    def f(x):
+        backends = set()
+        backends.update([b for b in _BY_ID[:3] if isinstance(x, torch.Tensor)])
+        return x * len(list(backends)), sorted(_BY_ID.index(b) for b in backends)
+
+    check(f, x3)
+
+
+def test_value_hashed_class_in_a_set_still_breaks():
+    class ByValue:
+        def __hash__(self):
+            return 1
+
+        def __eq__(self, other):
+            return isinstance(other, ByValue)
+
+    items = [ByValue(), ByValue()]
+
+    def f(x):
+        return x * len(set(items))  # equal objects: one element
+
+    check(f, x3, breaks=None)
+
+
 def test_nested_input_list_in_dict_mutated():
     def f(d, x):
         d["items"].append(x)
