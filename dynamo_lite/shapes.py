@@ -53,7 +53,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from . import config, guards
 from . import graph_breaks as gb
 from .exc import DynamicDimSpecialized, GraphBreak, InternalError, UserFrame
-from .source import ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
+from .source import ClosureSource, ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
 
 MARKS_ATTR = "_dynamo_lite_marks"  # on a tensor: {dim: ("dynamic", min, max) | ("maybe",) | ("static",)}
 STATIC_ATTR = "_dynamo_lite_static"  # on a module or class: its frames' inputs stay static
@@ -129,10 +129,12 @@ def _eligible_source(source: Optional[Source]) -> bool:
 
 
 def _eligible_int_source(source: Optional[Source]) -> bool:
-    """An int argument of the frame, or an int local handed to a loop-body function."""
+    """An int argument of the frame, an int in one of its closure cells (a function made anew
+    around another value on every call of its maker), or an int local handed to a loop-body
+    function."""
     if type(source) is ItemSource and isinstance(source.parent, LocalSource):
         return source.parent.local_name == LOOP_BODY_LOCALS and isinstance(source.key, str)
-    return isinstance(source, LocalSource)
+    return isinstance(source, (LocalSource, ClosureSource))
 
 
 def _eligible_tensor(value: torch.Tensor) -> bool:

@@ -255,6 +255,22 @@ def test_int_argument_one_to_twenty_compiles_two_graphs():
     assert [n.name for n in placeholders] == ["x", "n"]
 
 
+def test_int_in_a_closure_cell_changing_between_calls_compiles_two_graphs():
+    # a function made anew around each value (the same code): automatic dynamic, as torch.compile
+    def make(n):
+        def f(x):
+            return x * n + n // 3, x.new_zeros(n).sum()
+        return f
+
+    cnt = CompileCounter()
+    for n in range(2, 9):
+        f = make(n)
+        x = torch.randn(3)
+        assert_same(dynamo_lite.compile(f, backend=cnt)(x), f(x))
+    assert cnt.frame_count == 2
+    assert len([n for n in cnt.graphs[1].graph.nodes if n.op == "placeholder"]) == 2  # x and the cell's int
+
+
 def test_symbolic_int_in_shapes_factories_and_comparisons():
     def f(x, n):
         y = x.view(n, -1) + torch.ones(n, 1)
