@@ -50,7 +50,7 @@ from torch.fx.experimental.symbolic_shapes import (DimDynamic, PendingUnbackedSy
 from torch.utils._sympy import functions as symfn
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from . import config, guards
+from . import config, guards, torch_compat
 from . import graph_breaks as gb
 from .exc import DynamicDimSpecialized, GraphBreak, InternalError, UserFrame
 from .source import ClosureSource, ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
@@ -180,6 +180,7 @@ class ShapeTracker:
     def __init__(self, dynamic: Optional[bool], sizes: Optional[FrameSizes], static: bool = False):
         self.env = ShapeEnv(allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
                             allow_scalar_outputs=config.capture_scalar_outputs)
+        torch_compat.skip_user_frame_lookup(self.env)
         self.dynamic = dynamic
         self.sizes = sizes
         self.static = static or dynamic is False

@@ -18,6 +18,7 @@ back-ports a change is still read right.  What differs, and where:
   its code is named ``decorate_context`` on 2.13 and 2.14; on 2.15 torch renames each wrapper's
   code after its context manager (``no_grad``, ``enable_grad``, ...).  ``is_context_decorator_code``
   recognises it by its code, whatever its name (variables/functions.py).
+- ShapeEnv's private ``_get_user_frame`` (skipped on our ShapeEnvs: ``skip_user_frame_lookup``).
 - the C++ extension ``dynamo_lite._tensor_meta`` is built against one torch's headers and
   libc10 (``setup.py``); its file carries that torch's version (``tensor_meta_filename``), and
   guards/tensor_api.py loads only the file built for the running torch.
@@ -54,6 +55,24 @@ if hasattr(_fx_symbolic_trace, "_is_fx_tracing_flag"):  # one module global
 else:  # thread-local (what torch's _get_is_fx_tracing() reads)
     is_fx_tracing = functools.partial(_C.thread_local_get, _fx_symbolic_trace._is_fx_tracing_tls, "flag", False)
 is_fx_tracing.__name__ = "is_fx_tracing"  # (how a guard program shows it)
+
+
+# ---- ShapeEnv's user-frame lookup ------------------------------------------------------
+# ShapeEnv records, with each symbol and guard, the first stack frame outside torch's files;
+# the first lookup builds torch's "uninteresting files" set, which imports torch._dynamo,
+# torch._inductor and torch.export (about 0.4 s, on the first symbolic int of a process).  The
+# location only decorates ShapeEnv's own logs (dynamo_lite records where each guard came from
+# itself: shapes.ShapeTracker.where), so our ShapeEnvs answer "no frame", which ShapeEnv
+# handles.  On every supported version ``_get_user_frame`` is a method of ShapeEnv; if a
+# later torch drops it, nothing is set.
+def _no_user_frame():
+    return None
+
+
+def skip_user_frame_lookup(env) -> None:
+    """Make ``env`` (a ShapeEnv) skip the user-frame lookup (see above)."""
+    if callable(getattr(type(env), "_get_user_frame", None)):
+        env._get_user_frame = _no_user_frame
 
 
 # ---- torch's context-manager decorators ------------------------------------------------

@@ -249,3 +249,32 @@ def test_other_code_is_not_a_context_decorator():
     assert not torch_compat.is_context_decorator_code(decorate_context.__code__)
     assert not torch_compat.is_context_decorator_code(torch.autocast("cpu")(lambda x: x).__code__)
     assert not torch_compat.is_context_decorator_code(torch.nn.functional.relu.__code__)
+
+
+def test_first_symbolic_int_does_not_import_the_compiler_stacks():
+    # ShapeEnv's user-frame lookup would import torch._inductor and torch.export (with more of
+    # torch._dynamo: ~0.4 s) on a process's first symbolic int; our ShapeEnvs skip it
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch, dynamo_lite\n"
+        "def f(x, n):\n"
+        "    return x * n + 1\n"
+        "c = dynamo_lite.compile(f, backend='eager')\n"
+        "x = torch.randn(4)\n"
+        "assert torch.equal(c(x, 3), f(x, 3)) and torch.equal(c(x, 5), f(x, 5))\n"
+        "print(sorted(m for m in ('torch._inductor.sizevars', 'torch.export._trace') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_shape_env_user_frame_lookup_is_skipped_only_on_our_env():
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    ours, theirs = ShapeEnv(), ShapeEnv()
+    torch_compat.skip_user_frame_lookup(ours)
+    assert ours._get_user_frame() is None
+    assert "_get_user_frame" not in vars(theirs)
