@@ -15,6 +15,9 @@ bookkeeping around them, and is the only module-level cache state of dynamo_lite
     _FRAME_IDS        code -> the frame number in compile ids ("3/1": frame 3, its entry 1)
     _FRAME_SIZES      code -> what its compiles saw of input sizes and ints (shapes.FrameSizes:
                       automatic dynamic makes what changed symbolic)
+    _DERIVED          code -> {key: what was computed from it}: its control-flow facts, resume
+                      functions and loop bodies, made once per (code, place) and shared by every
+                      entry and recompile (kept across reset(): they depend only on the code)
 
 All are weak in the code objects.  ``reset()`` clears the C cache of every touched code and all
 of the bookkeeping (generated codes stay SKIP: they are only reachable from dropped entries), so
@@ -39,6 +42,7 @@ _LIMIT_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _BACKEND_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _FRAME_IDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _FRAME_SIZES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_DERIVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _frame_counter = itertools.count()
 
 
@@ -91,6 +95,20 @@ def display_name(code: types.CodeType) -> str:
     """The name diagnostics show: ``f``, ``f (resumed at line 12)``, ``f (loop body at line 9)``."""
     entry = _GENERATED_KIND.get(code)
     return code.co_name if entry is None else f"{code.co_name} ({entry[1]})"
+
+
+def derived(code: types.CodeType, key):
+    """What was computed from ``code`` for ``key`` (a resume function, a loop body), or None."""
+    table = _DERIVED.get(code)
+    return None if table is None else table.get(key)
+
+
+def remember_derived(code: types.CodeType, key, made) -> None:
+    """Keep ``made`` for ``(code, key)`` while ``code`` lives (neither may hold ``code``)."""
+    table = _DERIVED.get(code)
+    if table is None:
+        table = _DERIVED[code] = {}
+    table[key] = made
 
 
 # ---- limits and ids -------------------------------------------------------------

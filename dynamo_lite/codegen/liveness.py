@@ -18,13 +18,13 @@ Tested by tests/breaks/test_graph_breaks.py (test_resume_args_are_live_locals).
 """
 from __future__ import annotations
 
-import functools
 import types
 from typing import Optional
 
 from bytecode import Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat
+from ..cache import derived, remember_derived
 from .pycodegen import CodegenFailed, original_items
 
 
@@ -164,9 +164,13 @@ def _reads_every_local(x: Instr) -> bool:
     return name in _FRAME_READERS
 
 
-@functools.lru_cache(maxsize=256)
 def flow_info(code: types.CodeType) -> FlowInfo:
-    return FlowInfo(code)
+    """The control-flow facts of ``code``, computed once while it lives."""
+    info = derived(code, ("flow",))
+    if info is None:
+        info = FlowInfo(code)
+        remember_derived(code, ("flow",), info)
+    return info
 
 
 def live_locals_at(code: types.CodeType, index: int) -> frozenset:

@@ -41,7 +41,7 @@ from bytecode import Bytecode, CellVar, Compare, FreeVar, Instr, Label, TryBegin
 from .. import bytecode_compat, runtime
 from .pycodegen import PyCodegen, assemble, original_instructions
 from .liveness import FlowInfo
-from ..cache import register_generated
+from ..cache import derived, register_generated, remember_derived
 from ..source import LOOP_BODY_LOCALS
 
 _TAG_CONTINUE = 0
@@ -135,9 +135,6 @@ def find_loop(code: types.CodeType, flow: FlowInfo, k: int) -> Optional[LoopInfo
     return LoopInfo(header, entry, last, is_for, tuple(exits), tuple(sorted(reads)), tuple(sorted(writes)), below)
 
 
-_BODY_CACHE: dict = {}
-
-
 def _label_positions(items) -> dict:
     out = {}
     pending = []
@@ -154,8 +151,8 @@ def _label_positions(items) -> dict:
 
 
 def make_body_code(code: types.CodeType, flow: FlowInfo, info: LoopInfo) -> types.CodeType:
-    key = (code, info)
-    cached = _BODY_CACHE.get(key)
+    key = ("loop body", info)
+    cached = derived(code, key)
     if cached is not None:
         return cached
     items = original_instructions(code)
@@ -266,7 +263,7 @@ def make_body_code(code: types.CodeType, flow: FlowInfo, info: LoopInfo) -> type
     bc.cellvars = []
     bc.freevars = freevars
     new_code = assemble(bc, code, len(pro.instrs) + len(stubs))
-    _BODY_CACHE[key] = new_code
+    remember_derived(code, key, new_code)
     register_generated(new_code, "loop body", f"loop body at line {line}")
     return new_code
 

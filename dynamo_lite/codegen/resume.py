@@ -28,7 +28,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .. import _C, bytecode_compat, runtime
 from .. import source as source_mod
-from ..cache import register_generated
+from ..cache import derived, register_generated, remember_derived
 from .pycodegen import assemble, original_instructions
 from .liveness import FlowInfo, live_locals_at
 from ..variables.base import NullVariable, runs_code_when_freed
@@ -109,9 +109,6 @@ def _after_comprehension(flow: FlowInfo, k: int, end: int, before: tuple) -> Opt
     assigned = {n for x in body for n in bytecode_compat.local_writes(x)}
     return [Successor(end + 1, False, before[:-1], after=end,
                       assigned=tuple(sorted(assigned & flow.live_in[end + 1])))]
-
-
-_RESUME_CACHE: dict = {}
 
 
 def live_local_names(state, index: int) -> tuple:
@@ -220,8 +217,8 @@ def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple
     describes (its non-NULL slots and the ``live`` locals are the arguments).  Reads and
     deletes of the cells in ``maybe_unbound`` check for an empty cell like the original frame;
     the arguments in ``unbound_args`` (among ``live``) are unbound when they are runtime.UNBOUND."""
-    key = (code, index, nulls, live, maybe_unbound, unbound_args)
-    cached = _RESUME_CACHE.get(key)
+    key = ("resume", index, nulls, live, maybe_unbound, unbound_args)
+    cached = derived(code, key)
     if cached is not None:
         return cached
     items = original_instructions(code)
@@ -281,6 +278,6 @@ def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple
     bc.cellvars = []
     bc.freevars = freevars
     new_code = assemble(bc, code, len(prologue))
-    _RESUME_CACHE[key] = new_code
+    remember_derived(code, key, new_code)
     register_generated(new_code, "resume", f"resumed at line {target_line}")
     return new_code

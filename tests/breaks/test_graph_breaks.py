@@ -443,7 +443,7 @@ def test_resume_function_names_and_traceback_lines():
 
 
 def test_resume_args_are_live_locals():
-    from dynamo_lite.codegen import resume
+    from dynamo_lite import cache
 
     def f(x):
         dead = x * 2
@@ -452,7 +452,7 @@ def test_resume_args_are_live_locals():
         return alive
 
     dynamo_lite.compile(f, backend="eager")(torch.randn(2))
-    codes = [key for key in resume._RESUME_CACHE if key[0] is f.__code__]
+    codes = [key for key in cache._DERIVED.get(f.__code__, {}) if key[0] == "resume"]
     assert codes and all("dead" not in key[3] for key in codes)
     assert any("alive" in key[3] for key in codes)
 
@@ -464,9 +464,9 @@ def test_break_in_loop_captures_the_loop_body_as_a_function():
     torch.testing.assert_close(cf(x), brk_in_loop(x))
     # the prefix graph, and graphs of the loop body function (__loop_body_at_*)
     assert counter.frame_count >= 2
-    from dynamo_lite.codegen import loop_bodies as loops
+    from dynamo_lite import cache
 
-    assert any(key[0] is brk_in_loop.__code__ for key in loops._BODY_CACHE)
+    assert any(key[0] == "loop body" for key in cache._DERIVED.get(brk_in_loop.__code__, {}))
 
 
 def test_break_in_loop_prefix_stays_captured():

@@ -1415,6 +1415,32 @@ def test_cache_module_reset_leaves_nothing_alive():
     assert len(cache._TOUCHED) == 0 and len(cache._NOT_CAPTURED) == 0
 
 
+def test_resume_functions_and_loop_bodies_do_not_keep_their_code_alive():
+    import torch
+
+    import dynamo_lite
+    from dynamo_lite import cache
+
+    src = ("import dynamo_lite\n"
+           "def f(x):\n    y = x * 2\n    dynamo_lite.graph_break()\n    for i in range(2):\n"
+           "        y = y + i\n        dynamo_lite.graph_break()\n    return y + 1\n")
+    refs = []
+    for _ in range(3):
+        ns = {}
+        exec(src, ns)
+        fn = ns["f"]
+        dynamo_lite.compile(fn, backend="eager")(torch.ones(2))
+        assert "resume" in {key[0] for key in cache._DERIVED.get(fn.__code__, {})}
+        # (the loop body is made from the resume function's code, where the loop's break is met)
+        assert any(key[0] == "loop body" for table in cache._DERIVED.values() for key in table)
+        refs.append(weakref.ref(fn.__code__))
+        del fn, ns
+    dynamo_lite.reset()
+    for _ in range(3):
+        gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+
+
 def test_cache_module_display_names_and_limits():
     from dynamo_lite import cache
 

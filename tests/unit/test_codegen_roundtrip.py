@@ -38,7 +38,7 @@ import pytest
 import torch
 from bytecode import Bytecode
 
-from dynamo_lite import bytecode_compat
+from dynamo_lite import bytecode_compat, cache
 from dynamo_lite.codegen import resume
 from dynamo_lite.testing import assert_same
 
@@ -360,7 +360,7 @@ def test_resume_code_assembles(path):
         for offset, depth in _resume_points(code):
             _check_resume(code, offset, depth)
             checked += 1
-    resume._RESUME_CACHE.clear()
+    cache._DERIVED.clear()
     assert checked >= len(codes) // 2
 
 
