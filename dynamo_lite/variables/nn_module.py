@@ -40,6 +40,8 @@ import collections
 import types
 import warnings
 
+import torch
+import torch.fx
 from torch import nn
 
 from .. import graph_breaks as gb
@@ -211,12 +213,19 @@ class NNModuleVariable(VariableTracker):
         # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward;
         # api.OptimizedModule carries the marker, so this layer need not import the API)
         if call is not nn.Module.__call__ and not getattr(type(module), "_dynamo_lite_optimized_module", False):
-            if isinstance(call, types.FunctionType):
+            if _is_graph_module_call(module, call):
+                # a torch.fx.GraphModule: its class's __call__ goes on to nn.Module.__call__ (hooks,
+                # then the generated forward), only formatting an error on the way: the module
+                # call below, with that __call__ guarded
+                if self.source is not None:
+                    guard_function(tx, AttrSource(TypeSource(self.source), "__call__"), call)
+            elif isinstance(call, types.FunctionType):
                 call_src = AttrSource(TypeSource(self.source), "__call__") if self.source is not None else None
                 if call_src is not None:
                     guard_function(tx, call_src, call)
                 return UserMethodVariable(call, self, fn_source=call_src).call_function(tx, args, kwargs)
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
+            else:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
         pre_hooks, post_hooks = self._forward_hooks(tx)
         if self.source is not None:
             empty = tuple(hooks for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
@@ -484,6 +493,24 @@ class ModuleSliceVariable(VariableTracker):
 
     def can_reconstruct(self):
         return self.parent.can_reconstruct()
+
+
+def _is_graph_module_call(module, call) -> bool:
+    """``call`` is the ``__call__`` GraphModule.recompile() puts on a GraphModule's class, and it
+    ends in nn.Module.__call__: the class wraps no __call__ of its own and none is defined
+    between it and nn.Module (all read statically)."""
+    if not isinstance(module, torch.fx.GraphModule) or not isinstance(call, types.FunctionType):
+        return False
+    code = call.__code__
+    if code.co_name != "call_wrapped" or code.co_filename != torch.fx.graph_module.__file__:
+        return False
+    cls = type(module)
+    wrapped = vars(cls).get("_wrapped_call")
+    if type(wrapped) is not torch.fx.graph_module._WrappedCall or wrapped.cls_call is not None \
+            or wrapped.cls is not cls or "_wrapped_call" in module.__dict__:
+        return False
+    after = type.__dict__["__mro__"].__get__(cls, type)[1:]
+    return next((k for k in after if "__call__" in vars(k)), None) is nn.Module
 
 
 def _module_dunder_handler(kind):

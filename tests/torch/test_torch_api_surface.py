@@ -14,7 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dynamo_lite.testing import check_breaks, check_calls
+import dynamo_lite
+from dynamo_lite.testing import assert_same, check_breaks, check_calls
 
 CASES = {}
 
@@ -263,6 +264,15 @@ def helpers_decorated_with_inference_mode_and_autocast(x):
     z = _doubled_outside_inference_mode(x)
     g = _gram_in_autocast(x)
     return y, z, g, y.is_inference(), z.is_inference(), g.dtype
+
+
+_TRACED_MLP = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+
+
+@case(0, 0)
+def calling_a_torch_fx_graph_module(x):
+    # its class's __call__ (GraphModule.recompile's wrapper) is traced as a module call
+    return _TRACED_MLP(x) + 1
 
 
 class _CodebookOutsideAutocast(torch.nn.Module):
@@ -843,3 +853,25 @@ def test_parameter_made_in_forward_breaks_as_torch_compile_does():
         return p + 1, p
 
     check_breaks(f, torch.randn(3), breaks=1)
+
+
+def test_graph_module_hooks_and_recompile_are_seen():
+    gm = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()))
+    calls = []
+    gm.register_forward_hook(lambda mod, args, out: out * 2)
+    gm.register_forward_pre_hook(lambda mod, args: calls.append("pre"))
+
+    def f(x):
+        return gm(x) - 1
+
+    x = torch.randn(3, 4)
+    compiled = dynamo_lite.compile(f, backend="eager")
+    assert_same(compiled(x), f(x))
+    assert calls == ["pre", "pre"]
+    # the graph is edited and recompiled: a new generated forward (and __call__) for the class
+    for node in gm.graph.nodes:
+        if node.op == "call_module" and node.target == "1":
+            node.target = "0"  # relu -> the linear again
+            node.args = (node.args[0],)
+    gm.recompile()
+    assert_same(compiled(x), f(x))
