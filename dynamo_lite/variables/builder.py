@@ -63,7 +63,10 @@ from .user_objects import (
 
 def _identity_hashed(key) -> bool:
     """A dict key compared by identity or an immutable constant: a class whose metaclass keeps
-    type's ``==``/hash, a typing form, a str/int/..."""
+    type's ``==``/hash, a typing form, a str/int/..., or a tuple of those (einx's backend table is
+    keyed by tuples of tensor types)."""
+    if type(key) is tuple:
+        return all(map(_identity_hashed, key))
     if isinstance(key, type):
         return type(key).__eq__ is type.__eq__ and type(key).__hash__ is type.__hash__
     return is_constant_value(key) and not isinstance(key, (float, complex))  # NaN != NaN

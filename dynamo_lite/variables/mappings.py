@@ -678,6 +678,8 @@ def hash_key(v: VariableTracker, what: str):
 def key_to_var(k) -> VariableTracker:
     if isinstance(k, IdentityKey):
         return k.var
+    if type(k) is tuple:  # (its items may be classes: ``(torch.Tensor,)``, einx's backend table)
+        return TupleVariable([key_to_var(x) for x in k])
     return VariableTracker.wrap_constant(k) if isinstance(k, tuple) else ConstantVariable(k)
 
 

@@ -276,6 +276,34 @@ def test_set_updated_with_objects_hashed_by_id_is_captured():
     check(f, x3)
 
 
+def test_backend_registry_keyed_by_tensor_types_is_filled_in_the_trace():
+    # einx's backend lookup: a set of backends hashed by id, a dict keyed by a tuple of classes
+    class Registry:
+        def __init__(self):
+            self.backends = _BY_ID[:1]
+            self.by_types = {}
+
+        def get(self, tensors):
+            types = tuple(type(t) for t in tensors)
+            if types in self.by_types:
+                return [self.by_types[types]]
+            found = set()
+            for t in tensors:
+                found.update([b for b in self.backends if isinstance(t, torch.Tensor)])
+            found = list(found)
+            if len(found) == 1:
+                self.by_types[types] = found[0]
+            return found
+
+    def f(registry, x):
+        return x * len(registry.get([x])), dict(registry.by_types)
+
+    check(f, Registry(), x3)  # the first call fills the table
+    filled = Registry()
+    f(filled, x3)
+    check(f, filled, x3)  # the next ones find the backend in it
+
+
 def test_value_hashed_class_in_a_set_still_breaks():
     class ByValue:
         def __hash__(self):
