@@ -388,8 +388,9 @@ def f(x):
 
 LRU_CACHE_CALL = _register("DL0052", "Call of a functools.lru_cache function with non-constant arguments",
                            "The function is wrapped in functools.lru_cache (or functools.cache), whose cache lives "
-                           "in C where the trace cannot see it, and an argument is not a constant (an object, a "
-                           "tensor, a list: called with constants only, the trace computes the wrapped function). "
+                           "in C where the trace cannot see it, and an argument is a real object, a tensor or a list "
+                           "(called with constants, or with objects made in the traced code, such as the result of "
+                           "an earlier cached call, the trace computes the wrapped function). "
                            "Tracing the wrapped function here (as torch.compile does, with a warning) would run it, "
                            "and its side effects, where eager answers from the cache, and return a new object where "
                            "eager returns the cached one. Python calls it: a hit is quick, a miss runs the function "

@@ -46,7 +46,7 @@ from ..source import AttrSource, ItemSource, TypeSource, attr_source
 from .mappings import (
     ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable, FrozenDictVariable,
     MappingProxyVariable,
-    is_frozendict_class,
+    hash_key, is_frozendict_class,
 )
 from .sequences import DequeVariable, ListIteratorVariable, TupleVariable
 from .iterators import UserIteratorVariable
@@ -227,12 +227,15 @@ class ObjectLike(VariableTracker):
         if isinstance(call, types.FunctionType):
             return UserMethodVariable(call, self).call_function(tx, args, kwargs)
         if self.value_type is functools._lru_cache_wrapper and isinstance(self, UserDefinedObjectVariable) \
-                and all(a.is_python_constant() for a in [*args, *kwargs.values()]):
-            # an @lru_cache function called with constants (a config helper): the
-            # wrapped function gives the cached answer.  If it breaks the graph,
-            # the call site breaks and Python calls the real cached function.
+                and all(map(_lru_argument_known, [*args, *kwargs.values()])):
+            # an @lru_cache function called with constants (a config helper), or with objects
+            # made in this trace (einops: the recipe an earlier cached call, traced through, made;
+            # eager passes that call's cached object and hits): the wrapped function gives the
+            # cached answer.  If it breaks the graph, the call site breaks and Python calls the
+            # real cached function.
             wrapped = self.value.__wrapped__
-            if getattr(wrapped, "_dynamo_marked_constant", False) is True and self.source is not None:
+            constants = all(a.is_python_constant() for a in [*args, *kwargs.values()])
+            if constants and getattr(wrapped, "_dynamo_marked_constant", False) is True and self.source is not None:
                 # marked by its library as constant for the process's lifetime (transformers'
                 # is_torch_available, torch._dynamo.assume_constant_result's marker): the cached
                 # answer, computed now by the real function, is a constant of the trace
@@ -248,7 +251,7 @@ class ObjectLike(VariableTracker):
         if self.value_type is functools._lru_cache_wrapper:
             wrapped = getattr(self.value, "__wrapped__", None)  # (a partial has no __qualname__)
             name = getattr(self.value, "__qualname__", None) or f"a {type(wrapped).__name__}"
-            not_const = next(a for a in [*args, *kwargs.values()] if not a.is_python_constant())
+            not_const = next(a for a in [*args, *kwargs.values()] if not _lru_argument_known(a))
             raise GraphBreak(gb.LRU_CACHE_CALL, f"{name} is wrapped in functools.lru_cache and called with "
                              f"{not_const.describe()}: Python calls it (a hit returns the cached object)")
         return super().call_function(tx, args, kwargs)
@@ -296,6 +299,23 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
     if error is None or type(error) is not AttributeError or tx.handling_step() is not None:
         raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__!r} object has no __dict__ to set {name!r} (AttributeError)")
     tx.raise_exception(ExceptionVariable(AttributeError, [ConstantVariable(str(error))]))
+
+
+def _lru_argument_known(var: VariableTracker) -> bool:
+    """An argument of an @lru_cache function whose part of the cache key the trace knows: a
+    constant, an object made in this trace and hashed by identity (a new key for the real
+    cache: the wrapped function runs, as traced), or a tuple of those."""
+    if var.is_python_constant():
+        return True
+    if isinstance(var, TupleVariable):
+        return all(map(_lru_argument_known, var.items))
+    if not var.mutable_local or var.is_tensor():
+        return False
+    try:
+        key = hash_key(var, "argument")
+    except GraphBreak:
+        return False
+    return isinstance(key, IdentityKey) and key.ident[0] == "var"
 
 
 class UserDefinedObjectVariable(ObjectLike):

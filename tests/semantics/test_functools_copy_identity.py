@@ -376,6 +376,32 @@ def test_lru_cache_wrapper_called_with_an_object_is_called_by_python():
     assert out.value[2] is _cached_table(_SPEC)
 
 
+class _Recipe:
+    def __init__(self, pattern):
+        self.axes = tuple(pattern.split())
+
+
+@functools.lru_cache(maxsize=None)
+def _recipe_of(pattern):
+    return _Recipe(pattern)
+
+
+@functools.lru_cache(maxsize=1024)
+def _sizes_for(recipe, shape):
+    return dict(zip(recipe.axes, shape))
+
+
+def test_lru_cache_called_with_an_object_an_earlier_cached_call_made():
+    # einops: the recipe one cached call makes is the key of the next; the trace makes the recipe
+    # (tracing the first call's wrapped function), so the second is traced through too: no break
+    def f(x):
+        sizes = _sizes_for(_recipe_of("a b"), tuple(x.shape))
+        return x * len(sizes) + sizes["a"]
+
+    check_breaks(f, X, breaks=0)
+    check_breaks(f, torch.ones(2, 3), breaks=0)
+
+
 def test_a_partial_made_in_compiled_code_is_one_object_after_a_break():
     def f(x):
         p = functools.partial(_scale, 2)
