@@ -78,6 +78,8 @@ class OptimizedModule(torch.nn.Module):
     _dl_converter: FrameConverter
     # True when the class's next __call__ is nn.Module's own (set by _compile_module).
     _dl_plain_call: bool = False
+    # nn.Module.__call__ in a frame of this class's own (set by _compile_module): calls with hooks
+    _dl_call_with_hooks: Callable
 
     def __call__(self, *args, **kwargs):
         prev = _C.set_callback(self._dl_converter)
@@ -91,6 +93,10 @@ class OptimizedModule(torch.nn.Module):
                     and not torch._C._get_tracing_state()):
                 # nn.Module._call_impl's own no-hook fast path, minus its two Python frames
                 return self.forward(*args, **kwargs)
+            if self._dl_plain_call and torch.nn.Module.__call__ is _MODULE_CALL:
+                # hooks: one frame of this compiled module's own (_call_with_hooks) runs
+                # nn.Module.__call__, so its hooks and forward are captured together
+                return self._dl_call_with_hooks(*args, **kwargs)
             return super().__call__(*args, **kwargs)
         finally:
             _C.set_callback(prev)
@@ -108,6 +114,23 @@ class OptimizedModule(torch.nn.Module):
                             converter.inductor_patches or None)
 
 
+_CALL_WITH_HOOKS_FILE = "<compiled module call>"
+
+
+def _call_with_hooks(self, *args, **kwargs):
+    return _MODULE_CALL(self, *args, **kwargs)
+
+
+def _own_call_with_hooks(cls_name: str):
+    """A copy of _call_with_hooks with a code object of its own: each compiled module class
+    keeps its own cache entries (per code object) for its calls with hooks.  Its file name is
+    not dynamo_lite's (whose frames are never captured)."""
+    code = _call_with_hooks.__code__
+    code = code.replace(co_name="__call__", co_qualname=f"{cls_name}.__call__",
+                        co_filename=_CALL_WITH_HOOKS_FILE)
+    return types.FunctionType(code, _call_with_hooks.__globals__, "__call__")
+
+
 def _recompile(module, backend, fullgraph, dynamic, inductor_patches=None):
     """Unpickling a compiled module (OptimizedModule.__reduce_ex__)."""
     return compile(module, backend=backend, fullgraph=fullgraph, dynamic=dynamic, options=inductor_patches)
@@ -123,6 +146,7 @@ def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch
     opt_cls: Any = type(f"Optimized{cls.__name__}", (OptimizedModule, cls), {"_dl_converter": converter,
                                                                        "__module__": cls.__module__})
     opt_cls._dl_plain_call = cls.__call__ is _MODULE_CALL
+    opt_cls._dl_call_with_hooks = _own_call_with_hooks(opt_cls.__name__)
     new = object.__new__(opt_cls)
     shared: dict = module.__dict__
     # CPython 3.13 may keep an instance's attributes inside the instance ("inline values") with

@@ -43,7 +43,7 @@ from .numpy_arrays import check_tensor_input, wrap_numpy_value
 from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
-from .functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+from .functions import PartialVariable, python_function_handler, UserFunctionVariable, UserMethodVariable
 from .stdlib import is_random_module_function, library_variable
 from .contexts import GradModeExitVariable, GradModeVariable
 from .objects import ObjectVariable
@@ -333,7 +333,8 @@ def _wrap(tx, value, source):
             guard(guards.IdGuard(AttrSource(source, "__code__"), value.__code__))
         else:
             guard(guards.IdGuard(source, value))
-        if _is_torch_callable(value) and value.__module__.split(".")[0] == "torch" and not _inline_torch(value):
+        if _is_torch_callable(value) and value.__module__.split(".")[0] == "torch" and not _inline_torch(value) \
+                and python_function_handler(value) is None:  # (nn.Module.__call__ has a handler)
             return TorchVariable(value, source)
         if is_torch_compile_wrapper(value):  # its __module__ is the wrapped function's
             return TorchVariable(value, source)

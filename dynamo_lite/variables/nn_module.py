@@ -226,6 +226,11 @@ class NNModuleVariable(VariableTracker):
                 return UserMethodVariable(call, self, fn_source=call_src).call_function(tx, args, kwargs)
             else:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"{type(module).__name__}.__call__ is not a Python function")
+        return self.module_call(tx, args, kwargs)
+
+    def module_call(self, tx, args, kwargs):
+        """What ``nn.Module.__call__`` does: forward pre-hooks, forward, forward hooks."""
+        module = self.value
         pre_hooks, post_hooks = self._forward_hooks(tx)
         if self.source is not None:
             empty = tuple(hooks for hooks in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
@@ -527,9 +532,20 @@ def _module_dunder_handler(kind):
     return impl
 
 
-# nn.Module.__getattr__/__setattr__ called as functions (``nn.Module.__getattr__(self, name)``):
+def _module_call_handler(tx, obj=None, *args, **kwargs):
+    """``nn.Module.__call__(m, *args)`` called as a function (``super().__call__(x)`` in a module
+    defining its own ``__call__``; compile(module)'s call with hooks, api.py): the module call,
+    not the class's own ``__call__`` again."""
+    if not isinstance(obj, NNModuleVariable):
+        return None
+    obj.check_no_pending_hooks(tx, "a call")
+    return obj.module_call(tx, list(args), kwargs)
+
+
+# nn.Module.__getattr__/__setattr__/__call__ called as functions (``nn.Module.__getattr__(self, name)``):
 # builtin.py registers these in functions.PYTHON_FUNCTION_HANDLERS
 MODULE_FUNCTION_HANDLERS = {
+    nn.Module.__call__: _module_call_handler,
     nn.Module.__getattr__: _module_dunder_handler("get"),
     nn.Module.__setattr__: _module_dunder_handler("set"),
 }

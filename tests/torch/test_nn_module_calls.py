@@ -340,3 +340,69 @@ def test_forward_hook_with_kwargs_still_breaks_and_fires_as_eager():
     model = nn.Linear(4, 4)
     model.register_forward_hook(lambda mod, args, kwargs, out: out * 3, with_kwargs=True)
     check_breaks(lambda x: model(x).relu(), torch.randn(2, 4), breaks=1)
+
+
+# ---- compile(module) of a module with hooks: hooks and forward in one graph -------------------
+def _counting_backend():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+    return graphs, backend
+
+
+def test_compiled_module_with_forward_hooks_is_one_graph_and_recompiles_on_a_new_hook():
+    torch.manual_seed(0)
+    m = nn.Linear(4, 4)
+    m.register_forward_pre_hook(lambda mod, args: (args[0] + 1,))
+    m.register_forward_hook(lambda mod, args, out: out * 2)
+    graphs, backend = _counting_backend()
+    cm = dynamo_lite.compile(m, backend=backend)
+    x = torch.randn(3, 4)
+    for _ in range(3):
+        assert_same(cm(x), m(x))
+    assert len(graphs) == 1  # the hooks and forward, as torch.compile
+    h = m.register_forward_hook(lambda mod, args, out: out - 1)
+    assert_same(cm(x), m(x))
+    assert len(graphs) == 2
+    h.remove()
+    assert_same(cm(x), m(x))  # the first entry again
+    assert len(graphs) == 2
+
+
+def test_compiled_module_with_a_backward_hook_runs_every_hook_as_eager():
+    torch.manual_seed(0)
+    em = nn.Linear(4, 4)
+    cm_ = copy.deepcopy(em)
+    grads = {"eager": [], "compiled": []}
+    for mod, key in ((em, "eager"), (cm_, "compiled")):
+        mod.register_full_backward_hook(lambda m, gi, go, key=key: grads[key].append(go[0].clone()))
+        mod.register_forward_hook(lambda m, args, out: out.relu())
+    cm = dynamo_lite.compile(cm_, backend="eager")
+    x = torch.randn(3, 4)
+    ye, yc = em(x), cm(x)
+    assert_same(yc, ye)
+    ye.sum().backward()
+    yc.sum().backward()
+    assert len(grads["eager"]) == len(grads["compiled"]) == 1
+    assert_same(grads["compiled"][0], grads["eager"][0])
+    assert_same(cm_.weight.grad, em.weight.grad)
+
+
+def test_compiled_module_whose_hook_raises_raises_as_eager():
+    m = nn.Linear(4, 4)
+
+    def bad_hook(mod, args, out):
+        raise ValueError("no")
+
+    m.register_forward_hook(bad_hook)
+    cm = dynamo_lite.compile(m, backend="eager")
+    x = torch.randn(2, 4)
+    for fn in (m, cm):
+        try:
+            fn(x)
+        except ValueError as e:
+            assert str(e) == "no"
+        else:
+            raise AssertionError("the hook's error was not raised")
