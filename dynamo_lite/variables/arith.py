@@ -131,6 +131,10 @@ _SET_INPLACE = {operator.ior: "update", operator.iand: "intersection_update",
                 operator.isub: "difference_update", operator.ixor: "symmetric_difference_update"}
 
 
+_SET_OPERATORS = {operator.or_: "__or__", operator.and_: "__and__", operator.sub: "__sub__",
+                  operator.xor: "__xor__"}
+
+
 def _is_set(v, frozen=None) -> bool:
     return isinstance(v, SetVariable) and (frozen is None or v.frozen == frozen)
 
@@ -219,6 +223,8 @@ def _sequence_or_object_op(tx, fn, args):
             return _sequence_or_object_op(tx, plain, [b, a])
         if fn in COMPARE.values() and isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
             return _compare_sequences(tx, fn, a, b)
+        if fn in _SET_OPERATORS and _is_set(a) and _is_set(b):
+            return a.call_method(tx, _SET_OPERATORS[fn], [b], {})  # (sets of names and objects: sets.py)
         return _user_dunder(tx, fn, a, b)
     if len(args) == 1 and fn is operator.not_:
         return ConstantVariable(not args[0].bool(tx))

@@ -143,6 +143,9 @@ class SetVariable(VariableTracker):
                 except Exception as e:  # noqa: BLE001 - raise it for real
                     raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
                 return self.wrap_constant(result)
+        if name in _ALGEBRA and not kwargs and args and all(type(a) is SetVariable for a in args) \
+                and all(map(_plain_key, [k for v in (self, *args) for k in v.items])):
+            return self._algebra(name, args)
         if name in ("update", "__ior__") and not self.frozen:
             added = []
             for a in args:
@@ -197,6 +200,36 @@ class SetVariable(VariableTracker):
         if name == "__getattribute__":
             return super().call_method(tx, name, args, kwargs)
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() is not supported here")
+
+    def _algebra(self, name: str, others: list) -> VariableTracker:
+        """Set algebra over sets of strings and objects hashed by identity (einops' axis sets:
+        names and anonymous axes): membership by key, the result's order from the same operation
+        on the shadows when both are known (CPython's order), else unknown (iterating breaks)."""
+        keys = dict(self.items)
+        if name in ("issubset", "issuperset", "isdisjoint"):
+            if len(others) != 1:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() with {len(others)} arguments")
+            return ConstantVariable(getattr(set(self.items), name)(set(others[0].items)))
+        for other in others:
+            if name in ("union", "__or__"):
+                for k, v in other.items.items():
+                    keys.setdefault(k, v)
+            elif name in ("intersection", "__and__"):
+                keys = {k: v for k, v in keys.items() if k in other.items}
+            elif name in ("difference", "__sub__"):
+                keys = {k: v for k, v in keys.items() if k not in other.items}
+            else:  # symmetric_difference / __xor__
+                both = {k: v for k, v in keys.items() if k not in other.items}
+                both.update((k, v) for k, v in other.items.items() if k not in keys)
+                keys = both
+        result = SetVariable([], frozen=self.frozen)
+        result.items = keys
+        shadows = [self.shadow, *(o.shadow for o in others)]
+        if all(sh is not None and len(sh) == len(v.items) for sh, v in zip(shadows, (self, *others))):
+            result.shadow = getattr(shadows[0], _SHADOW_OP.get(name, name))(*shadows[1:])
+        else:
+            result.shadow = None
+        return result
 
     def var_getattr(self, tx, name):
         if hasattr(set, name):
@@ -279,3 +312,13 @@ def _guard_identity(tx, var) -> bool:
         return False
     tx.output.add_guard(guards.IdGuard(var.source, obj))
     return True
+
+
+_ALGEBRA = ("union", "intersection", "difference", "symmetric_difference", "__or__", "__and__", "__sub__",
+            "__xor__", "issubset", "issuperset", "isdisjoint")
+_SHADOW_OP = {"__or__": "union", "__and__": "intersection", "__sub__": "difference", "__xor__": "symmetric_difference"}
+
+
+def _plain_key(k) -> bool:
+    """A set key whose equality is exact and type-free: a str, or an object hashed by identity."""
+    return type(k) is str or isinstance(k, IdentityKey)

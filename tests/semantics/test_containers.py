@@ -304,6 +304,29 @@ def test_backend_registry_keyed_by_tensor_types_is_filled_in_the_trace():
     check(f, filled, x3)  # the next ones find the backend in it
 
 
+class _Anonymous:
+    pass
+
+
+def test_set_algebra_on_names_and_objects_is_traced():
+    # einops' pattern check: set.difference / | / & / ^ over axis names and anonymous-axis objects
+    a, b = _PLAIN[0], _PLAIN[1]
+
+    def f(x):
+        left = {"a", "b", _Anonymous(), "c"}
+        right = {"b", "c", "d"}
+        d = set.difference(left, right)
+        sym = set.symmetric_difference(left, right)
+        named = {"a", a, "b", b}
+        rest = named - {"b", b}
+        return (x * len(d) + len(left | right) * 10 + len(left & right) * 100 + len(sym) * 1000,
+                sorted(left & right), left.issuperset(left & right), right.isdisjoint(d),
+                [o if isinstance(o, str) else _PLAIN.index(o) for o in rest],
+                [o if isinstance(o, str) else _PLAIN.index(o) for o in named | {"z"}])
+
+    check(f, x3)
+
+
 def test_value_hashed_class_in_a_set_still_breaks():
     class ByValue:
         def __hash__(self):
