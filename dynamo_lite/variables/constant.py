@@ -74,6 +74,9 @@ def user_defined_attr(cls: type, name: str) -> bool:
 CONSTANT_ATTR_HANDLERS: dict = {}
 
 
+_NOT_ITERABLE = (int, float, complex, bool, type(None))
+
+
 class ConstantVariable(VariableTracker):
     """An immutable value known exactly at trace time."""
 
@@ -126,6 +129,9 @@ class ConstantVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_ITERATION, f"cannot iterate over {self.describe()}")
 
     def iter(self, tx):
+        if type(self.value) in _NOT_ITERABLE:  # ``try: iter(tol) except TypeError`` (torchdiffeq)
+            self.raise_in_trace(tx, TypeError, [ConstantVariable(f"'{type(self.value).__name__}' object is not "
+                                                                 "iterable")])
         it = super().iter(tx)
         if isinstance(self.value, range):
             it.kind = type(iter(self.value))  # range_iterator: rebuilt as one (sequences.py)

@@ -331,3 +331,29 @@ def test_in_is_bool_of_user_contains():
         return x * 2, 1 in b, 0 in b, 1 not in b
 
     check(f, x3)
+
+
+def test_iter_of_a_number_raises_type_error_the_code_catches():
+    # torchdiffeq's _tuple_tol: ``try: iter(tol) except TypeError: return tol``
+    def as_tuple(tol):
+        try:
+            iter(tol)
+        except TypeError as e:
+            return tol, str(e)
+        return tuple(tol), ""
+
+    def f(x, tol):
+        value, message = as_tuple(tol)
+        return x * 2, value, message
+
+    for tol in (1e-7, 3, None, True, (1e-3, 1e-4)):
+        check(f, x3, tol)
+
+
+def test_for_loop_over_a_number_raises_type_error():
+    def f(x):
+        for _ in 2.5:
+            x = x + 1
+        return x
+
+    check(f, x3, raises=TypeError, breaks=None)
