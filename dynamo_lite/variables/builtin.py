@@ -666,9 +666,13 @@ def _minmax(fn):
             if "default" in kwargs:
                 return kwargs["default"]
             raise GraphBreak(gb.OPERATION_RAISES, f"{fn.__name__}() of an empty sequence")
+        key = kwargs.get("key")
+        if len(items) == 1:  # nothing is compared (torchdiffeq's max of one tensor's norm); the key runs once
+            if key is not None and not key.is_python_constant():
+                key.call_function(tx, [items[0]], {})
+            return items[0]
         if any(isinstance(i, TensorVariable) for i in items):
             raise GraphBreak(gb.DATA_DEPENDENT, f"{fn.__name__}() of tensors compares tensor data")
-        key = kwargs.get("key")
         keys = [key.call_function(tx, [i], {}) for i in items] if key is not None else items
         if not all(k.is_python_constant() for k in keys):
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{fn.__name__}() of values not known at trace time")

@@ -690,3 +690,14 @@ def test_methods_bound_to_immutable_values_fold():
 
     check(f, torch.ones(2), "b", breaks=0)
     check(f, torch.ones(2), "lambda", breaks=0)
+
+
+def test_min_max_of_one_tensor_compares_nothing():
+    # torchdiffeq's mixed norm: max([rms(t) for t in state]) with a one-tensor state
+    def key(t):
+        return t.shape[0]
+
+    def f(x):
+        return max([x.norm()]) * 2, min(x.sum() for _ in range(1)), max([x], key=key) is x, max((x,)) is x
+
+    check(f, torch.randn(3), breaks=0)
