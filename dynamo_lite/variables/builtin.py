@@ -668,7 +668,7 @@ def _minmax(fn):
             raise GraphBreak(gb.OPERATION_RAISES, f"{fn.__name__}() of an empty sequence")
         key = kwargs.get("key")
         if len(items) == 1:  # nothing is compared (torchdiffeq's max of one tensor's norm); the key runs once
-            if key is not None and not key.is_python_constant():
+            if key is not None and not (key.is_python_constant() and key.as_python_constant() is None):
                 key.call_function(tx, [items[0]], {})
             return items[0]
         if any(isinstance(i, TensorVariable) for i in items):
