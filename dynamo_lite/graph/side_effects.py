@@ -89,6 +89,9 @@ class SideEffects:
     def __init__(self):
         self.attr_values: dict[int, dict[str, VariableTracker]] = {}
         self.attr_objects: dict[int, VariableTracker] = {}
+        # (id(obj), name) of stores made by ``object.__setattr__`` on an object whose class has its
+        # own __setattr__: replayed by that call, not by STORE_ATTR (which would run it again)
+        self.raw_attr_stores: set[tuple[int, str]] = set()
         self.mutated: dict[int, VariableTracker] = {}
         self.global_stores: dict[str, VariableTracker] = {}
         self.cell_stores: dict[int, tuple] = {}
@@ -147,8 +150,13 @@ class SideEffects:
             self.mutated[id(var)] = var
             self._note("container", id(var))
 
-    def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker) -> None:
+    def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker, raw: bool = False) -> None:
+        """``obj.name = value`` (``raw``: by ``object.__setattr__``, bypassing the class's own)."""
         self.version += 1
+        if raw:
+            self.raw_attr_stores.add((id(obj), name))
+        else:
+            self.raw_attr_stores.discard((id(obj), name))
         self._record("store", obj, name)
         self.attr_objects.setdefault(id(obj), obj)
         self.attr_values.setdefault(id(obj), {})[name] = value
@@ -258,6 +266,14 @@ class SideEffects:
             elif kind == "attr":
                 obj = self.attr_objects[key]
                 for name, value in self.attr_values[key].items():
+                    if (key, name) in self.raw_attr_stores:  # object.__setattr__(obj, name, value)
+                        cg.load_callable(object.__setattr__)
+                        cg.reconstruct(obj)
+                        cg.load_const(name)
+                        cg.reconstruct(value)
+                        cg.call(3)
+                        cg.emit("POP_TOP")
+                        continue
                     cg.reconstruct(value)
                     cg.reconstruct(obj)
                     cg.emit("STORE_ATTR", name)

@@ -929,6 +929,13 @@ def _object_setattr(tx, obj, name, value):
             raise GraphBreak(gb.OPERATION_RAISES, "object.__setattr__ of a name with no slot and no __dict__ (AttributeError)")
         tx.output.side_effects.store_attr(obj, name.as_python_constant(), value)
         return NONE
+    if isinstance(obj, UserDefinedObjectVariable) and name.is_python_constant() and \
+            type(name.as_python_constant()) is str and getattr(obj.value_type, "__dictoffset__", 0) and \
+            not hasattr(type(mro_lookup(obj.value_type, name.as_python_constant())[0]), "__set__"):
+        # the class's own __setattr__ ends here (transformers' config: super().__setattr__(key,
+        # value)): a plain instance-dict store, replayed as this call
+        tx.output.side_effects.store_attr(obj, name.as_python_constant(), value, raw=True)
+        return NONE
     raise GraphBreak(gb.SIDE_EFFECT, "object.__setattr__ on this value")
 
 

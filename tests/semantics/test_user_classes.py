@@ -933,3 +933,46 @@ def test_threading_local_attribute_is_read_in_the_calling_thread():
     assert torch.equal(out["main"], x3 * 3.0) and torch.equal(out["main again"], x3 * 3.0)
     assert torch.equal(out["thread"], x3 * -1.0)
     _THREAD_STATE.scale = 4.0
+
+
+class _MappedConfig:
+    """transformers' PretrainedConfig: a __setattr__ that maps names, then object.__setattr__."""
+
+    attribute_map = {"n_labels": "num_labels"}
+
+    def __init__(self):
+        self.num_labels = 2
+        self.problem_type = None
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    @property
+    def labels_squared(self):
+        return self.num_labels ** 2
+
+    @labels_squared.setter
+    def labels_squared(self, value):
+        self.num_labels = int(value ** 0.5)
+
+
+def test_store_through_a_mapping_setattr_is_replayed_without_a_break():
+    # the vit/resnet/convnext/swin classification loss sets config.problem_type on its first call
+    def f(x, config):
+        if config.problem_type is None:
+            config.problem_type = "single_label_classification"
+        config.n_labels = 3
+        return x * config.num_labels, config.problem_type, config.num_labels
+
+    check(f, torch.ones(2), _MappedConfig(), breaks=0)
+
+
+def test_object_setattr_of_a_property_with_a_setter_still_breaks():
+    # object.__setattr__ runs the property's setter: Python makes that call
+    def f(x, config):
+        config.labels_squared = 16
+        return x * config.num_labels
+
+    check(f, torch.ones(2), _MappedConfig(), breaks=1)
