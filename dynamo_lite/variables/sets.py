@@ -92,7 +92,10 @@ class SetVariable(VariableTracker):
         return all(v.is_python_constant() for v in self.items.values())
 
     def as_python_constant(self):
-        return self.python_type()(self.items[k].as_python_constant() for k in self._ordered_keys())
+        # (built anew by Python, which orders the elements itself: insertion order when objects
+        # hashed by identity are among them, whose order would need guards)
+        keys = list(self.items) if any(isinstance(k, IdentityKey) for k in self.items) else self._ordered_keys()
+        return self.python_type()(self.items[k].as_python_constant() for k in keys)
 
     def unpack(self, tx):
         return [self.items[k] for k in self._ordered_keys(tx)]  # in the order the real set iterates
