@@ -57,6 +57,7 @@ names) and, through codegen, by tests/breaks/test_graph_breaks.py.
 """
 from __future__ import annotations
 
+import collections
 import dis
 import opcode
 import sys
@@ -307,8 +308,9 @@ MF_CLOSURE = 0x08
 _INSTRUCTIONS: dict = {}
 
 
-def instructions(code: types.CodeType) -> list[dis.Instruction]:
-    """The real instructions of ``code`` (no CACHE, no EXTENDED_ARG); a new list each call.
+def instructions(code: types.CodeType) -> list:
+    """The real instructions of ``code`` (no CACHE, no EXTENDED_ARG) as ``Instruction``s; a new
+    list each call.
 
     A jump to an instruction with EXTENDED_ARG prefixes targets the first prefix;
     its ``argval`` is moved to the real instruction, so every target is in the list.
@@ -330,18 +332,133 @@ def instructions(code: types.CodeType) -> list[dis.Instruction]:
     return insts
 
 
-def _decode(code: types.CodeType) -> list[dis.Instruction]:
+# One decoded instruction: the fields of ``dis.Instruction`` that dynamo_lite reads, with the
+# same values ``dis.get_instructions`` gives them on the running Python (3.13's ``starts_line``
+# is a bool and the number is ``line_number``; 3.11 and 3.12 have no ``line_number``).  Not
+# filled: ``argrepr`` and the jump-target / label / cache fields, which nothing here reads and
+# which cost most of dis's time (its per-instruction work is about twice 3.11's on 3.13).
+Instruction = collections.namedtuple(
+    "Instruction", ("opname", "opcode", "arg", "argval", "offset", "starts_line", "line_number", "positions")
+    if _PY313 else ("opname", "opcode", "arg", "argval", "offset", "starts_line", "positions"))
+
+# How an argument becomes ``argval``, by opcode (dis's rules on the running Python).
+(_A_RAW, _A_CONST, _A_UNKNOWN, _A_NAME, _A_NAME_SHR1, _A_NAME_SHR2, _A_JREL, _A_JBACK, _A_JABS,
+ _A_LOCAL, _A_LOCAL_PAIR, _A_COMPARE, _A_FORMAT, _A_CONVERT) = range(14)
+
+
+def _arg_kinds() -> tuple:
+    kinds = [_A_RAW] * 256
+    caches = [0] * 256
+    has_arg = [False] * 256
+    for op in (dis.hasarg if hasattr(dis, "hasarg") else range(dis.HAVE_ARGUMENT, 256)):
+        if op < 256:
+            has_arg[op] = True
+    entries = opcode._inline_cache_entries  # noqa: SLF001 - a list by opcode (3.11, 3.12), a dict by name (3.13)
+    for op in range(256):
+        name = dis.opname[op]
+        caches[op] = entries.get(name, 0) if isinstance(entries, dict) else entries[op]
+        if op in dis.hasconst:
+            kinds[op] = _A_CONST if (_PY312 or name == "LOAD_CONST") else _A_UNKNOWN
+        elif op in dis.hasname:
+            kinds[op] = (_A_NAME_SHR1 if name == "LOAD_GLOBAL" or (_PY312 and name == "LOAD_ATTR")
+                         else _A_NAME_SHR2 if name == "LOAD_SUPER_ATTR" else _A_NAME)
+        elif op in dis.hasjabs:
+            kinds[op] = _A_JABS
+        elif op in dis.hasjrel:
+            kinds[op] = _A_JBACK if "JUMP_BACKWARD" in name else _A_JREL
+        elif name in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"):
+            kinds[op] = _A_LOCAL_PAIR
+        elif op in dis.haslocal or op in dis.hasfree:
+            kinds[op] = _A_LOCAL
+        elif op in dis.hascompare:
+            kinds[op] = _A_COMPARE
+        elif name == "FORMAT_VALUE":
+            kinds[op] = _A_FORMAT
+        elif name == "CONVERT_VALUE":
+            kinds[op] = _A_CONVERT
+    return tuple(kinds), tuple(caches), tuple(has_arg)
+
+
+_ARG_KIND, _CACHE_UNITS, _HAS_ARG = _arg_kinds()
+_COMPARE_SHIFT = 5 if _PY313 else 4 if _PY312 else 0
+_JUMP_OVER_CACHES = _PY312  # 3.12+: a relative jump counts from after the instruction's caches
+_FORMAT_CONVERTERS = (None, str, repr, ascii)
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+_OPNAME = tuple(dis.opname[:256])
+_Positions = dis.Positions
+
+
+def _decode(code: types.CodeType) -> list:
+    """``dis.get_instructions(code)`` without its EXTENDED_ARGs and CACHEs, as ``Instruction``s:
+    one pass over the code with the argument rules tabled by opcode (tested field by field
+    against dis: tests/unit/test_decode.py)."""
+    raw = code.co_code
+    positions = list(code.co_positions())
+    linestarts = dict(dis.findlinestarts(code))
+    consts, names = code.co_consts, code.co_names
+    varname = code._varname_from_oparg  # noqa: SLF001 - what dis itself uses for locals and cells
+    kinds, caches, has_arg = _ARG_KIND, _CACHE_UNITS, _HAS_ARG
     insts = []
     prefixed: dict[int, int] = {}  # offset of an EXTENDED_ARG -> offset of its instruction
     pending: list[int] = []
-    for i in dis.get_instructions(code):
-        if i.opname == "EXTENDED_ARG":
-            pending.append(i.offset)
+    extended = 0
+    line_number = None
+    offset, end = 0, len(raw)
+    while offset < end:
+        op = raw[offset]
+        if _PY313 and offset in linestarts:
+            line_number = linestarts[offset]
+        if has_arg[op]:
+            arg = raw[offset + 1] | extended
+        else:
+            arg = None
+        if op == _EXTENDED_ARG:
+            extended = arg << 8
+            if extended >= 2**31:  # the argument is a signed int: it wraps, as in dis
+                extended -= 2**32
+            pending.append(offset)
+            offset += 2
             continue
-        for off in pending:
-            prefixed[off] = i.offset
-        pending = []
-        insts.append(i)
+        extended = 0
+        if pending:
+            for off in pending:
+                prefixed[off] = offset
+            pending = []
+        kind = kinds[op]
+        if arg is None or kind == _A_RAW:
+            argval = arg
+        elif kind == _A_LOCAL:
+            argval = varname(arg)
+        elif kind == _A_CONST:
+            argval = consts[arg]
+        elif kind == _A_NAME:
+            argval = names[arg]
+        elif kind == _A_NAME_SHR1:
+            argval = names[arg >> 1]
+        elif kind == _A_JREL:
+            argval = offset + 2 + arg * 2 + (2 * caches[op] if _JUMP_OVER_CACHES else 0)
+        elif kind == _A_JBACK:
+            argval = offset + 2 - arg * 2 + (2 * caches[op] if _JUMP_OVER_CACHES else 0)
+        elif kind == _A_COMPARE:
+            argval = dis.cmp_op[arg >> _COMPARE_SHIFT]
+        elif kind == _A_LOCAL_PAIR:
+            argval = (varname(arg >> 4), varname(arg & 15))
+        elif kind == _A_NAME_SHR2:
+            argval = names[arg >> 2]
+        elif kind == _A_JABS:
+            argval = arg * 2
+        elif kind == _A_FORMAT:
+            argval = (_FORMAT_CONVERTERS[arg & 3], bool(arg & 4))
+        elif kind == _A_CONVERT:
+            argval = _FORMAT_CONVERTERS[arg]
+        else:  # _A_UNKNOWN: 3.11's KW_NAMES, whose constant dis does not resolve
+            argval = dis.UNKNOWN
+        pos = _Positions(*positions[offset >> 1])
+        if _PY313:
+            insts.append(Instruction(_OPNAME[op], op, arg, argval, offset, offset in linestarts, line_number, pos))
+        else:
+            insts.append(Instruction(_OPNAME[op], op, arg, argval, offset, linestarts.get(offset), pos))
+        offset += 2 + 2 * caches[op]
     if prefixed:
         jumps = set(dis.hasjrel) | set(dis.hasjabs)
         insts = [i._replace(argval=prefixed[i.argval]) if i.opcode in jumps and i.argval in prefixed else i
