@@ -19,7 +19,7 @@ Supported: CPython 3.11, 3.12 and 3.13 (the C side: csrc/cpython_compat.h).  Wha
   ``LOCAL_READS``, ``RESUMABLE``, ``UNSUPPORTED_OPS`` (version-only opcodes the
   interpreter refuses, by kind);
 - code flags (``CO_*``) and MAKE_FUNCTION flag bits (``MF_*``);
-- decoding for the interpreter: ``instructions`` (``dis.Instruction``s without
+- decoding for the interpreter: ``instructions`` (``Instruction``s, dis's fields and values, without
   CACHE/EXTENDED_ARG), ``exception_table``, ``binary_op_name``, ``starts_line``,
   ``load_global_pushes_null``, ``load_attr_is_method`` (3.12's method bit), ``with_null`` /
   ``call_operands`` (where a call's NULL is: below the callable until 3.12, above it in 3.13),
@@ -45,7 +45,7 @@ Supported: CPython 3.11, 3.12 and 3.13 (the C side: csrc/cpython_compat.h).  Wha
 
 The boundary between the two instruction representations: the symbolic
 interpreter (symbolic/translator.py and its handlers) steps over the
-``dis.Instruction`` list of ``instructions(code)``; everything in codegen/
+``Instruction`` list of ``instructions(code)``; everything in codegen/
 (liveness, stack depths, loop detection, resume planning and every rewrite)
 walks one list of ``bytecode`` items (Instr / Label / TryBegin / TryEnd) made
 by ``codegen.pycodegen.original_instructions``.  Both lists hold the real
@@ -203,7 +203,7 @@ def local_reads(instr) -> tuple:
 
 
 def local_writes(instr) -> tuple:
-    """Names of the fast locals a ``bytecode.Instr`` (or a ``dis.Instruction``) assigns."""
+    """Names of the fast locals a ``bytecode.Instr`` (or an ``Instruction``) assigns."""
     name = getattr(instr, "name", None) or instr.opname
     arg = instr.arg if hasattr(instr, "name") else instr.argval
     if name == "STORE_FAST":
@@ -466,8 +466,8 @@ def _decode(code: types.CodeType) -> list:
     return insts
 
 
-def starts_line(inst: dis.Instruction) -> Optional[int]:
-    """The line number a ``dis.Instruction`` starts, or None (3.13's ``starts_line`` is a bool
+def starts_line(inst: Instruction) -> Optional[int]:
+    """The line number an ``Instruction`` starts, or None (3.13's ``starts_line`` is a bool
     and the number is ``line_number``)."""
     if _PY313:
         return inst.line_number if inst.starts_line else None
@@ -481,12 +481,12 @@ def arg_names(code: types.CodeType) -> tuple[str, ...]:
     return code.co_varnames[:n]
 
 
-def load_global_pushes_null(inst: dis.Instruction) -> bool:
+def load_global_pushes_null(inst: Instruction) -> bool:
     """LOAD_GLOBAL pushes NULL first when the low bit of its arg is set (3.11 and 3.12)."""
     return bool(inst.arg & 1)
 
 
-def load_attr_is_method(inst: dis.Instruction) -> bool:
+def load_attr_is_method(inst: Instruction) -> bool:
     """3.12's LOAD_ATTR with the low bit set loads a method: it pushes two values
     (the function + self, or NULL + the attribute), like 3.11's LOAD_METHOD."""
     return _PY312 and bool(inst.arg & 1)
@@ -508,32 +508,32 @@ def call_operands(items: list, is_null) -> tuple:
     return (second, args) if is_null(first) else (first, [second, *args])
 
 
-def compare_to_bool(inst: dis.Instruction) -> bool:
+def compare_to_bool(inst: Instruction) -> bool:
     """3.13's COMPARE_OP with bit 16 of its argument converts its result to bool (the compiler
     sets it before a conditional jump, which needs an exact bool)."""
     return _PY313 and bool(inst.arg & 16)
 
 
-def make_function_flags(inst: dis.Instruction) -> int:
+def make_function_flags(inst: Instruction) -> int:
     """The ``MF_*`` flags of a MAKE_FUNCTION: which values it pops below the code object (3.13:
     none; SET_FUNCTION_ATTRIBUTE sets each afterwards, its argument one flag)."""
     return 0 if _PY313 else inst.arg
 
 
-def load_super_attr_form(inst: dis.Instruction) -> tuple:
+def load_super_attr_form(inst: Instruction) -> tuple:
     """3.12's LOAD_SUPER_ATTR (pops super, the class and self): (loads a method?, calls
     super with the two arguments, rather than with none as ``super()`` is written?)."""
     return bool(inst.arg & 1), bool(inst.arg & 2)
 
 
-def intrinsic_name(inst: dis.Instruction) -> str:
+def intrinsic_name(inst: Instruction) -> str:
     """The intrinsic a CALL_INTRINSIC_1/2 calls, without its prefix ('LIST_TO_TUPLE', ...)."""
     descs = dis._intrinsic_1_descs if inst.opname == "CALL_INTRINSIC_1" else dis._intrinsic_2_descs  # noqa: SLF001
     name = descs[inst.arg] if 0 <= inst.arg < len(descs) else "INVALID"
     return name[len("INTRINSIC_"):] if name.startswith("INTRINSIC_") else name
 
 
-def is_stopiteration_handler(inst: dis.Instruction) -> bool:
+def is_stopiteration_handler(inst: Instruction) -> bool:
     """The start of 3.12's catch-all handler of a generator's body, which turns a StopIteration
     leaving it into a RuntimeError and re-raises anything else unchanged (no user code)."""
     return inst.opname == "CALL_INTRINSIC_1" and intrinsic_name(inst) == "STOPITERATION_ERROR"
@@ -562,7 +562,7 @@ END_FOR_POPS = 1 if _PY313 else 2
 SEND_KEEPS_RECEIVER = _PY312
 
 
-def return_value_of(inst: dis.Instruction):
+def return_value_of(inst: Instruction):
     """(True, constant) for RETURN_CONST; (False, None) for RETURN_VALUE (returns TOS)."""
     if inst.opname == "RETURN_CONST":
         return True, inst.argval
@@ -600,7 +600,7 @@ def exception_table(code: types.CodeType):
     ]
 
 
-def binary_op_name(inst: dis.Instruction) -> str:
+def binary_op_name(inst: Instruction) -> str:
     """The operator symbol of a BINARY_OP (e.g. '+', '+=', '@')."""
     return dis._nb_ops[inst.arg][1]  # noqa: SLF001 - stable in 3.11 and 3.12
 
