@@ -20,7 +20,7 @@ on a function that is not compiled because it has nothing to capture (no
 tensor argument, no global).  Per-frame cost = the difference per call.
 Target: <= 0.1 us per frame.
 
-    python bench/overhead.py [--quick] [--cases a_add1,...] [--no-write]
+    python bench/overhead.py [--quick] [--rounds N] [--cases a_add1,...] [--no-write]
 Covered by tests/robustness/test_bench_smoke.py (quick mode).
 """
 from __future__ import annotations
@@ -231,9 +231,10 @@ def _same(a, b) -> bool:
     return torch.allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-def run(quick: bool = False, cases=None) -> dict:
+def run(quick: bool = False, cases=None, rounds: int | None = None) -> dict:
     torch.set_num_threads(1)
-    rounds = 3 if quick else 41
+    if rounds is None:
+        rounds = 3 if quick else 41
     target_s = 0.0002 if quick else 0.01
     results = {}
     sink = open(os.devnull, "w")
@@ -340,8 +341,10 @@ def main(argv=None):
     p.add_argument("--no-write", action="store_true", help="do not write bench/results/overhead.json")
     p.add_argument("--cases", default=None, help="comma-separated subset of " + ",".join(_cases()))
     p.add_argument("--json-line", action="store_true", help="print the results as one JSON line (run_all.py)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="timed rounds per case (default 41, 3 with --quick); a shorter run for repeated runs")
     a = p.parse_args(argv)
-    data = run(quick=a.quick, cases=a.cases.split(",") if a.cases else None)
+    data = run(quick=a.quick, cases=a.cases.split(",") if a.cases else None, rounds=a.rounds)
     if a.json_line:
         print(json.dumps(data, default=str))
         return data

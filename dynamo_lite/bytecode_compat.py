@@ -19,7 +19,7 @@ Supported: CPython 3.11, 3.12 and 3.13 (the C side: csrc/cpython_compat.h).  Wha
   ``LOCAL_READS``, ``RESUMABLE``, ``UNSUPPORTED_OPS`` (version-only opcodes the
   interpreter refuses, by kind);
 - code flags (``CO_*``) and MAKE_FUNCTION flag bits (``MF_*``);
-- decoding for the interpreter: ``instructions`` (``dis.Instruction``s without
+- decoding for the interpreter: ``instructions`` (``Instruction``s, dis's fields and values, without
   CACHE/EXTENDED_ARG), ``exception_table``, ``binary_op_name``, ``starts_line``,
   ``load_global_pushes_null``, ``load_attr_is_method`` (3.12's method bit), ``with_null`` /
   ``call_operands`` (where a call's NULL is: below the callable until 3.12, above it in 3.13),
@@ -45,7 +45,7 @@ Supported: CPython 3.11, 3.12 and 3.13 (the C side: csrc/cpython_compat.h).  Wha
 
 The boundary between the two instruction representations: the symbolic
 interpreter (symbolic/translator.py and its handlers) steps over the
-``dis.Instruction`` list of ``instructions(code)``; everything in codegen/
+``Instruction`` list of ``instructions(code)``; everything in codegen/
 (liveness, stack depths, loop detection, resume planning and every rewrite)
 walks one list of ``bytecode`` items (Instr / Label / TryBegin / TryEnd) made
 by ``codegen.pycodegen.original_instructions``.  Both lists hold the real
@@ -57,6 +57,7 @@ names) and, through codegen, by tests/breaks/test_graph_breaks.py.
 """
 from __future__ import annotations
 
+import collections
 import dis
 import opcode
 import sys
@@ -202,7 +203,7 @@ def local_reads(instr) -> tuple:
 
 
 def local_writes(instr) -> tuple:
-    """Names of the fast locals a ``bytecode.Instr`` (or a ``dis.Instruction``) assigns."""
+    """Names of the fast locals a ``bytecode.Instr`` (or an ``Instruction``) assigns."""
     name = getattr(instr, "name", None) or instr.opname
     arg = instr.arg if hasattr(instr, "name") else instr.argval
     if name == "STORE_FAST":
@@ -307,8 +308,9 @@ MF_CLOSURE = 0x08
 _INSTRUCTIONS: dict = {}
 
 
-def instructions(code: types.CodeType) -> list[dis.Instruction]:
-    """The real instructions of ``code`` (no CACHE, no EXTENDED_ARG); a new list each call.
+def instructions(code: types.CodeType) -> list:
+    """The real instructions of ``code`` (no CACHE, no EXTENDED_ARG) as ``Instruction``s; a new
+    list each call.
 
     A jump to an instruction with EXTENDED_ARG prefixes targets the first prefix;
     its ``argval`` is moved to the real instruction, so every target is in the list.
@@ -330,18 +332,133 @@ def instructions(code: types.CodeType) -> list[dis.Instruction]:
     return insts
 
 
-def _decode(code: types.CodeType) -> list[dis.Instruction]:
+# One decoded instruction: the fields of ``dis.Instruction`` that dynamo_lite reads, with the
+# same values ``dis.get_instructions`` gives them on the running Python (3.13's ``starts_line``
+# is a bool and the number is ``line_number``; 3.11 and 3.12 have no ``line_number``).  Not
+# filled: ``argrepr`` and the jump-target / label / cache fields, which nothing here reads and
+# which cost most of dis's time (its per-instruction work is about twice 3.11's on 3.13).
+Instruction = collections.namedtuple(
+    "Instruction", ("opname", "opcode", "arg", "argval", "offset", "starts_line", "line_number", "positions")
+    if _PY313 else ("opname", "opcode", "arg", "argval", "offset", "starts_line", "positions"))
+
+# How an argument becomes ``argval``, by opcode (dis's rules on the running Python).
+(_A_RAW, _A_CONST, _A_UNKNOWN, _A_NAME, _A_NAME_SHR1, _A_NAME_SHR2, _A_JREL, _A_JBACK, _A_JABS,
+ _A_LOCAL, _A_LOCAL_PAIR, _A_COMPARE, _A_FORMAT, _A_CONVERT) = range(14)
+
+
+def _arg_kinds() -> tuple:
+    kinds = [_A_RAW] * 256
+    caches = [0] * 256
+    has_arg = [False] * 256
+    for op in (dis.hasarg if hasattr(dis, "hasarg") else range(dis.HAVE_ARGUMENT, 256)):
+        if op < 256:
+            has_arg[op] = True
+    entries = opcode._inline_cache_entries  # noqa: SLF001 - a list by opcode (3.11, 3.12), a dict by name (3.13)
+    for op in range(256):
+        name = dis.opname[op]
+        caches[op] = entries.get(name, 0) if isinstance(entries, dict) else entries[op]
+        if op in dis.hasconst:
+            kinds[op] = _A_CONST if (_PY312 or name == "LOAD_CONST") else _A_UNKNOWN
+        elif op in dis.hasname:
+            kinds[op] = (_A_NAME_SHR1 if name == "LOAD_GLOBAL" or (_PY312 and name == "LOAD_ATTR")
+                         else _A_NAME_SHR2 if name == "LOAD_SUPER_ATTR" else _A_NAME)
+        elif op in dis.hasjabs:
+            kinds[op] = _A_JABS
+        elif op in dis.hasjrel:
+            kinds[op] = _A_JBACK if "JUMP_BACKWARD" in name else _A_JREL
+        elif name in ("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"):
+            kinds[op] = _A_LOCAL_PAIR
+        elif op in dis.haslocal or op in dis.hasfree:
+            kinds[op] = _A_LOCAL
+        elif op in dis.hascompare:
+            kinds[op] = _A_COMPARE
+        elif name == "FORMAT_VALUE":
+            kinds[op] = _A_FORMAT
+        elif name == "CONVERT_VALUE":
+            kinds[op] = _A_CONVERT
+    return tuple(kinds), tuple(caches), tuple(has_arg)
+
+
+_ARG_KIND, _CACHE_UNITS, _HAS_ARG = _arg_kinds()
+_COMPARE_SHIFT = 5 if _PY313 else 4 if _PY312 else 0
+_JUMP_OVER_CACHES = _PY312  # 3.12+: a relative jump counts from after the instruction's caches
+_FORMAT_CONVERTERS = (None, str, repr, ascii)
+_EXTENDED_ARG = dis.opmap["EXTENDED_ARG"]
+_OPNAME = tuple(dis.opname[:256])
+_Positions = dis.Positions
+
+
+def _decode(code: types.CodeType) -> list:
+    """``dis.get_instructions(code)`` without its EXTENDED_ARGs and CACHEs, as ``Instruction``s:
+    one pass over the code with the argument rules tabled by opcode (tested field by field
+    against dis: tests/unit/test_decode.py)."""
+    raw = code.co_code
+    positions = list(code.co_positions())
+    linestarts = dict(dis.findlinestarts(code))
+    consts, names = code.co_consts, code.co_names
+    varname = code._varname_from_oparg  # noqa: SLF001 - what dis itself uses for locals and cells
+    kinds, caches, has_arg = _ARG_KIND, _CACHE_UNITS, _HAS_ARG
     insts = []
     prefixed: dict[int, int] = {}  # offset of an EXTENDED_ARG -> offset of its instruction
     pending: list[int] = []
-    for i in dis.get_instructions(code):
-        if i.opname == "EXTENDED_ARG":
-            pending.append(i.offset)
+    extended = 0
+    line_number = None
+    offset, end = 0, len(raw)
+    while offset < end:
+        op = raw[offset]
+        if _PY313 and offset in linestarts:
+            line_number = linestarts[offset]
+        if has_arg[op]:
+            arg = raw[offset + 1] | extended
+        else:
+            arg = None
+        if op == _EXTENDED_ARG:
+            extended = arg << 8
+            if extended >= 2**31:  # the argument is a signed int: it wraps, as in dis
+                extended -= 2**32
+            pending.append(offset)
+            offset += 2
             continue
-        for off in pending:
-            prefixed[off] = i.offset
-        pending = []
-        insts.append(i)
+        extended = 0
+        if pending:
+            for off in pending:
+                prefixed[off] = offset
+            pending = []
+        kind = kinds[op]
+        if arg is None or kind == _A_RAW:
+            argval = arg
+        elif kind == _A_LOCAL:
+            argval = varname(arg)
+        elif kind == _A_CONST:
+            argval = consts[arg]
+        elif kind == _A_NAME:
+            argval = names[arg]
+        elif kind == _A_NAME_SHR1:
+            argval = names[arg >> 1]
+        elif kind == _A_JREL:
+            argval = offset + 2 + arg * 2 + (2 * caches[op] if _JUMP_OVER_CACHES else 0)
+        elif kind == _A_JBACK:
+            argval = offset + 2 - arg * 2 + (2 * caches[op] if _JUMP_OVER_CACHES else 0)
+        elif kind == _A_COMPARE:
+            argval = dis.cmp_op[arg >> _COMPARE_SHIFT]
+        elif kind == _A_LOCAL_PAIR:
+            argval = (varname(arg >> 4), varname(arg & 15))
+        elif kind == _A_NAME_SHR2:
+            argval = names[arg >> 2]
+        elif kind == _A_JABS:
+            argval = arg * 2
+        elif kind == _A_FORMAT:
+            argval = (_FORMAT_CONVERTERS[arg & 3], bool(arg & 4))
+        elif kind == _A_CONVERT:
+            argval = _FORMAT_CONVERTERS[arg]
+        else:  # _A_UNKNOWN: 3.11's KW_NAMES, whose constant dis does not resolve
+            argval = dis.UNKNOWN
+        pos = _Positions(*positions[offset >> 1])
+        if _PY313:
+            insts.append(Instruction(_OPNAME[op], op, arg, argval, offset, offset in linestarts, line_number, pos))
+        else:
+            insts.append(Instruction(_OPNAME[op], op, arg, argval, offset, linestarts.get(offset), pos))
+        offset += 2 + 2 * caches[op]
     if prefixed:
         jumps = set(dis.hasjrel) | set(dis.hasjabs)
         insts = [i._replace(argval=prefixed[i.argval]) if i.opcode in jumps and i.argval in prefixed else i
@@ -349,8 +466,8 @@ def _decode(code: types.CodeType) -> list[dis.Instruction]:
     return insts
 
 
-def starts_line(inst: dis.Instruction) -> Optional[int]:
-    """The line number a ``dis.Instruction`` starts, or None (3.13's ``starts_line`` is a bool
+def starts_line(inst: Instruction) -> Optional[int]:
+    """The line number an ``Instruction`` starts, or None (3.13's ``starts_line`` is a bool
     and the number is ``line_number``)."""
     if _PY313:
         return inst.line_number if inst.starts_line else None
@@ -364,12 +481,12 @@ def arg_names(code: types.CodeType) -> tuple[str, ...]:
     return code.co_varnames[:n]
 
 
-def load_global_pushes_null(inst: dis.Instruction) -> bool:
+def load_global_pushes_null(inst: Instruction) -> bool:
     """LOAD_GLOBAL pushes NULL first when the low bit of its arg is set (3.11 and 3.12)."""
     return bool(inst.arg & 1)
 
 
-def load_attr_is_method(inst: dis.Instruction) -> bool:
+def load_attr_is_method(inst: Instruction) -> bool:
     """3.12's LOAD_ATTR with the low bit set loads a method: it pushes two values
     (the function + self, or NULL + the attribute), like 3.11's LOAD_METHOD."""
     return _PY312 and bool(inst.arg & 1)
@@ -391,32 +508,32 @@ def call_operands(items: list, is_null) -> tuple:
     return (second, args) if is_null(first) else (first, [second, *args])
 
 
-def compare_to_bool(inst: dis.Instruction) -> bool:
+def compare_to_bool(inst: Instruction) -> bool:
     """3.13's COMPARE_OP with bit 16 of its argument converts its result to bool (the compiler
     sets it before a conditional jump, which needs an exact bool)."""
     return _PY313 and bool(inst.arg & 16)
 
 
-def make_function_flags(inst: dis.Instruction) -> int:
+def make_function_flags(inst: Instruction) -> int:
     """The ``MF_*`` flags of a MAKE_FUNCTION: which values it pops below the code object (3.13:
     none; SET_FUNCTION_ATTRIBUTE sets each afterwards, its argument one flag)."""
     return 0 if _PY313 else inst.arg
 
 
-def load_super_attr_form(inst: dis.Instruction) -> tuple:
+def load_super_attr_form(inst: Instruction) -> tuple:
     """3.12's LOAD_SUPER_ATTR (pops super, the class and self): (loads a method?, calls
     super with the two arguments, rather than with none as ``super()`` is written?)."""
     return bool(inst.arg & 1), bool(inst.arg & 2)
 
 
-def intrinsic_name(inst: dis.Instruction) -> str:
+def intrinsic_name(inst: Instruction) -> str:
     """The intrinsic a CALL_INTRINSIC_1/2 calls, without its prefix ('LIST_TO_TUPLE', ...)."""
     descs = dis._intrinsic_1_descs if inst.opname == "CALL_INTRINSIC_1" else dis._intrinsic_2_descs  # noqa: SLF001
     name = descs[inst.arg] if 0 <= inst.arg < len(descs) else "INVALID"
     return name[len("INTRINSIC_"):] if name.startswith("INTRINSIC_") else name
 
 
-def is_stopiteration_handler(inst: dis.Instruction) -> bool:
+def is_stopiteration_handler(inst: Instruction) -> bool:
     """The start of 3.12's catch-all handler of a generator's body, which turns a StopIteration
     leaving it into a RuntimeError and re-raises anything else unchanged (no user code)."""
     return inst.opname == "CALL_INTRINSIC_1" and intrinsic_name(inst) == "STOPITERATION_ERROR"
@@ -445,7 +562,7 @@ END_FOR_POPS = 1 if _PY313 else 2
 SEND_KEEPS_RECEIVER = _PY312
 
 
-def return_value_of(inst: dis.Instruction):
+def return_value_of(inst: Instruction):
     """(True, constant) for RETURN_CONST; (False, None) for RETURN_VALUE (returns TOS)."""
     if inst.opname == "RETURN_CONST":
         return True, inst.argval
@@ -483,7 +600,7 @@ def exception_table(code: types.CodeType):
     ]
 
 
-def binary_op_name(inst: dis.Instruction) -> str:
+def binary_op_name(inst: Instruction) -> str:
     """The operator symbol of a BINARY_OP (e.g. '+', '+=', '@')."""
     return dis._nb_ops[inst.arg][1]  # noqa: SLF001 - stable in 3.11 and 3.12
 

@@ -18,7 +18,6 @@ Tested by tests/semantics/test_branches_and_loops.py and tests/breaks/test_graph
 from __future__ import annotations
 
 import builtins
-import dis
 import linecache
 import types
 from typing import Callable, Optional
@@ -94,7 +93,7 @@ class InstructionTranslatorBase:
         self.instructions = bytecode_compat.instructions(code)
         self.offset_to_index = {inst.offset: i for i, inst in enumerate(self.instructions)}
         self.ip = 0
-        self.current_inst: Optional[dis.Instruction] = None
+        self.current_inst: Optional[bytecode_compat.Instruction] = None
         self.stack: list[VariableTracker] = []
         self.symbolic_locals = symbolic_locals
         self.cells = cells
