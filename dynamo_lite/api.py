@@ -117,11 +117,11 @@ class OptimizedModule(torch.nn.Module):
 _CALL_WITH_HOOKS_FILE = "<compiled module call>"
 
 
-def _call_with_hooks(self, *args, **kwargs):
+def _call_with_hooks(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
     return _MODULE_CALL(self, *args, **kwargs)
 
 
-def _own_call_with_hooks(cls_name: str):
+def _own_call_with_hooks(cls_name: str) -> Callable[..., Any]:
     """A copy of _call_with_hooks with a code object of its own: each compiled module class
     keeps its own cache entries (per code object) for its calls with hooks.  Its file name is
     not dynamo_lite's (whose frames are never captured)."""
