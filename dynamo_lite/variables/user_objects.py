@@ -686,6 +686,39 @@ class NamedTupleVariable(TupleVariable):
             return self.as_python_constant()
         return self.tuple_type(*[i.constant_copy() for i in self.items])
 
+    def _override(self, dunder):
+        """The class's own ``dunder`` where it replaces tuple's (None when tuple's is used)."""
+        raw, owner = mro_lookup(self.tuple_type, dunder)
+        return None if owner in (tuple, object, None) else raw
+
+    def _no_override(self, dunder):
+        if self._override(dunder) is not None:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.tuple_type.__name__} defines its own {dunder}")
+
+    def getitem(self, tx, key):
+        raw = self._override("__getitem__")
+        if raw is None:
+            return super().getitem(tx, key)
+        if not isinstance(raw, types.FunctionType):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.tuple_type.__name__}.__getitem__ is {type(raw).__name__}")
+        return UserMethodVariable(raw, self).call_function(tx, [key], {})  # what t[key] runs
+
+    def len(self, tx):
+        self._no_override("__len__")
+        return super().len(tx)
+
+    def unpack(self, tx):
+        self._no_override("__iter__")
+        return super().unpack(tx)
+
+    def iter(self, tx):
+        self._no_override("__iter__")
+        return super().iter(tx)
+
+    def contains(self, tx, item):
+        self._no_override("__contains__")
+        return super().contains(tx, item)
+
     def var_getattr(self, tx, name):
         fields = list(self.tuple_type._fields)
         if name in fields:
