@@ -666,6 +666,10 @@ class NamedTupleVariable(TupleVariable):
     """An instance of a collections.namedtuple / typing.NamedTuple class."""
 
     def __init__(self, tuple_type, items, source=None):
+        if source is None and tuple_type.__dictoffset__:
+            # a subclass without __slots__: its instances carry attributes, so identity matters,
+            # and a tuple made in the trace is rebuilt (a new object) wherever it is live
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"making a {tuple_type.__name__} (its instances have a __dict__)")
         super().__init__(items, source)
         self.tuple_type = tuple_type
 

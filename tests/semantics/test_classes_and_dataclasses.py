@@ -447,3 +447,20 @@ def test_namedtuple_own_len_iter_contains():
 
     check_calls(f, [lambda: (torch.ones(2), Measured(1, 2)), lambda: (torch.ones(2), Measured(1, 2))],
                 reset=NT_LOG.clear, snapshot=lambda: list(NT_LOG), graphs=None)
+
+
+class Extended(Pair):
+    """A namedtuple subclass without __slots__: its instances take attributes."""
+
+
+def test_namedtuple_subclass_made_in_frame_keeps_its_attributes():
+    # the object the attribute is set on is the one returned (it was rebuilt at the break: the
+    # attribute was lost)
+    def f(x):
+        t = Extended(x + 1, 3)
+        t.c = x * 2
+        return t, t.c, t.a
+
+    check(f, torch.ones(2), graphs=None)
+    got = dynamo_lite.compile(f, backend="eager")(torch.ones(2))[0]
+    assert torch.equal(got.c, torch.ones(2) * 2)
