@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import itertools
 import logging
 import os
 import sys
@@ -568,9 +569,11 @@ def _has_tensor_or_module(f_locals: dict, func) -> bool:
         if isinstance(v, (torch.Tensor, torch.nn.Module, np.ndarray)):  # numpy code is traced too
             return True
         if depth < 2 and isinstance(v, (list, tuple)):
-            return any(interesting(x, depth + 1) for x in v[:16])
+            # the base type's iteration: a subclass's own __getitem__/__iter__ is user code
+            items = (tuple if isinstance(v, tuple) else list).__iter__(v)
+            return any(interesting(x, depth + 1) for x in itertools.islice(items, 16))
         if depth < 2 and isinstance(v, dict):
-            return any(interesting(x, depth + 1) for x in list(v.values())[:16])
+            return any(interesting(x, depth + 1) for x in itertools.islice(dict.values(v), 16))
         if depth < 1 and not isinstance(v, (type, str, bytes, int, float, bool, type(None))):
             try:
                 values = list(vars(v).values())[:32] if hasattr(v, "__dict__") else []

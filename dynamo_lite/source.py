@@ -221,6 +221,27 @@ class DictItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class TupleItemSource(Source):
+    """``tuple.__getitem__(parent, index)``: an item of a tuple subclass (a namedtuple) whose
+    class overrides ``__getitem__`` (reading ``parent[index]`` would run the override)."""
+
+    parent: Source
+    index: int
+
+    def name(self):
+        return f"___builtins.tuple.__getitem__({self.parent.name()}, {self.index!r})"
+
+    def reconstruct(self, cg):
+        cg.load_callable(tuple.__getitem__)
+        self.parent.reconstruct(cg)
+        cg.load_const(self.index)
+        cg.call(2)
+
+    def base(self):
+        return self.parent.base()
+
+
+@dataclasses.dataclass(frozen=True)
 class DictValueSource(ItemSource):
     """The value at ``key`` of a plain dict whose keys are classes (no faithful repr):
     ``list(parent.values())[index]`` in guard text, ``parent[key]`` when loaded (ItemSource's

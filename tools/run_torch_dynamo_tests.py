@@ -179,6 +179,12 @@ def classify(excinfo, test_file: str) -> tuple[str, str]:
     inside_lite = any(f[0].startswith(_LITE_DIR) for f in frames)
     raised_in_dynamo = frames and os.sep + "_dynamo" + os.sep in frames[-1][0]
     if isinstance(exc, AssertionError):
+        import torch._dynamo.exc
+
+        expected = message.split(" not raised")[0] if message.endswith(" not raised") else ""
+        if expected and isinstance(getattr(torch._dynamo.exc, expected, None), type):
+            # TorchDynamo raises its own error where it cannot trace; eager raises nothing
+            return "c", f"expects Dynamo's {expected}: {where}: {line}"
         if any(w in line for w in _COUNT_WORDS):
             return "c", f"{where}: {line}"
         return "a", f"{where}: {line} -- {message}"

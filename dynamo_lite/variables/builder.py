@@ -31,7 +31,8 @@ from torch import nn
 from .. import graph_breaks as gb
 from .. import _C, guards, runtime, static
 from ..exc import GraphBreak, SkipFrame
-from ..source import AttrSource, BuiltinSource, DictItemSource, DictValueSource, ItemSource, Source, from_resume_stack
+from ..source import (AttrSource, BuiltinSource, DictItemSource, DictValueSource, ItemSource, Source, TupleItemSource,
+                      from_resume_stack)
 from .base import VariableTracker
 from .constant import ConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
@@ -206,8 +207,14 @@ def _wrap(tx, value, source):
         return ConstantVariable(value, source)
     if type(value) is tuple or (isinstance(value, tuple) and hasattr(type(value), "_fields")):
         guard(guards.TypeGuard(source, type(value)))
-        guard(guards.LengthGuard(source, len(value)))
-        items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+        # a namedtuple class may define __len__ / __getitem__: guards and loads must not run them
+        if type(value) is tuple or mro_lookup(type(value), "__len__")[1] is tuple:
+            guard(guards.LengthGuard(source, len(value)))
+        elif source is not None:
+            guard(guards.ExprGuard(f"___builtins.tuple.__len__({source.name()}) == {tuple.__len__(value)}", (), source))
+        item_source = ItemSource if type(value) is tuple or mro_lookup(type(value), "__getitem__")[1] is tuple \
+            else TupleItemSource
+        items = [wrap(tx, v, item_source(source, i) if source else None) for i, v in enumerate(tuple.__iter__(value))]
         if type(value) is tuple:
             return TupleVariable(items, source)
         return NamedTupleVariable(type(value), items, source)

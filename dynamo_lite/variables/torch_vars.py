@@ -197,9 +197,13 @@ class TorchVariable(KnownValueVariable):
             if result is not None:
                 return result
         if fn in _GRAD_CLASSES:
-            if args or kwargs:
+            ctx = GradModeVariable(_GRAD_CLASSES[fn], fn)
+            if len(args) == 1 and not kwargs and not (args[0].is_python_constant() and args[0].as_python_constant() is None):
+                # torch.no_grad(f): its __new__ returns no_grad()(f), the decorated function
+                return ctx.call_function(tx, args, {})
+            if kwargs or (args and not args[0].is_python_constant()) or len(args) > 1:
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"{fn.__name__} with arguments")
-            return GradModeVariable(_GRAD_CLASSES[fn], fn)
+            return ctx  # no_grad() or no_grad(None)
         if fn is torch.set_grad_enabled:
             if len(args) != 1 or not args[0].is_python_constant():
                 raise GraphBreak(gb.VALUE_UNKNOWN, "torch.set_grad_enabled() with a mode not known at trace time")

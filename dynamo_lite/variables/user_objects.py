@@ -686,6 +686,10 @@ class NamedTupleVariable(TupleVariable):
     """An instance of a collections.namedtuple / typing.NamedTuple class."""
 
     def __init__(self, tuple_type, items, source=None):
+        if source is None and tuple_type.__dictoffset__:
+            # a subclass without __slots__: its instances carry attributes, so identity matters,
+            # and a tuple made in the trace is rebuilt (a new object) wherever it is live
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"making a {tuple_type.__name__} (its instances have a __dict__)")
         super().__init__(items, source)
         self.tuple_type = tuple_type
 
@@ -705,6 +709,39 @@ class NamedTupleVariable(TupleVariable):
         if self.is_python_constant():
             return self.as_python_constant()
         return self.tuple_type(*[i.constant_copy() for i in self.items])
+
+    def _override(self, dunder):
+        """The class's own ``dunder`` where it replaces tuple's (None when tuple's is used)."""
+        raw, owner = mro_lookup(self.tuple_type, dunder)
+        return None if owner in (tuple, object, None) else raw
+
+    def _no_override(self, dunder):
+        if self._override(dunder) is not None:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.tuple_type.__name__} defines its own {dunder}")
+
+    def getitem(self, tx, key):
+        raw = self._override("__getitem__")
+        if raw is None:
+            return super().getitem(tx, key)
+        if not isinstance(raw, types.FunctionType):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.tuple_type.__name__}.__getitem__ is {type(raw).__name__}")
+        return UserMethodVariable(raw, self).call_function(tx, [key], {})  # what t[key] runs
+
+    def len(self, tx):
+        self._no_override("__len__")
+        return super().len(tx)
+
+    def unpack(self, tx):
+        self._no_override("__iter__")
+        return super().unpack(tx)
+
+    def iter(self, tx):
+        self._no_override("__iter__")
+        return super().iter(tx)
+
+    def contains(self, tx, item):
+        self._no_override("__contains__")
+        return super().contains(tx, item)
 
     def var_getattr(self, tx, name):
         fields = list(self.tuple_type._fields)

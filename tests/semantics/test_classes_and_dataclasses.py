@@ -385,3 +385,82 @@ def test_strict_dataclass_rejected_assignment_raises_as_eager():
         return x + 1
 
     check_breaks(f, torch.ones(2), Config(), breaks=None, raises=Exception)
+
+
+# ---------------------------------------------------------------- namedtuples with their own dunders
+
+NT_LOG = []
+
+
+class ReIndexed(typing.NamedTuple):
+    """t[i] runs this (eager); t.a does not (a field reads the tuple slot directly)."""
+    a: torch.Tensor
+    b: torch.Tensor
+
+    def __getitem__(self, index):
+        NT_LOG.append(("getitem", index))
+        return ReIndexed(self.a * 2, self.b + index)
+
+
+class Measured(typing.NamedTuple):
+    a: int
+    b: int
+
+    def __len__(self):
+        NT_LOG.append("len")
+        return 7
+
+    def __iter__(self):
+        NT_LOG.append("iter")
+        return iter([1, 2, 3])
+
+    def __contains__(self, item):
+        NT_LOG.append(("contains", item))
+        return item == 5
+
+
+def test_namedtuple_own_getitem_not_run_by_guards_or_loads():
+    # the fields are read without the class's __getitem__ (its guard ran it on the second call:
+    # the guard failed and the recompile failed in the backend)
+    def f(t):
+        return t.a + 1
+
+    check_calls(f, [lambda: (ReIndexed(torch.ones(2), torch.zeros(2)),),
+                    lambda: (ReIndexed(torch.ones(2), torch.zeros(2)),)],
+                reset=NT_LOG.clear, snapshot=lambda: list(NT_LOG), hits=[1])
+
+
+def test_namedtuple_own_getitem_in_compiled_code():
+    def f(t):
+        return t[0].a + t[1].b, t.a
+
+    check_calls(f, [lambda: (ReIndexed(torch.ones(2), torch.zeros(2)),),
+                    lambda: (ReIndexed(torch.ones(2), torch.zeros(2)),)],
+                reset=NT_LOG.clear, snapshot=lambda: list(NT_LOG))
+
+
+def test_namedtuple_own_len_iter_contains():
+    def f(x, t):
+        n = len(t)
+        p, q, r = t
+        return x + n + p + r + (5 in t) + t.b
+
+    check_calls(f, [lambda: (torch.ones(2), Measured(1, 2)), lambda: (torch.ones(2), Measured(1, 2))],
+                reset=NT_LOG.clear, snapshot=lambda: list(NT_LOG), graphs=None)
+
+
+class Extended(Pair):
+    """A namedtuple subclass without __slots__: its instances take attributes."""
+
+
+def test_namedtuple_subclass_made_in_frame_keeps_its_attributes():
+    # the object the attribute is set on is the one returned (it was rebuilt at the break: the
+    # attribute was lost)
+    def f(x):
+        t = Extended(x + 1, 3)
+        t.c = x * 2
+        return t, t.c, t.a
+
+    check(f, torch.ones(2), graphs=None)
+    got = dynamo_lite.compile(f, backend="eager")(torch.ones(2))[0]
+    assert torch.equal(got.c, torch.ones(2) * 2)

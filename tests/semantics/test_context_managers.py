@@ -115,3 +115,22 @@ def test_suppress_contextlib():
         return x
 
     check(f, torch.ones(2), graphs=None)
+
+
+def test_grad_mode_class_called_on_a_function_decorates_it():
+    # torch.no_grad(f) is no_grad()(f) (its __new__): f runs under the mode, the call site's
+    # mode is left alone; fullgraph: no break for it
+    def fn(x):
+        def inner(y):
+            return y.sin() * 2, torch.is_grad_enabled()
+
+        with torch.enable_grad():
+            wrapped = torch.no_grad(inner)
+            assert torch.is_grad_enabled()
+        with torch.no_grad():
+            back = torch.enable_grad(inner)
+        out, mode = wrapped(x)
+        out2, mode2 = back(x)
+        return out, mode, out2, mode2, out2.requires_grad, torch.is_grad_enabled()
+
+    check(fn, torch.ones(3, requires_grad=True), fullgraph=True)
