@@ -323,6 +323,41 @@ def test_mappingproxy_write_raises_typeerror():
     check_calls(f, [(X,)], graphs=None)
 
 
+def test_dict_update_and_dict_of_a_mappingproxy_copy_its_items():
+    # a mappingproxy is a mapping (it has keys()): its items are copied, its two-letter keys
+    # are not split into key/value pairs
+    def f(x):
+        source = {"ab": x, "cd": x + 1}
+        d = {"q": x - 1}
+        d.update(types.MappingProxyType(source))
+        return d, dict(types.MappingProxyType(source)), dict(types.MappingProxyType({"xy": 1}), z=2)
+
+    check_breaks(f, X, breaks=0)
+
+
+class PairsWithKeys:
+    """Iterates as key/value pairs but has keys(): dict() and dict.update() read it as a mapping."""
+
+    def __iter__(self):
+        return iter([("ab", 1)])
+
+    def keys(self):
+        return ["cd"]
+
+    def __getitem__(self, k):
+        return k * 2
+
+
+def test_dict_update_of_an_object_with_keys_uses_keys_not_its_pairs():
+    def f(x):
+        obj = PairsWithKeys()
+        d = {}
+        d.update(obj)
+        return x + 1, d, dict(obj)
+
+    check_calls(f, [(X,)], graphs=None)
+
+
 def test_simple_namespace_made_and_read():
     def f(x, ns):
         made = types.SimpleNamespace(a=1, b=x)
