@@ -675,7 +675,9 @@ class DictViewVariable(VariableTracker):
         return getattr(self.dict_var.constant_copy(), self.kind)()
 
     def var_getattr(self, tx, name):
-        if hasattr(self.python_type(), name):
+        if name == "mapping":  # a data attribute: a read-only live view of the viewed dict
+            return MappingProxyVariable(self.dict_var)
+        if callable(getattr(self.python_type(), name, None)):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
 

@@ -335,6 +335,28 @@ def test_dict_update_and_dict_of_a_mappingproxy_copy_its_items():
     check_breaks(f, X, breaks=0)
 
 
+def test_mappingproxy_compares_as_its_dict():
+    def f(x):
+        d = {"a": 1}
+        mp = types.MappingProxyType(d)
+        return x + 1, mp == d, d == mp, mp != d, mp == {"b": 1}, mp == types.MappingProxyType({"a": 1}), mp == 3
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_dict_view_mapping_is_a_live_mappingproxy():
+    def f(x):
+        d = {"a": 1, "b": 2}
+        m = d.keys().mapping
+        y = x * 2
+        if isinstance(m, types.MappingProxyType) and m == d:
+            y = y + 1
+        d["c"] = 3
+        return y, m, type(m), dict(d.items().mapping), len(d.values().mapping)
+
+    check_breaks(f, X, breaks=0)
+
+
 class PairsWithKeys:
     """Iterates as key/value pairs but has keys(): dict() and dict.update() read it as a mapping."""
 
