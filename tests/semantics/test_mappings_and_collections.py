@@ -668,3 +668,36 @@ def test_frozendict_argument_read_and_guarded():
         return x
 
     check_breaks(mutated, X, frozendict(a=1), breaks=None, raises=TypeError)
+
+
+def test_list_sort_empties_the_list_while_its_key_runs():
+    # CPython sorts a list with its items taken out: the key sees an empty list
+    def f(x):
+        p = [1, 3, 2]
+        seen = []
+
+        def key(v):
+            seen.append((len(p), list(p)))
+            return v
+
+        p.sort(key=key)
+        return x + 1, p, seen
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_list_modified_by_its_sort_key_raises_valueerror():
+    def f(x):
+        p = [1, 3, 2]
+
+        def key(v):
+            p.append(v)
+            return v
+
+        try:
+            p.sort(key=key)
+        except ValueError as e:
+            return x + 1, p, str(e)
+        return x, p, ""
+
+    check_calls(f, [(X,)], graphs=None)
