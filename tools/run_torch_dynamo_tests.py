@@ -56,7 +56,7 @@ def _backend(backend, keep_inductor):
 
 
 def add_compat_shims() -> None:
-    """Names older test files import that torch 2.13's test utilities no longer have (no-ops)."""
+    """Names older (or newer) test files import that torch 2.13's test utilities lack (no-ops)."""
     import torch.testing._internal.common_utils as common_utils
 
     import torch._dynamo.utils as dynamo_utils
@@ -64,6 +64,10 @@ def add_compat_shims() -> None:
     for name in ("disable_translation_validation_if_dynamic_shapes",):
         if not hasattr(common_utils, name):
             setattr(common_utils, name, lambda fn: fn)
+    if not hasattr(common_utils, "HardwareClassification"):  # newer files: a class attribute only
+        import enum
+
+        common_utils.HardwareClassification = enum.Enum("HardwareClassification", "GENERIC")
     if not hasattr(dynamo_utils, "ifdyn"):  # ifdyn(dynamic_count, static_count)
         dynamo_utils.ifdyn = lambda dynamic_count, static_count: static_count
 

@@ -22,7 +22,7 @@ from ..exc import GraphBreak
 from .base import same_object, VariableTracker
 from .constant import ConstantVariable
 from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
-from .mappings import DefaultDictVariable, DictVariable, DictViewVariable
+from .mappings import DefaultDictVariable, DictVariable, DictViewVariable, MappingProxyVariable
 from .objects import IdVariable, ObjectVariable
 from .sets import SetVariable
 from .folding import fold_numpy_quietly, raise_folded, wrap_constant_result
@@ -180,6 +180,10 @@ def _compare_sequences(tx, fn, a, b):
 def _sequence_or_object_op(tx, fn, args):
     if len(args) == 2:
         a, b = args
+        if fn in (operator.eq, operator.ne):
+            # a mappingproxy compares as the dict it views (on either side, through the reflected
+            # operand); its <, > raise TypeError naming mappingproxy, so they are not unwrapped
+            a, b = (v.dict_var if isinstance(v, MappingProxyVariable) else v for v in (a, b))
         plain = _INPLACE_TO_PLAIN.get(fn, fn)
         if fn is plain and _folds_on_copies(a) and _folds_on_copies(b):
             # e.g. d.keys() & {"a"}, "%(k)s" % {"k": 1}, {1: 2} == {1: 2}: builtin containers of

@@ -148,8 +148,9 @@ class DictVariable(VariableTracker):
             se.mutate(self)
             if args:
                 other = args[0]
-                if isinstance(other, DictVariable):
-                    self.items.update(other.items)
+                as_mapping = mapping_items(tx, other, "dict.update()")
+                if as_mapping is not None:
+                    self.items.update(as_mapping)
                 else:
                     for pair in other.unpack(tx):
                         parts = pair.unpack(tx)
@@ -721,7 +722,9 @@ class DictViewVariable(VariableTracker):
         return getattr(self.dict_var.constant_copy(), self.kind)()
 
     def var_getattr(self, tx, name):
-        if hasattr(self.python_type(), name):
+        if name == "mapping":  # a data attribute: a read-only live view of the viewed dict
+            return MappingProxyVariable(self.dict_var)
+        if callable(getattr(self.python_type(), name, None)):
             return ContainerMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
@@ -758,22 +761,38 @@ class DictViewVariable(VariableTracker):
         return self.dict_var.can_reconstruct()
 
 
+def mapping_items(tx, src: VariableTracker, what: str) -> dict | None:
+    """The items ``dict(src)`` / ``dict.update(src)`` copy when ``src`` is a mapping, or None when
+    it is read as an iterable of key/value pairs.  CPython takes anything with a ``keys``
+    attribute as a mapping (its ``keys()``, then ``src[key]`` of each): a mappingproxy, a
+    ChainMap, a dict subclass that overrides keys/__getitem__; so an object of a type with
+    ``keys`` that is not modelled here breaks rather than being iterated as pairs."""
+    if isinstance(getattr(src, "storage", None), DictVariable):
+        # a dict subclass instance: CPython copies its dict directly when its __iter__ is
+        # dict's, else through keys() and __getitem__
+        direct = src.storage.dict_type is dict and src.dict_method("__iter__")
+        if not (direct or (src.dict_method("keys") and src.dict_method("__getitem__"))):
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what} of {src.describe()}, which overrides keys/__getitem__")
+        src = src.storage
+    if isinstance(src, MappingProxyVariable):  # its keys() and [key] are the viewed dict's
+        src = src.dict_var
+    if isinstance(src, ChainMapVariable):  # a mapping: its keys(), then [key] of each
+        return {k: src._find(tx, key_to_var(k)) for k in src._keys()}
+    if isinstance(src, DictVariable):
+        return dict(src.items)
+    if hasattr(src.python_type(), "keys"):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what} of {src.describe()} (a mapping: its keys() and [key])")
+    return None
+
+
 def dict_from_args(tx, *args, **kwargs) -> DictVariable:
     """``dict(*args, **kwargs)``: a new DictVariable (builtin ``dict``, OrderedDict, defaultdict)."""
     result = DictVariable({})
     if args:
         src = args[0]
-        if isinstance(getattr(src, "storage", None), DictVariable):
-            # a dict subclass instance: CPython copies its dict directly when its __iter__ is
-            # dict's, else through keys() and __getitem__
-            direct = src.storage.dict_type is dict and src.dict_method("__iter__")
-            if not (direct or (src.dict_method("keys") and src.dict_method("__getitem__"))):
-                raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict() of {src.describe()}, which overrides keys/__getitem__")
-            src = src.storage
-        if isinstance(src, ChainMapVariable):  # a mapping: its keys(), then [key] of each
-            result.items.update({k: src._find(tx, key_to_var(k)) for k in src._keys()})
-        elif isinstance(src, DictVariable):
-            result.items.update(src.items)
+        as_mapping = mapping_items(tx, src, "dict()")
+        if as_mapping is not None:
+            result.items.update(as_mapping)
         else:
             for pair in src.unpack(tx):
                 parts = pair.unpack(tx)

@@ -301,8 +301,19 @@ class ListVariable(BaseListVariable):
                 return NONE
             raise GraphBreak(gb.OPERATION_RAISES, "list.remove(x): x not in list (ValueError)")
         if name == "sort" and not args:
-            new = sort_items(tx, items, kwargs)
+            # CPython empties the list while it sorts: a key or __lt__ reading it sees [], and a
+            # change made to it meanwhile is discarded with a ValueError
+            saved = list(items)
             se.mutate(self)
+            items.clear()
+            try:
+                new = sort_items(tx, saved, kwargs)
+            except BaseException:
+                items[:] = saved
+                raise
+            if items:
+                items[:] = saved
+                raise GraphBreak(gb.OPERATION_RAISES, "list modified during sort (ValueError)")
             items[:] = new
             return NONE
         if name == "__setitem__" and len(args) == 2:

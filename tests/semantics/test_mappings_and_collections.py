@@ -323,6 +323,63 @@ def test_mappingproxy_write_raises_typeerror():
     check_calls(f, [(X,)], graphs=None)
 
 
+def test_dict_update_and_dict_of_a_mappingproxy_copy_its_items():
+    # a mappingproxy is a mapping (it has keys()): its items are copied, its two-letter keys
+    # are not split into key/value pairs
+    def f(x):
+        source = {"ab": x, "cd": x + 1}
+        d = {"q": x - 1}
+        d.update(types.MappingProxyType(source))
+        return d, dict(types.MappingProxyType(source)), dict(types.MappingProxyType({"xy": 1}), z=2)
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_mappingproxy_compares_as_its_dict():
+    def f(x):
+        d = {"a": 1}
+        mp = types.MappingProxyType(d)
+        return x + 1, mp == d, d == mp, mp != d, mp == {"b": 1}, mp == types.MappingProxyType({"a": 1}), mp == 3
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_dict_view_mapping_is_a_live_mappingproxy():
+    def f(x):
+        d = {"a": 1, "b": 2}
+        m = d.keys().mapping
+        y = x * 2
+        if isinstance(m, types.MappingProxyType) and m == d:
+            y = y + 1
+        d["c"] = 3
+        return y, m, type(m), dict(d.items().mapping), len(d.values().mapping)
+
+    check_breaks(f, X, breaks=0)
+
+
+class PairsWithKeys:
+    """Iterates as key/value pairs but has keys(): dict() and dict.update() read it as a mapping."""
+
+    def __iter__(self):
+        return iter([("ab", 1)])
+
+    def keys(self):
+        return ["cd"]
+
+    def __getitem__(self, k):
+        return k * 2
+
+
+def test_dict_update_of_an_object_with_keys_uses_keys_not_its_pairs():
+    def f(x):
+        obj = PairsWithKeys()
+        d = {}
+        d.update(obj)
+        return x + 1, d, dict(obj)
+
+    check_calls(f, [(X,)], graphs=None)
+
+
 def test_simple_namespace_made_and_read():
     def f(x, ns):
         made = types.SimpleNamespace(a=1, b=x)
@@ -611,3 +668,36 @@ def test_frozendict_argument_read_and_guarded():
         return x
 
     check_breaks(mutated, X, frozendict(a=1), breaks=None, raises=TypeError)
+
+
+def test_list_sort_empties_the_list_while_its_key_runs():
+    # CPython sorts a list with its items taken out: the key sees an empty list
+    def f(x):
+        p = [1, 3, 2]
+        seen = []
+
+        def key(v):
+            seen.append((len(p), list(p)))
+            return v
+
+        p.sort(key=key)
+        return x + 1, p, seen
+
+    check_breaks(f, X, breaks=0)
+
+
+def test_list_modified_by_its_sort_key_raises_valueerror():
+    def f(x):
+        p = [1, 3, 2]
+
+        def key(v):
+            p.append(v)
+            return v
+
+        try:
+            p.sort(key=key)
+        except ValueError as e:
+            return x + 1, p, str(e)
+        return x, p, ""
+
+    check_calls(f, [(X,)], graphs=None)
