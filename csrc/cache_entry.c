@@ -296,16 +296,23 @@ cache_free(void *extra)
     Py_XDECREF((PyObject *)extra);
 }
 
-/* Store obj (new reference taken; NULL clears). The old value is released
- * by _PyCode_SetExtra through cache_free. */
+/* Store obj (new reference taken; NULL clears). CPython's set-extra calls
+ * cache_free on the old value before it stores the new one, so a release
+ * that ran code (an entry's finalizers, a collection) would find co_extra
+ * pointing at a freed list: the old value is kept alive across the store
+ * and released only once co_extra holds the new one. */
 static int
 cache_set(PyCodeObject *code, PyObject *obj)
 {
+    PyObject *old = dl_cache_get(code);
+    Py_XINCREF(old);
     Py_XINCREF(obj);
     if (dl_code_set_extra((PyObject *)code, dl_cache_index, obj) < 0) {
         Py_XDECREF(obj);
+        Py_XDECREF(old);
         return -1;
     }
+    Py_XDECREF(old);
     return 0;
 }
 

@@ -1207,6 +1207,31 @@ def test_entries_read_back_through_C(hook):
     assert _C.cache_entries(f.__code__) == []
 
 
+def test_replacing_a_cache_runs_finalizers_with_the_new_cache_in_place():
+    """Releasing the old entries may run code (a check's finalizer) that reads the same code's
+    cache: it sees the new value, never the list being freed."""
+    def f(x):
+        return x
+
+    seen = []
+
+    class Check:
+        def __call__(self, *args):
+            return False
+
+        def __del__(self):
+            seen.append(_C.cache_entries(f.__code__))
+
+    _C.set_cache(f.__code__, [Entry(Check(), None, None)])
+    _C.set_cache(f.__code__, None)
+    gc.collect()
+    assert seen == [[]]
+    _C.set_cache(f.__code__, [Entry(Check(), None, None)])
+    _C.set_cache(f.__code__, SKIP)
+    assert seen == [[], []] and _C.get_cache(f.__code__) is SKIP
+    _C.set_cache(f.__code__, None)
+
+
 def test_hits_reuse_one_function(hook):
     def f(x):
         return "original"
