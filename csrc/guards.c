@@ -35,7 +35,8 @@
  *   CHECK_EQ     bool(reg[a] == obj)              (no identity shortcut,
  *   CHECK_NE     bool(reg[a] != obj)               exactly Python's ==)
  *   CHECK_LEN    len(reg[a]) == n
- *   CHECK_KEYS   list(reg[a].keys()) == obj       (obj a list)
+ *   CHECK_KEYS   list(reg[a].keys()) == obj       (obj a list; an exact set or
+ *                frozenset: list(reg[a]) == obj, its iteration order)
  *   CHECK_IN     obj in reg[a]
  *   CHECK_NOT_IN obj not in reg[a]
  *   CHECK_TRUTHY bool(reg[a])
@@ -622,12 +623,18 @@ check_keys(PyObject *mapping, PyObject *expected)
         }
         return 1;
     }
-    PyObject *keys = PyObject_CallMethodNoArgs(mapping, str_keys);
-    if (keys == NULL) {
-        return -1;
+    PyObject *list;
+    if (PyAnySet_CheckExact(mapping)) {
+        list = PySequence_List(mapping); /* (walks the table: no user code) */
     }
-    PyObject *list = PySequence_List(keys);
-    Py_DECREF(keys);
+    else {
+        PyObject *keys = PyObject_CallMethodNoArgs(mapping, str_keys);
+        if (keys == NULL) {
+            return -1;
+        }
+        list = PySequence_List(keys);
+        Py_DECREF(keys);
+    }
     if (list == NULL) {
         return -1;
     }

@@ -132,21 +132,3 @@ def test_guard_on_an_attribute_read_through_a_python_getattribute():
     compiled(x, obj)
     compiled(x, obj)
     assert touched == eager * 2
-
-
-# from tests/semantics/test_containers.py
-@pytest.mark.xfail(strict=True, reason="bug: a set read from the frame is guarded by its elements, not by the order "
-                                       "its history (deletions, table growth) gave it; list(s) is folded from a "
-                                       "fresh set of the same elements, whose order can differ from eager's "
-                                       "(variables/sets.py: the shadow of a source set is a fresh insertion)")
-def test_iteration_order_of_a_set_argument_with_deletions():
-    s = set(range(100))
-    for i in range(95):
-        s.discard(i)
-    s.update((1000, 7))
-
-    def f(x, s):
-        return x + 1, list(s)
-
-    compiled = dynamo_lite.compile(f, backend="eager")
-    assert compiled(torch.ones(1), s)[1] == f(torch.ones(1), s)[1]

@@ -248,6 +248,15 @@ class SideEffects:
                     cg.emit("BUILD_LIST", len(var.items))
                     cg.call_method(1)
                     cg.emit("POP_TOP")
+                elif isinstance(var, SetVariable) and var.replay_log is not None:
+                    # the logged calls, in order: the real table goes through what eager's did
+                    for op, item in var.replay_log:
+                        cg.reconstruct(var)
+                        cg.load_method(op)
+                        if item is not None:
+                            cg.reconstruct(item)
+                        cg.call_method(0 if item is None else 1)
+                        cg.emit("POP_TOP")
                 elif isinstance(var, (DictVariable, SetVariable)):
                     cg.reconstruct_contents(var)
                     tmp = cg.new_temp()

@@ -35,14 +35,14 @@ from .. import torch_compat
 from ..source import Source, guard_local_name
 from .kinds import (AbsentAttrGuard, BlockGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
-                    NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, ShapeEqGuard, ShapeGuardBase,
+                    NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, SetOrderGuard, ShapeEqGuard, ShapeGuardBase,
                     ShapeRangeGuard, ShapeRelGuard, TensorAliasingGuard, TensorGuard, TensorSpec, TypeGuard,
                     pretty_name)
 from .program import build_program, order_guards, render_program
 
 __all__ = ["Guard", "GuardSet", "CompiledGuard", "TensorSpec", "USE_PROGRAM",
            "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "EmptyGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
-           "NanGuard", "FloatReprGuard", "SetEqualsGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
+           "NanGuard", "FloatReprGuard", "SetEqualsGuard", "SetOrderGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
            "SameObjectGuard", "BlockGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
            "TensorAliasingGuard", "ShapeGuardBase", "ShapeRangeGuard", "ShapeEqGuard", "ShapeRelGuard"]
 

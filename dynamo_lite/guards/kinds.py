@@ -37,6 +37,7 @@ Kinds (``kind`` names them in logs):
     NAN             type(s) is float and s != s              (a NaN constant)
     FLOAT_REPR      repr(s) == text                          (the sign of 0.0)
     SET_EQ          type(s) is set and s == v
+    SET_ORDER       list(s) == elements                      (a set whose iteration order was used)
     NOT_IN_DICT     name not in s.<__dict__>                 (no instance attribute)
     ABSENT_ATTR     not hasattr(s, name)
     IS              s.<attr path> is obj                     (x.__func__, x.__code__, m.training)
@@ -486,6 +487,26 @@ class SetEqualsGuard(Guard):
         reg = b.reg(self.source)
         b.op("CHECK_TYPE", reg, obj=set)
         b.op("CHECK_EQ", reg, obj=set(self.value))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SetOrderGuard(Guard):
+    """``list(s) == elements``: a set (or frozenset) of constants iterates in this order.  Its
+    order is its history's (deletions, table growth), not a function of its elements: the trace
+    that used it holds only for sets that iterate the same way (iterating runs no user code)."""
+
+    kind: ClassVar[str] = "SET_ORDER"
+    source: Source
+    elements: tuple  # the constants, in iteration order
+
+    def exprs(self, const):
+        return [f"list({self.source.name()}) == {const(list(self.elements))}"]
+
+    def describe(self):
+        return f"{self.source.name()}: iterates as {short_repr(list(self.elements))}"
+
+    def emit(self, b):
+        b.op("CHECK_KEYS", b.reg(self.source), obj=list(self.elements))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

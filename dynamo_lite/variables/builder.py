@@ -283,7 +283,8 @@ def _wrap(tx, value, source):
             def make():
                 guard(guards.ConstGuard(source, frozenset(value))) if type(value) is frozenset else guard(
                     guards.SetEqualsGuard(source, frozenset(value)))
-                return SetVariable([ConstantVariable(v) for v in value], source, frozen=type(value) is frozenset)
+                return SetVariable([ConstantVariable(v) for v in value], source, frozen=type(value) is frozenset,
+                                   real=value)
             return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)

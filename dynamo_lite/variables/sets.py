@@ -10,6 +10,7 @@ Tested by tests/semantics/test_containers.py and tests/semantics/test_container_
 from __future__ import annotations
 
 import sys
+from typing import Optional
 
 from .. import graph_breaks as gb
 from .. import guards
@@ -34,7 +35,7 @@ class SetVariable(VariableTracker):
             that order guards the object's identity (``_ordered_keys(tx)``).
     """
 
-    def __init__(self, items: list, source=None, frozen=False, tx=None):
+    def __init__(self, items: list, source=None, frozen=False, tx=None, real=None):
         super().__init__(source)
         self.frozen = frozen
         self.items: dict = {}
@@ -43,6 +44,19 @@ class SetVariable(VariableTracker):
         self.mutable_local = source is None and not frozen
         self.shadow = None
         self._sync_shadow(list(self.items))
+        # A set read from the frame (``real``, ``items`` given in its iteration order) iterates
+        # in the order its history gave it (deletions, table growth): a fresh shadow of the same
+        # elements may not.  Then that order is pinned while the trace leaves the set as it was.
+        self.pinned: Optional[list] = None
+        self.order_guarded = real is None
+        self.entry_elements = None if real is None else tuple(item.as_python_constant() for item in items)
+        # the changes the trace made to a set read from the frame, as the calls that replay them
+        # on the real set in order (("add" | "discard", element tracker) or ("clear", None)):
+        # its table then goes through what eager's went through; None once a change was not
+        # logged (the replay then empties and refills it)
+        self.replay_log: Optional[list] = [] if source is not None else None
+        if real is not None and not self._shadow_matches(real):
+            self.pinned = list(self.items)
 
     def _sync_shadow(self, added=()):
         """Add ``added`` keys to the shadow set (and drop keys no longer in ``items``)."""
@@ -59,10 +73,36 @@ class SetVariable(VariableTracker):
         for k in stand_ins:
             self.shadow.add(k)
 
+    def _log(self, op: str, key, item) -> None:
+        """Log a change to replay (an add of a new element, a discard of a present one, a clear;
+        the others leave the real set's table as it was)."""
+        if self.replay_log is None:
+            return
+        if op == "clear" or (key in self.items) == (op == "discard"):
+            self.replay_log.append((op, self.items[key] if op == "discard" else item))
+
+    def _shadow_matches(self, real) -> bool:
+        """Does the shadow iterate as ``real`` does, from a table of the same size?"""
+        if self.shadow is None or sys.getsizeof(self.shadow) != sys.getsizeof(real):
+            return False
+        return [_key_of(k) for k in self.shadow] == list(self.items)
+
     def _ordered_keys(self, tx=None) -> list:
         """The keys in the order the real set iterates.  With objects hashed by identity that
         order follows their addresses: known for real objects (guarded by identity, so a later
-        call with other objects compiles again), not for objects made in the trace (a break)."""
+        call with other objects compiles again), not for objects made in the trace (a break).
+        A set read from the frame: its own order (guarded, ``SET_ORDER``), which a set the trace
+        changed loses unless the shadow was faithful to it (a break)."""
+        if tx is not None and not self.order_guarded:
+            self.order_guarded = True
+            tx.output.add_guard(guards.SetOrderGuard(self.source, self.entry_elements))
+        if self.pinned is not None:
+            if list(self.items) == self.pinned:
+                return list(self.pinned)
+            if tx is not None:
+                raise GraphBreak(gb.VALUE_UNKNOWN, "iterating over a set read from the frame after the trace changed "
+                                 "it: its order follows its table's history (deletions, growth), which the trace "
+                                 "cannot replay")
         if self.shadow is not None and len(self.shadow) == len(self.items):
             order = list(self.shadow)
             by_address = [k.key for k in order if isinstance(k, _AddressKey)]
@@ -125,12 +165,15 @@ class SetVariable(VariableTracker):
         if name == "add" and len(args) == 1 and not self.frozen:
             se.mutate(self)
             k = self._key(args[0], tx)
+            self._log("add", k, args[0])
             self.items.setdefault(k, args[0])
             self._sync_shadow([k])
             return NONE
         if name == "discard" and len(args) == 1 and not self.frozen:
             se.mutate(self)
-            self.items.pop(self._key(args[0], tx), None)
+            k = self._key(args[0], tx)
+            self._log("discard", k, args[0])
+            self.items.pop(k, None)
             self._sync_shadow()
             return NONE
         if name in ("union", "intersection", "difference", "issubset", "issuperset", "__or__", "__and__",
@@ -154,6 +197,7 @@ class SetVariable(VariableTracker):
             for a in args:
                 for item in a.unpack(tx):
                     added.append(self._key(item, tx))
+                    self._log("add", added[-1], item)
                     self.items.setdefault(added[-1], item)
             se.mutate(self)
             self._sync_shadow(added)
@@ -163,6 +207,7 @@ class SetVariable(VariableTracker):
             if k not in self.items:
                 self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)
+            self._log("discard", k, args[0])
             del self.items[k]
             self._sync_shadow()
             return NONE
@@ -175,9 +220,11 @@ class SetVariable(VariableTracker):
             self._ordered_keys(tx)  # (guards the addresses the scan order follows)
             se.mutate(self)
             key = _key_of(self.shadow.pop())  # the shadow went through the same operations: the same element
+            self.replay_log = None
             return self.items.pop(key)
         if name == "clear" and not args and not self.frozen:
             se.mutate(self)
+            self._log("clear", None, None)
             self.items.clear()
             self._sync_shadow()
             return NONE
@@ -195,6 +242,7 @@ class SetVariable(VariableTracker):
                 except Exception as e:  # noqa: BLE001 - raise it for real (the trace restarts)
                     raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
                 se.mutate(self)
+                self.replay_log = None
                 self.items = {k: v for k, v in self.items.items() if k in value}
                 for v in value:
                     self.items.setdefault(v, ConstantVariable(v))

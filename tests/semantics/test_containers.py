@@ -11,7 +11,10 @@ import operator
 
 import torch
 
+import dynamo_lite
+
 from dynamo_lite.testing import check_breaks as check
+from dynamo_lite.testing import check_calls
 
 
 
@@ -467,3 +470,70 @@ def test_list_sum_of_lists_and_repetition():
         return a, b, c, d
 
     check(f, x3)
+
+
+# ---- the iteration order of a set read from the frame --------------------------------------
+def _set_with_history(keep, drop=range(95)):
+    """A set whose order is its history's: 100 ints, most deleted, then ``keep`` added (its table
+    stays large and holds deleted slots; a fresh set of the same elements iterates otherwise)."""
+    s = set(range(100))
+    for i in drop:
+        s.discard(i)
+    s.update(keep)
+    return s
+
+
+def test_iteration_order_of_a_set_argument_with_deletions():
+    def f(x, s):
+        return x + 1, list(s), [v * 2 for v in s]
+
+    check_calls(f, [lambda: (torch.ones(1), _set_with_history((1000, 7))),
+                    lambda: (torch.ones(1), {95, 96, 97, 98, 99, 1000, 7}),  # same elements, another order
+                    lambda: (torch.ones(1), _set_with_history((1000, 7)))], graphs=2, hits=[2])
+
+
+G_SET = set()
+
+
+def test_iteration_order_of_a_frozenset_and_a_global_set():
+    def f(x, fs):
+        return x + len(fs), tuple(fs), sorted(G_SET) + list(G_SET)
+
+    global G_SET
+    G_SET = _set_with_history((512, 3))
+    check_calls(f, [lambda: (torch.ones(1), frozenset(_set_with_history((64, 1))))])
+
+
+def test_set_argument_changed_by_the_trace_then_iterated():
+    def f(x, s):
+        s.discard(1000)
+        s.add(5)
+        return x + 1, list(s)
+
+    check_calls(f, [lambda: (torch.ones(1), _set_with_history((1000, 7)))], graphs=None)
+
+
+def test_set_argument_in_canonical_order_changed_by_the_trace_stays_one_graph():
+    def f(x, s):
+        s.add(3)
+        s.discard(1)
+        return x + len(s), list(s)
+
+    check_calls(f, [lambda: (torch.ones(1), {1, 2}), lambda: (torch.ones(1), {1, 2})], graphs=1, hits=[1])
+
+
+def test_set_argument_changed_by_the_trace_iterates_after_the_call_as_in_eager():
+    """The changes replay as the same calls on the real set (not empty-and-refill): its table,
+    and so the order the caller sees, is eager's."""
+    def f(x, s):
+        s.discard(97)
+        s.add(500)
+        s.update((501, 7))
+        s.discard(1000)
+        return x + 1
+
+    for make in (lambda: _set_with_history((1000, 7)), lambda: _set_with_history((1000,), drop=range(90))):
+        eager, compiled = make(), make()
+        f(torch.ones(1), eager)
+        dynamo_lite.compile(f, backend="eager")(torch.ones(1), compiled)
+        assert list(compiled) == list(eager)

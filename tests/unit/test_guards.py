@@ -814,6 +814,10 @@ def _kind_cases():
         "NAN_STR": (g.NanGuard(x), ("x",), (-float("nan"),), ("nan",), None, True),
         "FLOAT_REPR": (g.FloatReprGuard(x, "-0.0"), ("x",), (-0.0,), (0.0,), None, True),
         "SET_EQ": (g.SetEqualsGuard(x, frozenset({1, 2})), ("x",), ({2, 1},), (frozenset({1, 2}),), None, True),
+        # {8, 16, 24} made in that order iterates so; made otherwise, it may not (the same elements)
+        "SET_ORDER": (g.SetOrderGuard(x, (8, 16, 24)), ("x",), ({8, 16, 24},), (_set_of_history(),), None, True),
+        "SET_ORDER_FROZEN": (g.SetOrderGuard(x, (8, 16, 24)), ("x",), (frozenset([8, 16, 24]),),
+                             (frozenset(_set_of_history()),), None, True),
         "NOT_IN_DICT": (g.NotInDictGuard(x, "a"), ("x",), (_obj(b=1),), (_obj(a=1),), None, True),
         "NOT_IN_DICT_PARAMS": (g.NotInDictGuard(x, "weight", "_parameters"), ("x",), (nn.ReLU(),),
                                (nn.Linear(1, 1),), None, True),
@@ -838,6 +842,15 @@ def _kind_cases():
         "BLOCK_RESIDUAL": (g.BlockGuard(AttrSource(x, "b"), _block_check(residual=True), AttrSource(x, "b0")),
                            ("x",), (_obj(b=_obj(sub=_Obj(), a=3)),), (_obj(b=_obj(sub=_Obj(), a=1)),), None, False),
     }
+
+
+def _set_of_history():
+    """{8, 16, 24} inserted so that it does not iterate 8, 16, 24 (24 took 0's slot)."""
+    s = {0, 8, 16}
+    s.discard(0)
+    s.add(24)
+    assert list(s) != [8, 16, 24] and s == {8, 16, 24}
+    return s
 
 
 def _block_check(residual=False):
