@@ -14,7 +14,9 @@
  * released when the run ends. Each op is (name, a, b, n, obj):
  *
  *   LOAD_CONST   a = obj
- *   LOAD_ATTR    a = getattr(reg[b], obj)        (instance __dict__ first, or the
+ *   LOAD_ATTR    a = getattr(reg[b], obj)        (n = 1: object.__getattribute__(
+ *                reg[b], obj), the generic lookup, never a class's own
+ *                __getattribute__ or __getattr__; instance __dict__ first, or the
  *                type's getset descriptor called directly, when the type's
  *                version says that is what getattr does; a function's
  *                __code__ is read from the function, raising no audit event)
@@ -445,7 +447,7 @@ compare_true(PyObject *a, PyObject *b, int op)
 static void
 attr_cache_fill(GuardOp *op, PyTypeObject *tp)
 {
-    if (tp->tp_getattro != PyObject_GenericGetAttr &&
+    if (op->n != 1 && tp->tp_getattro != PyObject_GenericGetAttr &&
         _PyType_Lookup(tp, str_getattribute) != object_getattribute) {
         return; /* a custom __getattribute__ (or C getattro) */
     }
@@ -524,6 +526,13 @@ dict_lookup_cached(GuardOp *op, PyObject *dict)
 
 /* getattr(obj, op->obj), reading the instance __dict__ directly when the
  * op's cache says that is what getattr would do. */
+static inline PyObject *
+load_attr_uncached(GuardOp *op, PyObject *obj)
+{
+    return op->n == 1 ? PyObject_GenericGetAttr(obj, op->obj)
+                      : PyObject_GetAttr(obj, op->obj);
+}
+
 static PyObject *
 load_attr(GuardOp *op, PyObject *obj)
 {
@@ -552,7 +561,7 @@ load_attr(GuardOp *op, PyObject *obj)
                 }
                 PyErr_Clear(); /* getattr would now try __getattr__: let it */
             }
-            return PyObject_GetAttr(obj, op->obj);
+            return load_attr_uncached(op, obj);
         }
         PyObject *dict = dl_instance_dict(obj);
         if (dict != NULL) {
@@ -562,7 +571,7 @@ load_attr(GuardOp *op, PyObject *obj)
             }
         }
     }
-    return PyObject_GetAttr(obj, op->obj);
+    return load_attr_uncached(op, obj);
 }
 
 static PyObject *

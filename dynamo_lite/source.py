@@ -153,6 +153,23 @@ class AttrSource(Source):
         return self.parent.base()
 
 
+@dataclasses.dataclass(frozen=True)
+class GenericAttrSource(AttrSource):
+    """``object.__getattribute__(parent, attr)``: the attribute as the generic lookup finds it
+    (instance ``__dict__``, class descriptors), for an object whose class defines its own
+    ``__getattribute__``: the trace ran that method (inlined) and read this through it; guards
+    and generated code read it again without running the user's method."""
+
+    def name(self):
+        return f"___object_getattribute({self.parent.name()}, {self.attr!r})"
+
+    def reconstruct(self, cg):
+        cg.load_callable(object.__getattribute__)
+        self.parent.reconstruct(cg)
+        cg.load_const(self.attr)
+        cg.call(2)
+
+
 def attr_source(parent: "Source | None", attr: str) -> "AttrSource | None":
     """``parent.attr``, or None when ``parent`` is None (a value with no source)."""
     return AttrSource(parent, attr) if parent is not None else None

@@ -104,31 +104,3 @@ def test_tensor_overwritten_after_a_break_is_freed_at_the_assignment():
         return t
 
     check(f, torch.ones(2), graphs=None)
-
-
-# from tests/robustness/test_touch_only_what_eager_touches.py
-@pytest.mark.xfail(strict=True, reason="bug: a guard on an attribute of an object whose class defines "
-                                       "__getattribute__ in Python reads it through that __getattribute__ on "
-                                       "every call (one more hook call than eager per call)")
-def test_guard_on_an_attribute_read_through_a_python_getattribute():
-    touched = []
-
-    class Spy:
-        def __init__(self):
-            object.__setattr__(self, "val", 3)
-
-        def __getattribute__(self, name):
-            touched.append(name)
-            return object.__getattribute__(self, name)
-
-    def f(x, obj):
-        return x * obj.val
-
-    compiled = dynamo_lite.compile(f, backend="eager")
-    x, obj = torch.ones(2), Spy()
-    f(x, obj)
-    eager = list(touched)
-    touched.clear()
-    compiled(x, obj)
-    compiled(x, obj)
-    assert touched == eager * 2

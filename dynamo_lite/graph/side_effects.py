@@ -33,6 +33,15 @@ from ..variables.sequences import DequeVariable, ListVariable
 from ..variables.sets import SetVariable
 
 
+def _check_replayable(var: VariableTracker) -> None:
+    """A change to a real object the trace has no source for breaks: it could not be replayed
+    (the graph would drop it)."""
+    if getattr(var, "unreplayable", False) and var.source is None:
+        raise GraphBreak(gb.SIDE_EFFECT, f"changing a {var.describe()} the trace reached by no path it can load "
+                         "again (a class attribute, the closure of a function read without a source): the "
+                         "change could not be replayed on the real object")
+
+
 @dataclasses.dataclass
 class ReplayedCall:
     """One call generated code makes after the graph: ``fn(*args, **kwargs)``.
@@ -144,6 +153,7 @@ class SideEffects:
 
     # ---- recording ----------------------------------------------------------
     def mutate(self, var: VariableTracker) -> None:
+        _check_replayable(var)
         self.version += 1
         self._record("mutate", var)
         if var.source is not None:
@@ -152,6 +162,7 @@ class SideEffects:
 
     def store_attr(self, obj: VariableTracker, name: str, value: VariableTracker, raw: bool = False) -> None:
         """``obj.name = value`` (``raw``: by ``object.__setattr__``, bypassing the class's own)."""
+        _check_replayable(obj)
         self.version += 1
         if raw:
             self.raw_attr_stores.add((id(obj), name))

@@ -76,7 +76,8 @@ class GuardSet:
     def compile(self, arg_names: tuple[str, ...]) -> "CompiledGuard":
         arg_names = tuple(guard_local_name(n) for n in arg_names)
         namespace: dict[str, Any] = {"___builtins": builtins, "___torch": torch, "___sys": sys,
-                                     "___torch_compat": torch_compat}
+                                     "___torch_compat": torch_compat,
+                                     "___object_getattribute": object.__getattribute__}
         counter = itertools.count()
         parts: list[str] = []
         exprs: list[tuple[str, Guard]] = []

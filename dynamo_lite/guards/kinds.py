@@ -59,7 +59,7 @@ from typing import Any, Callable, ClassVar, Optional
 
 import torch
 
-from ..source import AttrSource, LocalSource, Source
+from ..source import AttrSource, GenericAttrSource, LocalSource, Source
 from . import tensor_api
 from .. import static
 
@@ -517,9 +517,10 @@ class NotInDictGuard(Guard):
     source: Source
     name: str
     dict_attr: str = "__dict__"
+    generic: bool = False  # read the dict with object.__getattribute__ (the class has its own)
 
     def _dict(self) -> Source:
-        return AttrSource(self.source, self.dict_attr)
+        return (GenericAttrSource if self.generic else AttrSource)(self.source, self.dict_attr)
 
     def exprs(self, const):
         return [f"{self.name!r} not in {self._dict().name()}"]

@@ -40,7 +40,8 @@ from typing import Any, Callable, Optional
 from .. import _C, static
 import torch
 
-from ..source import (AttrSource, BuiltinSource, ClosureSource, DictValueSource, GlobalSource, ItemSource, LocalSource,
+from ..source import (AttrSource, BuiltinSource, ClosureSource, DictValueSource, GenericAttrSource, GlobalSource,
+                      ItemSource, LocalSource,
                       ModuleGlobalSource, TensorSizeSource, TensorStrideSource, TypeSource)
 from .kinds import EXPR_CODES, ExprGuard
 
@@ -109,12 +110,20 @@ def _chain_keys(text: str) -> tuple[str, ...]:
         elif isinstance(node, ast.UnaryOp):
             stack.append(node.operand)
         elif isinstance(node, ast.Call):
+            if _is_generic_getattr(node):  # a load: reads through its object
+                keys.append(_segment(text, node))
             stack.append(node.func)
             stack.extend(node.args)
             stack.extend(k.value for k in node.keywords)
         elif not isinstance(node, ast.Constant):
             stack.extend(ast.iter_child_nodes(node))
     return tuple(keys)
+
+
+def _is_generic_getattr(node: ast.Call) -> bool:
+    """``___object_getattribute(value, 'name')`` (source.GenericAttrSource)?"""
+    return (isinstance(node.func, ast.Name) and node.func.id == "___object_getattribute" and len(node.args) == 2
+            and not node.keywords and isinstance(node.args[1], ast.Constant) and type(node.args[1].value) is str)
 
 
 def _source_keys(source) -> list[str]:
@@ -239,6 +248,8 @@ class _Builder:
                 raise Untranslatable(ast.unparse(node)) from None
             return self._load(key, "LOAD_ITEM", self.value(node.value), 0, k)
         if isinstance(node, ast.Call) and not node.keywords:
+            if _is_generic_getattr(node):  # (GenericAttrSource)
+                return self._load(key, "LOAD_ATTR", self.value(node.args[0]), 1, node.args[1].value)
             if _is_builtin_call(node, "type", 1, self):
                 return self._load(key, "LOAD_TYPE", self.value(node.args[0]), 0, None)
             if not node.args:
@@ -366,6 +377,8 @@ class _Builder:
             return self._load(key, "LOAD_ITEM", self.regs["___G"], 0, source.global_name)
         if kind is AttrSource:
             return self._load(key, "LOAD_ATTR", self.reg(source.parent), 0, source.attr)
+        if kind is GenericAttrSource:  # (n=1: object.__getattribute__, never the class's own)
+            return self._load(key, "LOAD_ATTR", self.reg(source.parent), 1, source.attr)
         if kind is ItemSource and _faithful_key(source.key):
             return self._load(key, "LOAD_ITEM", self.reg(source.parent), 0, source.key)
         if kind is DictValueSource:  # the keys guard makes parent[key] the value at index
@@ -533,7 +546,7 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
         if name == "LOAD_CONST":
             lines.append(f"r{a} = LOAD_CONST {_short_obj(obj)}")
         elif name == "LOAD_ATTR":
-            lines.append(f"r{a} = LOAD_ATTR r{b} .{obj}")
+            lines.append(f"r{a} = LOAD_ATTR r{b} .{obj}" + (" (generic)" if n == 1 else ""))
         elif name == "LOAD_ITEM":
             lines.append(f"r{a} = LOAD_ITEM r{b} [{obj!r}]")
         elif name == "LOAD_CELL":

@@ -102,6 +102,10 @@ def wrap(tx, value: Any, source: Optional[Source]) -> VariableTracker:
     var = _wrap(tx, value, source)
     if source is not None:
         output.source_cache[source] = var
+    elif var.mutable_local or isinstance(var, UserDefinedObjectVariable):
+        # a real object the trace reached by no path it can name (a class attribute, the closure
+        # of a function it has no source for): changing it could not be replayed on the real one
+        var.unreplayable = True
     return var
 
 

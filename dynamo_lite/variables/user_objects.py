@@ -42,7 +42,7 @@ from .. import guards, runtime
 from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, type_or_none, VariableTracker
 from .constant import ConstantVariable, NONE
-from ..source import AttrSource, ItemSource, TypeSource, attr_source
+from ..source import AttrSource, GenericAttrSource, ItemSource, TypeSource, attr_source
 from .mappings import (
     ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable, FrozenDictVariable,
     MappingProxyVariable,
@@ -99,7 +99,9 @@ class ObjectLike(VariableTracker):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
             # a Python __getattribute__ is inlined; its super().__getattribute__(name)
             # reaches generic_getattr through object.__getattribute__
-            return UserMethodVariable(getattribute, self).call_function(tx, [ConstantVariable(name)], {})
+            # (its source: its closure's cells are read, and changed, through it)
+            return UserMethodVariable(getattribute, self, fn_source=self._class_attr_source("__getattribute__")
+                                      ).call_function(tx, [ConstantVariable(name)], {})
         return self.generic_getattr(tx, name)
 
     def generic_getattr(self, tx, name):
@@ -338,28 +340,50 @@ class UserDefinedObjectVariable(ObjectLike):
     def python_type(self):
         return self.value_type
 
+    def _own_getattribute(self) -> bool:
+        """Does the class define ``__getattribute__`` in Python?  Then what the trace reads through
+        ``object.__getattribute__`` is read so again (GenericAttrSource), never through the user's
+        method, which eager runs only where the code reads the attribute."""
+        return isinstance(mro_lookup(self.value_type, "__getattribute__")[0], types.FunctionType)
+
+    def _attr_source(self, name):
+        if self.source is None:
+            return None
+        return GenericAttrSource(self.source, name) if self._own_getattribute() else AttrSource(self.source, name)
+
+    def _instance_dict(self):
+        """The instance's ``__dict__`` (None: no dict), read past a Python ``__getattribute__``."""
+        if not self._own_getattribute():
+            d = getattr(self.value, "__dict__", None)
+        else:
+            try:
+                d = object.__getattribute__(self.value, "__dict__")
+            except AttributeError:
+                return None
+        return d if isinstance(d, dict) else None
+
     def _instance_attr(self, tx, name):
-        d = getattr(self.value, "__dict__", None)
+        d = self._instance_dict()
         if d is not None and name in d:
-            return tx.wrap(d[name], AttrSource(self.source, name) if self.source else None)
+            return tx.wrap(d[name], self._attr_source(name))
         return None
 
     def _descriptor_value(self, tx, name):
         cls_attr, _ = mro_lookup(self.value_type, name)
         if type(cls_attr).__name__ in ("member_descriptor", "getset_descriptor") and self.source is not None:
             try:
-                value = getattr(self.value, name)
+                value = object.__getattribute__(self.value, name)
             except AttributeError as e:
                 raise GraphBreak(gb.MISSING_ATTRIBUTE, f"slot {name!r} is empty") from e
-            return tx.wrap(value, AttrSource(self.source, name))
+            return tx.wrap(value, self._attr_source(name))
         return None
 
     def _class_attr_source(self, name):
         return AttrSource(TypeSource(self.source), name) if self.source is not None else None
 
     def _guard_not_shadowed(self, tx, name) -> None:
-        if self.source is not None and isinstance(getattr(self.value, "__dict__", None), dict):
-            tx.output.add_guard(guards.NotInDictGuard(self.source, name))
+        if self.source is not None and self._instance_dict() is not None:
+            tx.output.add_guard(guards.NotInDictGuard(self.source, name, generic=self._own_getattribute()))
 
     def reconstruct(self, cg):
         if self.source is None:

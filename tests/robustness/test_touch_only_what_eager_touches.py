@@ -331,3 +331,60 @@ def test_a_python_getattribute_is_traced_once_per_call():
     info = dynamo_lite.explain(f)(x, Spy())
     assert (info.graph_count, info.graph_break_count) == (1, 0), info.break_reasons
     assert TOUCHED == [("getattribute", "val")]  # the compiled call's own read (replayed), none at trace time
+
+
+def test_guards_read_what_a_python_getattribute_read_without_running_it():
+    """The trace inlined the class's __getattribute__ (its reads through object.__getattribute__
+    guarded as such): each compiled call runs it exactly as often as eager, guards never."""
+    touched = []
+
+    class Local:
+        def __init__(self):
+            object.__setattr__(self, "val", 3)
+
+        def __getattribute__(self, name):
+            touched.append(name)  # a list in the method's closure: the change is replayed
+            return object.__getattribute__(self, name)
+
+    def f(x, obj):
+        return x * obj.val
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    x, obj = torch.ones(2), Local()
+    f(x, obj)
+    eager = list(touched)
+    touched.clear()
+    compiled(x, obj)
+    compiled(x, obj)
+    assert touched == eager * 2
+    object.__setattr__(obj, "val", 4)  # the guard still sees a change
+    touched.clear()
+    assert torch.equal(compiled(x, obj), x * 4) and touched == eager
+
+
+class AliasedConfig:
+    """Like transformers' PretrainedConfig: names mapped through a class table in __getattribute__."""
+
+    attribute_map = {"hidden": "d_model"}
+    scale = 2  # a class attribute: guarded as not shadowed by the instance
+
+    def __init__(self, d_model):
+        object.__setattr__(self, "d_model", d_model)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        TOUCHED.append(("getattribute", key))
+        return super().__getattribute__(key)
+
+
+def test_a_config_with_an_attribute_map_is_read_as_eager_reads_it():
+    def f(x, config):
+        return x * config.hidden + config.scale
+
+    calls = [(torch.ones(2), AliasedConfig(3)), (torch.ones(2), AliasedConfig(3)), (torch.ones(2), AliasedConfig(5))]
+    touched = _same_as_eager(f, calls)
+    assert touched == [("getattribute", "d_model"), ("getattribute", "scale")] * 3
+    shadowed = AliasedConfig(3)
+    object.__setattr__(shadowed, "scale", 10)  # the instance now shadows the class attribute
+    assert torch.equal(dynamo_lite.compile(f, backend="eager")(torch.ones(2), shadowed), torch.ones(2) * 3 + 10)
