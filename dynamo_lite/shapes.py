@@ -96,6 +96,7 @@ class FrameSizes:
         self.seen: dict[str, Any] = {}
         self.changed: dict[str, None] = {}
         self.made_constant: dict[str, str] = {}
+        self.objects: dict[str, Optional[int]] = {}  # source name -> id() of the object seen (None: changed)
 
     def merge_sizes(self, name: str, sizes: tuple) -> tuple:
         """Record ``sizes``; the merged entry (None where a dimension changed, now or before)."""
@@ -108,6 +109,19 @@ class FrameSizes:
             self.changed[name] = None
         self.seen[name] = merged
         return merged
+
+    def merge_identity(self, name: str, obj) -> bool:
+        """Record which object was found at ``name``; True once another object was seen there."""
+        ident = id(obj)
+        if name not in self.objects:
+            self.objects[name] = ident
+            return False
+        old = self.objects[name]
+        if old is None or old != ident:
+            self.objects[name] = None
+            self.changed[name] = None
+            return True
+        return False
 
     def merge_int(self, name: str, value: int) -> bool:
         """Record ``value``; True when the int changed since an earlier compile."""
@@ -302,6 +316,11 @@ class ShapeTracker:
         if not isinstance(sym, sympy.Symbol):
             return None
         return self.env.create_symintnode(sym, hint=value, source=TorchSource(source))
+
+    def object_changed(self, source: Source, value) -> bool:
+        """Has an earlier compile of this code found another object at ``source`` (a module
+        passed anew)?  Then it is guarded by its type and structure, not its identity."""
+        return self.sizes is not None and self.sizes.merge_identity(source.name(), value)
 
     def bind_data_dependent(self, node, example, what: str) -> None:
         """After ``node``'s fake run: record which parts of ``example`` are the new values read

@@ -81,6 +81,10 @@ class OutputGraph:
         self._last_placeholder: Optional[torch.fx.Node] = None
         self.source_cache: dict[Source, Any] = {}
         self.object_cache: dict[int, tuple] = {}
+        # the modules read from sources (id -> source), and whether one of them is guarded by
+        # its structure, not its identity: another call may then pass one object twice
+        self.module_sources: dict[int, Source] = {}
+        self.structural_modules = False
         self.side_effects = SideEffects()
         self.side_effects.leaves_traces_after = self.leaves_traces_after
         self.cells: dict[int, Any] = {}
@@ -267,6 +271,11 @@ class OutputGraph:
         self.graph.lint()
         if len(used) > 1 and _mutates_an_input(self.graph):
             self.add_guard(guards.TensorAliasingGuard.of([gi.source for gi in used], [gi.example for gi in used]))
+        if self.structural_modules and len(self.module_sources) > 1 and self.side_effects.order:
+            # the trace changed state with its modules distinct: they must be distinct objects
+            # again (two modules guarded by structure may be one object in another call)
+            names = ", ".join(f"___builtins.id({s.name()})" for s in self.module_sources.values())
+            self.add_guard(guards.ExprGuard(f"len({{{names}}}) == {len(self.module_sources)}"))
         return used
 
     def compile(self, backend, backend_name: str):

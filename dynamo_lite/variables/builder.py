@@ -304,12 +304,14 @@ def _wrap(tx, value, source):
             # every call, with no module state to trace yet; Python runs the frame
             raise SkipFrame(gb.MODULE_CREATED, f"{type(value).__qualname__} is being constructed "
                             "(nn.Module.__init__ has not run yet)")
-        if source is not None and (is_stateless_torch_module(value) or from_resume_stack(source)):
+        if source is not None and (is_stateless_torch_module(value) or from_resume_stack(source)
+                                   or output.shapes.object_changed(source, value)):
             # often made anew on every call (a loss built in forward, or any module whose
             # construction broke the graph and is handed to the resume function with its
-            # submodules): guard its type and structure, not its identity; the Python attributes
-            # the trace reads are guarded through their sources, and parameters and buffers are
-            # graph inputs guarded as tensors
+            # submodules), or found to be another module than at an earlier compile (the layers
+            # of a model passed in turn): guard its type and structure, not its identity; the
+            # Python attributes the trace reads are guarded through their sources, and parameters
+            # and buffers are graph inputs guarded as tensors
             origin = runtime.MADE_CLASSES.get(type(value))
             if origin is not None:
                 # its class was made by a class statement in compiled code, anew on every call:
@@ -320,9 +322,11 @@ def _wrap(tx, value, source):
                 guard(guards.TypeGuard(source, type(value)))
             for store in ("_parameters", "_buffers", "_modules"):
                 guard(guards.DictKeysGuard(AttrSource(source, store), tuple(getattr(value, store))))
+            output.structural_modules = True
         else:
             guard(guards.IdGuard(source, value))
         if source is not None:
+            output.module_sources.setdefault(id(value), source)
             guard(guards.IsGuard(source, ("training",), value.training))
         return _aliased(tx, value, source, lambda: NNModuleVariable(value, source))
     if is_checkpoint(value):

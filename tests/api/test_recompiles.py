@@ -4,6 +4,8 @@ Every test compares compiled with eager through dynamo_lite.testing; known bugs 
 xfails in tests/test_known_bugs.py.
 """
 
+import copy
+
 import pytest
 import torch
 
@@ -189,6 +191,53 @@ def test_module_attribute_flag_and_submodule_replacement():
     m.flag = True
     m.lin = torch.nn.Identity()
     assert_same(cm(X), m(X))
+
+
+class _Block(torch.nn.Module):
+    def __init__(self, k=1):
+        super().__init__()
+        self.k = k
+        self.calls = 0
+        self.lin = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.k
+
+
+def test_modules_passed_in_turn_compile_twice_not_once_per_module():
+    """The layers of a model passed to one compiled function: the first compile guards the module
+    by identity, a second one (another module at the same place) by its type and structure, and
+    serves every further module of that shape (their own weights: parameters are graph inputs)."""
+    def f(block, x):
+        return block(x).relu() + 1
+
+    torch.manual_seed(0)
+    blocks = [_Block() for _ in range(4)]
+    cnt = _calls(f, [(b, X) for b in blocks] + [(blocks[0], X)])
+    assert cnt.frame_count == 2
+    patched = _Block()
+    patched.forward = lambda x: x * 100  # an instance's own forward: not the class's
+    hooked = _Block()
+    hooked.lin.register_forward_hook(lambda mod, args, out: out * 0)
+    other = _Block()
+    other.lin = torch.nn.Identity()  # another structure
+    _calls(f, [(b, X) for b in blocks[:2] + [patched, hooked, other, _Block(k=2), blocks[0].eval()]])
+
+
+def test_modules_guarded_by_structure_that_are_one_object_in_a_later_call():
+    """A trace that changed one module's state while reading another's holds only while they are
+    two objects: the same module passed twice compiles again (it returned the stale count)."""
+    def f(a, b, x):
+        a.calls += 1
+        return a(x) * b.calls
+
+    torch.manual_seed(0)
+    blocks = [_Block() for _ in range(5)]
+    twins = copy.deepcopy(blocks)
+    compiled = dynamo_lite.compile(f, backend="eager")
+    for i, j in [(0, 1), (2, 3), (4, 4), (2, 2), (0, 3)]:
+        assert_same(compiled(blocks[i], blocks[j], X), f(twins[i], twins[j], X))
+        assert [b.calls for b in blocks] == [b.calls for b in twins]
 
 
 def test_function_defaults_and_code_replacement():
