@@ -153,6 +153,14 @@ class AttrSource(Source):
         return self.parent.base()
 
 
+def _reconstruct_lookup(cg, fn, parent: Source, key) -> None:
+    """Generated code for ``fn(parent, key)`` (a lookup that bypasses the class's override)."""
+    cg.load_callable(fn)
+    parent.reconstruct(cg)
+    cg.load_const(key)
+    cg.call(2)
+
+
 @dataclasses.dataclass(frozen=True)
 class GenericAttrSource(AttrSource):
     """``object.__getattribute__(parent, attr)``: the attribute as the generic lookup finds it
@@ -164,10 +172,7 @@ class GenericAttrSource(AttrSource):
         return f"___object_getattribute({self.parent.name()}, {self.attr!r})"
 
     def reconstruct(self, cg):
-        cg.load_callable(object.__getattribute__)
-        self.parent.reconstruct(cg)
-        cg.load_const(self.attr)
-        cg.call(2)
+        _reconstruct_lookup(cg, object.__getattribute__, self.parent, self.attr)
 
 
 def attr_source(parent: "Source | None", attr: str) -> "AttrSource | None":
@@ -228,10 +233,7 @@ class DictItemSource(Source):
         return f"___builtins.dict.__getitem__({self.parent.name()}, {self.key!r})"
 
     def reconstruct(self, cg):
-        cg.load_callable(dict.__getitem__)
-        self.parent.reconstruct(cg)
-        cg.load_const(self.key)
-        cg.call(2)
+        _reconstruct_lookup(cg, dict.__getitem__, self.parent, self.key)
 
     def base(self):
         return self.parent.base()
