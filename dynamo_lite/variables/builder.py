@@ -287,6 +287,7 @@ def _wrap(tx, value, source):
             def make():
                 guard(guards.ConstGuard(source, frozenset(value))) if type(value) is frozenset else guard(
                     guards.SetEqualsGuard(source, frozenset(value)))
+                guard(guards.SetOrderGuard(source, tuple(value)))  # (what iterating it, or folding it, sees)
                 return SetVariable([ConstantVariable(v) for v in value], source, frozen=type(value) is frozenset,
                                    real=value)
             return _aliased(tx, value, source, make)

@@ -44,12 +44,14 @@ class SetVariable(VariableTracker):
         self.mutable_local = source is None and not frozen
         self.shadow = None
         self._sync_shadow(list(self.items))
-        # A set read from the frame (``real``, ``items`` given in its iteration order) iterates
-        # in the order its history gave it (deletions, table growth): a fresh shadow of the same
-        # elements may not.  Then that order is pinned while the trace leaves the set as it was.
+        # A set read from the frame (``real``, ``items`` given in its iteration order; the
+        # builder guards that order, SET_ORDER) iterates in the order its history gave it
+        # (deletions, table growth): a fresh shadow of the same elements may not.  Then that
+        # order is pinned while the trace leaves the set as it was; folding uses the real set
+        # itself while the trace has not changed it (``str(s)``, ``",".join(s)`` see its order).
         self.pinned: Optional[list] = None
-        self.order_guarded = real is None
-        self.entry_elements = None if real is None else tuple(item.as_python_constant() for item in items)
+        self.real = real
+        self.changed = False
         # the changes the trace made to a set read from the frame, as the calls that replay them
         # on the real set in order (("add" | "discard", element tracker) or ("clear", None)):
         # its table then goes through what eager's went through; None once a change was not
@@ -76,10 +78,34 @@ class SetVariable(VariableTracker):
     def _log(self, op: str, key, item) -> None:
         """Log a change to replay (an add of a new element, a discard of a present one, a clear;
         the others leave the real set's table as it was)."""
-        if self.replay_log is None:
-            return
         if op == "clear" or (key in self.items) == (op == "discard"):
-            self.replay_log.append((op, self.items[key] if op == "discard" else item))
+            self.changed = True
+            if self.replay_log is not None:
+                self.replay_log.append((op, self.items[key] if op == "discard" else item))
+
+    def _log_update(self, name: str, others: list, result) -> None:
+        """Log ``name`` (difference_update, intersection_update, symmetric_difference_update with
+        constant ``others``, whose outcome is the shadow ``result``) as calls that leave the real
+        table as CPython's method does."""
+        if name == "difference_update":  # discards: their order changes nothing
+            for k in [k for k in self.items if k not in result]:
+                self._log("discard", k, self.items[k])
+        elif name == "intersection_update":  # a new table, filled in the result's order
+            self._log("clear", None, None)
+            for k in result:
+                self._log_raw("add", k)
+        else:  # each element of the others, in their order: discarded if present, else added
+            present = set(self.items)
+            for other in others:
+                for k in other:
+                    op = "discard" if k in present else "add"
+                    (present.discard if op == "discard" else present.add)(k)
+                    self._log_raw(op, k)
+
+    def _log_raw(self, op: str, key) -> None:
+        if self.replay_log is not None:
+            item = self.items.get(key)
+            self.replay_log.append((op, ConstantVariable(key) if item is None else item))
 
     def _shadow_matches(self, real) -> bool:
         """Does the shadow iterate as ``real`` does, from a table of the same size?"""
@@ -93,9 +119,6 @@ class SetVariable(VariableTracker):
         call with other objects compiles again), not for objects made in the trace (a break).
         A set read from the frame: its own order (guarded, ``SET_ORDER``), which a set the trace
         changed loses unless the shadow was faithful to it (a break)."""
-        if tx is not None and not self.order_guarded:
-            self.order_guarded = True
-            tx.output.add_guard(guards.SetOrderGuard(self.source, self.entry_elements))
         if self.pinned is not None:
             if list(self.items) == self.pinned:
                 return list(self.pinned)
@@ -132,6 +155,8 @@ class SetVariable(VariableTracker):
         return all(v.is_python_constant() for v in self.items.values())
 
     def as_python_constant(self):
+        if self.real is not None and not self.changed:
+            return self.real  # (its order guarded: what eager's folding would see)
         # (built anew by Python, which orders the elements itself: insertion order when objects
         # hashed by identity are among them, whose order would need guards)
         keys = list(self.items) if any(isinstance(k, IdentityKey) for k in self.items) else self._ordered_keys()
@@ -142,6 +167,8 @@ class SetVariable(VariableTracker):
 
     def constant_copy(self):
         if self.is_python_constant():
+            # (a set read from the frame and not changed: the set itself, as eager's callee gets
+            # it; a copy would iterate in a fresh table's order)
             return self.as_python_constant()
         return self.python_type()(i.constant_copy() for i in self.items.values())
 
@@ -221,6 +248,7 @@ class SetVariable(VariableTracker):
             se.mutate(self)
             key = _key_of(self.shadow.pop())  # the shadow went through the same operations: the same element
             self.replay_log = None
+            self.changed = True
             return self.items.pop(key)
         if name == "clear" and not args and not self.frozen:
             se.mutate(self)
@@ -235,6 +263,11 @@ class SetVariable(VariableTracker):
             except NotImplementedError:
                 others = None
             if others is not None:
+                if self.replay_log is not None and name != "difference_update" and \
+                        (self.pinned is not None or self.shadow is None):
+                    # (its result's table follows the set's own, which the shadow does not copy)
+                    raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() of a set read from the frame whose order "
+                                     "follows its history: the order it leaves the set in cannot be replayed")
                 # on the shadow itself: it goes through what the real set goes through
                 value = self.shadow if self.shadow is not None else set(self.as_python_constant())
                 try:
@@ -242,7 +275,8 @@ class SetVariable(VariableTracker):
                 except Exception as e:  # noqa: BLE001 - raise it for real (the trace restarts)
                     raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
                 se.mutate(self)
-                self.replay_log = None
+                self._log_update(name, others, value)
+                self.changed = True
                 self.items = {k: v for k, v in self.items.items() if k in value}
                 for v in value:
                     self.items.setdefault(v, ConstantVariable(v))

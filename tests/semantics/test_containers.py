@@ -537,3 +537,43 @@ def test_set_argument_changed_by_the_trace_iterates_after_the_call_as_in_eager()
         f(torch.ones(1), eager)
         dynamo_lite.compile(f, backend="eager")(torch.ones(1), compiled)
         assert list(compiled) == list(eager)
+
+
+def test_a_set_argument_folded_into_text_keeps_its_order():
+    """str(s) / ",".join(s) are computed at trace time from the set itself: its order, guarded."""
+    def f(x, s, names):
+        return x + 1, str(s), ",".join(names), repr(frozenset(s))
+
+    def names_with_history():
+        n = {f"k{i}" for i in range(60)}
+        for i in range(55):
+            n.discard(f"k{i}")
+        n.update(("zz", "aa"))
+        return n
+
+    check_calls(f, [lambda: (torch.ones(1), _set_with_history((1000, 7)), names_with_history()),
+                    lambda: (torch.ones(1), {95, 96, 97, 98, 99, 1000, 7}, set(names_with_history()))], graphs=2)
+
+
+def test_in_place_set_operators_on_a_set_argument_leave_eager_order():
+    def f(x, s):
+        s |= {5000}
+        s -= {7, 96}
+        return x + 1
+
+    def g(x, s):
+        s &= {95, 96, 1000, 7}  # (a new table CPython swaps in; breaks where the set's order is its history's)
+        s ^= {1, 2}
+        return x + 1
+
+    def small():
+        s = {1, 2, 95, 1000, 33}
+        s.discard(33)
+        return s
+
+    for make in (lambda: _set_with_history((1000, 7)), small):
+        for fn in (f, g):
+            eager, compiled = make(), make()
+            fn(torch.ones(1), eager)
+            dynamo_lite.compile(fn, backend="eager")(torch.ones(1), compiled)
+            assert list(compiled) == list(eager)
