@@ -30,6 +30,7 @@ import sympy
 import torch
 from torch._dispatch.python import enable_python_dispatcher
 import torch.fx
+from torch.utils._sympy.symbol import SymT, symbol_is_type
 from torch.fx.experimental.symbolic_shapes import (GuardOnDataDependentSymNode, free_unbacked_symbols,
                                                    statically_known_true)
 from torch._subclasses.fake_tensor import (
@@ -668,16 +669,20 @@ class SymNodeVariable(VariableTracker):
         read from tensor data has none at trace time: the graph breaks (DL0007)."""
         if not isinstance(value, _SYM_TYPES):
             return value
+        what = "the truth of" if type(value) is torch.SymBool else f"{_SYM_PYTHON_TYPES[type(value)].__name__}() of"
+        if _reads_a_float_from_data(value):
+            raise data_dependent_break(shapes, what, value.node.expr)
         try:
             result = _SYM_PYTHON_TYPES[type(value)](value)
         except GuardOnDataDependentSymNode as e:
             # (a branch tests a SymBool through bool() on 3.13, through truthiness before)
-            what = "the truth of" if type(value) is torch.SymBool else f"{_SYM_PYTHON_TYPES[type(value)].__name__}() of"
             raise data_dependent_break(shapes, what, e) from e
         shapes.note()
         return result
 
     def truthiness(self, tx):
+        if _reads_a_float_from_data(self.value):
+            raise data_dependent_break(self.shapes, "the truth of", self.value.node.expr)
         try:
             result = bool(self.value)  # SymInt: guards s != 0, not s == value
         except GuardOnDataDependentSymNode as e:
@@ -699,11 +704,21 @@ class SymNodeVariable(VariableTracker):
         return True
 
 
-def data_dependent_break(shapes, what: str, error: GuardOnDataDependentSymNode) -> GraphBreak:
+def _reads_a_float_from_data(value) -> bool:
+    """Does ``value`` (a SymBool / SymFloat / SymInt) depend on a float read from tensor data
+    (``.item()`` of a floating tensor)?  Then no fact about it is known at trace time: torch's
+    simplifier answers some anyway (``u > u`` is True, ``u * u >= 0`` is True), wrongly for
+    NaN and infinities, so the trace never asks it."""
+    expr = getattr(getattr(value, "node", None), "expr", None)
+    return expr is not None and any(symbol_is_type(s, SymT.UNBACKED_FLOAT) for s in getattr(expr, "free_symbols", ()))
+
+
+def data_dependent_break(shapes, what: str, error) -> GraphBreak:
     """The break where Python needs the value of a number read from tensor data (``.item()``,
     a size of ``nonzero()``'s result): guarding on it would be wrong (it changes with the data),
-    so Python goes on from here with the real value."""
-    made = shapes.describe_data_values(getattr(error, "cond", None))
+    so Python goes on from here with the real value.  ``error``: torch's
+    GuardOnDataDependentSymNode, or the expression itself."""
+    made = shapes.describe_data_values(getattr(error, "cond", error))
     return GraphBreak(gb.DATA_DEPENDENT, f"{what} a value read from tensor data ({made}): Python goes on from here "
                       "with the real value")
 

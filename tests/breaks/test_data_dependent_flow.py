@@ -134,3 +134,28 @@ def test_python_builtins_on_tensors():
                 float(x[0]), int(x[1]), bool(x[2]))
 
     check(f, torch.tensor([-7.5, 2.5, 3.5]), graphs=None)
+
+
+def test_comparisons_of_a_float_read_from_data_are_never_decided_at_trace_time():
+    """torch's simplifier answers some facts about a float read by .item() (u > u is True,
+    u * u >= 0 is True, u + 1 > u is True): false for NaN and infinities, and u > u always. The
+    trace asks Python instead (a break), so each call follows the real value."""
+    def f(x):
+        v = x.sum().item()
+        out = []
+        if v > v:
+            out.append("gt")
+        if v != v:
+            out.append("nan")
+        if v * v >= 0:
+            out.append("square")
+        if v + 1 > v:
+            out.append("finite")
+        c = 0
+        while c < 1 and v > v:  # (a fuzz program's loop: eager never enters it)
+            c += 1
+            print("entered")
+        return x + 1, out
+
+    check_calls(f, [torch.ones(3), torch.tensor([float("nan")]), torch.tensor([float("inf")]),
+                    torch.tensor([-2.0])], graphs=None, stderr=True)
