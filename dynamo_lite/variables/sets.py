@@ -9,6 +9,7 @@ Tested by tests/semantics/test_containers.py and tests/semantics/test_container_
 """
 from __future__ import annotations
 
+import ctypes
 import sys
 from typing import Optional
 
@@ -350,8 +351,16 @@ class SetVariable(VariableTracker):
 
 
 def _same_table(a: set, b: set) -> bool:
-    """Do the two sets iterate alike from tables of the same size?"""
-    return sys.getsizeof(a) == sys.getsizeof(b) and list(a) == list(b)
+    """Do the two sets iterate alike from tables of the same size and fill (the slots used,
+    by elements or by the dummies deletions leave, which decide when a table grows)?"""
+    return sys.getsizeof(a) == sys.getsizeof(b) and _fill(a) == _fill(b) and list(a) == list(b)
+
+
+_FILL_OFFSET = object.__basicsize__  # PySetObject: the object header, then Py_ssize_t fill
+
+
+def _fill(s: set) -> int:
+    return ctypes.c_ssize_t.from_address(id(s) + _FILL_OFFSET).value
 
 
 def plain_set_subclass(cls) -> bool:
