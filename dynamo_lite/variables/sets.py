@@ -157,7 +157,7 @@ class SetVariable(VariableTracker):
         return self.python_type()(i.constant_copy() for i in self.items.values())
 
     def contains(self, tx, item):
-        return self._key(item, tx) in self.items
+        return self._key(_as_frozen_key(item), tx) in self.items
 
     def len(self, tx):
         return len(self.items)
@@ -171,6 +171,17 @@ class SetVariable(VariableTracker):
         se = tx.output.side_effects
         if name == "__contains__" and len(args) == 1:
             return ConstantVariable(self.contains(tx, args[0]))
+        if name in _COMPARISONS and len(args) == 1 and not kwargs:
+            other = args[0]
+            if not isinstance(other, SetVariable):
+                try:
+                    t = other.python_type()
+                except GraphBreak:
+                    t = None
+                if not isinstance(t, type) or issubclass(t, (set, frozenset)):
+                    raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() of {other.describe()}")
+                return ConstantVariable(NotImplemented)  # (not a set: Python tries the other side)
+            return ConstantVariable(getattr(set(self.items), name)(set(other.items)))
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "add" and len(args) == 1 and not self.frozen:
@@ -181,8 +192,8 @@ class SetVariable(VariableTracker):
             self._sync_shadow([k])
             return NONE
         if name == "discard" and len(args) == 1 and not self.frozen:
+            k = self._key(_as_frozen_key(args[0]), tx)
             se.mutate(self)
-            k = self._key(args[0], tx)
             self._log("discard", k, args[0])
             self.items.pop(k, None)
             self._sync_shadow()
@@ -228,7 +239,7 @@ class SetVariable(VariableTracker):
             self._sync_shadow(added)
             return self if name == "__ior__" else NONE
         if name == "remove" and len(args) == 1 and not self.frozen:
-            k = self._key(args[0], tx)
+            k = self._key(_as_frozen_key(args[0]), tx)
             if k not in self.items:
                 self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)
@@ -322,14 +333,30 @@ class SetVariable(VariableTracker):
             # (from dict.fromkeys(...), as copy() / union() size theirs), must give the shadow's
             # table: the order eager's set iterates in; else (a table shaped by deletions) break
             order = list(self.shadow)
-            by_adds = set()
-            for k in order:
-                by_adds.add(k)
+            by_adds = _by_adds(order)
+            split = None
             if _same_table(by_adds, self.shadow):
                 pass
             elif _same_table(set(dict.fromkeys(order)), self.shadow):
                 presized = True
-            else:
+            elif self.set_type in (set, frozenset):
+                # a union's table: a copy of a first part, grown for a second that may overlap it
+                # (set.union(a, b) sizes the table for len(a) + len(b))
+                split = next(((i, j) for i in range(1, min(len(order), 32)) for j in range(i + 1) if _same_table(
+                    _by_adds(order[:i]).union(_by_adds(order[j:])), self.shadow)), None)
+            if split is not None:
+                cg.load_callable(self.set_type.union)
+                for part in (order[:split[0]], order[split[1]:]):
+                    if self.frozen:
+                        cg.load_callable(frozenset)
+                    for k in part:
+                        cg.reconstruct(self.items[_key_of(k)])
+                    cg.emit("BUILD_TUPLE" if self.frozen else "BUILD_SET", len(part))
+                    if self.frozen:
+                        cg.call(1)
+                cg.call(2)
+                return
+            if not presized and not _same_table(by_adds, self.shadow):
                 raise GraphBreak(gb.CANNOT_REBUILD, "a set whose order follows its history (deletions, table "
                                  "growth) outlives the traced code: a set built anew would iterate otherwise")
             keys = [_key_of(k) for k in order]
@@ -348,6 +375,25 @@ class SetVariable(VariableTracker):
 
     def can_reconstruct(self):
         return all(v.can_reconstruct() for v in self.items.values())
+
+
+_COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+
+
+def _as_frozen_key(v):
+    """What set.__contains__ / remove / discard look up for ``v``: a set (unhashable) is looked up
+    as a frozenset of its elements, as CPython does; anything else as itself."""
+    if isinstance(v, SetVariable) and not v.frozen:
+        return SetVariable(list(v.items.values()), frozen=True)
+    return v
+
+
+def _by_adds(keys) -> set:
+    """A set of ``keys`` added one by one, as BUILD_SET does."""
+    made = set()
+    for k in keys:
+        made.add(k)
+    return made
 
 
 def _same_table(a: set, b: set) -> bool:

@@ -110,3 +110,16 @@ def test_returned_symmetric_difference_with_dummies_breaks_rather_than_reorders(
     compiled = dynamo_lite.compile(f)(x3)
     assert list(compiled[1]) == list(eager[1]) and compiled[2] == eager[2]
     check(f, x3, breaks=None)
+
+
+def test_set_comparison_dunders_and_set_keys():
+    def f(x):
+        p, q = CustomFrozenset("abc"), set("ab")
+        s = {frozenset("ab"), "c"}
+        s.discard(set("ab"))
+        t = {frozenset("xy")}
+        t.remove({"x", "y"})
+        return x + 1, frozenset.__eq__(p, {"a", "b", "c"}), p.__lt__(q), frozenset.__ge__(p, q), q.__ne__(p), \
+            p.__eq__([1]) is NotImplemented, set("ab") in {frozenset("ab")}, sorted(s), len(t)
+
+    check(f, x3)
