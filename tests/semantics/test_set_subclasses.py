@@ -123,3 +123,17 @@ def test_set_comparison_dunders_and_set_keys():
             p.__eq__([1]) is NotImplemented, set("ab") in {frozenset("ab")}, sorted(s), len(t)
 
     check(f, x3)
+
+
+def test_returned_set_whose_dummies_decide_its_order_breaks_rather_than_reorders():
+    def f(x):
+        a = {5, 13, 21}
+        a.remove(5)
+        a.update([29, 37])
+        a.difference_update({13})
+        return x * 2, a
+
+    eager = f(x3)
+    compiled = dynamo_lite.compile(f)(x3)
+    assert list(compiled[1]) == list(eager[1]), (list(compiled[1]), list(eager[1]))
+    check(f, x3, breaks=None)
