@@ -104,6 +104,9 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         # one tracker is one object (t = (1, 2); t is t), and sets are compared as themselves:
         # never on folded copies, which are new objects
         return ConstantVariable(_identity_compare(fn, *args))  # not on folded copies
+    if fn in _SET_OPERATORS and len(args) == 2 and _is_set(args[0]) and _is_set(args[1]):
+        # s | t: by the set (not folded on copies, whose tables, so the result's order, may not be eager's)
+        return args[0].call_method(tx, _SET_OPERATORS[fn], [args[1]], {})
     replayed = next((a for a in args if getattr(a, "replay_operator", None) is not None), None)
     if replayed is not None and fn not in (operator.is_, operator.is_not):
         # a number drawn from Python's random module at run time (stdlib.py): the operation is replayed too

@@ -35,9 +35,11 @@ class SetVariable(VariableTracker):
             that order guards the object's identity (``_ordered_keys(tx)``).
     """
 
-    def __init__(self, items: list, source=None, frozen=False, tx=None, real=None):
+    def __init__(self, items: list, source=None, frozen=False, tx=None, real=None, set_type=None):
         super().__init__(source)
         self.frozen = frozen
+        # the class: set / frozenset, or a plain Python subclass of one (``plain_set_subclass``)
+        self.set_type = set_type or (frozenset if frozen else set)
         self.items: dict = {}
         for item in items:
             self.items[self._key(item, tx)] = item
@@ -113,6 +115,14 @@ class SetVariable(VariableTracker):
             return False
         return [_key_of(k) for k in self.shadow] == list(self.items)
 
+    def _faithful_shadow(self):
+        """The shadow when it holds the constant elements in the real set's order (no stand-ins,
+        not a set read from the frame whose own order differs); else None."""
+        if self.shadow is None or self.pinned is not None or len(self.shadow) != len(self.items) or \
+                any(isinstance(k, _AddressKey) for k in self.shadow):
+            return None
+        return self.shadow
+
     def _ordered_keys(self, tx=None) -> list:
         """The keys in the order the real set iterates.  With objects hashed by identity that
         order follows their addresses: known for real objects (guarded by identity, so a later
@@ -143,7 +153,7 @@ class SetVariable(VariableTracker):
         return checked_key(tx, self.items, hash_key(v, "set element"), "set element")
 
     def python_type(self):
-        return frozenset if self.frozen else set
+        return self.set_type
 
     def has_len(self):
         return True
@@ -173,7 +183,7 @@ class SetVariable(VariableTracker):
         return self.python_type()(i.constant_copy() for i in self.items.values())
 
     def contains(self, tx, item):
-        return self._key(item, tx) in self.items
+        return self._key(_as_frozen_key(item), tx) in self.items
 
     def len(self, tx):
         return len(self.items)
@@ -187,6 +197,17 @@ class SetVariable(VariableTracker):
         se = tx.output.side_effects
         if name == "__contains__" and len(args) == 1:
             return ConstantVariable(self.contains(tx, args[0]))
+        if name in _COMPARISONS and len(args) == 1 and not kwargs:
+            other = args[0]
+            if not isinstance(other, SetVariable):
+                try:
+                    t = other.python_type()
+                except GraphBreak:
+                    t = None
+                if not isinstance(t, type) or issubclass(t, (set, frozenset)):
+                    raise GraphBreak(gb.UNSUPPORTED_CALL, f"set.{name}() of {other.describe()}")
+                return ConstantVariable(NotImplemented)  # (not a set: Python tries the other side)
+            return ConstantVariable(getattr(set(self.items), name)(set(other.items)))
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "add" and len(args) == 1 and not self.frozen:
@@ -197,8 +218,8 @@ class SetVariable(VariableTracker):
             self._sync_shadow([k])
             return NONE
         if name == "discard" and len(args) == 1 and not self.frozen:
+            k = self._key(_as_frozen_key(args[0]), tx)
             se.mutate(self)
-            k = self._key(args[0], tx)
             self._log("discard", k, args[0])
             self.items.pop(k, None)
             self._sync_shadow()
@@ -211,10 +232,24 @@ class SetVariable(VariableTracker):
             except NotImplementedError:
                 others = None
             if others is not None:
+                # on the shadows when they are faithful (their tables went through what the real
+                # sets' went through): the result's table, so its order, is then eager's
+                faithful = self._faithful_shadow()
+                if faithful is not None:
+                    others = [o if not isinstance(a, SetVariable) or a._faithful_shadow() is None
+                              else a._faithful_shadow() for a, o in zip(args, others)]
+                value = faithful if faithful is not None else self.as_python_constant()
                 try:
-                    result = getattr(self.as_python_constant(), name)(*others)
+                    result = getattr(value, name)(*others)
                 except Exception as e:  # noqa: BLE001 - raise it for real
                     raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
+                if faithful is not None and type(result) is set:
+                    if name == "copy" and self.set_type is frozenset:  # the frozenset itself
+                        return self
+                    # (the shadow is a set: a frozenset's operations give a frozenset, of the same table)
+                    out = SetVariable([ConstantVariable(k) for k in result], frozen=self.frozen)
+                    out.shadow = result
+                    return out
                 return self.wrap_constant(result)
         if name in _ALGEBRA and not kwargs and args and all(type(a) is SetVariable for a in args) \
                 and all(map(_plain_key, [k for v in (self, *args) for k in v.items])):
@@ -230,7 +265,7 @@ class SetVariable(VariableTracker):
             self._sync_shadow(added)
             return self if name == "__ior__" else NONE
         if name == "remove" and len(args) == 1 and not self.frozen:
-            k = self._key(args[0], tx)
+            k = self._key(_as_frozen_key(args[0]), tx)
             if k not in self.items:
                 self.raise_in_trace(tx, KeyError, [args[0]])
             se.mutate(self)
@@ -324,16 +359,101 @@ class SetVariable(VariableTracker):
     def reconstruct(self, cg):
         if self.source is not None:
             return super().reconstruct(cg)
-        if self.frozen:
-            cg.load_callable(frozenset)
-        for k in self.items:  # (BUILD_SET: Python puts the elements where their hashes say)
+        keys, presized = list(self.items), False
+        if self.shadow is not None and len(self.shadow) == len(self.items):
+            # the elements in the shadow's order, added one by one (BUILD_SET; a tuple given to
+            # frozenset() or a subclass: added in turn too) or into a table sized for them first
+            # (from dict.fromkeys(...), as copy() / union() size theirs), must give the shadow's
+            # table: the order eager's set iterates in; else (a table shaped by deletions) break
+            order = list(self.shadow)
+            by_adds = _by_adds(order)
+            split = None
+            if _same_table(by_adds, self.shadow):
+                pass
+            elif _same_table(set(dict.fromkeys(order)), self.shadow):
+                presized = True
+            elif self.set_type in (set, frozenset):
+                # a union's table: a copy of a first part, grown for a second that may overlap it
+                # (set.union(a, b) sizes the table for len(a) + len(b))
+                split = next(((i, j) for i in range(1, min(len(order), 32)) for j in range(i + 1) if _same_table(
+                    _by_adds(order[:i]).union(_by_adds(order[j:])), self.shadow)), None)
+            if split is not None:
+                cg.load_callable(self.set_type.union)
+                for part in (order[:split[0]], order[split[1]:]):
+                    if self.frozen:
+                        cg.load_callable(frozenset)
+                    for k in part:
+                        cg.reconstruct(self.items[_key_of(k)])
+                    cg.emit("BUILD_TUPLE" if self.frozen else "BUILD_SET", len(part))
+                    if self.frozen:
+                        cg.call(1)
+                cg.call(2)
+                return
+            if not presized and not _same_table(by_adds, self.shadow):
+                raise GraphBreak(gb.CANNOT_REBUILD, "a set whose order follows its history (deletions, table "
+                                 "growth) outlives the traced code: a set built anew would iterate otherwise")
+            keys = [_key_of(k) for k in order]
+        call = self.set_type is not set or presized
+        if call:
+            cg.load_callable(self.set_type)
+        if presized:
+            cg.load_callable(dict.fromkeys)
+        for k in keys:  # (BUILD_SET: Python puts the elements where their hashes say)
             cg.reconstruct(self.items[k])
-        cg.emit("BUILD_SET", len(self.items))
-        if self.frozen:
+        cg.emit("BUILD_TUPLE" if call else "BUILD_SET", len(keys))
+        if presized:
+            cg.call(1)
+        if call:
             cg.call(1)
 
     def can_reconstruct(self):
         return all(v.can_reconstruct() for v in self.items.values())
+
+
+_COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+
+
+def _as_frozen_key(v):
+    """What set.__contains__ / remove / discard look up for ``v``: a set (unhashable) is looked up
+    as a frozenset of its elements, as CPython does; anything else as itself."""
+    if isinstance(v, SetVariable) and not v.frozen:
+        return SetVariable(list(v.items.values()), frozen=True)
+    return v
+
+
+def _by_adds(keys) -> set:
+    """A set of ``keys`` added one by one, as BUILD_SET does."""
+    made = set()
+    for k in keys:
+        made.add(k)
+    return made
+
+
+def _same_table(a: set, b: set) -> bool:
+    """Do the two sets iterate alike from tables of the same size?  (As ``_shadow_matches``:
+    the dummies deletions leave are not compared; they decide when a table grows, so a rebuilt
+    set that then gets more elements than its table holds may grow at another add than eager's.)"""
+    return sys.getsizeof(a) == sys.getsizeof(b) and list(a) == list(b)
+
+
+def plain_set_subclass(cls) -> bool:
+    """A Python subclass of set or frozenset (plain type metaclass) that defines nothing but a
+    docstring: its instances behave as the base's (results of its operations are of the base
+    type), so a SetVariable of that class stands for one.  An instance's attributes are not
+    modelled (setting one breaks)."""
+    if not isinstance(cls, type) or type(cls) is not type or not issubclass(cls, (set, frozenset)) or \
+            cls in (set, frozenset):
+        return False
+    for base in cls.__mro__:
+        if base in (set, frozenset):
+            return True
+        if base.__module__ == "builtins" or set(vars(base)) - _PLAIN_CLASS_NAMES:
+            return False
+    return False
+
+
+_PLAIN_CLASS_NAMES = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__firstlineno__",
+                      "__static_attributes__"}
 
 
 class _AddressKey:

@@ -48,6 +48,7 @@ from .mappings import (
     MappingProxyVariable,
     hash_key, is_frozendict_class,
 )
+from .sets import plain_set_subclass, SetVariable
 from .sequences import DequeVariable, ListIteratorVariable, TupleVariable
 from .iterators import UserIteratorVariable
 from .functions import bind_arguments, python_function_handler, UserFunctionVariable, UserMethodVariable
@@ -968,6 +969,11 @@ class UserDefinedClassVariable(VariableTracker):
             raise GraphBreak(gb.FINALIZER_OBJECT, f"class {cls.__name__} defines __del__ (an object Python must make)")
         if _dict_base(cls) is not None:
             return self._new_dict_object(tx, cls, args, kwargs)
+        if plain_set_subclass(cls):
+            if kwargs or len(args) > 1:
+                raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}() with keyword or several arguments")
+            items = args[0].unpack(tx) if args else []
+            return SetVariable(items, frozen=issubclass(cls, frozenset), tx=tx, set_type=cls)
         if getattr(cls, "__abstractmethods__", None):  # object.__new__ raises TypeError: let Python do it
             raise GraphBreak(gb.OPERATION_RAISES, f"class {cls.__name__} has abstract methods (TypeError)")
         if type(cls) is not type and not _is_plain_meta(cls) and not self.metaclass_call_done:

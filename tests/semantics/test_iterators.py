@@ -238,7 +238,9 @@ def test_set_iteration_order_follows_cpython():
         a.remove(5)
         a.update([29, 37])
         a.difference_update({13})
-        return x * 2, list(s), list(a), [v for v in s], s, a
+        # (returning a itself breaks: its table, whose dummies put 37 first, is no set built
+        # anew's; test_set_subclasses.py)
+        return x * 2, list(s), list(a), [v for v in s], s
 
     check(f, x3)
 
