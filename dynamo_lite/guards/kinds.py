@@ -37,7 +37,7 @@ Kinds (``kind`` names them in logs):
     NAN             type(s) is float and s != s              (a NaN constant)
     FLOAT_REPR      repr(s) == text                          (the sign of 0.0)
     SET_EQ          type(s) is set and s == v
-    SET_ORDER       list(s) == elements                      (a set whose iteration order was used)
+    SET_ORDER       list(s) == elements                      (a set read from the frame: its order)
     NOT_IN_DICT     name not in s.<__dict__>                 (no instance attribute)
     ABSENT_ATTR     not hasattr(s, name)
     IS              s.<attr path> is obj                     (x.__func__, x.__code__, m.training)
