@@ -524,8 +524,7 @@ dict_lookup_cached(GuardOp *op, PyObject *dict)
     return v;
 }
 
-/* getattr(obj, op->obj), reading the instance __dict__ directly when the
- * op's cache says that is what getattr would do. */
+/* The lookup itself: the generic one (object.__getattribute__) for n = 1. */
 static inline PyObject *
 load_attr_uncached(GuardOp *op, PyObject *obj)
 {
@@ -533,6 +532,8 @@ load_attr_uncached(GuardOp *op, PyObject *obj)
                       : PyObject_GetAttr(obj, op->obj);
 }
 
+/* getattr(obj, op->obj), reading the instance __dict__ directly when the
+ * op's cache says that is what getattr would do. */
 static PyObject *
 load_attr(GuardOp *op, PyObject *obj)
 {
