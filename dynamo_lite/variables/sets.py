@@ -366,6 +366,9 @@ class SetVariable(VariableTracker):
             # (from dict.fromkeys(...), as copy() / union() size theirs), must give the shadow's
             # table: the order eager's set iterates in; else (a table shaped by deletions) break
             order = list(self.shadow)
+            inserted = list(self.items)  # (the order the trace added them: often how eager built it)
+            if _same_table(_by_adds(inserted), self.shadow):
+                order = inserted
             by_adds = _by_adds(order)
             split = None
             if _same_table(by_adds, self.shadow):

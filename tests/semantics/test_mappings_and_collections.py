@@ -149,14 +149,17 @@ def test_keyerror_raised_in_a_handler_chains_the_handled_exception():
 # ---------------------------------------------------------------- dict views, | and |=
 
 def test_dict_views_membership_len_iteration_and_set_algebra():
-    def f(x, d):
+    def f(x, d, keep=sorted):
         k, v, it = d.keys(), d.values(), d.items()
         return (x * sum(v), len(k), len(it), "a" in k, "q" in k, ("a", 1) in it, ("a", 2) in it, 3 in it,
-                2 in v, k & {"a", "q"}, k | {"z"}, k - {"a"}, k ^ {"a", "c"}, it & {("a", 1)},
-                k == {"a", "b"}, k.isdisjoint(["q"]), it.isdisjoint([("b", 2)]), list(it), sorted(k),
-                [kk for kk in k], tuple(v))
+                2 in v, keep(k & {"a", "q"}), keep(k | {"z"}), keep(k - {"a"}), keep(k ^ {"a", "c"}),
+                keep(it & {("a", 1)}), k == {"a", "b"}, k.isdisjoint(["q"]), it.isdisjoint([("b", 2)]), list(it),
+                sorted(k), [kk for kk in k], tuple(v))
 
     check_breaks(f, X, {"a": 1, "b": 2}, breaks=0)
+    # the sets themselves returned: a set whose table a copy-then-delete shaped (k ^ {...}, with
+    # some string hashes) cannot be rebuilt to iterate as eager's: that return breaks (DL0006)
+    check_breaks(f, X, {"a": 1, "b": 2}, keep=lambda s: s, breaks=None)
 
 
 def test_dict_views_of_tensor_values():
