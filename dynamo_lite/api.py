@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, ParamSpec, TypeVar, Union, overload
 import torch
 from torch.nn.modules import module as _nn_module
 
-from . import _C, cache, config, shapes
+from . import _C, cache, config, persistent_cache, shapes
 from . import stance as _stance
 from .backends import CompilerFn, inductor_config_patches, inductor_with, lookup_backend, registered_backend_name
 from .convert_frame import FrameConverter
@@ -285,8 +285,10 @@ class set_stance:
 
 
 def reset() -> None:
-    """Forget every compiled entry (the next call of each function compiles again)."""
+    """Forget every compiled entry (the next call of each function compiles again, or loads
+    an entry from the persistent cache when that is on)."""
     cache.reset()
+    persistent_cache.clear()
 
 
 def mark_dynamic(t: torch.Tensor, index: Union[int, list[int], tuple[int, ...]], *, min: Optional[int] = None, max: Optional[int] = None) -> None:
@@ -485,7 +487,8 @@ def explain(fn: Callable[..., Any], *extra_args: Any, backend: Backend = "eager"
         recorded: list = []
         reset()
         compiled = compile(fn, backend=backend)
-        with events.collecting(recorded.append):
+        # (it shows a capture: every frame is traced, none is loaded from the persistent cache)
+        with events.collecting(recorded.append), config.patch(persistent_cache=False):
             out = compiled(*args, **kwargs)
         return build_explain_output(recorded, out)
 

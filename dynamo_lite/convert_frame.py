@@ -47,7 +47,7 @@ import torch
 import torch._guards
 
 from . import graph_breaks as gb
-from . import _C, bytecode_compat, cache, config, stance, torch_compat
+from . import _C, bytecode_compat, cache, config, persistent_cache, stance, torch_compat
 from . import log as dl_log
 from .codegen import frame_code, loop_bodies
 from .codegen.liveness import flow_info
@@ -147,6 +147,12 @@ class FrameConverter:
                        for e in existing]
             if None in reasons:
                 return RUN_EAGER  # another thread compiled a matching entry while this one waited
+        if persistent_cache.enabled() and len(existing) < config.cache_size_limit \
+                and not self._static_retry and split_backend(self.backend) is self.backend:
+            loaded = persistent_cache.load(self, code, f_locals, func,
+                                           f"{cache.frame_id(code)}/{len(existing)}")
+            if loaded is not None:
+                return loaded  # an entry an earlier process stored: no trace
         if now == "fail_on_recompile" and _has_tensor_or_module(f_locals, func):
             raise RecompileError(_recompile_message(code, reasons if existing else []))
         if existing:
@@ -289,6 +295,7 @@ class FrameConverter:
         trace_seconds = time.perf_counter() - start
         output = tx.output
         compiled = None
+        compiled_fn = None
         gm = None
         compile_seconds = 0.0
         graph_inputs = []
@@ -338,6 +345,10 @@ class FrameConverter:
         if new_code is not None:
             bytecode_log.info("[%s] Bytecode of %s:\n%s", compile_id, display_name(code),
                               dl_log.lazy(dl_log.format_code_change, code, new_code))
+        if persistent_cache.enabled():
+            persistent_cache.store(self, code, func, output.guards, bytecode_compat.arg_names(code), new_code,
+                                   compiled_fn, gm, output.graph_inputs if gm is not None else [],
+                                   output.hash_seed_dependent, output.process_dependent)
         output.release_examples()
         return _C.CacheEntry(guard.fn, new_code, self, compile_id=compile_id, guard=guard, graph_module=gm)
 

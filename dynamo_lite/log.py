@@ -49,6 +49,7 @@ ARTIFACTS = {
     "graph_code": "the FX graph code of every captured graph",
     "bytecode": "original and transformed bytecode (and depyf source when installed)",
     "repeated_blocks": "repeated blocks captured once: each template, each call that replayed it or not, and why",
+    "persistent_cache": "frames loaded from the persistent capture cache (+: misses and entries not stored, why)",
 }
 _FORMAT = "%(levelname).1s%(asctime)s.%(msecs)03d %(name)s] %(message)s"
 _DATEFMT = "%m%d %H:%M:%S"
@@ -107,7 +108,8 @@ def parse(spec: str) -> dict[str, int]:
 def set_logs(spec: Optional[str] = None, *, dynamo_lite: Optional[int] = None,
              graph_breaks: Union[bool, int] = False, recompiles: Union[bool, int] = False,
              guards: Union[bool, int] = False, graph_code: Union[bool, int] = False,
-             bytecode: Union[bool, int] = False, repeated_blocks: Union[bool, int] = False) -> None:
+             bytecode: Union[bool, int] = False, repeated_blocks: Union[bool, int] = False,
+             persistent_cache: Union[bool, int] = False) -> None:
     """Choose what dynamo_lite logs to stderr (replaces the previous choice).
 
     ``spec`` uses the DYNAMO_LITE_LOGS syntax (``"graph_breaks,+recompiles"``).
@@ -117,7 +119,8 @@ def set_logs(spec: Optional[str] = None, *, dynamo_lite: Optional[int] = None,
     """
     settings = parse(spec) if spec else {}
     kw = {"graph_breaks": graph_breaks, "recompiles": recompiles, "guards": guards,
-          "graph_code": graph_code, "bytecode": bytecode, "repeated_blocks": repeated_blocks}
+          "graph_code": graph_code, "bytecode": bytecode, "repeated_blocks": repeated_blocks,
+          "persistent_cache": persistent_cache}
     for name, value in kw.items():
         if value is True:
             settings[name] = logging.INFO

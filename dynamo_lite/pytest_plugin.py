@@ -780,6 +780,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     parts.append(_plural(t["internal_errors"], "internal error"))
     tr.write_line(f"{t['tests_compiling']} of {_plural(t['tests'], 'test')} compiled code: {', '.join(parts)}"
                   + (f" (--dl, backend={state.backend})" if state.dl else ""))
+    cached = sys.modules.get("dynamo_lite.persistent_cache")
+    if cached is not None and cached.enabled():
+        st = cached.stats()
+        tr.write_line(f"persistent capture cache ({cached.cache_dir()}): {_plural(st['hits'], 'frame')} loaded "
+                      f"without a trace, {st['misses']} traced (no usable stored entry), "
+                      f"{st['stored']} stored, {sum(st['not_stored'].values())} not storable")
     # internal errors are dynamo_lite bugs (the frame ran eagerly, so the test may pass): each is listed
     errors = [(rec, ev) for rec in recs for ev in _internal_errors(rec)]
     for rec, ev in errors[:_MAX_INTERNAL_ERRORS]:

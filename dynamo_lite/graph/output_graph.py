@@ -115,6 +115,11 @@ class OutputGraph:
         # (a ModelOutput built: its __init__/__post_init__ run as frames on an existing object, and
         # break on every write): keep the generated code even when nothing else was captured
         self.modelled_library_code = False
+        # what the trace took from this process (persistent_cache.py): string hashes (a set's order,
+        # hash("...")): a stored entry is keyed by the hash seed too; an address (id(), an identity
+        # hash, a set of such objects): the reason the entry is not stored
+        self.hash_seed_dependent = False
+        self.process_dependent: Optional[str] = None
         # id(module) -> (root step, user stack, call) of the first forward (pre-)hook registration
         # on that module replayed after the graph (variables/replayed.py): until then its hooks
         # are the old ones, so calling it or reading its hook dicts restarts the trace to stop there

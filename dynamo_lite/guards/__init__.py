@@ -40,7 +40,7 @@ from .kinds import (AbsentAttrGuard, BlockGuard, ConstAttrIsGuard, ConstGuard, D
                     pretty_name)
 from .program import build_program, order_guards, render_program
 
-__all__ = ["Guard", "GuardSet", "CompiledGuard", "TensorSpec", "USE_PROGRAM",
+__all__ = ["Guard", "GuardSet", "CompiledGuard", "source_scope", "TensorSpec", "USE_PROGRAM",
            "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "EmptyGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
            "NanGuard", "FloatReprGuard", "SetEqualsGuard", "SetOrderGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
            "SameObjectGuard", "BlockGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
@@ -75,9 +75,7 @@ class GuardSet:
     # ---- compilation -----------------------------------------------------
     def compile(self, arg_names: tuple[str, ...]) -> "CompiledGuard":
         arg_names = tuple(guard_local_name(n) for n in arg_names)
-        namespace: dict[str, Any] = {"___builtins": builtins, "___torch": torch, "___sys": sys,
-                                     "___torch_compat": torch_compat,
-                                     "___object_getattribute": object.__getattribute__}
+        namespace = _base_namespace()
         counter = itertools.count()
         parts: list[str] = []
         exprs: list[tuple[str, Guard]] = []
@@ -112,6 +110,22 @@ class GuardSet:
     def render(self) -> list[str]:
         """Readable lines, one per guard (for explain() and the guards log)."""
         return [describe_guard(g) for g in self]
+
+
+def _base_namespace() -> dict[str, Any]:
+    """The names every guard expression may use besides the frame's arguments, ___G and ___F."""
+    return {"___builtins": builtins, "___torch": torch, "___sys": sys, "___torch_compat": torch_compat,
+            "___object_getattribute": object.__getattribute__}
+
+
+def source_scope(arg_names: tuple[str, ...], args: tuple, f_globals: dict, func) -> dict[str, Any]:
+    """The names a source's expression (``source.name()``) is evaluated in, for a frame with these
+    arguments (as a guard reads them)."""
+    scope = _base_namespace()
+    scope.update(zip((guard_local_name(n) for n in arg_names), args))
+    scope["___G"] = f_globals
+    scope["___F"] = func
+    return scope
 
 
 def _source_depth(source: Optional[Source]) -> int:

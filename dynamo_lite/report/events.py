@@ -176,6 +176,21 @@ class CacheLimitEvent(_Event):
     kind: str = "cache_limit"
 
 
+@dataclasses.dataclass
+class PersistentCacheEvent(_Event):
+    """A frame's first call in this process looked in the persistent capture cache: ``hit``
+    (an entry stored by an earlier process runs, no trace) or a miss with its reason."""
+
+    frame: str
+    filename: str
+    lineno: int
+    compile_id: str
+    hit: bool
+    reason: str  # a miss: why no stored entry serves the call ("" for a hit)
+    path: str = ""  # a hit: the entry's file
+    kind: str = "persistent_cache"
+
+
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _DEMO_FILE = _OWN_DIR + "demo.py"  # the README's demo model is user code
 MAX_CALLER_FRAMES = 24  # innermost caller frames kept per break

@@ -1055,6 +1055,7 @@ def _real_object(tx, obj, note_identity: bool = True):
     else:
         return None
     tx.output.add_guard(guards.IdGuard(obj.source, value))
+    tx.output.process_dependent = "an object's id() or identity hash"  # (an address: this process only)
     if note_identity:
         tx.output.side_effects.note_identity(obj)
     return value
@@ -1072,6 +1073,7 @@ def _id(tx, obj):
         # an int or str constant may be a new object in the real run: its id is not known
         value = obj.as_python_constant()
         if value is None or isinstance(value, (bool, type)):
+            tx.output.process_dependent = "an object's id()"
             return ConstantVariable(id(value))  # singletons and classes
     return IdVariable(obj)
 
@@ -1079,6 +1081,8 @@ def _id(tx, obj):
 @_handler(builtins.hash)
 def _hash(tx, obj):
     if obj.is_python_constant():
+        if type(obj.as_python_constant()) not in (int, bool, float, type(None)):
+            tx.output.hash_seed_dependent = True  # (str, bytes: salted per process)
         return None  # folded as a pure builtin
     if isinstance(obj, ObjectLike):
         fn, owner = mro_lookup(obj.value_type, "__hash__")

@@ -22,6 +22,15 @@ from .methods import ContainerMethodVariable
 from .sequences import ListIteratorVariable
 
 
+def _note_hash_order(tx, keys) -> None:
+    """The trace follows a set's iteration order: it depends on hashes, of strings (salted per
+    process: PYTHONHASHSEED) or of addresses (this process only).  A stored entry says so."""
+    if any(isinstance(k, _AddressKey) for k in keys):
+        tx.output.process_dependent = "the order of a set of objects hashed by identity"
+    elif any(type(k) not in (int, bool, float, type(None)) for k in keys):
+        tx.output.hash_seed_dependent = True
+
+
 class SetVariable(VariableTracker):
     """A set of constants (or identity-keyed objects).
 
@@ -138,6 +147,8 @@ class SetVariable(VariableTracker):
                                  "cannot replay")
         if self.shadow is not None and len(self.shadow) == len(self.items):
             order = list(self.shadow)
+            if tx is not None and len(order) > 1:
+                _note_hash_order(tx, order)
             by_address = [k.key for k in order if isinstance(k, _AddressKey)]
             if by_address and len(order) > 1:
                 if tx is None or not all(_guard_identity(tx, k.var) for k in by_address):

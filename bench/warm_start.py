@@ -1,0 +1,142 @@
+"""Warm start: the first compiled call of a model in a second process, after a first process
+filled the caches (issue #25).
+
+For each model (bench/hf_models.py, eval mode, random weights) and system, one process fills the
+caches, then ``--repeat`` fresh processes each build the model and make one call, timed (wall
+clock, after imports and model building, which are printed apart):
+
+    eager          model(**kwargs): the first call of eager PyTorch in a process (the baseline)
+    dl-eager       dynamo_lite.compile(model, backend="eager") with its persistent cache on
+    dl-inductor    dynamo_lite.compile(model, backend="inductor"), persistent cache on (and
+                   inductor's own FX graph / AOTAutograd caches, which it shares with torch)
+    tc-eager       torch.compile(model, backend="eager") (no capture cache: it traces again)
+    tc-inductor    torch.compile(model) with inductor's caches on
+
+Every system has a cache directory of its own per model (dynamo_lite's cache and
+TORCHINDUCTOR_CACHE_DIR), made empty before the first process.  Each row says whether the
+timed call traced (dynamo_lite: frames traced / loaded from its cache).
+
+    python bench/warm_start.py [--models gpt2,bert,llama] [--systems ...] [--repeat 3] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+SYSTEMS = ("eager", "dl-eager", "dl-inductor", "tc-eager", "tc-inductor")
+
+
+def worker(name: str, system: str) -> dict:
+    start = time.perf_counter()
+    import torch
+
+    import hf_models
+
+    if system.startswith("dl-"):
+        import dynamo_lite
+    imported = time.perf_counter()
+    torch.set_num_threads(1)
+    model, _, kwargs = hf_models.build(name, "eval")
+    built = time.perf_counter()
+    with torch.no_grad():
+        if system == "eager":
+            run = model
+        elif system.startswith("dl-"):
+            run = dynamo_lite.compile(model, backend=system[3:])
+        else:
+            run = torch.compile(model, backend=system[3:])
+        t0 = time.perf_counter()
+        out = run(**kwargs)
+        first = time.perf_counter() - t0
+        correct = hf_models._same(out, model(**kwargs))
+    row = {"model": name, "system": system, "import_s": round(imported - start, 3),
+           "build_s": round(built - imported, 3), "first_call_s": round(first, 4), "correct": correct}
+    if system.startswith("dl-"):
+        from dynamo_lite import persistent_cache
+
+        st = persistent_cache.stats()
+        row.update(loaded=st["hits"], traced=st["misses"], stored=st["stored"],
+                   not_stored=sum(st["not_stored"].values()))
+        if st["not_stored"]:
+            row["not_stored_reasons"] = st["not_stored"]
+    return row
+
+
+def _run(name: str, system: str, env: dict) -> dict:
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", name, system],
+                          capture_output=True, text=True, timeout=1800, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"worker {name} {system} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def render(rows: list[dict]) -> str:
+    lines = ["| model | system | first call in process 1 s | first call in process 2 s (median) | "
+             "import s | build s | traced / loaded (process 2) | correct |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        traced = f"{r['traced']} / {r['loaded']}" if "traced" in r else "-"
+        lines.append(f"| {r['model']} | {r['system']} | {r['cold_s']:.3f} | {r['warm_s']:.3f} | {r['import_s']:.2f} "
+                     f"| {r['build_s']:.2f} | {traced} | {r['correct']} |")
+    by = {(r["model"], r["system"]): r for r in rows}
+    for m in dict.fromkeys(r["model"] for r in rows):
+        eager = by.get((m, "eager"))
+        parts = []
+        for dl, tc in (("dl-eager", "tc-eager"), ("dl-inductor", "tc-inductor")):
+            if (m, dl) in by and (m, tc) in by:
+                parts.append(f"{dl} / {tc} {by[(m, dl)]['warm_s'] / by[(m, tc)]['warm_s']:.3f}")
+        if eager and (m, "dl-eager") in by:
+            parts.append(f"dl-eager - eager {1e3 * (by[(m, 'dl-eager')]['warm_s'] - eager['warm_s']):.1f} ms")
+        lines.append(f"\n{m}: " + ", ".join(parts))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--models", default="gpt2,bert,llama")
+    p.add_argument("--systems", default=",".join(SYSTEMS))
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--json", default=None)
+    p.add_argument("--worker", nargs=2, metavar=("MODEL", "SYSTEM"), help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(*args.worker)))
+        return
+    rows = []
+    scratch = tempfile.mkdtemp(prefix="dl-warm-start-")
+    try:
+        for name in args.models.split(","):
+            for system in args.systems.split(","):
+                folder = os.path.join(scratch, f"{name}-{system}")
+                env = dict(os.environ, DYNAMO_LITE_PERSISTENT_CACHE="1", OMP_NUM_THREADS="1",
+                           DYNAMO_LITE_CACHE_DIR=os.path.join(folder, "dl"),
+                           TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, "inductor"))
+                cold = _run(name, system, env)
+                warm = [_run(name, system, env) for _ in range(args.repeat)]
+                row = dict(warm[len(warm) // 2])
+                row["cold_s"] = cold["first_call_s"]
+                row["warm_s"] = statistics.median(w["first_call_s"] for w in warm)
+                row["correct"] = cold["correct"] and all(w["correct"] for w in warm)
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    print(render(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,940 @@
+"""The persistent capture cache: a frame captured in one process is not traced again in the next.
+
+    store(converter, code, func, ...)   after a capture (convert_frame): the entry, written to disk
+                                        when everything in it can be found again in another process
+    load(converter, code, f_locals, func, ...)
+                                        on a cache miss, before tracing: an entry an earlier process
+                                        wrote for this code whose key matches and whose guards pass
+                                        now, rebuilt without a trace (the backend runs again; its own
+                                        caches make that cheap)
+
+An entry is keyed by everything that changes what a capture means (``key_parts``): the code
+object (bytecode, constants, names, line table: ``code_fingerprint``), the Python, torch and
+dynamo_lite versions (dynamo_lite's by the size and mtime of its files), the config knobs that
+change capture, the backend (by its registered name, with inductor's options), fullgraph and
+dynamic.  A changed part is a miss whose reason names the part.  Inlined functions are not part
+of the key: their identity guards are.
+
+Guards are stored as they are, except the facts that name an object by identity, which hold only
+in the process that made them.  Those are stored as what the object was, in words that hold in
+another process, and made identity guards again on load, on the object the same source finds
+there (``_Rebind``):
+
+    a module           the module of that name (sys.modules)
+    a class, builtin   the object of that module and qualified name (imported)
+    a Python function  the function of that module and qualified name, with the same code,
+                       defaults and no closure (``function_fingerprint``)
+    a code object      a code object with the same fingerprint
+    an nn.Module       an instance of the same class with the same parameter, buffer and
+                       submodule names (the attributes the trace read, its parameters' and
+                       buffers' metadata and its training flag are guarded on their own)
+    a compiled module  an OptimizedModule class over the same class (compile(module))
+
+An entry holding any other object by identity (a user object, a closure, a function made at run
+time), a backend given as a callable or a graph under DDP is not stored (``stats()`` and the
+``dynamo_lite.persistent_cache`` log say why).
+
+The generated code is stored with its constants: code objects (marshal), functions dynamo_lite
+generated (resume functions, trampolines: rebuilt with the frame's globals), importable objects
+(by name, functions by fingerprint) and the compiled graph (the GraphModule, pickled; compiled
+again on load by the backend on fake inputs of the stored metadata).
+
+Files: ``<cache_dir>/<FORMAT>/<frame>/<entry>.dle``, ``frame`` a hash of the code's file,
+qualified name, first line and kind (a resume function's offset).  A file is written whole to a
+temporary name and renamed (readers see all of it or nothing; processes writing the same entry
+write the same name); it starts with a checksum of the rest, and a file whose checksum, header or
+contents do not load is ignored (never trusted, never an error).
+Tested by tests/api/test_persistent_cache.py.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import enum
+import hashlib
+import importlib
+import io
+import logging
+import marshal
+import os
+import pickle
+import sys
+import tempfile
+import threading
+import time
+import types
+import weakref
+from typing import Any, Optional
+
+import torch
+import torch.fx.immutable_collections
+
+from . import _C, bytecode_compat, cache, config, static
+from .backends import TRACE_FAKES, registered_backend_name
+from .guards import BlockGuard, ConstAttrIsGuard, ExprGuard, Guard, GuardSet, IdGuard, IsGuard, TypeGuard, source_scope
+from .report import events
+from .source import Source
+
+log = logging.getLogger("dynamo_lite.persistent_cache")
+
+FORMAT = "v1"
+_MAGIC = b"DYNAMO_LITE_ENTRY\n"
+_MAX_FILES = 32  # entries read per frame (the newest); more are left on disk
+_CONFIG_KNOBS = ("max_traced_instructions", "max_inline_depth", "optimize_ddp", "capture_scalar_outputs",
+                 "capture_dynamic_output_shape_ops", "repeated_blocks")
+
+
+class Unpersistable(Exception):
+    """Why an entry is not stored."""
+
+
+class Miss(Exception):
+    """Why a stored entry does not serve this call."""
+
+
+# ---- statistics ----------------------------------------------------------------------
+_STATS: collections.Counter = collections.Counter()
+_NOT_STORED: collections.Counter = collections.Counter()
+_MISSES: collections.Counter = collections.Counter()
+
+
+def stats() -> dict:
+    """Counts of this process: ``hits`` (entries loaded instead of a trace), ``stored``,
+    ``misses`` (traces that found no usable stored entry), and the reasons (``not_stored``:
+    reason -> count; ``miss_reasons``: reason -> count)."""
+    return {"hits": _STATS["hits"], "stored": _STATS["stored"], "misses": _STATS["misses"],
+            "not_stored": dict(_NOT_STORED), "miss_reasons": dict(_MISSES)}
+
+
+def reset_stats() -> None:
+    _STATS.clear()
+    _NOT_STORED.clear()
+    _MISSES.clear()
+
+
+def enabled() -> bool:
+    return bool(config.persistent_cache)
+
+
+def cache_dir() -> str:
+    """Where entries live: ``config.cache_dir``, else ``$XDG_CACHE_HOME/dynamo_lite`` (or
+    ``~/.cache/dynamo_lite``)."""
+    if config.cache_dir:
+        return os.path.abspath(os.path.expanduser(config.cache_dir))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "dynamo_lite")
+
+
+# ---- fingerprints and keys --------------------------------------------------------------
+_CODE_FINGERPRINTS: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()
+
+
+def code_fingerprint(code: types.CodeType) -> str:
+    """A hash of everything a code object is (bytecode, constants, nested code, names, flags,
+    file, line table and exception table): equal in two processes exactly when the code is."""
+    fp = _CODE_FINGERPRINTS.get(code)
+    if fp is None:
+        h = hashlib.sha256()
+        _feed_code(h, code)
+        fp = _CODE_FINGERPRINTS[code] = h.hexdigest()
+    return fp
+
+
+def _feed_code(h, code: types.CodeType) -> None:
+    for name in ("co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_flags", "co_firstlineno",
+                 "co_name", "co_qualname", "co_filename", "co_names", "co_varnames", "co_freevars",
+                 "co_cellvars"):
+        h.update(repr(getattr(code, name)).encode())
+        h.update(b"\0")
+    h.update(code.co_code)
+    h.update(code.co_linetable)
+    h.update(code.co_exceptiontable)
+    for const in code.co_consts:
+        _feed_const(h, const)
+
+
+def _feed_const(h, value) -> None:
+    if isinstance(value, types.CodeType):
+        h.update(b"<code>")
+        _feed_code(h, value)
+    elif type(value) in (tuple, frozenset):
+        items = list(value)
+        if type(value) is frozenset:  # (its iteration order follows string hashes: per process)
+            items.sort(key=lambda v: (type(v).__name__, repr(v)))
+        h.update(f"<{type(value).__name__} {len(items)}>".encode())
+        for item in items:
+            _feed_const(h, item)
+    elif _is_constant(value):  # what a compiled code object can hold: None, bool, int, float, str, ...
+        h.update(f"{type(value).__name__}:{value!r}\0".encode())
+    else:  # an object in generated code (resume functions, loop bodies): what it is, across processes
+        h.update(f"<object {_stable_name(value)}>".encode())
+
+
+def _stable_name(obj) -> str:
+    """An object constant of generated code, named as it would be in another process; an object
+    with no such name gets a name of this process only (its code then matches no stored entry)."""
+    if type(obj) is _C.CallWithHookOff:
+        return f"hook off: {_stable_name(obj.__wrapped__)}"
+    if isinstance(obj, types.FunctionType) and (cache.is_generated(obj.__code__)
+                                                or obj.__code__ in cache._GENERATED_KIND):
+        h = hashlib.sha256(code_fingerprint(obj.__code__).encode())
+        for default in obj.__defaults__ or ():
+            _feed_const(h, default)
+        return f"generated {obj.__qualname__} {h.hexdigest()}"
+    try:
+        return repr(_describe(obj))
+    except Unpersistable:
+        return f"{static.qualname(obj)} at {id(obj):#x} in process {os.getpid()}"
+
+
+def function_fingerprint(fn: types.FunctionType, within: tuple = ()) -> str:
+    """What a Python function does: its code, its defaults and what its closure cells hold
+    (constants; functions by their fingerprint; classes, modules and builtins by name: a
+    decorator's wrapper, a default that is a function).  Raises Unpersistable for any other
+    object there."""
+    where = static.qualname(fn)
+    h = hashlib.sha256(code_fingerprint(fn.__code__).encode())
+    within = (*within, fn)
+    for default in (fn.__defaults__ or ()) + tuple(sorted((fn.__kwdefaults__ or {}).items())):
+        _feed_value(h, default, f"function {where} has a default", within)
+    for cell in fn.__closure__ or ():
+        try:
+            content = cell.cell_contents
+        except ValueError:
+            h.update(b"<empty cell>")
+            continue
+        _feed_value(h, content, f"function {where} closes over", within)
+    return h.hexdigest()
+
+
+def _feed_value(h, value, where: str, within: tuple) -> None:
+    if _is_constant(value):
+        _feed_const(h, value)
+    elif type(value) is tuple:  # (a keyword default: (name, value))
+        for item in value:
+            _feed_value(h, item, where, within)
+    elif isinstance(value, types.FunctionType):
+        if any(value is f for f in within):  # (a function reaching itself: the n-th one up)
+            h.update(f"<recursive {[f is value for f in within].index(True)}>".encode())
+        elif len(within) < 8:
+            h.update(f"<function {function_fingerprint(value, within)}>".encode())
+        else:
+            raise Unpersistable(f"{where} functions nested too deep")
+    elif isinstance(value, (type, types.ModuleType) + _NAMED_TYPES + _SINGLETONS):
+        h.update(repr(_describe(value)).encode())
+    else:
+        raise Unpersistable(f"{where} a {static.qualname(type(value))} object")
+
+
+def _is_constant(value) -> bool:
+    if type(value) in (tuple, frozenset):
+        return all(_is_constant(v) for v in value)
+    return type(value) in (type(None), bool, int, float, complex, str, bytes) or value is Ellipsis
+
+
+_PACKAGE_FP: list = []
+
+
+def _package_fingerprint() -> str:
+    """dynamo_lite's version as its files are (size and mtime of every source and extension
+    file): an edited checkout is another version."""
+    if not _PACKAGE_FP:
+        root = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha256()
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith((".py", ".so", ".pyd")):
+                    st = os.stat(os.path.join(folder, name))
+                    h.update(f"{os.path.relpath(os.path.join(folder, name), root)}:{st.st_size}:{st.st_mtime_ns}\n"
+                             .encode())
+        _PACKAGE_FP.append(h.hexdigest()[:32])
+    return _PACKAGE_FP[0]
+
+
+def key_parts(converter, code: types.CodeType) -> dict:
+    """What an entry's meaning depends on besides its guards (see the module docstring)."""
+    name = registered_backend_name(converter.base_backend)
+    if name is None:
+        raise Unpersistable("the backend is a callable, not a registered name (it cannot be named in another "
+                            "process)")
+    patches = sorted((k, repr(v)) for k, v in (converter.inductor_patches or {}).items())
+    return {"code": code_fingerprint(code), "python": sys.version, "torch": torch.__version__,
+            "dynamo_lite": _package_fingerprint(),
+            "config": repr([(k, getattr(config, k)) for k in _CONFIG_KNOBS]),
+            "backend": f"{name} {patches}" if patches else name,
+            "fullgraph": repr(converter.fullgraph), "dynamic": repr(converter.dynamic)}
+
+
+_PART_WORDS = {"code": "the code of the function changed", "python": "another Python version",
+               "torch": "another torch version", "dynamo_lite": "another dynamo_lite version",
+               "config": "a config knob that changes capture differs", "backend": "another backend",
+               "fullgraph": "fullgraph differs", "dynamic": "dynamic= differs",
+               "hash_seed": "another string hash seed (PYTHONHASHSEED): the capture followed string hashes "
+                            "(a set's order, hash())"}
+
+
+def _hash_probe() -> str:
+    """Equal in two processes exactly when their string hashes are (PYTHONHASHSEED)."""
+    return str(hash("dynamo_lite: string hash probe"))
+
+
+def _frame_dir(code: types.CodeType) -> str:
+    kind = cache._GENERATED_KIND.get(code, ("", ""))
+    text = f"{code.co_filename}\0{code.co_qualname}\0{code.co_firstlineno}\0{kind[0]}\0{kind[1]}"
+    return os.path.join(cache_dir(), FORMAT, hashlib.sha256(text.encode()).hexdigest()[:24])
+
+
+# ---- what a guard holds by identity, in words that hold across processes ------------------
+def _importable(module: str, qualname: str):
+    """The object at ``module``.``qualname`` (imported); raises Miss."""
+    if not module or "<locals>" in qualname:
+        raise Miss(f"{module}.{qualname} cannot be imported")
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except Exception as e:  # noqa: BLE001 - anything an import or a module attribute raises
+        raise Miss(f"{module}.{qualname} cannot be found ({type(e).__name__})") from None
+    return obj
+
+
+_SINGLETONS = (torch.dtype, torch.layout, torch.memory_format, enum.Enum)
+_NAMED_TYPES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                types.ClassMethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+def _describe(obj, found_by_source: bool = False) -> tuple:
+    """``obj`` in words that hold in another process (see the module docstring); raises
+    Unpersistable.  ``found_by_source``: a guard's source finds the object again (a function
+    then needs no importable name: a decorated method's inner function)."""
+    if isinstance(obj, types.ModuleType):
+        name = obj.__name__
+        if sys.modules.get(name) is not obj:
+            raise Unpersistable(f"module {name!r} is not sys.modules[{name!r}]")
+        return ("module", name)
+    if isinstance(obj, types.CodeType):
+        return ("code", code_fingerprint(obj))
+    if isinstance(obj, types.FunctionType):
+        module, qualname = static.module_name(obj), static.qualname(obj)
+        if not found_by_source and ("<locals>" in qualname or _safe_importable(module, qualname) is not obj):
+            raise Unpersistable(f"function {qualname} cannot be found by its name")
+        return ("function", module, qualname, function_fingerprint(obj))
+    if isinstance(obj, type):
+        if getattr(obj, "_dynamo_lite_optimized_module", False) and "_dl_converter" in obj.__dict__:
+            return ("optimized", _describe(obj.__bases__[1]))
+        module, qualname = static.module_name(obj), static.qualname(obj)
+        if _safe_importable(module, qualname) is not obj:
+            raise Unpersistable(f"class {qualname} cannot be found by its name")
+        return ("global", module, qualname)
+    if isinstance(obj, _NAMED_TYPES):
+        module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", "")
+        qualname = getattr(obj, "__qualname__", "")
+        name = getattr(obj, "__name__", "")
+        for attr in (qualname, name):  # (torch.arange's qualname is _VariableFunctionsClass.arange)
+            if isinstance(module, str) and isinstance(attr, str) and attr and _safe_importable(module, attr) is obj:
+                return ("global", module, attr)
+        raise Unpersistable(f"{type(obj).__name__} {qualname} cannot be found by its name")
+    if isinstance(obj, torch.nn.Module):
+        stores = tuple(tuple(obj.__dict__.get(s, {})) for s in ("_parameters", "_buffers", "_modules"))
+        return ("nn_module", _describe(type(obj)), stores)
+    if type(obj) in (property, staticmethod, classmethod) and found_by_source:
+        parts = (obj.fget, obj.fset, obj.fdel) if type(obj) is property else (obj.__func__,)
+        return (type(obj).__name__, tuple(None if p is None else _describe(p, True) for p in parts))
+    if obj is None or type(obj) is bool or isinstance(obj, _SINGLETONS):
+        return ("const", obj)  # (unpickled as the same object: dtypes, layouts, enum members)
+    raise Unpersistable(f"a guard holds a {static.qualname(obj)} object by identity")
+
+
+def _safe_importable(module: str, qualname: str):
+    try:
+        return _importable(module, qualname)
+    except Miss:
+        return None
+
+
+def _check(desc: tuple, obj, what: str) -> None:
+    """Raises Miss unless ``obj`` (found now at ``what``) is what ``desc`` says."""
+    kind = desc[0]
+    if kind == "const":
+        ok = obj is desc[1]
+    elif kind == "module":
+        ok = isinstance(obj, types.ModuleType) and sys.modules.get(desc[1]) is obj
+    elif kind == "code":
+        ok = isinstance(obj, types.CodeType) and code_fingerprint(obj) == desc[1]
+        if not ok:
+            raise Miss(f"{what}: the code changed")
+    elif kind == "function":
+        ok = isinstance(obj, types.FunctionType) and static.module_name(obj) == desc[1] \
+            and static.qualname(obj) == desc[2]
+        if ok:
+            try:
+                same = function_fingerprint(obj) == desc[3]
+            except Unpersistable as e:
+                raise Miss(f"{what}: {e}") from None
+            if not same:
+                raise Miss(f"{what}: function {desc[2]} changed (its code or defaults)")
+    elif kind == "global":
+        ok = obj is _importable(desc[1], desc[2])
+    elif kind == "optimized":
+        ok = isinstance(obj, type) and getattr(obj, "_dynamo_lite_optimized_module", False) \
+            and len(obj.__bases__) == 2
+        if ok:
+            _check(desc[1], obj.__bases__[1], what)
+    elif kind in ("property", "staticmethod", "classmethod"):
+        ok = type(obj).__name__ == kind and type(obj) in (property, staticmethod, classmethod)
+        if ok:
+            now = (obj.fget, obj.fset, obj.fdel) if kind == "property" else (obj.__func__,)
+            for part, d in zip(now, desc[1]):
+                if d is None:
+                    ok = ok and part is None
+                else:
+                    _check(d, part, f"{what} ({kind})")
+    elif kind == "nn_module":
+        ok = isinstance(obj, torch.nn.Module)
+        if ok:
+            _check(desc[1], type(obj), f"type({what})")
+            now = tuple(tuple(obj.__dict__.get(s, {})) for s in ("_parameters", "_buffers", "_modules"))
+            if now != desc[2]:
+                raise Miss(f"{what}: the module's parameters, buffers or submodules changed")
+    else:
+        ok = False
+    if not ok:
+        raise Miss(f"{what} is not the {_words(desc)} it was")
+
+
+def _words(desc: tuple) -> str:
+    kind = desc[0]
+    if kind in ("function", "global"):
+        return f"{desc[1]}.{desc[2]}"
+    if kind == "module":
+        return f"module {desc[1]}"
+    if kind == "nn_module":
+        return f"{_words(desc[1])} module"
+    if kind == "optimized":
+        return f"compiled {_words(desc[1])}"
+    return kind
+
+
+@dataclasses.dataclass
+class _Rebind:
+    """A guard whose ``field`` held an object by identity: made again on load about the object
+    the same source finds then, after checking that it is what ``desc`` says."""
+
+    cls: type
+    fields: dict  # every field of the guard but ``field``
+    field: str
+    desc: tuple
+
+    def bind(self, scope: dict) -> Guard:
+        fields = dict(self.fields)
+        if self.cls is IdGuard:
+            what = fields["source"].name()
+            obj = _eval(what, scope)
+        elif self.cls is TypeGuard:
+            what = f"type({fields['source'].name()})"
+            obj = type(_eval(fields["source"].name(), scope))
+        elif self.cls is IsGuard:
+            target = IsGuard(fields["source"], fields["attrs"], None)._target()
+            what = target.name()
+            obj = _eval(what, scope)
+        elif self.cls is ConstAttrIsGuard:
+            what = f"{_words(_describe_or_none(fields['owner']))}.{fields['attr']}"
+            try:
+                obj = getattr(fields["owner"], fields["attr"])
+            except Exception as e:  # noqa: BLE001
+                raise Miss(f"{what} cannot be read ({type(e).__name__})") from None
+        else:
+            raise Miss(f"no rebinding for {self.cls.__name__}")
+        _check(self.desc, obj, what)
+        fields[self.field] = obj
+        return _make(self.cls, fields)
+
+
+def _describe_or_none(obj) -> tuple:
+    try:
+        return _describe(obj)
+    except Unpersistable:
+        return ("object",)
+
+
+def _eval(text: str, scope: dict):
+    try:
+        return eval(text, scope)  # noqa: S307 - a source's own expression (what the guards read)
+    except Exception as e:  # noqa: BLE001 - the object is not there now
+        raise Miss(f"{text} cannot be read now ({type(e).__name__})") from None
+
+
+@dataclasses.dataclass
+class _BlockRebind:
+    """A BlockGuard: its template's guards stored (and rebound) like an entry's, compiled again."""
+
+    source: Source
+    guards: list
+    arg_names: tuple
+    template_root: Any
+    outside: tuple
+
+    def bind(self, scope: dict) -> Guard:
+        inner = dict(scope)
+        inner["___block"] = _eval(self.source.name(), scope)
+        gs = GuardSet()
+        for g in self.guards:
+            gs.add(g.bind(inner) if isinstance(g, (_Rebind, _BlockRebind)) else g)
+        return BlockGuard(self.source, gs.compile(self.arg_names), self.template_root, self.outside)
+
+
+_REBIND_FIELDS = {IdGuard: "obj", IsGuard: "obj", ConstAttrIsGuard: "value"}
+
+
+def _portable(guard: Guard):
+    """``guard`` as stored: itself, or a _Rebind / _BlockRebind."""
+    if isinstance(guard, BlockGuard):
+        template = list(dict.fromkeys(g for _, g in guard.check.exprs))
+        return _BlockRebind(guard.source, [_portable(g) for g in template], tuple(guard.check.arg_names),
+                            guard.template_root, tuple(guard.outside))
+    if isinstance(guard, ExprGuard):
+        for key, value in guard.consts:
+            if not _is_constant(value):
+                _describe(value)  # (raises Unpersistable: e.g. a table held by identity)
+    field = _REBIND_FIELDS.get(type(guard))
+    if type(guard) is TypeGuard and isinstance(guard.type, type) \
+            and getattr(guard.type, "_dynamo_lite_optimized_module", False):
+        field = "type"
+    if field is None:
+        return guard
+    value = getattr(guard, field)
+    if value is None or type(value) is bool:
+        return guard
+    fields = {f.name: getattr(guard, f.name) for f in dataclasses.fields(guard) if f.name != field}
+    return _Rebind(type(guard), fields, field, _describe(value, found_by_source=True))
+
+
+def _make(cls, fields: dict):
+    obj = object.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+# ---- pickling: objects by name, never by value -----------------------------------------
+_VALUE_TYPES = (torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format, slice, range,
+                enum.Enum, torch._ops.OpOverload, torch._ops.OpOverloadPacket)
+
+
+class _Load(threading.local):
+    f_globals: Optional[dict] = None
+    graph: Any = None
+
+
+_LOAD = _Load()
+
+
+def _load_code(data: bytes, consts: tuple, kind):
+    code = marshal.loads(data).replace(co_consts=consts)
+    if kind is None:
+        cache.add_generated(code)
+    elif kind != "user":
+        cache.register_generated(code, *kind)
+    return code
+
+
+def _load_function(code, name: str, qualname: str, defaults, kwdefaults):
+    fn = types.FunctionType(code, _LOAD.f_globals, name, defaults)
+    fn.__qualname__ = qualname
+    fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
+def _load_graph():
+    return _LOAD.graph
+
+
+def _resolve(desc: tuple):
+    if desc[0] == "module":
+        module = sys.modules.get(desc[1])
+        if module is None:
+            try:
+                module = importlib.import_module(desc[1])
+            except Exception as e:  # noqa: BLE001
+                raise Miss(f"module {desc[1]} cannot be imported ({type(e).__name__})") from None
+        return module
+    obj = _importable(desc[1], desc[2])
+    if desc[0] == "function":
+        _check(desc, obj, f"{desc[1]}.{desc[2]}")
+    return obj
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles guards and generated code: our dataclasses by fields, values by value, and
+    every other object by name (``_describe``), or not at all (Unpersistable)."""
+
+    def __init__(self, file, graph_fn=None, f_globals=None, code: bool = False):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.graph_fn = graph_fn
+        self.f_globals = f_globals
+        # generated code: a list, dict or set constant is an object the code may mutate (a copy
+        # would not be it); in guards they are expected values
+        self.code = code
+
+    def reducer_override(self, obj):
+        if self.graph_fn is not None and obj is self.graph_fn:
+            return _load_graph, ()
+        if isinstance(obj, (Guard, Source, _Rebind, _BlockRebind, _NodeRef)) or (
+                dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+                and type(obj).__module__.startswith("dynamo_lite.guards")):
+            fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+            return _make, (type(obj), fields)
+        if isinstance(obj, types.CodeType):
+            kind = cache._GENERATED_KIND.get(obj)
+            if kind is None:
+                kind = None if cache.is_generated(obj) else "user"
+            data = marshal.dumps(obj.replace(co_consts=(None,) * len(obj.co_consts)))
+            return _load_code, (data, obj.co_consts, kind)
+        if type(obj) is _C.CallWithHookOff:
+            return _C.CallWithHookOff, (obj.__wrapped__,), dict(obj.__dict__) or None
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)) \
+                and static.module_name(obj).split(".")[0] == "dynamo_lite":
+            return NotImplemented  # ours (the loaders above, guard kinds): by name; our version is in the key
+        if isinstance(obj, types.FunctionType):
+            code = obj.__code__
+            if (cache.is_generated(code) or code in cache._GENERATED_KIND) and obj.__globals__ is self.f_globals \
+                    and not obj.__closure__:
+                return _load_function, (code, obj.__name__, obj.__qualname__, obj.__defaults__, obj.__kwdefaults__)
+            return _resolve, (_describe(obj),)
+        if isinstance(obj, (type, types.ModuleType) + _NAMED_TYPES):
+            desc = _describe(obj)
+            if desc[0] == "optimized":
+                raise Unpersistable("a compiled module's class is held outside a guard")
+            return _resolve, (desc,)
+        if isinstance(obj, _VALUE_TYPES):
+            return NotImplemented  # their own pickling (by value or by name)
+        if type(obj) in (tuple, frozenset, int, float, complex, str, bytes, bool, type(None), type(Ellipsis)) \
+                or type(obj) in (list, dict, set) and not self.code:
+            return NotImplemented
+        raise Unpersistable(f"the entry holds a {static.qualname(obj)} object")
+
+
+def _dumps(obj, **kw) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, **kw).dump(obj)
+    return buf.getvalue()
+
+
+def _loads(data: bytes):
+    try:
+        return pickle.loads(data)
+    except (Miss, Unpersistable):
+        raise
+    except Exception as e:  # noqa: BLE001 - a damaged or foreign file
+        raise Miss(f"the entry does not load ({type(e).__name__}: {e})") from None
+
+
+# ---- graph inputs ---------------------------------------------------------------------
+def _input_specs(graph_inputs) -> Optional[list]:
+    """Metadata of the graph's inputs to make fake inputs from on load; None when one is
+    symbolic (a dynamic size): only a backend that needs no inputs can rebuild that graph."""
+    specs = []
+    for gi in graph_inputs:
+        fake = gi.fake
+        if isinstance(fake, torch.Tensor):
+            if type(fake).__name__ != "FakeTensor" and not isinstance(fake, torch.nn.Parameter):
+                return None
+            if any(not isinstance(v, int) for v in (*fake.shape, *fake.stride(), fake.storage_offset())):
+                return None
+            specs.append(("tensor", tuple(fake.shape), tuple(fake.stride()), fake.storage_offset(), fake.dtype,
+                          fake.device.type, fake.requires_grad, isinstance(gi.example, torch.nn.Parameter)))
+        elif type(fake) in (int, float, bool):
+            specs.append(("value", fake))
+        else:
+            return None
+    return specs
+
+
+def _fake_inputs(specs: list):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    fakes = []
+    with mode:
+        for spec in specs:
+            if spec[0] == "value":
+                fakes.append(spec[1])
+                continue
+            _, shape, stride, offset, dtype, device, requires_grad, is_param = spec
+            t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+            if offset:
+                t = t.as_strided(shape, stride, offset)
+            t.requires_grad_(requires_grad)
+            fakes.append(t)
+    return mode, fakes
+
+
+# ---- store ------------------------------------------------------------------------------
+def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names: tuple, new_code,
+          graph_fn, gm, graph_inputs, hash_seed_dependent: bool = False,
+          process_dependent: Optional[str] = None) -> None:
+    """Write the entry just made for ``code`` (never raises: an entry that cannot be stored is
+    counted, with its reason).  ``hash_seed_dependent``: the trace followed string hashes (a
+    set's order), so the entry is keyed by the hash seed too; ``process_dependent``: it used an
+    address (an id()), so it is not stored."""
+    try:
+        if process_dependent:
+            raise Unpersistable(f"the trace used {process_dependent}, which holds in this process only")
+        parts = key_parts(converter, code)
+        if hash_seed_dependent:
+            parts["hash_seed"] = _hash_probe()
+        if gm is not None and graph_fn is not None and type(graph_fn).__name__ != "CheckedCompiledGraph":
+            raise Unpersistable("the graph was split for DDP")
+        specs = _input_specs(graph_inputs) if gm is not None else []
+        backend = registered_backend_name(converter.base_backend)
+        if specs is None and backend != "eager":
+            raise Unpersistable(f"a graph with symbolic inputs is compiled again only for backend 'eager' "
+                                f"(this one: {backend!r})")
+        guards_data = _dumps([_portable(g) for g in guard_set], f_globals=func.__globals__)
+        code_data = _dumps(new_code, graph_fn=graph_fn, f_globals=func.__globals__, code=True) \
+            if new_code is not None else None
+        gm_data = _graph_bytes(gm, func.__globals__) if gm is not None else None
+        body = pickle.dumps({"arg_names": tuple(arg_names), "guards": guards_data, "code": code_data,
+                             "graph": gm_data, "inputs": specs, "name": cache.display_name(code),
+                             "created": time.time()}, protocol=pickle.HIGHEST_PROTOCOL)
+        header = pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)
+        _write(_frame_dir(code), header, body, guards_data)
+    except Unpersistable as e:
+        _NOT_STORED[str(e)] += 1
+        log.debug("%s: entry not stored: %s", cache.display_name(code), e)
+        return
+    except Exception as e:  # noqa: BLE001 - the disk, a pickling failure: the capture stands
+        _NOT_STORED[f"{type(e).__name__}: {e}"] += 1
+        log.debug("%s: entry not stored: %s: %s", cache.display_name(code), type(e).__name__, e)
+        return
+    _STATS["stored"] += 1
+    log.debug("%s: entry stored", cache.display_name(code))
+
+
+@dataclasses.dataclass(frozen=True)
+class _NodeRef:
+    """A graph node named in another node's arguments (stored graphs)."""
+
+    name: str
+
+
+def _strip_nodes(a):
+    if isinstance(a, torch.fx.Node):
+        return _NodeRef(a.name)
+    if type(a) is tuple:
+        return tuple(_strip_nodes(x) for x in a)
+    if type(a) in (list, torch.fx.immutable_collections.immutable_list):
+        return [_strip_nodes(x) for x in a]
+    if type(a) in (dict, torch.fx.immutable_collections.immutable_dict):
+        return {k: _strip_nodes(v) for k, v in a.items()}
+    if isinstance(a, (tuple, list, dict)):
+        raise Unpersistable(f"a graph node's argument is a {static.qualname(type(a))}")
+    if isinstance(a, slice):
+        return slice(_strip_nodes(a.start), _strip_nodes(a.stop), _strip_nodes(a.step))
+    return a
+
+
+def _with_nodes(a, env: dict):
+    if isinstance(a, _NodeRef):
+        return env[a.name]
+    if type(a) in (tuple, list):
+        return type(a)(_with_nodes(x, env) for x in a)
+    if type(a) is dict:
+        return {k: _with_nodes(v, env) for k, v in a.items()}
+    if type(a) is slice:
+        return slice(_with_nodes(a.start, env), _with_nodes(a.stop, env), _with_nodes(a.step, env))
+    return a
+
+
+def _graph_bytes(gm: torch.fx.GraphModule, f_globals) -> bytes:
+    """The graph as its nodes (op, name, target, args, kwargs; targets by name) and the tensors
+    its get_attr nodes read (by value): rebuilt on load without tracing anything."""
+    nodes, attrs = [], {}
+    for n in gm.graph.nodes:
+        if n.op == "call_module":
+            raise Unpersistable("the graph calls a submodule")
+        if n.op == "get_attr":
+            value = getattr(gm, n.target)
+            if type(value) not in (torch.Tensor, torch.nn.Parameter):
+                raise Unpersistable(f"the graph holds a {static.qualname(type(value))} attribute")
+            attrs[n.target] = value.detach().clone() if type(value) is torch.Tensor else value
+        nodes.append((n.op, n.name, n.target, _strip_nodes(n.args), _strip_nodes(n.kwargs)))
+    return _dumps((nodes, pickle.dumps(attrs, protocol=pickle.HIGHEST_PROTOCOL)), f_globals=f_globals)
+
+
+def _graph_module(data: bytes) -> torch.fx.GraphModule:
+    nodes, attrs = _loads(data)
+    graph = torch.fx.Graph()
+    env: dict = {}
+    for op, name, target, args, kwargs in nodes:
+        node = graph.create_node(op, target, _with_nodes(args, env), _with_nodes(kwargs, env), name=name)
+        env[name] = node
+    return torch.fx.GraphModule(pickle.loads(attrs), graph)
+
+
+def _write(folder: str, header: bytes, body: bytes, guards_data: bytes) -> None:
+    """Write atomically; the name is a hash of the key and the guards, so two processes making
+    the same entry write (rename onto) the same file."""
+    payload = len(header).to_bytes(8, "little") + header + body
+    digest = hashlib.sha256(payload).digest()
+    os.makedirs(folder, exist_ok=True)
+    name = hashlib.sha256(header + guards_data).hexdigest()[:24] + ".dle"
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".dle")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + digest + payload)
+        os.replace(tmp, os.path.join(folder, name))
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _read(path: str):
+    """(key parts, body) of a file, or None when it is damaged or not an entry."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 40:
+        return None
+    digest, payload = data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
+    if hashlib.sha256(payload).digest() != digest:
+        return None
+    n = int.from_bytes(payload[:8], "little")
+    try:
+        parts = pickle.loads(payload[8:8 + n])
+        body = pickle.loads(payload[8 + n:])
+    except Exception:  # noqa: BLE001 - a damaged file
+        return None
+    if not isinstance(parts, dict) or not isinstance(body, dict):
+        return None
+    return parts, body
+
+
+# ---- load -------------------------------------------------------------------------------
+# code -> {file name: (mtime, parts, body) or None (damaged)}: files read once per process
+_FILES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# code -> file names of the entries installed from disk in this process
+_INSTALLED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str):
+    """A ``_C.CacheEntry`` rebuilt from a stored entry that serves this call, or None (a miss:
+    the reason is counted and logged)."""
+    try:
+        parts = key_parts(converter, code)
+    except Unpersistable:
+        return None
+    folder = _frame_dir(code)
+    try:
+        names = sorted((n for n in os.listdir(folder) if n.endswith(".dle") and not n.startswith(".")),
+                       key=lambda n: -_mtime(os.path.join(folder, n)))[:_MAX_FILES]
+    except OSError:
+        names = []
+    seen = _FILES.setdefault(code, {})
+    installed = _INSTALLED.setdefault(code, set())
+    reasons = []
+    args = tuple(f_locals[n] for n in bytecode_compat.arg_names(code) if n in f_locals)
+    for name in names:
+        if name in installed:
+            continue
+        if name not in seen:
+            seen[name] = _read(os.path.join(folder, name))
+        read = seen[name]
+        if read is None:
+            reasons.append((len(parts) + 1, "a damaged entry file was ignored"))
+            continue
+        stored_parts, body = read
+        now = dict(parts, hash_seed=_hash_probe()) if "hash_seed" in stored_parts else parts
+        changed = [p for p in now if stored_parts.get(p) != now[p]]
+        if changed:
+            reasons.append((len(changed), _PART_WORDS.get(changed[0], f"{changed[0]} differs")))
+            continue
+        try:
+            entry = _install(converter, code, body, args, func, compile_id)
+        except Miss as e:
+            reasons.append((0, str(e)))
+            continue
+        installed.add(name)
+        _STATS["hits"] += 1
+        if events.listening():
+            events.emit(events.PersistentCacheEvent(cache.display_name(code), code.co_filename, code.co_firstlineno,
+                                                    compile_id, True, "", os.path.join(folder, name)))
+        log.info("[%s] %s: loaded from the persistent cache (%s), no trace", compile_id, cache.display_name(code),
+                 os.path.join(folder, name))
+        return entry
+    _STATS["misses"] += 1
+    # the reason of the entry that came closest (a failed guard, then the fewest key parts changed)
+    reason = min(reasons, key=lambda r: r[0])[1] if reasons else "no stored entry"
+    _MISSES[reason] += 1
+    if events.listening():
+        events.emit(events.PersistentCacheEvent(cache.display_name(code), code.co_filename, code.co_firstlineno,
+                                                compile_id, False, reason))
+    log.debug("[%s] %s: persistent cache miss: %s", compile_id, cache.display_name(code), reason)
+    return None
+
+
+def _mtime(path: str) -> float:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
+def _install(converter, code, body: dict, args: tuple, func, compile_id: str):
+    _LOAD.f_globals = func.__globals__
+    try:
+        stored = _loads(body["guards"])
+        arg_names = body["arg_names"]
+        scope = source_scope(arg_names, args, func.__globals__, func)
+        gs = GuardSet()
+        for g in stored:
+            gs.add(g.bind(scope) if isinstance(g, (_Rebind, _BlockRebind)) else g)
+        guard = gs.compile(arg_names)
+        if not _passes(guard, args, func):
+            raise Miss(guard.explain_failure(args, func.__globals__, func) or "a guard failed")
+        gm = None
+        _LOAD.graph = None
+        if body["graph"] is not None:
+            gm = _graph_module(body["graph"])
+            _LOAD.graph = _compile_graph(converter, gm, body["inputs"], compile_id, code)
+        new_code = _loads(body["code"]) if body["code"] is not None else None
+    finally:
+        _LOAD.f_globals = None
+        _LOAD.graph = None
+    if new_code is not None:
+        cache.add_generated(new_code)
+    return _C.CacheEntry(guard.fn, new_code, converter, compile_id=compile_id, guard=guard, graph_module=gm)
+
+
+def _passes(guard, args: tuple, func) -> bool:
+    try:
+        return bool(guard.fn(*args, func.__globals__, func))
+    except Exception:  # noqa: BLE001 - a guard that raises has failed
+        return False
+
+
+def _compile_graph(converter, gm, specs, compile_id: str, code):
+    gm.meta["dynamo_lite_compile_id"] = compile_id
+    if specs is None or registered_backend_name(converter.base_backend) == "eager":
+        return converter.backend(gm, [])  # (it needs no inputs; a graph with symbolic ones is stored only for it)
+    mode, fakes = _fake_inputs(specs)
+    gm.meta[TRACE_FAKES] = (mode, fakes)
+    try:
+        compiled = converter.backend(gm, list(fakes))
+    except Exception as e:  # noqa: BLE001 - the frame is traced instead
+        raise Miss(f"the backend failed on the stored graph ({type(e).__name__}: {e})") from None
+    finally:
+        gm.meta.pop(TRACE_FAKES, None)
+    return compiled
+
+
+def clear() -> None:
+    """Forget what this process read (the files stay)."""
+    _FILES.clear()
+    _INSTALLED.clear()

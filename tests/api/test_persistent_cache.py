@@ -1,0 +1,362 @@
+"""The persistent capture cache (dynamo_lite/persistent_cache.py), as a user meets it: a program
+run again in a new process runs its frames from the cache without tracing them, with the same
+results as eager; a change to anything the capture depended on is a miss with the reason, never
+a stale hit; damaged, foreign and concurrently written files are handled."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite import config, persistent_cache
+
+# One program, its parts changed by format fields; every function is compiled, called and
+# compared with eager, and the program prints what the persistent cache did for each.
+PROGRAM = textwrap.dedent('''
+    import json, sys, torch, dynamo_lite
+    from dynamo_lite import persistent_cache
+    from dynamo_lite.report import events
+
+    SCALE = {scale}
+
+    def helper(t):
+        return t * SCALE
+
+    def code_changes(x):
+        return x.sin() {op} 1
+
+    def reads_global(x):
+        return helper(x) + 1
+
+    def inlined(t):
+        return t {op} 2
+
+    def inlined_helper_changes(x):
+        return inlined(x) * 3
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range({layers})])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x).relu()
+            return x
+
+    def dtype_changes(x):
+        return (x * 2).sum(0)
+
+    def grad_mode_changes(x, w):
+        return (x @ w).tanh()
+
+    def make(k):
+        def closure_value_changes(x):
+            return x * k + 1
+        return closure_value_changes
+
+    def backend_changes(x):
+        return x.cos() * 3
+
+    def breaks(x):
+        y = x.exp()
+        if y.sum().item() > {threshold}:
+            y = y + 1
+        print("between graphs")
+        return y * 2
+
+    torch.manual_seed(0)
+    net = Net()
+    x = torch.randn(3, 4)
+    w = torch.randn(4, 4, requires_grad=True)
+    cases = {{
+        "code_changes": (code_changes, (x,), "eager", False),
+        "reads_global": (reads_global, (x,), "eager", False),
+        "inlined_helper_changes": (inlined_helper_changes, (x,), "eager", False),
+        "module_structure": (net, (x,), "eager", False),
+        "dtype_changes": (dtype_changes, (x.to({dtype}),), "eager", False),
+        "grad_mode_changes": (grad_mode_changes, (x, w), "eager", {no_grad}),
+        "closure_value_changes": (make({k}), (x,), "eager", False),
+        "backend_changes": (backend_changes, (x,), "{backend}", False),
+        "breaks": (breaks, (x,), "eager", False),
+    }}
+    out = {{}}
+    for name, (fn, args, backend, no_grad) in cases.items():
+        recorded = []
+        compiled = dynamo_lite.compile(fn, backend=backend)
+        with events.collecting(recorded.append), torch.set_grad_enabled(not no_grad):
+            got = compiled(*args)
+            want = fn(*args)
+        cache_events = [e for e in recorded if isinstance(e, events.PersistentCacheEvent)]
+        out[name] = {{"ok": bool(torch.allclose(got, want)),
+                      "hits": sum(e.hit for e in cache_events),
+                      "misses": [e.reason for e in cache_events if not e.hit],
+                      "traced": sum(isinstance(e, events.GraphEvent) for e in recorded)}}
+    out["stats"] = persistent_cache.stats()
+    print(json.dumps(out))
+''')
+
+BASE = dict(scale=2.0, op="+", layers=2, dtype="torch.float32", no_grad=False, k=2, backend="eager",
+            threshold="-1e9")
+
+
+def _write(tmp_path, **changes) -> str:
+    path = tmp_path / "prog.py"  # the same file every run: its code objects are the same code
+    path.write_text(PROGRAM.format(**{**BASE, **changes}))
+    return str(path)
+
+
+def _env(tmp_path, **extra) -> dict:
+    env = dict(os.environ)
+    env.update({"DYNAMO_LITE_PERSISTENT_CACHE": "1", "DYNAMO_LITE_CACHE_DIR": str(tmp_path / "cache"),
+                "PYTHONPATH": os.pathsep.join(filter(None, [os.path.dirname(os.path.dirname(dynamo_lite.__file__)),
+                                                            env.get("PYTHONPATH")]))})
+    env.update(extra)
+    return env
+
+
+def _run(tmp_path, env_extra=None, **changes) -> dict:
+    path = _write(tmp_path, **changes)
+    proc = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300,
+                          env=_env(tmp_path, **(env_extra or {})), cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _cases(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k != "stats"}
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """A cache filled by one run of the base program (and that first run's result)."""
+    tmp = tmp_path_factory.mktemp("persistent")
+    first = _run(tmp)
+    return tmp, first
+
+
+def test_first_process_traces_and_stores_every_frame(warm):
+    _, first = warm
+    for name, case in _cases(first).items():
+        assert case["ok"], name
+        assert case["hits"] == 0 and case["traced"] >= 1, (name, case)
+        assert case["misses"] and all(r == "no stored entry" for r in case["misses"]), (name, case)
+    assert first["stats"]["stored"] >= len(BASE) and not first["stats"]["not_stored"], first["stats"]
+
+
+def test_second_process_runs_every_frame_from_the_cache_without_a_trace(warm):
+    tmp, _ = warm
+    second = _run(tmp)
+    for name, case in _cases(second).items():
+        assert case["ok"], name
+        assert case["traced"] == 0 and case["misses"] == [] and case["hits"] >= 1, (name, case)
+    # the graph break: the frame and its resume function both came from the cache
+    assert second["breaks"]["hits"] == 2, second["breaks"]
+    assert second["stats"]["stored"] == 0
+
+
+def test_each_change_is_a_miss_with_its_reason_never_a_stale_hit(warm):
+    tmp, _ = warm
+    changed = _run(tmp, scale=3.0, op="-", layers=3, dtype="torch.float64", no_grad=True, k=5,
+                   backend="aot_eager", threshold="1e9")
+    expected = {
+        "code_changes": "the code of the function changed",
+        "reads_global": "SCALE changed from 2.0 to 3.0",
+        "inlined_helper_changes": "function inlined changed (its code or defaults)",
+        "module_structure": "parameters, buffers or submodules changed",
+        "dtype_changes": "dtype",
+        "grad_mode_changes": "is_grad_enabled",
+        "closure_value_changes": "changed from 2 to 5",
+        "backend_changes": "another backend",
+    }
+    cases = _cases(changed)
+    for name, words in expected.items():
+        case = cases[name]
+        assert case["ok"], name
+        assert case["traced"] >= 1 and case["hits"] == 0, (name, case)
+        assert any(words in r for r in case["misses"]), (name, case["misses"])
+    # the frame with the break is the same code and passes its guards: a hit; the other branch
+    # of `.item() > threshold` is another resume function, traced (never the stored one)
+    assert cases["breaks"]["ok"]
+
+
+def test_a_config_knob_that_changes_capture_is_a_miss(warm):
+    tmp, _ = warm
+    result = _run(tmp, env_extra={"DYNAMO_LITE_MAX_INLINE_DEPTH": "7"})
+    for name, case in _cases(result).items():
+        assert case["ok"] and case["hits"] == 0, (name, case)
+        assert "a config knob that changes capture differs" in case["misses"], (name, case)
+
+
+def test_damaged_and_foreign_files_are_ignored(tmp_path):
+    _run(tmp_path)
+    files = [os.path.join(d, n) for d, _, ns in os.walk(tmp_path / "cache") for n in ns if n.endswith(".dle")]
+    assert files
+    for i, path in enumerate(files):
+        data = bytearray(open(path, "rb").read())
+        if i % 3 == 0:
+            data = data[: len(data) // 2]  # truncated
+        elif i % 3 == 1:
+            data[-5] ^= 0xFF  # a flipped byte: the checksum no longer matches
+        else:
+            data = b"not an entry at all"
+        open(path, "wb").write(bytes(data))
+    result = _run(tmp_path)
+    for name, case in _cases(result).items():
+        assert case["ok"] and case["hits"] == 0 and case["traced"] >= 1, (name, case)
+        assert "a damaged entry file was ignored" in case["misses"], (name, case)
+    # the entries were written again: the next process uses them
+    again = _run(tmp_path)
+    assert all(c["ok"] and c["traced"] == 0 for c in _cases(again).values()), again
+
+
+def test_an_entry_of_another_torch_version_is_a_miss(tmp_path):
+    _run(tmp_path)
+    for folder, _, names in os.walk(tmp_path / "cache"):
+        for name in names:
+            parts, body = persistent_cache._read(os.path.join(folder, name))
+            parts["torch"] = "1.0.0"
+            persistent_cache._write(folder, pickle.dumps(parts), pickle.dumps(body), body["guards"])
+            os.unlink(os.path.join(folder, name))
+    result = _run(tmp_path)
+    for name, case in _cases(result).items():
+        assert case["ok"] and case["hits"] == 0, (name, case)
+        assert "another torch version" in case["misses"], (name, case)
+
+
+def test_processes_writing_one_cache_at_once(tmp_path):
+    path = _write(tmp_path)
+    procs = [subprocess.Popen([sys.executable, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=_env(tmp_path), cwd=str(tmp_path)) for _ in range(2)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-4000:]
+        assert all(c["ok"] for c in _cases(json.loads(out.strip().splitlines()[-1])).values())
+    after = _run(tmp_path)
+    for name, case in _cases(after).items():
+        assert case["ok"] and case["traced"] == 0 and case["misses"] == [], (name, case)
+    leftovers = [n for _, _, ns in os.walk(tmp_path / "cache") for n in ns if not n.endswith(".dle")]
+    assert leftovers == []  # no temporary file is left behind
+
+
+# ---- in one process -------------------------------------------------------------------
+def test_code_fingerprint_is_what_the_code_is():
+    def f(x):
+        return x in {"a", "b", "c"}
+
+    def g(x):
+        return x in {"a", "b", "d"}
+
+    assert persistent_cache.code_fingerprint(f.__code__) != persistent_cache.code_fingerprint(g.__code__)
+    same = f.__code__.replace()
+    assert persistent_cache.code_fingerprint(same) == persistent_cache.code_fingerprint(f.__code__)
+    moved = f.__code__.replace(co_firstlineno=f.__code__.co_firstlineno + 1)
+    assert persistent_cache.code_fingerprint(moved) != persistent_cache.code_fingerprint(f.__code__)
+
+
+def test_frozenset_constants_fingerprint_alike_under_any_hash_seed(tmp_path):
+    script = ("from dynamo_lite import persistent_cache as pc\n"
+              "def f(x):\n    return x in {'alpha', 'beta', 'gamma', 'delta'}\n"
+              "print(pc.code_fingerprint(f.__code__))\n")
+    path = tmp_path / "fp.py"
+    path.write_text(script)
+    prints = {subprocess.run([sys.executable, str(path)], capture_output=True, text=True, check=True,
+                             env={**_env(tmp_path), "PYTHONHASHSEED": str(seed)}).stdout for seed in (1, 2, 3)}
+    assert len(prints) == 1
+
+
+def test_entries_that_hold_objects_by_identity_are_not_stored(tmp_path):
+    class Config:
+        scale = 2
+
+    cfg = Config()
+
+    def uses_object(x):
+        return x * cfg.scale
+
+    with config.patch(persistent_cache=True, cache_dir=str(tmp_path)):
+        persistent_cache.reset_stats()
+        dynamo_lite.reset()
+        out = dynamo_lite.compile(uses_object, backend="eager")(torch.ones(2))
+        stats = persistent_cache.stats()
+    assert torch.equal(out, torch.full((2,), 2.0))
+    assert stats["stored"] == 0 and stats["not_stored"], stats
+    assert any("Config" in reason for reason in stats["not_stored"]), stats
+
+
+def test_a_backend_given_as_a_callable_is_not_stored(tmp_path):
+    def my_backend(gm, example_inputs):
+        return gm.forward
+
+    def f(x):
+        return x + 1
+
+    with config.patch(persistent_cache=True, cache_dir=str(tmp_path)):
+        persistent_cache.reset_stats()
+        dynamo_lite.reset()
+        dynamo_lite.compile(f, backend=my_backend)(torch.ones(2))
+        stats = persistent_cache.stats()
+    assert stats["stored"] == 0
+    assert any("registered name" in r for r in stats["not_stored"]), stats
+    assert not os.path.exists(os.path.join(str(tmp_path), persistent_cache.FORMAT))
+
+
+def test_off_by_default_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "cache_dir", str(tmp_path))
+    assert config.persistent_cache is False
+
+    def f(x):
+        return x * 3
+
+    dynamo_lite.reset()
+    dynamo_lite.compile(f, backend="eager")(torch.ones(2))
+    assert os.listdir(tmp_path) == []
+
+
+SEED_PROGRAM = textwrap.dedent('''
+    import json, torch, dynamo_lite
+    from dynamo_lite import persistent_cache
+
+    def follows_set_order(x):
+        return torch.cat([x * len(k) + ord(k[0]) for k in {"alpha", "beta", "gamma", "delta", "epsilon"}])
+
+    def uses_an_address(x):
+        return x + id(follows_set_order) % 7
+
+    out = {}
+    for fn in (follows_set_order, uses_an_address):
+        x = torch.arange(3.0)
+        got = dynamo_lite.compile(fn, backend="eager")(x)
+        out[fn.__name__] = bool(torch.equal(got, fn(x)))
+    out["stats"] = persistent_cache.stats()
+    print(json.dumps(out))
+''')
+
+
+def test_string_hash_order_and_addresses_never_cross_processes(tmp_path):
+    path = tmp_path / "seed.py"
+    path.write_text(SEED_PROGRAM)
+
+    def run(seed):
+        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                              env={**_env(tmp_path), "PYTHONHASHSEED": str(seed)}, cwd=str(tmp_path))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert result["follows_set_order"] and result["uses_an_address"], result
+        return result["stats"]
+
+    first = run(1)
+    assert first["stored"] == 1, first  # the set's order: stored, keyed by the hash seed
+    assert any("id()" in reason for reason in first["not_stored"]), first
+    other_seed = run(2)
+    assert other_seed["hits"] == 0, other_seed
+    assert any("hash seed" in reason for reason in other_seed["miss_reasons"]), other_seed
+    same_seed = run(1)
+    assert same_seed["hits"] == 1, same_seed
