@@ -348,7 +348,7 @@ class FrameConverter:
         if persistent_cache.enabled():
             persistent_cache.store(self, code, func, output.guards, bytecode_compat.arg_names(code), new_code,
                                    compiled_fn, gm, output.graph_inputs if gm is not None else [],
-                                   output.hash_seed_dependent, output.process_dependent)
+                                   output.hash_seed_dependent, output.process_dependent, output.process_values)
         output.release_examples()
         return _C.CacheEntry(guard.fn, new_code, self, compile_id=compile_id, guard=guard, graph_module=gm)
 

@@ -300,6 +300,7 @@ def _importable(module: str, qualname: str):
     return obj
 
 
+_MODULE_SINGLETONS = (("os", "environ"),)
 _SINGLETONS = (torch.dtype, torch.layout, torch.memory_format, enum.Enum)
 _NAMED_TYPES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
                 types.ClassMethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType)
@@ -342,6 +343,9 @@ def _describe(obj, found_by_source: bool = False) -> tuple:
     if type(obj) in (property, staticmethod, classmethod) and found_by_source:
         parts = (obj.fget, obj.fset, obj.fdel) if type(obj) is property else (obj.__func__,)
         return (type(obj).__name__, tuple(None if p is None else _describe(p, True) for p in parts))
+    for module, attr in _MODULE_SINGLETONS:  # (objects whose state the trace guards read by read)
+        if obj is getattr(sys.modules.get(module), attr, None):
+            return ("attr", module, attr)
     if obj is None or type(obj) is bool or isinstance(obj, _SINGLETONS):
         return ("const", obj)  # (unpickled as the same object: dtypes, layouts, enum members)
     raise Unpersistable(f"a guard holds a {static.qualname(obj)} object by identity")
@@ -377,6 +381,8 @@ def _check(desc: tuple, obj, what: str) -> None:
                 raise Miss(f"{what}: function {desc[2]} changed (its code or defaults)")
     elif kind == "global":
         ok = obj is _importable(desc[1], desc[2])
+    elif kind == "attr":
+        ok = obj is getattr(sys.modules.get(desc[1]), desc[2], None)
     elif kind == "optimized":
         ok = isinstance(obj, type) and getattr(obj, "_dynamo_lite_optimized_module", False) \
             and len(obj.__bases__) == 2
@@ -426,6 +432,9 @@ class _Rebind:
     fields: dict  # every field of the guard but ``field``
     field: str
     desc: tuple
+    # rebinds of one object share a number, of different objects differ (_portable_set): the
+    # objects found on load must be one object, or different ones, the same way
+    alias: int = -1
 
     def bind(self, scope: dict) -> Guard:
         fields = dict(self.fields)
@@ -511,6 +520,35 @@ def _portable(guard: Guard):
     return _Rebind(type(guard), fields, field, _describe(value, found_by_source=True))
 
 
+def _portable_set(guard_set) -> list:
+    items, groups = [], {}
+    for g in guard_set:
+        p = _portable(g)
+        if isinstance(p, _Rebind):
+            p.alias = groups.setdefault(id(getattr(g, p.field)), len(groups))
+        items.append(p)
+    return items
+
+
+def _bind_all(stored: list, scope: dict) -> GuardSet:
+    """The stored guards made guards of this process (rebinding each identity fact); raises Miss."""
+    gs = GuardSet()
+    by_alias: dict = {}
+    seen: dict = {}
+    for g in stored:
+        if isinstance(g, _Rebind):
+            guard = g.bind(scope)
+            if g.alias >= 0:
+                obj = getattr(guard, g.field)
+                if by_alias.setdefault(g.alias, obj) is not obj or seen.setdefault(id(obj), g.alias) != g.alias:
+                    raise Miss(f"objects the entry relied on are not one object (or not distinct) as they were: "
+                               f"{guard.describe()}")
+            gs.add(guard)
+        else:
+            gs.add(g.bind(scope) if isinstance(g, _BlockRebind) else g)
+    return gs
+
+
 def _make(cls, fields: dict):
     obj = object.__new__(cls)
     for name, value in fields.items():
@@ -566,17 +604,18 @@ def _resolve(desc: tuple):
     return obj
 
 
-class _Pickler(pickle.Pickler):
+class _Reducers:
     """Pickles guards and generated code: our dataclasses by fields, values by value, and
     every other object by name (``_describe``), or not at all (Unpersistable)."""
 
-    def __init__(self, file, graph_fn=None, f_globals=None, code: bool = False):
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(self, file, graph_fn=None, f_globals=None, code: bool = False, avoid=frozenset()):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)  # type: ignore[call-arg]
         self.graph_fn = graph_fn
         self.f_globals = f_globals
         # generated code: a list, dict or set constant is an object the code may mutate (a copy
         # would not be it); in guards they are expected values
         self.code = code
+        self.avoid = avoid
 
     def reducer_override(self, obj):
         if self.graph_fn is not None and obj is self.graph_fn:
@@ -616,9 +655,23 @@ class _Pickler(pickle.Pickler):
         raise Unpersistable(f"the entry holds a {static.qualname(obj)} object")
 
 
-def _dumps(obj, **kw) -> bytes:
+class _Pickler(_Reducers, pickle.Pickler):
+    pass
+
+
+class _ScanningPickler(_Reducers, pickle._Pickler):  # type: ignore[name-defined]
+    """The same, in Python (it sees every int): raises Unpersistable on an int in ``avoid``
+    (an id() or identity hash the trace read: an address of this process)."""
+
+    def persistent_id(self, obj):
+        if type(obj) is int and obj in self.avoid:
+            raise Unpersistable("the entry holds an object's id() or identity hash (an address of this process)")
+        return None
+
+
+def _dumps(obj, avoid=frozenset(), **kw) -> bytes:
     buf = io.BytesIO()
-    _Pickler(buf, **kw).dump(obj)
+    (_ScanningPickler if avoid else _Pickler)(buf, avoid=avoid, **kw).dump(obj)
     return buf.getvalue()
 
 
@@ -675,11 +728,12 @@ def _fake_inputs(specs: list):
 # ---- store ------------------------------------------------------------------------------
 def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names: tuple, new_code,
           graph_fn, gm, graph_inputs, hash_seed_dependent: bool = False,
-          process_dependent: Optional[str] = None) -> None:
+          process_dependent: Optional[str] = None, process_values=frozenset()) -> None:
     """Write the entry just made for ``code`` (never raises: an entry that cannot be stored is
     counted, with its reason).  ``hash_seed_dependent``: the trace followed string hashes (a
     set's order), so the entry is keyed by the hash seed too; ``process_dependent``: it used an
-    address (an id()), so it is not stored."""
+    address (the order of a set of objects), so it is not stored; ``process_values``: the values of
+    id() and identity hashes it read: an entry holding one is not stored."""
     try:
         if process_dependent:
             raise Unpersistable(f"the trace used {process_dependent}, which holds in this process only")
@@ -693,10 +747,11 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
         if specs is None and backend != "eager":
             raise Unpersistable(f"a graph with symbolic inputs is compiled again only for backend 'eager' "
                                 f"(this one: {backend!r})")
-        guards_data = _dumps([_portable(g) for g in guard_set], f_globals=func.__globals__)
-        code_data = _dumps(new_code, graph_fn=graph_fn, f_globals=func.__globals__, code=True) \
+        avoid = frozenset(process_values)
+        guards_data = _dumps(_portable_set(guard_set), f_globals=func.__globals__, avoid=avoid)
+        code_data = _dumps(new_code, graph_fn=graph_fn, f_globals=func.__globals__, code=True, avoid=avoid) \
             if new_code is not None else None
-        gm_data = _graph_bytes(gm, func.__globals__) if gm is not None else None
+        gm_data = _graph_bytes(gm, func.__globals__, avoid) if gm is not None else None
         body = pickle.dumps({"arg_names": tuple(arg_names), "guards": guards_data, "code": code_data,
                              "graph": gm_data, "inputs": specs, "name": cache.display_name(code),
                              "created": time.time()}, protocol=pickle.HIGHEST_PROTOCOL)
@@ -749,7 +804,7 @@ def _with_nodes(a, env: dict):
     return a
 
 
-def _graph_bytes(gm: torch.fx.GraphModule, f_globals) -> bytes:
+def _graph_bytes(gm: torch.fx.GraphModule, f_globals, avoid=frozenset()) -> bytes:
     """The graph as its nodes (op, name, target, args, kwargs; targets by name) and the tensors
     its get_attr nodes read (by value): rebuilt on load without tracing anything."""
     nodes, attrs = [], {}
@@ -762,7 +817,7 @@ def _graph_bytes(gm: torch.fx.GraphModule, f_globals) -> bytes:
                 raise Unpersistable(f"the graph holds a {static.qualname(type(value))} attribute")
             attrs[n.target] = value.detach().clone() if type(value) is torch.Tensor else value
         nodes.append((n.op, n.name, n.target, _strip_nodes(n.args), _strip_nodes(n.kwargs)))
-    return _dumps((nodes, pickle.dumps(attrs, protocol=pickle.HIGHEST_PROTOCOL)), f_globals=f_globals)
+    return _dumps((nodes, pickle.dumps(attrs, protocol=pickle.HIGHEST_PROTOCOL)), f_globals=f_globals, avoid=avoid)
 
 
 def _graph_module(data: bytes) -> torch.fx.GraphModule:
@@ -892,10 +947,7 @@ def _install(converter, code, body: dict, args: tuple, func, compile_id: str):
         stored = _loads(body["guards"])
         arg_names = body["arg_names"]
         scope = source_scope(arg_names, args, func.__globals__, func)
-        gs = GuardSet()
-        for g in stored:
-            gs.add(g.bind(scope) if isinstance(g, (_Rebind, _BlockRebind)) else g)
-        guard = gs.compile(arg_names)
+        guard = _bind_all(stored, scope).compile(arg_names)
         if not _passes(guard, args, func):
             raise Miss(guard.explain_failure(args, func.__globals__, func) or "a guard failed")
         gm = None

@@ -116,10 +116,12 @@ class OutputGraph:
         # break on every write): keep the generated code even when nothing else was captured
         self.modelled_library_code = False
         # what the trace took from this process (persistent_cache.py): string hashes (a set's order,
-        # hash("...")): a stored entry is keyed by the hash seed too; an address (id(), an identity
-        # hash, a set of such objects): the reason the entry is not stored
+        # hash("...")): a stored entry is keyed by the hash seed too; the order of a set of objects
+        # hashed by identity: the reason the entry is not stored; values of id() and identity
+        # hashes: a stored entry must not hold one (its guards, code and graph are searched)
         self.hash_seed_dependent = False
         self.process_dependent: Optional[str] = None
+        self.process_values: set = set()
         # id(module) -> (root step, user stack, call) of the first forward (pre-)hook registration
         # on that module replayed after the graph (variables/replayed.py): until then its hooks
         # are the old ones, so calling it or reading its hook dicts restarts the trace to stop there

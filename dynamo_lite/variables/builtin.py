@@ -1055,7 +1055,6 @@ def _real_object(tx, obj, note_identity: bool = True):
     else:
         return None
     tx.output.add_guard(guards.IdGuard(obj.source, value))
-    tx.output.process_dependent = "an object's id() or identity hash"  # (an address: this process only)
     if note_identity:
         tx.output.side_effects.note_identity(obj)
     return value
@@ -1066,6 +1065,7 @@ def _id(tx, obj):
     value = _real_object(tx, obj, note_identity=False)
     if value is not None:
         se = tx.output.side_effects
+        tx.output.process_values.add(id(value))  # (an address: a stored entry must not hold it)
         if se.recorders:  # a repeated block is recorded: it must know how the id is used
             return ObservedConstant(id(value), lambda container: se.note_identity(obj, container))
         return ConstantVariable(id(value))
@@ -1073,7 +1073,7 @@ def _id(tx, obj):
         # an int or str constant may be a new object in the real run: its id is not known
         value = obj.as_python_constant()
         if value is None or isinstance(value, (bool, type)):
-            tx.output.process_dependent = "an object's id()"
+            tx.output.process_values.add(id(value))
             return ConstantVariable(id(value))  # singletons and classes
     return IdVariable(obj)
 
@@ -1096,6 +1096,7 @@ def _hash(tx, obj):
         if fn is object.__hash__:
             value = _real_object(tx, obj)
             if value is not None:
+                tx.output.process_values.add(hash(value))
                 return ConstantVariable(hash(value))
     raise GraphBreak(gb.UNSUPPORTED_CALL, f"hash() of {obj.describe()}")
 
