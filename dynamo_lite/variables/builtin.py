@@ -1060,21 +1060,36 @@ def _real_object(tx, obj, note_identity: bool = True):
     return value
 
 
+def _address(tx, obj, number: int) -> ObservedConstant:
+    """``id()`` or the identity hash of a real object: a constant of this cache entry (the object
+    is guarded by identity) and of this process only.  A stored entry (persistent_cache.py) may
+    hold it only as a dict key the trace used (another process's object gives another key, the
+    same way); any other use of the number marks the trace as this process's.  While a repeated
+    block is recorded, its uses are reported to it (``obj`` given)."""
+    output = tx.output
+    output.process_values.add(number)
+    se = output.side_effects
+    recording = obj is not None and bool(se.recorders)
+
+    def on_use(container):
+        if recording:
+            se.note_identity(obj, container)
+        if container is None and output.process_dependent is None:
+            output.process_dependent = "an object's id() or identity hash as a number (not only as a dict key)"
+    return ObservedConstant(number, on_use)
+
+
 @_handler(builtins.id)
 def _id(tx, obj):
     value = _real_object(tx, obj, note_identity=False)
     if value is not None:
         se = tx.output.side_effects
-        tx.output.process_values.add(id(value))  # (an address: a stored entry must not hold it)
-        if se.recorders:  # a repeated block is recorded: it must know how the id is used
-            return ObservedConstant(id(value), lambda container: se.note_identity(obj, container))
-        return ConstantVariable(id(value))
+        return _address(tx, obj, id(value))
     if obj.is_python_constant() and not obj.mutable_local:
         # an int or str constant may be a new object in the real run: its id is not known
         value = obj.as_python_constant()
         if value is None or isinstance(value, (bool, type)):
-            tx.output.process_values.add(id(value))
-            return ConstantVariable(id(value))  # singletons and classes
+            return _address(tx, None, id(value))  # singletons and classes
     return IdVariable(obj)
 
 
@@ -1096,8 +1111,7 @@ def _hash(tx, obj):
         if fn is object.__hash__:
             value = _real_object(tx, obj)
             if value is not None:
-                tx.output.process_values.add(hash(value))
-                return ConstantVariable(hash(value))
+                return _address(tx, None, hash(value))
     raise GraphBreak(gb.UNSUPPORTED_CALL, f"hash() of {obj.describe()}")
 
 
