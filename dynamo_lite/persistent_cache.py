@@ -73,6 +73,7 @@ import torch.fx.immutable_collections
 from . import _C, bytecode_compat, cache, config, static
 from .backends import TRACE_FAKES, registered_backend_name
 from .guards import BlockGuard, ConstAttrIsGuard, ExprGuard, Guard, GuardSet, IdGuard, IsGuard, TypeGuard, source_scope
+from .guards.kinds import storage_groups
 from .report import events
 from .source import Source
 
@@ -744,9 +745,20 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
             raise Unpersistable("the graph was split for DDP")
         specs = _input_specs(graph_inputs) if gm is not None else []
         backend = registered_backend_name(converter.base_backend)
-        if specs is None and backend != "eager":
-            raise Unpersistable(f"a graph with symbolic inputs is compiled again only for backend 'eager' "
-                                f"(this one: {backend!r})")
+        if gm is not None and backend != "eager":
+            # the backend compiles the stored graph again on fake inputs made from metadata: what
+            # a functionalising backend assumes of the real inputs beyond that (which share
+            # storage, which are views it may write through) must not matter
+            if specs is None:
+                raise Unpersistable(f"a graph with symbolic inputs is compiled again only for backend 'eager' "
+                                    f"(this one: {backend!r})")
+            if _mutates(gm):
+                raise Unpersistable(f"a graph that mutates tensors in place is compiled again only for backend "
+                                    f"'eager' (this one: {backend!r})")
+            groups = storage_groups(*[gi.example for gi in graph_inputs if isinstance(gi.example, torch.Tensor)])
+            if groups is None or any(g != i for i, g in enumerate(groups)):
+                raise Unpersistable(f"graph inputs that share storage are compiled again only for backend 'eager' "
+                                    f"(this one: {backend!r})")
         avoid = frozenset(process_values)
         guards_data = _dumps(_portable_set(guard_set), f_globals=func.__globals__, avoid=avoid)
         code_data = _dumps(new_code, graph_fn=graph_fn, f_globals=func.__globals__, code=True, avoid=avoid) \
@@ -818,6 +830,22 @@ def _graph_bytes(gm: torch.fx.GraphModule, f_globals, avoid=frozenset()) -> byte
             attrs[n.target] = value.detach().clone() if type(value) is torch.Tensor else value
         nodes.append((n.op, n.name, n.target, _strip_nodes(n.args), _strip_nodes(n.kwargs)))
     return _dumps((nodes, pickle.dumps(attrs, protocol=pickle.HIGHEST_PROTOCOL)), f_globals=f_globals, avoid=avoid)
+
+
+def _mutates(gm: torch.fx.GraphModule) -> bool:
+    """Might the graph write to a tensor in place (``x.add_()``, ``relu_``, ``out=``,
+    ``inplace=True``, ``x[i] = v``, ``x += y``)?  Erring towards yes."""
+    for n in gm.graph.nodes:
+        if n.op not in ("call_function", "call_method"):
+            continue
+        name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+        if name.endswith("_") and not name.endswith("__") or name.startswith(("i", "set")) and \
+                getattr(n.target, "__module__", "") in ("_operator", "operator") or "out" in n.kwargs \
+                or n.kwargs.get("inplace") is True or name in ("setitem", "__setitem__", "copy_"):
+            return True
+        if isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable:
+            return True
+    return False
 
 
 def _graph_module(data: bytes) -> torch.fx.GraphModule:

@@ -398,7 +398,10 @@ class NNModuleVariable(VariableTracker):
                 sub_var.guard_keys(tx, "_modules")  # (which modules and tensors there are is guarded)
                 sub_var.guard_keys(tx, kind)
                 for key, value in getattr(sub, kind).items():
-                    if value is None:
+                    if value is None:  # (skipped, as Python skips it: it must stay None)
+                        if sub_var.source is not None:
+                            tx.output.add_guard(guards.IsGuard(ItemSource(AttrSource(sub_var.source, kind), key),
+                                                               (), None))
                         continue
                     var = sub_var.var_getattr(tx, key)
                     items.append(TupleVariable([ConstantVariable(f"{prefix}.{key}" if prefix else key), var])

@@ -360,3 +360,25 @@ def test_string_hash_order_and_addresses_never_cross_processes(tmp_path):
     assert any("hash seed" in reason for reason in other_seed["miss_reasons"]), other_seed
     same_seed = run(1)
     assert same_seed["hits"] == 1, same_seed
+
+
+def test_graphs_a_functionalising_backend_compiles_again_must_not_mutate_or_alias(tmp_path):
+    """aot_eager / inductor compile a stored graph again on fake inputs made from metadata: a
+    graph that writes to its inputs, or inputs that share storage, are not stored for them."""
+    def mutates(a, b):
+        a.mul_(2)
+        return b + 0
+
+    def aliased(a, b):
+        return a + b
+
+    with config.patch(persistent_cache=True, cache_dir=str(tmp_path)):
+        persistent_cache.reset_stats()
+        dynamo_lite.reset()
+        dynamo_lite.compile(mutates, backend="aot_eager")(torch.ones(4), torch.ones(4))
+        base = torch.ones(5)
+        dynamo_lite.compile(aliased, backend="aot_eager")(base[:4], base[1:])
+        stats = persistent_cache.stats()
+    reasons = " ".join(stats["not_stored"])
+    assert stats["stored"] == 0, stats
+    assert "mutates tensors in place" in reasons and "share storage" in reasons, stats

@@ -828,6 +828,18 @@ def test_parameters_iteration_after_model_grows_between_calls(how):
     assert_same(l2_penalty(e), compiled(c), f"after {how}")
 
 
+def test_parameters_iteration_after_a_none_parameter_is_set_between_calls():
+    """parameters() skips a None parameter (bias=None): setting it later must be seen."""
+    e, c = twins(Net)
+    for m in (e, c):
+        m.body.bias = None
+    compiled = dynamo_lite.compile(l2_penalty, backend="eager")
+    assert_same(l2_penalty(e), compiled(c), "first")
+    for m in (e, c):
+        m.body.bias = nn.Parameter(torch.full((2,), 10.0))
+    assert_same(l2_penalty(e), compiled(c), "after bias set")
+
+
 @pytest.mark.parametrize("attr,value", [("momentum", 0.5), ("momentum", None), ("track_running_stats", False),
                                         ("eps", 0.5)])
 def test_batchnorm_attribute_changed_between_calls(attr, value):
