@@ -147,8 +147,9 @@ class FrameConverter:
                        for e in existing]
             if None in reasons:
                 return RUN_EAGER  # another thread compiled a matching entry while this one waited
-        if persistent_cache.enabled() and len(existing) < config.cache_size_limit \
-                and not self._static_retry and split_backend(self.backend) is self.backend:
+        if persistent_cache.enabled() and len(existing) < config.cache_size_limit and not self._static_retry \
+                and (self.fullgraph or _has_tensor_or_module(f_locals, func)) \
+                and split_backend(self.backend) is self.backend:
             loaded = persistent_cache.load(self, code, f_locals, func,
                                            f"{cache.frame_id(code)}/{len(existing)}")
             if loaded is not None:

@@ -81,7 +81,7 @@ log = logging.getLogger("dynamo_lite.persistent_cache")
 
 FORMAT = "v1"
 _MAGIC = b"DYNAMO_LITE_ENTRY\n"
-_MAX_FILES = 32  # entries read per frame (the newest); more are left on disk
+_MAX_FILES = 64  # entries read per frame (the newest)
 _CONFIG_KNOBS = ("max_traced_instructions", "max_inline_depth", "optimize_ddp", "capture_scalar_outputs",
                  "capture_dynamic_output_shape_ops", "repeated_blocks")
 
@@ -224,6 +224,11 @@ def _feed_value(h, value, where: str, within: tuple) -> None:
             raise Unpersistable(f"{where} functions nested too deep")
     elif isinstance(value, (type, types.ModuleType) + _NAMED_TYPES + _SINGLETONS):
         h.update(repr(_describe(value)).encode())
+    elif static.defined_in_torch(value) and not isinstance(value, (torch.Tensor, torch.nn.Module)) \
+            and isinstance(getattr(value, "__dict__", None), dict) \
+            and all(_is_constant(v) or isinstance(v, _SINGLETONS + (torch.device,)) for v in vars(value).values()):
+        # a torch object holding constants (a decorator's torch.autocast): its class and state
+        h.update(f"{_describe(type(value))} {sorted((k, repr(v)) for k, v in vars(value).items())}".encode())
     else:
         raise Unpersistable(f"{where} a {static.qualname(type(value))} object")
 
@@ -274,6 +279,11 @@ _PART_WORDS = {"code": "the code of the function changed", "python": "another Py
                "fullgraph": "fullgraph differs", "dynamic": "dynamic= differs",
                "hash_seed": "another string hash seed (PYTHONHASHSEED): the capture followed string hashes "
                             "(a set's order, hash())"}
+
+
+def _hash_seed_fixed() -> bool:
+    """Are string hashes the same in the next process (PYTHONHASHSEED set, or randomization off)?"""
+    return not sys.flags.hash_randomization or os.environ.get("PYTHONHASHSEED", "random") != "random"
 
 
 def _hash_probe() -> str:
@@ -330,6 +340,13 @@ def _describe(obj, found_by_source: bool = False) -> tuple:
         if _safe_importable(module, qualname) is not obj:
             raise Unpersistable(f"class {qualname} cannot be found by its name")
         return ("global", module, qualname)
+    if isinstance(obj, types.BuiltinMethodType) and not isinstance(obj.__self__, (types.ModuleType, type(None))):
+        owner, name = obj.__self__, obj.__name__  # a method of a constant or a class: frozenset(...).__contains__
+        if _is_constant(owner):
+            return ("bound", ("value", owner), name)
+        if isinstance(owner, type):
+            return ("bound", _describe(owner), name)
+        raise Unpersistable(f"a method of a {static.qualname(type(owner))} object is held by identity")
     if isinstance(obj, _NAMED_TYPES):
         module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", "")
         qualname = getattr(obj, "__qualname__", "")
@@ -382,6 +399,13 @@ def _check(desc: tuple, obj, what: str) -> None:
                 raise Miss(f"{what}: function {desc[2]} changed (its code or defaults)")
     elif kind == "global":
         ok = obj is _importable(desc[1], desc[2])
+    elif kind == "bound":
+        owner = getattr(obj, "__self__", None)
+        ok = isinstance(obj, types.BuiltinMethodType) and obj.__name__ == desc[2]
+        if ok and desc[1][0] == "value":
+            ok = type(owner) is type(desc[1][1]) and owner == desc[1][1]
+        elif ok:
+            _check(desc[1], owner, f"{what}.__self__")
     elif kind == "attr":
         ok = obj is getattr(sys.modules.get(desc[1]), desc[2], None)
     elif kind == "optimized":
@@ -643,6 +667,9 @@ class _Reducers:
                     and not obj.__closure__:
                 return _load_function, (code, obj.__name__, obj.__qualname__, obj.__defaults__, obj.__kwdefaults__)
             return _resolve, (_describe(obj),)
+        if isinstance(obj, types.BuiltinMethodType) and not isinstance(obj.__self__, (types.ModuleType, type(None))):
+            desc = _describe(obj)
+            return getattr, (desc[1][1] if desc[1][0] == "value" else obj.__self__, desc[2])
         if isinstance(obj, (type, types.ModuleType) + _NAMED_TYPES):
             desc = _describe(obj)
             if desc[0] == "optimized":
@@ -740,6 +767,9 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
             raise Unpersistable(f"the trace used {process_dependent}, which holds in this process only")
         parts = key_parts(converter, code)
         if hash_seed_dependent:
+            if not _hash_seed_fixed():
+                raise Unpersistable("the capture followed string hashes (a set's order, hash()), which change with "
+                                    "every process unless PYTHONHASHSEED is set: set it to reuse such frames")
             parts["hash_seed"] = _hash_probe()
         if gm is not None and graph_fn is not None and type(graph_fn).__name__ != "CheckedCompiledGraph":
             raise Unpersistable("the graph was split for DDP")
@@ -760,7 +790,8 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
                 raise Unpersistable(f"graph inputs that share storage are compiled again only for backend 'eager' "
                                     f"(this one: {backend!r})")
         avoid = frozenset(process_values)
-        guards_data = _dumps(_portable_set(guard_set), f_globals=func.__globals__, avoid=avoid)
+        portable = _portable_set(guard_set)
+        guards_data = _dumps(portable, f_globals=func.__globals__, avoid=avoid)
         code_data = _dumps(new_code, graph_fn=graph_fn, f_globals=func.__globals__, code=True, avoid=avoid) \
             if new_code is not None else None
         gm_data = _graph_bytes(gm, func.__globals__, avoid) if gm is not None else None
@@ -768,7 +799,7 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
                              "graph": gm_data, "inputs": specs, "name": cache.display_name(code),
                              "created": time.time()}, protocol=pickle.HIGHEST_PROTOCOL)
         header = pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)
-        _write(_frame_dir(code), header, body, guards_data)
+        _write(_frame_dir(code), header, body, _canonical(portable))
     except Unpersistable as e:
         _NOT_STORED[str(e)] += 1
         log.debug("%s: entry not stored: %s", cache.display_name(code), e)
@@ -858,13 +889,32 @@ def _graph_module(data: bytes) -> torch.fx.GraphModule:
     return torch.fx.GraphModule(pickle.loads(attrs), graph)
 
 
-def _write(folder: str, header: bytes, body: bytes, guards_data: bytes) -> None:
+def _canonical(obj) -> str:
+    """A text of stored guards that two processes making the same entry agree on (pickles differ:
+    a frozenset's order follows the hash seed)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return f"{type(obj).__name__}({', '.join(_canonical(getattr(obj, f.name)) for f in dataclasses.fields(obj))})"
+    if type(obj) in (tuple, list):
+        return f"{type(obj).__name__}[{', '.join(_canonical(v) for v in obj)}]"
+    if type(obj) in (set, frozenset):
+        return f"{type(obj).__name__}{{{', '.join(sorted(_canonical(v) for v in obj))}}}"
+    if type(obj) is dict:
+        return f"dict{{{', '.join(sorted(f'{_canonical(k)}: {_canonical(v)}' for k, v in obj.items()))}}}"
+    if isinstance(obj, (type, types.FunctionType, types.ModuleType) + _NAMED_TYPES):
+        return f"<{static.module_name(obj)}.{static.qualname(obj)}>"
+    return f"{type(obj).__name__}:{obj!r}"
+
+
+_KEEP_FILES = 64  # entries kept per frame (the oldest beyond are removed when one is stored)
+
+
+def _write(folder: str, header: bytes, body: bytes, identity: str) -> None:
     """Write atomically; the name is a hash of the key and the guards, so two processes making
     the same entry write (rename onto) the same file."""
     payload = len(header).to_bytes(8, "little") + header + body
     digest = hashlib.sha256(payload).digest()
     os.makedirs(folder, exist_ok=True)
-    name = hashlib.sha256(header + guards_data).hexdigest()[:24] + ".dle"
+    name = hashlib.sha256(header + identity.encode()).hexdigest()[:24] + ".dle"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".dle")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -874,6 +924,12 @@ def _write(folder: str, header: bytes, body: bytes, guards_data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    with contextlib.suppress(OSError):
+        names = [n for n in os.listdir(folder) if n.endswith(".dle") and not n.startswith(".")]
+        if len(names) > _KEEP_FILES:
+            for old in sorted(names, key=lambda n: _mtime(os.path.join(folder, n)))[:len(names) - _KEEP_FILES]:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, old))
 
 
 def _read(path: str):

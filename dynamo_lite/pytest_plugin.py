@@ -786,6 +786,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(f"persistent capture cache ({cached.cache_dir()}): {_plural(st['hits'], 'frame')} loaded "
                       f"without a trace, {st['misses']} traced (no usable stored entry), "
                       f"{st['stored']} stored, {sum(st['not_stored'].values())} not storable")
+        if st["not_stored"]:
+            reason, count = max(st["not_stored"].items(), key=lambda kv: kv[1])
+            tr.write_line(f"  most frequent reason an entry was not stored ({count}x): {reason}")
     # internal errors are dynamo_lite bugs (the frame ran eagerly, so the test may pass): each is listed
     errors = [(rec, ev) for rec in recs for ev in _internal_errors(rec)]
     for rec, ev in errors[:_MAX_INTERNAL_ERRORS]:
