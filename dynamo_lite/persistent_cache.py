@@ -999,6 +999,13 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
         except Miss as e:
             reasons.append((0, str(e)))
             continue
+        except Exception as e:  # noqa: BLE001 - a dynamo_lite bug: the frame is traced instead
+            if config.raise_internal_errors:
+                raise
+            log.warning("dynamo_lite: loading %s from the persistent cache failed (%s: %s); tracing it",
+                        cache.display_name(code), type(e).__name__, e)
+            reasons.append((0, f"the entry did not load ({type(e).__name__}: {e})"))
+            continue
         installed.add(name)
         _STATS["hits"] += 1
         if events.listening():
