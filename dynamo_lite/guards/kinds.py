@@ -95,6 +95,13 @@ def _short(dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
+def _is_constant_value(v) -> bool:
+    """A value whose repr runs no user code (exact builtin constants, tuples of them)."""
+    if type(v) in (tuple, frozenset, torch.Size):
+        return all(_is_constant_value(x) for x in v)
+    return type(v) in (int, float, str, bool, bytes, complex, type(None))
+
+
 def short_repr(obj) -> str:
     """How a constant appears in a readable guard line."""
     text = static.qualname(obj)  # (never an attribute read on a user object: its __getattr__ may run)
@@ -229,7 +236,8 @@ class ConstGuard(Guard):
         return f"{self.source.name()}: == {self.value!r}"
 
     def explain_failure(self, actual, pretty):
-        return f"{pretty} changed from {self.value!r} to {actual!r}"
+        now = repr(actual) if _is_constant_value(actual) else short_repr(actual)  # (a user object: by type)
+        return f"{pretty} changed from {self.value!r} to {now}"
 
     def emit(self, b):
         reg, v = b.reg(self.source), self.value

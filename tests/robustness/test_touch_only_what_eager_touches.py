@@ -139,6 +139,18 @@ def test_identity_tests_and_branches_on_none_touch_nothing():
     assert touched == []
 
 
+def test_recompile_reason_after_a_none_argument_describes_the_object_by_type():
+    # the entry for None fails on the object: its reason ("obj changed from None to ...") must not
+    # run the object's __repr__
+    def f(obj, x):
+        if obj is None:
+            return x
+        return x * 2
+
+    touched = _same_as_eager(f, [(None, torch.ones(2)), (Tattletale(), torch.ones(2))])
+    assert touched == []
+
+
 def test_hooks_eager_runs_run_once_in_the_compiled_call_too():
     def f(obj, x):
         if obj:  # eager runs __bool__ here
