@@ -10,9 +10,9 @@
 
 An entry is keyed by everything that changes what a capture means (``key_parts``): the code
 object (bytecode, constants, names, line table: ``code_fingerprint``), the Python, torch and
-dynamo_lite versions (dynamo_lite's by the size and mtime of its Python files and C extension), the config knobs that
-change capture, the backend (by its registered name, with inductor's options), fullgraph and
-dynamic.  A changed part is a miss whose reason names the part.  Inlined functions are not part
+dynamo_lite versions (dynamo_lite's by the size and mtime of its Python files and the bytes of
+its C extension), the config knobs that change capture, the backend (by its registered name,
+with inductor's options), fullgraph and dynamic.  A changed part is a miss whose reason names the part.  Inlined functions are not part
 of the key: their identity guards are.
 
 Guards are stored as they are, except the facts that name an object by identity, which hold only
@@ -243,19 +243,23 @@ _PACKAGE_FP: list = []
 
 
 def _package_fingerprint() -> str:
-    """dynamo_lite's version as its files are: size and mtime of every Python source and of the C
-    extension this interpreter loaded (an edited checkout is another version; extensions built for
-    other interpreters or torch builds beside it are not this one's)."""
+    """dynamo_lite's version as its files are: size and mtime of every Python source (an edited
+    checkout is another version) and the content of the C extension this interpreter loaded (a
+    rebuild of the same sources, e.g. by another venv of the same Python, gives the same bytes;
+    extensions built beside it for other interpreters are not this one's)."""
     if not _PACKAGE_FP:
         root = os.path.dirname(os.path.abspath(__file__))
-        paths = [os.path.abspath(_C.__file__)] if getattr(_C, "__file__", None) else []
+        h = hashlib.sha256()
+        if getattr(_C, "__file__", None):
+            with open(_C.__file__, "rb") as f:
+                h.update(hashlib.sha256(f.read()).digest())
         for folder, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-            paths += [os.path.join(folder, name) for name in sorted(files) if name.endswith(".py")]
-        h = hashlib.sha256()
-        for path in paths:
-            st = os.stat(path)
-            h.update(f"{os.path.relpath(path, root)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    st = os.stat(os.path.join(folder, name))
+                    h.update(f"{os.path.relpath(os.path.join(folder, name), root)}:{st.st_size}:{st.st_mtime_ns}\n"
+                             .encode())
         _PACKAGE_FP.append(h.hexdigest()[:32])
     return _PACKAGE_FP[0]
 
