@@ -5,6 +5,8 @@ Public API (see docs/api.md):
     optimize(backend)            context manager and decorator
     disable(fn)                  run without capture
     reset()                      forget compiled code
+    save(compiled, path), load(path)
+                                 a package of captured frames for another process (docs/warm-start.md)
     explain(fn)(*args, **kw)     what was captured, where it broke, the guards
     mark_dynamic(t, dim, min=, max=), maybe_mark_dynamic(t, dim), mark_static(t, dim)
                                  dynamic shapes (docs/recompiles.md)
@@ -37,8 +39,8 @@ from typing import TYPE_CHECKING
 from . import config
 
 if TYPE_CHECKING:
-    from .api import (OptimizedModule, compile, disable, explain, mark_dynamic, mark_static, maybe_mark_dynamic,
-                      optimize, reset, set_stance)
+    from .api import (OptimizedModule, compile, disable, explain, load, mark_dynamic, mark_static, maybe_mark_dynamic,
+                      optimize, reset, save, set_stance)
     from .backends import CompilerFn, list_backends, register_backend
     from .exc import BackendCompilerFailed, RecompileError, Unsupported
     from .api import allow_in_graph, assume_constant_result, nested_compile_region, nonstrict_trace, substitute_in_graph
@@ -56,7 +58,7 @@ _LAZY = {
     "CompilerFn": "backends", "set_logs": "log", "graph_break": "graph_breaks",
     "use_as_torch_compile": "torch_compile_switch",
     "allow_in_graph": "api", "nonstrict_trace": "api", "substitute_in_graph": "api", "assume_constant_result": "api",
-    "nested_compile_region": "api",
+    "nested_compile_region": "api", "save": "api", "load": "api",
 }
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "CompilerFn", "set_logs", "graph_break", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
     "set_stance", "RecompileError", "use_as_torch_compile",
     "allow_in_graph", "nonstrict_trace", "substitute_in_graph", "assume_constant_result", "nested_compile_region",
+    "save", "load",
 ]
 
 

@@ -13,6 +13,7 @@ Tested by tests/api/test_api.py and tests/torch/test_dynamic_shapes.py.
 from __future__ import annotations
 
 import functools
+import os
 import types
 import inspect
 import weakref
@@ -285,10 +286,35 @@ class set_stance:
 
 
 def reset() -> None:
-    """Forget every compiled entry (the next call of each function compiles again, or loads
-    an entry from the persistent cache when that is on)."""
+    """Forget every compiled entry (the next call of each function compiles again, or loads an
+    entry another process stored in the persistent cache, or one of a package ``load`` read)."""
     cache.reset()
     persistent_cache.clear()
+
+
+def save(compiled: Any, path: Union[str, "os.PathLike[str]"]) -> dict:
+    """Write the frames ``compiled`` captured in this process (what ``compile`` returned, called
+    at least once) to the file ``path``: a package another process makes usable with ``load`` and
+    then runs without tracing (same Python, torch and dynamo_lite versions; docs/warm-start.md).
+    The package holds every frame stored in this process under ``compiled``'s configuration
+    (backend, fullgraph, dynamic; functions compiled with the same one share it), and, for
+    ``backend="inductor"``, inductor's cache artifacts of this process.  Returns a summary
+    (``entries``, ``inductor_artifacts``, ``path``); raises ValueError when there is nothing to
+    save (naming why frames were not stored)."""
+    converter = getattr(type(compiled), "_dl_converter", None) if isinstance(compiled, torch.nn.Module) \
+        else getattr(compiled, "_dl_converter", None)
+    if not isinstance(converter, FrameConverter):
+        raise TypeError(f"dynamo_lite.save() expects what dynamo_lite.compile() returned, got {type(compiled).__name__}")
+    return persistent_cache.save_package(converter, os.fspath(path))
+
+
+def load(path: Union[str, "os.PathLike[str]"]) -> dict:
+    """Read a package ``save`` wrote: the frames it holds run from it, without a trace, on their
+    first call under ``compile`` with the same configuration (when their guards pass; otherwise
+    they are traced as usual).  Works with ``config.persistent_cache`` off.  Returns a summary
+    (``entries``, ``inductor_artifacts``, ``backend``); raises ValueError for a file that is not
+    a package or was written by other versions (naming which)."""
+    return persistent_cache.load_package(os.fspath(path))
 
 
 def mark_dynamic(t: torch.Tensor, index: Union[int, list[int], tuple[int, ...]], *, min: Optional[int] = None, max: Optional[int] = None) -> None:

@@ -28,6 +28,7 @@ _ENV_VARS = {
     "capture_dynamic_output_shape_ops": "DYNAMO_LITE_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS",
     "repeated_blocks": "DYNAMO_LITE_REPEATED_BLOCKS",
     "persistent_cache": "DYNAMO_LITE_PERSISTENT_CACHE", "cache_dir": "DYNAMO_LITE_CACHE_DIR",
+    "cache_max_mb": "DYNAMO_LITE_CACHE_MAX_MB",
 }
 _T = TypeVar("_T", bool, int, str)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
@@ -74,12 +75,16 @@ raise_internal_errors: bool = _env("raise_internal_errors", False)
 # hundred layers (a trace of that length takes 10-20 s), and still ends a runaway unrolled loop.
 max_traced_instructions: int = _env("max_traced_instructions", 1_000_000)
 
-# The persistent capture cache (persistent_cache.py): a frame captured in one process is stored
-# under cache_dir, and a later process runs it from there without tracing it again (when its key
-# and guards match).  Off by default for now: turn it on per process (DYNAMO_LITE_PERSISTENT_CACHE=1).
-persistent_cache: bool = _env("persistent_cache", False)
+# The persistent capture cache (persistent_cache.py; docs/warm-start.md): a frame captured in one
+# process is stored under cache_dir, and a later process runs it from there without tracing it
+# again (when its key and guards match).  On by default; False (DYNAMO_LITE_PERSISTENT_CACHE=0)
+# neither reads nor writes it.
+persistent_cache: bool = _env("persistent_cache", True)
 # Where it lives ("" = $XDG_CACHE_HOME/dynamo_lite, or ~/.cache/dynamo_lite).
 cache_dir: str = _env("cache_dir", "")
+# Largest size of the entries under cache_dir, in MB: past it, the least recently used entries
+# are removed when an entry is stored.
+cache_max_mb: int = _env("cache_max_mb", 1024)
 
 # Deepest chain of inlined user calls before the call site breaks the graph.
 max_inline_depth: int = _env("max_inline_depth", 32)

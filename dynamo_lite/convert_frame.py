@@ -147,13 +147,16 @@ class FrameConverter:
                        for e in existing]
             if None in reasons:
                 return RUN_EAGER  # another thread compiled a matching entry while this one waited
-        if persistent_cache.enabled() and len(existing) < config.cache_size_limit and not self._static_retry \
+        if (persistent_cache.enabled() or persistent_cache.has_packages()) \
+                and len(existing) < config.cache_size_limit and not self._static_retry \
                 and (self.fullgraph or _has_tensor_or_module(f_locals, func)) \
                 and split_backend(self.backend) is self.backend:
             loaded = persistent_cache.load(self, code, f_locals, func,
                                            f"{cache.frame_id(code)}/{len(existing)}")
-            if loaded is not None:
-                return loaded  # an entry an earlier process stored: no trace
+            if loaded is not None:  # an entry an earlier process stored: no trace
+                if existing:
+                    _note_recompile(code, loaded.compile_id, reasons)
+                return loaded
         if now == "fail_on_recompile" and _has_tensor_or_module(f_locals, func):
             raise RecompileError(_recompile_message(code, reasons if existing else []))
         if existing:
@@ -175,12 +178,7 @@ class FrameConverter:
                 # entry matches, without calling back here (the limit is final until reset())
                 return _C.CacheEntry(_C.ALWAYS, None, self)
             compile_id = f"{cache.frame_id(code)}/{len(existing)}"
-            recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, display_name(code),
-                                code.co_filename, code.co_firstlineno, reasons[0])
-            recompiles_log.debug("[%s] Guard failures of all %d cache entries of %s (newest first):\n%s",
-                                 compile_id, len(reasons), display_name(code), dl_log.lazy("\n".join, reasons))
-            events.emit(events.RecompileEvent(display_name(code), code.co_filename, code.co_firstlineno,
-                                              compile_id, reasons))
+            _note_recompile(code, compile_id, reasons)
         else:
             compile_id = f"{cache.frame_id(code)}/0"
         if not self.fullgraph and not _has_tensor_or_module(f_locals, func):
@@ -265,6 +263,7 @@ class FrameConverter:
 
 
         start = time.perf_counter()
+        break_event = None
         tx, brk = self._trace(code, f_locals, func, None)
         step = tx.break_step if brk is not None else None
         for _ in range(8):
@@ -278,7 +277,7 @@ class FrameConverter:
                         unclosed.escape("is left paused inside a try/with block (closing it runs code)")
                 outputs = frame_code.collect_graph_outputs(state)
                 if brk is not None:
-                    self._report_break(code, compile_id, brk, tx)
+                    break_event = self._report_break(code, compile_id, brk, tx)
                 break
             except ReplayNotExact as e:
                 # a call replayed after the graph must run where it is instead: stop before it
@@ -349,7 +348,9 @@ class FrameConverter:
         if persistent_cache.enabled():
             persistent_cache.store(self, code, func, output.guards, bytecode_compat.arg_names(code), new_code,
                                    compiled_fn, gm, output.graph_inputs if gm is not None else [],
-                                   output.hash_seed_dependent, output.process_dependent, output.process_values)
+                                   output.hash_seed_dependent, output.process_dependent, output.process_values,
+                                   break_event, {"ops": output.count_ops(),
+                                                 "queries": list(dict.fromkeys(output.compiling_queries))})
         output.release_examples()
         return _C.CacheEntry(guard.fn, new_code, self, compile_id=compile_id, guard=guard, graph_module=gm)
 
@@ -367,6 +368,7 @@ class FrameConverter:
         breaks_log.debug("[%s] Trackers at the break in %s, before %s (what the generated code rebuilds):\n%s",
                          compile_id, display_name(code), event.instruction, dl_log.lazy(_tracker_state, tx))
         events.emit(event)
+        return event
 
     def _frame_state(self, code, f_locals, func, tx, brk, step):
         """(translator, FrameState) for a full capture (brk None) or a break at root step
@@ -466,6 +468,14 @@ def _tracer_codes() -> dict:
                torch.fx.Tracer.trace: "torch.fx tracing", torch.export.export: "torch.export",
                proxy_tensor.make_fx: "make_fx", proxy_tensor._MakefxTracer.trace: "make_fx"}
     return {inspect.unwrap(fn).__code__: name for fn, name in entries.items()}
+
+
+def _note_recompile(code, compile_id: str, reasons: list) -> None:
+    recompiles_log.info("[%s] Recompiling %s (%s:%d) because: %s", compile_id, display_name(code),
+                        code.co_filename, code.co_firstlineno, reasons[0])
+    recompiles_log.debug("[%s] Guard failures of all %d cache entries of %s (newest first):\n%s",
+                         compile_id, len(reasons), display_name(code), dl_log.lazy("\n".join, reasons))
+    events.emit(events.RecompileEvent(display_name(code), code.co_filename, code.co_firstlineno, compile_id, reasons))
 
 
 def _callers(code) -> list:

@@ -59,6 +59,7 @@ import logging
 import marshal
 import os
 import pickle
+import re
 import sys
 import tempfile
 import threading
@@ -74,6 +75,7 @@ from . import _C, bytecode_compat, cache, config, static
 from .backends import TRACE_FAKES, registered_backend_name
 from .guards import BlockGuard, ConstAttrIsGuard, ExprGuard, Guard, GuardSet, IdGuard, IsGuard, TypeGuard, source_scope
 from .guards.kinds import storage_groups
+from .exc import UserFrame
 from .report import events
 from .source import Source
 
@@ -229,8 +231,49 @@ def _feed_value(h, value, where: str, within: tuple) -> None:
             and all(_is_constant(v) or isinstance(v, _SINGLETONS + (torch.device,)) for v in vars(value).values()):
         # a torch object holding constants (a decorator's torch.autocast): its class and state
         h.update(f"{_describe(type(value))} {sorted((k, repr(v)) for k, v in vars(value).items())}".encode())
+    elif isinstance(value, torch.nn.Module) and _stateless_module(value):
+        # a module with no parameters, buffers, submodules or hooks (a decorator's marker, as
+        # transformers' hub-kernel decorators keep): its class, by what the class is
+        h.update(f"<module {_class_fingerprint(type(value), where, within)} "
+                 f"{sorted((k, repr(v)) for k, v in _instance_dict(value).items() if _is_constant(v))}>".encode())
     else:
         raise Unpersistable(f"{where} a {static.qualname(type(value))} object")
+
+
+def _instance_dict(obj) -> dict:
+    d = object.__getattribute__(obj, "__dict__")  # (no descriptor of the user's class runs)
+    return d if type(d) is dict else {}
+
+
+def _stateless_module(module: torch.nn.Module) -> bool:
+    for name, v in _instance_dict(module).items():
+        if _is_constant(v):
+            continue
+        if name.startswith("_") and type(v) in (dict, set, collections.OrderedDict) and not v:
+            continue  # (its empty parameter, buffer, submodule and hook tables)
+        return False
+    return True
+
+
+def _class_fingerprint(cls: type, where: str, within: tuple) -> str:
+    """What a class made at run time is: its module, qualified name, bases and the functions and
+    constants of its body.  Raises Unpersistable for anything else there."""
+    h = hashlib.sha256(f"{static.module_name(cls)}.{static.qualname(cls)}".encode())
+    for base in cls.__bases__:
+        try:
+            h.update(repr(_describe(base)).encode())
+        except Unpersistable:
+            if len(within) >= 8:
+                raise
+            h.update(_class_fingerprint(base, where, (*within, base)).encode())
+    for name, v in sorted(cls.__dict__.items()):
+        if name in ("__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__"):
+            continue
+        if isinstance(v, (staticmethod, classmethod)):
+            v = v.__func__
+        h.update(name.encode())
+        _feed_value(h, v, f"{where} a {static.qualname(cls)} object whose class holds", within)
+    return h.hexdigest()
 
 
 def _is_constant(value) -> bool:
@@ -243,10 +286,10 @@ _PACKAGE_FP: list = []
 
 
 def _package_fingerprint() -> str:
-    """dynamo_lite's version as its files are: size and mtime of every Python source (an edited
-    checkout is another version) and the content of the C extension this interpreter loaded (a
-    rebuild of the same sources, e.g. by another venv of the same Python, gives the same bytes;
-    extensions built beside it for other interpreters are not this one's)."""
+    """dynamo_lite's version as its files are: the content of every Python source (an edited
+    checkout is another version; the same sources installed elsewhere are the same version, so a
+    cache directory or a package moves to another machine) and of the C extension this
+    interpreter loaded (extensions built beside it for other interpreters are not this one's)."""
     if not _PACKAGE_FP:
         root = os.path.dirname(os.path.abspath(__file__))
         h = hashlib.sha256()
@@ -257,9 +300,10 @@ def _package_fingerprint() -> str:
             dirs[:] = sorted(d for d in dirs if d != "__pycache__")
             for name in sorted(files):
                 if name.endswith(".py"):
-                    st = os.stat(os.path.join(folder, name))
-                    h.update(f"{os.path.relpath(os.path.join(folder, name), root)}:{st.st_size}:{st.st_mtime_ns}\n"
-                             .encode())
+                    with open(os.path.join(folder, name), "rb") as f:
+                        content = f.read()
+                    h.update(f"{os.path.relpath(os.path.join(folder, name), root)}:{len(content)}\n".encode())
+                    h.update(content)
         _PACKAGE_FP.append(h.hexdigest()[:32])
     return _PACKAGE_FP[0]
 
@@ -317,6 +361,9 @@ def _importable(module: str, qualname: str):
 
 
 _MODULE_SINGLETONS = (("os", "environ"),)
+# the builtin types the types module names (their own names, `function`, are not importable)
+_TYPES_NAMES = {v: k for k, v in vars(types).items() if isinstance(v, type) and v.__module__ == "builtins"
+                and not k.startswith("_")}
 _SINGLETONS = (torch.dtype, torch.layout, torch.memory_format, enum.Enum)
 _NAMED_TYPES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
                 types.ClassMethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType)
@@ -342,7 +389,11 @@ def _describe(obj, found_by_source: bool = False) -> tuple:
         if getattr(obj, "_dynamo_lite_optimized_module", False) and "_dl_converter" in obj.__dict__:
             return ("optimized", _describe(obj.__bases__[1]))
         module, qualname = static.module_name(obj), static.qualname(obj)
+        if module == "builtins" and _TYPES_NAMES.get(obj):  # (types.FunctionType, named `function`)
+            return ("global", "types", _TYPES_NAMES[obj])
         if _safe_importable(module, qualname) is not obj:
+            if found_by_source:  # (a class made at run time: by what it is)
+                return ("class", module, qualname, _class_fingerprint(obj, f"class {qualname}", (obj,)))
             raise Unpersistable(f"class {qualname} cannot be found by its name")
         return ("global", module, qualname)
     if isinstance(obj, types.BuiltinMethodType) and not isinstance(obj.__self__, (types.ModuleType, type(None))):
@@ -359,10 +410,13 @@ def _describe(obj, found_by_source: bool = False) -> tuple:
         for attr in (qualname, name):  # (torch.arange's qualname is _VariableFunctionsClass.arange)
             if isinstance(module, str) and isinstance(attr, str) and attr and _safe_importable(module, attr) is obj:
                 return ("global", module, attr)
+        owner = getattr(obj, "__objclass__", None)  # a slot of a class: FunctionType.__builtins__
+        if isinstance(owner, type) and isinstance(name, str) and owner.__dict__.get(name) is obj:
+            return ("descriptor", _describe(owner), name)
         raise Unpersistable(f"{type(obj).__name__} {qualname} cannot be found by its name")
     if isinstance(obj, torch.nn.Module):
         stores = tuple(tuple(obj.__dict__.get(s, {})) for s in ("_parameters", "_buffers", "_modules"))
-        return ("nn_module", _describe(type(obj)), stores)
+        return ("nn_module", _describe(type(obj), found_by_source), stores)
     if type(obj) in (property, staticmethod, classmethod) and found_by_source:
         parts = (obj.fget, obj.fset, obj.fdel) if type(obj) is property else (obj.__func__,)
         return (type(obj).__name__, tuple(None if p is None else _describe(p, True) for p in parts))
@@ -404,6 +458,15 @@ def _check(desc: tuple, obj, what: str) -> None:
                 raise Miss(f"{what}: function {desc[2]} changed (its code or defaults)")
     elif kind == "global":
         ok = obj is _importable(desc[1], desc[2])
+    elif kind == "class":
+        ok = isinstance(obj, type) and static.module_name(obj) == desc[1] and static.qualname(obj) == desc[2]
+        if ok:
+            try:
+                same = _class_fingerprint(obj, f"class {desc[2]}", (obj,)) == desc[3]
+            except Unpersistable as e:
+                raise Miss(f"{what}: {e}") from None
+            if not same:
+                raise Miss(f"{what}: class {desc[2]} changed")
     elif kind == "bound":
         owner = getattr(obj, "__self__", None)
         ok = isinstance(obj, types.BuiltinMethodType) and obj.__name__ == desc[2]
@@ -413,6 +476,11 @@ def _check(desc: tuple, obj, what: str) -> None:
             _check(desc[1], owner, f"{what}.__self__")
     elif kind == "attr":
         ok = obj is getattr(sys.modules.get(desc[1]), desc[2], None)
+    elif kind == "descriptor":
+        owner = getattr(obj, "__objclass__", None)
+        ok = isinstance(obj, _NAMED_TYPES) and isinstance(owner, type) and owner.__dict__.get(desc[2]) is obj
+        if ok:
+            _check(desc[1], owner, f"{what}.__objclass__")
     elif kind == "optimized":
         ok = isinstance(obj, type) and getattr(obj, "_dynamo_lite_optimized_module", False) \
             and len(obj.__bases__) == 2
@@ -442,7 +510,7 @@ def _check(desc: tuple, obj, what: str) -> None:
 
 def _words(desc: tuple) -> str:
     kind = desc[0]
-    if kind in ("function", "global"):
+    if kind in ("function", "global", "class"):
         return f"{desc[1]}.{desc[2]}"
     if kind == "module":
         return f"module {desc[1]}"
@@ -539,8 +607,9 @@ def _portable(guard: Guard):
                 _describe(value)  # (raises Unpersistable: e.g. a table held by identity)
     field = _REBIND_FIELDS.get(type(guard))
     if type(guard) is TypeGuard and isinstance(guard.type, type) \
-            and getattr(guard.type, "_dynamo_lite_optimized_module", False):
-        field = "type"
+            and (getattr(guard.type, "_dynamo_lite_optimized_module", False)
+                 or _safe_importable(static.module_name(guard.type), static.qualname(guard.type)) is not guard.type):
+        field = "type"  # (a class found by the instance's type: compile(module)'s, one made at run time)
     if field is None:
         return guard
     value = getattr(guard, field)
@@ -761,12 +830,15 @@ def _fake_inputs(specs: list):
 # ---- store ------------------------------------------------------------------------------
 def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names: tuple, new_code,
           graph_fn, gm, graph_inputs, hash_seed_dependent: bool = False,
-          process_dependent: Optional[str] = None, process_values=frozenset()) -> None:
+          process_dependent: Optional[str] = None, process_values=frozenset(),
+          break_event=None, report: Optional[dict] = None) -> None:
     """Write the entry just made for ``code`` (never raises: an entry that cannot be stored is
     counted, with its reason).  ``hash_seed_dependent``: the trace followed string hashes (a
     set's order), so the entry is keyed by the hash seed too; ``process_dependent``: it used an
     address (the order of a set of objects), so it is not stored; ``process_values``: the values of
-    id() and identity hashes it read: an entry holding one is not stored."""
+    id() and identity hashes it read: an entry holding one is not stored.  ``break_event`` (the
+    trace's GraphBreakEvent) and ``report`` (``ops``, ``queries`` of its GraphEvent) are emitted
+    again when the entry is loaded, so reports see a loaded frame as they saw it traced."""
     try:
         if process_dependent:
             raise Unpersistable(f"the trace used {process_dependent}, which holds in this process only")
@@ -800,11 +872,16 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
         code_data = _dumps(new_code, graph_fn=graph_fn, f_globals=func.__globals__, code=True, avoid=avoid) \
             if new_code is not None else None
         gm_data = _graph_bytes(gm, func.__globals__, avoid) if gm is not None else None
+        brk = None
+        if break_event is not None:
+            brk = (break_event.break_id, break_event.reason, break_event.instruction,
+                   [(f.filename, f.lineno, f.name, f.line) for f in break_event.user_stack])
         body = pickle.dumps({"arg_names": tuple(arg_names), "guards": guards_data, "code": code_data,
                              "graph": gm_data, "inputs": specs, "name": cache.display_name(code),
-                             "created": time.time()}, protocol=pickle.HIGHEST_PROTOCOL)
+                             "created": time.time(), "break": brk, "report": dict(report or {})},
+                            protocol=pickle.HIGHEST_PROTOCOL)
         header = pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)
-        _write(_frame_dir(code), header, body, _canonical(portable))
+        path = _write(_frame_dir(code), header, body, _canonical(portable))
     except Unpersistable as e:
         _NOT_STORED[str(e)] += 1
         log.debug("%s: entry not stored: %s", cache.display_name(code), e)
@@ -814,7 +891,12 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
         log.debug("%s: entry not stored: %s: %s", cache.display_name(code), type(e).__name__, e)
         return
     _STATS["stored"] += 1
+    _WRITTEN.add(path)
+    _ENTRIES.setdefault(converter, {})[(os.path.basename(os.path.dirname(path)), os.path.basename(path))] = path
     log.debug("%s: entry stored", cache.display_name(code))
+    _STORES_SINCE_TRIM[0] += 1
+    if _STORES_SINCE_TRIM[0] >= _TRIM_EVERY or _STORES_SINCE_TRIM[0] == 1:
+        trim()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -935,6 +1017,50 @@ def _write(folder: str, header: bytes, body: bytes, identity: str) -> None:
             for old in sorted(names, key=lambda n: _mtime(os.path.join(folder, n)))[:len(names) - _KEEP_FILES]:
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(folder, old))
+    return os.path.join(folder, name)
+
+
+# entries written by this process: a later process reads them, this one traces again (after
+# reset(), as before the first capture; the reports of a test suite do not depend on its order)
+_WRITTEN: set = set()
+# converter -> {(frame, entry file name): its path (None: from a package)}: the entries it stored
+# or loaded in this process (save())
+_ENTRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_TRIM_EVERY = 256  # stores between two looks at the cache's size
+_STORES_SINCE_TRIM = [0]
+
+
+def trim(limit_mb: Optional[int] = None) -> int:
+    """Remove the least recently used entries (by file time: written or last loaded) until the
+    cache is at most 3/4 of ``config.cache_max_mb``, when it is over; the number removed."""
+    _STORES_SINCE_TRIM[0] = 1
+    limit = (config.cache_max_mb if limit_mb is None else limit_mb) * 1024 * 1024
+    root = os.path.join(cache_dir(), FORMAT)
+    files = []
+    try:
+        for frame in os.scandir(root):
+            if not frame.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                for entry in os.scandir(frame.path):
+                    if entry.name.endswith(".dle"):
+                        st = entry.stat(follow_symlinks=False)
+                        files.append((st.st_mtime, st.st_size, entry.path))
+    except OSError:
+        return 0
+    total = sum(f[1] for f in files)
+    if total <= limit:
+        return 0
+    removed = 0
+    for _, size, path in sorted(files):
+        if total <= limit * 3 // 4:
+            break
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            total -= size
+            removed += 1
+    log.info("persistent cache over %d MB: %d least recently used entries removed", limit // (1024 * 1024), removed)
+    return removed
 
 
 def _read(path: str):
@@ -944,6 +1070,10 @@ def _read(path: str):
             data = f.read()
     except OSError:
         return None
+    return _parse(data)
+
+
+def _parse(data: bytes):
     if not data.startswith(_MAGIC) or len(data) < len(_MAGIC) + 40:
         return None
     digest, payload = data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
@@ -975,11 +1105,16 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
     except Unpersistable:
         return None
     folder = _frame_dir(code)
-    try:
-        names = sorted((n for n in os.listdir(folder) if n.endswith(".dle") and not n.startswith(".")),
-                       key=lambda n: -_mtime(os.path.join(folder, n)))[:_MAX_FILES]
-    except OSError:
-        names = []
+    bundled = _BUNDLED.get(os.path.basename(folder), {})
+    names = []
+    if enabled():
+        try:
+            names = sorted((n for n in os.listdir(folder) if n.endswith(".dle") and not n.startswith(".")
+                            and os.path.join(folder, n) not in _WRITTEN and n not in bundled),
+                           key=lambda n: -_mtime(os.path.join(folder, n)))[:_MAX_FILES]
+        except OSError:
+            pass
+    names = list(bundled) + names
     seen = _FILES.setdefault(code, {})
     installed = _INSTALLED.setdefault(code, set())
     reasons = []
@@ -988,7 +1123,7 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
         if name in installed:
             continue
         if name not in seen:
-            seen[name] = _read(os.path.join(folder, name))
+            seen[name] = _parse(bundled[name]) if name in bundled else _read(os.path.join(folder, name))
         read = seen[name]
         if read is None:
             reasons.append((len(parts) + 1, "a damaged entry file was ignored"))
@@ -1000,7 +1135,7 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
             reasons.append((len(changed), _PART_WORDS.get(changed[0], f"{changed[0]} differs")))
             continue
         try:
-            entry = _install(converter, code, body, args, func, compile_id)
+            entry, guard_set, backend_seconds = _install(converter, code, body, args, func, compile_id)
         except Miss as e:
             reasons.append((0, str(e)))
             continue
@@ -1013,17 +1148,25 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
             continue
         installed.add(name)
         _STATS["hits"] += 1
+        path = os.path.join(folder, name)
+        _ENTRIES.setdefault(converter, {})[(os.path.basename(folder), name)] = None if name in bundled else path
+        if name in bundled:
+            path = f"{_BUNDLE_SOURCES.get((os.path.basename(folder), name), 'a loaded bundle')}: {name}"
+        else:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # (recently used: trim() keeps it)
         if events.listening():
             events.emit(events.PersistentCacheEvent(cache.display_name(code), code.co_filename, code.co_firstlineno,
-                                                    compile_id, True, "", os.path.join(folder, name)))
+                                                    compile_id, True, "", path))
+            _report_loaded(converter, code, body, entry, guard_set, backend_seconds, compile_id)
         log.info("[%s] %s: loaded from the persistent cache (%s), no trace", compile_id, cache.display_name(code),
-                 os.path.join(folder, name))
+                 path)
         return entry
     _STATS["misses"] += 1
     # the reason of the entry that came closest (a failed guard, then the fewest key parts changed)
     reason = min(reasons, key=lambda r: r[0])[1] if reasons else "no stored entry"
     _MISSES[reason] += 1
-    if events.listening():
+    if reasons and events.listening():  # (a frame with no stored entry at all: counted, not an event)
         events.emit(events.PersistentCacheEvent(cache.display_name(code), code.co_filename, code.co_firstlineno,
                                                 compile_id, False, reason))
     log.debug("[%s] %s: persistent cache miss: %s", compile_id, cache.display_name(code), reason)
@@ -1037,27 +1180,47 @@ def _mtime(path: str) -> float:
         return 0.0
 
 
+def _report_loaded(converter, code, body: dict, entry, guard_set, backend_seconds: float, compile_id: str) -> None:
+    """The events the trace of a loaded entry emitted, again (its break, its graph)."""
+    callers = events.caller_frames(code, cache.is_generated)
+    report = body.get("report") or {}
+    if body.get("break") is not None:
+        break_id, reason, instruction, stack = body["break"]
+        events.emit(events.GraphBreakEvent(break_id, reason, [UserFrame(*f) for f in stack], cache.display_name(code),
+                                           compile_id, instruction, caller_stack=callers))
+    if entry.graph_module is not None:
+        events.emit(events.GraphEvent(compile_id, cache.display_name(code), code.co_filename, code.co_firstlineno,
+                                      entry.graph_module, report.get("ops", 0), guard_set.render(),
+                                      backend_seconds, 0.0, converter.backend_name,
+                                      compiling_queries=list(report.get("queries", ())), loaded=True))
+
+
 def _install(converter, code, body: dict, args: tuple, func, compile_id: str):
     _LOAD.f_globals = func.__globals__
+    backend_seconds = 0.0
     try:
         stored = _loads(body["guards"])
         arg_names = body["arg_names"]
         scope = source_scope(arg_names, args, func.__globals__, func)
-        guard = _bind_all(stored, scope).compile(arg_names)
+        guard_set = _bind_all(stored, scope)
+        guard = guard_set.compile(arg_names)
         if not _passes(guard, args, func):
             raise Miss(guard.explain_failure(args, func.__globals__, func) or "a guard failed")
         gm = None
         _LOAD.graph = None
         if body["graph"] is not None:
             gm = _graph_module(body["graph"])
-            _LOAD.graph = _compile_graph(converter, gm, body["inputs"], compile_id, code)
+            start = time.perf_counter()
+            _LOAD.graph = _compile_graph(converter, gm, body["inputs"], compile_id)
+            backend_seconds = time.perf_counter() - start
         new_code = _loads(body["code"]) if body["code"] is not None else None
     finally:
         _LOAD.f_globals = None
         _LOAD.graph = None
     if new_code is not None:
         cache.add_generated(new_code)
-    return _C.CacheEntry(guard.fn, new_code, converter, compile_id=compile_id, guard=guard, graph_module=gm)
+    return (_C.CacheEntry(guard.fn, new_code, converter, compile_id=compile_id, guard=guard, graph_module=gm),
+            guard_set, backend_seconds)
 
 
 def _passes(guard, args: tuple, func) -> bool:
@@ -1067,7 +1230,7 @@ def _passes(guard, args: tuple, func) -> bool:
         return False
 
 
-def _compile_graph(converter, gm, specs, compile_id: str, code):
+def _compile_graph(converter, gm, specs, compile_id: str):
     gm.meta["dynamo_lite_compile_id"] = compile_id
     if specs is None or registered_backend_name(converter.base_backend) == "eager":
         return converter.backend(gm, [])  # (it needs no inputs; a graph with symbolic ones is stored only for it)
@@ -1086,3 +1249,181 @@ def clear() -> None:
     """Forget what this process read (the files stay)."""
     _FILES.clear()
     _INSTALLED.clear()
+
+
+# ---- packages: save() and load_package() ----------------------------------------------------
+# frame -> {entry file name: the file's bytes}: entries of the packages loaded in this process,
+# tried before the cache directory's (and also with the cache off)
+_BUNDLED: dict = {}
+_BUNDLE_SOURCES: dict = {}  # (frame, entry file name) -> the package's path
+_PACKAGE_MANIFEST = "dynamo_lite-package.json"
+_PACKAGE_KIND = "dynamo_lite compiled package"
+
+
+def save_package(converter, path: str) -> dict:
+    """Write the entries ``converter`` stored or loaded in this process to the zip file ``path``,
+    with inductor's cache artifacts of this process when the backend is inductor; a summary."""
+    import json
+    import zipfile
+
+    entries = dict(_ENTRIES.get(converter, {}))
+    files = {}
+    for (frame, name), where in entries.items():
+        data = _BUNDLED.get(frame, {}).get(name)
+        if data is None and where is not None:
+            with contextlib.suppress(OSError), open(where, "rb") as f:
+                data = f.read()
+        if data is not None and _parse(data) is not None:
+            files[f"{frame}/{name}"] = data
+    if not files:
+        reasons = ", ".join(f"{r} ({n}x)" for r, n in _NOT_STORED.most_common(3))
+        raise ValueError("dynamo_lite.save: nothing to save: no frame compiled by this object was stored in this "
+                         "process" + (f" (entries not stored: {reasons})" if reasons else
+                                      "" if enabled() else " (config.persistent_cache is off)")
+                         + "; call it on inputs first")
+    inductor = b""
+    kernels: dict = {}
+    if registered_backend_name(converter.base_backend) == "inductor":
+        from torch.compiler._cache import CacheArtifactManager
+        serialized = CacheArtifactManager.serialize()
+        inductor = serialized[0] if serialized else b""
+        kernels = _inductor_kernel_files()
+    manifest = {"kind": _PACKAGE_KIND, "format": FORMAT, "python": sys.version.split()[0],
+                "torch": torch.__version__, "dynamo_lite": _package_fingerprint(), "backend": converter.backend_name,
+                "entries": sorted(files), "inductor_artifacts": bool(inductor), "inductor_kernels": sorted(kernels)}
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".zip")
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr(_PACKAGE_MANIFEST, json.dumps(manifest, indent=1))
+            for arc, data in sorted(files.items()):
+                z.writestr(f"entries/{arc}", data)
+            if inductor:
+                z.writestr("inductor_artifacts.bin", inductor)
+            for rel, data in sorted(kernels.items()):
+                z.writestr(f"inductor_kernels/{rel}", data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return {"entries": len(files), "inductor_artifacts": bool(inductor), "inductor_kernels": len(kernels),
+            "path": os.path.abspath(path)}
+
+
+_PROCESS_START = time.time()  # (about: when dynamo_lite was imported)
+_KERNEL_NAME = re.compile(r"^[0-9a-z]{2}/[0-9A-Za-z_][0-9A-Za-z_.\-]*$")
+
+
+def _inductor_kernel_files() -> dict:
+    """The compiled kernels (and their sources) in inductor's cache directory that this process
+    built or loaded: a package carries them, so the target machine compiles no C++ again."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
+
+    root = os.path.realpath(inductor_cache_dir())
+    loaded = set()
+    for module in list(sys.modules.values()):
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str) and os.path.realpath(where).startswith(root + os.sep):
+            real = os.path.realpath(where)
+            loaded.add((os.path.dirname(real), os.path.basename(real).split(".")[0]))
+    files = {}
+    try:
+        subdirs = [d for d in os.scandir(root) if d.is_dir(follow_symlinks=False) and len(d.name) == 2]
+    except OSError:
+        return files
+    for sub in subdirs:
+        with contextlib.suppress(OSError):
+            for f in os.scandir(sub.path):
+                if not f.is_file(follow_symlinks=False) or f.name.startswith(".") or f.name.endswith(".lock"):
+                    continue
+                rel = f"{sub.name}/{f.name}"
+                mine = f.stat().st_mtime >= _PROCESS_START or (os.path.realpath(sub.path), f.name.split(".")[0]) in loaded
+                if mine and _KERNEL_NAME.match(rel):
+                    with open(f.path, "rb") as fh:
+                        files[rel] = fh.read()
+    return files
+
+
+def _install_kernel_files(files: dict) -> int:
+    """Write a package's kernels into inductor's cache directory (those not there yet)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir as inductor_cache_dir
+
+    root = inductor_cache_dir()
+    written = 0
+    for rel, data in files.items():
+        if not _KERNEL_NAME.match(rel):
+            continue  # (never a path outside the cache directory)
+        dest = os.path.join(root, rel)
+        if os.path.exists(dest):
+            continue
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, dest)
+            written += 1
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return written
+
+
+def load_package(path: str) -> dict:
+    """Make the entries of a package written by ``save_package`` available to this process (the
+    frames they were made for run from them on their first call, when key and guards match);
+    install its inductor cache artifacts.  A summary; ValueError for a file that is not a
+    package, or one made by other versions (what differs is named)."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            manifest = json.loads(z.read(_PACKAGE_MANIFEST))
+            if not isinstance(manifest, dict) or manifest.get("kind") != _PACKAGE_KIND:
+                raise ValueError("no package manifest")
+            files = {arc: z.read(f"entries/{arc}") for arc in manifest.get("entries", [])}
+            inductor = z.read("inductor_artifacts.bin") if manifest.get("inductor_artifacts") else b""
+            kernels = {rel: z.read(f"inductor_kernels/{rel}") for rel in manifest.get("inductor_kernels", [])}
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
+        raise ValueError(f"dynamo_lite.load: {path} is not a package written by dynamo_lite.save ({e})") from None
+    mine = {"format": FORMAT, "python": sys.version.split()[0], "torch": torch.__version__,
+            "dynamo_lite": _package_fingerprint()}
+    differs = [f"{k} {manifest.get(k)!r} (here: {v!r})" for k, v in mine.items() if manifest.get(k) != v]
+    if differs:
+        raise ValueError(f"dynamo_lite.load: {path} was written by other versions: {', '.join(differs)}; its "
+                         f"entries cannot serve this process (save it again with these versions)")
+    loaded = 0
+    for arc, data in files.items():
+        frame, _, name = arc.partition("/")
+        if _parse(data) is None:
+            log.warning("dynamo_lite.load: %s: entry %s is damaged; ignored", path, arc)
+            continue
+        _BUNDLED.setdefault(frame, {})[name] = data
+        _BUNDLE_SOURCES[(frame, name)] = os.path.abspath(path)
+        loaded += 1
+    _FILES.clear()  # (frames already looked up look again)
+    artifacts = False
+    if kernels:
+        _install_kernel_files(kernels)
+    if inductor:
+        from torch.compiler._cache import CacheArtifactManager
+        result = CacheArtifactManager.deserialize(inductor)
+        if result is not None:
+            CacheArtifactManager.populate_caches(result)
+            artifacts = True
+    log.info("dynamo_lite.load: %d entries from %s%s", loaded, path, " and inductor's cache artifacts" if artifacts else "")
+    return {"entries": loaded, "inductor_artifacts": artifacts, "backend": manifest.get("backend")}
+
+
+def has_packages() -> bool:
+    return bool(_BUNDLED)
+
+
+def unload_packages() -> None:
+    """Forget the packages loaded in this process."""
+    _BUNDLED.clear()
+    _BUNDLE_SOURCES.clear()
+    _FILES.clear()

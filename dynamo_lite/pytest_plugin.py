@@ -303,6 +303,9 @@ class _RunState:
         self.root = str(config.rootpath)
         self._sites: dict[int, BreakSite] = {}  # id(event) -> its BreakSite (events live in records)
         self.torch_compile_switch = None  # the use_as_torch_compile of --dl-as-torch-compile, to undo at the end
+        # the persistent cache's counts before this run (a process running pytest more than once)
+        cached = sys.modules.get("dynamo_lite.persistent_cache")
+        self.cache_stats_before: Optional[dict] = cached.stats() if cached is not None else None
 
     def __call__(self, event) -> None:
         if not _CaptureTimer.installed and self.wants_capture_times():
@@ -755,6 +758,16 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
+def _cache_stats_of_run(now: dict, before: Optional[dict]) -> dict:
+    """The persistent cache's counts of this run: ``now`` less ``before`` (None: all of now)."""
+    if before is None:
+        return now
+    out = {k: now[k] - before[k] for k in ("hits", "stored", "misses")}
+    out["not_stored"] = {r: n - before["not_stored"].get(r, 0) for r, n in now["not_stored"].items()
+                         if n > before["not_stored"].get(r, 0)}
+    return out
+
+
 def _verbosity(config) -> int:
     """pytest's verbosity: -v adds one, -q takes one away (so ``-q -v`` is the default)."""
     get = getattr(config, "get_verbosity", None)
@@ -781,12 +794,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     tr.write_line(f"{t['tests_compiling']} of {_plural(t['tests'], 'test')} compiled code: {', '.join(parts)}"
                   + (f" (--dl, backend={state.backend})" if state.dl else ""))
     cached = sys.modules.get("dynamo_lite.persistent_cache")
-    if cached is not None and cached.enabled():
-        st = cached.stats()
-        tr.write_line(f"persistent capture cache ({cached.cache_dir()}): {_plural(st['hits'], 'frame')} loaded "
-                      f"without a trace, {st['misses']} traced (no usable stored entry), "
-                      f"{st['stored']} stored, {sum(st['not_stored'].values())} not storable")
-        if st["not_stored"]:
+    if cached is not None:
+        st = _cache_stats_of_run(cached.stats(), state.cache_stats_before)
+        if st["hits"] or (verbosity > 0 and st["stored"]):
+            tr.write_line(f"persistent capture cache: {_plural(st['hits'], 'frame')} loaded without a trace, "
+                          f"{st['misses']} traced (no usable stored entry), {st['stored']} stored, "
+                          f"{sum(st['not_stored'].values())} not storable")
+        if st["not_stored"] and verbosity > 0:
             reason, count = max(st["not_stored"].items(), key=lambda kv: kv[1])
             tr.write_line(f"  most frequent reason an entry was not stored ({count}x): {reason}")
     # internal errors are dynamo_lite bugs (the frame ran eagerly, so the test may pass): each is listed

@@ -132,6 +132,9 @@ class GraphEvent(_Event):
     # where the trace answered torch.compiler.is_compiling() (or is_dynamo_compiling()) with
     # True ("path:line"): code there takes its compiler path (often: skipping input checks)
     compiling_queries: list = dataclasses.field(default_factory=list)
+    # the entry came from the persistent capture cache (no trace in this process; trace_seconds 0,
+    # compile_seconds the backend's time on load)
+    loaded: bool = False
 
     _NOT_SERIALISED = ("graph",)
 
