@@ -9,6 +9,10 @@ clock, after imports and model building, which are printed apart):
     dl-eager       dynamo_lite.compile(model, backend="eager") with its persistent cache on
     dl-inductor    dynamo_lite.compile(model, backend="inductor"), persistent cache on (and
                    inductor's own FX graph / AOTAutograd caches, which it shares with torch)
+    dl-package     dynamo_lite.compile(model, backend="inductor") from a package: process 1 calls it
+                   and writes dynamo_lite.save(compiled, path); each later process starts with
+                   empty caches (another machine), calls dynamo_lite.load(path) (timed apart:
+                   load_s), then the first call
     tc-eager       torch.compile(model, backend="eager") (no capture cache: it traces again)
     tc-inductor    torch.compile(model) with inductor's caches on
 
@@ -34,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SYSTEMS = ("eager", "dl-eager", "dl-inductor", "tc-eager", "tc-inductor")
+SYSTEMS = ("eager", "dl-eager", "dl-inductor", "dl-package", "tc-eager", "tc-inductor")
 
 
 def worker(name: str, system: str) -> dict:
@@ -49,9 +53,17 @@ def worker(name: str, system: str) -> dict:
     torch.set_num_threads(1)
     model, _, kwargs = hf_models.build(name, "eval")
     built = time.perf_counter()
+    package = os.environ.get("DL_BENCH_PACKAGE", "")
+    load_s = None
+    if system == "dl-package" and os.path.exists(package):
+        t0 = time.perf_counter()
+        dynamo_lite.load(package)
+        load_s = time.perf_counter() - t0
     with torch.no_grad():
         if system == "eager":
             run = model
+        elif system == "dl-package":
+            run = dynamo_lite.compile(model, backend="inductor")
         elif system.startswith("dl-"):
             run = dynamo_lite.compile(model, backend=system[3:])
         else:
@@ -60,8 +72,15 @@ def worker(name: str, system: str) -> dict:
         out = run(**kwargs)
         first = time.perf_counter() - t0
         correct = hf_models._same(out, model(**kwargs))
+        if system == "dl-package" and load_s is None:
+            row_save = dynamo_lite.save(run, package)
     row = {"model": name, "system": system, "import_s": round(imported - start, 3),
            "build_s": round(built - imported, 3), "first_call_s": round(first, 4), "correct": correct}
+    if load_s is not None:
+        row["load_s"] = round(load_s, 3)
+        row["inductor_imported"] = "torch._inductor.compile_fx" in sys.modules
+    elif system == "dl-package":
+        row["package"] = {k: v for k, v in row_save.items() if k != "path"}
     if system.startswith("dl-"):
         from dynamo_lite import persistent_cache
 
@@ -87,13 +106,15 @@ def render(rows: list[dict]) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         traced = f"{r['traced']} / {r['loaded']}" if "traced" in r else "-"
+        if "load_s" in r:
+            traced += f" (load() {r['load_s']:.3f} s)"
         lines.append(f"| {r['model']} | {r['system']} | {r['cold_s']:.3f} | {r['warm_s']:.3f} | {r['import_s']:.2f} "
                      f"| {r['build_s']:.2f} | {traced} | {r['correct']} |")
     by = {(r["model"], r["system"]): r for r in rows}
     for m in dict.fromkeys(r["model"] for r in rows):
         eager = by.get((m, "eager"))
         parts = []
-        for dl, tc in (("dl-eager", "tc-eager"), ("dl-inductor", "tc-inductor")):
+        for dl, tc in (("dl-eager", "tc-eager"), ("dl-inductor", "tc-inductor"), ("dl-package", "tc-inductor")):
             if (m, dl) in by and (m, tc) in by:
                 parts.append(f"{dl} / {tc} {by[(m, dl)]['warm_s'] / by[(m, tc)]['warm_s']:.3f}")
         if eager and (m, "dl-eager") in by:
@@ -122,8 +143,15 @@ def main(argv=None) -> None:
                 env = dict(os.environ, DYNAMO_LITE_PERSISTENT_CACHE="1", OMP_NUM_THREADS="1",
                            DYNAMO_LITE_CACHE_DIR=os.path.join(folder, "dl"),
                            TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, "inductor"))
+                if system == "dl-package":
+                    env["DL_BENCH_PACKAGE"] = os.path.join(folder, "model.dlpkg")
                 cold = _run(name, system, env)
-                warm = [_run(name, system, env) for _ in range(args.repeat)]
+                if system == "dl-package":  # (each later process: empty caches, as on another machine)
+                    warm = [_run(name, system, dict(env, DYNAMO_LITE_CACHE_DIR=os.path.join(folder, f"dl-{i}"),
+                                                    TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, f"inductor-{i}")))
+                            for i in range(args.repeat)]
+                else:
+                    warm = [_run(name, system, env) for _ in range(args.repeat)]
                 row = dict(warm[len(warm) // 2])
                 row["cold_s"] = cold["first_call_s"]
                 row["warm_s"] = statistics.median(w["first_call_s"] for w in warm)

@@ -28,7 +28,7 @@ _ENV_VARS = {
     "capture_dynamic_output_shape_ops": "DYNAMO_LITE_CAPTURE_DYNAMIC_OUTPUT_SHAPE_OPS",
     "repeated_blocks": "DYNAMO_LITE_REPEATED_BLOCKS",
     "persistent_cache": "DYNAMO_LITE_PERSISTENT_CACHE", "cache_dir": "DYNAMO_LITE_CACHE_DIR",
-    "cache_max_mb": "DYNAMO_LITE_CACHE_MAX_MB",
+    "cache_max_mb": "DYNAMO_LITE_CACHE_MAX_MB", "aot_libraries": "DYNAMO_LITE_AOT_LIBRARIES",
 }
 _T = TypeVar("_T", bool, int, str)
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
@@ -85,6 +85,11 @@ cache_dir: str = _env("cache_dir", "")
 # Largest size of the entries under cache_dir, in MB: past it, the least recently used entries
 # are removed when an entry is stored.
 cache_max_mb: int = _env("cache_max_mb", 1024)
+# With backend="inductor", also build an AOTInductor library of each inference graph stored in
+# the persistent cache (a second inductor compile in the process that captures it), which a
+# later process runs with torch's C++ runner: no inductor import, no compile on its first call.
+# dynamo_lite.save() builds them for its packages whatever this says.
+aot_libraries: bool = _env("aot_libraries", False)
 
 # Deepest chain of inlined user calls before the call site breaks the graph.
 max_inline_depth: int = _env("max_inline_depth", 32)

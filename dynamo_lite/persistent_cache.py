@@ -878,10 +878,13 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
                    [(f.filename, f.lineno, f.name, f.line) for f in break_event.user_stack])
         body = pickle.dumps({"arg_names": tuple(arg_names), "guards": guards_data, "code": code_data,
                              "graph": gm_data, "inputs": specs, "name": cache.display_name(code),
-                             "created": time.time(), "break": brk, "report": dict(report or {})},
+                             "created": time.time(), "break": brk, "report": dict(report or {}),
+                             "grad": torch.is_grad_enabled()},
                             protocol=pickle.HIGHEST_PROTOCOL)
         header = pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)
         path = _write(_frame_dir(code), header, body, _canonical(portable))
+        if config.aot_libraries and gm is not None and backend == "inductor":
+            _store_aot_library(path)
     except Unpersistable as e:
         _NOT_STORED[str(e)] += 1
         log.debug("%s: entry not stored: %s", cache.display_name(code), e)
@@ -1015,8 +1018,9 @@ def _write(folder: str, header: bytes, body: bytes, identity: str) -> None:
         names = [n for n in os.listdir(folder) if n.endswith(".dle") and not n.startswith(".")]
         if len(names) > _KEEP_FILES:
             for old in sorted(names, key=lambda n: _mtime(os.path.join(folder, n)))[:len(names) - _KEEP_FILES]:
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(folder, old))
+                for gone in (old, old[:-len(".dle")] + ".aot"):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(folder, gone))
     return os.path.join(folder, name)
 
 
@@ -1030,11 +1034,11 @@ _TRIM_EVERY = 256  # stores between two looks at the cache's size
 _STORES_SINCE_TRIM = [0]
 
 
-def trim(limit_mb: Optional[int] = None) -> int:
+def trim(limit_mb: Optional[float] = None) -> int:
     """Remove the least recently used entries (by file time: written or last loaded) until the
     cache is at most 3/4 of ``config.cache_max_mb``, when it is over; the number removed."""
     _STORES_SINCE_TRIM[0] = 1
-    limit = (config.cache_max_mb if limit_mb is None else limit_mb) * 1024 * 1024
+    limit = int((config.cache_max_mb if limit_mb is None else limit_mb) * 1024 * 1024)
     root = os.path.join(cache_dir(), FORMAT)
     files = []
     try:
@@ -1043,7 +1047,7 @@ def trim(limit_mb: Optional[int] = None) -> int:
                 continue
             with contextlib.suppress(OSError):
                 for entry in os.scandir(frame.path):
-                    if entry.name.endswith(".dle"):
+                    if entry.name.endswith((".dle", ".aot")) and not entry.name.startswith("."):
                         st = entry.stat(follow_symlinks=False)
                         files.append((st.st_mtime, st.st_size, entry.path))
     except OSError:
@@ -1059,8 +1063,41 @@ def trim(limit_mb: Optional[int] = None) -> int:
             os.unlink(path)
             total -= size
             removed += 1
-    log.info("persistent cache over %d MB: %d least recently used entries removed", limit // (1024 * 1024), removed)
+    log.info("persistent cache over %.1f MB: %d least recently used entries removed", limit / 1024 / 1024, removed)
     return removed
+
+
+_AOT_MAGIC = b"DYNAMO_LITE_AOT\n"
+
+
+def _store_aot_library(path: str) -> None:
+    """``<entry>.aot`` beside the entry: its graph's AOTInductor library (config.aot_libraries)."""
+    with open(path, "rb") as f:
+        library = _aot_library(os.path.basename(path), f.read())
+    if library is None:
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".aot")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(_AOT_MAGIC + hashlib.sha256(library).digest() + library)
+        os.replace(tmp, path[:-len(".dle")] + ".aot")
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _read_aot_library(path: str) -> Optional[bytes]:
+    """The library beside entry ``path``, or None (none, or damaged)."""
+    try:
+        with open(path[:-len(".dle")] + ".aot", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    digest, library = data[len(_AOT_MAGIC):len(_AOT_MAGIC) + 32], data[len(_AOT_MAGIC) + 32:]
+    if not data.startswith(_AOT_MAGIC) or hashlib.sha256(library).digest() != digest:
+        return None
+    return library
 
 
 def _read(path: str):
@@ -1135,7 +1172,10 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
             reasons.append((len(changed), _PART_WORDS.get(changed[0], f"{changed[0]} differs")))
             continue
         try:
-            entry, guard_set, backend_seconds = _install(converter, code, body, args, func, compile_id)
+            aot = _AOT_LIBRARIES.get((os.path.basename(folder), name)) if name in bundled else \
+                _read_aot_library(os.path.join(folder, name)) if body.get("graph") is not None else None
+            entry, guard_set, backend_seconds = _install(converter, code, body, args, func, compile_id, aot,
+                                                         f"{os.path.basename(folder)}-{name}")
         except Miss as e:
             reasons.append((0, str(e)))
             continue
@@ -1153,8 +1193,9 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
         if name in bundled:
             path = f"{_BUNDLE_SOURCES.get((os.path.basename(folder), name), 'a loaded bundle')}: {name}"
         else:
-            with contextlib.suppress(OSError):
-                os.utime(path)  # (recently used: trim() keeps it)
+            for used in (path, path[:-len(".dle")] + ".aot"):
+                with contextlib.suppress(OSError):
+                    os.utime(used)  # (recently used: trim() keeps it)
         if events.listening():
             events.emit(events.PersistentCacheEvent(cache.display_name(code), code.co_filename, code.co_firstlineno,
                                                     compile_id, True, "", path))
@@ -1195,7 +1236,8 @@ def _report_loaded(converter, code, body: dict, entry, guard_set, backend_second
                                       compiling_queries=list(report.get("queries", ())), loaded=True))
 
 
-def _install(converter, code, body: dict, args: tuple, func, compile_id: str):
+def _install(converter, code, body: dict, args: tuple, func, compile_id: str, aot: Optional[bytes] = None,
+             aot_name: str = ""):
     _LOAD.f_globals = func.__globals__
     backend_seconds = 0.0
     try:
@@ -1211,7 +1253,15 @@ def _install(converter, code, body: dict, args: tuple, func, compile_id: str):
         if body["graph"] is not None:
             gm = _graph_module(body["graph"])
             start = time.perf_counter()
-            _LOAD.graph = _compile_graph(converter, gm, body["inputs"], compile_id)
+            _LOAD.graph = None
+            if aot is not None and registered_backend_name(converter.base_backend) == "inductor":
+                try:
+                    _LOAD.graph = _aot_runner(*aot_name.split("-", 1), aot)
+                except Exception as e:  # noqa: BLE001 - loaded through inductor instead
+                    log.warning("dynamo_lite: the AOTInductor library of %s did not load (%s: %s); compiling its "
+                                "graph with inductor", cache.display_name(code), type(e).__name__, e)
+            if _LOAD.graph is None:
+                _LOAD.graph = _compile_graph(converter, gm, body["inputs"], compile_id)
             backend_seconds = time.perf_counter() - start
         new_code = _loads(body["code"]) if body["code"] is not None else None
     finally:
@@ -1231,6 +1281,8 @@ def _passes(guard, args: tuple, func) -> bool:
 
 
 def _compile_graph(converter, gm, specs, compile_id: str):
+    if _PENDING_INDUCTOR:
+        _install_pending_inductor()
     gm.meta["dynamo_lite_compile_id"] = compile_id
     if specs is None or registered_backend_name(converter.base_backend) == "eager":
         return converter.backend(gm, [])  # (it needs no inputs; a graph with symbolic ones is stored only for it)
@@ -1256,6 +1308,7 @@ def clear() -> None:
 # tried before the cache directory's (and also with the cache off)
 _BUNDLED: dict = {}
 _BUNDLE_SOURCES: dict = {}  # (frame, entry file name) -> the package's path
+_AOT_LIBRARIES: dict = {}  # (frame, entry file name) -> an AOTInductor library of its graph
 _PACKAGE_MANIFEST = "dynamo_lite-package.json"
 _PACKAGE_KIND = "dynamo_lite compiled package"
 
@@ -1283,14 +1336,19 @@ def save_package(converter, path: str) -> dict:
                          + "; call it on inputs first")
     inductor = b""
     kernels: dict = {}
+    aot: dict = {}
     if registered_backend_name(converter.base_backend) == "inductor":
         from torch.compiler._cache import CacheArtifactManager
         serialized = CacheArtifactManager.serialize()
         inductor = serialized[0] if serialized else b""
         kernels = _inductor_kernel_files()
+        for arc, data in files.items():
+            library = _aot_library(arc, data)
+            if library is not None:
+                aot[arc] = library
     manifest = {"kind": _PACKAGE_KIND, "format": FORMAT, "python": sys.version.split()[0],
                 "torch": torch.__version__, "dynamo_lite": _package_fingerprint(), "backend": converter.backend_name,
-                "entries": sorted(files), "inductor_artifacts": bool(inductor), "inductor_kernels": sorted(kernels)}
+                "entries": sorted(files), "inductor_artifacts": bool(inductor), "inductor_kernels": sorted(kernels), "aot": sorted(aot)}
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".zip")
@@ -1303,13 +1361,98 @@ def save_package(converter, path: str) -> dict:
                 z.writestr("inductor_artifacts.bin", inductor)
             for rel, data in sorted(kernels.items()):
                 z.writestr(f"inductor_kernels/{rel}", data)
+            for arc, data in sorted(aot.items()):
+                z.writestr(f"aot/{arc}", data)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
     return {"entries": len(files), "inductor_artifacts": bool(inductor), "inductor_kernels": len(kernels),
-            "path": os.path.abspath(path)}
+            "aot_libraries": len(aot), "path": os.path.abspath(path)}
+
+
+def _aot_library(arc: str, data: bytes) -> Optional[bytes]:
+    """An AOTInductor library of an entry's graph (run by torch's C++ runner on load: no inductor
+    import, no compile), or None when the graph is not one it runs as eager would: only CPU
+    tensors in, no gradient needed (grad off at capture, or no input requiring it), no grad-mode
+    change inside, tensors out that alias no input and no other output."""
+    parsed = _parse(data)
+    if parsed is None:
+        return None
+    body = parsed[1]
+    specs = body.get("inputs")
+    why = None
+    if body.get("graph") is None or not specs:
+        return None
+    if any(s[0] != "tensor" or s[5] != "cpu" for s in specs):
+        why = "inputs other than CPU tensors"
+    elif body.get("grad", True) and any(s[6] for s in specs):
+        why = "an input requires grad (the graph is compiled for autograd)"
+    gm = _graph_module(body["graph"])
+    if why is None and any(n.op == "call_function" and "grad" in str(getattr(n.target, "__name__", n.target))
+                           for n in gm.graph.nodes):
+        why = "the graph changes grad mode"
+    if why is None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        mode, fakes = _fake_inputs(specs)
+        with mode:
+            outs = gm(*fakes)
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        if not all(isinstance(o, torch.Tensor) for o in outs):
+            why = "an output is not a tensor"
+        else:
+            seen = {StorageWeakRef(f.untyped_storage()) for f in fakes}
+            for o in outs:
+                ref = StorageWeakRef(o.untyped_storage())
+                if ref in seen:
+                    why = "an output aliases an input or another output"
+                    break
+                seen.add(ref)
+    if why is not None:
+        log.info("dynamo_lite.save: %s: no AOTInductor library (%s): it loads through inductor", arc, why)
+        return None
+    inductor = importlib.import_module("torch._inductor")
+    real = []
+    for _, shape, stride, offset, dtype, *_ in specs:  # (zeros laid out as the inputs were)
+        extent = offset + (sum((d - 1) * st for d, st in zip(shape, stride)) + 1 if all(shape) else 0)
+        real.append(torch.zeros(max(extent, 1), dtype=dtype).as_strided(shape, stride, offset))
+    try:
+        with torch.no_grad():
+            library = inductor.aot_compile(gm, tuple(real))
+        with open(library, "rb") as f:
+            return f.read()
+    except Exception as e:  # noqa: BLE001 - the entry still loads through inductor
+        log.warning("dynamo_lite.save: %s: AOTInductor failed (%s: %s); the entry loads through inductor", arc,
+                    type(e).__name__, e)
+        return None
+
+
+class _AotGraph:
+    """A graph run by an AOTInductor library (torch's C++ runner)."""
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def __call__(self, *args):
+        return tuple(self.runner.run(list(args)))
+
+
+_AOT_DIR: list = []
+
+
+def _aot_runner(frame: str, name: str, library: bytes):
+    if not _AOT_DIR:
+        _AOT_DIR.append(tempfile.mkdtemp(prefix="dynamo-lite-aot-"))
+        import atexit
+        import shutil
+        atexit.register(shutil.rmtree, _AOT_DIR[0], ignore_errors=True)
+    path = os.path.join(_AOT_DIR[0], f"{frame}-{name}.so")
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(library)
+    return _AotGraph(torch._C._aoti.AOTIModelContainerRunnerCpu(path, 1))
 
 
 _PROCESS_START = time.time()  # (about: when dynamo_lite was imported)
@@ -1387,6 +1530,7 @@ def load_package(path: str) -> dict:
             files = {arc: z.read(f"entries/{arc}") for arc in manifest.get("entries", [])}
             inductor = z.read("inductor_artifacts.bin") if manifest.get("inductor_artifacts") else b""
             kernels = {rel: z.read(f"inductor_kernels/{rel}") for rel in manifest.get("inductor_kernels", [])}
+            aot = {arc: z.read(f"aot/{arc}") for arc in manifest.get("aot", [])}
     except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
         raise ValueError(f"dynamo_lite.load: {path} is not a package written by dynamo_lite.save ({e})") from None
     mine = {"format": FORMAT, "python": sys.version.split()[0], "torch": torch.__version__,
@@ -1403,19 +1547,35 @@ def load_package(path: str) -> dict:
             continue
         _BUNDLED.setdefault(frame, {})[name] = data
         _BUNDLE_SOURCES[(frame, name)] = os.path.abspath(path)
+        if arc in aot:
+            _AOT_LIBRARIES[(frame, name)] = aot[arc]
         loaded += 1
     _FILES.clear()  # (frames already looked up look again)
-    artifacts = False
-    if kernels:
-        _install_kernel_files(kernels)
-    if inductor:
-        from torch.compiler._cache import CacheArtifactManager
-        result = CacheArtifactManager.deserialize(inductor)
-        if result is not None:
-            CacheArtifactManager.populate_caches(result)
-            artifacts = True
+    artifacts = bool(inductor)
+    if kernels or inductor:
+        # (with an AOTInductor library for every entry, inductor is needed only when one fails
+        # to load: its caches are filled then, and importing it is not paid before)
+        _PENDING_INDUCTOR.append((kernels, inductor))
+        if set(aot) != set(files):
+            _install_pending_inductor()
     log.info("dynamo_lite.load: %d entries from %s%s", loaded, path, " and inductor's cache artifacts" if artifacts else "")
-    return {"entries": loaded, "inductor_artifacts": artifacts, "backend": manifest.get("backend")}
+    return {"entries": loaded, "inductor_artifacts": artifacts, "aot_libraries": len(aot),
+            "backend": manifest.get("backend")}
+
+
+_PENDING_INDUCTOR: list = []  # (kernel files, cache artifacts) of loaded packages, not installed yet
+
+
+def _install_pending_inductor() -> None:
+    while _PENDING_INDUCTOR:
+        kernels, artifacts = _PENDING_INDUCTOR.pop()
+        if kernels:
+            _install_kernel_files(kernels)
+        if artifacts:
+            from torch.compiler._cache import CacheArtifactManager
+            result = CacheArtifactManager.deserialize(artifacts)
+            if result is not None:
+                CacheArtifactManager.populate_caches(result)
 
 
 def has_packages() -> bool:
@@ -1426,4 +1586,5 @@ def unload_packages() -> None:
     """Forget the packages loaded in this process."""
     _BUNDLED.clear()
     _BUNDLE_SOURCES.clear()
+    _AOT_LIBRARIES.clear()
     _FILES.clear()

@@ -748,8 +748,8 @@ def check_module(factory, steps: list, *, attrs=(), backward=False, graphs: Opti
 def check_breaks(fn, *args, breaks=0, raises=..., need_graph=True, **kwargs) -> Observed:
     """``assert_same_as_eager``, and the compiled run broke the graph ``breaks`` times
     (None: not counted); with ``breaks=0`` (and ``need_graph``) at least one graph must
-    have been captured.  When a frame came from the persistent capture cache (no trace in this
-    process: persistent_cache.py), breaks and graphs are not counted: the results still are.
+    have been captured (a frame loaded from the persistent capture cache reports the graph and
+    break its trace reported: persistent_cache.py).
     ``raises``: the exception type both runs must raise, ``None``: neither may raise;
     not given, exceptions are left to the comparison."""
 
@@ -760,8 +760,6 @@ def check_breaks(fn, *args, breaks=0, raises=..., need_graph=True, **kwargs) -> 
         assert out.exception is None, out.exception
     elif raises is not ...:
         assert isinstance(out.exception, raises), out.exception
-    if any(isinstance(e, events.PersistentCacheEvent) and e.hit for e in recorded):
-        return out
     info = build_explain_output(recorded)
     if breaks is not None:
         assert info.graph_break_count == breaks, [str(b) for b in info.break_reasons]

@@ -49,7 +49,7 @@ def test_the_knobs_are_the_documented_ones():
     assert KNOBS == sorted(["cache_size_limit", "recompile_limit", "suppress_errors", "raise_internal_errors",
                             "max_traced_instructions", "max_inline_depth", "default_backend", "optimize_ddp",
                             "capture_scalar_outputs", "capture_dynamic_output_shape_ops", "repeated_blocks",
-                            "persistent_cache", "cache_dir", "cache_max_mb"])
+                            "persistent_cache", "cache_dir", "cache_max_mb", "aot_libraries"])
 
 
 def test_cache_size_limit_and_its_alias_by_assignment(assigned):
@@ -148,7 +148,7 @@ ENV_VALUES = {"cache_size_limit": "3", "recompile_limit": "3", "suppress_errors"
               "raise_internal_errors": "1", "max_traced_instructions": "123", "max_inline_depth": "4",
               "default_backend": "aot_eager", "optimize_ddp": "0", "capture_scalar_outputs": "0",
               "capture_dynamic_output_shape_ops": "0", "repeated_blocks": "marked",
-              "persistent_cache": "0", "cache_dir": "/tmp/dl-cache-from-env", "cache_max_mb": "7"}
+              "persistent_cache": "0", "cache_dir": "/tmp/dl-cache-from-env", "cache_max_mb": "7", "aot_libraries": "1"}
 
 
 def _config_in_subprocess(env: dict) -> dict:

@@ -452,22 +452,22 @@ PACKAGE_PROGRAM = textwrap.dedent('''
 
         def forward(self, x):
             h = self.a(x).relu()
-            if h.sum().item() > -1e9:  # a graph break: two frames
-                h = h * 2
-            return self.b(h)
+            dynamo_lite.graph_break()  # two frames
+            return self.b(h * 2)
 
     torch.manual_seed(0)
     net = Net()
     x = torch.randn(3, 4)
-    mode, path, backend = sys.argv[1], sys.argv[2], sys.argv[3]
+    mode, path, backend, grad = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "grad"
     result = {{}}
     if mode == "load":
         result["load"] = dynamo_lite.load(path)
     compiled = dynamo_lite.compile(net, backend=backend)
     recorded = []
     before = libraries()
-    with events.collecting(recorded.append):
+    with events.collecting(recorded.append), torch.set_grad_enabled(grad):
         got = compiled(x)
+    result["inductor_imported"] = "torch._inductor.compile_fx" in sys.modules
     result["kernels_built"] = sorted(p for p, t in libraries().items() if before.get(p) != t)
     result["ok"] = bool(torch.allclose(got, net(x), atol=1e-6))
     result["traced"] = sum(isinstance(e, events.GraphEvent) and not e.loaded for e in recorded)
@@ -479,11 +479,13 @@ PACKAGE_PROGRAM = textwrap.dedent('''
 ''')
 
 
-def _run_package(tmp_path, mode: str, package: str, backend: str = "eager", cache: str = "cache", env=None) -> dict:
+def _run_package(tmp_path, mode: str, package: str, backend: str = "eager", cache: str = "cache", env=None,
+                 grad: bool = True) -> dict:
     path = tmp_path / "package_prog.py"
     path.write_text(PACKAGE_PROGRAM.format())
     full = _env(tmp_path, DYNAMO_LITE_CACHE_DIR=str(tmp_path / cache), **(env or {}))
-    proc = subprocess.run([sys.executable, str(path), mode, package, backend], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(path), mode, package, backend, "grad" if grad else "no_grad"],
+                          capture_output=True, text=True,
                           timeout=600, env=full, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -515,6 +517,25 @@ def test_an_inductor_package_carries_inductor_caches_and_kernels(tmp_path):
                           env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-b")})
     assert loaded["ok"] and loaded["traced"] == 0 and loaded["loaded"] == 2, loaded
     assert loaded["load"]["inductor_artifacts"] and loaded["kernels_built"] == [], loaded
+    assert saved["save"]["aot_libraries"] == 0  # (a graph for autograd: inductor's, not an AOT library)
+
+
+def test_an_inference_package_runs_aot_libraries_without_inductor(tmp_path):
+    """Inference graphs (no gradient needed) are also built by AOTInductor into libraries that
+    torch's C++ runner loads: the first call in the serving process neither imports inductor nor
+    compiles anything."""
+    package = str(tmp_path / "net-aot.dlpkg")
+    saved = _run_package(tmp_path, "save", package, backend="inductor", grad=False,
+                         env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-a")})
+    assert saved["ok"] and saved["save"]["aot_libraries"] == 2, saved
+    loaded = _run_package(tmp_path, "load", package, backend="inductor", cache="other", grad=False,
+                          env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-b")})
+    assert loaded["ok"] and loaded["traced"] == 0 and loaded["loaded"] == 2, loaded
+    assert not loaded["inductor_imported"] and loaded["kernels_built"] == [], loaded
+    # with grad on (a guard of the entries) the frames are traced again and compiled by inductor
+    other = _run_package(tmp_path, "load", package, backend="inductor", cache="third", grad=True,
+                         env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-c")})
+    assert other["ok"] and other["traced"] == 2 and other["loaded"] == 0, other
 
 
 def test_a_file_that_is_not_a_package_or_of_other_versions_is_refused(tmp_path):
@@ -549,3 +570,42 @@ def test_save_names_why_there_is_nothing_to_save(tmp_path):
     with pytest.raises(TypeError, match="what dynamo_lite.compile"):
         dynamo_lite.save(uses_callable_backend, tmp_path / "f.dlpkg")
     assert not os.path.exists(tmp_path / "f.dlpkg")
+
+
+def test_the_cache_keeps_to_its_size_removing_the_least_recently_used(tmp_path):
+    def one(x):
+        return x + 1
+
+    def two(x):
+        return x * 2
+
+    def three(x):
+        return x - 3
+
+    with config.patch(cache_dir=str(tmp_path)):
+        for fn in (one, two, three):
+            dynamo_lite.compile(fn, backend="eager")(torch.ones(2))
+    files = sorted(os.path.join(d, n) for d, _, ns in os.walk(tmp_path) for n in ns if n.endswith(".dle"))
+    assert len(files) == 3
+    for age, path in enumerate(files):  # the first file is the least recently used
+        os.utime(path, (1_000_000 + age, 1_000_000 + age))
+    total = sum(os.path.getsize(p) for p in files)
+    with config.patch(cache_dir=str(tmp_path)):
+        assert persistent_cache.trim(limit_mb=total / 1024 / 1024) == 0  # (within the limit: nothing goes)
+        removed = persistent_cache.trim(limit_mb=(total - 1) / 1024 / 1024)
+    kept = [p for p in files if os.path.exists(p)]
+    assert removed >= 1 and files[0] not in kept and files[-1] in kept, (removed, kept)
+    assert sum(os.path.getsize(p) for p in kept) <= 0.75 * (total - 1)
+
+
+def test_aot_libraries_in_the_cache_directory(tmp_path):
+    """config.aot_libraries: the capturing process also builds AOTInductor libraries of its
+    inference graphs in the cache directory; the next process runs them without inductor."""
+    env = {"DYNAMO_LITE_AOT_LIBRARIES": "1", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    first = _run_package(tmp_path, "plain", "", backend="inductor", grad=False, env=env)
+    assert first["ok"] and first["traced"] == 2, first
+    libraries = [n for _, _, ns in os.walk(tmp_path / "cache") for n in ns if n.endswith(".aot")]
+    assert len(libraries) == 2, libraries
+    second = _run_package(tmp_path, "plain", "", backend="inductor", grad=False, env=env)
+    assert second["ok"] and second["loaded"] == 2 and second["traced"] == 0, second
+    assert not second["inductor_imported"], second
