@@ -9,6 +9,8 @@ clock, after imports and model building, which are printed apart):
     dl-eager       dynamo_lite.compile(model, backend="eager") with its persistent cache on
     dl-inductor    dynamo_lite.compile(model, backend="inductor"), persistent cache on (and
                    inductor's own FX graph / AOTAutograd caches, which it shares with torch)
+    dl-aot         dl-inductor with config.aot_libraries (DYNAMO_LITE_AOT_LIBRARIES=1): process 1 also
+                   builds AOTInductor libraries of its inference graphs in the cache directory
     dl-package     dynamo_lite.compile(model, backend="inductor") from a package: process 1 calls it
                    and writes dynamo_lite.save(compiled, path); each later process starts with
                    empty caches (another machine), calls dynamo_lite.load(path) (timed apart:
@@ -38,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SYSTEMS = ("eager", "dl-eager", "dl-inductor", "dl-package", "tc-eager", "tc-inductor")
+SYSTEMS = ("eager", "dl-eager", "dl-inductor", "dl-aot", "dl-package", "tc-eager", "tc-inductor")
 
 
 def worker(name: str, system: str) -> dict:
@@ -62,7 +64,7 @@ def worker(name: str, system: str) -> dict:
     with torch.no_grad():
         if system == "eager":
             run = model
-        elif system == "dl-package":
+        elif system in ("dl-package", "dl-aot"):
             run = dynamo_lite.compile(model, backend="inductor")
         elif system.startswith("dl-"):
             run = dynamo_lite.compile(model, backend=system[3:])
@@ -73,12 +75,16 @@ def worker(name: str, system: str) -> dict:
         first = time.perf_counter() - t0
         correct = hf_models._same(out, model(**kwargs))
         if system == "dl-package" and load_s is None:
-            row_save = dynamo_lite.save(run, package)
+            try:
+                row_save = dynamo_lite.save(run, package)
+            except ValueError as e:  # (nothing stored: the row says why)
+                row_save = {"error": str(e)}
     row = {"model": name, "system": system, "import_s": round(imported - start, 3),
            "build_s": round(built - imported, 3), "first_call_s": round(first, 4), "correct": correct}
+    if load_s is not None or system == "dl-aot":
+        row["inductor_imported"] = "torch._inductor.compile_fx" in sys.modules
     if load_s is not None:
         row["load_s"] = round(load_s, 3)
-        row["inductor_imported"] = "torch._inductor.compile_fx" in sys.modules
     elif system == "dl-package":
         row["package"] = {k: v for k, v in row_save.items() if k != "path"}
     if system.startswith("dl-"):
@@ -114,7 +120,8 @@ def render(rows: list[dict]) -> str:
     for m in dict.fromkeys(r["model"] for r in rows):
         eager = by.get((m, "eager"))
         parts = []
-        for dl, tc in (("dl-eager", "tc-eager"), ("dl-inductor", "tc-inductor"), ("dl-package", "tc-inductor")):
+        for dl, tc in (("dl-eager", "tc-eager"), ("dl-inductor", "tc-inductor"), ("dl-aot", "tc-inductor"),
+                       ("dl-package", "tc-inductor")):
             if (m, dl) in by and (m, tc) in by:
                 parts.append(f"{dl} / {tc} {by[(m, dl)]['warm_s'] / by[(m, tc)]['warm_s']:.3f}")
         if eager and (m, "dl-eager") in by:
@@ -145,6 +152,8 @@ def main(argv=None) -> None:
                            TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, "inductor"))
                 if system == "dl-package":
                     env["DL_BENCH_PACKAGE"] = os.path.join(folder, "model.dlpkg")
+                if system == "dl-aot":
+                    env["DYNAMO_LITE_AOT_LIBRARIES"] = "1"
                 cold = _run(name, system, env)
                 if system == "dl-package":  # (each later process: empty caches, as on another machine)
                     warm = [_run(name, system, dict(env, DYNAMO_LITE_CACHE_DIR=os.path.join(folder, f"dl-{i}"),

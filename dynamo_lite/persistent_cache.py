@@ -57,6 +57,7 @@ import importlib
 import io
 import logging
 import marshal
+import operator
 import os
 import pickle
 import re
@@ -953,6 +954,12 @@ def _graph_bytes(gm: torch.fx.GraphModule, f_globals, avoid=frozenset()) -> byte
     return _dumps((nodes, pickle.dumps(attrs, protocol=pickle.HIGHEST_PROTOCOL)), f_globals=f_globals, avoid=avoid)
 
 
+# operator's in-place functions (iadd, iand, ..., setitem, delitem)
+_OPERATOR_INPLACE = frozenset(n for n in vars(operator) if n.startswith("i") and (n[1:] in vars(operator)
+                                                                                  or n[1:] + "_" in vars(operator))) \
+    | {"setitem", "delitem", "__setitem__", "__delitem__"}
+
+
 def _mutates(gm: torch.fx.GraphModule) -> bool:
     """Might the graph write to a tensor in place (``x.add_()``, ``relu_``, ``out=``,
     ``inplace=True``, ``x[i] = v``, ``x += y``)?  Erring towards yes."""
@@ -960,8 +967,11 @@ def _mutates(gm: torch.fx.GraphModule) -> bool:
         if n.op not in ("call_function", "call_method"):
             continue
         name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
-        if name.endswith("_") and not name.endswith("__") or name.startswith(("i", "set")) and \
-                getattr(n.target, "__module__", "") in ("_operator", "operator") or "out" in n.kwargs \
+        if getattr(n.target, "__module__", "") in ("_operator", "operator"):
+            if name in _OPERATOR_INPLACE:  # (operator.and_ is `a & b`: not in place)
+                return True
+            continue
+        if name.endswith("_") and not name.endswith("__") or "out" in n.kwargs \
                 or n.kwargs.get("inplace") is True or name in ("setitem", "__setitem__", "copy_"):
             return True
         if isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable:

@@ -101,6 +101,7 @@ class GraphInfo:
     filename: str
     lineno: int  # first line of that frame
     backend: str
+    loaded: bool = False  # from the persistent capture cache: not traced in this process
 
 
 @dataclasses.dataclass
@@ -167,6 +168,8 @@ class ExplainOutput:
             if i < len(self.graph_infos):
                 info = self.graph_infos[i]
                 head += f"  [{info.compile_id}] {info.frame} at {info.filename}:{info.lineno}"
+                if info.loaded:
+                    head += " (loaded from the persistent capture cache, not traced)"
             lines.append(head)
             names = op_names(gm)
             if names:
@@ -280,7 +283,7 @@ def build_explain_output(recorded: list, out: Any = None) -> ExplainOutput:
             ops.append(ev.ops)
             guards.append(ev.guards)
             times.append(ev.compile_seconds)
-            infos.append(GraphInfo(ev.compile_id, ev.frame, ev.filename, ev.lineno, ev.backend))
+            infos.append(GraphInfo(ev.compile_id, ev.frame, ev.filename, ev.lineno, ev.backend, ev.loaded))
         elif isinstance(ev, (events.GraphBreakEvent, events.FallbackEvent)):
             reasons.append(BreakReason(ev.reason, ev.break_id, ev.filename, ev.lineno, ev.user_stack,
                                        ev.kind, ev.frame, ev.compile_id))

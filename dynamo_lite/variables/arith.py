@@ -19,7 +19,8 @@ import numpy as np
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
-from .base import same_object, VariableTracker
+from .. import guards
+from .base import same_object, type_or_none, VariableTracker
 from .constant import ConstantVariable
 from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .mappings import DefaultDictVariable, DictVariable, DictViewVariable, MappingProxyVariable
@@ -81,6 +82,8 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         same = same_object(args[0].obj, args[1].obj)  # id(a) == id(b) is `a is b`
         if same is None:
             raise GraphBreak(gb.VALUE_UNKNOWN, "comparing id() of objects whose identity is not known at trace time")
+        if not same:
+            _guard_distinct(tx, args[0].obj, args[1].obj)
         return ConstantVariable(same if fn is operator.eq else not same)
     if any(isinstance(a, NumpyArrayVariable) for a in args):
         return numpy_operator(tx, fn, args)
@@ -90,7 +93,7 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         if fn in _INPLACE_TO_PLAIN and not _is_tensor(args[0]):
             fn = _INPLACE_TO_PLAIN[fn]
         if fn in (operator.is_, operator.is_not):
-            return ConstantVariable(_identity_compare(fn, *args))
+            return ConstantVariable(_identity_compare(tx, fn, *args))
         return record_op(tx, "call_function", fn, args, {})
     if fn in _SET_INPLACE and _is_set(args[0], frozen=False) and _is_set(args[1]):
         # s |= t mutates s in place (every alias sees it; an input set is updated after the graph)
@@ -103,7 +106,7 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
     if fn in (operator.is_, operator.is_not) and (args[0] is args[1] or any(_is_set(a) for a in args)):
         # one tracker is one object (t = (1, 2); t is t), and sets are compared as themselves:
         # never on folded copies, which are new objects
-        return ConstantVariable(_identity_compare(fn, *args))  # not on folded copies
+        return ConstantVariable(_identity_compare(tx, fn, *args))  # not on folded copies
     if fn in _SET_OPERATORS and len(args) == 2 and _is_set(args[0]) and _is_set(args[1]):
         # s | t: by the set (not folded on copies, whose tables, so the result's order, may not be eager's)
         return args[0].call_method(tx, _SET_OPERATORS[fn], [args[1]], {})
@@ -125,7 +128,7 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
             raise_folded(tx, e, getattr(fn, '__name__', str(fn)), args, {})
         return wrap_constant_result(result)
     if fn in (operator.is_, operator.is_not):
-        return ConstantVariable(_identity_compare(fn, *args))
+        return ConstantVariable(_identity_compare(tx, fn, *args))
     return _sequence_or_object_op(tx, fn, args)
 
 
@@ -142,11 +145,24 @@ def _is_set(v, frozen=None) -> bool:
     return isinstance(v, SetVariable) and (frozen is None or v.frozen == frozen)
 
 
-def _identity_compare(fn, a, b) -> bool:
+def _identity_compare(tx, fn, a, b) -> bool:
     same = same_object(a, b)
     if same is None:
         raise GraphBreak(gb.VALUE_UNKNOWN, "identity of these values is not known at trace time")
+    if not same:
+        _guard_distinct(tx, a, b)
     return same if fn is operator.is_ else not same
+
+
+def _guard_distinct(tx, a, b) -> None:
+    """``a is b`` was False for two objects read from outside the trace, of one type: a later
+    call may pass one object for both (the same object from two sources is one tracker, with a
+    guard that they are one: builder._aliased; this is the guard that they are two)."""
+    if a.source is None or b.source is None or a.is_python_constant() or b.is_python_constant():
+        return
+    ta, tb = type_or_none(a), type_or_none(b)
+    if ta is None or ta is tb:
+        tx.output.add_guard(guards.ExprGuard(f"{a.source.name()} is not {b.source.name()}", source=a.source))
 
 
 def _is_tuple(v) -> bool:

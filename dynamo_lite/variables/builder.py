@@ -428,6 +428,8 @@ def _wrap(tx, value, source):
         return _aliased(tx, value, source, make)
     guard(guards.TypeGuard(source, type(value)))
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
+        if source is not None:  # (one tracker per object: `a is b` is known, and guarded)
+            return _aliased(tx, value, source, lambda: ObjectVariable(value, source))
         return ObjectVariable(value, source)
     return _aliased(tx, value, source, lambda: UserDefinedObjectVariable(value, source))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import VariableTracker, HeldValueVariable
+from .base import HeldValueVariable, IdentityKey, VariableTracker
 
 
 class ObjectVariable(HeldValueVariable):
@@ -19,6 +19,11 @@ class ObjectVariable(HeldValueVariable):
 
     def python_type(self):
         return type(self.value)
+
+    def identity_key(self):
+        if self.source is not None:  # (a real object, one tracker per object: builder._aliased)
+            return IdentityKey(self, ("obj", id(self.value)))
+        return super().identity_key()
 
     def describe(self):
         return f"{type(self.value).__name__} object"

@@ -609,3 +609,52 @@ def test_aot_libraries_in_the_cache_directory(tmp_path):
     second = _run_package(tmp_path, "plain", "", backend="inductor", grad=False, env=env)
     assert second["ok"] and second["loaded"] == 2 and second["traced"] == 0, second
     assert not second["inductor_imported"], second
+
+
+EXPLAIN_PROGRAM = textwrap.dedent('''
+    import json, sys, torch, dynamo_lite
+
+    def f(x):
+        y = x.sin()
+        dynamo_lite.graph_break()
+        return y * 2
+
+    x = torch.randn(3)
+    if sys.argv[1] == "store":
+        dynamo_lite.compile(f, backend="eager")(x)
+    else:
+        out = dynamo_lite.explain(f)(x)
+        print(json.dumps({"loaded": [i.loaded for i in out.graph_infos], "breaks": out.graph_break_count,
+                          "text": str(out)}))
+''')
+
+
+def test_explain_marks_frames_loaded_from_the_cache(tmp_path):
+    path = tmp_path / "explain_prog.py"
+    path.write_text(EXPLAIN_PROGRAM)
+    for mode in ("store", "explain"):
+        proc = subprocess.run([sys.executable, str(path), mode], capture_output=True, text=True, timeout=300,
+                              env=_env(tmp_path), cwd=str(tmp_path))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["loaded"] == [True, True] and result["breaks"] == 1, result
+    assert "loaded from the persistent capture cache, not traced" in result["text"], result["text"]
+    assert "graph_break()" in result["text"] or "DL0" in result["text"], result["text"]
+
+
+def test_which_graphs_count_as_writing_to_tensors():
+    """Only graphs that may write in place are kept from functionalising backends: `a & b`
+    (operator.and_) is not `a &= b`."""
+    import operator
+
+    def traced(fn):
+        return torch.fx.symbolic_trace(fn)
+
+    assert not persistent_cache._mutates(traced(lambda a, b: operator.and_(a, b) | (a ^ b)))
+    assert not persistent_cache._mutates(traced(lambda a, b: operator.not_(a) if False else a.relu()))
+    graph = torch.fx.Graph()
+    a, b = graph.placeholder("a"), graph.placeholder("b")
+    graph.output(graph.call_function(operator.iand, (a, b)))  # (as a trace of `a &= b` records it)
+    assert persistent_cache._mutates(torch.fx.GraphModule(torch.nn.Module(), graph))
+    assert persistent_cache._mutates(traced(lambda a, b: a.add_(b)))
+    assert persistent_cache._mutates(traced(lambda a, b: torch.relu_(a)))

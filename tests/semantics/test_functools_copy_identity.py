@@ -57,6 +57,34 @@ def test_id_of_inputs_is_a_guarded_constant_and_of_new_objects_compares_by_ident
     check_breaks(f, X, o, [1], breaks=0)
 
 
+def test_is_between_two_inputs_holds_when_they_later_are_one_object():
+    # `a is b` was False on the first call: the entry must not serve a call passing one object
+    # twice (and the reverse), with id() comparisons the same
+    def f(x, a, b):
+        return x + 1 if a is b else x - 1, a is not b
+
+    def g(x, a, b):
+        return x + 1 if id(a) == id(b) else x - 1
+
+    one, two = Obj(), Obj()
+    for fn in (f, g):
+        check_calls(fn, [lambda: (X, Obj(), Obj()), lambda: (X, one, one), lambda: (X, one, two),
+                         lambda: (X, two, two)], interleave=False, graphs=2)
+
+
+_MISSING = object()
+
+
+def test_a_sentinel_default_compared_by_identity_is_no_break():
+    # the `_MISSING = object()` pattern: a default and a global that are one object
+    def f(x, scale=_MISSING):
+        return x * (2 if scale is _MISSING else scale)
+
+    check_breaks(f, X, breaks=0)
+    check_calls(f, [lambda: (X,), lambda: (X, 3), lambda: (X, _MISSING), lambda: (X, 5)],
+                interleave=False)
+
+
 def test_id_of_a_new_object_rebuilt_after_a_break_is_its_real_id():
     def f(x):
         o = Obj()
