@@ -173,6 +173,11 @@ def main(argv=None) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    # the point of warm start: a later process traces nothing
+    traced = [f"{r['model']} {r['system']}: {r['traced']} frame(s) traced in a later process"
+              for r in rows if r["system"].startswith("dl-") and r.get("traced")]
+    if traced:
+        raise SystemExit("warm start traced again:\n  " + "\n  ".join(traced))
 
 
 if __name__ == "__main__":
