@@ -1299,12 +1299,25 @@ def _compile_graph(converter, gm, specs, compile_id: str):
     mode, fakes = _fake_inputs(specs)
     gm.meta[TRACE_FAKES] = (mode, fakes)
     try:
+        _example_values(gm, mode, fakes)
         compiled = converter.backend(gm, list(fakes))
     except Exception as e:  # noqa: BLE001 - the frame is traced instead
         raise Miss(f"the backend failed on the stored graph ({type(e).__name__}: {e})") from None
     finally:
         gm.meta.pop(TRACE_FAKES, None)
     return compiled
+
+
+def _example_values(gm, mode, fakes) -> None:
+    """Each node's value on the fake inputs, as a trace leaves it (``meta["example_value"]``):
+    AOTAutograd's cache takes a graph without them for one it cannot check (it then traces the
+    graph again: most of a warm start through inductor's caches)."""
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    FakeTensorProp(gm, mode).propagate_dont_convert_inputs(*fakes)
+    for node in gm.graph.nodes:
+        if "val" in node.meta:
+            node.meta.setdefault("example_value", node.meta["val"])
 
 
 def clear() -> None:

@@ -658,3 +658,38 @@ def test_which_graphs_count_as_writing_to_tensors():
     assert persistent_cache._mutates(torch.fx.GraphModule(torch.nn.Module(), graph))
     assert persistent_cache._mutates(traced(lambda a, b: a.add_(b)))
     assert persistent_cache._mutates(traced(lambda a, b: torch.relu_(a)))
+
+
+AOT_CACHE_PROGRAM = textwrap.dedent('''
+    import json, torch, dynamo_lite
+    from torch._dynamo.utils import counters  # (torch's own counters: the test reads them)
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.Linear(8, 2))
+    x = torch.randn(4, 8)
+
+    def f(t):
+        return net(t).relu().view(-1).sum(0)  # (methods: AOTAutograd checks what they are called on)
+
+    with torch.no_grad():
+        got = dynamo_lite.compile(f, backend="inductor")(x)
+        ok = bool(torch.allclose(got, f(x), atol=1e-5))
+    print(json.dumps({"ok": ok, "aot_autograd": dict(counters["aot_autograd"])}))
+''')
+
+
+def test_a_loaded_graph_hits_aot_autograds_cache(tmp_path):
+    """A stored graph compiled again by inductor in the next process is AOTAutograd's cache hit
+    (its nodes carry the example values AOTAutograd checks), not a second AOTAutograd trace."""
+    path = tmp_path / "aot_cache_prog.py"
+    path.write_text(AOT_CACHE_PROGRAM)
+    env = _env(tmp_path, TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600, env=env,
+                              cwd=str(tmp_path))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert runs[0]["ok"] and runs[1]["ok"], runs
+    assert runs[0]["aot_autograd"].get("autograd_cache_saved") == 1, runs[0]
+    assert runs[1]["aot_autograd"].get("autograd_cache_hit") == 1, runs[1]
