@@ -22,17 +22,22 @@ there (``_Rebind``):
 
     a module           the module of that name (sys.modules)
     a class, builtin   the object of that module and qualified name (imported)
+    a class made at    a class of that module and qualified name with the same bases and body
+      run time         (``_class_fingerprint``), found by the same source
     a Python function  the function of that module and qualified name, with the same code,
-                       defaults and no closure (``function_fingerprint``)
+                       defaults and closure contents (``function_fingerprint``)
     a code object      a code object with the same fingerprint
     an nn.Module       an instance of the same class with the same parameter, buffer and
                        submodule names (the attributes the trace read, its parameters' and
                        buffers' metadata and its training flag are guarded on their own)
     a compiled module  an OptimizedModule class over the same class (compile(module))
 
-An entry holding any other object by identity (a user object, a closure, a function made at run
-time), a backend given as a callable or a graph under DDP is not stored (``stats()`` and the
-``dynamo_lite.persistent_cache`` log say why).
+An entry holding any other object by identity (a user object with no such description, a
+closure holding one), a backend given as a callable or a graph under DDP is not stored
+(``stats()`` and the ``dynamo_lite.persistent_cache`` log say why).  A process does not load the
+entries it wrote; a loaded entry emits the events its trace emitted (its break, its graph).
+Packages (``save_package`` / ``load_package``: dynamo_lite.save / load) carry entries, inductor's
+cache artifacts and kernels, and AOTInductor libraries of inference graphs (``_aot_library``).
 
 The generated code is stored with its constants: code objects (marshal), functions dynamo_lite
 generated (resume functions, trampolines: rebuilt with the frame's globals), importable objects
