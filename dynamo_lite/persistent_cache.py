@@ -1020,15 +1020,8 @@ def _write(folder: str, header: bytes, body: bytes, identity: str) -> None:
     digest = hashlib.sha256(payload).digest()
     os.makedirs(folder, exist_ok=True)
     name = hashlib.sha256(header + identity.encode()).hexdigest()[:24] + ".dle"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".dle")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_MAGIC + digest + payload)
-        os.replace(tmp, os.path.join(folder, name))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with _replacing(os.path.join(folder, name)) as f:
+        f.write(_MAGIC + digest + payload)
     with contextlib.suppress(OSError):
         names = [n for n in os.listdir(folder) if n.endswith(".dle") and not n.startswith(".")]
         if len(names) > _KEEP_FILES:
@@ -1091,15 +1084,8 @@ def _store_aot_library(path: str) -> None:
         library = _aot_library(os.path.basename(path), f.read())
     if library is None:
         return
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".aot")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(_AOT_MAGIC + hashlib.sha256(library).digest() + library)
-        os.replace(tmp, path[:-len(".dle")] + ".aot")
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with _replacing(path[:-len(".dle")] + ".aot") as f:
+        f.write(_AOT_MAGIC + hashlib.sha256(library).digest() + library)
 
 
 def _read_aot_library(path: str) -> Optional[bytes]:
@@ -1113,6 +1099,21 @@ def _read_aot_library(path: str) -> Optional[bytes]:
     if not data.startswith(_AOT_MAGIC) or hashlib.sha256(library).digest() != digest:
         return None
     return library
+
+
+@contextlib.contextmanager
+def _replacing(path: str):
+    """A file open for writing that becomes ``path`` whole when the block ends (a temporary file
+    in the same folder, renamed: readers see all of it or nothing), or is removed on an error."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _read(path: str):
@@ -1379,23 +1380,16 @@ def save_package(converter, path: str) -> dict:
                 "entries": sorted(files), "inductor_artifacts": bool(inductor), "inductor_kernels": sorted(kernels), "aot": sorted(aot)}
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".zip")
-    try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
-            z.writestr(_PACKAGE_MANIFEST, json.dumps(manifest, indent=1))
-            for arc, data in sorted(files.items()):
-                z.writestr(f"entries/{arc}", data)
-            if inductor:
-                z.writestr("inductor_artifacts.bin", inductor)
-            for rel, data in sorted(kernels.items()):
-                z.writestr(f"inductor_kernels/{rel}", data)
-            for arc, data in sorted(aot.items()):
-                z.writestr(f"aot/{arc}", data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with _replacing(path) as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(_PACKAGE_MANIFEST, json.dumps(manifest, indent=1))
+        for arc, data in sorted(files.items()):
+            z.writestr(f"entries/{arc}", data)
+        if inductor:
+            z.writestr("inductor_artifacts.bin", inductor)
+        for rel, data in sorted(kernels.items()):
+            z.writestr(f"inductor_kernels/{rel}", data)
+        for arc, data in sorted(aot.items()):
+            z.writestr(f"aot/{arc}", data)
     return {"entries": len(files), "inductor_artifacts": bool(inductor), "inductor_kernels": len(kernels),
             "aot_libraries": len(aot), "path": os.path.abspath(path)}
 
@@ -1529,16 +1523,13 @@ def _install_kernel_files(files: dict) -> int:
         dest = os.path.join(root, rel)
         if os.path.exists(dest):
             continue
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(dest), prefix=".tmp-")
         try:
-            with os.fdopen(fd, "wb") as f:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with _replacing(dest) as f:
                 f.write(data)
-            os.replace(tmp, dest)
             written += 1
         except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            pass  # (inductor compiles that kernel itself)
     return written
 
 
