@@ -7,9 +7,14 @@ clock, after imports and model building, which are printed apart):
 
     eager          model(**kwargs): the first call of eager PyTorch in a process (the baseline)
     dl-eager       dynamo_lite.compile(model, backend="eager") with its persistent cache on
-    dl-inductor    dynamo_lite.compile(model, backend="inductor"), persistent cache on (and
-                   inductor's own FX graph / AOTAutograd caches, which it shares with torch)
-    dl-aot         dl-inductor with config.aot_libraries (DYNAMO_LITE_AOT_LIBRARIES=1): process 1 also
+    dl-inductor    dynamo_lite.compile(model, backend="inductor"), as configured by default: the
+                   persistent cache on, and AOTInductor libraries of inference graphs built by a
+                   background builder after process 1 (the time from the end of process 1 until
+                   the builder is done is printed apart: build_wait_s)
+    dl-inductor-nolib  the same with DYNAMO_LITE_AOT_LIBRARIES=0: the stored graphs are compiled
+                   again through inductor's own FX graph / AOTAutograd caches (shared with
+                   torch), which is also what a process started before the builder is done gets
+    dl-aot         dl-inductor with DYNAMO_LITE_AOT_LIBRARIES=1: process 1 itself also
                    builds AOTInductor libraries of its inference graphs in the cache directory
     dl-package     dynamo_lite.compile(model, backend="inductor") from a package: process 1 calls it
                    and writes dynamo_lite.save(compiled, path); each later process starts with
@@ -40,7 +45,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-SYSTEMS = ("eager", "dl-eager", "dl-inductor", "dl-aot", "dl-package", "tc-eager", "tc-inductor")
+SYSTEMS = ("eager", "dl-eager", "dl-inductor", "dl-inductor-nolib", "dl-aot", "dl-package", "tc-eager",
+           "tc-inductor")
 
 
 def worker(name: str, system: str) -> dict:
@@ -64,7 +70,7 @@ def worker(name: str, system: str) -> dict:
     with torch.no_grad():
         if system == "eager":
             run = model
-        elif system in ("dl-package", "dl-aot"):
+        elif system in ("dl-package", "dl-aot", "dl-inductor-nolib"):
             run = dynamo_lite.compile(model, backend="inductor")
         elif system.startswith("dl-"):
             run = dynamo_lite.compile(model, backend=system[3:])
@@ -81,7 +87,7 @@ def worker(name: str, system: str) -> dict:
                 row_save = {"error": str(e)}
     row = {"model": name, "system": system, "import_s": round(imported - start, 3),
            "build_s": round(built - imported, 3), "first_call_s": round(first, 4), "correct": correct}
-    if load_s is not None or system == "dl-aot":
+    if load_s is not None or system.startswith("dl-inductor") or system == "dl-aot":
         row["inductor_imported"] = "torch._inductor.compile_fx" in sys.modules
     if load_s is not None:
         row["load_s"] = round(load_s, 3)
@@ -106,6 +112,17 @@ def _run(name: str, system: str, env: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _wait_for_builder(cache: str) -> float:
+    """Seconds until the background builder of cache directory ``cache`` is done."""
+    from dynamo_lite import config, persistent_cache
+
+    t0 = time.perf_counter()
+    with config.patch(cache_dir=cache):
+        if not persistent_cache.wait_for_aot_libraries(timeout=1800):
+            raise SystemExit(f"the AOTInductor builder of {cache} did not finish")
+    return round(time.perf_counter() - t0, 2)
+
+
 def render(rows: list[dict]) -> str:
     lines = ["| model | system | first call in process 1 s | first call in process 2 s (median) | "
              "import s | build s | traced / loaded (process 2) | correct |",
@@ -114,14 +131,16 @@ def render(rows: list[dict]) -> str:
         traced = f"{r['traced']} / {r['loaded']}" if "traced" in r else "-"
         if "load_s" in r:
             traced += f" (load() {r['load_s']:.3f} s)"
+        if "build_wait_s" in r:
+            traced += f" (builder done {r['build_wait_s']:.1f} s after process 1)"
         lines.append(f"| {r['model']} | {r['system']} | {r['cold_s']:.3f} | {r['warm_s']:.3f} | {r['import_s']:.2f} "
                      f"| {r['build_s']:.2f} | {traced} | {r['correct']} |")
     by = {(r["model"], r["system"]): r for r in rows}
     for m in dict.fromkeys(r["model"] for r in rows):
         eager = by.get((m, "eager"))
         parts = []
-        for dl, tc in (("dl-eager", "tc-eager"), ("dl-inductor", "tc-inductor"), ("dl-aot", "tc-inductor"),
-                       ("dl-package", "tc-inductor")):
+        for dl, tc in (("dl-eager", "tc-eager"), ("dl-inductor", "tc-inductor"), ("dl-inductor-nolib", "tc-inductor"),
+                       ("dl-aot", "tc-inductor"), ("dl-package", "tc-inductor")):
             if (m, dl) in by and (m, tc) in by:
                 parts.append(f"{dl} / {tc} {by[(m, dl)]['warm_s'] / by[(m, tc)]['warm_s']:.3f}")
         if eager and (m, "dl-eager") in by:
@@ -154,7 +173,12 @@ def main(argv=None) -> None:
                     env["DL_BENCH_PACKAGE"] = os.path.join(folder, "model.dlpkg")
                 if system == "dl-aot":
                     env["DYNAMO_LITE_AOT_LIBRARIES"] = "1"
+                elif system == "dl-inductor-nolib":
+                    env["DYNAMO_LITE_AOT_LIBRARIES"] = "0"
+                elif system == "dl-inductor":
+                    env["DYNAMO_LITE_AOT_LIBRARIES"] = "background"
                 cold = _run(name, system, env)
+                build_wait = _wait_for_builder(env["DYNAMO_LITE_CACHE_DIR"]) if system == "dl-inductor" else None
                 if system == "dl-package":  # (each later process: empty caches, as on another machine)
                     warm = [_run(name, system, dict(env, DYNAMO_LITE_CACHE_DIR=os.path.join(folder, f"dl-{i}"),
                                                     TORCHINDUCTOR_CACHE_DIR=os.path.join(folder, f"inductor-{i}")))
@@ -165,6 +189,8 @@ def main(argv=None) -> None:
                 row["cold_s"] = cold["first_call_s"]
                 row["warm_s"] = statistics.median(w["first_call_s"] for w in warm)
                 row["correct"] = cold["correct"] and all(w["correct"] for w in warm)
+                if build_wait is not None:
+                    row["build_wait_s"] = build_wait
                 rows.append(row)
                 print(json.dumps(row), file=sys.stderr)
     finally:
@@ -176,6 +202,8 @@ def main(argv=None) -> None:
     # the point of warm start: a later process traces nothing
     traced = [f"{r['model']} {r['system']}: {r['traced']} frame(s) traced in a later process"
               for r in rows if r["system"].startswith("dl-") and r.get("traced")]
+    traced += [f"{r['model']} dl-inductor: a later process compiled with inductor (no AOTInductor library)"
+               for r in rows if r["system"] == "dl-inductor" and r.get("inductor_imported")]
     if traced:
         raise SystemExit("warm start traced again:\n  " + "\n  ".join(traced))
 

@@ -15,7 +15,7 @@ import contextlib
 import os
 import sys
 import types
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar, Union
 
 # setting -> the environment variable that gives its default
 _ENV_VARS = {
@@ -52,6 +52,15 @@ def _env(name: str, default: _T) -> _T:
     return text
 
 
+def _aot_mode(text: Optional[str]) -> Union[bool, str]:
+    """DYNAMO_LITE_AOT_LIBRARIES: 1 / 0 (as a boolean) or ``background`` (the default)."""
+    if text is None or text.strip().lower() == "background":
+        return "background"
+    if text.strip().lower() in _TRUE + _FALSE:
+        return text.strip().lower() in _TRUE
+    raise ValueError(f"{_ENV_VARS['aot_libraries']}={text!r}: expected 1, 0 or background")
+
+
 # Maximum number of cache entries (compiled variants) per code object; past it
 # the frame runs eagerly, with one warning.
 cache_size_limit: int = _env("cache_size_limit", 8)
@@ -85,11 +94,15 @@ cache_dir: str = _env("cache_dir", "")
 # Largest size of the entries under cache_dir, in MB: past it, the least recently used entries
 # are removed when an entry is stored.
 cache_max_mb: int = _env("cache_max_mb", 1024)
-# With backend="inductor", also build an AOTInductor library of each inference graph stored in
-# the persistent cache (a second inductor compile in the process that captures it), which a
-# later process runs with torch's C++ runner: no inductor import, no compile on its first call.
-# dynamo_lite.save() builds them for its packages whatever this says.
-aot_libraries: bool = _env("aot_libraries", False)
+# With backend="inductor", an AOTInductor library of each inference graph stored in the
+# persistent cache, which a later process runs with torch's C++ runner: no inductor import, no
+# compile on its first call.  "background" (the default): a builder process of low priority
+# (dynamo_lite/aot_builder.py, one per cache directory) builds them after the capture, so
+# the capturing process pays nothing and the processes after the build load them; True: the
+# capturing process builds each one when it stores the entry (a second inductor compile); False:
+# none (a later process compiles the graph through inductor's caches).  dynamo_lite.save() builds
+# them for its packages whatever this says.
+aot_libraries: Union[bool, str] = _aot_mode(os.environ.get(_ENV_VARS["aot_libraries"]))
 
 # Deepest chain of inlined user calls before the call site breaks the graph.
 max_inline_depth: int = _env("max_inline_depth", 32)

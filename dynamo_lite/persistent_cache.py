@@ -882,15 +882,17 @@ def store(converter, code: types.CodeType, func, guard_set: GuardSet, arg_names:
         if break_event is not None:
             brk = (break_event.break_id, break_event.reason, break_event.instruction,
                    [(f.filename, f.lineno, f.name, f.line) for f in break_event.user_stack])
-        body = pickle.dumps({"arg_names": tuple(arg_names), "guards": guards_data, "code": code_data,
-                             "graph": gm_data, "inputs": specs, "name": cache.display_name(code),
-                             "created": time.time(), "break": brk, "report": dict(report or {}),
-                             "grad": torch.is_grad_enabled()},
-                            protocol=pickle.HIGHEST_PROTOCOL)
+        record = {"arg_names": tuple(arg_names), "guards": guards_data, "code": code_data, "graph": gm_data,
+                  "inputs": specs, "name": cache.display_name(code), "created": time.time(), "break": brk,
+                  "report": dict(report or {}), "grad": torch.is_grad_enabled()}
+        body = pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)
         header = pickle.dumps(parts, protocol=pickle.HIGHEST_PROTOCOL)
         path = _write(_frame_dir(code), header, body, _canonical(portable))
         if config.aot_libraries and gm is not None and backend == "inductor":
-            _store_aot_library(path)
+            if config.aot_libraries == "background":
+                _queue_aot_library(path, record)
+            else:
+                _store_aot_library(path)
     except Unpersistable as e:
         _NOT_STORED[str(e)] += 1
         log.debug("%s: entry not stored: %s", cache.display_name(code), e)
@@ -1078,14 +1080,20 @@ def trim(limit_mb: Optional[float] = None) -> int:
 _AOT_MAGIC = b"DYNAMO_LITE_AOT\n"
 
 
+_AOT_NONE = b"DYNAMO_LITE_NO_AOT\n"  # an entry's graph that has no library: not asked for again
+
+
 def _store_aot_library(path: str) -> None:
-    """``<entry>.aot`` beside the entry: its graph's AOTInductor library (config.aot_libraries)."""
-    with open(path, "rb") as f:
-        library = _aot_library(os.path.basename(path), f.read())
-    if library is None:
-        return
+    """``<entry>.aot`` beside the entry: its graph's AOTInductor library, or a mark that it has
+    none (config.aot_libraries)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return  # (trimmed, or replaced, meanwhile)
+    library = _aot_library(os.path.basename(path), data)
     with _replacing(path[:-len(".dle")] + ".aot") as f:
-        f.write(_AOT_MAGIC + hashlib.sha256(library).digest() + library)
+        f.write(_AOT_NONE if library is None else _AOT_MAGIC + hashlib.sha256(library).digest() + library)
 
 
 def _read_aot_library(path: str) -> Optional[bytes]:
@@ -1099,6 +1107,120 @@ def _read_aot_library(path: str) -> Optional[bytes]:
     if not data.startswith(_AOT_MAGIC) or hashlib.sha256(library).digest() != digest:
         return None
     return library
+
+
+# ---- AOTInductor libraries built in the background (config.aot_libraries == "background") ---
+# A capturing process writes a request (a file naming the entry) under <cache>/v1/aot-queue and
+# starts `python dynamo_lite/aot_builder.py <cache>/v1` unless a builder holds the lock file
+# there; the builder (one per cache directory, at the lowest CPU priority, in a session of its
+# own so it outlives the process) builds the libraries asked for until the queue is empty.
+_AOT_QUEUE, _AOT_LOCK = "aot-queue", "aot-builder.lock"
+_BUILDER: list = []  # the builder this process started last (subprocess.Popen)
+
+
+def _aot_unsuitable(body: dict) -> Optional[str]:
+    """Why an entry's graph gets no AOTInductor library, read off its input specs alone, or None."""
+    specs = body.get("inputs")
+    if body.get("graph") is None or not specs:
+        return "no graph, or a graph without tensor inputs"
+    if any(s[0] != "tensor" or s[5] != "cpu" for s in specs):
+        return "inputs other than CPU tensors"
+    if body.get("grad", True) and any(s[6] for s in specs):
+        return "an input requires grad (the graph is compiled for autograd)"
+    return None
+
+
+def _queue_aot_library(path: str, body: dict) -> None:
+    """Ask the background builder for the library of entry ``path`` (when its graph may have one)."""
+    if _aot_unsuitable(body) is not None or os.path.exists(path[:-len(".dle")] + ".aot"):
+        return
+    try:
+        import fcntl  # noqa: F401 - (the builder's lock; not on Windows: no background builds there)
+    except ImportError:
+        return
+    root = os.path.join(cache_dir(), FORMAT)
+    queue = os.path.join(root, _AOT_QUEUE)
+    os.makedirs(queue, exist_ok=True)
+    request = os.path.join(queue, f"{os.path.basename(os.path.dirname(path))}-{os.path.basename(path)}")
+    with _replacing(request) as f:
+        f.write(os.path.abspath(path).encode())
+    if _builder_running(root):  # (after the request is written: that builder looks again before it ends)
+        return
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+               TORCHINDUCTOR_COMPILE_THREADS="1")
+    log_path = os.path.join(root, "aot-builder.log")
+    with open(log_path, "ab" if _mtime(log_path) and os.path.getsize(log_path) < 1 << 20 else "wb") as out:
+        _BUILDER[:] = [subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "aot_builder.py"), root], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                        start_new_session=True, close_fds=True)]
+    log.debug("AOTInductor library of %s asked of a background builder (pid %d)", path, _BUILDER[0].pid)
+
+
+def _builder_running(root: str) -> bool:
+    """Whether a builder holds the lock of cache folder ``root``."""
+    import fcntl
+
+    fd = os.open(os.path.join(root, _AOT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # (closing releases a lock taken here)
+    return False
+
+
+def build_queued_aot_libraries(root: str) -> int:
+    """Build the libraries asked for under cache folder ``root`` until none is left (the
+    builder's work; the caller holds the lock); how many requests it took."""
+    queue = os.path.join(root, _AOT_QUEUE)
+    done = 0
+    while True:
+        try:
+            requests = sorted(n for n in os.listdir(queue) if not n.startswith("."))
+        except OSError:
+            return done
+        if not requests:
+            return done
+        for name in requests:
+            request = os.path.join(queue, name)
+            try:
+                with open(request, "rb") as f:
+                    path = f.read().decode()
+                if path.endswith(".dle") and os.path.exists(path) and not os.path.exists(path[:-len(".dle")] + ".aot"):
+                    _store_aot_library(path)
+                    log.info("AOTInductor library of %s built", path)
+            except Exception as e:  # noqa: BLE001 - that request is dropped; a later load asks again
+                log.warning("AOTInductor library of request %s not built: %s: %s", name, type(e).__name__, e)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(request)
+                done += 1
+
+
+def wait_for_aot_libraries(timeout: Optional[float] = None) -> bool:
+    """Wait until no AOTInductor library is being built for the cache directory or asked for
+    (config.aot_libraries == "background"); False when ``timeout`` seconds passed first."""
+    root = os.path.join(cache_dir(), FORMAT)
+    queue = os.path.join(root, _AOT_QUEUE)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if _BUILDER:
+            _BUILDER[0].poll()  # (reaps a builder of this process that ended)
+        try:
+            pending = any(not n.startswith(".") for n in os.listdir(queue))
+        except OSError:
+            pending = False
+        running = os.path.isdir(root) and _builder_running(root)
+        if not pending and not running:
+            return True
+        if not running and not (_BUILDER and _BUILDER[0].returncode is None):
+            return False  # (requests no builder of this process will take: one ended on them)
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 @contextlib.contextmanager
@@ -1190,6 +1312,10 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
         try:
             aot = _AOT_LIBRARIES.get((os.path.basename(folder), name)) if name in bundled else \
                 _read_aot_library(os.path.join(folder, name)) if body.get("graph") is not None else None
+            if aot is None and name not in bundled and config.aot_libraries == "background" and \
+                    registered_backend_name(converter.base_backend) == "inductor":
+                with contextlib.suppress(OSError):  # (its builder never got to it: asked again)
+                    _queue_aot_library(os.path.join(folder, name), body)
             entry, guard_set, backend_seconds = _install(converter, code, body, args, func, compile_id, aot,
                                                          f"{os.path.basename(folder)}-{name}")
         except Miss as e:
@@ -1404,13 +1530,9 @@ def _aot_library(arc: str, data: bytes) -> Optional[bytes]:
         return None
     body = parsed[1]
     specs = body.get("inputs")
-    why = None
     if body.get("graph") is None or not specs:
         return None
-    if any(s[0] != "tensor" or s[5] != "cpu" for s in specs):
-        why = "inputs other than CPU tensors"
-    elif body.get("grad", True) and any(s[6] for s in specs):
-        why = "an input requires grad (the graph is compiled for autograd)"
+    why = _aot_unsuitable(body)
     gm = _graph_module(body["graph"])
     if why is None and any(n.op == "call_function" and "grad" in str(getattr(n.target, "__name__", n.target))
                            for n in gm.graph.nodes):

@@ -23,6 +23,10 @@ from dynamo_lite import config
 _CACHE_DIR = tempfile.mkdtemp(prefix="dynamo-lite-test-cache-")
 os.environ["DYNAMO_LITE_CACHE_DIR"] = config.cache_dir = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
+# no background AOTInductor builds (config.aot_libraries) behind the tests' backs: the tests of
+# them ask for them
+os.environ["DYNAMO_LITE_AOT_LIBRARIES"] = "0"
+config.aot_libraries = False
 
 # read before any test module is collected: a module that runs torch.compile at import time, or a
 # module-scoped fixture that does, must not make its "off" the value every test puts back

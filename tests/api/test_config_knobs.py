@@ -151,6 +151,9 @@ ENV_VALUES = {"cache_size_limit": "3", "recompile_limit": "3", "suppress_errors"
               "persistent_cache": "0", "cache_dir": "/tmp/dl-cache-from-env", "cache_max_mb": "7", "aot_libraries": "1"}
 
 
+PARSED = {"aot_libraries": True}  # knobs of more than one type: the value ENV_VALUES' text gives
+
+
 def _config_in_subprocess(env: dict) -> dict:
     code = ("import json, dynamo_lite.config as c; "
             f"print(json.dumps({{k: getattr(c, k) for k in {KNOBS!r}}}))")
@@ -166,17 +169,22 @@ def test_every_knob_has_an_environment_variable():
     assert defaults["suppress_errors"] is False and defaults["cache_size_limit"] == 8
     env = {config._ENV_VARS[k]: v for k, v in ENV_VALUES.items()}
     values = _config_in_subprocess(env)
+    assert defaults["aot_libraries"] == "background"  # (1 and 0 read as booleans: PARSED)
     for name in KNOBS:
-        expected = type(defaults[name])(int(ENV_VALUES[name]) if isinstance(defaults[name], (bool, int))
-                                        else ENV_VALUES[name])
+        expected = PARSED[name] if name in PARSED else type(defaults[name])(
+            int(ENV_VALUES[name]) if isinstance(defaults[name], (bool, int)) else ENV_VALUES[name])
         assert values[name] == expected != defaults[name], name
 
 
-def test_an_environment_value_that_does_not_parse_names_the_variable():
+@pytest.mark.parametrize("var, text, expected", [
+    ("DYNAMO_LITE_MAX_INLINE_DEPTH", "deep", "expected an integer"),
+    ("DYNAMO_LITE_AOT_LIBRARIES", "later", "expected 1, 0 or background"),
+])
+def test_an_environment_value_that_does_not_parse_names_the_variable(var, text, expected):
     code = "import dynamo_lite.config"
-    env = dict(os.environ, PYTHONPATH=ROOT, DYNAMO_LITE_MAX_INLINE_DEPTH="deep")
+    env = dict(os.environ, PYTHONPATH=ROOT, **{var: text})
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode != 0 and "DYNAMO_LITE_MAX_INLINE_DEPTH='deep': expected an integer" in proc.stderr
+    assert proc.returncode != 0 and f"{var}={text!r}: {expected}" in proc.stderr
 
 
 def test_docs_list_every_knob_with_its_environment_variable():

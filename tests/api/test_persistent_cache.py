@@ -611,6 +611,47 @@ def test_aot_libraries_in_the_cache_directory(tmp_path):
     assert not second["inductor_imported"], second
 
 
+
+def _libraries(tmp_path) -> list:
+    return sorted(os.path.join(d, n) for d, _, ns in os.walk(tmp_path / "cache") for n in ns if n.endswith(".aot"))
+
+
+def test_aot_libraries_built_in_the_background(tmp_path):
+    """config.aot_libraries == "background" (the default outside this suite): the capturing
+    process only asks; a builder process of its own builds the libraries after it, and the
+    process after that runs them without inductor.  A library that was never built (its builder
+    killed) is asked for again by the process that loads its entry through inductor instead."""
+    env = {"DYNAMO_LITE_AOT_LIBRARIES": "background", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    first = _run_package(tmp_path, "plain", "", backend="inductor", grad=False, env=env)
+    assert first["ok"] and first["traced"] == 2, first
+
+    def built() -> list:
+        with config.patch(cache_dir=str(tmp_path / "cache")):
+            assert persistent_cache.wait_for_aot_libraries(timeout=400)
+        return _libraries(tmp_path)
+
+    libraries = built()
+    assert len(libraries) == 2, libraries
+    second = _run_package(tmp_path, "plain", "", backend="inductor", grad=False, env=env)
+    assert second["ok"] and second["loaded"] == 2 and second["traced"] == 0, second
+    assert not second["inductor_imported"], second
+    os.unlink(libraries[0])  # (as if its builder had been killed)
+    third = _run_package(tmp_path, "plain", "", backend="inductor", grad=False, env=env)
+    assert third["ok"] and third["loaded"] == 2 and third["inductor_imported"], third
+    assert built() == libraries
+    fourth = _run_package(tmp_path, "plain", "", backend="inductor", grad=False, env=env)
+    assert fourth["ok"] and fourth["loaded"] == 2 and not fourth["inductor_imported"], fourth
+
+
+def test_graphs_for_autograd_are_not_sent_to_the_builder(tmp_path):
+    """A graph compiled for autograd has no AOTInductor library: no request, no builder."""
+    env = {"DYNAMO_LITE_AOT_LIBRARIES": "background", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    first = _run_package(tmp_path, "plain", "", backend="inductor", grad=True, env=env)
+    assert first["ok"] and first["traced"] == 2, first
+    root = tmp_path / "cache" / persistent_cache.FORMAT
+    assert not (root / "aot-queue").exists() and not (root / "aot-builder.log").exists()
+    assert _libraries(tmp_path) == []
+
 EXPLAIN_PROGRAM = textwrap.dedent('''
     import json, sys, torch, dynamo_lite
 

