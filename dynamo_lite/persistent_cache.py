@@ -1160,8 +1160,10 @@ def _queue_aot_library(path: str, body: dict) -> None:
 
 def _builder_running(root: str) -> bool:
     """Whether a builder holds the lock of cache folder ``root``."""
-    import fcntl
-
+    try:
+        import fcntl
+    except ImportError:
+        return False  # (no background builds without it)
     fd = os.open(os.path.join(root, _AOT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
