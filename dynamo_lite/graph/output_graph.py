@@ -77,6 +77,8 @@ class OutputGraph:
         self.fake_mode = FakeTensorMode(shape_env=self.shapes.env, static_shapes=True)
         self.symbol_nodes: dict = {}  # sympy symbol -> its placeholder (symbolic sizes used in the graph)
         self.guards = GuardSet()
+        self.distinct_sources: dict[str, Source] = {}  # guard_distinct
+        self.distinct_guard: Optional[Guard] = None
         self.graph_inputs: list[GraphInput] = []
         self._last_placeholder: Optional[torch.fx.Node] = None
         self.source_cache: dict[Source, Any] = {}
@@ -135,6 +137,19 @@ class OutputGraph:
     # ---- guards -----------------------------------------------------------
     def add_guard(self, guard: Guard) -> None:
         self.guards.add(guard)
+
+    def guard_distinct(self, *sources: Source) -> None:
+        """The objects read from ``sources`` are different objects, as the trace found them
+        (guards.DistinctGuard: one per trace, over all such sources)."""
+        new = [s for s in sources if s.name() not in self.distinct_sources]
+        if not new:
+            return
+        for s in new:
+            self.distinct_sources[s.name()] = s
+        if self.distinct_guard is not None and not self.guards.recorders:  # (a block template keeps its own)
+            self.guards.discard(self.distinct_guard)
+        self.distinct_guard = guards.DistinctGuard.of(list(self.distinct_sources.values()))
+        self.add_guard(self.distinct_guard)
 
     def add_expr_guard(self, expr: str) -> None:
         self.guards.add(guards.ExprGuard(expr))

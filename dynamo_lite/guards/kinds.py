@@ -761,6 +761,45 @@ class TensorAliasingGuard(ExprGuard):
         return f"storage sharing of the tensor inputs changed (compiled for: {self.describe()})"
 
 
+def distinct_objects(*objs) -> bool:
+    """No two of ``objs`` are one object."""
+    return len({id(o) for o in objs}) == len(objs)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DistinctGuard(ExprGuard):
+    """Objects read from outside the trace that it found to be different objects (``a is b``
+    False, ``a == b`` answered by identity, two keys of one dict): a later call that passes one
+    object for two of them must not reuse the entry.  (The same object from two sources is one
+    tracker, with a SameObjectGuard.)  One guard per trace, over every such source
+    (OutputGraph.guard_distinct): stricter than the pairs the trace compared, never looser."""
+
+    kind: ClassVar[str] = "DISTINCT"
+    sources: tuple = ()
+
+    @classmethod
+    def of(cls, sources) -> "DistinctGuard":
+        def depth(source) -> int:
+            n = 0
+            while getattr(source, "parent", None) is not None:
+                source, n = source.parent, n + 1
+            return n
+
+        # anchored at the deepest source: it runs after the guards that make every source readable
+        return cls("{f}(" + ", ".join(s.name() for s in sources) + ")", (("f", distinct_objects),),
+                   max(sources, key=depth), tuple(sources))
+
+    def reads(self):
+        return list(self.sources)
+
+    def describe(self):
+        return f"{', '.join(pretty_name(s.name()) for s in self.sources)} are {len(self.sources)} different objects"
+
+    def explain_failure(self, actual, pretty):
+        return f"two of {', '.join(pretty_name(s.name()) for s in self.sources)} are now one object (compiled for " \
+               "different objects)"
+
+
 # The states in which another tracer or compiler runs this thread's code: torch.jit tracing,
 # torch.fx symbolic tracing (also non-strict export), a dispatch mode (FakeTensorMode, make_fx's
 # proxy mode, a TorchDispatchMode) and a torch.func transform (vmap, grad, ...).

@@ -20,7 +20,7 @@ import numpy as np
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .. import guards
-from .base import same_object, type_or_none, VariableTracker
+from .base import guard_distinct, same_object, type_or_none, VariableTracker
 from .constant import ConstantVariable
 from .sequences import BaseListVariable, ListVariable, SizeVariable, TupleVariable
 from .mappings import DefaultDictVariable, DictVariable, DictViewVariable, MappingProxyVariable
@@ -83,7 +83,7 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         if same is None:
             raise GraphBreak(gb.VALUE_UNKNOWN, "comparing id() of objects whose identity is not known at trace time")
         if not same:
-            _guard_distinct(tx, args[0].obj, args[1].obj)
+            guard_distinct(tx, args[0].obj, args[1].obj)
         return ConstantVariable(same if fn is operator.eq else not same)
     if any(isinstance(a, NumpyArrayVariable) for a in args):
         return numpy_operator(tx, fn, args)
@@ -150,19 +150,8 @@ def _identity_compare(tx, fn, a, b) -> bool:
     if same is None:
         raise GraphBreak(gb.VALUE_UNKNOWN, "identity of these values is not known at trace time")
     if not same:
-        _guard_distinct(tx, a, b)
+        guard_distinct(tx, a, b)
     return same if fn is operator.is_ else not same
-
-
-def _guard_distinct(tx, a, b) -> None:
-    """``a is b`` was False for two objects read from outside the trace, of one type: a later
-    call may pass one object for both (the same object from two sources is one tracker, with a
-    guard that they are one: builder._aliased; this is the guard that they are two)."""
-    if a.source is None or b.source is None or a.is_python_constant() or b.is_python_constant():
-        return
-    ta, tb = type_or_none(a), type_or_none(b)
-    if ta is None or ta is tb:
-        tx.output.add_guard(guards.ExprGuard(f"{a.source.name()} is not {b.source.name()}", source=a.source))
 
 
 def _is_tuple(v) -> bool:
@@ -284,6 +273,8 @@ def _user_dunder(tx, fn, a, b):
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{opaque.describe()} compares with its type's own {names[0]}")
         same = same_object(a, b)
         if same is not None:
+            if not same:
+                guard_distinct(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
 

@@ -270,6 +270,17 @@ def same_object(a: VariableTracker, b: VariableTracker) -> Optional[bool]:
     return None
 
 
+def guard_distinct(tx, a: VariableTracker, b: VariableTracker) -> None:
+    """``a is b`` was False for two objects read from outside the trace, of one type: a later
+    call may pass one object for both (the same object from two sources is one tracker, with a
+    guard that they are one: builder._aliased; this is the guard that they are two)."""
+    if a.source is None or b.source is None or a.is_python_constant() or b.is_python_constant():
+        return
+    ta, tb = type_or_none(a), type_or_none(b)
+    if ta is None or ta is tb:
+        tx.output.guard_distinct(a.source, b.source)
+
+
 def type_or_none(v: VariableTracker) -> Optional[type]:
     """``v.python_type()``, or None when it is not known at trace time."""
     try:

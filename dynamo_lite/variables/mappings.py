@@ -27,7 +27,7 @@ import torch
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak, SkipFrame
-from .base import IdentityKey, search_items, VariableTracker
+from .base import guard_distinct, IdentityKey, search_items, VariableTracker
 from .objects import IdVariable
 from .constant import ConstantVariable, NONE, ObservedConstant
 from .methods import ContainerMethodVariable
@@ -595,8 +595,14 @@ def checked_key(tx, keys, k, what: str):
         if tx is None or not _alive(tx, [k.var.obj] + [x.var.obj for x in others]):
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} id() of an object that may have been freed "
                              "(its address may be reused)")
+        for x in others:  # (a key of its own: a later call must not pass one object for two ids)
+            guard_distinct(tx, k.var.obj, x.var.obj)
     elif IdKey.made and isinstance(k, (int, float, complex)) and any(isinstance(x, IdKey) for x in keys):
         raise GraphBreak(gb.VALUE_UNKNOWN, f"{what} {k!r} next to id() keys: their values are not known at trace time")
+    elif isinstance(k, IdentityKey) and tx is not None and k not in keys:
+        for x in keys:  # (a key of its own: a later call must not pass one object for two keys)
+            if isinstance(x, IdentityKey) and not isinstance(x, IdKey):
+                guard_distinct(tx, k.var, x.var)
     return k
 
 

@@ -127,6 +127,16 @@ class BaseListVariable(VariableTracker):
                     if same_object(item, args[0]) or self.apply_operator(tx, operator.eq, [item, args[0]]).bool(tx):
                         return ConstantVariable(i)
                 raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__}.index(x): x not in sequence (ValueError)")
+            if name == "count":  # `item is x or item == x` for each item, like CPython
+                count = 0
+                for item in self.items:
+                    if same_object(item, args[0]) is True:
+                        count += 1
+                    elif item.is_tensor() or args[0].is_tensor():
+                        raise GraphBreak(gb.DATA_DEPENDENT, "count() compares a tensor (depends on tensor data)")
+                    elif self.apply_operator(tx, operator.eq, [item, args[0]]).bool(tx):
+                        count += 1
+                return ConstantVariable(count)
         if name == "__getattribute__":
             return super().call_method(tx, name, args, kwargs)
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.python_type().__name__}.{name}() is not supported here")

@@ -72,6 +72,57 @@ def test_is_between_two_inputs_holds_when_they_later_are_one_object():
                          lambda: (X, two, two)], interleave=False, graphs=2)
 
 
+def test_equality_membership_and_keys_by_identity_hold_when_inputs_later_are_one_object():
+    # objects without __eq__ compare by identity in ==, `in`, list.index/count/remove, and are
+    # distinct dict keys and set elements: each answer the first call got from two different
+    # objects must not serve a call passing one object twice
+    def eq(x, a, b):
+        return x + 1 if a == b else x - 1
+
+    def contains(x, a, b):
+        return x + 1 if a in [b] else x - 1
+
+    def keys(x, a, b):
+        d = {a: 1}
+        d[b] = 2
+        return x + len(d), d.get(a)
+
+    def id_keys(x, a, b):
+        d = {id(a): "a"}
+        d[id(b)] = "b"
+        return x + len(d), d[id(a)]
+
+    def elements(x, a, b):
+        return x + len({a, b}), b in {a}
+
+    def remove(x, a, b):
+        lst = [a, b, a]
+        lst.remove(b)
+        return x + lst.count(a), lst.index(a)
+
+    one, two = Obj(), Obj()
+    for fn in (eq, contains, keys, id_keys, elements, remove):
+        check_calls(fn, [lambda: (X, Obj(), Obj()), lambda: (X, one, one), lambda: (X, one, two),
+                         lambda: (X, two, two)], interleave=False, graphs=2)
+
+
+def test_many_keys_by_identity_are_one_guard():
+    # a dict keyed by n objects: one check that they are n objects, not n * (n - 1) / 2
+    def f(x, objs):
+        d = {}
+        for i, o in enumerate(objs):
+            d[o] = i
+        return x + len(d)
+
+    objs = [Obj() for _ in range(20)]
+    compiled = dynamo_lite.compile(f, backend="eager")
+    assert torch.equal(compiled(X, objs), X + 20)
+    aliased = objs[:19] + objs[:1]
+    assert torch.equal(compiled(X, aliased), f(X, aliased))  # (one object twice: 19 keys)
+    guards = dynamo_lite.explain(f)(X, objs).guards[0]
+    assert sum("different objects" in g for g in guards) == 1, guards
+
+
 _MISSING = object()
 
 
