@@ -745,7 +745,11 @@ def _list(tx, iterable=None):
 
 def _make_set(frozen):
     def impl(tx, iterable=None):
-        return SetVariable(_iter_items(tx, iterable) if iterable is not None else [], frozen=frozen)
+        out = SetVariable(_iter_items(tx, iterable) if iterable is not None else [], frozen=frozen)
+        table = iterable._table() if isinstance(iterable, SetVariable) else None
+        if table is not None and out.shadow is not None:  # (CPython merges a set's table: set_merge)
+            out.shadow = (frozenset if frozen else set)(table)
+        return out
     return impl
 
 

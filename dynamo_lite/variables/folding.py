@@ -48,8 +48,10 @@ def wrap_constant_result(value: Any) -> VariableTracker:
         return DictVariable({k: wrap_constant_result(v) for k, v in value.items()})
     if type(value) is collections.Counter:  # Counter("ab") + Counter("b")
         return CounterVariable({k: wrap_constant_result(v) for k, v in value.items()})
-    if type(value) in (set, frozenset):
-        return SetVariable([wrap_constant_result(v) for v in value], frozen=type(value) is frozenset)
+    if type(value) is frozenset:  # (its own table, so its order: a frozenset literal iterates so)
+        return SetVariable.of_frozenset(value, [wrap_constant_result(v) for v in value])
+    if type(value) is set:
+        return SetVariable([wrap_constant_result(v) for v in value])
     if is_constant_value(value) or isinstance(value, enum.Enum):  # Color(2), Perm.R | Perm.W
         return ConstantVariable(value)
     if type(value) is inspect.Parameter and all(_immutable_annotation(v) for v in (value.default, value.annotation)):

@@ -71,6 +71,22 @@ class SetVariable(VariableTracker):
         if real is not None and not self._shadow_matches(real):
             self.pinned = list(self.items)
 
+    @classmethod
+    def of_frozenset(cls, value: frozenset, items: list) -> "SetVariable":
+        """A frozenset known at trace time (a constant of the code, a folded result), ``items``
+        its elements' trackers in its order: the shadow is the frozenset itself, so iterating,
+        rebuilding and set algebra follow its own table, not one built anew (whose order may
+        differ under another hash seed or table size)."""
+        out = cls(items, frozen=True)
+        if out.shadow is not None and [_key_of(k) for k in value] == list(out.items) \
+                and all(_stand_in(k) is k for k in out.items):
+            out.shadow = value
+        return out
+
+    def _table(self):
+        """A real set / frozenset with this set's table (its shadow when faithful), or None."""
+        return self._faithful_shadow()
+
     def _sync_shadow(self, added=()):
         """Add ``added`` keys to the shadow set (and drop keys no longer in ``items``)."""
         if self.shadow is None and not self.items.keys() - set(added):
@@ -254,7 +270,7 @@ class SetVariable(VariableTracker):
                     result = getattr(value, name)(*others)
                 except Exception as e:  # noqa: BLE001 - raise it for real
                     raise GraphBreak(gb.OPERATION_RAISES, f"set.{name} raised {type(e).__name__}") from e
-                if faithful is not None and type(result) is set:
+                if faithful is not None and type(result) in (set, frozenset):
                     if name == "copy" and self.set_type is frozenset:  # the frozenset itself
                         return self
                     # (the shadow is a set: a frozenset's operations give a frozenset, of the same table)
@@ -273,7 +289,17 @@ class SetVariable(VariableTracker):
                     self._log("add", added[-1], item)
                     self.items.setdefault(added[-1], item)
             se.mutate(self)
-            self._sync_shadow(added)
+            # a set or frozenset argument whose table is known merges as CPython merges it (its
+            # table's order into one sized first: set_merge), not as its elements added in turn
+            tables = [a._table() if isinstance(a, SetVariable) else None for a in args]
+            if tables and all(t is not None for t in tables) and \
+                    (self.shadow is not None or not self.items.keys() - set(added)):
+                if self.shadow is None:
+                    self.shadow = set()
+                for t in tables:
+                    self.shadow.update(t)
+            else:
+                self._sync_shadow(added)
             return self if name == "__ior__" else NONE
         if name == "remove" and len(args) == 1 and not self.frozen:
             k = self._key(_as_frozen_key(args[0]), tx)
