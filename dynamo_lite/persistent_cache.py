@@ -1115,7 +1115,7 @@ def _read_aot_library(path: str) -> Optional[bytes]:
 # there; the builder (one per cache directory, at the lowest CPU priority, in a session of its
 # own so it outlives the process) builds the libraries asked for until the queue is empty.
 _AOT_QUEUE, _AOT_LOCK = "aot-queue", "aot-builder.lock"
-_BUILDER: list = []  # the builder this process started last (subprocess.Popen)
+_BUILDER_STARTED = [0.0]  # (time.monotonic() when this process last started a builder)
 
 
 def _aot_unsuitable(body: dict) -> Optional[str]:
@@ -1131,7 +1131,16 @@ def _aot_unsuitable(body: dict) -> Optional[str]:
 
 
 def _queue_aot_library(path: str, body: dict) -> None:
-    """Ask the background builder for the library of entry ``path`` (when its graph may have one)."""
+    """Ask the background builder for the library of entry ``path`` (when its graph may have one);
+    a failure to ask is logged, never raised (the entry stands; a later load asks again)."""
+    try:
+        _ask_builder(path, body)
+    except Exception as e:  # noqa: BLE001 - (the disk, no /bin/sh, ...)
+        log.warning("dynamo_lite: could not ask for the AOTInductor library of %s (%s: %s)", path,
+                    type(e).__name__, e)
+
+
+def _ask_builder(path: str, body: dict) -> None:
     if _aot_unsuitable(body) is not None or os.path.exists(path[:-len(".dle")] + ".aot"):
         return
     try:
@@ -1152,10 +1161,15 @@ def _queue_aot_library(path: str, body: dict) -> None:
                TORCHINDUCTOR_COMPILE_THREADS="1")
     log_path = os.path.join(root, "aot-builder.log")
     with open(log_path, "ab" if _mtime(log_path) and os.path.getsize(log_path) < 1 << 20 else "wb") as out:
-        _BUILDER[:] = [subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "aot_builder.py"), root], env=env,
-                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                        start_new_session=True, close_fds=True)]
-    log.debug("AOTInductor library of %s asked of a background builder (pid %d)", path, _BUILDER[0].pid)
+        # started by a shell that leaves it in the background and ends: the builder is no child
+        # of this process (nothing to reap, no "still running" warning when this one ends)
+        starter = subprocess.Popen(["/bin/sh", "-c", '"$@" &', "sh", sys.executable,
+                                    os.path.join(os.path.dirname(__file__), "aot_builder.py"), root], env=env,
+                                   stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True, close_fds=True)
+    starter.wait()
+    _BUILDER_STARTED[0] = time.monotonic()
+    log.debug("AOTInductor library of %s asked of a background builder", path)
 
 
 def _builder_running(root: str) -> bool:
@@ -1209,8 +1223,6 @@ def wait_for_aot_libraries(timeout: Optional[float] = None) -> bool:
     queue = os.path.join(root, _AOT_QUEUE)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        if _BUILDER:
-            _BUILDER[0].poll()  # (reaps a builder of this process that ended)
         try:
             pending = any(not n.startswith(".") for n in os.listdir(queue))
         except OSError:
@@ -1218,7 +1230,7 @@ def wait_for_aot_libraries(timeout: Optional[float] = None) -> bool:
         running = os.path.isdir(root) and _builder_running(root)
         if not pending and not running:
             return True
-        if not running and not (_BUILDER and _BUILDER[0].returncode is None):
+        if not running and time.monotonic() - _BUILDER_STARTED[0] > 10:  # (not one still starting)
             return False  # (requests no builder of this process will take: one ended on them)
         if deadline is not None and time.monotonic() >= deadline:
             return False
@@ -1316,8 +1328,7 @@ def load(converter, code: types.CodeType, f_locals: dict, func, compile_id: str)
                 _read_aot_library(os.path.join(folder, name)) if body.get("graph") is not None else None
             if aot is None and name not in bundled and config.aot_libraries == "background" and \
                     registered_backend_name(converter.base_backend) == "inductor":
-                with contextlib.suppress(OSError):  # (its builder never got to it: asked again)
-                    _queue_aot_library(os.path.join(folder, name), body)
+                _queue_aot_library(os.path.join(folder, name), body)  # (its builder never got to it)
             entry, guard_set, backend_seconds = _install(converter, code, body, args, func, compile_id, aot,
                                                          f"{os.path.basename(folder)}-{name}")
         except Miss as e:
