@@ -64,6 +64,7 @@
 #include <internal/pycore_ceval.h>    /* _PyEval_FrameClearAndPop */
 #include <internal/pycore_function.h> /* _PyFunction_SetVersion */
 #include <internal/pycore_dict.h>     /* split dict keys and values */
+#include <internal/pycore_setobject.h> /* _PySet_NextEntry (public in 3.11 and 3.12) */
 #endif
 #undef Py_BUILD_CORE
 
@@ -412,5 +413,14 @@ dl_frame_clear_and_pop(PyThreadState *tstate, DLFrame *frame)
 }
 
 #endif
+
+/* The next element of a set or frozenset's table (a borrowed reference; no user code runs):
+ * 1 and *key, or 0 at the end. */
+static inline int
+dl_set_next(PyObject *set, Py_ssize_t *pos, PyObject **key)
+{
+    Py_hash_t hash;
+    return _PySet_NextEntry(set, pos, key, &hash);
+}
 
 #endif /* DYNAMO_LITE_CPYTHON_COMPAT_H */

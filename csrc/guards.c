@@ -633,6 +633,29 @@ check_keys(PyObject *mapping, PyObject *expected)
         }
         return 1;
     }
+    if (PyAnySet_CheckExact(mapping) && PyList_CheckExact(expected)) {
+        /* the table's order against the expected one, element by element: no list made */
+        Py_ssize_t n = PyList_GET_SIZE(expected);
+        if (PySet_GET_SIZE(mapping) != n) {
+            return 0;
+        }
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *key;
+        while (i < n && dl_set_next(mapping, &pos, &key)) {
+            PyObject *want = PyList_GET_ITEM(expected, i++);
+            if (key != want) {
+                Py_INCREF(key);
+                Py_INCREF(want);
+                int eq = compare_true(key, want, Py_EQ);
+                Py_DECREF(key);
+                Py_DECREF(want);
+                if (eq != 1) {
+                    return eq;
+                }
+            }
+        }
+        return i == n;
+    }
     PyObject *list;
     if (PyAnySet_CheckExact(mapping)) {
         list = PySequence_List(mapping); /* (walks the table: no user code) */
