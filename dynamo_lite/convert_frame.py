@@ -299,6 +299,7 @@ class FrameConverter:
         gm = None
         compile_seconds = 0.0
         graph_inputs = []
+        output.guard_mutated_objects_distinct()
         if output.shapes.used:
             self._shape_guards(output)  # (a fact we cannot guard: static retry before any backend work)
         if output.count_ops() or outputs:

@@ -35,10 +35,13 @@ Tested by tests/torch/test_dynamic_shapes.py and tests/unit/test_shapes.py.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import os
+import re
+import warnings
 from typing import Any, Callable, Optional
 
 import sympy
@@ -58,6 +61,29 @@ from .source import ClosureSource, ItemSource, LocalSource, LOOP_BODY_LOCALS, So
 MARKS_ATTR = "_dynamo_lite_marks"  # on a tensor: {dim: ("dynamic", min, max) | ("maybe",) | ("static",)}
 STATIC_ATTR = "_dynamo_lite_static"  # on a module or class: its frames' inputs stay static
 
+
+
+_NON_LEAF_GRAD = ("ignore", re.compile(r"The \.grad attribute of a Tensor that is not a leaf"), UserWarning, None, 0)
+
+
+def is_grad_of_non_leaf_warning(w: warnings.WarningMessage) -> bool:
+    """The warning of a ``.grad`` read on a non-leaf tensor (a fake-tensor conversion's)."""
+    return issubclass(w.category, UserWarning) and _NON_LEAF_GRAD[1].match(str(w.message)) is not None
+
+
+@contextlib.contextmanager
+def no_grad_of_non_leaf_warning():
+    """Quiet the warning torch's fake-tensor conversion issues when it reads ``.grad`` of a
+    non-leaf input (eager reads no ``.grad``).  The filter goes in front *in place*, as in
+    variables.tensor.warnings_issued: the filters version and the user's registries stay."""
+    warnings.filters.insert(0, _NON_LEAF_GRAD)
+    try:
+        yield
+    finally:
+        try:
+            warnings.filters.remove(_NON_LEAF_GRAD)
+        except ValueError:  # (something reset the filters meanwhile)
+            pass
 
 class CannotSymbolize(Exception):
     """A fact of the ShapeEnv has no guard kind of ours: the frame is traced again with static
@@ -222,7 +248,8 @@ class ShapeTracker:
         dims = self._tensor_dims(value, source)
         base_context = self._marked_base_context(value)
         if dims is None and base_context is None:
-            return fake_mode.from_tensor(value, static_shapes=True), None, None
+            with no_grad_of_non_leaf_warning():
+                return fake_mode.from_tensor(value, static_shapes=True), None, None
         if dims is None:
             dims = [None] * value.dim()
         kinds = [DimDynamic.DYNAMIC if d is not None else DimDynamic.STATIC for d in dims]
@@ -232,8 +259,9 @@ class ShapeTracker:
         if marked:  # a marked 0/1 stays symbolic (the tensor's other 0/1 dims are STATIC above)
             self.env.settings = dataclasses.replace(saved, specialize_zero_one=False)
         try:
-            fake = fake_mode.from_tensor(value, static_shapes=False, source=TorchSource(source),
-                                         symbolic_context=context)
+            with no_grad_of_non_leaf_warning():
+                fake = fake_mode.from_tensor(value, static_shapes=False, source=TorchSource(source),
+                                             symbolic_context=context)
         finally:
             self.env.settings = saved
         for i in marked:

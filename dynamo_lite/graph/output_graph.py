@@ -26,7 +26,7 @@ from .. import config
 from ..exc import BackendCompilerFailed
 from .. import guards
 from ..guards import Guard, GuardSet
-from ..shapes import ShapeTracker
+from ..shapes import is_grad_of_non_leaf_warning, ShapeTracker
 from ..source import Source
 from ..variables.cells import CellVariable
 from ..variables.tensor import warnings_issued
@@ -150,6 +150,25 @@ class OutputGraph:
             self.guards.discard(self.distinct_guard)
         self.distinct_guard = guards.DistinctGuard.of(list(self.distinct_sources.values()))
         self.add_guard(self.distinct_guard)
+
+    def guard_mutated_objects_distinct(self) -> None:
+        """An object from outside the trace that the trace changed (an attribute store, a list
+        append) and another object of its type that it read were two objects: a later call that
+        passes one object for both would see the change where eager does.  Guard that they are
+        still distinct (the same object from two sources is one tracker already, with a
+        SameObjectGuard). Tensors have their own aliasing guard."""
+        effects = self.side_effects
+        changed = [v for v in (*effects.mutated.values(), *effects.attr_objects.values()) if v.source is not None]
+        if not changed:
+            return
+        by_type: dict[type, list] = {}
+        for value, var in self.object_cache.values():
+            if var.source is not None and not isinstance(value, torch.Tensor):
+                by_type.setdefault(type(value), []).append(var)
+        changed_ids = {id(v) for v in changed}
+        for objects in by_type.values():
+            if len(objects) > 1 and any(id(o) in changed_ids for o in objects):
+                self.guard_distinct(*(o.source for o in objects))
 
     def add_expr_guard(self, expr: str) -> None:
         self.guards.add(guards.ExprGuard(expr))
@@ -329,8 +348,9 @@ class OutputGraph:
                     compiled = backend(gm, example_inputs)
             finally:
                 del gm.meta[_TRACE_FAKES]  # the trace's fakes are freed after the compile
-            for w in issued:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            for w in issued:  # (not the backend's fake conversion reading .grad of a non-leaf input)
+                if not is_grad_of_non_leaf_warning(w):
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         except Exception as e:  # noqa: BLE001 - reported with the backend's name
             raise BackendCompilerFailed(
                 f"backend {backend_name!r} raised {type(e).__name__}: {e} while compiling graph "

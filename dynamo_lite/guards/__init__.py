@@ -36,7 +36,7 @@ from ..source import Source, guard_local_name
 from .kinds import (AbsentAttrGuard, BlockGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
                     NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, SetOrderGuard, ShapeEqGuard, ShapeGuardBase,
-                    ShapeRangeGuard, ShapeRelGuard, TensorAliasingGuard, DistinctGuard, TensorGuard, TensorSpec, TypeGuard,
+                    ShapeRangeGuard, ShapeRelGuard, TensorAliasingGuard, DistinctGuard, ClassLacksGuard, TensorGuard, TensorSpec, TypeGuard,
                     pretty_name)
 from .program import build_program, order_guards, render_program
 
@@ -44,7 +44,7 @@ __all__ = ["Guard", "GuardSet", "CompiledGuard", "source_scope", "TensorSpec", "
            "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "EmptyGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
            "NanGuard", "FloatReprGuard", "SetEqualsGuard", "SetOrderGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
            "SameObjectGuard", "BlockGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
-           "TensorAliasingGuard", "DistinctGuard", "ShapeGuardBase", "ShapeRangeGuard", "ShapeEqGuard", "ShapeRelGuard"]
+           "TensorAliasingGuard", "DistinctGuard", "ClassLacksGuard", "ShapeGuardBase", "ShapeRangeGuard", "ShapeEqGuard", "ShapeRelGuard"]
 
 # Compile guards into a C GuardProgram (False: the Python check is the guard;
 # tests flip it to compare the two; DYNAMO_LITE_PY_GUARDS=1 turns it off).

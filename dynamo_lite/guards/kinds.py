@@ -761,6 +761,45 @@ class TensorAliasingGuard(ExprGuard):
         return f"storage sharing of the tensor inputs changed (compiled for: {self.describe()})"
 
 
+_MRO = type.__dict__["__mro__"].__get__
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+
+
+def class_lacks(cls, names: tuple) -> bool:
+    """No class in ``cls``'s MRO defines any of ``names`` (read from the classes' own dicts: no
+    metaclass code runs)."""
+    for klass in _MRO(cls):
+        d = _TYPE_DICT(klass)
+        for name in names:
+            if name in d:
+                return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ClassLacksGuard(ExprGuard):
+    """The class of the object at ``source`` still defines none of ``names``: an attribute the
+    trace found absent (hasattr() False, getattr()'s default) would be found again if the class
+    gained it, or a ``__getattr__``."""
+
+    kind: ClassVar[str] = "CLASS_LACKS"
+    names: tuple = ()
+
+    @classmethod
+    def of(cls, source, names) -> "ClassLacksGuard":
+        return cls("{f}(___builtins.type(" + source.name() + "), {n})", (("f", class_lacks), ("n", tuple(names))),
+                   source, tuple(names))
+
+    def reads(self):
+        return [self.source]
+
+    def describe(self):
+        return f"type({pretty_name(self.source.name())}) defines none of {', '.join(self.names)}"
+
+    def explain_failure(self, actual, pretty):
+        return f"the class of {pretty_name(self.source.name())} now defines one of {', '.join(self.names)}"
+
+
 def distinct_objects(*objs) -> bool:
     """No two of ``objs`` are one object."""
     return len({id(o) for o in objs}) == len(objs)
@@ -1038,4 +1077,5 @@ def pretty_name(name: str) -> str:
     name = re.sub(r"\._parameters\['([^']*)'\]", r".\1", name)
     name = re.sub(r"\._buffers\['([^']*)'\]", r".\1", name)
     name = re.sub(r"\._modules\['([^']*)'\]", r".\1", name)
+    name = re.sub(r"\b___builtins\.", "builtins.", name)
     return name

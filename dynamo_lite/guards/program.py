@@ -336,6 +336,8 @@ class _Builder:
     # ---- the interface guard kinds emit through (guards/kinds.py) ----------------
     def op(self, name: str, a: int, b: int = 0, *, n: int = 0, obj=None) -> None:
         """Append one CHECK_* op (see csrc/guards.c)."""
+        if not _fits_c_int(n) or (name in ("CHECK_INT_RANGE", "CHECK_INT_EXPR") and not _fits_c_int(obj)):
+            raise Untranslatable(f"{name}: an integer beyond 64 bits")  # (checked in Python)
         self.ops.append((name, a, b, n, obj))
 
     def residual(self, guard, text: str) -> None:
@@ -451,6 +453,15 @@ class _Builder:
             self.regs, self.nregs = mark_regs, mark_n
             for text in self.exprs_of(guard):
                 self.add_expr(guard, text)
+
+
+def _fits_c_int(v) -> bool:
+    """Every int in ``v`` (an int, or tuples of them and other values) fits the C ops' 64 bits."""
+    if type(v) is int:
+        return -(1 << 63) <= v < (1 << 63)
+    if type(v) is tuple:
+        return all(map(_fits_c_int, v))
+    return True
 
 
 def _inline_plan(check) -> Optional[list]:

@@ -15,6 +15,7 @@ import collections
 import operator
 
 import numpy as np
+import torch
 
 
 from .. import graph_breaks as gb
@@ -94,6 +95,10 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
             fn = _INPLACE_TO_PLAIN[fn]
         if fn in (operator.is_, operator.is_not):
             return ConstantVariable(_identity_compare(tx, fn, *args))
+        if fn is operator.pow and not _is_tensor(args[0]) and args[0].is_python_constant():
+            # number ** tensor is Tensor.__rpow__, torch.pow(number, tensor) (and a graph printed
+            # as `-2 ** x` would compute -(2 ** x))
+            return record_op(tx, "call_function", torch.pow, args, {})
         return record_op(tx, "call_function", fn, args, {})
     if fn in _SET_INPLACE and _is_set(args[0], frozen=False) and _is_set(args[1]):
         # s |= t mutates s in place (every alias sees it; an input set is updated after the graph)

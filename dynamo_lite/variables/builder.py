@@ -471,5 +471,6 @@ def wrap_builtin_name(tx, name: str) -> VariableTracker:
     """A builtin read by LOAD_GLOBAL (not shadowed by a global)."""
     value = getattr(builtins, name)
     tx.output.add_guard(guards.NotInGlobalsGuard(name))
+    tx.output.add_guard(guards.IdGuard(BuiltinSource(name), value))  # (builtins.abs = ... replaces it)
     return wrap(tx, value, None) if not isinstance(value, type) or value.__module__ == "builtins" else wrap(
         tx, value, BuiltinSource(name))

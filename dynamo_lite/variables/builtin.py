@@ -530,6 +530,9 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
         dicts = ["__dict__"] + (["_parameters", "_buffers", "_modules"] if isinstance(value, torch.nn.Module) else [])
         for d in dicts:
             tx.output.add_guard(guards.NotInDictGuard(src, name, d))
+        # ... nor the class (a class attribute, a property, a __getattr__ set on it later)
+        tx.output.add_guard(guards.ClassLacksGuard.of(
+            src, (name,) if isinstance(value, torch.nn.Module) else (name, "__getattr__")))
         return
     tx.output.add_guard(guards.AbsentAttrGuard(src, name))
 
@@ -623,6 +626,8 @@ def _zip(tx, *iterables, strict=None):
 
 @_handler(builtins.reversed)
 def _reversed(tx, seq):
+    if isinstance(seq, TensorVariable):
+        return seq.call_method(tx, "__reversed__", [], {})  # a tensor: x.flip(0), a copy (x itself for 0-d)
     if type(seq) is ListVariable:
         return ListReverseIteratorVariable(seq)  # reads the list live
     if isinstance(seq, DictVariable):
@@ -1125,8 +1130,11 @@ def _make_numeric(fn):
             return None  # fold as a pure builtin
         if fn is builtins.pow and len(args) == 2:
             return apply_operator(tx, operator.pow, list(args))
-        if fn is builtins.round and len(args) == 1:
-            return record_op(tx, "call_method", "round", [args[0]], {})
+        if fn is builtins.round and isinstance(args[0], TensorVariable):
+            cls = getattr(args[0], "real_type", torch.Tensor)
+            if mro_lookup(cls, "__round__")[0] is None:  # torch.Tensor has none: round(x) raises
+                tx.raise_exception(ExceptionVariable(TypeError, [ConstantVariable(
+                    f"type {cls.__name__} doesn't define __round__ method")]))
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{fn.__name__}() on a tensor")
     return impl
 

@@ -532,6 +532,9 @@ def _hints(shape) -> tuple:
 
 def _hint(s) -> int:
     hint = getattr(s.node, "hint", None)
+    if hint is None and s.node.expr.free_symbols:
+        # a size only the data decides (np.unique, np.nonzero): numpy's own call gives it
+        raise GraphBreak(gb.DATA_DEPENDENT, "the result's size depends on the array's values")
     return int(hint) if hint is not None else int(s)
 
 

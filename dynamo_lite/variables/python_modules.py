@@ -46,8 +46,9 @@ class PythonModuleVariable(VariableTracker):
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"module {self.module.__name__!r} has no attribute {name!r}") from e
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                           "itertools", "collections", "typing", "builtins")
-        if trusted and type(value) in (bool, int, str, type(None)):  # (floats: math.pi, torch.nan, ... stay)
-            # a flag or setting (torch.backends.cudnn.enabled, ...) may change: its value is guarded
+        if trusted and type(value) in (bool, int, float, str, type(None)):
+            # a flag or setting (torch.backends.cudnn.enabled, ...) may change, and so may a
+            # constant (math.pi = 3.0 runs): its value is guarded
             guard_attr_value(tx, self.module, name, value)
             return ConstantVariable(value)
         source = None if trusted or self.source is None else AttrSource(self.source, name)

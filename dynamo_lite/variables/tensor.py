@@ -385,9 +385,14 @@ def warnings_issued():
     saved = list(filters)
     filters.insert(0, ("always", None, Warning, None, 0))
     warnings._showwarnmsg = caught.append
+    # C++ TORCH_WARN_ONCE warns on every call while warn-always is on: the fake run reports it
+    # without using up the process's one warning, which eager's run (or Python's, after a break) issues
+    warn_always = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
     try:
         yield caught
     finally:
+        torch.set_warn_always(warn_always)
         filters[:] = saved
         warnings._showwarnmsg = show
 

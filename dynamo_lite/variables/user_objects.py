@@ -116,6 +116,9 @@ class ObjectLike(VariableTracker):
         if name == "__class__":
             return class_of(tx, self, cls)
         if name == "__dict__":
+            if not type.__dict__["__dictoffset__"].__get__(cls) and mro_lookup(cls, "__dict__")[0] is None:
+                # __slots__ all the way down: instances have no __dict__ (AttributeError)
+                raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{cls.__name__!r} object has no attribute '__dict__'")
             if (isinstance(self, UserDefinedObjectVariable) and self.source is not None) or \
                     isinstance(self, NewObjectVariable):
                 return InstanceDictVariable(self)
@@ -250,7 +253,16 @@ class ObjectLike(VariableTracker):
                     raise GraphBreak(gb.OPERATION_RAISES, f"{wrapped.__qualname__}() raised {type(e).__name__}") from e
                 return VariableTracker.wrap_constant(value)
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
-            return tx.wrap(wrapped, src).call_function(tx, args, kwargs)
+            effects = tx.output.side_effects
+            changes_before = len(effects.order)
+            result = tx.wrap(wrapped, src).call_function(tx, args, kwargs)
+            if len(effects.order) != changes_before:
+                # eager runs the body only on a miss: what it changed (a list append, a print, a
+                # log call) would happen on every call of the compiled code
+                name = getattr(self.value, "__qualname__", None) or f"a {type(wrapped).__name__}"
+                raise GraphBreak(gb.LRU_CACHE_CALL, f"{name} is wrapped in functools.lru_cache and changes state "
+                                 "outside itself when it runs: Python calls it (a hit does not run it again)")
+            return result
         if self.value_type is functools._lru_cache_wrapper:
             wrapped = getattr(self.value, "__wrapped__", None)  # (a partial has no __qualname__)
             name = getattr(self.value, "__qualname__", None) or f"a {type(wrapped).__name__}"

@@ -515,6 +515,27 @@ def test_lru_cache_function_marked_constant_is_answered_at_trace_time():
     assert sorted(_PROBES) == ["missing", "torch"]
 
 
+_SQUARED = []
+
+
+@functools.lru_cache
+def _logged_square(n):
+    _SQUARED.append(n)  # eager runs this on a miss only
+    return n * n
+
+
+def test_lru_cache_function_that_changes_state_runs_only_on_a_miss():
+    def f(x):
+        return x + _logged_square(3)
+
+    def reset():
+        _SQUARED.clear()
+        _logged_square.cache_clear()
+
+    check_calls(f, [X, X, X], interleave=False, reset=reset, graphs=None,
+                snapshot=lambda: (list(_SQUARED), _logged_square.cache_info()))
+
+
 # ---------------------------------------------------------------- functools.singledispatch
 
 @functools.singledispatch

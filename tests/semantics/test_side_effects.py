@@ -10,6 +10,7 @@ import torch
 
 import dynamo_lite
 from dynamo_lite.testing import check_breaks as check
+from dynamo_lite.testing import check_calls
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output
 from dynamo_lite.testing import assert_same
@@ -355,3 +356,46 @@ def test_value_read_before_attribute_overwritten():
         return old
 
     check(f, Holder(), x3)
+
+
+# ---------------------------------------------------------------- one object passed for two
+class _Box:
+    def __init__(self):
+        self.v = 0
+
+
+def _aliased(make):
+    """Calls: two distinct objects first, then one object for both (eager changes what it reads)."""
+    return [lambda: (torch.zeros(1), make(), make()), lambda: (lambda o: (torch.zeros(1), o, o))(make())]
+
+
+def test_a_list_changed_and_another_read_may_be_one_list_in_a_later_call():
+    def f(x, a, b):
+        a.append(1)
+        return x + len(b)
+
+    check_calls(f, _aliased(list))
+
+
+def test_a_dict_changed_and_another_read_may_be_one_dict_in_a_later_call():
+    def f(x, a, b):
+        a["k"] = 2
+        return x + b.get("k", 0)
+
+    check_calls(f, _aliased(dict))
+
+
+def test_an_object_changed_and_another_read_may_be_one_object_in_a_later_call():
+    def f(x, a, b):
+        a.v = 5
+        return x + b.v
+
+    check_calls(f, _aliased(_Box))
+
+
+def test_distinct_objects_changed_and_read_stay_one_entry():
+    def f(x, a, b):
+        a.v = a.v + 1
+        return x + b.v
+
+    check_calls(f, [lambda: (torch.zeros(1), _Box(), _Box())] * 3, hits=[1, 2])

@@ -489,6 +489,62 @@ def test_hasattr_and_getattr_default_follow_attribute_added_later(make):
     scenario(f, [add, add_param])
 
 
+@pytest.mark.parametrize("make", [_Plain, lambda: torch.nn.Linear(1, 1)], ids=["object", "module"])
+def test_hasattr_and_getattr_default_follow_the_class_gaining_the_attribute(make):
+    obj = make()
+    cls = type(obj) if not isinstance(obj, torch.nn.Module) else type("Sub", (torch.nn.Linear,), {})
+    if isinstance(obj, torch.nn.Module):
+        obj.__class__ = cls
+
+    def f(x):
+        return x + hasattr(obj, "zzz"), x * getattr(obj, "zzz", 10)
+
+    def add_to_class():
+        cls.zzz = 3
+
+    def add_property():
+        cls.zzz = property(lambda self: 4)
+
+    scenario(f, [add_to_class, add_property], restore=lambda: delattr(cls, "zzz"))
+
+
+def test_getattr_default_follows_a_getattr_set_on_the_class():
+    class Late:
+        pass
+
+    obj = Late()
+
+    def f(x):
+        return x * getattr(obj, "zzz", 10)
+
+    def add_getattr():
+        Late.__getattr__ = lambda self, name: 7
+
+    scenario(f, [add_getattr])
+
+
+class _Slotted:
+    __slots__ = ("a",)
+
+
+class _SlottedChild(_Slotted):
+    __slots__ = ("b",)
+
+
+@pytest.mark.parametrize("make", [_Slotted, _SlottedChild])
+def test_objects_with_slots_only_have_no_dict(make):
+    def f(x, obj):
+        try:
+            d = obj.__dict__
+        except AttributeError as e:
+            d = str(e)
+        return x + 1, d, hasattr(obj, "__dict__")
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    for _ in range(2):
+        assert_same(f(torch.ones(1), make()), opt(torch.ones(1), make()))
+
+
 def test_getattr_default_counter_on_object():
     class Holder:
         pass
@@ -570,3 +626,29 @@ def test_compiled_module_follows_its_class_forward():
         assert torch.equal(opt(X), X - 100)
     finally:
         _restore_inner()
+
+
+def test_builtin_replaced_in_the_builtins_module():
+    import builtins
+    original = builtins.abs
+
+    def f(x):
+        return x + abs(-3)
+
+    def patch():
+        builtins.abs = lambda v: 1000
+
+    scenario(f, [patch], restore=lambda: setattr(builtins, "abs", original))
+
+
+def test_math_constant_replaced():
+    import math
+    original = math.pi
+
+    def f(x):
+        return x * math.pi
+
+    def patch():
+        math.pi = 3.0
+
+    scenario(f, [patch], restore=lambda: setattr(math, "pi", original))

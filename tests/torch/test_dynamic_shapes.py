@@ -632,3 +632,12 @@ def test_view_of_a_marked_tensor_whose_base_is_not_an_input():
         return args
 
     check_calls(f, [make(4), make(5), make(7)], hits=(1, 2))
+
+
+@pytest.mark.parametrize("expr", ["str(a)", "a * b", "a // b", "(a * b) % 7", "a << b", "a > b"])
+def test_int_arguments_beyond_64_bits_after_they_became_dynamic(expr):
+    # the int arguments turn symbolic on the second call; then ints no C guard op can hold
+    ns = {}
+    exec(f"def f(x, a, b):\n    return x + 1, {expr}", ns)
+    check_calls(ns["f"], [(torch.ones(1), a, b) for a, b in [(7, 2), (9, 4), (2**64, 3), (-2**70, 5), (3, 2**65)]],
+                graphs=None)

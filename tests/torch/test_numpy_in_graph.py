@@ -531,3 +531,10 @@ def test_positional_ufunc_output_runs_in_numpy():
         return c
 
     check_breaks(f, np.ones(3), np.ones(3), np.zeros(3), breaks=None, need_graph=False)
+
+
+def test_numpy_result_whose_size_depends_on_the_values_breaks():
+    def f(x):
+        return np.unique(x.numpy()), x + 1
+
+    check_breaks(f, torch.tensor([3, 1, 3]), breaks=1)

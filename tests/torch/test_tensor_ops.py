@@ -614,3 +614,65 @@ def test_aot_eager_aliased_inputs_after_distinct_ones(alias):
     else:
         assert_same(f(base_e[:4], base_e[1:]), cf(base[:4], base[1:]))
     assert_same(base_e, base)
+
+
+# ---------------------------------------------------------------------------
+# Python builtins and operators with a tensor on the right or inside
+# ---------------------------------------------------------------------------
+def test_negative_number_to_the_power_of_a_tensor():
+    def f(x):
+        return (-2) ** x, 2.5 ** x, (-3) ** (x + 1), pow(-2, x)
+
+    check(f, torch.tensor([2, 3]))
+
+
+def test_reversed_tensor_is_a_flipped_copy():
+    def f(x):
+        r = list(reversed(x))
+        r[0].add_(100)  # a view of the flipped copy, not of x
+        return x, r, reversed(x)
+
+    check_calls(f, [torch.tensor([1., 2.]), torch.ones(2, 3)])
+
+
+def test_round_of_a_tensor_raises_type_error():
+    def f(x):
+        try:
+            return round(x)
+        except TypeError as e:
+            return x + 1, str(e)
+
+    check(f, torch.ones(2))
+
+
+_WARN_ONCE_PROGRAM = """
+import sys, warnings, torch, dynamo_lite
+def f(x):
+    return x.T + 1, torch.meshgrid(x, x)  # both warn once per process, from C++ (TORCH_WARN_ONCE)
+if sys.argv[1] == "compiled":
+    f = dynamo_lite.compile(f, backend="eager")
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    for _ in range(3):
+        f(torch.ones(3))
+print(sorted(str(x.message)[:24] for x in w))
+"""
+
+
+def test_warnings_torch_issues_once_per_process_are_issued_once():
+    # the fake run while tracing must not use up the process's one warning
+    import subprocess
+    import sys
+    out = {mode: subprocess.run([sys.executable, "-c", _WARN_ONCE_PROGRAM, mode], capture_output=True, text=True,
+                                check=True).stdout for mode in ("eager", "compiled")}
+    assert out["compiled"] == out["eager"] and out["eager"].count("'") == 4, out
+
+
+def test_non_leaf_input_under_aot_eager_issues_no_grad_warning():
+    import warnings
+    opt = dynamo_lite.compile(lambda x: x + 1, backend="aot_eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = opt(torch.ones(3, requires_grad=True) * 2)
+    assert_same(out, torch.ones(3, requires_grad=True) * 2 + 1)
+    assert [str(w.message)[:40] for w in caught] == []
