@@ -224,6 +224,15 @@ dl_type_version(PyTypeObject *tp)
 #endif
 }
 
+/* The attribute ``name`` found in the dict of a class in tp's MRO (borrowed),
+ * or NULL; no error is set and no metaclass or user code runs (CPython's own
+ * lookup, through its method cache). Exported unchanged in 3.11-3.13. */
+static inline PyObject *
+dl_type_lookup(PyTypeObject *tp, PyObject *name)
+{
+    return _PyType_Lookup(tp, name);
+}
+
 /* Does this dict's version change whenever its contents change?  3.11 and
  * 3.12: always.  3.13 keeps the attributes of most instances in "inline
  * values" that a materialised __dict__ shares (a split dict: ma_values points

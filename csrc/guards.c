@@ -56,6 +56,10 @@
  *                (arg operands) and not (codes: guards/kinds.py EXPR_CODES);
  *                Python's int semantics (floor division and modulo), an
  *                overflow of int64 fails the check (the entry recompiles)
+ *   CHECK_CLASS_LACKS  no class in type(reg[a]).__mro__ has any of the
+ *                names in obj (a tuple of str) in its __dict__ (the type
+ *                lookup CPython's attribute reads make, through its method
+ *                cache: no metaclass or user code runs)
  *
  * Semantics equal the Python expressions evaluated left to right with
  * `and`: ops run in order, the first failing check ends the run (so later
@@ -107,6 +111,7 @@ enum {
     OP_CHECK_INT_RANGE,
     OP_CHECK_INT_EQ,
     OP_CHECK_INT_EXPR,
+    OP_CHECK_CLASS_LACKS,
     OP_COUNT
 };
 
@@ -135,6 +140,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_CHECK_INT_RANGE] = "CHECK_INT_RANGE",
     [OP_CHECK_INT_EQ] = "CHECK_INT_EQ",
     [OP_CHECK_INT_EXPR] = "CHECK_INT_EXPR",
+    [OP_CHECK_CLASS_LACKS] = "CHECK_CLASS_LACKS",
 };
 
 /* What CHECK_TENSOR expects (owned by its op). */
@@ -822,6 +828,33 @@ check_int_expr(const GuardOp *op, PyObject **regs)
     return ok;
 }
 
+/* Is obj a tuple of str (CHECK_CLASS_LACKS's names)? */
+static int
+all_str(PyObject *obj)
+{
+    if (!PyTuple_Check(obj)) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(obj); i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(obj, i))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* CHECK_CLASS_LACKS: 1 when no class in tp's MRO defines any of names. */
+static int
+class_lacks(PyTypeObject *tp, PyObject *names)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        if (dl_type_lookup(tp, PyTuple_GET_ITEM(names, i)) != NULL) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* Parse CHECK_INT_EXPR's program; registers must be loaded. 0 or -1. */
 static int
 parse_int_expr(GuardOp *out, PyObject *obj, Py_ssize_t nregs,
@@ -971,6 +1004,9 @@ program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
         }
         case OP_CHECK_INT_EXPR:
             ok = check_int_expr(op, regs);
+            break;
+        case OP_CHECK_CLASS_LACKS:
+            ok = class_lacks(Py_TYPE(regs[op->a]), op->obj);
             break;
         default:
             PyErr_SetString(PyExc_SystemError, "bad guard op");
@@ -1138,7 +1174,8 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
 #undef BAD_REG
     if ((op == OP_LOAD_ATTR && !PyUnicode_Check(obj)) ||
         (op == OP_LOAD_CELL && n < 0) ||
-        (op == OP_CHECK_KEYS && !PyList_Check(obj))) {
+        (op == OP_CHECK_KEYS && !PyList_Check(obj)) ||
+        (op == OP_CHECK_CLASS_LACKS && !all_str(obj))) {
         PyErr_Format(PyExc_TypeError, "%s: bad operand %R", op_names[op],
                      obj);
         return -1;

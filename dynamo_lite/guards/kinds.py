@@ -793,6 +793,9 @@ class ClassLacksGuard(ExprGuard):
     def reads(self):
         return [self.source]
 
+    def emit(self, b):
+        b.op("CHECK_CLASS_LACKS", b.reg(self.source), obj=self.names)
+
     def describe(self):
         return f"type({pretty_name(self.source.name())}) defines none of {', '.join(self.names)}"
 

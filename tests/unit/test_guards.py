@@ -548,6 +548,27 @@ def test_program_validates_registers():
         _prog([("CHECK_TENSOR", 0, 0, 0, (int,))])
 
 
+def test_class_lacks_follows_the_class_and_its_bases():
+    class Base:
+        pass
+
+    class Child(Base):
+        pass
+
+    p = _prog([("CHECK_CLASS_LACKS", 0, 0, 0, ("zz", "__getattr__"))])
+    c = Child()
+    c.zz = 1  # an instance attribute is not the class's
+    assert p(c, {}, None) and p(c, {}, None)
+    Base.zz = 2
+    assert not p(c, {}, None)
+    del Base.zz
+    assert p(c, {}, None)
+    Child.__getattr__ = lambda self, name: 3
+    assert not p(c, {}, None)
+    with pytest.raises(TypeError):
+        _prog([("CHECK_CLASS_LACKS", 0, 0, 0, ["zz"])])  # the names are a tuple of str
+
+
 def test_program_eq_has_no_identity_shortcut():
     nan = float("nan")
     p = _prog([("CHECK_EQ", 0, 0, 0, nan)])
