@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from . import _C, cache
+from . import _C
 
 
 class enable(contextlib.ContextDecorator):
@@ -38,20 +38,3 @@ class enable(contextlib.ContextDecorator):
     def __exit__(self, *exc):
         _C.set_callback(self._local.stack.pop())
         return False
-
-
-def current_callback():
-    return _C.get_callback()
-
-
-def run_with(callback, fn, args, kwargs):
-    """fn(*args, **kwargs) with ``callback`` active for this thread (the cached-call path)."""
-    prev = _C.set_callback(callback)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        _C.set_callback(prev)
-
-
-def clear_cache(code) -> None:
-    cache.clear(code)
