@@ -27,6 +27,7 @@ from __future__ import annotations
 import builtins
 import collections
 import copy
+import dataclasses
 import functools
 import itertools
 import inspect
@@ -1292,7 +1293,7 @@ def _dataclass_type(v):
     return t if dataclasses.is_dataclass(t) else None
 
 
-@_py_handler(__import__("dataclasses").fields)
+@_py_handler(dataclasses.fields)
 def _dc_fields(tx, obj):
     import dataclasses
 
@@ -1302,7 +1303,7 @@ def _dc_fields(tx, obj):
     return TupleVariable([DataclassFieldVariable(f) for f in dataclasses.fields(cls)])
 
 
-@_py_handler(__import__("dataclasses").is_dataclass)
+@_py_handler(dataclasses.is_dataclass)
 def _dc_is_dataclass(tx, obj):
     import dataclasses
 
@@ -1311,7 +1312,7 @@ def _dc_is_dataclass(tx, obj):
     return ConstantVariable(dataclasses.is_dataclass(_python_type(tx, obj)))
 
 
-@_py_handler(__import__("dataclasses").replace)
+@_py_handler(dataclasses.replace)
 def _dc_replace(tx, obj, **changes):
     import dataclasses
 
@@ -1364,8 +1365,8 @@ def _make_dc_convert(as_dict):
     return impl
 
 
-_py_handler(__import__("dataclasses").asdict)(_make_dc_convert(True))
-_py_handler(__import__("dataclasses").astuple)(_make_dc_convert(False))
+_py_handler(dataclasses.asdict)(_make_dc_convert(True))
+_py_handler(dataclasses.astuple)(_make_dc_convert(False))
 
 
 def _make_inspect_predicate(fn, kinds):
@@ -1376,9 +1377,9 @@ def _make_inspect_predicate(fn, kinds):
     return impl
 
 
-for _fn, _kinds in ((__import__("inspect").isfunction, (types.FunctionType,)),
-                    (__import__("inspect").ismethod, (types.MethodType,)),
-                    (__import__("inspect").isclass, (type,))):
+for _fn, _kinds in ((inspect.isfunction, (types.FunctionType,)),
+                    (inspect.ismethod, (types.MethodType,)),
+                    (inspect.isclass, (type,))):
     _py_handler(_fn)(_make_inspect_predicate(_fn, _kinds))
 
 
@@ -1474,7 +1475,7 @@ def _cmp_to_key(tx, cmp):
     return CmpToKeyVariable(cmp)
 
 
-@_py_handler(__import__("typing").cast)
+@_py_handler(typing.cast)
 def _typing_cast(tx, typ, value):
     return value
 
@@ -1498,7 +1499,7 @@ def _make_typing_introspect(fn):
     return impl
 
 
-for _fn in (__import__("typing").get_origin, __import__("typing").get_args):
+for _fn in (typing.get_origin, typing.get_args):
     _py_handler(_fn)(_make_typing_introspect(_fn))
 
 

@@ -60,11 +60,13 @@ tests/semantics/test_stdlib_modules.py (namedtuple) and tests/semantics/test_use
 """
 from __future__ import annotations
 
+import abc
 import builtins
 import collections
 import copy
 import dataclasses
 import dis
+import enum
 import functools
 import operator
 import inspect
@@ -418,7 +420,7 @@ def _copy_object(tx, obj, deep, memo):
         fn, owner = mro_lookup(cls, name)
         if fn is not None and owner is not object:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: the class defines {name}")
-    if type(cls) not in (type, __import__("abc").ABCMeta) or mro_lookup(cls, "__new__")[1] is not object or \
+    if type(cls) not in (type, abc.ABCMeta) or mro_lookup(cls, "__new__")[1] is not object or \
             not getattr(cls, "__dictoffset__", 0) or any("__slots__" in k.__dict__ for k in cls.__mro__[:-1]) or \
             any(k.__module__ == "builtins" for k in cls.__mro__[:-1]):
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what}: not a plain class with a __dict__")
@@ -884,7 +886,7 @@ class NamedTupleFactoryVariable(VariableTracker):
 _PLAIN_BODY_OPS = {"RESUME", "NOP", "LOAD_CONST", "STORE_NAME", "LOAD_NAME", *bytecode_compat.MAKE_FUNCTION_OPS,
                    *bytecode_compat.RETURNS, "MAKE_CELL", bytecode_compat.CLOSURE_LOAD_OP, "COPY", "BUILD_TUPLE", "SETUP_ANNOTATIONS", "STORE_SUBSCR",
                    "BUILD_CONST_KEY_MAP", "BUILD_MAP", "BUILD_LIST", "LIST_EXTEND"}
-_PLAIN_METACLASSES = (type, __import__("abc").ABCMeta, __import__("enum").EnumType, typing.NamedTupleMeta)
+_PLAIN_METACLASSES = (type, abc.ABCMeta, enum.EnumType, typing.NamedTupleMeta)
 
 
 def _plain_class_body(code, f_globals) -> Optional[str]:

@@ -27,6 +27,7 @@ tests/semantics/test_builtin_errors.py).
 """
 from __future__ import annotations
 
+import abc
 import collections
 import collections.abc
 import contextlib
@@ -1022,7 +1023,7 @@ class UserDefinedClassVariable(VariableTracker):
         """``cls(...)`` of a dict / OrderedDict subclass: a NewDictObjectVariable, then its
         ``__init__`` (inlined when Python, else the base's: the arguments are its items)."""
         base = _dict_base(cls)
-        if type(cls) not in (type, __import__("abc").ABCMeta) or mro_lookup(cls, "__new__")[0] not in (
+        if type(cls) not in (type, abc.ABCMeta) or mro_lookup(cls, "__new__")[0] not in (
                 dict.__new__, collections.OrderedDict.__new__, object.__new__) or \
                 any("__slots__" in k.__dict__ for k in cls.__mro__ if k.__module__ != "builtins" and
                     k is not collections.OrderedDict):
@@ -1065,7 +1066,7 @@ def _dict_base(cls) -> Optional[type]:
 
 
 _DEQUE_SIGNATURE = (lambda iterable=None, maxlen=None: None).__code__  # deque([iterable[, maxlen]])
-_NAMEDTUPLE_MAKE_CODE = __import__("collections").namedtuple("_T", "a")._make.__func__.__code__
+_NAMEDTUPLE_MAKE_CODE = collections.namedtuple("_T", "a")._make.__func__.__code__
 
 
 def is_namedtuple_class(cls) -> bool:
