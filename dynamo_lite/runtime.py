@@ -197,6 +197,12 @@ def make_random(state: tuple):
     return rng
 
 
+def nth_value(d: dict, index: int):
+    """The value at position ``index`` of a dict (a module's hook at its place in the hook dict,
+    whatever its hook id)."""
+    return list(d.values())[index]
+
+
 def float_tensor(value: float) -> torch.Tensor:
     """A Python float as the 0-d float64 tensor a graph takes it as (exact: a float is a double)."""
     return torch.tensor(value, dtype=torch.float64)

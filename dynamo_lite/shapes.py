@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import math
 import os
 import re
 import warnings
@@ -56,7 +57,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from . import config, guards, torch_compat
 from . import graph_breaks as gb
 from .exc import DynamicDimSpecialized, GraphBreak, InternalError, UserFrame
-from .source import ClosureSource, ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
+from .source import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
 
 MARKS_ATTR = "_dynamo_lite_marks"  # on a tensor: {dim: ("dynamic", min, max) | ("maybe",) | ("static",)}
 STATIC_ATTR = "_dynamo_lite_static"  # on a module or class: its frames' inputs stay static
@@ -170,10 +171,17 @@ def _eligible_source(source: Optional[Source]) -> bool:
 
 def _eligible_int_source(source: Optional[Source]) -> bool:
     """An int argument of the frame, an int in one of its closure cells (a function made anew
-    around another value on every call of its maker), or an int local handed to a loop-body
-    function."""
+    around another value on every call of its maker), an int local handed to a loop-body
+    function, an attribute of an argument (``cfg.k``), or a closure cell of a function argument
+    (``fn.__closure__[0].cell_contents``)."""
     if type(source) is ItemSource and isinstance(source.parent, LocalSource):
         return source.parent.local_name == LOOP_BODY_LOCALS and isinstance(source.key, str)
+    if type(source) is AttrSource and source.attr == "cell_contents" and type(source.parent) is ItemSource:
+        cells = source.parent.parent
+        return type(cells) is AttrSource and cells.attr == "__closure__" and \
+            isinstance(cells.parent, (LocalSource, ClosureSource))
+    if type(source) is AttrSource and not source.attr.startswith("__"):
+        return isinstance(source.parent, (LocalSource, ClosureSource))
     return isinstance(source, (LocalSource, ClosureSource))
 
 
@@ -232,6 +240,9 @@ class ShapeTracker:
         # symbols of numbers drawn from Python's random module before the graph (variables/stdlib.py):
         # a new value on every call, so nothing may be guarded on them (note() breaks instead)
         self.random_symbols: set = set()
+        # symbols of float arguments (automatic dynamic): a float has no guard kind of ours, so a
+        # fact about one (a branch, a specialisation) traces the frame again with static inputs
+        self.float_symbols: set = set()
         self.user_frame: Callable[[], Optional[UserFrame]] = lambda: None
         self.data_dependent = False
         self.data_values: dict[sympy.Symbol, str] = {}
@@ -331,10 +342,14 @@ class ShapeTracker:
                     for i, d in enumerate(dims)]
         return dims
 
-    def int_symbol(self, value: int, source: Source):
-        """A SymInt for an int argument that is symbolic in this trace, else None."""
-        if type(value) is not int or not _eligible_int_source(source):
+    def int_symbol(self, value, source: Source):
+        """A SymInt for an int argument that is symbolic in this trace (a SymFloat for a finite
+        float argument that changed since an earlier compile), else None."""
+        if type(value) not in (int, float) or not (_eligible_int_source(source) or (
+                type(value) is float and type(source) is GlobalSource)):  # (torch.compile: global floats too)
             return None
+        if type(value) is float and not math.isfinite(value):
+            return None  # (nan, inf: guarded as they are)
         changed = self.sizes.merge_int(source.name(), value) if self.sizes is not None else False
         if self.static or value in (0, 1):
             return None
@@ -343,7 +358,18 @@ class ShapeTracker:
         sym = self.env.create_symbol(value, TorchSource(source), DimDynamic.DYNAMIC, positive=None)
         if not isinstance(sym, sympy.Symbol):
             return None
+        if type(value) is float:
+            self.float_symbols.add(sym)
+            return self.env.create_symfloatnode(sym, hint=value, source=TorchSource(source))
         return self.env.create_symintnode(sym, hint=value, source=TorchSource(source))
+
+    def refuse_float_facts(self, args) -> None:
+        """An operation failed on ``args`` while one of them is a symbolic float argument: trace
+        again with static inputs (CannotSymbolize) rather than break where eager would not."""
+        for a in args:
+            expr = getattr(getattr(a, "node", None), "expr", None) if isinstance(a, torch.SymFloat) else None
+            if expr is not None and expr.free_symbols & self.float_symbols:
+                raise CannotSymbolize(f"an operation on the symbolic float {expr} failed")
 
     def object_changed(self, source: Source, value) -> bool:
         """Has an earlier compile of this code found another object at ``source`` (a module
@@ -440,6 +466,10 @@ class ShapeTracker:
         for sym, tsources in env.var_to_sources.items():
             if sym in self.random_symbols:
                 continue  # drawn anew on every call: never guarded (note() broke where it was needed)
+            if sym in self.float_symbols:
+                if env.simplify(sym) != sym or len(tsources) > 1:
+                    raise CannotSymbolize(f"the float argument {sym} was specialised")
+                continue  # its type is guarded (builder); any fact about it is refused in lower()
             if sym in self.input_sources:  # (its sources through a view's _base name the same size)
                 sources = [self.input_sources[sym]]
             elif all(_through_view_base(t) for t in tsources):
@@ -533,6 +563,8 @@ class ShapeTracker:
     def lower(self, e) -> tuple:
         """A sympy expression of input symbols -> the integer-expression tree of guards/kinds.py."""
         if isinstance(e, sympy.Symbol):
+            if e in self.float_symbols:
+                raise CannotSymbolize(f"a fact about the float argument {e}")
             return ("src", self._source_of(e))
         if e.is_Integer:
             return ("int", int(e))

@@ -222,6 +222,21 @@ class RandomDrawSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class FloatTensorSource(Source):
+    """A float argument as the 0-d float64 tensor the graph takes it as (a symbolic float:
+    backends turn its scalar arithmetic into tensor arithmetic, as torch.compile's do)."""
+    parent: Source
+
+    def name(self):
+        return f"___torch.tensor({self.parent.name()}, dtype=___torch.float64)"
+
+    def reconstruct(self, cg):
+        cg.load_callable(runtime.float_tensor)
+        self.parent.reconstruct(cg)
+        cg.call(1)
+
+
+@dataclasses.dataclass(frozen=True)
 class DictItemSource(Source):
     """``dict.__getitem__(parent, key)``: an item of a dict subclass whose class overrides
     ``__getitem__`` (reading ``parent[key]`` would run the override)."""
@@ -272,6 +287,26 @@ class DictValueSource(ItemSource):
 
     def name(self):
         return f"list({self.parent.name()}.values())[{self.index}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class NthValueSource(Source):
+    """The value at position ``index`` of the dict at ``parent`` (a module's forward hook: its
+    key is a process-wide hook id that another module with the same hooks does not share)."""
+    parent: Source
+    index: int
+
+    def name(self):
+        return f"list({self.parent.name()}.values())[{self.index}]"
+
+    def reconstruct(self, cg):
+        cg.load_callable(runtime.nth_value)
+        self.parent.reconstruct(cg)
+        cg.load_const(self.index)
+        cg.call(2)
+
+    def base(self):
+        return self.parent.base()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -195,10 +195,10 @@ def _wrap(tx, value, source):
         # immutable, as one made in the trace by inspect.signature (stdlib.py binds it)
         guard(guards.IdGuard(source, value))
         return ConstantVariable(value, source)
-    if type(value) is int and source is not None:
-        symbolic = symbolic_input(tx, value, source)  # an int argument that is symbolic (shapes.py)
+    if type(value) in (int, float) and source is not None:
+        symbolic = symbolic_input(tx, value, source)  # an int / float argument that is symbolic (shapes.py)
         if symbolic is not None:
-            guard(guards.TypeGuard(source, int))
+            guard(guards.TypeGuard(source, type(value)))
             return symbolic
     if is_constant_value(value):
         if type(value) is float and value != value:  # NaN == NaN is False: a CONST guard would never pass

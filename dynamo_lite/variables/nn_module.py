@@ -47,7 +47,7 @@ from torch import nn
 from .. import graph_breaks as gb
 from .. import guards
 from ..exc import GraphBreak
-from ..source import AttrSource, ItemSource, TypeSource, attr_source
+from ..source import AttrSource, ItemSource, NthValueSource, TypeSource, attr_source
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from .user_objects import mro_lookup, guard_class_attr, guard_function, UserDefinedClassVariable
@@ -310,12 +310,14 @@ class NNModuleVariable(VariableTracker):
                     raise GraphBreak(gb.MODULE_HOOKS, f"module {name}: {store} is not an OrderedDict of hook ids")
                 src = AttrSource(self.source, store)
                 tx.output.add_guard(guards.TypeGuard(src, collections.OrderedDict))
-                tx.output.add_guard(guards.DictKeysGuard(src, tuple(hooks)))
-                for hook_id, hook in hooks.items():
+                # by position, not by hook id (ids are process-wide: another module with the same
+                # hooks has other ids); each hook is guarded as the function it is
+                tx.output.add_guard(guards.LengthGuard(src, len(hooks)))
+                for i, hook in enumerate(hooks.values()):
                     if not isinstance(hook, types.FunctionType):
                         raise GraphBreak(gb.MODULE_HOOKS, f"module {name} has a hook that is not a Python "
                                                           f"function ({type(hook).__name__})")
-                    trackers.append(tx.wrap(hook, ItemSource(src, hook_id)))
+                    trackers.append(tx.wrap(hook, NthValueSource(src, i)))
             out.append(trackers)
         return out[0], out[1]
 

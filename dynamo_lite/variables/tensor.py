@@ -44,7 +44,7 @@ from .. import config, runtime, static
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
-from ..source import AttrSource
+from ..source import AttrSource, FloatTensorSource
 from .sequences import BaseListVariable, LazyIteratorVariable, ListVariable, SizeVariable, SliceVariable, StructSeqVariable, TupleVariable
 from .mappings import DictVariable
 from .folding import wrap_constant_result
@@ -436,6 +436,8 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     except GraphBreak:
         raise
     except Exception as e:  # noqa: BLE001 - the user's op fails: run it in Python so it raises for real
+        if output.shapes.float_symbols:
+            output.shapes.refuse_float_facts(torch.utils._pytree.tree_leaves((fake_args, fake_kwargs)))
         raise GraphBreak(
             gb.OPERATION_RAISES, f"{_target_name(kind, target)} raised {type(e).__name__} at trace time: {str(e).splitlines()[0] if str(e) else ''}"
         ) from e
@@ -748,12 +750,22 @@ def _tolist(tx, tensor: TensorVariable) -> VariableTracker:
     return build(tensor, tuple(shape))
 
 
-def symbolic_input(tx, value: int, source) -> VariableTracker:
-    """The tracker of an int argument: symbolic when shapes.py says so, else None."""
+def symbolic_input(tx, value, source) -> VariableTracker:
+    """The tracker of an int or float argument: symbolic when shapes.py says so, else None."""
     output = tx.output
     sym = output.shapes.int_symbol(value, source)
     if sym is None:
         return None
+    if type(value) is float:
+        # the graph takes it as a 0-d float64 tensor and reads it with item() (as a random draw:
+        # variables/stdlib.py); the fake's item() is the SymFloat
+        real = runtime.float_tensor(value)
+        fake = output.fake_mode.from_tensor(real, static_shapes=True)
+        fake.item_memo = sym
+        placeholder = output.add_replayed_input(FloatTensorSource(source), real, fake)
+        node = output.create_node("call_function", torch.ops.aten._local_scalar_dense.default, (placeholder,), {})
+        node.meta["example_value"] = sym
+        return SymNodeVariable(sym, output.shapes, node=node, source=source)
     node = output.symbol_node(sym.node.expr, source, value, sym)
     return SymNodeVariable(sym, output.shapes, node=node, source=source)
 

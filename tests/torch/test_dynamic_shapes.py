@@ -641,3 +641,108 @@ def test_int_arguments_beyond_64_bits_after_they_became_dynamic(expr):
     exec(f"def f(x, a, b):\n    return x + 1, {expr}", ns)
     check_calls(ns["f"], [(torch.ones(1), a, b) for a, b in [(7, 2), (9, 4), (2**64, 3), (-2**70, 5), (3, 2**65)]],
                 graphs=None)
+
+
+_FLOAT_CASES = {
+    "scale": lambda x, s: x * s + (s * 3 - 1) / 2,
+    "clamp_and_lerp": lambda x, s: x.clamp(min=s) + torch.lerp(x, x * 2, s / 10),
+    "branch": lambda x, s: x * 2 if s > 1 else x - 1,
+    "formatted": lambda x, s: (x + 1, str(s), f"{s:.2f}", s < 2.0),
+    "math_and_int": lambda x, s: x * math.sqrt(s) + math.floor(s) + int(s),
+    "tensor_of_it": lambda x, s: torch.tensor(s) + torch.full((2,), s) + x,
+    "divide_by_zero": lambda x, s: x / (s - s),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FLOAT_CASES))
+def test_float_arguments_that_change_between_calls(name):
+    # a float that changed becomes a symbolic input (torch.compile's automatic dynamic floats);
+    # any fact about it (a branch, str(), int(), an op that needs its value) traces it static
+    # again; special values (nan, inf, -0.0) and an int in its place stay exact
+    values = [0.5, 1.5, 2.5, 3.5, 1.5, -0.0, float("nan"), float("inf"), 2, 7.25]
+    check_calls(_FLOAT_CASES[name], [(torch.tensor([1.0, 2.0]), v) for v in values], graphs=None)
+
+
+def test_a_float_used_only_in_tensor_arithmetic_compiles_two_graphs():
+    cnt = CompileCounter()
+    opt = dynamo_lite.compile(lambda x, s: x * s + 1, backend=cnt)
+    for s in (0.5, 1.5, 2.5, 3.5, 0.25):
+        assert_same(opt(torch.ones(2), s), torch.ones(2) * s + 1)
+    assert cnt.frame_count == 2  # as torch.compile: the first value, then a symbolic one
+
+
+def test_symbolic_float_through_backward_and_inductor():
+    def f(x, s):
+        return (x * s).sum()
+
+    check_calls(f, [lambda: (torch.ones(3, requires_grad=True), v) for v in (0.5, 1.5, 2.5)], backward=True,
+                graphs=None)
+    for backend in ("aot_eager", "inductor"):
+        opt = dynamo_lite.compile(lambda x, s: torch.sin(x) * s, backend=backend)
+        for v in (0.5, 1.5, 2.5):
+            assert_same(opt(torch.ones(3), v), torch.sin(torch.ones(3)) * v)
+
+
+_SCALE = 0.5
+
+
+def test_numbers_that_change_between_calls_become_symbolic_as_in_torch_compile():
+    # an int attribute of an argument, an int in a closure cell of a function argument, a
+    # global float: two graphs for any number of values (torch.compile 2.13: the same)
+    class Config:
+        pass
+
+    def attr(x, cfg):
+        return x * cfg.k
+
+    def closure(x, fn):
+        return fn(x)
+
+    def make(v):
+        return lambda x: x * v
+
+    def global_float(x):
+        return x * _SCALE
+
+    def set_scale(v):
+        global _SCALE
+        _SCALE = v
+
+    def cfg_of(v):
+        c = Config()
+        c.k = v
+        return c
+
+    cases = [(attr, lambda v: (torch.ones(2), cfg_of(v)), [2, 3, 4, 5]),
+             (closure, lambda v: (torch.ones(2), make(v)), [2, 3, 4, 5]),
+             (global_float, lambda v: (set_scale(v), (torch.ones(2),))[1], [0.5, 1.5, 2.5, 3.5])]
+    try:
+        for fn, args_of, values in cases:
+            cnt = CompileCounter()
+            opt = dynamo_lite.compile(fn, backend=cnt)
+            for v in values:
+                args = args_of(v)
+                assert_same(opt(*args), fn(*args))
+            assert cnt.frame_count == 2, fn.__name__
+    finally:
+        set_scale(0.5)
+
+
+def test_modules_with_the_same_hooks_share_one_graph():
+    def hook(mod, inputs, out):
+        return out * 2
+
+    def f(m, x):
+        return m(x)
+
+    cnt = CompileCounter()
+    opt = dynamo_lite.compile(f, backend=cnt)
+    for _ in range(4):
+        m = nn.Linear(2, 2)
+        m.register_forward_hook(lambda mod, i, o: o * 2)  # a new hook function, a new hook id
+        assert_same(opt(m, torch.ones(2)), f(m, torch.ones(2)))
+    assert cnt.frame_count == 2
+    m = nn.Linear(2, 2)
+    m.register_forward_hook(hook)
+    m.register_forward_hook(hook)  # one more hook: recompiles, and runs both
+    assert_same(opt(m, torch.ones(2)), f(m, torch.ones(2)))
