@@ -156,6 +156,9 @@ class FrameSizes:
             self.seen[name] = value
             return False
         old = self.seen[name]
+        if old is not None and type(old) is not type(value):  # (an int where a float was: another kind, not a change)
+            self.seen[name] = value
+            return False
         if old is None or old != value:
             self.seen[name] = None
             self.changed[name] = None

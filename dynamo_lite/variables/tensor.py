@@ -44,6 +44,7 @@ from .. import config, runtime, static
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable
+from .exceptions import ExceptionVariable
 from ..source import AttrSource, FloatTensorSource
 from .sequences import BaseListVariable, LazyIteratorVariable, ListVariable, SizeVariable, SliceVariable, StructSeqVariable, TupleVariable
 from .mappings import DictVariable
@@ -654,6 +655,11 @@ class SymNodeVariable(VariableTracker):
 
     def python_type(self):
         return _SYM_PYTHON_TYPES[type(self.value)]
+
+    def iter(self, tx):
+        # an int, float or bool is never iterable, whatever its value: TypeError, as Python raises it
+        tx.raise_exception(ExceptionVariable(TypeError, [ConstantVariable(
+            f"{self.python_type().__name__!r} object is not iterable")]))
 
     def as_node(self) -> torch.fx.Node:
         if self.node is None:

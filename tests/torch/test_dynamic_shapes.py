@@ -746,3 +746,18 @@ def test_modules_with_the_same_hooks_share_one_graph():
     m.register_forward_hook(hook)
     m.register_forward_hook(hook)  # one more hook: recompiles, and runs both
     assert_same(opt(m, torch.ones(2)), f(m, torch.ones(2)))
+
+
+def test_iter_of_a_symbolic_int_raises_type_error_the_code_catches():
+    # torchdiffeq's ``try: iter(tol) except TypeError``, with tol an int that changed between calls
+    def f(x, n):
+        try:
+            iter(n)
+        except TypeError as e:
+            return x + n, str(e)
+        return x
+
+    seen = []
+    with events.collecting(seen.append):
+        check_calls(f, [(torch.ones(1), n) for n in (2, 3, 4, 1e-3, 5)], graphs=None)
+    assert [e for e in seen if type(e).__name__ == "GraphBreakEvent"] == []
