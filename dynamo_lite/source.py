@@ -255,24 +255,35 @@ class DictItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
-class TupleItemSource(Source):
-    """``tuple.__getitem__(parent, index)``: an item of a tuple subclass (a namedtuple) whose
-    class overrides ``__getitem__`` (reading ``parent[index]`` would run the override)."""
+class _CallAtSource(Source):
+    """``<reader>(parent, index)``: a value that generated code loads by calling ``reader``."""
 
     parent: Source
     index: int
 
-    def name(self):
-        return f"___builtins.tuple.__getitem__({self.parent.name()}, {self.index!r})"
+    def _reader(self):
+        raise NotImplementedError
 
     def reconstruct(self, cg):
-        cg.load_callable(tuple.__getitem__)
+        cg.load_callable(self._reader())
         self.parent.reconstruct(cg)
         cg.load_const(self.index)
         cg.call(2)
 
     def base(self):
         return self.parent.base()
+
+
+@dataclasses.dataclass(frozen=True)
+class TupleItemSource(_CallAtSource):
+    """``tuple.__getitem__(parent, index)``: an item of a tuple subclass (a namedtuple) whose
+    class overrides ``__getitem__`` (reading ``parent[index]`` would run the override)."""
+
+    def name(self):
+        return f"___builtins.tuple.__getitem__({self.parent.name()}, {self.index!r})"
+
+    def _reader(self):
+        return tuple.__getitem__
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,23 +301,15 @@ class DictValueSource(ItemSource):
 
 
 @dataclasses.dataclass(frozen=True)
-class NthValueSource(Source):
+class NthValueSource(_CallAtSource):
     """The value at position ``index`` of the dict at ``parent`` (a module's forward hook: its
     key is a process-wide hook id that another module with the same hooks does not share)."""
-    parent: Source
-    index: int
 
     def name(self):
         return f"list({self.parent.name()}.values())[{self.index}]"
 
-    def reconstruct(self, cg):
-        cg.load_callable(runtime.nth_value)
-        self.parent.reconstruct(cg)
-        cg.load_const(self.index)
-        cg.call(2)
-
-    def base(self):
-        return self.parent.base()
+    def _reader(self):
+        return runtime.nth_value
 
 
 @dataclasses.dataclass(frozen=True)
