@@ -133,6 +133,12 @@ class OutputGraph:
         # torch-function modes (torch.set_default_device, `with torch.device(...)`) change what
         # factory functions make; traces run only without any (convert_frame), and stay so
         self.add_guard(guards.GlobalStateGuard("___torch._C._len_torch_function_stack() == 0"))
+        # autocast entered outside the frame changes what its ops compute (dtypes): one cheap
+        # check, and the device/dtype state itself when some autocast is on
+        any_autocast = torch._C._is_any_autocast_enabled()
+        self.add_guard(guards.GlobalStateGuard(f"___torch._C._is_any_autocast_enabled() is {any_autocast!r}"))
+        if any_autocast:
+            self._guard_autocast_state()
 
     # ---- guards -----------------------------------------------------------
     def add_guard(self, guard: Guard) -> None:

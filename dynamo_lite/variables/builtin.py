@@ -39,7 +39,7 @@ import textwrap
 import types
 import typing
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -422,9 +422,28 @@ def _isinstance(tx, obj, classes):
             if _legacy_tensor_type_matches(obj, cls):
                 return ConstantVariable(True)
             return ConstantVariable(issubclass(getattr(obj, "real_type", torch.Tensor), cls))
+        custom = _custom_instancecheck(cls)
+        if custom is not None:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"isinstance() with {custom.__name__}, whose metaclass defines "
+                             "__instancecheck__: Python runs it")
         return ConstantVariable(issubclass(t, cls))
     except TypeError as e:
         raise GraphBreak(gb.OPERATION_RAISES, "isinstance() arg 2 must be a type or tuple of types") from e
+
+
+def _custom_instancecheck(classes) -> Optional[type]:
+    """A class in ``classes`` (nested tuples too) whose metaclass answers ``isinstance`` with
+    its own Python ``__instancecheck__`` (not abc's, typing's or torch's, which answer as
+    ``issubclass(type(obj), cls)`` does for the objects the trace sees), else None."""
+    if isinstance(classes, tuple):
+        return next((c for c in map(_custom_instancecheck, classes) if c is not None), None)
+    if not isinstance(classes, type):
+        return None
+    fn = mro_lookup(type(classes), "__instancecheck__")[0]
+    if isinstance(fn, types.FunctionType) and fn.__module__ not in ("abc", "_py_abc", "typing") and \
+            fn.__module__.split(".")[0] != "torch":
+        return classes
+    return None
 
 
 def _legacy_tensor_type_matches(tensor, classes) -> bool:

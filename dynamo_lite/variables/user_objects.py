@@ -232,7 +232,10 @@ class ObjectLike(VariableTracker):
     def call_function(self, tx, args, kwargs):
         call, _ = mro_lookup(self.value_type, "__call__")
         if isinstance(call, types.FunctionType):
-            return UserMethodVariable(call, self).call_function(tx, args, kwargs)
+            # the class's __call__ (and its defaults) guarded as any method read through the class
+            cls_src = self._class_attr_source("__call__")
+            guard_class_attr(tx, cls_src, call)
+            return UserMethodVariable(call, self, fn_source=cls_src).call_function(tx, args, kwargs)
         if self.value_type is functools._lru_cache_wrapper and isinstance(self, UserDefinedObjectVariable) \
                 and all(map(_lru_argument_known, [*args, *kwargs.values()])):
             # an @lru_cache function called with constants (a config helper), or with objects
@@ -1112,21 +1115,32 @@ class SuperVariable(VariableTracker):
             start = mro.index(self.cls) + 1
         except ValueError as e:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "super(): obj is not an instance of cls") from e
-        for klass in mro[start:]:
+        # the classes are read through type(obj).__mro__ when obj has a source: the ones passed over
+        # must still lack ``name``, and the function found is guarded (its defaults when read)
+        mro_src = None
+        if self.obj.source is not None and obj_type is self.obj.python_type() and \
+                isinstance(self.obj, UserDefinedObjectVariable):
+            mro_src = AttrSource(TypeSource(self.obj.source), "__mro__")
+        for i, klass in enumerate(mro[start:], start):
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
+                fn_src = ItemSource(AttrSource(ItemSource(mro_src, i), "__dict__"), name) if mro_src else None
                 if isinstance(attr, staticmethod):
                     return UserFunctionVariable(attr.__func__)
                 if isinstance(attr, classmethod):
                     return UserMethodVariable(attr.__func__, UserDefinedClassVariable(obj_type))
                 if isinstance(attr, types.FunctionType):
-                    return UserMethodVariable(attr, self.obj)
+                    if fn_src is not None:
+                        guard_function(tx, fn_src, attr)
+                    return UserMethodVariable(attr, self.obj, fn_source=fn_src)
                 if isinstance(attr, property):
                     return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
                 if attr is object.__init__ or attr is object.__setattr__ or isinstance(
                         attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
                     return UserMethodVariable(BuiltinVariable(attr), self.obj)
                 return tx.wrap(attr, None)
+            if mro_src is not None:
+                tx.output.add_guard(guards.NotInDictGuard(ItemSource(mro_src, i), name))
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"super() has no attribute {name!r}")
 
 

@@ -652,3 +652,76 @@ def test_math_constant_replaced():
         math.pi = 3.0
 
     scenario(f, [patch], restore=lambda: setattr(math, "pi", original))
+
+
+def test_method_reached_through_super_replaced_or_its_defaults_changed():
+    class A:
+        def f(self, x, z=1):
+            return x + z
+
+    class B(A):
+        def f(self, x):
+            return super().f(x)
+
+    b = B()
+
+    def f(x):
+        return b.f(x)
+
+    def new_defaults():
+        A.f.__defaults__ = (5,)
+
+    def replace():
+        A.f = lambda self, x: x + 100
+
+    scenario(f, [new_defaults, replace])
+
+
+def test_call_of_an_object_whose_class_call_is_replaced():
+    class K:
+        def __call__(self, x, z=1):
+            return x * z
+
+    k = K()
+
+    def f(x):
+        return k(x)
+
+    def new_defaults():
+        K.__call__.__defaults__ = (9,)
+
+    def replace():
+        K.__call__ = lambda self, x: x + 10
+
+    scenario(f, [new_defaults, replace])
+
+
+def test_autocast_entered_outside_the_compiled_function():
+    def f(x, w):
+        return x @ w, (x @ w).dtype
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    a = torch.ones(2, 2)
+    assert_same(opt(a, a), f(a, a))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert_same(opt(a, a), f(a, a))
+    assert_same(opt(a, a), f(a, a))
+
+
+def test_isinstance_with_a_metaclass_instancecheck():
+    class Meta(type):
+        def __instancecheck__(cls, obj):
+            return getattr(obj, "quacks", False)
+
+    class Duck(metaclass=Meta):
+        pass
+
+    class K:
+        quacks = True
+
+    def f(x, k):
+        return x + 1 if isinstance(k, Duck) else x - 1, isinstance(k, (int, Duck))
+
+    opt = dynamo_lite.compile(f, backend="eager")
+    for k in (K(), object(), K()):
+        assert_same(opt(X.clone(), k), f(X.clone(), k))
