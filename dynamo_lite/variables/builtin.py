@@ -71,6 +71,7 @@ from .replayed import replay_print, replay_warn
 from .stdlib import build_class, copy_value
 from .objects import IdVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
+from .python_modules import PythonModuleVariable
 from .tensor import make_range, record_op, TensorVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
@@ -540,6 +541,15 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
     import torch
 
     src = obj.source
+    if src is not None and isinstance(obj, PythonModuleVariable):
+        # a module's attributes live in its __dict__; a module-level __getattr__ (PEP 562) is
+        # asked again on every call, as by eager's getattr
+        if "__getattr__" in vars(obj.module):
+            tx.output.add_guard(guards.AbsentAttrGuard(src, name))
+        else:
+            for missing in (name, "__getattr__"):
+                tx.output.add_guard(guards.NotInDictGuard(src, missing, "__dict__"))
+        return
     if src is None or not isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable)):
         return  # no source: nothing outside the trace can add it; other kinds: fixed by their type
     value = obj.value

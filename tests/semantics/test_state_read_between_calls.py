@@ -725,3 +725,21 @@ def test_isinstance_with_a_metaclass_instancecheck():
     opt = dynamo_lite.compile(f, backend="eager")
     for k in (K(), object(), K()):
         assert_same(opt(X.clone(), k), f(X.clone(), k))
+
+
+def test_module_attribute_absent_then_added():
+    mod = types.ModuleType("dl_test_late_attribute")
+
+    def f(x):
+        return x + getattr(mod, "X", 0) + hasattr(mod, "Y")
+
+    def add():
+        mod.X = 3
+
+    def add_other():
+        mod.Y = 1
+
+    def add_module_getattr():
+        mod.__getattr__ = lambda name: 10
+
+    scenario(f, [add, add_other, add_module_getattr])
