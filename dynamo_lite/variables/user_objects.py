@@ -903,6 +903,25 @@ class UserDefinedClassVariable(VariableTracker):
             return [ConstantVariable(m) for m in self.value]
         return super().unpack(tx)
 
+    def _metaclass_method(self, tx, name):
+        """The metaclass's own Python ``name`` (``__contains__`` of a class used as a container),
+        guarded through ``type(cls)`` when the class has a source; None otherwise."""
+        fn, _ = mro_lookup(type(self.value), name)
+        if not isinstance(fn, types.FunctionType) or isinstance(self.value, enum.EnumMeta):
+            return None
+        if self.source is not None:
+            guard_class_attr(tx, AttrSource(TypeSource(self.source), name), fn)
+        else:
+            guard_attr_value(tx, type(self.value), name, fn)
+        return fn
+
+    def contains(self, tx, item):
+        # `x in C` where C's metaclass defines __contains__ (a class of constants used as an enum)
+        fn = self._metaclass_method(tx, "__contains__")
+        if fn is not None:
+            return UserFunctionVariable(fn).call_function(tx, [self, item], {}).bool(tx)
+        return super().contains(tx, item)
+
     def call_function(self, tx, args, kwargs):
         cls = self.value
         if isinstance(cls, enum.EnumMeta) and len(args) == 1 and not kwargs and args[0].is_python_constant() and \

@@ -778,6 +778,45 @@ def test_classes_with_a_custom_metaclass_are_built_in_the_trace():
     check_breaks(f, torch.ones(3), breaks=0)
 
 
+class _ContainerMeta(type):
+    """A class of string constants used as an enum (torchsde's settings): ``x in NOISE_TYPES``."""
+
+    def all(cls):
+        return sorted(getattr(cls, x) for x in dir(cls) if not x.startswith('__'))
+
+    def __contains__(cls, item):
+        return item in cls.all()
+
+
+class _NoiseTypes(metaclass=_ContainerMeta):
+    general = 'general'
+    diagonal = 'diagonal'
+
+
+def test_in_a_class_whose_metaclass_defines_contains_runs_the_metaclass_method():
+    from dynamo_lite.testing import check_breaks
+
+    def f(x, kind):
+        if kind not in _NoiseTypes:
+            raise ValueError(f"unknown noise type {kind}")
+        return x + len(_NoiseTypes.all())
+
+    check_breaks(f, torch.ones(3), "diagonal", breaks=0)
+    check_breaks(f, torch.ones(3), "scalar", raises=ValueError, need_graph=False, breaks=None)
+
+    # the metaclass's __contains__ replaced between calls: the compiled function follows
+    calls = []
+    compiled = dynamo_lite.compile(f, backend="eager")
+    assert compiled(torch.ones(3), "general").tolist() == [3.0, 3.0, 3.0]
+    original = _ContainerMeta.__contains__
+    _ContainerMeta.__contains__ = lambda cls, item: calls.append(item) or True
+    try:
+        assert compiled(torch.ones(3), "other").tolist() == [3.0, 3.0, 3.0]
+    finally:
+        _ContainerMeta.__contains__ = original
+    assert calls == ["other"]
+
+
 # ---------------------------------------------------------------- class statements inside compiled code
 # Eager makes a new class object each time the statement runs: generated code makes it anew before
 # the graph (variables/stdlib.py build_class), the trace models it with a twin built from the same
