@@ -278,6 +278,10 @@ class TorchVariable(KnownValueVariable):
                 with tx.output.fake_mode:
                     value = fn(*[fake_arg(a) for a in args], **{k: fake_arg(v) for k, v in kwargs.items()})
                 return wrap_constant_result(value)
+            if fn is torch.is_tensor and len(args) == 1 and not kwargs and not args[0].is_python_constant():
+                # torch.is_tensor(obj) is isinstance(obj, torch.Tensor): the type answers it
+                # (a list of tensors, a user object; python_type breaks when the type is unknown)
+                return ConstantVariable(issubclass(args[0].python_type(), torch.Tensor))
             if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()):
                 try:
                     value = fn(*[a.as_python_constant() for a in args],

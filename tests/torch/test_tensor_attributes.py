@@ -501,3 +501,18 @@ def test_attribute_sweep_without_breaks():
     z = torch.randn(2, 3, dtype=torch.complex64)
     check(f, x, z, graphs=None)
     assert dynamo_lite.explain(f)(x, z).graph_break_count == 0
+
+
+def test_is_tensor_of_containers_and_objects_is_answered_by_type():
+    # torchsde's vjp: `if torch.is_tensor(inputs): inputs = [inputs]` with a list or a tensor
+    class Box:
+        pass
+
+    def f(x, xs, n):
+        a = [x] if torch.is_tensor(xs) else list(xs)
+        return sum(a), torch.is_tensor(Box()), torch.is_tensor((x,)), torch.is_tensor(n), torch.is_tensor(None)
+
+    x = torch.randn(3)
+    check(f, x, [x, x * 2], 3)
+    check(f, x, x, 2.5)
+    assert dynamo_lite.explain(f)(x, [x, x], 3).graph_break_count == 0
