@@ -22,7 +22,7 @@ import torch._guards
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
-from .. import config
+from .. import config, runtime
 from ..exc import BackendCompilerFailed
 from .. import guards
 from ..guards import Guard, GuardSet
@@ -203,6 +203,19 @@ class OutputGraph:
         """A placeholder for a value generated code computes before the graph runs (a number drawn
         from Python's random module, variables/stdlib.py): nothing is guarded on it."""
         return self._placeholder(_node_name(source), source, value, fake)
+
+    def float_input(self, source: Source, value: float, sym) -> torch.fx.Node:
+        """A symbolic float the graph takes as a 0-d float64 tensor (``source``: generated code
+        loads that tensor) and reads with ``item()``, as torch.compile passes floats (backends
+        turn the scalar arithmetic into tensor arithmetic; a raw SymFloat placeholder does not
+        compile under inductor).  The fake tensor's item() is ``sym``; returns the item() node."""
+        real = runtime.float_tensor(value)
+        fake = self.fake_mode.from_tensor(real, static_shapes=True)
+        fake.item_memo = sym
+        placeholder = self.add_replayed_input(source, real, fake)
+        node = self.create_node("call_function", torch.ops.aten._local_scalar_dense.default, (placeholder,), {})
+        node.meta["example_value"] = sym
+        return node
 
     def symbol_node(self, sym, source: Source, value: int, example) -> torch.fx.Node:
         """The placeholder of an input symbol (one per symbol, made on first use)."""

@@ -550,17 +550,8 @@ class RandomNumberVariable(SymNodeVariable):
         output = self._output
         if self._result_type is int:  # a SymInt input
             return output.symbol_node(self.value.node.expr, self.source, self._hint, self.value)
-        # a float is a 0-d float64 tensor input and ``.item()`` in the graph (as torch.compile passes
-        # floats: backends turn the scalar arithmetic into tensor arithmetic); the fake tensor's
-        # item() is the draw's SymFloat
-        source = RandomDrawSource(self.source.index, as_tensor=True)
-        real = runtime.float_tensor(self._hint)
-        fake = output.fake_mode.from_tensor(real, static_shapes=True)
-        fake.item_memo = self.value
-        placeholder = output.add_replayed_input(source, real, fake)
-        node = output.create_node("call_function", torch.ops.aten._local_scalar_dense.default, (placeholder,), {})
-        node.meta["example_value"] = self.value
-        return node
+        # a float is a 0-d float64 tensor input read with item() in the graph (OutputGraph.float_input)
+        return output.float_input(RandomDrawSource(self.source.index, as_tensor=True), self._hint, self.value)
 
     def python_type(self):
         return self._result_type

@@ -763,14 +763,8 @@ def symbolic_input(tx, value, source) -> VariableTracker:
     if sym is None:
         return None
     if type(value) is float:
-        # the graph takes it as a 0-d float64 tensor and reads it with item() (as a random draw:
-        # variables/stdlib.py); the fake's item() is the SymFloat
-        real = runtime.float_tensor(value)
-        fake = output.fake_mode.from_tensor(real, static_shapes=True)
-        fake.item_memo = sym
-        placeholder = output.add_replayed_input(FloatTensorSource(source), real, fake)
-        node = output.create_node("call_function", torch.ops.aten._local_scalar_dense.default, (placeholder,), {})
-        node.meta["example_value"] = sym
+        # the graph takes it as a 0-d float64 tensor and reads it with item() (as a random draw)
+        node = output.float_input(FloatTensorSource(source), value, sym)
         return SymNodeVariable(sym, output.shapes, node=node, source=source)
     node = output.symbol_node(sym.node.expr, source, value, sym)
     return SymNodeVariable(sym, output.shapes, node=node, source=source)
