@@ -608,12 +608,19 @@ def _folds_to_constant(node: torch.fx.Node) -> bool:
     return _takes_node(node)
 
 
+# checks that return nothing and raise at run time (kornia validates with torch._assert_async):
+# kept in the graph although nothing uses their result
+_ASSERTS = frozenset({torch._assert_async, torch.ops.aten._assert_async.default, torch.ops.aten._assert_async.msg,
+                      torch.ops.aten._assert_scalar.default})
+
+
 def _has_side_effect(node: torch.fx.Node) -> bool:
     target = node.target
     if node.op == "call_method":
         return isinstance(target, str) and target.endswith("_") and not target.endswith("__")
     name = getattr(target, "__name__", "")
-    return name.endswith("_") and not name.endswith("__") or target is operator.setitem
+    return name.endswith("_") and not name.endswith("__") or target is operator.setitem or \
+        (type(target) is not str and target in _ASSERTS)
 
 
 # ---- symbolic ints (dynamic shapes) ---------------------------------------------------

@@ -273,3 +273,18 @@ def test_no_more_graphs_than_torch_compile_with_the_same_settings(fn, make):
     args = make(1)
     ours, _breaks, _frames = _counts(fn, [args])
     assert ours <= _torch_compile_graphs(fn, args)
+
+
+def test_async_asserts_stay_in_the_graph_and_raise_as_in_eager():
+    # kornia's adjust_contrast validates with torch._assert_async; its result is never used, and
+    # the check was dropped from the graph with the unused results of metadata calls
+    def f(x, factor):
+        torch._assert_async((factor >= 0).all(), "must be non-negative")
+        torch.ops.aten._assert_async.msg((factor < 9).all(), "too large")
+        return x * factor
+
+    from dynamo_lite.testing import check_breaks
+
+    check_breaks(f, torch.ones(2), torch.tensor([0.5]), breaks=0)
+    check_breaks(f, torch.ones(2), torch.tensor([-0.5]), breaks=0, raises=RuntimeError, need_graph=False)
+    check_breaks(f, torch.ones(2), torch.tensor([10.0]), breaks=0, raises=RuntimeError, need_graph=False)
