@@ -58,6 +58,16 @@ def chained_exception(exc: BaseException, context, cause, suppress_context: bool
     return exc
 
 
+def exception_with(cls: type, args: tuple, names: tuple, *values) -> BaseException:
+    """An exception of a class with a Python ``__init__`` that traced code made: built as
+    BaseException.__new__ builds it (``args``: what its __init__ left in ``.args``) and given the
+    instance attributes its __init__ and later writes set, without running that code again."""
+    exc = cls.__new__(cls, *args)
+    exc.args = args
+    exc.__dict__.update(zip(names, values))
+    return exc
+
+
 def set_iterator_at(real: set, consumed: tuple, rest: tuple):
     """A set iterator: iter(real) past the ``consumed`` items, if the real set yields them first
     and then exactly ``rest``; else an iterator over ``rest``."""

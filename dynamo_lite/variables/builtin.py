@@ -66,7 +66,7 @@ from .iterators import (
     EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily, ListReverseIteratorVariable,
     ITERTOOLS_HANDLERS, ITERTOOLS_KEYWORDS, MapIteratorVariable, next_of, UserIteratorVariable, ZipIteratorVariable,
 )
-from .exceptions import ExceptionVariable
+from .exceptions import ExceptionVariable, PLAIN_INIT_EXCEPTIONS
 from .replayed import replay_print, replay_warn
 from .stdlib import build_class, copy_value
 from .objects import IdVariable
@@ -804,10 +804,14 @@ def _exception_text(fn, exc):
         return None
     dunder = "__str__" if fn is str else "__repr__"
     if mro_lookup(exc.exc_type, dunder)[1].__module__ != "builtins" or \
-            mro_lookup(exc.exc_type, "__init__")[1].__module__ != "builtins" or \
             mro_lookup(exc.exc_type, "__new__")[1].__module__ != "builtins":
         return None
-    return ConstantVariable(fn(exc.exc_type(*[a.as_python_constant() for a in exc.args])))
+    args = tuple(a.as_python_constant() for a in exc.args)
+    if exc.custom_init:  # a Python __init__ ran in the trace: its args, without running it again
+        return ConstantVariable(fn(runtime.exception_with(exc.exc_type, args, ())))
+    if mro_lookup(exc.exc_type, "__init__")[1].__module__ != "builtins":
+        return None
+    return ConstantVariable(fn(exc.exc_type(*args)))
 
 
 def user_object_text(tx, obj, dunder, args=()):
@@ -991,6 +995,16 @@ def _type_call(tx, cls, *args, **kwargs):
 
 @_handler(object.__init__)
 def _object_init(tx, *args, **kwargs):
+    return NONE
+
+
+@_handler(*(cls.__dict__["__init__"] for cls in PLAIN_INIT_EXCEPTIONS))
+def _exception_init(tx, exc, *args):
+    """``super().__init__(msg)`` in a Python ``__init__`` of an exception made in the trace:
+    BaseException's own __init__ replaces ``args`` (keywords: Python raises TypeError)."""
+    if not isinstance(exc, ExceptionVariable):
+        return None
+    exc.args = list(args)
     return NONE
 
 

@@ -4,6 +4,7 @@ Tested by tests/semantics/test_exceptions.py and tests/semantics/test_exceptions
 """
 from __future__ import annotations
 
+import types
 from typing import Optional
 
 from .. import graph_breaks as gb
@@ -17,10 +18,13 @@ from .sequences import TupleVariable
 class ExceptionVariable(VariableTracker):
     """An exception object created in the trace, e.g. ``ValueError("bad")``.
 
-    Only classes whose construction runs no Python code are modelled (builtin
-    exceptions and user subclasses that define neither ``__init__`` nor
-    ``__new__``); ``raise`` itself breaks the graph, and generated code
-    rebuilds the object by calling the class with the same arguments.
+    Builtin exceptions and user subclasses are modelled; a subclass may define a Python
+    ``__init__`` (``self.code = code; super().__init__(msg)``), which is traced on this tracker
+    (attribute writes go to ``attrs``; the builtin base's ``__init__`` sets ``args``), but not
+    ``__new__``, ``__setattr__`` or ``__getattribute__``.  An exception leaving the frame breaks
+    the graph there and Python raises it; generated code rebuilds the object by calling the
+    class with the same arguments, or, when its class has a Python ``__init__`` or attributes
+    were written, with ``runtime.exception_with`` (no user code runs again).
 
     Attributes:
         exc_type: the exception class.
@@ -47,6 +51,8 @@ class ExceptionVariable(VariableTracker):
         self.suppress_context = False
         self._raised_at_step: Optional[int] = None
         self.first_raised_at_step: Optional[int] = None
+        self.attrs: dict = {}  # instance attributes written in the trace (name -> tracker)
+        self.custom_init = False  # built by a Python __init__: rebuilt without calling the class
 
     @property
     def raised_at_step(self) -> Optional[int]:
@@ -60,14 +66,42 @@ class ExceptionVariable(VariableTracker):
 
     @staticmethod
     def create(tx, exc_type: type, args: list, kwargs: dict) -> "ExceptionVariable":
+        init = None
         for klass in exc_type.__mro__:
             if klass.__module__ == "builtins":
+                if init is not None and klass not in PLAIN_INIT_EXCEPTIONS:
+                    raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} (a Python "
+                                     f"__init__ over {klass.__name__}, whose construction is not modelled)")
                 break
-            if "__init__" in klass.__dict__ or "__new__" in klass.__dict__:
+            if any(name in klass.__dict__ for name in ("__new__", "__setattr__", "__getattribute__", "__slots__")):
                 raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} (custom constructor)")
-        if kwargs:
-            raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} with keyword arguments")
-        return ExceptionVariable(exc_type, args)
+            if init is None and "__init__" in klass.__dict__:
+                init = klass.__dict__["__init__"]
+                if not isinstance(init, types.FunctionType):
+                    raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} (custom constructor)")
+        if init is None:
+            if kwargs:
+                raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} with keyword arguments")
+            return ExceptionVariable(exc_type, args)
+        # BaseException.__new__ keeps the positional arguments as .args; then the Python __init__ runs
+        from .functions import UserFunctionVariable  # lazy: functions.py sits above exceptions
+
+        exc = ExceptionVariable(exc_type, args)
+        exc.custom_init = True
+        UserFunctionVariable(init).call_function(tx, [exc, *args], dict(kwargs))
+        return exc
+
+    def setattr(self, tx, name, value):
+        from .user_objects import mro_lookup  # lazy: user_objects.py sits above exceptions
+
+        if name == "args":
+            self.args = list(value.unpack(tx))  # BaseException's args setter stores tuple(value)
+            self.custom_init = True
+            return
+        if name.startswith("__") or mro_lookup(self.exc_type, name)[0] is not None:
+            raise GraphBreak(gb.SIDE_EFFECT, f"setting attribute {name!r} of {self.describe()} (a class attribute "
+                             "or descriptor)")
+        self.attrs[name] = value
 
     def _repr_body(self):
         return self.exc_type.__name__
@@ -79,6 +113,8 @@ class ExceptionVariable(VariableTracker):
         return self.exc_type
 
     def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
         if name == "args":
             return TupleVariable(self.args)
         if name in ("__context__", "__cause__"):
@@ -90,6 +126,10 @@ class ExceptionVariable(VariableTracker):
             return tx.wrap(self.exc_type, None)
         if name == "value" and self.exc_type is StopIteration:  # set from args[0] by its __init__
             return self.args[0] if self.args else NONE
+        if not name.startswith("__") and self.exc_type.__module__ != "builtins":
+            found = self._class_attribute(name)  # a method of the user's class: the same once raised
+            if found is not None:
+                return found
         if self.first_raised_at_step is not None:
             # what the trace does not model (__traceback__, with_traceback, an AttributeError's
             # .name/.obj) is only right on the real exception: Python raises it from the first raise on
@@ -100,14 +140,37 @@ class ExceptionVariable(VariableTracker):
             return NONE
         return super().var_getattr(tx, name)
 
+    def _class_attribute(self, name):
+        """A method or constant defined by the exception's own (Python) classes; None: other."""
+        from .functions import UserMethodVariable  # lazy: functions.py sits above exceptions
+        from .user_objects import mro_lookup
+
+        attr, owner = mro_lookup(self.exc_type, name)
+        if owner is None or owner.__module__ == "builtins":
+            return None
+        if isinstance(attr, types.FunctionType):
+            return UserMethodVariable(attr, self)
+        if type(attr) in (int, float, str, bool, type(None)):
+            return ConstantVariable(attr)
+        return None
+
     def reconstruct(self, cg):
         chained = self.context is not None or self.cause is not None or self.suppress_context
         if chained:
             cg.load_callable(runtime.chained_exception)
-        cg.load_callable(self.exc_type)
-        for a in self.args:
-            cg.reconstruct(a)
-        cg.call(len(self.args))
+        if self.custom_init or self.attrs:
+            cg.load_callable(runtime.exception_with)
+            cg.load_const(self.exc_type)
+            cg.reconstruct(TupleVariable(self.args))
+            cg.load_const(tuple(self.attrs))
+            for v in self.attrs.values():
+                cg.reconstruct(v)
+            cg.call(3 + len(self.attrs))
+        else:
+            cg.load_callable(self.exc_type)
+            for a in self.args:
+                cg.reconstruct(a)
+            cg.call(len(self.args))
         if chained:
             for v in (self.context, self.cause):
                 cg.reconstruct(v) if v is not None else cg.load_const(None)
@@ -116,7 +179,16 @@ class ExceptionVariable(VariableTracker):
 
     def can_reconstruct(self):
         return all(a.can_reconstruct() for a in self.args) and all(
-            v.can_reconstruct() for v in (self.context, self.cause) if v is not None)
+            v.can_reconstruct() for v in (self.context, self.cause) if v is not None) and all(
+            v.can_reconstruct() for v in self.attrs.values())
+
+
+# builtin exception classes whose construction is BaseException's own (``__new__`` keeps the
+# positional arguments as ``args``, ``__init__`` replaces them): a Python ``__init__`` over them is
+# traced, and their ``__init__`` reached through ``super()`` sets ``args`` (builtin.py)
+PLAIN_INIT_EXCEPTIONS = (BaseException, Exception, ArithmeticError, LookupError, ValueError, TypeError,
+                         RuntimeError, NotImplementedError, AssertionError, KeyError, IndexError,
+                         ZeroDivisionError, OverflowError)
 
 
 def raise_in_trace(tx, exc_type: type, args: list) -> None:

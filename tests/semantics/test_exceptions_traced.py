@@ -241,3 +241,79 @@ def test_exception_chain_of_an_escaping_exception_matches_eager(fn):
         with pytest.raises(Exception) as ours:
             compiled(torch.ones(2))
         assert _chain(ours.value) == _chain(eager.value)
+
+
+# ---------------------------------------------------------------- exceptions with a Python __init__
+class _TailCall(BaseException):  # trampoline's: carries the next call
+    def __init__(self, call):
+        self.call = call
+
+
+class _CodedError(ValueError):
+    def __init__(self, msg, code=3):
+        super().__init__(msg)
+        self.code = code
+
+    def describe(self):
+        return f"{self.args[0]}:{self.code}"
+
+
+def _caught_coded(x, n):
+    try:
+        raise _CodedError("bad", code=n)
+    except _CodedError as e:
+        y = x * e.code
+        text = (e.describe(), e.args, str(e), repr(e))
+    t = _TailCall(n)
+    return y + t.call, text, isinstance(t, BaseException)
+
+
+def _raised_coded(x, n):
+    y = x + 1
+    if n > 0:
+        raise _CodedError(f"n={n}", n)
+    return y
+
+
+def _returned_coded(x, n):
+    e = _CodedError("kept", n)
+    e.extra = x.sum()
+    e.args = ("changed", n)
+    return x * 2, e
+
+
+def test_exception_with_a_python_init_is_built_in_the_trace():
+    from dynamo_lite.testing import check_breaks
+
+    check_breaks(_caught_coded, torch.ones(3), 2, breaks=0)
+    out = check_breaks(_raised_coded, torch.ones(3), 4, breaks=1, raises=_CodedError)
+    assert out.exception.code == 4 and out.exception.args == ("n=4",)
+    out = check_breaks(_returned_coded, torch.ones(3), 5, breaks=0)
+    e = out.value[1]
+    assert type(e) is _CodedError and e.code == 5 and e.args == ("changed", 5) and float(e.extra) == 3.0
+
+
+class _WithNew(Exception):
+    def __new__(cls, *args):
+        print("new")
+        return super().__new__(cls, *args)
+
+
+class _OverOSError(OSError):
+    def __init__(self, path):
+        super().__init__(2, "missing", path)
+
+
+def test_exception_constructors_not_modelled_run_in_python():
+    from dynamo_lite.testing import check_breaks
+
+    def f(x):
+        e = _WithNew("a")
+        return x + 1, e.args
+
+    def g(x):
+        e = _OverOSError("p")
+        return x + 1, e.errno, e.filename
+
+    check_breaks(f, torch.ones(3), breaks=1)  # prints "new" once, as eager
+    check_breaks(g, torch.ones(3), breaks=1)
