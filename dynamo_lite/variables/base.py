@@ -211,6 +211,9 @@ class VariableTracker:
     # (tx, cls, args, kwargs) -> tracker or None: a torch.nn module class called in traced code
     # (nn_module.build_fresh_module; None: Python builds it).
     build_module: "staticmethod"
+    # (tx, fn, args, kwargs) -> tracker: call the Python function ``fn`` in the trace (inlined;
+    # a method's self is args[0]): functions.call_python_function.
+    call_python_function: "staticmethod"
     # (tx, exc_type, args) -> NoReturn: raise ``exc_type(*args)`` (a builtin exception) in the
     # trace, as the operation does in eager (a missing dict key's KeyError), so a traced handler
     # catches it: exceptions.raise_in_trace.

@@ -12,6 +12,7 @@ from .. import runtime
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .constant import ConstantVariable, NONE
+from .methods import BoundMethodOfVariable
 from .sequences import TupleVariable
 
 
@@ -84,21 +85,24 @@ class ExceptionVariable(VariableTracker):
                 raise GraphBreak(gb.EXCEPTION_RAISED, f"creating exception {exc_type.__name__} with keyword arguments")
             return ExceptionVariable(exc_type, args)
         # BaseException.__new__ keeps the positional arguments as .args; then the Python __init__ runs
-        from .functions import UserFunctionVariable  # lazy: functions.py sits above exceptions
-
         exc = ExceptionVariable(exc_type, args)
         exc.custom_init = True
-        UserFunctionVariable(init).call_function(tx, [exc, *args], dict(kwargs))
+        exc.call_python_function(tx, init, [exc, *args], kwargs)
         return exc
 
-    def setattr(self, tx, name, value):
-        from .user_objects import mro_lookup  # lazy: user_objects.py sits above exceptions
+    def _class_lookup(self, name):
+        """(attribute, owning class) of ``name`` along the exception class's MRO, read statically."""
+        for klass in self.exc_type.__mro__:
+            if name in klass.__dict__:
+                return klass.__dict__[name], klass
+        return None, None
 
+    def setattr(self, tx, name, value):
         if name == "args":
             self.args = list(value.unpack(tx))  # BaseException's args setter stores tuple(value)
             self.custom_init = True
             return
-        if name.startswith("__") or mro_lookup(self.exc_type, name)[0] is not None:
+        if name.startswith("__") or self._class_lookup(name)[0] is not None:
             raise GraphBreak(gb.SIDE_EFFECT, f"setting attribute {name!r} of {self.describe()} (a class attribute "
                              "or descriptor)")
         self.attrs[name] = value
@@ -142,17 +146,20 @@ class ExceptionVariable(VariableTracker):
 
     def _class_attribute(self, name):
         """A method or constant defined by the exception's own (Python) classes; None: other."""
-        from .functions import UserMethodVariable  # lazy: functions.py sits above exceptions
-        from .user_objects import mro_lookup
-
-        attr, owner = mro_lookup(self.exc_type, name)
+        attr, owner = self._class_lookup(name)
         if owner is None or owner.__module__ == "builtins":
             return None
         if isinstance(attr, types.FunctionType):
-            return UserMethodVariable(attr, self)
+            return BoundMethodOfVariable(self, name)  # called through call_method below
         if type(attr) in (int, float, str, bool, type(None)):
             return ConstantVariable(attr)
         return None
+
+    def call_method(self, tx, name, args, kwargs):
+        attr, owner = self._class_lookup(name)
+        if isinstance(attr, types.FunctionType) and owner.__module__ != "builtins":
+            return self.call_python_function(tx, attr, [self, *args], kwargs)
+        return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg):
         chained = self.context is not None or self.cause is not None or self.suppress_context

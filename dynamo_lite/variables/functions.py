@@ -552,3 +552,11 @@ __all__ = [
     "UserMethodVariable", "PartialVariable",
     "GetMethodVariable", "is_inlinable_function", "python_function_handler", "PYTHON_FUNCTION_MATCHERS",
 ]
+
+
+def call_python_function(tx, fn, args, kwargs):
+    """``fn(*args, **kwargs)`` for a plain Python function, inlined (see VariableTracker.call_python_function)."""
+    return UserFunctionVariable(fn).call_function(tx, list(args), dict(kwargs))
+
+
+VariableTracker.call_python_function = staticmethod(call_python_function)  # see VariableTracker.call_python_function
