@@ -68,6 +68,21 @@ def exception_with(cls: type, args: tuple, names: tuple, *values) -> BaseExcepti
     return exc
 
 
+def format_fields(layout: tuple, *tensors) -> str:
+    """The text of an f-string whose tensor fields were formatted after the graph
+    (variables/formatted_text.py): ``layout`` holds the constant pieces (str) and, for each field
+    in order, its conversion (0: ``format(t, "")``, 1: str, 2: repr, 3: ascii)."""
+    out = []
+    fields = iter(tensors)
+    for part in layout:
+        if type(part) is str:
+            out.append(part)
+            continue
+        t = next(fields)
+        out.append(format(t, "") if part == 0 else str(t) if part == 1 else repr(t) if part == 2 else ascii(t))
+    return "".join(out)
+
+
 def set_iterator_at(real: set, consumed: tuple, rest: tuple):
     """A set iterator: iter(real) past the ``consumed`` items, if the real set yields them first
     and then exactly ``rest``; else an iterator over ``rest``."""

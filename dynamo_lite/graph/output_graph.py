@@ -29,6 +29,7 @@ from ..guards import Guard, GuardSet
 from ..shapes import is_grad_of_non_leaf_warning, ShapeTracker
 from ..source import Source
 from ..variables.cells import CellVariable
+from ..variables.formatted_text import SNAPSHOT_META
 from ..variables.tensor import warnings_issued
 from .side_effects import SideEffects
 
@@ -321,6 +322,9 @@ class OutputGraph:
         if self.grad_enabled != self.initial_grad_enabled:
             self.create_node("call_function", torch._C._set_grad_enabled, (self.initial_grad_enabled,), {})
         self.graph.output(tuple(output_nodes))
+        for node in reversed(self.graph.nodes):  # snapshots of tensors for text nobody kept
+            if node.meta.get(SNAPSHOT_META) and not node.users:
+                self.graph.erase_node(node)
         used = []
         for gi in self.graph_inputs:
             if gi.node.users:

@@ -29,6 +29,7 @@ from .objects import IdVariable, ObjectVariable
 from .sets import SetVariable
 from .folding import fold_numpy_quietly, raise_folded, wrap_constant_result
 from .numpy_arrays import NumpyArrayVariable, numpy_operator
+from .formatted_text import FormattedTextVariable
 from .tensor import record_op, sym_operator, SymNodeVariable, TensorVariable
 from .user_objects import mro_lookup, ObjectLike
 
@@ -88,6 +89,10 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
         return ConstantVariable(same if fn is operator.eq else not same)
     if any(isinstance(a, NumpyArrayVariable) for a in args):
         return numpy_operator(tx, fn, args)
+    if fn in (operator.add, operator.iadd) and any(isinstance(a, FormattedTextVariable) for a in args) and all(
+            isinstance(a, FormattedTextVariable) or (a.is_python_constant() and type(a.as_python_constant()) is str)
+            for a in args):
+        return FormattedTextVariable.join(args)  # "got " + f"{x}": still made after the graph
     if any(_is_tensor(a) for a in args):
         if fn is operator.not_:
             raise GraphBreak(gb.DATA_DEPENDENT, "`not tensor` depends on tensor data")

@@ -48,6 +48,7 @@ from .autograd_function import real_function, speculate
 from .contexts import GradModeExitVariable
 from .nn_module import NNModuleVariable
 from .functions import PYTHON_FUNCTION_HANDLERS, PYTHON_FUNCTION_MATCHERS
+from .formatted_text import FormattedTextVariable
 from .tensor import TensorVariable, record_op
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
@@ -92,6 +93,8 @@ def snapshot(arg: VariableTracker, what: str, containers: bool = False) -> Varia
             raise GraphBreak(gb.SIDE_EFFECT, f"{what} of a tensor that requires grad (its grad_fn is the "
                              "backend's after the graph)")
         return arg
+    if isinstance(arg, FormattedTextVariable):
+        return arg  # formatted after the graph from snapshots taken where the text was made
     try:
         value = arg.constant_copy()
     except (NotImplementedError, GraphBreak):

@@ -5,6 +5,7 @@ xfails in tests/test_known_bugs.py.
 """
 
 import torch
+import dynamo_lite
 
 from dynamo_lite.testing import check_breaks, check_calls
 
@@ -26,15 +27,15 @@ def test_fstring_format_specs():
     check_calls(f, [(t(1, 2), 3.14159), (t(1), -2.5)])
 
 
-def test_fstring_of_tensor_values_breaks_once():
-    # the values are only known when the code runs: one break at the f-string, where Python
-    # formats the tensor (torch's repr builds namedtuples: their generated __new__ is not captured)
+def test_fstring_of_tensor_values_is_formatted_after_the_graph():
+    # the values are only known when the code runs: the text is made by Python after the graph,
+    # from a snapshot of the tensor where the f-string formats it (variables/formatted_text.py)
     def f(x):
         y = x + 1
         s = f"value {y}"
         return y * 2, s
 
-    check_breaks(f, t(1, 2, 3), breaks=1, raises=None)
+    check_breaks(f, t(1, 2, 3), breaks=0, raises=None)
 
 
 def test_fstring_of_tensor_shape_and_dtype():
@@ -158,3 +159,54 @@ def test_str_of_object_with_default_repr_is_still_exact():
         return x + 1, str(p) == repr(p), f"{p}" == str(p)
 
     check_breaks(f, t(1), Plain(), breaks=None)
+
+
+# ---------------------------------------------------------------- f-strings of tensors
+class _CheckError(Exception):
+    pass
+
+
+def _check(cond, msg):
+    if not cond:
+        raise _CheckError(msg)
+
+
+def test_fstring_of_tensors_is_made_after_the_graph():
+    # kornia: KORNIA_CHECK(direction.size(0) == angle.size(0), f"... Got {direction} and {angle}.")
+    def validate(direction, angle):
+        _check(direction.size(0) == angle.size(0), f"same length. Got {direction} and {angle!r}.")
+        return direction * 2
+
+    def later_change_not_seen(x):
+        y = x + 1
+        text = f"y={y} s={x.sum()} {x.sum()!s} {x!a}"
+        y.add_(5)
+        print("got " + text)
+        return y, text
+
+    def no_grad_value_of_a_grad_input(x):
+        with torch.no_grad():
+            w = x * 2
+        return x.sum(), f"{w}"
+
+    check_breaks(validate, torch.ones(2), torch.ones(2), breaks=0)
+    out = check_breaks(validate, torch.ones(2), torch.ones(3), breaks=1, raises=_CheckError)
+    assert str(out.exception) == "same length. Got tensor([1., 1.]) and tensor([1., 1., 1.])."
+    out = check_breaks(later_change_not_seen, torch.ones(2), breaks=0)
+    assert out.value[1] == "y=tensor([2., 2.]) s=2.0 tensor(2.) tensor([1., 1.])"
+    check_breaks(no_grad_value_of_a_grad_input, torch.ones(2, requires_grad=True), breaks=0)
+    # the passing check keeps no snapshot of the tensors in the graph
+    graph = dynamo_lite.explain(validate)(torch.ones(2), torch.ones(2)).graphs[0]
+    assert [n.target for n in graph.graph.nodes if n.op == "call_method"] == []
+
+
+def test_fstring_of_tensors_used_as_text_breaks_where_python_needs_it():
+    def length(x):
+        return x + 1, len(f"{x}")
+
+    def of_a_tensor_that_requires_grad(x):
+        y = x * 2
+        return f"{y}"
+
+    check_breaks(length, torch.ones(2), breaks=1)
+    check_breaks(of_a_tensor_that_requires_grad, torch.ones(2, requires_grad=True), breaks=1)

@@ -7,6 +7,7 @@ from ...exc import GraphBreak
 from ...variables import arith
 from ...variables.builtin import user_object_text
 from ...variables.constant import ConstantVariable
+from ...variables.formatted_text import can_format_later, FormattedTextVariable
 from ...variables.mappings import DictVariable
 from ...variables.sequences import ListVariable, SliceVariable, TupleVariable
 from ...variables.sets import SetVariable
@@ -75,6 +76,10 @@ def STORE_SLICE(tx, inst):
 @register("BUILD_STRING")
 def BUILD_STRING(tx, inst):
     parts = tx.popn(inst.arg)
+    if any(isinstance(p, FormattedTextVariable) for p in parts) and \
+            all(isinstance(p, FormattedTextVariable) or p.is_python_constant() for p in parts):
+        tx.push(FormattedTextVariable.join(parts))  # tensor fields: the text is made after the graph
+        return
     if not all(p.is_python_constant() for p in parts):
         raise GraphBreak(gb.VALUE_UNKNOWN, "f-string with values not known at trace time")
     tx.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
@@ -102,6 +107,10 @@ def _formattable(value):
 def _format_field(tx, value, conv: int, spec: str):
     """One f-string field: ``format(value, spec)`` after the conversion ``conv`` (0: none,
     1: str, 2: repr, 3: ascii), as a tracker."""
+    if can_format_later(value, spec):
+        return FormattedTextVariable.of_field(tx, value, conv)  # formatted from the tensor after the graph
+    if isinstance(value, FormattedTextVariable) and conv in (0, 1) and not spec:
+        return value  # format(text, "") / str(text): the same text (3.13's CONVERT_VALUE, then FORMAT_SIMPLE)
     if conv in (0, 1, 2):
         # a user object with a Python __str__ / __repr__ / __format__: the method inlined
         dunder = ("__format__", "__str__", "__repr__")[conv]
