@@ -21,7 +21,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from .. import graph_breaks as gb
 from .. import bytecode_compat, runtime
 
-from ..exc import SkipFrame
+from ..exc import GraphBreak, SkipFrame
 from ..variables.base import NullVariable, VariableTracker
 from ..variables.constant import ConstantVariable
 from ..variables.cells import CellVariable
@@ -31,6 +31,14 @@ from ..variables.sets import SetVariable
 from ..variables.tensor import TensorVariable
 
 GRAPH_OUT = "___graph_out"
+
+
+def _key_tracker(key) -> VariableTracker:
+    """The tracker that rebuilds a dict key (key_to_var); one that cannot be rebuilt fails codegen."""
+    try:
+        return key_to_var(key)
+    except GraphBreak as e:
+        raise CodegenFailed(f"cannot rebuild the dict key {type(key).__name__}") from e
 
 
 class CodegenFailed(SkipFrame):
@@ -269,7 +277,7 @@ class PyCodegen:
             self.emit("BUILD_LIST", len(var.items))
         elif isinstance(var, DictVariable):
             for k, v in var.items.items():
-                self.reconstruct(key_to_var(k))
+                self.reconstruct(_key_tracker(k))
                 self.reconstruct(v)
             self.emit("BUILD_MAP", len(var.items))
         elif isinstance(var, SetVariable):

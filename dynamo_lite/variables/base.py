@@ -211,6 +211,9 @@ class VariableTracker:
     # (tx, cls, args, kwargs) -> tracker or None: a torch.nn module class called in traced code
     # (nn_module.build_fresh_module; None: Python builds it).
     build_module: "staticmethod"
+    # (cls, item trackers) -> tracker or None: an instance of the namedtuple class ``cls`` (None:
+    # not a plain namedtuple class): user_objects.namedtuple_of.
+    namedtuple_of: "staticmethod"
     # (tx, fn, args, kwargs) -> tracker: call the Python function ``fn`` in the trace (inlined;
     # a method's self is args[0]): functions.call_python_function.
     call_python_function: "staticmethod"

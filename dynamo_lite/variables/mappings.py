@@ -687,6 +687,10 @@ def key_to_var(k) -> VariableTracker:
         return k.var
     if type(k) is tuple:  # (its items may be classes: ``(torch.Tensor,)``, einx's backend table)
         return TupleVariable([key_to_var(x) for x in k])
+    if isinstance(k, tuple):  # a namedtuple key (e3nn's ``_INPUT(0, 2, 5)`` paths): made again by its class
+        made = VariableTracker.namedtuple_of(type(k), [key_to_var(x) for x in k])
+        if made is not None:
+            return made
     return VariableTracker.wrap_constant(k) if isinstance(k, tuple) else ConstantVariable(k)
 
 

@@ -670,9 +670,26 @@ class SymNodeVariable(VariableTracker):
 
     def as_node(self) -> torch.fx.Node:
         if self.node is None:
+            self._make_operands_first()
             self.node = self.make_node()
             self.node.meta["example_value"] = self.value
         return self.node
+
+    def _make_operands_first(self) -> None:
+        """Make the nodes of not-yet-made symbolic operands, deepest first, without recursion:
+        ``sum(x.size(0) for x in many)`` is a chain of hundreds of lazy additions."""
+        order, stack, seen = [], list(getattr(self, "lazy_operands", ())), set()
+        while stack:
+            v = stack.pop()
+            if not isinstance(v, SymNodeVariable) or v.node is not None or id(v) in seen:
+                continue
+            seen.add(id(v))
+            order.append(v)
+            stack.extend(getattr(v, "lazy_operands", ()))
+        for v in reversed(order):
+            if v.node is None:
+                v.node = v.make_node()
+                v.node.meta["example_value"] = v.value
 
     def is_python_constant(self):
         return True  # on demand, by specialising (see the class docstring)
@@ -823,8 +840,10 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
         tx.output.shapes.note()
         if isinstance(example, _SYM_TYPES):
             output = tx.output
-            return SymNodeVariable(example, output.shapes, make_node=lambda: output.create_node(
+            result = SymNodeVariable(example, output.shapes, make_node=lambda: output.create_node(
                 "call_function", fn, tuple(_node_arg(a) for a in args), {}))
+            result.lazy_operands = tuple(args)  # made before it (as_node)
+            return result
         if example is not None and type(example) in (int, float, bool):
             return ConstantVariable(example)
     values = [a.as_python_constant() for a in args]

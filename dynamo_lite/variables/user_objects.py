@@ -1091,6 +1091,16 @@ _DEQUE_SIGNATURE = (lambda iterable=None, maxlen=None: None).__code__  # deque([
 _NAMEDTUPLE_MAKE_CODE = collections.namedtuple("_T", "a")._make.__func__.__code__
 
 
+def namedtuple_of(cls, items):
+    """An instance of namedtuple class ``cls`` made from ``items`` (None: not a plain namedtuple class)."""
+    if not is_namedtuple_class(cls) or cls.__dictoffset__:
+        return None
+    return NamedTupleVariable(cls, items)
+
+
+VariableTracker.namedtuple_of = staticmethod(namedtuple_of)  # see VariableTracker.namedtuple_of
+
+
 def is_namedtuple_class(cls) -> bool:
     """A class made by collections.namedtuple / typing.NamedTuple whose __new__ is the generated one."""
     if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):

@@ -704,3 +704,18 @@ def test_list_modified_by_its_sort_key_raises_valueerror():
         return x, p, ""
 
     check_calls(f, [(X,)], graphs=None)
+
+
+_Path = collections.namedtuple("input", "tensor, start, stop")
+
+
+def test_dict_made_in_the_trace_keyed_by_namedtuples_is_rebuilt():
+    # e3nn's ReducedTensorProducts memoises fx proxies in a dict keyed by _INPUT(...) paths
+    def f(x, n):
+        values = {}
+        for i in range(n):
+            values[_Path(i, 0, 2)] = x[i:i + 2] * 2
+        return values
+
+    out = check_breaks(f, torch.arange(6.0), 3, breaks=0)
+    assert all(type(k) is _Path for k in out.value)

@@ -761,3 +761,17 @@ def test_iter_of_a_symbolic_int_raises_type_error_the_code_catches():
     with events.collecting(seen.append):
         check_calls(f, [(torch.ones(1), n) for n in (2, 3, 4, 1e-3, 5)], graphs=None)
     assert [e for e in seen if type(e).__name__ == "GraphBreakEvent"] == []
+
+
+def test_a_long_chain_of_symbolic_additions_does_not_recurse():
+    # e3nn's direct_sum: sum(x.size(-2) for x in matrices) over hundreds of matrices is a chain of
+    # lazy additions, made into nodes when first used (was RecursionError, an internal error)
+    def f(x, n):
+        s = 0
+        for _ in range(1200):
+            s = s + n
+        return x * s
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    for n in (3, 4, 5):  # n symbolic from the second call
+        assert torch.equal(compiled(torch.ones(2), n), f(torch.ones(2), n))
