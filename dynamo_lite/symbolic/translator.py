@@ -414,7 +414,11 @@ class InstructionTranslator(InstructionTranslatorBase):
             brk.user_exception = True  # not a capture failure (fullgraph lets Python raise it)
             # raised while handling exceptions raised in the trace: Python raises those first, so the
             # real exception gets its __context__ chain
-            self.break_step = min([e.root_step, *_context_steps(e.exc), *self._comprehension_start()])
+            # an exception raised earlier in the trace and raised again (``except E as e: err = e``,
+            # ``raise err``): Python raises it from its first raise, so its traceback is eager's
+            first = getattr(e.exc, "first_raised_at_step", None)
+            self.break_step = min([e.root_step, *([first] if first is not None else []), *_context_steps(e.exc),
+                                   *self._comprehension_start()])
             raise brk from None
         except GraphBreak as e:
             if not e.user_stack:

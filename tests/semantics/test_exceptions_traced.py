@@ -317,3 +317,27 @@ def test_exception_constructors_not_modelled_run_in_python():
 
     check_breaks(f, torch.ones(3), breaks=1)  # prints "new" once, as eager
     check_breaks(g, torch.ones(3), breaks=1)
+
+
+def test_exception_caught_and_raised_again_keeps_its_first_traceback():
+    # the traceback's deepest frame is where it was first raised, as in eager
+    import traceback
+
+    def fail():
+        raise _CodedError("first", 1)
+
+    def f(x):
+        x = x * 2
+        try:
+            fail()
+        except _CodedError as e:
+            err = e
+        y = x + 1
+        raise err
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    for fn in (f, compiled):
+        try:
+            fn(torch.ones(2))
+        except _CodedError as e:
+            assert traceback.extract_tb(e.__traceback__)[-1].name == "fail"
