@@ -62,8 +62,7 @@ def exception_with(cls: type, args: tuple, names: tuple, *values) -> BaseExcepti
     """An exception of a class with a Python ``__init__`` that traced code made: built as
     BaseException.__new__ builds it (``args``: what its __init__ left in ``.args``) and given the
     instance attributes its __init__ and later writes set, without running that code again."""
-    exc = cls.__new__(cls, *args)
-    exc.args = args
+    exc = cls.__new__(cls, *args)  # BaseException.__new__ sets .args
     exc.__dict__.update(zip(names, values))
     return exc
 

@@ -46,6 +46,15 @@ class IdentityKey:
         return isinstance(other, IdentityKey) and other.ident == self.ident
 
 
+def mro_lookup(cls: type, name: str):
+    """``(attribute, owning class)`` of ``name`` found along ``cls.__mro__`` without running
+    descriptors, or ``(None, None)``."""
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name], klass
+    return None, None
+
+
 class VariableTracker:
     """Base class of every symbolic value.
 

@@ -10,7 +10,7 @@ from typing import Optional
 from .. import graph_breaks as gb
 from .. import runtime
 from ..exc import GraphBreak
-from .base import VariableTracker
+from .base import mro_lookup, VariableTracker
 from .constant import ConstantVariable, NONE
 from .methods import BoundMethodOfVariable
 from .sequences import TupleVariable
@@ -90,19 +90,12 @@ class ExceptionVariable(VariableTracker):
         exc.call_python_function(tx, init, [exc, *args], kwargs)
         return exc
 
-    def _class_lookup(self, name):
-        """(attribute, owning class) of ``name`` along the exception class's MRO, read statically."""
-        for klass in self.exc_type.__mro__:
-            if name in klass.__dict__:
-                return klass.__dict__[name], klass
-        return None, None
-
     def setattr(self, tx, name, value):
         if name == "args":
             self.args = list(value.unpack(tx))  # BaseException's args setter stores tuple(value)
             self.custom_init = True
             return
-        if name.startswith("__") or self._class_lookup(name)[0] is not None:
+        if name.startswith("__") or mro_lookup(self.exc_type, name)[0] is not None:
             raise GraphBreak(gb.SIDE_EFFECT, f"setting attribute {name!r} of {self.describe()} (a class attribute "
                              "or descriptor)")
         self.attrs[name] = value
@@ -146,7 +139,7 @@ class ExceptionVariable(VariableTracker):
 
     def _class_attribute(self, name):
         """A method or constant defined by the exception's own (Python) classes; None: other."""
-        attr, owner = self._class_lookup(name)
+        attr, owner = mro_lookup(self.exc_type, name)
         if owner is None or owner.__module__ == "builtins":
             return None
         if isinstance(attr, types.FunctionType):
@@ -156,7 +149,7 @@ class ExceptionVariable(VariableTracker):
         return None
 
     def call_method(self, tx, name, args, kwargs):
-        attr, owner = self._class_lookup(name)
+        attr, owner = mro_lookup(self.exc_type, name)
         if isinstance(attr, types.FunctionType) and owner.__module__ != "builtins":
             return self.call_python_function(tx, attr, [self, *args], kwargs)
         return super().call_method(tx, name, args, kwargs)

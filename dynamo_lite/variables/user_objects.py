@@ -41,7 +41,7 @@ from typing import Any, Optional
 from .. import graph_breaks as gb
 from .. import guards, runtime
 from ..exc import GraphBreak
-from .base import checked_len, IdentityKey, type_or_none, VariableTracker
+from .base import checked_len, IdentityKey, mro_lookup, type_or_none, VariableTracker
 from .constant import ConstantVariable, NONE
 from ..source import AttrSource, GenericAttrSource, ItemSource, TypeSource, attr_source
 from .mappings import (
@@ -57,15 +57,6 @@ from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .contexts import NullContextVariable, SuppressVariable
 from .exceptions import ExceptionVariable
 from .python_modules import guard_attr_value
-
-
-def mro_lookup(cls: type, name: str):
-    """``(attribute, owning class)`` of ``name`` found along ``cls.__mro__`` without running
-    descriptors, or ``(None, None)``."""
-    for klass in cls.__mro__:
-        if name in klass.__dict__:
-            return klass.__dict__[name], klass
-    return None, None
 
 
 # generic attribute lookup (PyObject_GenericGetAttr) of object and builtin bases
