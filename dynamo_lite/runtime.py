@@ -43,6 +43,17 @@ def new_object(cls, attrs: dict):
     return obj
 
 
+def with_attrs(obj, attrs: dict, raw: tuple = ()):
+    """``obj`` after ``obj.name = value`` for each attribute (``object.__setattr__`` for the names in
+    ``raw``), in order: the writes a trace made on an object it rebuilds by calling its class."""
+    for name, value in attrs.items():
+        if name in raw:
+            object.__setattr__(obj, name, value)
+        else:
+            setattr(obj, name, value)
+    return obj
+
+
 def reenter_grad_mode(enabled: bool, prev: bool):
     """An entered grad-mode context whose ``__exit__`` restores ``prev``."""
     ctx = torch.set_grad_enabled(enabled)

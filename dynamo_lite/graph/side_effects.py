@@ -191,6 +191,10 @@ class SideEffects:
         del attrs[name]
         return True
 
+    def is_raw_store(self, obj: VariableTracker, name: str) -> bool:
+        """Was ``obj.name`` last written by ``object.__setattr__`` (bypassing the class's own)?"""
+        return (id(obj), name) in self.raw_attr_stores
+
     def new_object_attrs(self, obj: VariableTracker) -> dict[str, VariableTracker]:
         return self.attr_values.get(id(obj), {})
 

@@ -220,6 +220,9 @@ class VariableTracker:
     # (tx, cls, args, kwargs) -> tracker or None: a torch.nn module class called in traced code
     # (nn_module.build_fresh_module; None: Python builds it).
     build_module: "staticmethod"
+    # (cls, class source) -> tracker: a new instance of a user nn.Module subclass, before its
+    # ``__init__`` is traced (nn_module.NewModuleVariable).
+    new_module_object: "staticmethod"
     # (cls, item trackers) -> tracker or None: an instance of the namedtuple class ``cls`` (None:
     # not a plain namedtuple class): user_objects.namedtuple_of.
     namedtuple_of: "staticmethod"

@@ -28,6 +28,11 @@ code avoid ``nn.Module.__getattr__`` and weight updates need no recompile.
 - Sequential/ModuleList/ModuleDict/ParameterList: iteration, ``len``, indexing
   (negative and slices too), ``items/keys/values``; ``parameters()``,
   ``buffers()``, ``modules()``, ``children()`` and their ``named_`` forms.
+- Modules built by the traced code: a stateless torch.nn one (``CrossEntropyLoss()``) is traced
+  through a twin built now (FreshModuleVariable); a user class's instance has its ``__init__``
+  traced, with nn.Module's own ``__init__``, ``__setattr__``, ``__getattr__``,
+  ``register_buffer``, ``__call__``, ``train``/``eval`` and ``to`` answered here
+  (NewModuleVariable); modules with weights of their own break (Python builds them).
 - Writes: Python attributes are replayed after the graph (side effects);
   ``self.buf += 1`` on a buffer is the in-place op itself; assigning a new
   tensor to a buffer is replayed as ``setattr``; assigning parameters or
@@ -46,12 +51,15 @@ from torch import nn
 
 from .. import graph_breaks as gb
 from .. import guards
+from .. import runtime
 from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, NthValueSource, TypeSource, attr_source
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import mro_lookup, guard_class_attr, guard_function, UserDefinedClassVariable
+from .user_objects import mro_lookup, guard_class_attr, guard_function, NewObjectVariable, UserDefinedClassVariable
+from .mappings import DictVariable
 from .sequences import ListIteratorVariable, TupleVariable
+from .sets import SetVariable
 from .functions import UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
@@ -524,10 +532,12 @@ def _is_graph_module_call(module, call) -> bool:
 
 
 def _module_dunder_handler(kind):
-    """``nn.Module.__getattr__(m, name)`` / ``__setattr__(m, name, v)`` called explicitly
-    (``super().__getattr__(name)`` in a module defining its own)."""
+    """``nn.Module.__getattr__(m, name)`` / ``__setattr__(m, name, v)``: called explicitly
+    (``super().__getattr__(name)`` in a module defining its own), or reached by the attribute
+    lookup and store of a module built in the trace (NewModuleVariable)."""
     def impl(tx, obj=None, name=None, *rest, **kwargs):
-        if not isinstance(obj, NNModuleVariable) or name is None or not name.is_python_constant() or kwargs:
+        if not isinstance(obj, (NNModuleVariable, NewModuleVariable)) or name is None or \
+                not name.is_python_constant() or kwargs:
             return None
         if kind == "get" and not rest:
             return obj.module_getattr(tx, name.as_python_constant())
@@ -541,6 +551,8 @@ def _module_call_handler(tx, obj=None, *args, **kwargs):
     """``nn.Module.__call__(m, *args)`` called as a function (``super().__call__(x)`` in a module
     defining its own ``__call__``; compile(module)'s call with hooks, api.py): the module call,
     not the class's own ``__call__`` again."""
+    if isinstance(obj, NewModuleVariable):
+        return obj.module_call(tx, list(args), kwargs)
     if not isinstance(obj, NNModuleVariable):
         return None
     obj.check_no_pending_hooks(tx, "a call")
@@ -553,6 +565,17 @@ MODULE_FUNCTION_HANDLERS = {
     nn.Module.__call__: _module_call_handler,
     nn.Module.__getattr__: _module_dunder_handler("get"),
     nn.Module.__setattr__: _module_dunder_handler("set"),
+    nn.Module.__init__: lambda tx, obj=None, *args, **kwargs: (
+        obj.module_init(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
+    nn.Module.register_buffer: lambda tx, obj=None, *args, **kwargs: (
+        obj.register_buffer(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
+    nn.Module.train: lambda tx, obj=None, *args, **kwargs: (
+        obj.module_train(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
+    nn.Module.eval: lambda tx, obj=None, *args, **kwargs: (  # ``return self.train(False)``
+        obj.var_getattr(tx, "train").call_function(tx, [ConstantVariable(False)], {})
+        if isinstance(obj, NewModuleVariable) and not args and not kwargs else None),
+    nn.Module.to: lambda tx, obj=None, *args, **kwargs: (
+        obj.module_to(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
 }
 
 
@@ -619,7 +642,9 @@ def build_fresh_module(tx, cls: type, args: list, kwargs: dict):
         return None
     const_args = tuple(a.as_python_constant() for a in args)
     const_kwargs = {k: v.as_python_constant() for k, v in kwargs.items()}
-    with warnings.catch_warnings(record=True) as caught:
+    # built on the meta device with the RNG state put back: a module with weights (not stateless,
+    # so Python builds it) must not draw from the generator or allocate here
+    with warnings.catch_warnings(record=True) as caught, torch.random.fork_rng(devices=[]), torch.device("meta"):
         warnings.simplefilter("always")
         try:
             module = cls(*const_args, **const_kwargs)
@@ -646,12 +671,284 @@ class FreshModuleVariable(NNModuleVariable):
         return True  # one object, however many places refer to it
 
     def reconstruct(self, cg):
+        attrs = cg.side_effects.new_object_attrs(self)  # (writes the trace made on it)
+        if attrs:
+            cg.load_callable(runtime.with_attrs)
         cg.load_callable(type(self.value))
         for a in self.args:
             cg.load_const(a)
         for v in self.kwargs.values():
             cg.load_const(v)
         cg.call(len(self.args) + len(self.kwargs), tuple(self.kwargs))
+        if attrs:
+            for name, value in attrs.items():
+                cg.load_const(name)
+                cg.reconstruct(value)
+            cg.emit("BUILD_MAP", len(attrs))
+            cg.load_const(tuple(name for name in attrs if cg.side_effects.is_raw_store(self, name)))
+            cg.call(3)
 
 
 VariableTracker.build_module = staticmethod(build_fresh_module)  # see VariableTracker.build_module
+VariableTracker.new_module_object = staticmethod(lambda cls, class_source: NewModuleVariable(cls, class_source))
+
+
+# ---- user modules the traced code builds --------------------------------------------------
+_REGISTRATION_HOOKS = {"_modules": "_global_module_registration_hooks",
+                       "_buffers": "_global_buffer_registration_hooks"}
+_CALL_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs")
+_INIT_FIELDS: list = []
+
+
+def _module_init_fields() -> list:
+    """(name, value) of what ``nn.Module.__init__`` sets, in its order, for the running torch:
+    read once from a module it builds (torch's code only)."""
+    if not _INIT_FIELDS:
+        _INIT_FIELDS.extend(nn.Module().__dict__.items())
+    return _INIT_FIELDS
+
+
+def _fresh_field(tx, name: str, value):
+    """A tracker of a new, empty copy of the nn.Module field ``value``."""
+    if value is None or type(value) is bool:
+        return ConstantVariable(value)
+    if type(value) in (dict, collections.OrderedDict) and not value:
+        return DictVariable({}, dict_type=type(value))
+    if type(value) is set and not value:
+        return SetVariable([], tx=tx)
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"nn.Module.__init__ of this torch sets {name} to a "
+                                          f"{type(value).__name__}: Python builds the module")
+
+
+def _is_module(var) -> bool:
+    if isinstance(var, (NNModuleVariable, NewModuleVariable)):
+        return True
+    try:
+        cls = var.python_type()
+    except GraphBreak:
+        return False
+    return isinstance(cls, type) and issubclass(cls, nn.Module)
+
+
+def _is_parameter(var) -> bool:
+    try:
+        cls = var.python_type()
+    except GraphBreak:
+        return False
+    return isinstance(cls, type) and issubclass(cls, (nn.Parameter, nn.Buffer))
+
+
+class NewModuleVariable(NewObjectVariable):
+    """An instance of a user nn.Module subclass built by the traced code (``head = Head(dim)`` in
+    forward, ``BoxBlur((3, 3))(img)`` in a test).  Its ``__init__`` is traced; nn.Module's own
+    ``__init__``, ``__setattr__``, ``__getattr__``, ``register_buffer`` and ``__call__`` are
+    answered here, with the tables they fill (``_parameters``, ``_buffers``, ``_modules``, the
+    hook dicts) as trackers among the object's attributes, set in ``nn.Module.__init__``'s order.
+    So, when it outlives the graph, it is rebuilt as any object made in the trace
+    (``object.__new__`` and its ``__dict__``, runtime.new_object): the same ``__dict__``, in the
+    same order, as eager's.  Parameters (a ``nn.Parameter`` assigned, a torch.nn layer with
+    weights built inside), hooks, and nn.Module's other methods (``to``, ``train``, ...) break:
+    Python runs them on the rebuilt module."""
+
+    def describe(self):
+        return f"new module {self.value_type.__name__}"
+
+    def _table(self, tx, store: str):
+        """The tracker of ``self.__dict__[store]`` (None: not set, nn.Module.__init__ has not run)."""
+        table = tx.output.side_effects.load_attr(self, store)
+        if table is None or isinstance(table, (DictVariable, SetVariable)):
+            return table
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{self.describe()}: {store} was replaced")
+
+    @staticmethod
+    def _has(tx, table, name: str) -> bool:
+        return table is not None and table.contains(tx, ConstantVariable(name))
+
+    def module_init(self, tx, args, kwargs):
+        """``nn.Module.__init__(self)``: its fields, each a new empty table (call_super_init is
+        False: arguments are a TypeError)."""
+        cls = self.value_type
+        if mro_lookup(cls, "call_super_init")[0] is not False:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{cls.__name__}.call_super_init is set: Python builds it")
+        if args or kwargs:
+            raise GraphBreak(gb.OPERATION_RAISES, f"nn.Module.__init__() of {cls.__name__} takes no arguments "
+                                                  "(TypeError)")
+        for name, value in _module_init_fields():
+            tx.output.side_effects.store_attr(self, name, _fresh_field(tx, name, value), raw=True)
+        return NONE
+
+    def module_getattr(self, tx, name):
+        """``nn.Module.__getattr__``: parameters, buffers and submodules."""
+        for store in ("_parameters", "_buffers", "_modules"):
+            table = self._table(tx, store)
+            if self._has(tx, table, name):
+                return table.call_method(tx, "__getitem__", [ConstantVariable(name)], {})
+        raise GraphBreak(gb.MISSING_ATTRIBUTE, f"{self.value_type.__name__!r} object has no attribute {name!r}")
+
+    def _no_registration_hooks(self, tx, store: str) -> None:
+        """nn.Module's global registration hooks for ``store`` are empty (guarded): a hook would
+        run, and may replace the value, when Python registers it."""
+        from torch.nn.modules import module as m
+
+        hooks = _REGISTRATION_HOOKS[store]
+        if getattr(m, hooks, None):
+            raise GraphBreak(gb.MODULE_HOOKS, f"global {store[1:]} registration hooks are set")
+        tx.output.add_expr_guard(f"not ___sys.modules['torch.nn.modules.module'].{hooks}")
+
+    def _remove_from(self, tx, name: str, stores) -> None:
+        """Module.__setattr__'s ``remove_from``: ``name`` out of the instance dict and these tables."""
+        for store in stores:
+            if store == "__dict__":
+                tx.output.side_effects.delete_new_object_attr(self, name)
+                continue
+            table = self._table(tx, store)
+            if self._has(tx, table, name):
+                method = "__delitem__" if isinstance(table, DictVariable) else "discard"
+                table.call_method(tx, method, [ConstantVariable(name)], {})
+
+    def module_setattr(self, tx, name, value):
+        """``nn.Module.__setattr__``: a submodule into ``_modules``, a tensor named as a buffer into
+        ``_buffers``, anything else into the instance dict (object.__setattr__)."""
+        params = self._table(tx, "_parameters")
+        if _is_parameter(value):
+            raise GraphBreak(gb.MODULE_CREATED, f"assigning a parameter or buffer object ({name!r}) registers it")
+        if self._has(tx, params, name):
+            raise GraphBreak(gb.SIDE_EFFECT, f"assigning parameter {name!r} of {self.describe()}")
+        modules = self._table(tx, "_modules")
+        if _is_module(value) or self._has(tx, modules, name):
+            if modules is None:
+                raise GraphBreak(gb.OPERATION_RAISES, "cannot assign module before Module.__init__() call "
+                                                      "(AttributeError)")
+            if not _is_module(value) and not (value.is_python_constant() and value.as_python_constant() is None):
+                raise GraphBreak(gb.OPERATION_RAISES, f"cannot assign {value.describe()} as child module {name!r} "
+                                                      "(TypeError)")
+            if _is_module(value):
+                self._remove_from(tx, name, ("__dict__", "_parameters", "_buffers", "_non_persistent_buffers_set"))
+            self._no_registration_hooks(tx, "_modules")
+            modules.call_method(tx, "__setitem__", [ConstantVariable(name), value], {})
+            return NONE
+        buffers = self._table(tx, "_buffers")
+        if self._has(tx, buffers, name):
+            if mro_lookup(self.value_type, "register_buffer")[0] is not nn.Module.register_buffer:
+                raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.value_type.__name__} defines register_buffer")
+            persistent = not self._has(tx, self._table(tx, "_non_persistent_buffers_set"), name)
+            return self._register_buffer(tx, name, value, persistent)
+        return self.generic_setattr(tx, name, value)
+
+    def register_buffer(self, tx, args, kwargs):
+        """``nn.Module.register_buffer(self, name, tensor, persistent=True)``."""
+        def bind(name, tensor, persistent=ConstantVariable(True)):
+            return name, tensor, persistent
+        try:
+            name, tensor, persistent = bind(*args, **kwargs)
+        except TypeError as e:
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"register_buffer(): {e}") from e
+        if not name.is_python_constant() or not persistent.is_python_constant():
+            raise GraphBreak(gb.VALUE_UNKNOWN, "register_buffer() with a name or persistent flag not known at "
+                                               "trace time")
+        name = name.as_python_constant()
+        if self._table(tx, "_buffers") is None or not isinstance(name, str) or "." in name or not name:
+            raise GraphBreak(gb.OPERATION_RAISES, f"register_buffer({name!r}) raises")
+        if not self._has(tx, self._table(tx, "_buffers"), name):
+            try:  # hasattr(self, name), as register_buffer asks it
+                self.var_getattr(tx, name)
+            except GraphBreak as e:
+                if e.break_id != gb.MISSING_ATTRIBUTE:
+                    raise
+            else:
+                raise GraphBreak(gb.OPERATION_RAISES, f"register_buffer(): attribute {name!r} already exists "
+                                                      "(KeyError)")
+        return self._register_buffer(tx, name, tensor, bool(persistent.as_python_constant()))
+
+    def _register_buffer(self, tx, name: str, tensor, persistent: bool):
+        if not isinstance(tensor, TensorVariable) and not (tensor.is_python_constant() and
+                                                            tensor.as_python_constant() is None):
+            raise GraphBreak(gb.OPERATION_RAISES, f"cannot assign {tensor.describe()} to buffer {name!r} (TypeError)")
+        self._no_registration_hooks(tx, "_buffers")
+        self._table(tx, "_buffers").call_method(tx, "__setitem__", [ConstantVariable(name), tensor], {})
+        self._table(tx, "_non_persistent_buffers_set").call_method(
+            tx, "discard" if persistent else "add", [ConstantVariable(name)], {})
+        return NONE
+
+    def module_call(self, tx, args, kwargs):
+        """``nn.Module.__call__`` of a module without hooks: ``self.forward(*args, **kwargs)``."""
+        for store in _CALL_HOOKS:
+            table = self._table(tx, store)
+            if table is None or table.items:
+                raise GraphBreak(gb.MODULE_HOOKS, f"{self.describe()} has {store} (or no nn.Module state)")
+        if _global_hooks_present():
+            raise GraphBreak(gb.MODULE_HOOKS, "global module hooks are set")
+        for hooks in _GLOBAL_HOOKS:
+            tx.output.add_expr_guard(f"not ___sys.modules['torch.nn.modules.module'].{hooks}")
+        if mro_lookup(self.value_type, "_compiled_call_impl")[0] is not None or \
+                tx.output.side_effects.load_attr(self, "_compiled_call_impl") is not None:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{self.describe()} was compiled with Module.compile()")
+        return self.var_getattr(tx, "forward").call_function(tx, args, kwargs)
+
+    def _modules_below(self, tx, what: str) -> list:
+        """This module and every module under it, first-seen order, when each was built in the trace
+        and does ``what`` as nn.Module does (else the call breaks: Python runs it)."""
+        out, todo = [], [self]
+        while todo:
+            m = todo.pop(0)
+            if any(m is seen for seen in out):
+                continue
+            out.append(m)
+            if isinstance(m, FreshModuleVariable):
+                continue  # torch.nn's own, without tensors or children
+            # (the module asked may override it and call nn.Module's: the ones under it are asked by nn.Module)
+            if not isinstance(m, NewModuleVariable) or (
+                    m is not self and mro_lookup(m.value_type, what)[0] is not getattr(nn.Module, what)):
+                raise GraphBreak(gb.SIDE_EFFECT, f"Module.{what}() reaching {m.describe()}: Python runs it")
+            modules = m._table(tx, "_modules")
+            if modules is None:
+                raise GraphBreak(gb.OPERATION_RAISES, f"Module.{what}() of {m.describe()} before nn.Module.__init__")
+            todo.extend(v for v in modules.items.values() if not (v.is_python_constant() and v.as_python_constant() is None))
+        return out
+
+    def module_train(self, tx, args, kwargs):
+        """``Module.train(mode=True)``: ``training`` set on it and every module under it."""
+        if len(args) + len(kwargs) > 1 or set(kwargs) - {"mode"}:
+            raise GraphBreak(gb.BAD_ARGUMENTS, "Module.train() takes one argument, mode")
+        mode = [*args, *kwargs.values()][0] if args or kwargs else ConstantVariable(True)
+        if not mode.is_python_constant() or type(mode.as_python_constant()) is not bool:
+            raise GraphBreak(gb.OPERATION_RAISES, "Module.train(mode) with a mode that is not a bool (ValueError)")
+        for m in self._modules_below(tx, "train"):
+            m.setattr(tx, "training", mode)
+        return self
+
+    def module_to(self, tx, args, kwargs):
+        """``Module.to(device, dtype, non_blocking)``: each buffer of it and of every module under it
+        moved (floating and complex ones converted), in the graph; modules with parameters break."""
+        given = [*args, *kwargs.values()]
+        if len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable):
+            example = args[0].example
+            device, dtype, non_blocking, fmt = example.device, example.dtype, False, None
+        elif all(a.is_python_constant() for a in given):
+            try:
+                device, dtype, non_blocking, fmt = torch._C._nn._parse_to(
+                    *[a.as_python_constant() for a in args], **{k: v.as_python_constant() for k, v in kwargs.items()})
+            except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+                raise GraphBreak(gb.OPERATION_RAISES, f"Module.to() raises {type(e).__name__}") from e
+        else:
+            raise GraphBreak(gb.VALUE_UNKNOWN, "Module.to() with arguments not known at trace time")
+        if fmt is not None or (dtype is not None and not dtype.is_floating_point):
+            # a memory format, an integer dtype (TypeError), a complex one (a warning): Python runs it
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"Module.to() with {fmt or dtype}")
+        for m in self._modules_below(tx, "_apply"):
+            if isinstance(m, FreshModuleVariable):
+                continue
+            params = m._table(tx, "_parameters")
+            buffers = m._table(tx, "_buffers")
+            if params is None or params.items or buffers is None:
+                raise GraphBreak(gb.SIDE_EFFECT, f"Module.to() of {m.describe()} with parameters: Python runs it")
+            for key, buf in list(buffers.items.items()):
+                if not isinstance(buf, TensorVariable):
+                    continue  # (None)
+                ex = buf.example
+                convert = dtype if ex.is_floating_point() or ex.is_complex() else None
+                moved = buf.call_method(tx, "to", [ConstantVariable(device), ConstantVariable(convert),
+                                                   ConstantVariable(non_blocking)], {})
+                buffers.call_method(tx, "__setitem__", [ConstantVariable(key), moved], {})
+        return self

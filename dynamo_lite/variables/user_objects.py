@@ -182,6 +182,11 @@ class ObjectLike(VariableTracker):
             if isinstance(setattr_fn, types.FunctionType):
                 return UserMethodVariable(setattr_fn, self).call_function(tx, [ConstantVariable(name), value], {})
             raise GraphBreak(gb.SIDE_EFFECT, f"{cls.__name__} defines __setattr__")
+        return self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
+        """object.__setattr__(obj, name, value): the store without a custom __setattr__."""
+        cls = self.value_type
         cls_attr, _ = mro_lookup(cls, name)
         if isinstance(cls_attr, property):
             if cls_attr.fset is None:
@@ -1023,7 +1028,10 @@ class UserDefinedClassVariable(VariableTracker):
                     (base.__dict__.get("__slots__", ()) not in ((), []) and cls not in _MAPPING_VIEWS):
                 why = f"has __slots__ {base.__dict__['__slots__']!r}" if base is cls else f"derives from {base.__name__}"
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} {why}: its instances are made by Python")
-        obj = NewObjectVariable(cls, self.source)
+        if issubclass(cls, _nn_module_class()):  # its nn.Module state lives in its attributes
+            obj = VariableTracker.new_module_object(cls, self.source)
+        else:
+            obj = NewObjectVariable(cls, self.source)
         tx.output.side_effects.track_new_object(obj)
         init, _ = mro_lookup(cls, "__init__")
         if isinstance(init, types.FunctionType):
