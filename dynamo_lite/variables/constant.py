@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from .. import graph_breaks as gb
+from .. import guards
 from ..exc import GraphBreak
 from .base import VariableTracker
 from .methods import ConstantMethodVariable
@@ -56,17 +57,30 @@ def is_constant_value(value: Any) -> bool:
 
 
 def user_defined_attr(cls: type, name: str) -> bool:
-    """``name`` of ``cls`` (a constant's class, a subclass of int / float / str / bytes such as an
-    IntEnum) is Python code of a class outside builtins and enum: reading or calling it would run
-    user code.  (Other constants, e.g. an inspect.Signature, are standard-library objects.)"""
-    if not issubclass(cls, (int, float, complex, str, bytes)) or cls in (int, float, complex, str, bytes, bool):
-        return False
+    """``name`` of ``cls`` (a constant's class: an Enum, or a subclass of int / float / str / bytes
+    such as an IntEnum) is Python code of a class outside builtins and enum: reading or calling it
+    would run user code.  (Other constants, e.g. an inspect.Signature, are standard-library objects.)"""
+    return _user_defined_attr(cls, name)[0] is not None
+
+
+def _user_defined_attr(cls: type, name: str) -> tuple:
+    """(the attribute, its class) for ``user_defined_attr``; (None, None) when it is not one."""
+    if not issubclass(cls, (int, float, complex, str, bytes, enum.Enum)) or \
+            cls in (int, float, complex, str, bytes, bool):
+        return None, None
     for klass in cls.__mro__:
         if name in klass.__dict__:
             attr = klass.__dict__[name]
-            return klass.__module__ not in ("builtins", "enum") and isinstance(
-                attr, (types.FunctionType, staticmethod, classmethod, property))
-    return False
+            if klass.__module__ not in ("builtins", "enum") and isinstance(
+                    attr, (types.FunctionType, staticmethod, classmethod, property)):
+                return attr, klass
+            return None, None
+    return None, None
+
+
+def _guard_class_attr(tx, cls: type, name: str, attr) -> None:
+    """``type(const).name`` still is ``attr`` (a method or property of the constant's class)."""
+    tx.output.add_guard(guards.ConstAttrIsGuard(cls, name, attr))
 
 
 # type -> handler(tx, const, name) answering attribute reads of constants of that type (None: not
@@ -143,8 +157,15 @@ class ConstantVariable(VariableTracker):
             result = handler(tx, self, name)
             if result is not None:
                 return result
-        if user_defined_attr(type(self.value), name):
-            # an IntEnum / str subclass's own method or property: Python code, never run at trace time
+        attr, _owner = _user_defined_attr(type(self.value), name)
+        if attr is not None:
+            # an Enum's / IntEnum's own method or property: Python code, never run at trace time;
+            # a method is inlined when called (call_method), a property's getter now
+            if isinstance(attr, types.FunctionType):
+                return ConstantMethodVariable(self, name)
+            if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+                _guard_class_attr(tx, type(self.value), name, attr)
+                return self.call_python_function(tx, attr.fget, [self], {})
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name!r} of {type(self.value).__name__} is defined in Python")
         try:
             value = getattr(self.value, name)
@@ -161,6 +182,10 @@ class ConstantVariable(VariableTracker):
     fold_method: "staticmethod"
 
     def call_method(self, tx, name, args, kwargs):
+        attr, _owner = _user_defined_attr(type(self.value), name)
+        if isinstance(attr, types.FunctionType):  # an Enum's own method: inlined
+            _guard_class_attr(tx, type(self.value), name, attr)
+            return self.call_python_function(tx, attr, [self, *args], kwargs)
         return self.fold_method(tx, self, name, args, kwargs)
 
     def reconstruct(self, cg):

@@ -147,3 +147,56 @@ def test_flag_membership_in_a_combination():
         return x * (2 if mode in rw else 3), _Perm.EXEC in rw, (rw & _Perm.READ) in rw, rw
 
     check_calls(f, [(torch.ones(3), _Perm.READ), (torch.ones(3), _Perm.EXEC)])
+
+
+class _Colormap(enum.Enum):
+    """kornia's ColorMapType: members whose methods and properties are Python code."""
+    AUTUMN = 1
+    BONE = 2
+
+    def base(self, scale=1.0):
+        return {"AUTUMN": lambda: [1.0, 0.5], "BONE": lambda: [0.25]}[self.name]() + [scale]
+
+    @property
+    def size(self):
+        return len(self.base())
+
+    @classmethod
+    def names(cls):
+        return [c.name for c in cls]
+
+
+class _Scale(enum.IntEnum):
+    ONE = 1
+    TWO = 2
+
+    def doubled(self):
+        return self * 2
+
+
+def test_methods_and_properties_of_an_enum_are_traced_without_a_break():
+    from dynamo_lite.testing import check_breaks
+
+    def f(x, name, member, level):
+        if name not in _Colormap.names():
+            raise ValueError(name)
+        return x * len(_Colormap[name].base(2.0)), member.size, member.base(), level.doubled()
+
+    check_breaks(f, X1[0], "BONE", _Colormap.AUTUMN, _Scale.TWO, breaks=0)
+    check_calls(f, [(X1[0], "BONE", _Colormap.AUTUMN, _Scale.TWO), (X1[0], "AUTUMN", _Colormap.BONE, _Scale.ONE)],
+                graphs=None)
+
+
+def test_replacing_an_enum_method_between_calls_recompiles():
+    def f(x):
+        return x * len(_Colormap.BONE.base())
+
+    def swap():
+        _Colormap.base = lambda self, scale=1.0: [1.0, 2.0, 3.0]
+
+    original = _Colormap.base
+    try:
+        check_calls(f, [X1, {"args": lambda: (swap(), X1[0])[1:]}, X1], interleave=False,
+                    reset=lambda: setattr(_Colormap, "base", original))
+    finally:
+        _Colormap.base = original
