@@ -294,6 +294,11 @@ class TorchVariable(KnownValueVariable):
             # torch.FloatTensor(2, 3), is uninitialised memory and stays a break below)
             return record_op(tx, "call_function", torch.tensor, [args[0]],
                              {"dtype": ConstantVariable(_LEGACY_CONSTRUCTORS[fn])})
+        if fn is torch.Tensor and len(args) == 1 and not kwargs and _number_sequence(args[0]):
+            # torch.Tensor([gamma]) (kornia): the default dtype's legacy constructor, as above
+            tx.output.guard_default_dtype()
+            return record_op(tx, "call_function", torch.tensor, [args[0]],
+                             {"dtype": ConstantVariable(torch.get_default_dtype())})
         if isinstance(fn, type):
             if issubclass(fn, torch.nn.Module):
                 made = VariableTracker.build_module(tx, fn, list(args), dict(kwargs))

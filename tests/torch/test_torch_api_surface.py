@@ -467,6 +467,9 @@ def pairwise(x): return F.pairwise_distance(x, x.flip(0))
 def tensor_from_int_list(x): return torch.LongTensor([1, 2]) + 1
 
 @case(0, 0)
+def legacy_tensor_of_floats(x): return x * torch.Tensor([0.5]) + torch.Tensor([[1, 2, 3, 4]])
+
+@case(0, 0)
 def named_tuple_ret(x): r = torch.linalg.slogdet(x[:, :3] @ x[:, :3].t() + torch.eye(3)); return r.sign, r.logabsdet
 
 @case(0, 0)
