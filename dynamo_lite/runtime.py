@@ -43,6 +43,19 @@ def new_object(cls, attrs: dict):
     return obj
 
 
+def new_module(cls, before: dict, after: dict):
+    """An instance of the nn.Module subclass ``cls`` as a traced ``__init__`` left it: ``before``
+    (set before it called nn.Module.__init__), nn.Module.__init__, then ``after`` (the module's
+    tables, rebuilt, and the rest), all by ``object.__setattr__``; no method of ``cls`` runs."""
+    obj = object.__new__(cls)
+    for name, value in before.items():
+        object.__setattr__(obj, name, value)
+    torch.nn.Module.__init__(obj)
+    for name, value in after.items():
+        object.__setattr__(obj, name, value)
+    return obj
+
+
 def with_attrs(obj, attrs: dict, raw: tuple = ()):
     """``obj`` after ``obj.name = value`` for each attribute (``object.__setattr__`` for the names in
     ``raw``), in order: the writes a trace made on an object it rebuilds by calling its class."""
@@ -188,6 +201,24 @@ class DrawRef:
         return f"DrawRef({self.index})"
 
 
+class InputRef:
+    """In the arguments of a replayed call: the value of a frame input read when the frame runs
+    (``inputs`` of ``random_draws``), not baked into the code (a numpy seed)."""
+
+    __slots__ = ("index", "convert")
+
+    def __init__(self, index: int, convert=None):
+        self.index = index
+        self.convert = convert  # applied to the value first (``int`` of a numpy integer), or None
+
+    def __repr__(self):
+        return f"InputRef({self.index}, {getattr(self.convert, '__name__', None)})"
+
+    def value(self, inputs: tuple):
+        value = inputs[self.index]
+        return value if self.convert is None else self.convert(value)
+
+
 class Draws(list):
     """The results of ``random_draws``; ``states_before``: (Random object, its state) of each
     generator the calls draw from, before them (restored when the frame's own code runs again
@@ -196,10 +227,11 @@ class Draws(list):
     __slots__ = ("states_before",)
 
 
-def random_draws(calls: tuple) -> list:
+def random_draws(calls: tuple, inputs: tuple = ()) -> list:
     """Make the calls of Python's random module a trace replays before its graph, in order:
     ``calls`` are ``(fn, args, kwargs)``; an argument that is a ``DrawRef`` is the result of an
-    earlier call.  Returns the results (what the graph and the rebuilt values read)."""
+    earlier call, an ``InputRef`` the value of a frame input.  Returns the results (what the graph
+    and the rebuilt values read)."""
     out = Draws()
     seen: dict = {}
     for fn, _, _ in calls:
@@ -208,7 +240,7 @@ def random_draws(calls: tuple) -> list:
             seen[id(owner)] = (owner, owner.getstate())
     out.states_before = list(seen.values())
     for fn, args, kwargs in calls:
-        args = [out[a.index] if type(a) is DrawRef else a for a in args]
+        args = [out[a.index] if type(a) is DrawRef else a.value(inputs) if type(a) is InputRef else a for a in args]
         out.append(fn(*args, **kwargs))
     return out
 

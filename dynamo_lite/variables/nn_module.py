@@ -60,7 +60,7 @@ from .user_objects import mro_lookup, guard_class_attr, guard_function, NewObjec
 from .mappings import DictVariable
 from .sequences import ListIteratorVariable, TupleVariable
 from .sets import SetVariable
-from .functions import UserFunctionVariable, UserMethodVariable
+from .functions import PYTHON_FUNCTION_MATCHERS, UserFunctionVariable, UserMethodVariable
 from .methods import BoundMethodOfVariable
 from .tensor import TensorVariable
 from . import repeated_blocks
@@ -179,9 +179,15 @@ class NNModuleVariable(VariableTracker):
             raise GraphBreak(gb.SIDE_EFFECT, f"{type(module).__name__} defines __setattr__")
         return self.module_setattr(tx, name, value)
 
-    def module_setattr(self, tx, name, value):
-        """``nn.Module.__setattr__`` for the assignments a graph can hold."""
+    def module_setattr(self, tx, name, value, explicit=False):
+        """``nn.Module.__setattr__`` for the assignments a graph can hold.  ``explicit``: called as
+        ``nn.Module.__setattr__(m, ...)`` (``super().__setattr__`` in a class defining its own): a
+        plain attribute is replayed by ``object.__setattr__``, as nn.Module stores it (a
+        ``setattr`` would run the class's own ``__setattr__`` again)."""
         module = self.value
+        if explicit and (name in module._buffers or _is_module(value)):
+            raise GraphBreak(gb.SIDE_EFFECT, f"nn.Module.__setattr__ of a buffer or submodule ({name!r}) called "
+                                             "explicitly")
         if name in module._buffers and isinstance(value, TensorVariable):
             current = self.var_getattr(tx, name)
             if isinstance(current, TensorVariable) and current.example is value.example:
@@ -197,7 +203,7 @@ class NNModuleVariable(VariableTracker):
             raise GraphBreak(gb.SIDE_EFFECT, f"assigning a parameter ({name!r}) registers it")
         if isinstance(value, NNModuleVariable):
             raise GraphBreak(gb.SIDE_EFFECT, f"assigning a submodule ({name!r})")
-        tx.output.side_effects.store_attr(self, name, value)
+        tx.output.side_effects.store_attr(self, name, value, raw=explicit)
         return NONE
 
     def check_no_pending_hooks(self, tx, why: str) -> None:
@@ -542,7 +548,9 @@ def _module_dunder_handler(kind):
         if kind == "get" and not rest:
             return obj.module_getattr(tx, name.as_python_constant())
         if kind == "set" and len(rest) == 1:
-            return obj.module_setattr(tx, name.as_python_constant(), rest[0])
+            if isinstance(obj, NewModuleVariable):
+                return obj.module_setattr(tx, name.as_python_constant(), rest[0])
+            return obj.module_setattr(tx, name.as_python_constant(), rest[0], explicit=True)
         return None
     return impl
 
@@ -565,8 +573,6 @@ MODULE_FUNCTION_HANDLERS = {
     nn.Module.__call__: _module_call_handler,
     nn.Module.__getattr__: _module_dunder_handler("get"),
     nn.Module.__setattr__: _module_dunder_handler("set"),
-    nn.Module.__init__: lambda tx, obj=None, *args, **kwargs: (
-        obj.module_init(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
     nn.Module.register_buffer: lambda tx, obj=None, *args, **kwargs: (
         obj.register_buffer(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
     nn.Module.train: lambda tx, obj=None, *args, **kwargs: (
@@ -690,6 +696,32 @@ class FreshModuleVariable(NNModuleVariable):
 
 
 VariableTracker.build_module = staticmethod(build_fresh_module)  # see VariableTracker.build_module
+
+
+def _is_module_init(fn) -> bool:
+    """``fn`` is nn.Module.__init__: torch's own, or the wrapper TorchDynamo puts in its place once
+    torch.compile has been used in the process (it calls the original, then tags the module for
+    its own bookkeeping).  Read statically: the wrapper is recognised, never called here."""
+    for _ in range(4):
+        if type(fn) is not types.FunctionType:
+            return False
+        code = fn.__code__
+        if fn.__qualname__ == "Module.__init__" and code.co_filename == nn.modules.module.__file__:
+            return True
+        if code.co_name != "patched_init" or "init" not in code.co_freevars or \
+                not str(fn.__module__).startswith("torch."):
+            return False
+        fn = fn.__closure__[code.co_freevars.index("init")].cell_contents
+    return False
+
+
+def _module_init_handler(tx, args: list, kwargs: dict):
+    if not args or not isinstance(args[0], NewModuleVariable):
+        return None
+    return args[0].module_init(tx, args[1:], kwargs)
+
+
+PYTHON_FUNCTION_MATCHERS.append(lambda fn: _module_init_handler if _is_module_init(fn) else None)
 VariableTracker.new_module_object = staticmethod(lambda cls, class_source: NewModuleVariable(cls, class_source))
 
 
@@ -753,6 +785,25 @@ class NewModuleVariable(NewObjectVariable):
 
     def describe(self):
         return f"new module {self.value_type.__name__}"
+
+    def reconstruct(self, cg):
+        """``runtime.new_module``: the attributes set before nn.Module.__init__ ran, the process's
+        nn.Module.__init__ itself (as eager called it: its usage log, TorchDynamo's tag if
+        torch.compile patched it), then the rest, each in the trace's order."""
+        attrs = cg.side_effects.new_object_attrs(self)
+        names = list(attrs)
+        if "training" not in names or "_parameters" not in names:
+            cg.reconstruct_new_object(self)  # its __init__ never called nn.Module's
+            return
+        first = names.index("training")
+        cg.load_callable(runtime.new_module)
+        cg.load_const(self.value_type)
+        for part in (names[:first], names[first:]):
+            for name in part:
+                cg.load_const(name)
+                cg.reconstruct(attrs[name])
+            cg.emit("BUILD_MAP", len(part))
+        cg.call(3)
 
     def _table(self, tx, store: str):
         """The tracker of ``self.__dict__[store]`` (None: not set, nn.Module.__init__ has not run)."""

@@ -504,3 +504,34 @@ def test_eval_of_a_module_built_in_forward_calls_its_own_train():
 
     check_breaks(f, X, breaks=0)
     assert calls == [False, False]  # eager's call, then the compiled one
+
+
+def test_attributes_set_before_nn_module_init_keep_their_place():
+    class Early(nn.Module):
+        def __init__(self, k):
+            self.tag = "early"  # a plain attribute may come before nn.Module.__init__
+            super().__init__()
+            self.k = k
+
+        def forward(self, x):
+            return x * self.k
+
+    def f(x):
+        m = Early(3)
+        return m(x), m
+
+    check_breaks(f, X, breaks=0)
+    got, eager = dynamo_lite.compile(f, backend="eager")(X)[1], f(X)[1]
+    assert list(vars(got)) == list(vars(eager)) and list(vars(got))[:2] == ["tag", "training"]
+
+
+def test_module_built_after_torch_compile_replaced_nn_module_init_is_traced():
+    # once torch.compile has run in the process, nn.Module.__init__ is TorchDynamo's wrapper of it
+    torch.compile(lambda x: x + 1, backend="eager")(X)
+    assert nn.Module.__init__.__qualname__ != "Module.__init__"
+
+    def f(x):
+        m = _Wrapper(_Blur(3))
+        return m(x), m
+
+    check_breaks(f, X, breaks=0)
