@@ -31,10 +31,11 @@ from torch import nn
 from .. import graph_breaks as gb
 from .. import _C, guards, runtime, static
 from ..exc import GraphBreak, SkipFrame
-from ..source import (AttrSource, BuiltinSource, DictItemSource, DictValueSource, ItemSource, Source, TupleItemSource,
+from ..source import (AttrSource, BuiltinSource, DictItemSource, DictValueSource, ItemSource, LocalSource, Source,
+                      TupleItemSource,
                       from_resume_stack)
 from .base import VariableTracker
-from .constant import ConstantVariable, is_constant_value
+from .constant import ConstantVariable, InputConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
 from .mappings import (
@@ -200,6 +201,11 @@ def _wrap(tx, value, source):
         if symbolic is not None:
             guard(guards.TypeGuard(source, type(value)))
             return symbolic
+    if isinstance(value, np.integer) and source is not None and is_constant_value(value):
+        # a numpy integer numpy_arrays.py does not model (np.uint32): its value guarded once used
+        # (torchsde's noise seeds, passed on to a generator, need none: InputConstantVariable)
+        guard(guards.TypeGuard(source, type(value)))
+        return InputConstantVariable(value, source, lambda: guard(guards.ConstGuard(source, value)))
     if is_constant_value(value):
         if type(value) is float and value != value:  # NaN == NaN is False: a CONST guard would never pass
             if source is not None:
@@ -306,11 +312,16 @@ def _wrap(tx, value, source):
             raise SkipFrame(gb.MODULE_CREATED, f"{type(value).__qualname__} is being constructed "
                             "(nn.Module.__init__ has not run yet)")
         if source is not None and (is_stateless_torch_module(value) or from_resume_stack(source)
+                                   or (type(source) is LocalSource and not getattr(
+                                       type(value), "_dynamo_lite_optimized_module", False))
                                    or output.shapes.object_changed(source, value)):
             # often made anew on every call (a loss built in forward, or any module whose
             # construction broke the graph and is handed to the resume function with its
-            # submodules), or found to be another module than at an earlier compile (the layers
-            # of a model passed in turn): guard its type and structure, not its identity; the
+            # submodules), passed to the frame (a module argument, the ``self`` of a method: any
+            # module of that structure may come next, as torch.compile assumes; not the module
+            # compile(module) made, called again and again, nor its submodules), or found to be
+            # another module than at an earlier compile (the layers of a model read in turn from
+            # a global or an attribute): guard its type and structure, not its identity; the
             # Python attributes the trace reads are guarded through their sources, and parameters
             # and buffers are graph inputs guarded as tensors
             origin = runtime.MADE_CLASSES.get(type(value))

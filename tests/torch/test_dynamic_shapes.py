@@ -741,7 +741,7 @@ def test_modules_with_the_same_hooks_share_one_graph():
         m = nn.Linear(2, 2)
         m.register_forward_hook(lambda mod, i, o: o * 2)  # a new hook function, a new hook id
         assert_same(opt(m, torch.ones(2)), f(m, torch.ones(2)))
-    assert cnt.frame_count == 2
+    assert cnt.frame_count == 1  # a module argument is guarded by its structure from the first compile
     m = nn.Linear(2, 2)
     m.register_forward_hook(hook)
     m.register_forward_hook(hook)  # one more hook: recompiles, and runs both

@@ -16,7 +16,7 @@ from torch import nn
 import dynamo_lite
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check_module
+from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check, check_module
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # (tests/torch/conftest.py)
@@ -147,7 +147,9 @@ def test_modules_in_a_list_argument():
     assert_same_as_eager(f, mods, x8)
 
 
-def test_a_different_module_object_recompiles():
+def test_another_module_argument_of_the_same_structure_reuses_the_graph():
+    # a module passed to the frame is guarded by its type and structure (as torch.compile does):
+    # its weights are graph inputs, so another Linear(8, 2) runs the same graph
     counter = CompileCounter()
 
     def f(m, x):
@@ -158,7 +160,10 @@ def test_a_different_module_object_recompiles():
     torch.testing.assert_close(cf(a, x8), a(x8))
     torch.testing.assert_close(cf(b, x8), b(x8))
     torch.testing.assert_close(cf(a, x8), a(x8))
-    assert counter.frame_count == 2
+    assert counter.frame_count == 1
+    c = nn.Linear(8, 3)
+    torch.testing.assert_close(cf(c, x8), c(x8))
+    assert counter.frame_count == 2  # other shapes: another graph
 
 
 def test_super_forward_and_helper_methods():
@@ -728,3 +733,52 @@ def test_parametrized_weight_under_parametrize_cached():
     with events.collecting(recorded.append):
         got = dynamo_lite.compile(f, backend="eager")(module, torch.ones(2, 4, 8))
     assert_same(f(module, torch.ones(2, 4, 8)), got)
+
+
+def test_a_method_called_with_new_module_instances_compiles_once():
+    # kornia's MILossFromRef: each test builds new loss modules (their buffers, a partial
+    # attribute); the loss's methods, compiled as frames of their own, served every instance
+    import functools
+
+    def scaled(x, radius):
+        return x * radius
+
+    class Loss(nn.Module):
+        def __init__(self, ref, radius=1.0):
+            super().__init__()
+            self.register_buffer("signal", ref * 2)
+            self.kernel = functools.partial(scaled, radius=radius)
+            self.bins = 8
+
+        def entropies(self, other):
+            return self.kernel(other) + self.signal.sum() * self.bins
+
+    counter = CompileCounter()
+    cf = dynamo_lite.compile(lambda m, x: m.entropies(x), backend=counter)
+    for radius in (1.0, 1.0, 2.0, 2.0):
+        m = Loss(torch.randn(3), radius)
+        torch.testing.assert_close(cf(m, x8[:3]), m.entropies(x8[:3]))
+    assert counter.frame_count == 2  # one more for the radius (a float the partial holds: a constant)
+
+
+def test_module_setattr_calling_nn_module_setattr_stores_once():
+    # torchmetrics' Metric.__setattr__ ends in super().__setattr__(name, value): replayed as a
+    # setattr, it ran the class's __setattr__ again, compiled again: RecursionError on every test
+    calls = []
+
+    class Base(nn.Module):
+        def __init__(self):
+            super().__init__()
+            dynamo_lite.graph_break()  # the rest of __init__ runs in Python: __setattr__ is a frame
+            self.flag = True
+
+        def __setattr__(self, name, value):
+            calls.append(name)
+            super().__setattr__(name, value)
+
+    def f(x):
+        m = Base()
+        return x + 1, m.flag, list(vars(m))[-1]
+
+    check(f, x8, graphs=None)
+    assert calls == ["flag", "flag"]  # once in eager, once compiled
