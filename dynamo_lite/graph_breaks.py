@@ -128,8 +128,10 @@ EXCEPTION_RAISED = _register("DL0015", "Exception raised",
                              "Nothing to do: the exception propagates as in eager.",
                              cause=CODE)
 MODULE_CREATED = _register("DL0016", "Module or parameter created",
-                           "dynamo_lite does not trace the construction of nn.Modules or nn.Parameters yet: Python "
-                           "builds them (a module built once, in a constructor or a test, costs nothing).",
+                           "Modules built in traced code are traced when they hold no weights (torch.nn's stateless "
+                           "ones, and your own classes whose __init__ registers buffers, submodules and plain "
+                           "attributes); creating an nn.Parameter, or a module with weights of its own, is left to "
+                           "Python (a module built once, in a constructor or a test, costs nothing).",
                            "Create modules in __init__, not in forward.",
                            cause=DYNAMO_LITE, hints_only_in=("forward",))
 UNSUPPORTED_BYTECODE = _register("DL0017", "Unsupported bytecode",
