@@ -389,6 +389,7 @@ class FrameConverter:
                                          dict(tx.symbolic_locals), list(tx.stack), None, tx.ip)
         output = tx.output
         state.random_calls = [call[:3] for call in output.random_calls]  # (fn, args, kwargs)
+        state.random_inputs = list(output.random_inputs)
         state.made_before_graph = dict(output.made_before_graph)
         if output.grad_enabled != output.initial_grad_enabled or brk is not None:
             # at a break, rebuilding entered grad-mode contexts sets the mode: set it last

@@ -61,6 +61,8 @@ class FrameState:
     preload: list = dataclasses.field(default_factory=list)
     # calls of Python's random module made before the graph (OutputGraph.random_calls)
     random_calls: list = dataclasses.field(default_factory=list)
+    # sources of the frame inputs those calls read when they run (runtime.InputRef)
+    random_inputs: list = dataclasses.field(default_factory=list)
     # id(twin) -> (twin, Source): objects those calls make anew (OutputGraph.made_before_graph)
     made_before_graph: dict = dataclasses.field(default_factory=dict)
 
@@ -261,7 +263,10 @@ def build_code(state: FrameState, compiled, graph_inputs, output_index: dict,
     if state.random_calls:  # drawn first, in trace order: the graph and rebuilt values read them
         cg.load_callable(runtime.random_draws)
         cg.load_const(tuple(state.random_calls))
-        cg.call(1)
+        for source in state.random_inputs:
+            source.reconstruct(cg)
+        cg.emit("BUILD_TUPLE", len(state.random_inputs))
+        cg.call(2)
         cg.emit("STORE_FAST", RANDOM_DRAWS)
     handler, rerun_label = None, Label()
     if compiled is not None:

@@ -109,6 +109,7 @@ class OutputGraph:
         self.shapes.user_frame = lambda: (self.user_stack_fn() or [None])[-1]
         self.real_values: dict[int, torch.Tensor] = {}
         self.random_calls: list[tuple] = []
+        self.random_inputs: list = []  # sources the calls read when they run (runtime.InputRef)
         self.made_before_graph: dict[int, tuple] = {}
         # (block class, forward, arguments' structure, grad mode) -> its Template, or why its first call
         # could not be one (variables/repeated_blocks.py)
@@ -199,6 +200,15 @@ class OutputGraph:
         """A SymInt placeholder for an int read from ``source`` (an int argument, or a symbolic
         size of an input tensor: the graph reads the size it needs as its own input)."""
         return self._placeholder(_node_name(source), source, value, example)
+
+    def random_input(self, source: Source, convert=None):
+        """A ``runtime.InputRef`` for a replayed call's argument read from the frame input at
+        ``source`` when the frame runs (its value is not baked into the code, nor guarded)."""
+        names = [s.name() for s in self.random_inputs]
+        if source.name() not in names:
+            self.random_inputs.append(source)
+            names.append(source.name())
+        return runtime.InputRef(names.index(source.name()), convert)
 
     def add_replayed_input(self, source: Source, value, fake) -> torch.fx.Node:
         """A placeholder for a value generated code computes before the graph runs (a number drawn

@@ -47,7 +47,7 @@ from .. import graph_breaks as gb
 from .. import config, guards, runtime
 from ..exc import GraphBreak
 from .base import KnownValueVariable, VariableTracker
-from .constant import ConstantVariable, is_constant_value, NONE, FALSE, TRUE, ObservedConstant
+from .constant import ConstantVariable, InputConstantVariable, is_constant_value, NONE, FALSE, TRUE, ObservedConstant
 from ..source import AttrSource, ItemSource
 from .arith import apply_operator, binary_op
 from .mappings import (
@@ -902,6 +902,9 @@ def _format(tx, value, spec=None):
 
 def _scalar_conversion(fn):
     def impl(tx, *args, **kwargs):
+        if fn is int and len(args) == 1 and not kwargs and isinstance(args[0], InputConstantVariable) and \
+                args[0].convert is None:
+            return args[0].converted(int)  # int(seed): still read from the input when the frame runs
         if fn is str and len(args) == 1 and not kwargs:
             text = _exception_text(str, args[0])
             if text is None:

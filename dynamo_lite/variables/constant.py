@@ -195,6 +195,51 @@ class ConstantVariable(VariableTracker):
         return True
 
 
+class InputConstantVariable(ConstantVariable):
+    """A number read from the frame's inputs (a numpy integer: torchsde's noise seeds) whose value
+    is guarded only once the trace uses it: any read of ``value`` installs the guard (the type is
+    guarded from the start).  A use that only passes it on to a call made before the graph
+    (``torch.Generator().manual_seed(int(seed))``, GeneratorVariable) takes ``peek()`` and reads
+    the input when the frame runs: a new seed is no recompile.  ``int(x)`` of it is another of these
+    (``convert``), sharing the guard."""
+
+    def __init__(self, value, source, install_guard, convert=None):
+        VariableTracker.__init__(self, source)
+        self._raw = value
+        self._pending = install_guard if isinstance(install_guard, list) else [install_guard]
+        self.convert = convert  # what makes this value from the input's (None: the input itself)
+
+    @property
+    def value(self):
+        if self._pending:
+            self._pending.pop()()
+        return self._raw
+
+    def peek(self):
+        """The value at trace time, without guarding it (for a use that reads the input at run time)."""
+        return self._raw
+
+    def converted(self, fn):
+        """``fn(self)`` (``int``), still unguarded."""
+        return InputConstantVariable(fn(self._raw), self.source, self._pending, convert=fn)
+
+    def python_type(self):
+        return type(self._raw)
+
+    def _repr_body(self):
+        return f"{type(self._raw).__name__} input"
+
+    def describe(self):
+        return f"{type(self._raw).__name__} read from {self.source.name()}"
+
+    def reconstruct(self, cg):
+        if self.convert is not None:
+            cg.load_callable(self.convert)
+        self.source.reconstruct(cg)  # the frame's value when it runs (guarded if the trace used it)
+        if self.convert is not None:
+            cg.call(1)
+
+
 class ObservedConstant(ConstantVariable):
     """A constant whose uses are reported: ``id()`` of a real object while a repeated block is
     recorded as a template (variables/repeated_blocks.py), which may reuse the trace for another

@@ -55,7 +55,7 @@ from .. import runtime
 from ..exc import GraphBreak
 from ..source import Source
 from .base import IdentityKey, KnownValueVariable, VariableTracker
-from .constant import ConstantVariable
+from .constant import ConstantVariable, InputConstantVariable
 from .folding import wrap_constant_result
 from .methods import BoundMethodOfVariable
 from .sequences import BaseListVariable, ListVariable, SliceVariable, TupleVariable
@@ -782,10 +782,13 @@ def wrap_numpy_value(tx, value, source, guard) -> Optional[VariableTracker]:
         if source is not None:
             guard(guards.TypeGuard(source, type(value)))
             if value != value:
-                guard(guards.ExprGuard(f"{source.name()} != {source.name()}", (), source))
+                value_guard = guards.ExprGuard(f"{source.name()} != {source.name()}", (), source)
             else:
-                guard(guards.ExprGuard(f"{source.name()} == {{v}} and str({source.name()}) == {{s}}",
-                                       (("v", value), ("s", str(value))), source))
+                value_guard = guards.ExprGuard(f"{source.name()} == {{v}} and str({source.name()}) == {{s}}",
+                                               (("v", value), ("s", str(value))), source)
+            if isinstance(value, np.integer):  # (a seed passed on to a generator needs no value guard)
+                return InputConstantVariable(value, source, lambda: guard(value_guard))
+            guard(value_guard)
         return ConstantVariable(value, source)
     if isinstance(value, np.dtype):
         if source is not None:

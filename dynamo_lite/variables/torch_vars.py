@@ -32,7 +32,7 @@ from ..exc import GraphBreak
 from ..source import AttrSource, RandomDrawSource
 from .base import KnownValueVariable, VariableTracker
 from .collectives import call_collective, is_collective
-from .constant import ConstantVariable
+from .constant import ConstantVariable, InputConstantVariable
 from .objects import ObjectVariable
 from .sequences import SizeVariable
 from .folding import wrap_constant_result
@@ -452,6 +452,18 @@ class GeneratorVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"torch.Generator.{name} of a generator made in the frame")
 
     def call_method(self, tx, name, args, kwargs):
+        if name == "manual_seed" and len(args) == 1 and not kwargs and isinstance(args[0], InputConstantVariable) \
+                and args[0].convert is int:
+            # manual_seed(int(seed)) of a numpy seed read from the frame: the seed is read when the
+            # frame runs (no value guard); the twin takes this call's, the draws are graph inputs
+            seed = args[0].peek()
+            try:
+                self.twin.manual_seed(seed)
+            except Exception as e:  # noqa: BLE001 - Python raises it where eager does
+                raise GraphBreak(gb.OPERATION_RAISES, f"Generator.manual_seed({seed}) raises {type(e).__name__}") from e
+            _replay(tx, torch.Generator.manual_seed,
+                    (runtime.DrawRef(self.source.index), tx.output.random_input(args[0].source, int)), {})
+            return self
         if name == "manual_seed" and len(args) == 1 and not kwargs and args[0].is_python_constant() and \
                 type(args[0].as_python_constant()) is int:
             seed = args[0].as_python_constant()

@@ -321,3 +321,24 @@ def test_random_object_made_in_the_frame_shuffles_a_list():
         return made, r.random()
 
     check_breaks(f, torch.ones(3), [1, 2, 3, 4, 5, 6], breaks=0)
+
+
+def _noise(size, seed):
+    """torchsde's ``_randn``: a generator made in the frame, seeded from a numpy integer."""
+    generator = torch.Generator("cpu").manual_seed(int(seed))
+    return torch.randn(size, generator=generator)
+
+
+def test_generator_seeded_from_a_numpy_integer_argument_compiles_once():
+    seeds = [np.uint32(s) for s in np.random.SeedSequence(7).generate_state(5)] + [np.int64(-3)]
+    cnt = check_calls(_noise, [((2, 3), s) for s in seeds], graphs=None, rng=True)
+    assert cnt.frame_count == 2  # one entry per seed type: the values are read when the frame runs
+
+
+def test_numpy_integer_argument_used_in_the_graph_is_guarded_by_value():
+    def f(x, seed):
+        generator = torch.Generator().manual_seed(int(seed))
+        return x * int(seed) + torch.rand(2, generator=generator), int(seed), seed
+
+    cnt = check_calls(f, [(torch.ones(2), np.uint32(s)) for s in (3, 4, 3)], graphs=None, hits=(2,))
+    assert cnt.frame_count == 2
