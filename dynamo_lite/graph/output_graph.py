@@ -87,7 +87,7 @@ class OutputGraph:
         # the modules read from sources (id -> source), and whether one of them is guarded by
         # its structure, not its identity: another call may then pass one object twice
         self.module_sources: dict[int, Source] = {}
-        self.structural_modules = False
+        self.structural_modules: set[int] = set()  # ids of the modules guarded by structure, not identity
         self.side_effects = SideEffects()
         self.side_effects.leaves_traces_after = self.leaves_traces_after
         self.cells: dict[int, Any] = {}
@@ -348,8 +348,13 @@ class OutputGraph:
         if self.structural_modules and len(self.module_sources) > 1 and self.side_effects.order:
             # the trace changed state with its modules distinct: they must be distinct objects
             # again (two modules guarded by structure may be one object in another call)
-            names = ", ".join(f"___builtins.id({s.name()})" for s in self.module_sources.values())
-            self.add_guard(guards.ExprGuard(f"len({{{names}}}) == {len(self.module_sources)}"))
+            # (the ones guarded by identity are distinct objects already: the structural ones must
+            # be distinct among themselves and from those, a check as long as the structural ones)
+            structural = [s for i, s in self.module_sources.items() if i in self.structural_modules]
+            fixed = frozenset(i for i in self.module_sources if i not in self.structural_modules)
+            names = ", ".join(f"___builtins.id({s.name()})" for s in structural)
+            self.add_guard(guards.ExprGuard(f"len({{{names}}}) == {len(structural)} and "
+                                            f"{{fixed}}.isdisjoint({{{names}}})", (("fixed", fixed),)))
         return used
 
     def compile(self, backend, backend_name: str):

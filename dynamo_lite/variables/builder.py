@@ -334,7 +334,7 @@ def _wrap(tx, value, source):
                 guard(guards.TypeGuard(source, type(value)))
             for store in ("_parameters", "_buffers", "_modules"):
                 guard(guards.DictKeysGuard(AttrSource(source, store), tuple(getattr(value, store))))
-            output.structural_modules = True
+            output.structural_modules.add(id(value))
         else:
             guard(guards.IdGuard(source, value))
         if source is not None:

@@ -782,3 +782,34 @@ def test_module_setattr_calling_nn_module_setattr_stores_once():
 
     check(f, x8, graphs=None)
     assert calls == ["flag", "flag"]  # once in eager, once compiled
+
+
+class _Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def forward(self, x):
+        self.count += 1
+        return x * self.count
+
+
+_SHARED = _Counting()
+
+
+def test_module_arguments_passed_as_one_object_are_not_served_the_distinct_entry():
+    # module arguments are guarded by structure: an entry traced with two distinct modules that
+    # changed their state must not serve a call passing one module twice, nor the global one
+    def f(a, b, x):
+        return a(x) + b(x) + _SHARED(x)
+
+    def twice():
+        one = _Counting()
+        return one, one, x8
+
+    calls = [lambda: (_Counting(), _Counting(), x8), lambda: (_Counting(), _Counting(), x8), twice,
+             lambda: (_SHARED, _Counting(), x8)]
+    from dynamo_lite.testing import check_calls
+    cnt = check_calls(f, calls, graphs=None, interleave=False, reset=lambda: setattr(_SHARED, "count", 0),
+                      snapshot=lambda: _SHARED.count, hits=(1,))
+    assert cnt.frame_count == 4  # (distinct new modules share one entry; each aliasing case gets its own)
