@@ -138,9 +138,15 @@ class FrameConverter:
             breaks_log.debug("%s runs natively: %s is active", display_name(code), tracer)
             return RUN_EAGER
         existing = cache.entries(code, self)
+        capturable = self.fullgraph or _has_tensor_or_module(f_locals, func)
         now = stance.current()
         if now == "eager_on_recompile":
             return RUN_EAGER  # compiled code runs when its guards pass (C); a miss runs eagerly
+        if not capturable and len(existing) < config.cache_size_limit:
+            # nothing to capture in this call: not a recompile either (torchsde's _Interval._randn,
+            # compiled for one class of self and called for another with no tensor in reach, was
+            # reported as recompiling, and explained its guard failures, on every call)
+            return _nothing_to_capture(code, f_locals)
         if existing:
             reasons = [e.guard.explain_failure(tuple(f_locals[n] for n in bytecode_compat.arg_names(code)
                                                      if n in f_locals), func.__globals__, func)
@@ -149,7 +155,7 @@ class FrameConverter:
                 return RUN_EAGER  # another thread compiled a matching entry while this one waited
         if (persistent_cache.enabled() or persistent_cache.has_packages()) \
                 and len(existing) < config.cache_size_limit and not self._static_retry \
-                and (self.fullgraph or _has_tensor_or_module(f_locals, func)) \
+                and capturable \
                 and split_backend(self.backend) is self.backend:
             loaded = persistent_cache.load(self, code, f_locals, func,
                                            f"{cache.frame_id(code)}/{len(existing)}")
@@ -157,7 +163,7 @@ class FrameConverter:
                 if existing:
                     _note_recompile(code, loaded.compile_id, reasons)
                 return loaded
-        if now == "fail_on_recompile" and _has_tensor_or_module(f_locals, func):
+        if now == "fail_on_recompile" and capturable:
             raise RecompileError(_recompile_message(code, reasons if existing else []))
         if existing:
             if len(existing) >= config.cache_size_limit:
@@ -177,12 +183,13 @@ class FrameConverter:
                 # the fallback entry: kept last by C, it runs the original code whenever no compiled
                 # entry matches, without calling back here (the limit is final until reset())
                 return _C.CacheEntry(_C.ALWAYS, None, self)
+        if not capturable:
+            return _nothing_to_capture(code, f_locals)
+        if existing:
             compile_id = f"{cache.frame_id(code)}/{len(existing)}"
             _note_recompile(code, compile_id, reasons)
         else:
             compile_id = f"{cache.frame_id(code)}/0"
-        if not self.fullgraph and not _has_tensor_or_module(f_locals, func):
-            return _nothing_to_capture(code, f_locals)
         if torch._C._len_torch_function_stack():
             # a torch-function mode is active (a default device, `with torch.device(...)`, a user
             # mode): it decides what torch calls do, and traces do not model it; run eagerly

@@ -346,3 +346,21 @@ def test_optimize_and_compile_with_same_backend_share_entries():
         k(X)
     assert_same(dynamo_lite.compile(k, backend=cnt)(X), X.exp())
     assert cnt.frame_count == 1
+
+
+def test_a_call_with_nothing_to_capture_is_not_a_recompile():
+    # torchsde's _Interval._randn: a method compiled for the root of a tree (which holds tensors)
+    # and called for its children (which hold none): those calls run as they are, and are not
+    # reported as recompiles (they were, on every call, each explaining its guard failures)
+    class Node:
+        def __init__(self, table=None):
+            self.table = table
+
+        def scaled(self, k):
+            return self.table * k if self.table is not None else k
+
+    root, leaf = Node(torch.ones(3)), Node()
+    seen, rec = _recording()
+    with rec:
+        _calls(lambda node, k: node.scaled(k), [(root, 2), (leaf, 2), (leaf, 3), (leaf, 4), (root, 2)])
+    assert [e for e in seen if isinstance(e, events.RecompileEvent)] == []
