@@ -206,8 +206,9 @@ class _Block(torch.nn.Module):
 
 def test_modules_passed_in_turn_compile_twice_not_once_per_module():
     """The layers of a model passed to one compiled function: the first compile guards the module
-    by identity, a second one (another module at the same place) by its type and structure, and
-    serves every further module of that shape (their own weights: parameters are graph inputs)."""
+    argument by its type and structure and its submodule by identity, a second one (another
+    submodule at the same place) that by its type and structure too, and serves every further
+    module of that shape (their own weights: parameters are graph inputs)."""
     def f(block, x):
         return block(x).relu() + 1
 
