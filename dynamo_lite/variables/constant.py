@@ -130,7 +130,7 @@ class ConstantVariable(VariableTracker):
                 raise GraphBreak(gb.OPERATION_RAISES, f"`in` raised TypeError: {e}") from e
         if isinstance(value, range) and item.is_python_constant():
             return item.as_python_constant() in value
-        if type(value).__contains__ is enum.Flag.__contains__ and item.is_python_constant() and \
+        if getattr(type(value), "__contains__", None) is enum.Flag.__contains__ and item.is_python_constant() and \
                 isinstance(item.as_python_constant(), type(value)):
             return item.as_python_constant() in value  # a flag of a combination (enum's own test)
         return super().contains(tx, item)

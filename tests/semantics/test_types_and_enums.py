@@ -200,3 +200,14 @@ def test_replacing_an_enum_method_between_calls_recompiles():
                     reset=lambda: setattr(_Colormap, "base", original))
     finally:
         _Colormap.base = original
+
+
+def test_in_none_raises_type_error_the_code_catches():
+    # sklearn's _unique: ``"unique" in y.dtype.metadata`` inside try/except TypeError (metadata None)
+    def f(x, meta):
+        try:
+            return x + ("unique" in meta)
+        except TypeError as e:
+            return x - 1, str(e)
+
+    check_calls(f, [(X1[0], None)], graphs=None)
