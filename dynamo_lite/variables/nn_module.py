@@ -175,8 +175,17 @@ class NNModuleVariable(VariableTracker):
 
     def setattr(self, tx, name, value):
         module = self.value
-        if type(module).__setattr__ is not nn.Module.__setattr__:
-            raise GraphBreak(gb.SIDE_EFFECT, f"{type(module).__name__} defines __setattr__")
+        setattr_fn = type(module).__setattr__
+        if setattr_fn is not nn.Module.__setattr__:
+            # the class's own __setattr__ (a metric refusing its constants, then super().__setattr__,
+            # which module_setattr answers with explicit=True): inlined, guarded on the class
+            if not isinstance(setattr_fn, types.FunctionType):
+                raise GraphBreak(gb.SIDE_EFFECT, f"{type(module).__name__}.__setattr__ is not a Python function")
+            fn_src = AttrSource(TypeSource(self.source), "__setattr__") if self.source is not None else None
+            if fn_src is not None:
+                guard_function(tx, fn_src, setattr_fn)
+            return UserMethodVariable(setattr_fn, self, fn_source=fn_src).call_function(
+                tx, [ConstantVariable(name), value], {})
         return self.module_setattr(tx, name, value)
 
     def module_setattr(self, tx, name, value, explicit=False):

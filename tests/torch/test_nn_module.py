@@ -813,3 +813,78 @@ def test_module_arguments_passed_as_one_object_are_not_served_the_distinct_entry
     cnt = check_calls(f, calls, graphs=None, interleave=False, reset=lambda: setattr(_SHARED, "count", 0),
                       snapshot=lambda: _SHARED.count, hits=(1,))
     assert cnt.frame_count == 4  # (distinct new modules share one entry; each aliasing case gets its own)
+
+
+class _Metric(nn.Module):
+    """A torchmetrics-like module: its own __setattr__ refuses its constants, then stores through
+    nn.Module.__setattr__; states are plain tensor attributes."""
+    higher_is_better = True
+
+    def __init__(self):
+        super().__init__()
+        self.total = torch.zeros(())
+        self.seen = 0
+        self._computed = None
+
+    def __setattr__(self, name, value):
+        if name in ("higher_is_better",):
+            raise RuntimeError(f"Can't change const `{name}`.")
+        super().__setattr__(name, value)
+
+    def forward(self, x):
+        self.total = self.total + x.sum()
+        self.seen += 1
+        self._computed = None
+        setattr(self, "last", x.mean())
+        return self.total / self.seen
+
+
+def test_module_defining_setattr_is_inlined_without_breaks():
+    # torchmetrics: every `self.x = ...` in a Metric broke (DL0008 "defines __setattr__"), half
+    # of the suite's breaks; torch.compile inlines the class's __setattr__
+    cnt = check_module(_Metric, [((torch.ones(3),), {}), ((torch.arange(4.0),), {})],
+                       attrs=("total", "seen", "_computed", "last"))
+    assert cnt.frame_count == 2  # one graph per call (`seen` changes: one recompile), no breaks
+
+
+def test_module_setattr_refusal_raises_in_the_compiled_call():
+    class Strict(_Metric):
+        def forward(self, x):
+            self.higher_is_better = False
+            return x
+
+    m = Strict()
+
+    def f(x):
+        try:
+            m(x)
+        except RuntimeError as e:
+            return x + 1, str(e)
+        return x
+
+    check(f, torch.ones(2))
+
+
+def test_module_setattr_changing_the_value_and_registering_a_submodule():
+    seen = []
+
+    class Wrapping(nn.Module):
+        def __setattr__(self, name, value):
+            seen.append(name)
+            if isinstance(value, int):
+                value = value * 10
+            super().__setattr__(name, value)
+
+        def forward(self, x):
+            self.scale = 3
+            self.child = nn.ReLU()  # a submodule through nn.Module.__setattr__: a break, stored once
+            return self.child(x * self.scale)
+
+    def f(m, x):
+        return m(x), m.scale, list(m._modules)
+
+    def fresh():
+        return (Wrapping(), torch.randn(4)), None
+
+    check(lambda: f(*fresh()[0]), graphs=None)
+    assert seen.count("scale") == 2  # once in eager, once compiled: never replayed twice
