@@ -212,10 +212,15 @@ def test_recompiles():
     f = dynamo_lite.compile(plain, backend="eager")
     f(torch.randn(3))
     f(torch.randn(3, dtype=torch.float64))
+
+def test_many_guards():
+    def total(xs):
+        return sum(xs)
+    dynamo_lite.compile(total, backend="eager")([torch.randn(1) for _ in range(100)])
 ''')
     path = tmp_path / "sub" / "report.json"
     result = run(pytester, f"--dl-report=json:{path}")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([f"dynamo_lite report written: {path}"])
     report = json.loads(path.read_text())
     assert report["schema"] == "dynamo_lite.pytest_report"
@@ -236,6 +241,11 @@ def test_recompiles():
     assert event["where"] == f"test_inner.py:{PRINT_LINE}" and event["in_library"] is None
     # the user's stack of the whole run: the test calls the compiled function, which breaks
     assert [f["name"] for f in event["user_code_stack"]] == ["test_breaks", "with_print"]
+    # the callers start at the test function: pytest's own frames are left out of the report
+    assert [f["name"] for f in event["caller_stack"]] == ["test_breaks"]
+    # a graph lists its first guards and how many more it has (a report of a big suite stays small)
+    [graph] = tests["test_inner.py::test_many_guards"]["graphs"]
+    assert len(graph["guards"]) == 64 and graph["guards_omitted"] > 36
     rec = tests["test_inner.py::test_recompiles"]
     [recompile] = rec["recompiles"]
     assert recompile["reasons"] == ["x.dtype changed from float32 to float64"]
