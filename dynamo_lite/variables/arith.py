@@ -30,6 +30,7 @@ from .sets import SetVariable
 from .folding import fold_numpy_quietly, raise_folded, wrap_constant_result
 from .numpy_arrays import NumpyArrayVariable, numpy_operator
 from .formatted_text import FormattedTextVariable
+from .functions import UserMethodVariable
 from .tensor import record_op, sym_operator, SymNodeVariable, TensorVariable
 from .user_objects import mro_lookup, ObjectLike
 
@@ -276,6 +277,15 @@ def _user_dunder(tx, fn, a, b):
         result = b.call_method(tx, names[1], [a], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
+    if plain in (operator.eq, operator.ne) and isinstance(a, UserMethodVariable) and \
+            isinstance(b, UserMethodVariable) and not isinstance(a.fn, VariableTracker) and \
+            not isinstance(b.fn, VariableTracker):
+        # bound methods are equal when bound to the same object (by identity) with equal functions
+        same = a.fn is b.fn and same_object(a.obj, b.obj)
+        if same is not None:
+            if a.fn is b.fn and not same:
+                guard_distinct(tx, a.obj, b.obj)
+            return ConstantVariable(same if plain is operator.eq else not same)
     if plain in (operator.eq, operator.ne):
         opaque = next((v for v in (a, b) if _compares_in_c(v, names[0])), None)
         if opaque is not None:

@@ -1434,6 +1434,8 @@ def _function_dict_items(tx, fn) -> dict:
     if isinstance(fn, NestedUserFunctionVariable):
         special = set(functools.WRAPPER_ASSIGNMENTS) | {"__wrapped__"}
         return {k: v for k, v in fn.attrs.items() if k not in special}
+    if isinstance(fn, UserMethodVariable):  # a bound method's __dict__ is its function's
+        return _function_dict_items(tx, fn._fn_var())
     if isinstance(fn, UserFunctionVariable):
         d = fn.fn.__dict__
         if fn.source is not None:

@@ -353,6 +353,9 @@ class NestedUserFunctionVariable(BaseUserFunctionVariable):
             self.kwdefaults is None or self.kwdefaults.can_reconstruct())
 
 
+_METHOD_OWN_ATTRS = frozenset(dir(types.MethodType))
+
+
 class UserMethodVariable(VariableTracker):
     """A function bound to an object (obj.method).
 
@@ -390,8 +393,12 @@ class UserMethodVariable(VariableTracker):
             return self.obj
         if name == "__func__":
             return self._fn_var()
-        if name in ("__name__", "__qualname__"):
+        if name in ("__name__", "__qualname__") and not isinstance(self.fn, VariableTracker):
             return ConstantVariable(getattr(self.fn, name))
+        if name == "__doc__" or name not in _METHOD_OWN_ATTRS:
+            # a bound method answers the rest from its function (__module__, __dict__, __wrapped__,
+            # __annotations__: what functools.wraps(obj.method) reads)
+            return self._fn_var().var_getattr(tx, name)
         return super().var_getattr(tx, name)
 
     def reconstruct(self, cg):

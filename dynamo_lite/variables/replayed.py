@@ -50,6 +50,7 @@ from .nn_module import NNModuleVariable
 from .functions import PYTHON_FUNCTION_HANDLERS, PYTHON_FUNCTION_MATCHERS
 from .formatted_text import FormattedTextVariable
 from .tensor import TensorVariable, record_op
+from .torch_vars import TORCH_CALL_HANDLERS
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 _TORCH_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -324,6 +325,23 @@ def replay_warn(tx, message, category=None, stacklevel=None, source=None) -> Var
                          "time is replayed")
     args = [SnapshotVariable(text), SnapshotVariable(cat), SnapshotVariable(1)]
     return record(tx, warnings.warn, args, {}, what, gb.SIDE_EFFECT)
+
+
+# ---- torch's API usage log ---------------------------------------------------------------------
+
+def _log_api_usage_once(tx, args, kwargs) -> VariableTracker:
+    """``torch._C._log_api_usage_once(event)`` (library constructors call it: torchmetrics'
+    ``Metric.__init__``): logs the event to the process's usage logger, returns None."""
+    what = "torch._C._log_api_usage_once()"
+    if len(args) != 1 or kwargs:
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what} with {len(args)} arguments (Python raises TypeError)")
+    event = snapshot(args[0], what)
+    if type(event.value) is not str:
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what} of {args[0].describe()} (Python raises TypeError)")
+    return record(tx, torch._C._log_api_usage_once, [event], {}, what, gb.SIDE_EFFECT)
+
+
+TORCH_CALL_HANDLERS[id(torch._C._log_api_usage_once)] = _log_api_usage_once
 
 
 # ---- Tensor.register_hook ----------------------------------------------------------------------

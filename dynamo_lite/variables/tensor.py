@@ -89,6 +89,8 @@ _METADATA_METHODS = {
 _METADATA_ATTRS = {
     "dtype", "device", "layout", "ndim", "is_cuda", "is_cpu", "is_sparse", "is_quantized",
     "is_meta", "is_mkldnn", "is_nested", "is_leaf",
+    # the device and layout (guarded), read from the fake tensor
+    "is_mps", "is_xpu", "is_xla", "is_ipu", "is_maia", "is_mtia", "is_vulkan", "is_sparse_csr",
 }
 _GRAPH_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
 

@@ -43,6 +43,10 @@ from .numpy_arrays import numpy_scalar_to_torch, numpy_to_torch
 from .methods import BoundMethodOfVariable
 
 
+# torch C functions answered by another module (replayed.py: calls replayed after the graph),
+# by the function's id (they live as long as torch)
+TORCH_CALL_HANDLERS: dict = {}
+
 # torch packages of plain Python classes over tensors: their classes are traced like user
 # classes (``Normal(loc, scale).log_prob(x)``), their code is inlined (skipfiles.py)
 _USER_LIKE_TORCH_PACKAGES = ("torch.distributions.",)
@@ -213,6 +217,9 @@ class TorchVariable(KnownValueVariable):
             return ctx
         if fn is torch.is_grad_enabled:
             return ConstantVariable(tx.output.grad_enabled)
+        handler = TORCH_CALL_HANDLERS.get(id(fn))
+        if handler is not None:
+            return handler(tx, args, kwargs)
         if fn is torch.jit.annotate and len(args) == 2 and not kwargs:
             return args[1]  # a type hint for TorchScript; in Python it returns the value
         if not args and not kwargs and _is_tracing_status(fn):

@@ -618,3 +618,29 @@ def test_cmp_to_key_returned_and_compared_on_tensors():
         return sorted([x[0], x[1]], key=functools.cmp_to_key(lambda a, b: a - b))
 
     check_breaks(g, X, breaks=1)
+
+
+class _Updater:
+    def update(self, x):
+        """Update the state."""
+        return x + 1
+
+    update.tag = "kept"  # a function attribute: update_wrapper copies the method's __dict__
+
+
+_UPDATER = _Updater()
+
+
+def test_wraps_of_a_bound_method_reads_its_function():
+    # torchmetrics' Metric._wrap_update: functools.wraps(self.update) broke on `__module__`
+    # of the bound method; a method answers __module__/__doc__/__dict__/... from its function
+    def f(x):
+        @functools.wraps(_UPDATER.update)
+        def wrapped(*args):
+            return _UPDATER.update(*args)
+
+        return (wrapped(x), wrapped.__name__, wrapped.__qualname__, wrapped.__doc__, wrapped.__module__,
+                wrapped.tag, wrapped.__wrapped__ == _UPDATER.update, _UPDATER.update.__doc__,
+                _UPDATER.update.__module__, _Updater().update == _UPDATER.update, _UPDATER.update != _UPDATER.update)
+
+    check_breaks(f, X, breaks=0)

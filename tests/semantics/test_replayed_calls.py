@@ -508,3 +508,35 @@ def test_is_enabled_for_and_effective_level_are_guarded():
         log.setLevel(logging.NOTSET)
         child.disabled = False
     assert cnt.frame_count >= 1
+
+
+_USAGE_SCRIPT = r'''
+import sys, torch, dynamo_lite
+
+def build(x, n):
+    torch._C._log_api_usage_once(f"mylib.metric.{n}")
+    return x + 1
+
+fn = build if sys.argv[1] == "eager" else dynamo_lite.compile(build, backend="eager", fullgraph=True)
+for n in ("a", "b", "a"):
+    fn(torch.ones(2), n)
+    print(f"PYTORCH_API_USAGE mylib.call.{n}", file=sys.stderr, flush=True)
+'''
+
+
+@pytest.mark.parametrize("mode", ["eager", "compiled"])
+def test_api_usage_log_is_replayed_in_a_graph(tmp_path, mode):
+    # torchmetrics' Metric.__init__ calls torch._C._log_api_usage_once(f"torchmetrics.metric.{name}"):
+    # it broke the graph of every metric built in compiled code; it is replayed after the graph,
+    # and torch's usage log (PYTORCH_API_USAGE_STDERR) sees each event once, in eager's order
+    import os
+    import subprocess
+    script = tmp_path / "usage.py"
+    script.write_text(_USAGE_SCRIPT)
+    env = dict(os.environ, PYTORCH_API_USAGE_STDERR="1", DYNAMO_LITE_PERSISTENT_CACHE="0")
+    out = subprocess.run([sys.executable, str(script), mode], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if ln.startswith("PYTORCH_API_USAGE mylib.")]
+    assert lines == ["PYTORCH_API_USAGE mylib.metric.a", "PYTORCH_API_USAGE mylib.call.a",
+                     "PYTORCH_API_USAGE mylib.metric.b", "PYTORCH_API_USAGE mylib.call.b",
+                     "PYTORCH_API_USAGE mylib.call.a"]

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, assert_same
-from dynamo_lite.testing import check, check_calls
+from dynamo_lite.testing import check, check_breaks, check_calls
 
 
 def test_shape_dtype_device_ndim_as_python_values():
@@ -516,3 +516,14 @@ def test_is_tensor_of_containers_and_objects_is_answered_by_type():
     check(f, x, [x, x * 2], 3)
     check(f, x, x, 2.5)
     assert dynamo_lite.explain(f)(x, [x, x], 3).graph_break_count == 0
+
+
+def test_device_kind_properties_are_constants():
+    # torchmetrics' _bincount: `if deterministic or x.is_mps:` broke on the branch
+    def f(x):
+        flags = (x.is_mps, x.is_xpu, x.is_xla, x.is_ipu, x.is_mtia, x.is_vulkan, x.is_sparse_csr)
+        if x.is_mps or x.is_xpu:
+            return x - 1, flags
+        return x + 1, flags
+
+    check_breaks(f, torch.randn(3), breaks=0)
