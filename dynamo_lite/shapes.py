@@ -208,6 +208,10 @@ def _through_view_base(tsource) -> bool:
 
 
 # ---- the tracker of one trace -----------------------------------------------------------
+_FLOAT_RELATIONS = {sympy.StrictLessThan: "<", sympy.LessThan: "<=", sympy.StrictGreaterThan: ">",
+                    sympy.GreaterThan: ">=", sympy.Equality: "==", sympy.Unequality: "!="}
+
+
 class ShapeTracker:
     """The ShapeEnv of one trace and what is symbolic in it.
 
@@ -374,6 +378,62 @@ class ShapeTracker:
             if expr is not None and expr.free_symbols & self.float_symbols:
                 raise CannotSymbolize(f"an operation on the symbolic float {expr} failed")
 
+    def is_float_input(self, value) -> bool:
+        """Does the SymFloat ``value`` depend on a float argument made symbolic?"""
+        expr = getattr(getattr(value, "node", None), "expr", None)
+        return expr is not None and bool(expr.free_symbols & self.float_symbols)
+
+    def refuse_computed_float_comparison(self, fn) -> None:
+        """A comparison of a float computed from float arguments (``ta + dt > tb``): the guard
+        would be sympy's form of it (``(a + b) - a`` is ``b``; sums reassociated), which Python's
+        float arithmetic can answer otherwise near the boundary: trace again with static inputs."""
+        raise CannotSymbolize(f"{getattr(fn, '__name__', fn)} of a float computed from float arguments")
+
+    def _float_fact(self, expr, where: str):
+        """The guard for a relation over float arguments (and int inputs), written only where
+        Python's float arithmetic gives what the traced code computed: comparisons of the
+        arguments themselves and constants (the tracer refused comparisons of computed floats),
+        as ShapeEnv canonicalised them (``a - b < 0``: exact for floats too); anything else
+        traces again with static inputs."""
+        sources: list = []
+
+        def term(e) -> tuple:  # (exec text, pretty text)
+            if isinstance(e, sympy.Symbol):
+                src = self._source_of(e)
+                if src not in sources:
+                    sources.append(src)
+                return src.name(), guards.kinds.pretty_source(src)
+            if e.is_Integer:
+                return repr(int(e)), repr(int(e))
+            if isinstance(e, sympy.Float) and math.isfinite(float(e)):
+                return repr(float(e)), repr(float(e))
+            if isinstance(e, sympy.Mul) and len(e.args) == 2 and e.args[0] == -1 and isinstance(e.args[1], sympy.Symbol):
+                a, pa = term(e.args[1])
+                return f"(-{a})", f"-{pa}"
+            if isinstance(e, sympy.Add) and len(e.args) == 2:
+                (a, pa), (b, pb) = term(e.args[0]), term(e.args[1])
+                return f"({a} + {b})", f"{pa} + {pb}"
+            raise CannotSymbolize(f"a fact about a float argument: {expr}")
+
+        def fact(e) -> tuple:
+            if e is sympy.true or e is sympy.false:
+                return repr(bool(e)), repr(bool(e))
+            if isinstance(e, (sympy.And, sympy.Or)):
+                joiner = " and " if isinstance(e, sympy.And) else " or "
+                parts = [fact(a) for a in e.args]
+                return joiner.join(f"({t})" for t, _ in parts), joiner.join(f"({p})" for _, p in parts)
+            if isinstance(e, sympy.Not):
+                t, p = fact(e.args[0])
+                return f"not ({t})", f"not ({p})"
+            op = _FLOAT_RELATIONS.get(type(e))
+            if op is None:
+                raise CannotSymbolize(f"a fact about a float argument: {expr}")
+            (a, pa), (b, pb) = term(e.args[0]), term(e.args[1])
+            return f"{a} {op} {b}", f"{pa} {op} {pb}"
+
+        text, pretty = fact(expr)
+        return guards.FloatFactGuard(text, (), sources[0] if sources else None, pretty, where, tuple(sources))
+
     def object_changed(self, source: Source, value) -> bool:
         """Has an earlier compile of this code found another object at ``source`` (a module
         passed anew)?  Then it is guarded by its type and structure, not its identity."""
@@ -527,6 +587,9 @@ class ShapeTracker:
                 continue
             if expr is sympy.false:
                 raise InternalError(f"shape guard {g.expr} is false for the inputs it was traced with")
+            if expr.free_symbols & self.float_symbols:
+                add(self._float_fact(expr, self.where.get(i, "")))
+                continue
             rel = self.lower(expr)
             sources = guards.kinds.expr_sources(rel)
             add(guards.ShapeRelGuard(rel, self.where.get(i, ""), sources[0] if sources else None))

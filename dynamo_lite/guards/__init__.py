@@ -33,7 +33,7 @@ import torch
 
 from .. import torch_compat
 from ..source import Source, guard_local_name
-from .kinds import (AbsentAttrGuard, BlockGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatReprGuard,
+from .kinds import (AbsentAttrGuard, BlockGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatFactGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
                     NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, SetOrderGuard, ShapeEqGuard, ShapeGuardBase,
                     ShapeRangeGuard, ShapeRelGuard, TensorAliasingGuard, DistinctGuard, ClassLacksGuard, TensorGuard, TensorSpec, TypeGuard,
@@ -44,7 +44,7 @@ __all__ = ["Guard", "GuardSet", "CompiledGuard", "source_scope", "TensorSpec", "
            "TypeGuard", "IdGuard", "ConstGuard", "LengthGuard", "EmptyGuard", "NotInGlobalsGuard", "DictKeysGuard", "TensorGuard",
            "NanGuard", "FloatReprGuard", "SetEqualsGuard", "SetOrderGuard", "NotInDictGuard", "AbsentAttrGuard", "IsGuard",
            "SameObjectGuard", "BlockGuard", "ConstAttrIsGuard", "ExprGuard", "GlobalStateGuard", "NoOtherTracerGuard",
-           "TensorAliasingGuard", "DistinctGuard", "ClassLacksGuard", "ShapeGuardBase", "ShapeRangeGuard", "ShapeEqGuard", "ShapeRelGuard"]
+           "TensorAliasingGuard", "DistinctGuard", "ClassLacksGuard", "ShapeGuardBase", "ShapeRangeGuard", "ShapeEqGuard", "ShapeRelGuard", "FloatFactGuard"]
 
 # Compile guards into a C GuardProgram (False: the Python check is the guard;
 # tests flip it to compare the two; DYNAMO_LITE_PY_GUARDS=1 turns it off).
@@ -209,7 +209,7 @@ class CompiledGuard:
 
 
 def _failure_text(guard: Guard, scope) -> str:
-    if isinstance(guard, ShapeGuardBase):
+    if isinstance(guard, (ShapeGuardBase, FloatFactGuard)):
         return guard.explain_values(lambda src: eval(src.name(), scope))  # noqa: S307
     if isinstance(guard, BlockGuard):
         return guard.explain_in(scope)

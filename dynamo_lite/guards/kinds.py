@@ -1073,6 +1073,37 @@ class ShapeRelGuard(ShapeGuardBase):
         return self.expr
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class FloatFactGuard(ExprGuard):
+    """A relation over float arguments made symbolic by automatic dynamic (``ta <= tb``,
+    ``t < 1.0``: a branch taken on them), as Python text over the sources (shapes.py writes
+    only relations whose float arithmetic Python evaluates as the traced code did).  A residual
+    Python check: the C program has integer registers only."""
+
+    kind: ClassVar[str] = "FLOAT_FACT"
+    rank: ClassVar[int] = 9  # after the TYPE guards of the floats it reads
+    pretty: str = ""
+    where: str = ""
+    sources: tuple = ()
+
+    def reads(self):
+        return list(self.sources)
+
+    def describe(self):
+        return f"{self.pretty}  # {self.where}" if self.where else self.pretty
+
+    def explain_values(self, value: Callable[[Source], Any]) -> str:
+        """'ta = 0.7, tb = 0.5 but the graph needs ta <= tb' (``value`` reads a source now)."""
+        now = []
+        for src in self.sources:
+            try:
+                now.append(f"{pretty_source(src)} = {value(src)!r}")
+            except Exception as e:  # noqa: BLE001 - not readable any more
+                now.append(f"{pretty_source(src)} cannot be read ({type(e).__name__})")
+        line = f" (from {self.where})" if self.where else ""
+        return f"{', '.join(now)} but the graph needs {self.pretty}{line}"
+
+
 def pretty_name(name: str) -> str:
     """A source name as the user wrote it (``___G['x']`` -> ``x``, ``m._modules['fc']`` -> ``m.fc``)."""
     name = re.sub(r"___G\[('([^']*)')\]", r"\2", name)

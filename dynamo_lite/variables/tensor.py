@@ -649,6 +649,8 @@ class SymNodeVariable(VariableTracker):
 
     symbolic = True
 
+    float_computed = False  # computed from symbolic float arguments (sym_operator)
+
     def __init__(self, value, shapes, node=None, make_node=None, source=None):
         super().__init__(source)
         self.value = value
@@ -830,6 +832,9 @@ def _sym_metadata(tx, tensor, name, args, value) -> VariableTracker:
         output.create_node, "call_function", op, node_args, {}))
 
 
+_COMPARISONS = frozenset({operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne})
+
+
 def sym_operator(tx, fn, args: list) -> VariableTracker:
     """``fn`` (an ``operator`` function) on symbolic ints and plain numbers: a symbolic result
     (its node made on use); anything else specialises the symbolic operands and folds."""
@@ -842,9 +847,15 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
         tx.output.shapes.note()
         if isinstance(example, _SYM_TYPES):
             output = tx.output
+            computed = [a for a in args if isinstance(a, SymNodeVariable) and a.float_computed]
+            if computed and fn in _COMPARISONS:
+                output.shapes.refuse_computed_float_comparison(fn)
             result = SymNodeVariable(example, output.shapes, make_node=lambda: output.create_node(
                 "call_function", fn, tuple(_node_arg(a) for a in args), {}))
             result.lazy_operands = tuple(args)  # made before it (as_node)
+            # a float computed from float arguments: comparing it is refused (shapes.py)
+            result.float_computed = bool(computed) or isinstance(example, torch.SymFloat) and any(
+                isinstance(a, SymNodeVariable) and output.shapes.is_float_input(a.value) for a in args)
             return result
         if example is not None and type(example) in (int, float, bool):
             return ConstantVariable(example)
