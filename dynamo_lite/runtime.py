@@ -37,17 +37,32 @@ def pick(mapping: dict, names: tuple) -> dict:
 
 def new_object(cls, attrs: dict):
     """An instance of ``cls`` made without running its ``__init__``, with ``attrs`` set."""
-    obj = object.__new__(cls)
+    return fill_object(object.__new__(cls), attrs)
+
+
+def blank(cls):
+    """``object.__new__(cls)``: an instance whose attributes are set next (fill_object / fill_module)."""
+    return object.__new__(cls)
+
+
+def fill_object(obj, attrs: dict):
+    """``obj`` (an ``object.__new__`` instance) with ``attrs`` set by ``object.__setattr__``:
+    made in two steps so that the attributes may refer to ``obj`` (a bound method of it)."""
     for name, value in attrs.items():
         object.__setattr__(obj, name, value)
     return obj
 
 
 def new_module(cls, before: dict, after: dict):
-    """An instance of the nn.Module subclass ``cls`` as a traced ``__init__`` left it: ``before``
-    (set before it called nn.Module.__init__), nn.Module.__init__, then ``after`` (the module's
-    tables, rebuilt, and the rest), all by ``object.__setattr__``; no method of ``cls`` runs."""
-    obj = object.__new__(cls)
+    """An instance of the nn.Module subclass ``cls`` as a traced ``__init__`` left it."""
+    return fill_module(object.__new__(cls), before, after)
+
+
+def fill_module(obj, before: dict, after: dict):
+    """``obj`` (an ``object.__new__`` instance of an nn.Module subclass) as a traced ``__init__``
+    left it: ``before`` (set before it called nn.Module.__init__), nn.Module.__init__, then
+    ``after`` (the module's tables, rebuilt, and the rest), all by ``object.__setattr__``; no
+    method of its class runs."""
     for name, value in before.items():
         object.__setattr__(obj, name, value)
     torch.nn.Module.__init__(obj)

@@ -427,8 +427,9 @@ def _assert_same_picture(a, b, path="$", rtol=1e-5, atol=1e-6):
         assert type(a) is type(b) and a == b, f"{path}: eager {a!r} != compiled {b!r}"
 
 
-def assert_same(a: Any, b: Any, path: str = "result", rtol=1e-5, atol=1e-6) -> None:
-    """Deep comparison of two values as a user would see them."""
+def assert_same(a: Any, b: Any, path: str = "result", rtol=1e-5, atol=1e-6, _seen: Optional[dict] = None) -> None:
+    """Deep comparison of two values as a user would see them (objects that contain themselves
+    are compared once)."""
     if isinstance(a, torch.Tensor):
         assert isinstance(b, torch.Tensor), f"{path}: expected a tensor, got {type(b).__name__}"
         assert type(a) is type(b), f"{path}: type {type(a).__name__} != {type(b).__name__}"
@@ -442,6 +443,12 @@ def assert_same(a: Any, b: Any, path: str = "result", rtol=1e-5, atol=1e-6) -> N
         else:
             assert torch.equal(a, b), f"{path}: values differ: {a} vs {b}"
         return
+    if _seen is None:
+        _seen = {}
+    if not isinstance(a, (int, float, str, bytes, bool, type(None))):
+        if (id(a), id(b)) in _seen:
+            return
+        _seen[id(a), id(b)] = (a, b)  # (kept alive: a freed temporary's id may come again)
     if isinstance(a, torch.nn.Module):
         assert type(a) is type(b), f"{path}: module type {type(a).__name__} != {type(b).__name__}"
         assert a.training == b.training, f"{path}.training: {a.training} != {b.training}"
@@ -449,33 +456,33 @@ def assert_same(a: Any, b: Any, path: str = "result", rtol=1e-5, atol=1e-6) -> N
         pa, pb = dict(a.named_parameters()), dict(b.named_parameters())
         assert list(pa) == list(pb), f"{path}: parameters {list(pa)} != {list(pb)}"
         for name in pa:
-            assert_same(pa[name], pb[name], f"{path}.{name}", rtol, atol)  # values and requires_grad
+            assert_same(pa[name], pb[name], f"{path}.{name}", rtol, atol, _seen)  # values and requires_grad
             ga, gb = pa[name].grad, pb[name].grad
             assert (ga is None) == (gb is None), f"{path}.{name}.grad: eager {ga} vs compiled {gb}"
             if ga is not None:
-                assert_same(ga, gb, f"{path}.{name}.grad", rtol, atol)
+                assert_same(ga, gb, f"{path}.{name}.grad", rtol, atol, _seen)
         assert_same(dict(a.named_buffers()), dict(b.named_buffers()), f"{path} buffers", rtol, atol)
         return
     if isinstance(a, (list, tuple)):
         assert type(a) is type(b), f"{path}: type {type(a).__name__} != {type(b).__name__}"
         assert len(a) == len(b), f"{path}: length {len(a)} != {len(b)}"
         for i, (x, y) in enumerate(zip(a, b)):
-            assert_same(x, y, f"{path}[{i}]", rtol, atol)
+            assert_same(x, y, f"{path}[{i}]", rtol, atol, _seen)
         return
     if isinstance(a, dict):
         assert type(a) is type(b), f"{path}: type {type(a).__name__} != {type(b).__name__}"
         assert list(a.keys()) == list(b.keys()), f"{path}: keys {list(a)} != {list(b)}"
         for k in a:
-            assert_same(a[k], b[k], f"{path}[{k!r}]", rtol, atol)
+            assert_same(a[k], b[k], f"{path}[{k!r}]", rtol, atol, _seen)
         return
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         assert type(a) is type(b), f"{path}: type differs"
         for f in dataclasses.fields(a):
-            assert_same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}", rtol, atol)
+            assert_same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}", rtol, atol, _seen)
         return
     if hasattr(a, "__dict__") and not isinstance(a, type) and not callable(a):
         assert type(a) is type(b), f"{path}: type {type(a).__name__} != {type(b).__name__}"
-        assert_same(vars(a), vars(b), f"{path}.__dict__", rtol, atol)
+        assert_same(vars(a), vars(b), f"{path}.__dict__", rtol, atol, _seen)
         return
     if isinstance(a, float) and isinstance(b, float) and a != a and b != b:
         return

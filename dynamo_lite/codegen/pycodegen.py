@@ -287,10 +287,23 @@ class PyCodegen:
         else:
             raise CodegenFailed(f"cannot rebuild contents of {var.describe()}")
 
+    def blank_object(self, var) -> str:
+        """``object.__new__(type)`` of a tracker made in the trace, in a temporary that every later
+        ``reconstruct(var)`` loads (its attributes may refer to it: a bound method of it, a
+        list holding it); returns the temporary's name.  Nothing is left on the stack."""
+        self.load_callable(runtime.blank)
+        self.load_const(var.value_type)
+        self.call(1)
+        name = self.new_temp()
+        self.store_fast(name)
+        self.tempvars[id(var)] = name
+        self._keepalive.append(var)
+        return name
+
     def reconstruct_new_object(self, var) -> None:
         attrs = self.side_effects.new_object_attrs(var)
-        self.load_callable(runtime.new_object)
-        self.load_const(var.value_type)
+        self.load_callable(runtime.fill_object)
+        self.load_fast(self.blank_object(var))
         for name, value in attrs.items():
             self.load_const(name)
             self.reconstruct(value)

@@ -796,7 +796,7 @@ class NewModuleVariable(NewObjectVariable):
         return f"new module {self.value_type.__name__}"
 
     def reconstruct(self, cg):
-        """``runtime.new_module``: the attributes set before nn.Module.__init__ ran, the process's
+        """``runtime.fill_module``: the attributes set before nn.Module.__init__ ran, the process's
         nn.Module.__init__ itself (as eager called it: its usage log, TorchDynamo's tag if
         torch.compile patched it), then the rest, each in the trace's order."""
         attrs = cg.side_effects.new_object_attrs(self)
@@ -805,8 +805,8 @@ class NewModuleVariable(NewObjectVariable):
             cg.reconstruct_new_object(self)  # its __init__ never called nn.Module's
             return
         first = names.index("training")
-        cg.load_callable(runtime.new_module)
-        cg.load_const(self.value_type)
+        cg.load_callable(runtime.fill_module)
+        cg.load_fast(cg.blank_object(self))  # (its attributes may be bound methods of it)
         for part in (names[:first], names[first:]):
             for name in part:
                 cg.load_const(name)

@@ -535,3 +535,45 @@ def test_module_built_after_torch_compile_replaced_nn_module_init_is_traced():
         return m(x), m
 
     check_breaks(f, X, breaks=0)
+
+
+class _Dispatching(nn.Module):
+    """torchsde's ForwardSDE: its __init__ stores bound methods of itself, picked by what the
+    wrapped object has."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.f = getattr(inner, "f", self.f_default)
+        self.prod = {1: self.prod_diagonal}.get(2, self.prod_default)
+
+    def f_default(self, x):
+        return x * 2
+
+    def prod_diagonal(self, a, b):
+        return a * b
+
+    def prod_default(self, a, b):
+        return a + b
+
+
+class _Holder:
+    def __init__(self):
+        self.me = self.value
+        self.members = [self]
+
+    def value(self):
+        return 3
+
+
+def test_modules_and_objects_whose_attributes_refer_to_them_are_rebuilt():
+    # a module built in the trace holding bound methods of itself cannot be rebuilt by calling
+    # its class with its attributes: made blank first, then filled (87 breaks in torchsde)
+    def f(x):
+        m = _Dispatching(object())
+        h = _Holder()
+        return m.f(x) + m.prod(x, x), m, h, h.me()
+
+    out = check_breaks(f, torch.ones(3), breaks=0)
+    module, holder = out.value[1], out.value[2]
+    assert module.f.__self__ is module and module.prod.__func__ is _Dispatching.prod_default
+    assert holder.members[0] is holder and holder.me() == 3
