@@ -709,6 +709,15 @@ def _resolve(desc: tuple):
     return obj
 
 
+def _load_op(namespace: str, name: str, overload: Optional[str]):
+    """``torch.ops.<namespace>.<name>[.<overload>]`` (a graph's aten targets, stored by name)."""
+    try:
+        packet = getattr(getattr(torch.ops, namespace), name)
+        return packet if overload is None else getattr(packet, overload)
+    except (AttributeError, RuntimeError) as e:
+        raise Miss(f"operator {namespace}::{name} is not in this torch ({type(e).__name__})") from None
+
+
 class _Reducers:
     """Pickles guards and generated code: our dataclasses by fields, values by value, and
     every other object by name (``_describe``), or not at all (Unpersistable)."""
@@ -755,6 +764,11 @@ class _Reducers:
             if desc[0] == "optimized":
                 raise Unpersistable("a compiled module's class is held outside a guard")
             return _resolve, (desc,)
+        if isinstance(obj, torch._ops.OpOverload):  # (its own pickling reaches pybind11 records)
+            return _load_op, (obj.namespace, obj._opname, obj._overloadname)
+        if isinstance(obj, torch._ops.OpOverloadPacket):
+            namespace, name = obj._qualified_op_name.split("::", 1)
+            return _load_op, (namespace, name, None)
         if isinstance(obj, _VALUE_TYPES):
             return NotImplemented  # their own pickling (by value or by name)
         if type(obj) in (tuple, frozenset, int, float, complex, str, bytes, bool, type(None), type(Ellipsis)) \

@@ -318,6 +318,42 @@ def test_objects_made_at_run_time_are_stored_by_what_they_are(tmp_path):
             assert stats["stored"] >= 1 and not stats["not_stored"], (fn.__name__, stats)
 
 
+FLOAT_PROGRAM = textwrap.dedent('''
+    import json, torch, dynamo_lite
+    from dynamo_lite.report import events
+
+    def interval(x, a, b):
+        if a > b:
+            return x - 1
+        return x * (b - a)
+
+    compiled = dynamo_lite.compile(interval, backend="eager")
+    recorded = []
+    ok = True
+    with events.collecting(recorded.append):
+        for a, b in [(0.0, 0.5), (0.1, 0.6), (0.2, 0.9), (0.9, 0.2)]:
+            ok = ok and torch.equal(compiled(torch.ones(2), a, b), interval(torch.ones(2), a, b))
+    print(json.dumps({"ok": ok, "traced": sum(isinstance(e, events.GraphEvent) and not e.loaded for e in recorded),
+                      "loaded": sum(isinstance(e, events.GraphEvent) and e.loaded for e in recorded)}))
+''')
+
+
+def test_entries_with_symbolic_floats_and_their_relations_are_stored(tmp_path):
+    # the graph of a symbolic float reads it with aten._local_scalar_dense (an OpOverload, whose
+    # own pickling fails), and is guarded by the relation the branch took (FloatFactGuard): a
+    # second process traces nothing, the first traces 3 (static, symbolic, the other branch)
+    path = tmp_path / "floats.py"
+    path.write_text(FLOAT_PROGRAM)
+    runs = []
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300,
+                              env=_env(tmp_path), cwd=str(tmp_path))
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert runs[0] == {"ok": True, "traced": 3, "loaded": 0}
+    assert runs[1]["ok"] and runs[1]["traced"] == 0 and runs[1]["loaded"] >= 2
+
+
 def test_a_backend_given_as_a_callable_is_not_stored(tmp_path):
     def my_backend(gm, example_inputs):
         return gm.forward
