@@ -383,7 +383,7 @@ class FrameConverter:
         ``step`` (traced again to stop there); (None, None): run the frame eagerly."""
         if brk is None:
             state = frame_code.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
-                                         dict(tx.symbolic_locals), [], tx.return_value)
+                                         tx.frame_locals(), [], tx.return_value)
         else:
             if self.fullgraph:
                 if brk.user_exception:
@@ -393,7 +393,7 @@ class FrameConverter:
             if again is not None or not tx.stopped:
                 raise SkipFrame(gb.INTERNAL_ERROR, f"trace was not reproducible up to the graph break ({brk.reason})")
             state = frame_code.FrameState(code, tx.output.side_effects, _root_cells(tx, code),
-                                         dict(tx.symbolic_locals), list(tx.stack), None, tx.ip)
+                                         tx.frame_locals(), list(tx.stack), None, tx.ip)
         output = tx.output
         state.random_calls = [call[:3] for call in output.random_calls]  # (fn, args, kwargs)
         state.random_inputs = list(output.random_inputs)

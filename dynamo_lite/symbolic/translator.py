@@ -25,8 +25,8 @@ from typing import Callable, Optional
 from .. import graph_breaks as gb
 from .. import bytecode_compat, config
 from ..exc import GraphBreak, InternalError, SkipFrame, UserFrame
-from ..source import AttrSource, ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
-from ..variables.base import VariableTracker
+from ..source import STACK_PREFIX, AttrSource, ClosureSource, GlobalSource, LocalSource, ModuleGlobalSource
+from ..variables.base import UnreadArgumentVariable, VariableTracker
 from ..variables.constant import ConstantVariable
 from ..variables.cells import CellVariable
 from ..variables.exceptions import ExceptionVariable
@@ -310,12 +310,20 @@ class InstructionTranslatorBase:
                 raise GraphBreak(gb.SIDE_EFFECT, "assigning a closure variable of a function without a source")
             self.output.side_effects.store_cell(cell, value)
 
+    def read_argument(self, name: str) -> None:
+        """Before the code reads or rebinds the local ``name`` (the root frame wraps its arguments
+        on first use; an inlined frame's are trackers already)."""
+
+    def read_all_arguments(self) -> None:
+        """Before something reads every local (``locals()``)."""
+
     def zero_arg_super(self):
         code = self.code
         if "__class__" not in self.cells or not code.co_argcount:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "super() without arguments outside a method")
         cls = self.cell_load("__class__").as_python_constant()
         first = code.co_varnames[0]
+        self.read_argument(first)
         obj = self.cells[first].contents if first in self.cells else self.symbolic_locals.get(first)
         if obj is None:
             raise GraphBreak(gb.UNSUPPORTED_CALL, "super(): first argument is unbound")
@@ -377,13 +385,20 @@ class InstructionTranslator(InstructionTranslatorBase):
         self._open_comprehensions: list[tuple] = []
         output.user_stack_fn = self._current_user_stack
         self._active = self
+        # arguments are wrapped when the code first reads them (read_argument): one the trace
+        # never reads (the frame breaks first, or passes it on untouched) is not guarded
+        self.unread_arguments: dict[str, object] = {}
         for name in bytecode_compat.arg_names(code):
             if name in f_locals:
-                var = wrap(self, f_locals[name], LocalSource(name))
                 if name in code.co_cellvars:
+                    var = wrap(self, f_locals[name], LocalSource(name))
                     cells[name] = CellVariable("root", contents=var, name=name)
+                elif name.startswith(STACK_PREFIX):
+                    # a resume function's saved stack: its prologue reads it at once (and the
+                    # generated code assumes no break inside that prologue)
+                    self.symbolic_locals[name] = wrap(self, f_locals[name], LocalSource(name))
                 else:
-                    self.symbolic_locals[name] = var
+                    self.unread_arguments[name] = f_locals[name]
         for name in code.co_cellvars:
             cells.setdefault(name, CellVariable("root", name=name))
         for i, name in enumerate(code.co_freevars):
@@ -394,6 +409,24 @@ class InstructionTranslator(InstructionTranslatorBase):
 
     def _current_user_stack(self):
         return self._active.user_stack()
+
+    def read_argument(self, name: str) -> None:
+        """Wrap the argument ``name`` if the trace has not read it yet (its guards start here)."""
+        if name in self.unread_arguments:
+            # (a break while wrapping it leaves it unread: the generated code keeps it as it is)
+            self.symbolic_locals[name] = wrap(self, self.unread_arguments[name], LocalSource(name))
+            del self.unread_arguments[name]
+
+    def read_all_arguments(self) -> None:
+        for name in list(self.unread_arguments):
+            self.read_argument(name)
+
+    def frame_locals(self) -> dict:
+        """The bound locals for generated code: trackers, and the arguments never read as they are."""
+        out = dict(self.symbolic_locals)
+        for name, value in self.unread_arguments.items():
+            out[name] = UnreadArgumentVariable(type(value), LocalSource(name))
+        return out
 
     def run(self) -> None:
         try:

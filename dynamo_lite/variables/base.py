@@ -364,6 +364,26 @@ class KnownValueVariable(HeldValueVariable):
         return True
 
 
+class UnreadArgumentVariable(VariableTracker):
+    """An argument of the frame the trace never read (symbolic/translator.py wraps an argument
+    when the code first loads it): it is still what the frame was called with, so generated code
+    leaves it in its local and nothing is guarded on it.  Only its type is known (whether
+    freeing it runs code: codegen/resume.py)."""
+
+    def __init__(self, cls: type, source):
+        super().__init__(source)
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def describe(self):
+        return f"argument {self.source.name()} (not read)"
+
+    def can_reconstruct(self):
+        return True
+
+
 class NullVariable(VariableTracker):
     """The NULL that 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL)."""
 

@@ -1051,6 +1051,7 @@ def _object_getattribute(tx, obj, name):
 @_handler(builtins.locals)
 def _locals(tx):
     """locals() of a traced frame: its bound fast locals and known cell contents."""
+    tx.read_all_arguments()
     items = dict(tx.symbolic_locals)
     for name, cell in tx.cells.items():
         if cell.contents is None and cell.kind != "local":  # a closure cell not read yet

@@ -4,6 +4,7 @@ Every test compares compiled with eager through dynamo_lite.testing; known bugs 
 xfails in tests/test_known_bugs.py.
 """
 
+import pytest
 import torch
 
 import dynamo_lite
@@ -123,3 +124,85 @@ def test_global_tensor_replaced_resized_and_mutated():
         assert_same(cf(torch.ones(3)), torch.full((3,), 3.))
     finally:
         del _GT
+
+
+class _Finalized:
+    freed: list = []
+
+    def __init__(self, name):
+        self.name = name
+
+    def __del__(self):
+        _Finalized.freed.append(self.name)
+
+
+def test_arguments_the_trace_never_reads_are_not_guarded():
+    # kornia's MILossFromRef.trace_in_ref_mask(self, ...) breaks on its first line; `self` is read
+    # only after the break, yet its type was guarded: a subclass recompiled the frame (torch.compile
+    # guards what the trace reads)
+    from dynamo_lite.report import events
+
+    class Base:
+        scale = 2
+
+        def trace(self, sig, m):
+            if m.all():  # a branch on tensor data: the graph ends here
+                return sig * self.scale
+            return sig - self.scale
+
+    class A(Base):
+        pass
+
+    class B(Base):
+        scale = 3
+
+    f = dynamo_lite.compile(lambda obj, s, m: obj.trace(s, m), backend="eager")
+    recorded = []
+    with events.collecting(recorded.append):
+        for obj in (A(), B(), A(), B()):
+            for m in (torch.tensor([True, True]), torch.tensor([True, False])):
+                assert_same(f(obj, torch.ones(2), m), obj.trace(torch.ones(2), m))
+    recompiled = [e.frame for e in recorded if isinstance(e, events.RecompileEvent)]
+    assert "trace" not in recompiled  # only the resume functions, which read `self`, see B
+    assert any(name.startswith("trace (resumed") for name in recompiled)
+
+
+def _unread_cases():
+    def deleted_unread(x, y):
+        del y
+        print("between")
+        return x + 1
+
+    def rebound_unread(x, y):
+        y = x * 2
+        print("between")
+        return x + y
+
+    def read_after_break(x, y):
+        print("between")
+        return x + y
+
+    def all_locals(x, y):
+        print("between")
+        return sorted(locals())
+
+    def finalizer_kept(x, obj):
+        print("between")
+        return x + len(_Finalized.freed)
+
+    return [deleted_unread, rebound_unread, read_after_break, all_locals, finalizer_kept]
+
+
+@pytest.mark.parametrize("fn", _unread_cases(), ids=lambda f: f.__name__)
+def test_unread_arguments_keep_eager_behaviour(fn):
+    def args():
+        return (torch.ones(2), _Finalized("arg") if fn.__name__ == "finalizer_kept" else torch.zeros(2))
+
+    for call in range(2):
+        _Finalized.freed.clear()
+        expected = fn(*args())
+        freed_eager = list(_Finalized.freed)
+        _Finalized.freed.clear()
+        got = dynamo_lite.compile(fn, backend="eager")(*args())
+        assert_same(expected, got)
+        assert _Finalized.freed == freed_eager

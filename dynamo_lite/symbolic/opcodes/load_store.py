@@ -22,6 +22,7 @@ def _load_fast(tx, name: str) -> None:
         else:  # an argument that is also a cell (before MAKE_CELL ran)
             tx.push(tx.cell_load(name))
         return
+    tx.read_argument(name)
     var = tx.symbolic_locals.get(name)
     if var is None:
         raise GraphBreak(gb.UNBOUND_NAME, f"local variable {name!r} referenced before assignment")
@@ -66,11 +67,13 @@ def LOAD_FAST_AND_CLEAR(tx, inst):
     name = inst.argval
     if name in tx.cells:
         raise GraphBreak(gb.UNSUPPORTED_BYTECODE, f"comprehension variable {name!r} is a closure cell")
+    tx.read_argument(name)
     var = tx.symbolic_locals.pop(name, None)
     tx.push(NullVariable() if var is None else var)
 
 
 def _store_fast(tx, name: str) -> None:
+    tx.read_argument(name)  # (rebinding it may free it: drop_reference looks at it)
     old = tx.symbolic_locals.get(name)
     if old is not None and old is not tx.peek():
         drop_reference(tx, old, f"assigning {name!r}", name)
@@ -104,6 +107,7 @@ def STORE_FAST_STORE_FAST(tx, inst):
 
 @register("DELETE_FAST")
 def DELETE_FAST(tx, inst):
+    tx.read_argument(inst.argval)
     if inst.argval not in tx.symbolic_locals:
         raise GraphBreak(gb.UNBOUND_NAME, f"local variable {inst.argval!r} referenced before assignment")
     drop_reference(tx, tx.symbolic_locals[inst.argval], f"del {inst.argval}", inst.argval)
