@@ -242,6 +242,10 @@ class VariableTracker:
     # (tx, tensor, hook) -> tracker: ``tensor.register_hook(hook)`` in traced code (None: Python
     # runs it, the graph breaks): replayed.register_tensor_hook.
     register_tensor_hook: "staticmethod"
+    # (tx, tensor) -> tracker: ``tensor.requires_grad_()`` on a tensor that does not require grad
+    # (it becomes a leaf that does), replayed after the graph on the graph's output or the input;
+    # later uses of it in the trace break (replayed.enable_grad_after_graph).
+    enable_grad_after_graph: "staticmethod"
 
     # ---- codegen -----------------------------------------------------------
     def reconstruct(self, cg) -> None:

@@ -435,6 +435,24 @@ def _hook_registrar(fn):
 VariableTracker.register_tensor_hook = staticmethod(register_tensor_hook)  # see VariableTracker.register_tensor_hook
 
 
+def enable_grad_after_graph(tx, tensor) -> VariableTracker:
+    """``tensor.requires_grad_()`` (or ``tensor.requires_grad = True``) on a float tensor that does
+    not require grad, so a leaf (a test's ``x.double().requires_grad_()``, torchsde's
+    ``p.detach().requires_grad_(True)``): the graph computes the tensor, and the call is replayed
+    after it on the tensor the graph returns (or the input itself), in order with the other
+    replayed effects.  Until then the trace's tensor does not require grad: any later use of it in
+    the trace breaks (TensorVariable.grad_enabled_later), so Python sees the leaf from there on."""
+    what = "Tensor.requires_grad_()"
+    if not (tensor.example.is_floating_point() or tensor.example.is_complex()):
+        raise GraphBreak(gb.OPERATION_RAISES, f"{what} on a {tensor.example.dtype} tensor (RuntimeError)")
+    record(tx, torch.Tensor.requires_grad_, [tensor], {}, what, gb.SIDE_EFFECT)
+    tensor.grad_enabled_later = True
+    return tensor
+
+
+VariableTracker.enable_grad_after_graph = staticmethod(enable_grad_after_graph)  # see VariableTracker.enable_grad_after_graph
+
+
 # ---- Module.register_forward_hook / register_forward_pre_hook ---------------------------------
 
 def _module_hook_handler(fn, options: tuple):

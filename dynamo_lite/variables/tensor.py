@@ -43,7 +43,7 @@ from .. import guards
 from .. import config, runtime, static
 from ..exc import GraphBreak
 from .base import IdentityKey, VariableTracker
-from .constant import ConstantVariable
+from .constant import ConstantVariable, NONE
 from .exceptions import ExceptionVariable
 from ..source import AttrSource, FloatTensorSource
 from .sequences import BaseListVariable, LazyIteratorVariable, ListVariable, SizeVariable, SliceVariable, StructSeqVariable, TupleVariable
@@ -160,9 +160,52 @@ class TensorVariable(VariableTracker):
         return [record_op(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {})
                 for i in range(SymNodeVariable.concrete(tx.output.shapes, self.example.shape[0]))]
 
+    # ``requires_grad_()`` replayed after the graph (replayed.enable_grad_after_graph): the real tensor
+    # will require grad, this trace's does not; what the trace would do with it next breaks
+    grad_enabled_later = False
+
+    def _check_grad_enabled_later(self, what: str) -> None:
+        if self.grad_enabled_later:
+            raise GraphBreak(gb.SIDE_EFFECT, f"{what} of a tensor after its requires_grad_(): Python goes on "
+                             "from here with the tensor requiring grad")
+
+    def setattr(self, tx, name, value):
+        if name == "requires_grad" and value.is_python_constant() and type(value.as_python_constant()) is bool:
+            flag = value.as_python_constant()
+            if flag and not self.example.requires_grad and not self.grad_enabled_later:
+                VariableTracker.enable_grad_after_graph(tx, self)
+                return NONE
+            if flag == self.example.requires_grad and not self.grad_enabled_later and self.example.grad_fn is None:
+                return NONE  # (a leaf: the flag it already has)
+        return super().setattr(tx, name, value)
+
+    def _requires_grad_(self, tx, args, kwargs):
+        """``requires_grad_(flag=True)``: the flag it already has returns the tensor; turning it on
+        for a tensor that does not require grad is replayed after the graph."""
+        flag = kwargs.get("requires_grad", args[0] if args else None)
+        if len(args) + len(kwargs) > 1 or (kwargs and "requires_grad" not in kwargs):
+            raise GraphBreak(gb.OPERATION_RAISES, "Tensor.requires_grad_() with unexpected arguments (TypeError)")
+        flag = True if flag is None else (flag.as_python_constant() if flag.is_python_constant() else None)
+        if type(flag) is not bool:
+            raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECT_METHODS["requires_grad_"])
+        if self.grad_enabled_later:
+            if flag:
+                return self
+            self._check_grad_enabled_later("requires_grad_(False)")
+        if flag == self.example.requires_grad and (flag or self.example.grad_fn is None):
+            return self  # already so (True on a tensor with a grad_fn is allowed and changes nothing)
+        if flag:
+            return VariableTracker.enable_grad_after_graph(tx, self)
+        raise GraphBreak(gb.SIDE_EFFECT, _SIDE_EFFECT_METHODS["requires_grad_"])
+
     # ---- attributes --------------------------------------------------------
     def var_getattr(self, tx, name):
         ex = self.example
+        if self.grad_enabled_later:
+            if name == "requires_grad":
+                return ConstantVariable(True)
+            if name != "requires_grad_":
+                self._check_grad_enabled_later(f".{name}")
         if name in ("shape",):
             return metadata_result(tx, self, "size", (), ex.shape)
         if name == "__class__":
@@ -215,6 +258,9 @@ class TensorVariable(VariableTracker):
             return _tolist(tx, self)
         if name in _DATA_DEPENDENT_METHODS:
             raise GraphBreak(gb.DATA_DEPENDENT, _DATA_DEPENDENT_METHODS[name])
+        if name == "requires_grad_":
+            return self._requires_grad_(tx, args, kwargs)
+        self._check_grad_enabled_later(f"Tensor.{name}()")
         if name == "register_hook" and len(args) == 1 and not kwargs:
             return VariableTracker.register_tensor_hook(tx, self, args[0])
         if name in _SIDE_EFFECT_METHODS:
@@ -400,12 +446,27 @@ def warnings_issued():
         warnings._showwarnmsg = show
 
 
+def _tensors_in(v: VariableTracker, depth: int = 0):
+    """The TensorVariables in ``v`` and the lists, tuples and dicts it holds (as _node_arg sees them)."""
+    if isinstance(v, TensorVariable):
+        yield v
+    elif depth < 4 and isinstance(v, BaseListVariable):
+        for item in v.items:
+            yield from _tensors_in(item, depth + 1)
+    elif depth < 4 and isinstance(getattr(v, "items", None), dict):
+        for item in v.items.values():
+            yield from _tensors_in(item, depth + 1)
+
+
 def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
     """Run ``target`` on fake values and record it as an FX node.
 
     kind is "call_function" (target is a callable) or "call_method" (target is
     a Tensor method name and args[0] is the tensor).
     """
+    for a in (*args, *kwargs.values()):
+        for t in _tensors_in(a):
+            t._check_grad_enabled_later(f"{_target_name(kind, target)}()")
     rg = kwargs.get("requires_grad")
     if rg is not None and rg.is_python_constant() and rg.as_python_constant() is True:
         # a new leaf that requires grad: a graph output would not be that leaf under AOTAutograd

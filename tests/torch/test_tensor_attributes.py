@@ -367,7 +367,45 @@ def test_requires_grad_set_on_input_inside():
         z = x * y
         return z, x.requires_grad, z.requires_grad, z.is_leaf
 
-    check(f, torch.randn(3), torch.randn(3), backward=True)
+    # the flags are set after an empty graph; the product breaks (Python computes it with grad)
+    check(f, torch.randn(3), torch.randn(3), backward=True, graphs=None)
+
+
+@pytest.mark.parametrize("case", ["gradcheck_var", "detached_list", "used_after", "printed", "int_tensor",
+                                  "already_requires", "flag_false", "setattr_on_view", "in_no_grad"])
+def test_requires_grad_on_a_tensor_made_in_the_graph_is_replayed_after_it(case):
+    # kornia's testing helper `tensor.type(torch.float64).requires_grad_(True)` and torchsde's
+    # `p.detach().requires_grad_(True)` broke the graph (torch.compile breaks too: "intermediate
+    # leaked as output"); the graph makes the tensor and the flag is set on what it returns
+    def f(x, w):
+        if case == "gradcheck_var":
+            t = x.type(torch.float64)
+            return t.requires_grad_(True) if t.is_floating_point() else t
+        if case == "detached_list":
+            return [p if p.requires_grad else p.detach().requires_grad_(True) for p in (x * 2, w)]
+        if case == "used_after":
+            t = (x + 1).requires_grad_()
+            return (t * w).sum(), t, t.is_leaf
+        if case == "printed":
+            t = (x * 3).requires_grad_()
+            print(t)
+            return t.requires_grad, t
+        if case == "int_tensor":
+            return x.long().requires_grad_()  # RuntimeError in eager too
+        if case == "already_requires":
+            return w.requires_grad_(), (w * 2).requires_grad_(True)
+        if case == "flag_false":
+            return (x * 2).requires_grad_(False), x.requires_grad_(False)
+        if case == "setattr_on_view":
+            h = x[:, None]
+            h.requires_grad = True
+            return h, h.requires_grad
+        with torch.no_grad():
+            return (x * 2).requires_grad_()
+
+    from dynamo_lite.testing import check_breaks
+    breaks = {"used_after": 1, "int_tensor": None}.get(case, 0)
+    check_breaks(f, torch.randn(2, 3), torch.randn(3, requires_grad=True), breaks=breaks, need_graph=False)
 
 
 def test_python_attribute_on_tensor_set_and_read():
