@@ -46,7 +46,7 @@ import torch
 from .. import graph_breaks as gb
 from .. import config, guards, runtime
 from ..exc import GraphBreak
-from .base import KnownValueVariable, VariableTracker
+from .base import KnownValueVariable, VariableTracker, type_or_none
 from .constant import ConstantVariable, InputConstantVariable, is_constant_value, NONE, FALSE, TRUE, ObservedConstant
 from ..source import AttrSource, ItemSource
 from .arith import apply_operator, binary_op
@@ -493,7 +493,25 @@ def _getattr(tx, obj, name, *default):
         if default and e.break_id == gb.MISSING_ATTRIBUTE:
             _guard_attribute_absent(tx, obj, name.as_python_constant())
             return default[0]
+        if default and _missing_on_builtin(obj, name.as_python_constant()):
+            return default[0]
         raise
+
+
+def _missing_on_builtin(obj, name: str) -> bool:
+    """Has ``obj``, an instance of a type without an instance ``__dict__`` and with object's
+    attribute lookup (a set, a tuple, an int, abc's ``_abc_data``...), no attribute ``name``?
+    Then only its type could have it, and it does not (read from the MRO's dicts; a tracker that
+    does not model the attribute would otherwise break)."""
+    cls = type_or_none(obj)
+    return isinstance(cls, type) and not type.__dict__["__dictoffset__"].__get__(cls) \
+        and mro_lookup(cls, "__getattribute__")[1] in _GENERIC_GETATTR and mro_lookup(cls, "__getattr__")[1] is None \
+        and mro_lookup(cls, name)[1] is None
+
+
+# builtin types whose __getattribute__ is the generic lookup (type, class, instance dict) and no more
+_GENERIC_GETATTR = frozenset({object, set, frozenset, list, tuple, dict, int, float, complex, str, bytes, range,
+                              slice, types.MethodWrapperType, types.BuiltinMethodType})
 
 
 @_handler(builtins.hasattr)
@@ -511,6 +529,8 @@ def _hasattr(tx, obj, name):
     except GraphBreak as e:
         if e.break_id == gb.MISSING_ATTRIBUTE:
             _guard_attribute_absent(tx, obj, name.as_python_constant())
+            return FALSE
+        if _missing_on_builtin(obj, name.as_python_constant()):
             return FALSE
         raise
 
@@ -1068,9 +1088,35 @@ def _locals(tx):
 def _dir(tx, *args):
     """dir() of a traced frame: the sorted names of its locals (not the tracer's own);
     dir(obj) goes the way of any other call."""
+    if len(args) == 1 and isinstance(args[0], NewObjectVariable) and not isinstance(args[0], NNModuleVariable):
+        return _dir_of_new_object(tx, args[0])
     if args:
         return None
     return ListVariable([ConstantVariable(k) for k in sorted(_locals(tx).items)])
+
+
+_MRO = type.__dict__["__mro__"].__get__
+_TYPE_DICT = type.__dict__["__dict__"].__get__
+
+
+def _dir_of_new_object(tx, obj):
+    """``dir(obj)`` of an object made in the trace whose class keeps object's ``__dir__``: its
+    attributes (the trace wrote all of them) and the names in its class's MRO dicts, sorted, as
+    ``object.__dir__`` gives them.  The class's names are guarded (a method added later)."""
+    cls = obj.value_type
+    _, owner = mro_lookup(cls, "__dir__")
+    if owner is not object or not getattr(cls, "__dictoffset__", 0) or \
+            mro_lookup(type(cls), "__dir__")[1] is not type:  # (the guard's dir(cls): no metaclass code)
+        return None
+    names = set(tx.output.side_effects.new_object_attrs(obj))
+    for klass in _MRO(cls):
+        names.update(k for k in _TYPE_DICT(klass) if type(k) is str)
+    if obj.class_source is not None:
+        tx.output.add_guard(guards.ExprGuard("___builtins.dir(" + obj.class_source.name() + ") == {names}",
+                                             (("names", sorted(dir(cls))),), obj.class_source))
+    elif cls not in runtime.MADE_CLASSES:
+        return None  # (a class that cannot be guarded)
+    return ListVariable([ConstantVariable(k) for k in sorted(names)])
 
 
 def _pick(tx, mapping, names):

@@ -233,6 +233,14 @@ class UserFunctionVariable(BaseUserFunctionVariable):
             return tx.wrap(self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name == "__get__":
             return GetMethodVariable(self)
+        if type(self.fn) is types.FunctionType and not hasattr(types.FunctionType, name):
+            # neither the function's __dict__ nor its type has it: AttributeError (a flag some code
+            # probes with getattr(fn, "__flag__", False)), guarded on the function's __dict__
+            if self.source is not None:
+                tx.output.add_guard(guards.NotInDictGuard(self.source, name))
+            else:
+                tx.output.add_guard(guards.ExprGuard("{n} not in {f}.__dict__", (("n", name), ("f", self.fn))))
+            raise GraphBreak(gb.MISSING_ATTRIBUTE, f"function {self.fn.__qualname__!r} has no attribute {name!r}")
         return super().var_getattr(tx, name)
 
     def reconstruct(self, cg):

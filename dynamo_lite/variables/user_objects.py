@@ -154,9 +154,21 @@ class ObjectLike(VariableTracker):
                 guard_class_attr(tx, cls_src, cls_attr)
                 return UserFunctionVariable(get).call_function(
                     tx, [tx.wrap(cls_attr, cls_src), self, tx.wrap(cls, None)], {})
+            if type(cls_attr) in (types.WrapperDescriptorType, types.MethodDescriptorType,
+                                  types.ClassMethodDescriptorType) and \
+                    getattr(owner, "__module__", None) == "builtins":
+                # a C method of a builtin base (object.__eq__, object.__reduce_ex__): the bound
+                # method (dir()-driven code reads every name); calling it is the object's own call
+                return CMethodOfObjectVariable(self, name, type(getattr(object(), "__eq__"))
+                                               if type(cls_attr) is types.WrapperDescriptorType
+                                               else types.BuiltinMethodType)
             if get is not None and not isinstance(cls_attr, type):
                 raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
             return tx.wrap(cls_attr, cls_src)
+        if owner is not None:  # a class attribute that is None (every class's __doc__ may be)
+            self._guard_not_shadowed(tx, name)
+            guard_class_attr(tx, self._class_attr_source(name), None)
+            return ConstantVariable(None)
         getattr_fn, _ = mro_lookup(cls, "__getattr__")
         if isinstance(getattr_fn, types.FunctionType):
             self._guard_not_shadowed(tx, name)
@@ -590,6 +602,23 @@ class InstanceDictVariable(VariableTracker):
         raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{name} on an object's __dict__")
 
 
+class CMethodOfObjectVariable(BoundMethodOfVariable):
+    """``obj.__eq__`` (a slot wrapper or method of a builtin base such as ``object``, bound to a
+    Python object), read as a value (dir()-driven code reads every name): its type is known
+    (method-wrapper / builtin method); calling it this way breaks."""
+
+    def __init__(self, obj, name: str, cls: type):
+        super().__init__(obj, name)
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def call_function(self, tx, args, kwargs):
+        # (the object's call_method found no answer of its own and read this attribute)
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {self.name!r} of {self.obj.python_type().__name__}")
+
+
 class NewObjectVariable(ObjectLike):
     """An instance of a user class created during the trace."""
 
@@ -605,6 +634,13 @@ class NewObjectVariable(ObjectLike):
 
     def describe(self):
         return f"new {self.value_type.__name__} object"
+
+    def _descriptor_value(self, tx, name):
+        cls_attr, owner = mro_lookup(self.value_type, name)
+        if name == "__weakref__" and type(cls_attr).__name__ == "getset_descriptor" and owner is not None \
+                and owner.__module__ != "builtins":
+            return ConstantVariable(None)  # (the trace makes no weak reference to an object it made)
+        return None
 
     def _class_attr_source(self, name):
         return AttrSource(self.class_source, name) if self.class_source is not None else None

@@ -5,6 +5,7 @@ builtins (isinstance, issubclass, type, hasattr, getattr, setattr, callable).
 Each test compares the compiled run with eager (return values, mutated inputs)
 and checks the number of graph breaks (0: captured whole).
 """
+import abc
 import collections
 import dataclasses
 import enum
@@ -13,7 +14,7 @@ import typing
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import assert_same_as_eager, check_breaks as check
+from dynamo_lite.testing import assert_same_as_eager, check_breaks, check_breaks as check
 
 
 
@@ -1015,3 +1016,72 @@ def test_object_setattr_of_a_property_with_a_setter_still_breaks():
         return x * config.num_labels
 
     check(f, torch.ones(2), _MappedConfig(), breaks=1)
+
+
+class _AbstractAttribute:
+    pass
+
+
+def _abstract_attribute():
+    obj = _AbstractAttribute()
+    obj.__is_abstract_attribute__ = True
+    return obj
+
+
+class _CheckingMeta(abc.ABCMeta):
+    """torchsde's better_abc.ABCMeta: after construction, every name in dir(instance) is read."""
+
+    def __call__(cls, *args, **kwargs):
+        instance = super().__call__(*args, **kwargs)
+        missing = {name for name in dir(instance)
+                   if getattr(getattr(instance, name), "__is_abstract_attribute__", False)}
+        if missing:
+            raise NotImplementedError(", ".join(sorted(missing)))
+        return instance
+
+
+class _Solver(metaclass=_CheckingMeta):
+    strong_order = _abstract_attribute()
+
+    def __init__(self, dt):
+        self.dt = dt
+
+    def step(self, t):
+        return t + self.dt
+
+
+class _Euler(_Solver):
+    strong_order = 1.0
+
+
+def test_dir_of_an_object_made_in_the_trace_and_every_attribute_read():
+    # 132 breaks in torchsde's suite (DL0003 dir() of a new object, then descriptors of object)
+    def f(t):
+        s = _Euler(0.5)
+        return s.step(t), s.strong_order, dir(s)[-3:], len(dir(s))
+
+    check_breaks(f, torch.ones(2), breaks=0)
+
+    def abstract(t):
+        try:
+            _Solver(0.1)
+        except NotImplementedError as e:
+            return t - 1, str(e)
+        return t
+
+    check_breaks(abstract, torch.ones(2), breaks=None)
+
+
+def test_getattr_with_a_default_on_values_without_the_attribute():
+    def plain():
+        return 1
+
+    def f(x):
+        return (x + 1, getattr(frozenset({1}), "flag", "d"), getattr((1, 2), "flag", None), hasattr(3, "flag"),
+                getattr(plain, "flag", False), hasattr(plain, "__wrapped__"), _Euler.__doc__)
+
+    check_breaks(f, torch.ones(2), breaks=0)
+    opt = dynamo_lite.compile(f, backend="eager")
+    assert opt(torch.ones(2))[4] is False
+    plain.flag = True  # the function's __dict__ is guarded: the next call sees the new attribute
+    assert opt(torch.ones(2))[4] is True
