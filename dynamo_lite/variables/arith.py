@@ -291,12 +291,34 @@ def _user_dunder(tx, fn, a, b):
         if opaque is not None:
             # e.g. np.int64(0) == 0 is True: identity is only the answer when neither type compares
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{opaque.describe()} compares with its type's own {names[0]}")
-        same = same_object(a, b)
+        # identity is the answer only when both types compare as object does (a dict, a list or
+        # an int compares its contents: {"x": t} == {"x": t2} compares the tensors)
+        same = same_object(a, b) if _compared_by_identity(a, b, names[0]) else None
         if same is not None:
             if not same:
                 guard_distinct(tx, a, b)
             return ConstantVariable(same if plain is operator.eq else not same)
     raise GraphBreak(gb.VALUE_UNKNOWN, f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+
+
+# builtin types whose __eq__/__ne__ return NotImplemented for an operand of an unrelated type
+_FOREIGN_NOT_IMPLEMENTED = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, type(None))
+
+
+def _compared_by_identity(a, b, name: str) -> bool:
+    """Does ``a == b`` (``name``: ``__eq__``/``__ne__``) come down to ``a is b``?  When both types
+    keep object's comparison, or one does and the other is a builtin that returns
+    NotImplemented for it (``obj == 3``); not for two builtins (``{"x": t} == {"x": t2}``
+    compares the contents)."""
+    ta, tb = type_or_none(a), type_or_none(b)
+    if not (isinstance(ta, type) and isinstance(tb, type)):
+        return False
+    plain_a, plain_b = mro_lookup(ta, name)[1] is object, mro_lookup(tb, name)[1] is object
+    if plain_a and plain_b:
+        return True
+    if plain_a and tb in _FOREIGN_NOT_IMPLEMENTED and not issubclass(ta, _FOREIGN_NOT_IMPLEMENTED):
+        return True
+    return plain_b and ta in _FOREIGN_NOT_IMPLEMENTED and not issubclass(tb, _FOREIGN_NOT_IMPLEMENTED)
 
 
 def _compares_in_c(v, name: str) -> bool:

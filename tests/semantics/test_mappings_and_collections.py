@@ -719,3 +719,22 @@ def test_dict_made_in_the_trace_keyed_by_namedtuples_is_rebuilt():
 
     out = check_breaks(f, torch.arange(6.0), 3, breaks=0)
     assert all(type(k) is _Path for k in out.value)
+
+
+def test_dicts_and_lists_of_tensors_compared_with_eq_are_not_compared_by_identity():
+    # torchmetrics' multitask test: `results["Classification"] == classification_results`, two dicts
+    # of 0-d tensors, was answered False (identity) where eager compares the tensors: True
+    def f(a, b):
+        d1 = {"x": a.sum(), "y": b.mean()}
+        d2 = {"x": a.sum(), "y": b.mean()}
+        return d1 == d2, {"k": d1} != {"k": d2}, d1 == {"x": a.sum()}, d1 == 3, [a] == (a,)
+
+    check_breaks(f, torch.ones(3), torch.arange(3.0), breaks=None)
+
+    class Plain:
+        pass
+
+    def g(x, o):
+        return x + 1, o == 3, 3 == o, o != None, o == o, {"k": 1} == {"k": 1}  # noqa: E711
+
+    check_breaks(g, torch.ones(2), Plain(), breaks=0)
