@@ -217,6 +217,13 @@ class optimize(enable):
                  dynamic: Optional[bool] = None) -> None:
         super().__init__(_make_converter(backend, fullgraph, dynamic))
 
+    def __call__(self, fn):
+        """As a decorator; a module decorated is the module ``compile`` makes (its methods and
+        attributes stay reachable, as ``torch._dynamo.optimize(...)(module)`` keeps them)."""
+        if isinstance(fn, torch.nn.Module):
+            return _compile_module(fn, self.callback)
+        return super().__call__(fn)
+
 
 @overload
 def disable(fn: _F, *, recursive: bool = True) -> _F: ...

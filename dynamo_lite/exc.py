@@ -93,7 +93,7 @@ class SkipFrame(DynamoLiteError):
         self.permanent = permanent
 
 
-class BackendCompilerFailed(DynamoLiteError):
+class BackendCompilerFailed(DynamoLiteError, RuntimeError):
     """The backend raised while compiling a graph.
 
     Attributes:

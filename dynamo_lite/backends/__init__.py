@@ -1,6 +1,6 @@
 """Backends: ``backend(gm, example_inputs) -> callable``, the torch.compile contract.
 
-Registry of named backends ("eager", "aot_eager", "inductor") plus any user
+Registry of named backends ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor") plus any user
 callable.  Third-party packages can add names through the
 ``dynamo_lite.backends`` entry-point group.
 
@@ -115,6 +115,27 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[.
         return make_boxed_func(gm.forward)
 
     return aot_module_simplified(gm, example_inputs, fw_compiler=run, bw_compiler=run)
+
+
+@register_backend("aot_eager_decomp_partition")
+def aot_eager_decomp_partition(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """``aot_eager`` with inductor's decompositions and its min-cut partition of forward and
+    backward, the graphs run without compiling: what inductor would be given, for debugging a
+    difference between ``aot_eager`` and ``inductor`` (the name torch.compile uses for it)."""
+    import functools
+
+    from functorch.compile import make_boxed_func  # type: ignore[import-untyped]
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+    from torch._inductor.compile_fx import select_decomp_table
+
+    def run(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        return make_boxed_func(gm.forward)
+
+    return aot_module_simplified(gm, example_inputs, fw_compiler=run, bw_compiler=run,
+                                 decompositions=select_decomp_table(),
+                                 partition_fn=functools.partial(min_cut_rematerialization_partition,
+                                                                compiler="inductor"))
 
 
 # gm.meta key: (the trace's FakeTensorMode, the graph's fake example inputs), set by

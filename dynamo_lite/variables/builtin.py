@@ -442,9 +442,16 @@ def _custom_instancecheck(classes) -> Optional[type]:
         return None
     fn = mro_lookup(type(classes), "__instancecheck__")[0]
     if isinstance(fn, types.FunctionType) and fn.__module__ not in ("abc", "_py_abc", "typing") and \
-            fn.__module__.split(".")[0] != "torch":
+            f"{fn.__module__}.{fn.__qualname__}" not in _ISSUBCLASS_LIKE_INSTANCECHECKS:
         return classes
     return None
+
+
+# torch metaclasses whose __instancecheck__ answers as issubclass(type(obj), cls) for the objects
+# that are not tensors (tensors are answered above); torch's legacy storage classes
+# (torch.BoolStorage: by the storage's dtype and device) and the rest are not among them
+_ISSUBCLASS_LIKE_INSTANCECHECKS = frozenset({"torch.nn.parameter._ParameterMeta.__instancecheck__",
+                                             "torch.autograd.variable.VariableMeta.__instancecheck__"})
 
 
 def _legacy_tensor_type_matches(tensor, classes) -> bool:

@@ -56,7 +56,8 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, NthValueSource, TypeSource, attr_source
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import mro_lookup, guard_class_attr, guard_function, NewObjectVariable, UserDefinedClassVariable
+from .user_objects import (classmethod_of_descriptor, mro_lookup, guard_class_attr, guard_function, NewObjectVariable,
+                           UserDefinedClassVariable)
 from .mappings import DictVariable
 from .sequences import ListIteratorVariable, TupleVariable
 from .sets import SetVariable
@@ -148,6 +149,8 @@ class NNModuleVariable(VariableTracker):
                 guard_class_attr(tx, cls_src, cls_attr)
             if isinstance(cls_attr, staticmethod):
                 return UserFunctionVariable(cls_attr.__func__, cls_src)
+            if isinstance(cls_attr, classmethod) and not isinstance(cls_attr.__func__, types.FunctionType):
+                return classmethod_of_descriptor(tx, cls_attr, UserDefinedClassVariable(cls), name)
             if isinstance(cls_attr, classmethod):
                 return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls),
                                           fn_source=attr_source(cls_src, "__func__"))

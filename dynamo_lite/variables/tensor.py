@@ -141,7 +141,7 @@ class TensorVariable(VariableTracker):
         return record_op(tx, "call_function", operator.getitem, [self, key], {})
 
     def setitem(self, tx, key, value):
-        record_op(tx, "call_function", operator.setitem, [self, key, value], {})
+        self.call_method(tx, "__setitem__", [key, value], {})
 
     def has_len(self):
         return self.example.dim() > 0
@@ -283,6 +283,11 @@ class TensorVariable(VariableTracker):
         if name == "__getitem__":
             return record_op(tx, "call_function", operator.getitem, [self, *args], kwargs)
         if name == "__setitem__":
+            if _mask_assignment_with_grad(tx, self, args):
+                # its backward takes the mask's nonzero(), a data-dependent shape no autograd-tracing
+                # backend (aot_eager, inductor) can compile: Python runs it (as TorchDynamo does)
+                raise GraphBreak(gb.DATA_DEPENDENT, "assignment through a boolean mask to or from a tensor that "
+                                 "requires grad")
             return record_op(tx, "call_function", operator.setitem, [self, *args], kwargs)
         if name in ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__add__", "__mul__",
                     "__sub__", "__truediv__", "__matmul__", "__neg__", "__radd__", "__rmul__"):
@@ -444,6 +449,17 @@ def warnings_issued():
         torch.set_warn_always(warn_always)
         filters[:] = saved
         warnings._showwarnmsg = show
+
+
+def _mask_assignment_with_grad(tx, target, args) -> bool:
+    """``target[index] = value`` with a boolean tensor in the index, grad mode on and the target or
+    the value requiring grad."""
+    if len(args) != 2 or not tx.output.grad_enabled:
+        return False
+    index, value = args
+    if not any(t.example.dtype == torch.bool for t in _tensors_in(index)):
+        return False
+    return target.example.requires_grad or any(t.example.requires_grad for t in _tensors_in(value))
 
 
 def _tensors_in(v: VariableTracker, depth: int = 0):

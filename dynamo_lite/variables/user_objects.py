@@ -35,6 +35,7 @@ import dataclasses
 import enum
 import functools
 import threading
+import sys
 import types
 from typing import Any, Optional
 
@@ -139,6 +140,8 @@ class ObjectLike(VariableTracker):
                 guard_class_attr(tx, cls_src, cls_attr)
             if isinstance(cls_attr, staticmethod):
                 return UserFunctionVariable(cls_attr.__func__, cls_src)
+            if isinstance(cls_attr, classmethod) and not isinstance(cls_attr.__func__, types.FunctionType):
+                return classmethod_of_descriptor(tx, cls_attr, UserDefinedClassVariable(cls), name)
             if isinstance(cls_attr, classmethod):
                 return UserMethodVariable(cls_attr.__func__, UserDefinedClassVariable(cls),
                                           fn_source=attr_source(cls_src, "__func__"))
@@ -713,6 +716,16 @@ _MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView, collecti
                   collections.abc.MappingView)
 
 
+def classmethod_of_descriptor(tx, attr: classmethod, cls_var, name: str):
+    """``cls.name`` for a classmethod wrapping something other than a function: before 3.13 it
+    chains to the wrapped descriptor (``@classmethod @property``: ``fget(cls)``, inlined); on 3.13
+    (no chaining: Python raises TypeError) and for other wrapped objects Python reads it."""
+    inner = attr.__func__
+    if isinstance(inner, property) and sys.version_info < (3, 13) and isinstance(inner.fget, types.FunctionType):
+        return UserFunctionVariable(inner.fget).call_function(tx, [cls_var], {})
+    raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"classmethod {name!r} wrapping {type(inner).__name__}")
+
+
 def guard_class_attr(tx, cls_src, cls_attr) -> None:
     """Guard that the class attribute at ``cls_src`` (``type(obj).name``) is still ``cls_attr``:
     the function of a staticmethod/classmethod, else the object itself.  No source: nothing."""
@@ -910,6 +923,8 @@ class UserDefinedClassVariable(VariableTracker):
                                                attr.__func__))
         if isinstance(attr, staticmethod):
             return UserFunctionVariable(attr.__func__)
+        if isinstance(attr, classmethod) and not isinstance(attr.__func__, types.FunctionType):
+            return classmethod_of_descriptor(tx, attr, self, name)
         if isinstance(attr, classmethod):
             return UserMethodVariable(attr.__func__, self)
         if attr is None:
@@ -1191,6 +1206,8 @@ class SuperVariable(VariableTracker):
                 fn_src = ItemSource(AttrSource(ItemSource(mro_src, i), "__dict__"), name) if mro_src else None
                 if isinstance(attr, staticmethod):
                     return UserFunctionVariable(attr.__func__)
+                if isinstance(attr, classmethod) and not isinstance(attr.__func__, types.FunctionType):
+                    return classmethod_of_descriptor(tx, attr, UserDefinedClassVariable(obj_type), name)
                 if isinstance(attr, classmethod):
                     return UserMethodVariable(attr.__func__, UserDefinedClassVariable(obj_type))
                 if isinstance(attr, types.FunctionType):

@@ -344,3 +344,26 @@ def test_user_exception_type_message_and_line():
         cf(torch.ones(3))
     last = traceback.extract_tb(info.value.__traceback__)[-1]
     assert last.filename == __file__ and "raise ValueError" in last.line
+
+
+def test_optimize_decorating_a_module_keeps_its_methods_and_attributes():
+    # TorchDynamo's test_guard_ordering_shape_fail: `optimize(backend)(module).fn(...)` and
+    # `.forward(...)`; a plain function wrapper lost them
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = 3
+
+        def fn(self, t):
+            return t + self.scale
+
+        def forward(self, t):
+            return t * 2
+
+    cnt = CompileCounter()
+    m = M()
+    opt = dynamo_lite.optimize(cnt)(m)
+    assert isinstance(opt, M) and opt.scale == 3
+    assert torch.equal(opt(torch.ones(2)), torch.full((2,), 2.0)) and cnt.frame_count == 1
+    assert torch.equal(opt.fn(torch.ones(2)), torch.full((2,), 4.0))
+    assert torch.equal(opt.forward(torch.ones(2)), torch.full((2,), 2.0))

@@ -9,8 +9,10 @@ import abc
 import collections
 import dataclasses
 import enum
+import sys
 import typing
 
+import pytest
 import torch
 
 import dynamo_lite
@@ -1085,3 +1087,35 @@ def test_getattr_with_a_default_on_values_without_the_attribute():
     assert opt(torch.ones(2))[4] is False
     plain.flag = True  # the function's __dict__ is guarded: the next call sees the new attribute
     assert opt(torch.ones(2))[4] is True
+
+
+class _Idx(enum.IntEnum):
+    X = 0
+    Y = 1
+
+    @classmethod
+    @property
+    def POINT(cls):  # noqa: N802 - TorchDynamo's test_issue134451
+        return slice(cls.X, cls.Y + 1)
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="3.13 no longer chains classmethod to property")
+def test_classmethod_wrapping_a_property():
+    # the generated code rebuilt `_Idx.POINT` as MethodType(property, cls): TypeError
+    def f(x):
+        return x[..., _Idx.POINT] * 2
+
+    check_breaks(f, torch.arange(6.0).reshape(2, 3), breaks=0)
+
+
+def test_isinstance_of_a_legacy_storage_class():
+    # torch.BoolStorage's metaclass answers isinstance by the storage's dtype (TorchDynamo's
+    # test_isinstance_storage): it was answered as issubclass(TypedStorage, BoolStorage), False
+    def f(x):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = torch.BoolStorage.from_buffer(bytearray([0, 1, 2, 3]), "big")
+        return x + 1, isinstance(s, torch.BoolStorage), isinstance(s, torch.FloatStorage)
+
+    check_breaks(f, torch.zeros(1), breaks=None)

@@ -1086,3 +1086,38 @@ def test_inductor_caches_make_the_second_process_compile_nothing(tmp_path):
     first, second = runs
     assert first.get("fxgraph_cache_miss", 0) >= 1 and first.get("fxgraph_cache_bypass", 0) == 0, first
     assert second.get("fxgraph_cache_hit", 0) >= 1 and second.get("fxgraph_cache_miss", 0) == 0, second
+
+
+@pytest.fixture
+def inductor_imported():
+    """Inductor's first import issues deprecation warnings of torch's own: not the compiled call's."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import torch._inductor.compile_fx  # noqa: F401
+
+
+@pytest.mark.usefixtures("inductor_imported")
+@pytest.mark.parametrize("backend", ["aot_eager", "aot_eager_decomp_partition"])
+def test_boolean_mask_assignment_with_grad_under_autograd_backends(backend):
+    # TorchDynamo's test_setitem_boolean_mask_diff: the backward of x[mask] = y takes the mask's
+    # nonzero(), which AOTAutograd cannot trace (BackendCompilerFailed): Python runs the assignment
+    def f(x, b, y):
+        x = x.clone()
+        x[b] = y
+        x[(b,)] = y * 2
+        return x * 3
+
+    def args():
+        return (torch.randn(4, requires_grad=True), torch.tensor([True, False, True, False]),
+                torch.randn(2, requires_grad=True)), None
+
+    check_calls(f, [lambda: args()[0]], backend=backend, backward=True, graphs=None)
+
+
+@pytest.mark.usefixtures("inductor_imported")
+def test_aot_eager_decomp_partition_runs_forward_and_backward():
+    def f(x, w):
+        return torch.nn.functional.gelu(x @ w).softmax(-1).sum()
+
+    check_calls(f, [lambda: (torch.randn(3, 4, requires_grad=True), torch.randn(4, 5, requires_grad=True))],
+                backend="aot_eager_decomp_partition", backward=True)
