@@ -451,6 +451,25 @@ def warnings_issued():
         warnings._showwarnmsg = show
 
 
+def _squeezes_data_dependent_size(kind, target, fake_args, fake_kwargs) -> bool:
+    """``squeeze`` (all dimensions, or the given ones) over a size read from tensor data (a
+    boolean mask's count)."""
+    if not (kind == "call_method" and target == "squeeze" or target in (torch.squeeze, torch.Tensor.squeeze)):
+        return False
+    if not fake_args or not isinstance(fake_args[0], torch.Tensor):
+        return False
+    shape = fake_args[0].shape
+    dims = fake_args[1] if len(fake_args) > 1 else fake_kwargs.get("dim")
+    if dims is None:
+        dims = range(len(shape))
+    elif isinstance(dims, int):
+        dims = [dims]
+    try:
+        return any(isinstance(shape[d], torch.SymInt) and free_unbacked_symbols(shape[d]) for d in dims)
+    except (IndexError, TypeError):
+        return False  # (the op raises: record_op's run says so)
+
+
 def _mask_assignment_with_grad(tx, target, args) -> bool:
     """``target[index] = value`` with a boolean tensor in the index, grad mode on and the target or
     the value requiring grad."""
@@ -491,6 +510,10 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     node_kwargs = {k: _node_arg(v) for k, v in kwargs.items()}
     fake_args = _fake_args(args)
     fake_kwargs = {k: fake_arg(v) for k, v in kwargs.items()}
+    if _squeezes_data_dependent_size(kind, target, fake_args, fake_kwargs):
+        # the fake run assumes such a size is not 1 (and keeps the dimension): a mask's single
+        # hit squeezes to a 0-d tensor in eager, so the graph's shapes would be wrong from here
+        raise GraphBreak(gb.DATA_DEPENDENT, "squeeze() of a dimension whose size is read from tensor data")
     output = tx.output
     quiet = not _FAKE_LOG.disabled
     try:

@@ -288,3 +288,15 @@ def test_async_asserts_stay_in_the_graph_and_raise_as_in_eager():
     check_breaks(f, torch.ones(2), torch.tensor([0.5]), breaks=0)
     check_breaks(f, torch.ones(2), torch.tensor([-0.5]), breaks=0, raises=RuntimeError, need_graph=False)
     check_breaks(f, torch.ones(2), torch.tensor([10.0]), breaks=0, raises=RuntimeError, need_graph=False)
+
+
+def test_squeeze_of_a_masked_selection_keeps_eager_shapes():
+    # torchmetrics' pearson: `(x[mask] / y[mask]).squeeze()` with one hit is 0-d in eager; the fake
+    # run assumed the count is not 1, and the graph's output had the wrong shape
+    def f(x, y):
+        m = x > 0
+        v = (x[m] / y[m].abs().add(1)).squeeze()
+        return v, v.dim(), torch.squeeze(x[m], 0) if m.sum() > 0 else x
+
+    check_calls(f, [(torch.tensor([-1.0, 2.0, -3.0]), torch.ones(3)),
+                    (torch.tensor([1.0, 2.0, -3.0]), torch.ones(3))], graphs=None)
