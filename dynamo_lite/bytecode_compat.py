@@ -179,6 +179,8 @@ CLOSURE_LOAD_OP = "LOAD_FAST" if _PY313 else OP_LOAD_CLOSURE
 # (3.13) LOAD_FAST of a cell or free variable's slot pushes the cell itself (what LOAD_CLOSURE
 # did): after MAKE_CELL / COPY_FREE_VARS a cell's slot holds only the cell.
 LOAD_FAST_OF_CELL_IS_CLOSURE = _PY313
+# classmethod.__get__ chains to the wrapped object's __get__ (``@classmethod @property``) before 3.13
+CLASSMETHOD_CHAINS_DESCRIPTORS = not _PY313
 
 # Instructions that end the frame with a return.
 RETURNS = ("RETURN_VALUE", "RETURN_CONST") if _PY312 else ("RETURN_VALUE",)

@@ -124,7 +124,7 @@ def aot_eager_decomp_partition(gm: torch.fx.GraphModule, example_inputs: list[An
     difference between ``aot_eager`` and ``inductor`` (the name torch.compile uses for it)."""
     import functools
 
-    from functorch.compile import make_boxed_func  # type: ignore[import-untyped]
+    from functorch.compile import make_boxed_func
     from torch._functorch.aot_autograd import aot_module_simplified
     from torch._functorch.partitioners import min_cut_rematerialization_partition
     from torch._inductor.compile_fx import select_decomp_table

@@ -35,12 +35,11 @@ import dataclasses
 import enum
 import functools
 import threading
-import sys
 import types
 from typing import Any, Optional
 
 from .. import graph_breaks as gb
-from .. import guards, runtime
+from .. import bytecode_compat, guards, runtime
 from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, mro_lookup, type_or_none, VariableTracker
 from .constant import ConstantVariable, NONE
@@ -721,7 +720,8 @@ def classmethod_of_descriptor(tx, attr: classmethod, cls_var, name: str):
     chains to the wrapped descriptor (``@classmethod @property``: ``fget(cls)``, inlined); on 3.13
     (no chaining: Python raises TypeError) and for other wrapped objects Python reads it."""
     inner = attr.__func__
-    if isinstance(inner, property) and sys.version_info < (3, 13) and isinstance(inner.fget, types.FunctionType):
+    if isinstance(inner, property) and bytecode_compat.CLASSMETHOD_CHAINS_DESCRIPTORS and \
+            isinstance(inner.fget, types.FunctionType):
         return UserFunctionVariable(inner.fget).call_function(tx, [cls_var], {})
     raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"classmethod {name!r} wrapping {type(inner).__name__}")
 
