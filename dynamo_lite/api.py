@@ -219,7 +219,7 @@ class optimize(enable):
 
     def __call__(self, fn):
         """As a decorator; a module decorated is the module ``compile`` makes (its methods and
-        attributes stay reachable, as ``torch._dynamo.optimize(...)(module)`` keeps them)."""
+        attributes stay reachable, as TorchDynamo's optimize keeps them for a module)."""
         if isinstance(fn, torch.nn.Module):
             return _compile_module(fn, self.callback)
         return super().__call__(fn)
