@@ -175,17 +175,26 @@ def _eligible_source(source: Optional[Source]) -> bool:
 def _eligible_int_source(source: Optional[Source]) -> bool:
     """An int argument of the frame, an int in one of its closure cells (a function made anew
     around another value on every call of its maker), an int local handed to a loop-body
-    function, an attribute of an argument (``cfg.k``), or a closure cell of a function argument
-    (``fn.__closure__[0].cell_contents``)."""
-    if type(source) is ItemSource and isinstance(source.parent, LocalSource):
-        return source.parent.local_name == LOOP_BODY_LOCALS and isinstance(source.key, str)
+    function, an item or attribute of an argument (``cfg.k``, ``d["k"]``), or a closure cell of a
+    function argument (``fn.__closure__[0].cell_contents``)."""
+    if type(source) is ItemSource and isinstance(source.parent, LocalSource) and \
+            source.parent.local_name == LOOP_BODY_LOCALS:
+        return isinstance(source.key, str)
     if type(source) is AttrSource and source.attr == "cell_contents" and type(source.parent) is ItemSource:
         cells = source.parent.parent
         return type(cells) is AttrSource and cells.attr == "__closure__" and \
             isinstance(cells.parent, (LocalSource, ClosureSource))
-    if type(source) is AttrSource and not source.attr.startswith("__"):
-        return isinstance(source.parent, (LocalSource, ClosureSource))
-    return isinstance(source, (LocalSource, ClosureSource))
+    if isinstance(source, (LocalSource, ClosureSource)):
+        return True
+    # reached from an argument through a few items and attributes (``cfg.k``, ``d["lr"]``,
+    # ``sizes[0]``, ``opts.inner.k``, a bound method's ``fn.__self__.k``), as torch.compile's
+    # automatic dynamic treats any int it can find again
+    depth = 0
+    while depth < 4 and type(source) in (AttrSource, ItemSource):
+        if type(source) is AttrSource and source.attr.startswith("__") and source.attr != "__self__":
+            return False
+        source, depth = source.parent, depth + 1
+    return depth > 0 and isinstance(source, (LocalSource, ClosureSource))
 
 
 def _eligible_tensor(value: torch.Tensor) -> bool:

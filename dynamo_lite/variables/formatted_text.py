@@ -9,7 +9,9 @@ graph ends (a raised exception's message, a returned value).  A snapshot nothing
 from the graph (OutputGraph.finalize).  Only plain tensors that do not require grad are formatted
 so (a grad_fn in the text would name the graph's backward, not eager's); anything done with the
 text other than passing it on, joining it into more f-string text or testing its truth breaks
-the graph, where Python formats it.
+the graph, where Python formats it.  A symbolic number (an int argument that varies between
+calls, a size) is a field too, formatted from the value the graph returns: ``print(f"step
+{step}")`` does not specialise the entry on ``step``.
 
 Tested by tests/semantics/test_strings.py.
 """
@@ -36,9 +38,9 @@ def can_format_later(value: VariableTracker, spec: str) -> bool:
 
 
 class FormattedTextVariable(VariableTracker):
-    """A str made of constant text and tensor fields, formatted by Python after the graph.
+    """A str made of constant text and tensor or number fields, formatted by Python after the graph.
 
-    ``parts``: str pieces and ``(snapshot TensorVariable, conversion)`` fields, where the
+    ``parts``: str pieces and ``(snapshot TensorVariable or SymNodeVariable, conversion)`` fields, where the
     conversion is the f-string's (0: ``format(t, "")``, 1: ``str``, 2: ``repr``, 3: ``ascii``).
     """
 
@@ -64,10 +66,10 @@ class FormattedTextVariable(VariableTracker):
         return str
 
     def describe(self):
-        return "text formatted from tensor values (an f-string field of a tensor)"
+        return "text formatted after the graph (an f-string field of a tensor or a symbolic number)"
 
     def truthiness(self, tx):
-        return True  # a tensor's text is never empty
+        return True  # a tensor's or a number's text is never empty
 
     def var_getattr(self, tx, name):
         raise GraphBreak(gb.VALUE_UNKNOWN, f"{self.describe()}: .{name} needs the text, which Python makes from the "

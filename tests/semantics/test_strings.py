@@ -210,3 +210,17 @@ def test_fstring_of_tensors_used_as_text_breaks_where_python_needs_it():
 
     check_breaks(length, torch.ones(2), breaks=1)
     check_breaks(of_a_tensor_that_requires_grad, torch.ones(2, requires_grad=True), breaks=1)
+
+
+def test_fstring_of_a_varying_int_argument_is_made_after_the_graph():
+    """A training loop printing its step: the int is formatted from the value the graph returns,
+    so the entry is not specialised on it (0 and 1 are specialised by the shape environment, then
+    one entry serves every step); repr/str conversions, sizes and arithmetic on it likewise."""
+
+    def train_step(x, step):
+        msg = f"step {step} of {x.shape[0]}: next {step + 1!r}"
+        print(msg)
+        return x * 2, msg
+
+    counter = check_calls(train_step, [(torch.ones(3 + (i % 2)), i) for i in range(8)], graphs=None)
+    assert counter.frame_count <= 4, counter.frame_count

@@ -727,7 +727,8 @@ _SCALE = 0.5
 
 
 def test_numbers_that_change_between_calls_become_symbolic_as_in_torch_compile():
-    # an int attribute of an argument, an int in a closure cell of a function argument, a
+    # an int attribute of an argument, an item of a dict or list argument, an attribute of an
+    # attribute, of a bound method's object, an int in a closure cell of a function argument, a
     # global float: two graphs for any number of values (torch.compile 2.13: the same)
     class Config:
         pass
@@ -753,7 +754,32 @@ def test_numbers_that_change_between_calls_become_symbolic_as_in_torch_compile()
         c.k = v
         return c
 
+    def dict_item(x, d):
+        return x * d["a"]
+
+    def list_item(x, sizes):
+        return x.new_zeros(sizes[0]) + sizes[1]
+
+    def nested(x, opts):
+        return x * opts.inner.k
+
+    def holder_of(v):
+        outer = Config()
+        outer.inner = cfg_of(v)
+        return outer
+
+    class Scaler:
+        def __init__(self, k):
+            self.k = k
+
+        def apply(self, x):
+            return x * self.k
+
     cases = [(attr, lambda v: (torch.ones(2), cfg_of(v)), [2, 3, 4, 5]),
+             (dict_item, lambda v: (torch.ones(2), {"a": v}), [2, 3, 4, 5]),
+             (list_item, lambda v: (torch.ones(2), [v, v + 1]), [2, 3, 4, 5]),
+             (nested, lambda v: (torch.ones(2), holder_of(v)), [2, 3, 4, 5]),
+             (closure, lambda v: (torch.ones(2), Scaler(v).apply), [2, 3, 4, 5]),
              (closure, lambda v: (torch.ones(2), make(v)), [2, 3, 4, 5]),
              (global_float, lambda v: (set_scale(v), (torch.ones(2),))[1], [0.5, 1.5, 2.5, 3.5])]
     try:
