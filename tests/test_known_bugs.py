@@ -104,3 +104,15 @@ def test_tensor_overwritten_after_a_break_is_freed_at_the_assignment():
         return t
 
     check(f, torch.ones(2), graphs=None)
+
+
+# from tests/semantics/test_exceptions.py
+@pytest.mark.xfail(strict=True, reason="open: a graph whose only trace is a random draw re-raises a later graph error "
+                                       "at once: the Python work recorded before the failing op (an append) is lost")
+def test_error_after_a_random_draw_keeps_eagers_python_work():
+    def f(x, idx, log):
+        noise = torch.rand(3)
+        log.append("drew")
+        return (x + noise)[idx]
+
+    check(f, torch.zeros(3), torch.tensor([10]), [])

@@ -65,6 +65,17 @@ class FormattedTextVariable(VariableTracker):
     def python_type(self):
         return str
 
+    def is_python_constant(self):
+        # fields of symbolic numbers only: a constant on demand, by specialising them (as a
+        # SymNodeVariable is), for code that needs the text itself (a nested format spec, a key)
+        return all(type(p) is str or not isinstance(p[0], TensorVariable) for p in self.parts)
+
+    def as_python_constant(self):
+        if not self.is_python_constant():
+            raise NotImplementedError("text formatted from tensor data")
+        return runtime.format_fields(tuple(p if type(p) is str else p[1] for p in self.parts),
+                                     *(p[0].as_python_constant() for p in self.parts if type(p) is not str))
+
     def describe(self):
         return "text formatted after the graph (an f-string field of a tensor or a symbolic number)"
 

@@ -533,11 +533,13 @@ def _failure_would_skip_python(tx) -> bool:
     try/with/finally in the traced frames encloses it.  Graphs that so far left nothing an error
     could not take back (OutputGraph.left_traces) need no break: the graph ends before anything
     that does."""
-    output = tx.output
-    if not output.left_traces():
+    if not (tx.output.side_effects.waiting_for_the_graph() or _inside_a_handler(tx)):
         return False
-    if output.side_effects.waiting_for_the_graph():
-        return True
+    return tx.output.left_traces()  # (last: it walks the graph)
+
+
+def _inside_a_handler(tx) -> bool:
+    """Is the current instruction inside a try/with block of one of the traced frames?"""
     frame = tx
     while frame is not None:
         inst = getattr(frame, "current_inst", None)
