@@ -460,26 +460,6 @@ ASSUMED_CONSTANT_NOT_CALLED = _register("DL0069", "assume_constant_result call n
                                         "Call it with constants only (numbers, strings, tuples of them), and let it "
                                         "return such values; compute anything that depends on tensors outside it.",
                                         cause=CODE)
-FAILABLE_OP_AFTER_UPDATE = _register(
-    "DL0070", "Operation that can fail on tensor values, after an in-place update",
-    "The operation can raise on the values in its tensors (an index out of range, a class target outside the "
-    "classes, an integer division by zero, a singular matrix), and the graph before it has already changed an "
-    "input tensor in place (or called code it cannot see into), while Python work before it (a print, a list "
-    "append, an attribute write) or a try/with/finally around it is waiting. A graph that failed half-way could "
-    "neither run the function again from its start nor go back to Python at this line, so the graph ends here: if "
-    "the operation fails, the error is raised at your line, after the Python work before it, and your handlers "
-    "run, as in eager.",
-    "Move the in-place update (or the prints and appends) after the operation, or out of the compiled function.",
-    cause=CODE)
-
-_example(FAILABLE_OP_AFTER_UPDATE, """
-def f(x):
-    x.add_(1)                          # an in-place update of the input
-    try:
-        return x.gather(0, x.argsort())   # gather raises on an index out of range
-    finally:
-        x.sub_(1)
-""")
 
 
 def lookup(break_id: str) -> BreakType:

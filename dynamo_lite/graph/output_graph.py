@@ -410,17 +410,6 @@ class OutputGraph:
         return not any(_leaves_traces(node) for node in self.graph.nodes
                        if node.op in ("call_function", "call_method"))
 
-    def left_traces(self) -> bool:
-        """Has the graph so far done something a failed run of it could not take back and that
-        Python work around it depends on: written into an input's storage (its fake's version
-        counter moved), run a collective or an opaque user call?  (Finer than can_rerun_on_error,
-        which also counts in-place ops on tensors the graph made; this one decides graph breaks.
-        Random draws are left out: a dropout before a loss is in most training steps, and an
-        error after it only loses the Python work recorded before it, as an error after any
-        trace did before this check.)"""
-        return _mutates_an_input(self.graph) or any(
-            _reaches_out(node) for node in self.graph.nodes if node.op in ("call_function", "call_method"))
-
     def leaves_traces_after(self, after: Optional[torch.fx.Node]) -> bool:
         """Does a node recorded after ``after`` (None, or a node no longer in the graph: any
         node) leave an observable trace (see _leaves_traces)?"""
@@ -604,14 +593,6 @@ def _leaves_traces(node: torch.fx.Node) -> bool:
             and any(a is True for a in node.args):
         return True  # e.g. F.relu(x, True): a positional inplace=True
     return False
-
-
-def _reaches_out(node: torch.fx.Node) -> bool:
-    """Does this node take part in a collective or call user code opaquely?"""
-    target = node.target
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    return not name or "dynamo_lite_opaque_call" in node.meta or \
-        getattr(target, "namespace", None) == "_c10d_functional"
 
 
 def _mutates_an_input(graph: torch.fx.Graph) -> bool:

@@ -131,13 +131,6 @@ class SideEffects:
     def is_empty(self) -> bool:
         return not (self.attr_objects or self.mutated or self.global_stores or self.cell_stores or self.calls)
 
-    def waiting_for_the_graph(self) -> bool:
-        """Is Python work that eager has done by now recorded to be replayed after the graph: a call
-        (print, warning, log), or a write into an object, container, global or cell that existed
-        before the trace?  (Objects made in the trace are gone if the graph fails.)"""
-        return bool(self.calls or self.mutated or self.global_stores or self.cell_stores or any(
-            obj.source is not None for obj in self.attr_objects.values()))
-
     def _note(self, kind: str, key) -> None:
         entry = (kind, key)
         calls_before = self._noted.get(entry)

@@ -493,62 +493,6 @@ def _tensors_in(v: VariableTracker, depth: int = 0):
             yield from _tensors_in(item, depth + 1)
 
 
-# Operations that can raise on the values in their tensors (checked by the kernel, not by the fake
-# run at trace time): indices out of range, class targets outside the classes, probabilities or
-# matrices the kernel refuses.  In-place variants (name_) count as their name.
-_FAILABLE_ON_VALUES = frozenset({
-    "index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "take", "take_along_dim", "index_add",
-    "index_copy", "index_fill", "index_put", "index_reduce", "put", "embedding", "embedding_bag", "one_hot",
-    "nll_loss", "cross_entropy", "multi_margin_loss", "multilabel_margin_loss", "binary_cross_entropy", "ctc_loss",
-    "multinomial", "bernoulli", "poisson", "normal", "bincount", "repeat_interleave", "histc", "masked_scatter",
-    "inverse", "linalg_inv", "cholesky", "linalg_cholesky", "solve", "linalg_solve", "cholesky_solve",
-    "unravel_index", "multilabel_soft_margin_loss"})
-_INTEGER_DIVISIONS = frozenset({"floor_divide", "remainder", "fmod", "floordiv", "mod", "__floordiv__", "__mod__",
-                                "__rfloordiv__", "__rmod__", "__ifloordiv__", "__imod__"})
-_INDEXING = frozenset({"getitem", "setitem", "__getitem__", "__setitem__", "index_put"})
-
-
-def _may_fail_on_values(kind: str, target: Any, fake_args: list, fake_kwargs: dict) -> bool:
-    """Can this operation raise on the values (not the shapes) of its tensors when the graph runs?"""
-    name = target if kind == "call_method" else getattr(target, "__name__", "")
-    if not isinstance(name, str) or not name:
-        return False
-    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
-    if base in _FAILABLE_ON_VALUES:
-        return True
-    leaves = [t for t in torch.utils._pytree.tree_leaves((fake_args, fake_kwargs)) if isinstance(t, torch.Tensor)]
-    if base in _INDEXING:  # an index tensor of integers (a boolean mask's shape was checked at trace time)
-        index = torch.utils._pytree.tree_leaves(fake_args[1:2])
-        return any(isinstance(t, torch.Tensor) and t.dtype != torch.bool for t in index)
-    if base in _INTEGER_DIVISIONS or (base in ("div", "divide") and fake_kwargs.get("rounding_mode") is not None):
-        return any(not (t.is_floating_point() or t.is_complex()) for t in leaves)  # by zero
-    return False
-
-
-def _failure_would_skip_python(tx) -> bool:
-    """Would an error raised by the graph at this point skip Python that eager runs?  The generated
-    code runs the frame again from its start after a graph error only when the graph left nothing
-    behind (OutputGraph.can_rerun_on_error); otherwise it re-raises at once, which is eager's
-    behaviour only when no Python work recorded before this point waits to be replayed and no
-    try/with/finally in the traced frames encloses it.  Graphs that so far left nothing an error
-    could not take back (OutputGraph.left_traces) need no break: the graph ends before anything
-    that does."""
-    if not (tx.output.side_effects.waiting_for_the_graph() or _inside_a_handler(tx)):
-        return False
-    return tx.output.left_traces()  # (last: it walks the graph)
-
-
-def _inside_a_handler(tx) -> bool:
-    """Is the current instruction inside a try/with block of one of the traced frames?"""
-    frame = tx
-    while frame is not None:
-        inst = getattr(frame, "current_inst", None)
-        if inst is not None and any(start <= inst.offset < end for start, end, *_ in frame.exception_entries()):
-            return True
-        frame = frame.parent
-    return False
-
-
 def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
     """Run ``target`` on fake values and record it as an FX node.
 
@@ -570,10 +514,6 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         # the fake run assumes such a size is not 1 (and keeps the dimension): a mask's single
         # hit squeezes to a 0-d tensor in eager, so the graph's shapes would be wrong from here
         raise GraphBreak(gb.DATA_DEPENDENT, "squeeze() of a dimension whose size is read from tensor data")
-    if _may_fail_on_values(kind, target, fake_args, fake_kwargs) and _failure_would_skip_python(tx):
-        raise GraphBreak(gb.FAILABLE_OP_AFTER_UPDATE,
-                         f"{_target_name(kind, target)} can fail on tensor values after the graph changed a tensor "
-                         "in place, with Python work or a handler waiting")
     output = tx.output
     quiet = not _FAKE_LOG.disabled
     try:
