@@ -5,6 +5,7 @@ test to the subject file it belongs in (tests/<folder>/ as named in the comment 
 No other file holds a strict xfail.
 """
 import builtins
+import contextlib
 
 import pytest
 import torch
@@ -138,21 +139,10 @@ def update_then_index_in_finally(x, idx, log):
         log.append("finally")
 
 
-class _SuppressingCM:
-    def __init__(self, log):
-        self.log = log
-
-    def __enter__(self):
-        self.log.append("enter")
-
-    def __exit__(self, typ, value, tb):
-        self.log.append(("exit", typ.__name__ if typ else None))
-        return True
-
-
 def update_then_index_in_suppressing_with(x, idx, log):
-    with _SuppressingCM(log):
+    with contextlib.suppress(IndexError):  # eager returns; the compiled call raised
         x.mul_(2)
+        log.append("mul")
         x = x[idx] + 1
     return x
 
