@@ -184,17 +184,16 @@ def _eligible_int_source(source: Optional[Source]) -> bool:
         cells = source.parent.parent
         return type(cells) is AttrSource and cells.attr == "__closure__" and \
             isinstance(cells.parent, (LocalSource, ClosureSource))
-    if isinstance(source, (LocalSource, ClosureSource)):
-        return True
-    # reached from an argument through a few items and attributes (``cfg.k``, ``d["lr"]``,
-    # ``sizes[0]``, ``opts.inner.k``, a bound method's ``fn.__self__.k``), as torch.compile's
-    # automatic dynamic treats any int it can find again
-    depth = 0
-    while depth < 4 and type(source) in (AttrSource, ItemSource):
+    # the argument itself, or reached from it through a few items and attributes (``cfg.k``,
+    # ``d["lr"]``, ``sizes[0]``, ``opts.inner.k``, a bound method's ``fn.__self__.k``), as
+    # torch.compile's automatic dynamic treats any int it can find again
+    for _ in range(4):
+        if type(source) not in (AttrSource, ItemSource):
+            break
         if type(source) is AttrSource and source.attr.startswith("__") and source.attr != "__self__":
             return False
-        source, depth = source.parent, depth + 1
-    return depth > 0 and isinstance(source, (LocalSource, ClosureSource))
+        source = source.parent
+    return isinstance(source, (LocalSource, ClosureSource))
 
 
 def _eligible_tensor(value: torch.Tensor) -> bool:
