@@ -93,12 +93,13 @@ class OptimizedModule(torch.nn.Module):
                              or _nn_module._global_forward_pre_hooks)
                     and not torch._C._get_tracing_state()):
                 # nn.Module._call_impl's own no-hook fast path, minus its two Python frames
-                return self.forward(*args, **kwargs)
+                # (forward runs on the original module: its ``self`` is of the user's class)
+                return self.__dict__["_dl_orig_mod"].forward(*args, **kwargs)
             if self._dl_plain_call and torch.nn.Module.__call__ is _MODULE_CALL:
                 # hooks: one frame of this compiled module's own (_call_with_hooks) runs
                 # nn.Module.__call__, so its hooks and forward are captured together
-                return self._dl_call_with_hooks(*args, **kwargs)
-            return super().__call__(*args, **kwargs)
+                return type(self)._dl_call_with_hooks(self.__dict__["_dl_orig_mod"], *args, **kwargs)
+            return self.__dict__["_dl_orig_mod"](*args, **kwargs)
         finally:
             _C.set_callback(prev)
 

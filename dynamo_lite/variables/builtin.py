@@ -1260,7 +1260,28 @@ def _reduce(tx, fn, iterable, *initial):
 
 @_handler(functools.partial)
 def _partial(tx, fn, *args, **kwargs):
+    if isinstance(fn, PartialVariable) and _partial_dict_is_null(tx, fn):
+        # partial(partial(g, 1, a=2), 3, b=4) is partial(g, 1, 3, a=2, b=4), as CPython makes it
+        # (when the inner partial has no instance __dict__)
+        return PartialVariable(fn.fn, [*fn.args, *args], {**fn.kwargs, **kwargs})
     return PartialVariable(fn, list(args), dict(kwargs))
+
+
+def partial_dict_is_null(p: functools.partial) -> bool:
+    """Has this partial no instance __dict__ yet?  (Read by partial's own C ``__reduce__``, which,
+    unlike ``p.__dict__``, does not make one.)"""
+    return functools.partial.__reduce__(p)[2][3] is None
+
+
+def _partial_dict_is_null(tx, fn) -> bool:
+    if fn.source is None:
+        return fn.instance_dict is None  # made in the trace: its __dict__ is made when first written
+    if fn.value is None:
+        return False
+    null = partial_dict_is_null(fn.value)
+    tx.output.add_guard(guards.ExprGuard("{f}(" + fn.source.name() + ") is {v}",
+                                         (("f", partial_dict_is_null), ("v", null)), fn.source))
+    return null
 
 
 @_handler(itertools.chain)

@@ -72,6 +72,31 @@ def test_compiled_module_behaves_as_the_module():
     torch.testing.assert_close(cm(x), model(x).detach() * 0 + cm(x))
 
 
+class _SeesItself(torch.nn.Module):
+    def forward(self, x):
+        try:
+            self.missing
+        except AttributeError as e:
+            message = str(e)
+        return x + 1, (type(self) is _SeesItself, type(self).__name__, self._get_name(), message,
+                       type(type(self)()).__name__)
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+def test_forward_of_a_compiled_module_sees_the_users_module(hooked):
+    """Inside forward, ``self`` is the user's module, not the compiled wrapper: its type, its
+    name in error messages and ``type(self)()`` are the user's class (as torch.compile)."""
+    model = _SeesItself()
+    if hooked:
+        model.register_forward_hook(lambda m, args, out: (out[0] * 2, out[1]))
+    x = torch.ones(2)
+    expected = model(x)
+    got = dynamo_lite.compile(model, backend="eager")(x)
+    assert got[1] == expected[1] == ((True, "_SeesItself", "_SeesItself",
+                                      "'_SeesItself' object has no attribute 'missing'", "_SeesItself"))
+    torch.testing.assert_close(got[0], expected[0])
+
+
 def test_train_eval_switch_recompiles_and_is_correct():
     counter = CompileCounter()
     model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Dropout(0.5))

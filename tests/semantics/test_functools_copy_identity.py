@@ -380,6 +380,36 @@ def test_partial_attributes_of_a_global_partial():
     check_breaks(f, X, breaks=0)
 
 
+def _combine(a, b, c=0, *, d=0):
+    return a * b + c + d
+
+
+def test_a_partial_of_a_partial_is_flattened_unless_the_inner_one_has_a_dict():
+    # CPython merges partial(partial(g, 2, c=3), b=4) into partial(g, 2, b=4, c=3), unless the
+    # inner partial has an instance __dict__ (torch.compile 2.13 keeps them nested: wrong .func)
+    def f(x, outer):
+        p = functools.partial(_combine, x, c=3)
+        q = functools.partial(p, 5, d=4)
+        d = functools.partial(_combine, x)
+        d.note = "a dict"
+        nested = functools.partial(d, c=1)
+        g = functools.partial(outer, x)
+        return (q(), q.func is _combine, q.args, q.keywords, nested.func is d, nested.args, nested(2),
+                g.func, g.args, g.keywords, g())
+
+    check_breaks(f, X, GLOBAL_PARTIAL, breaks=0)
+
+
+def test_a_partial_of_an_argument_partial_follows_its_dict_between_calls():
+    def f(x, p):
+        q = functools.partial(p, b=1)
+        return q(x), q.func, q.args, q.keywords
+
+    with_dict = functools.partial(_scale, s=2)
+    with_dict.note = "a dict"
+    check_calls(f, [(X, functools.partial(_scale, s=2)), (X, with_dict)], graphs=2)
+
+
 def test_functools_wraps_applied_in_compiled_code():
     def f(x):
         def deco(fn):

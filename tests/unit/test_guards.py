@@ -79,7 +79,7 @@ class Case:
         expected = eager_target(*args)  # the functions here do not mutate their inputs
         got = self.compiled(*args)
         assert_same(expected, got)
-        frame_args = ((self.compiled,) if self.is_module else ()) + args
+        frame_args = ((self.target,) if self.is_module else ()) + args  # (forward runs on the user's module)
         answers = _guard_answers(self.fn, self.code, frame_args)
         assert all(c is p for c, p in answers), f"C and Python guards disagree: {answers}"
         if compiled:
