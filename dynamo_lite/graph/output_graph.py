@@ -371,8 +371,11 @@ class OutputGraph:
             context = torch._guards.tracing(torch._guards.TracingContext(self.fake_mode))
         if self.shapes.used or self.shapes.data_dependent:
             # a symbolic graph: the backend sees the symbolic example inputs (FakeTensors with
-            # SymInt sizes, SymInts), as torch's backends expect; it may add facts to the ShapeEnv
+            # SymInt sizes, SymInts), as torch's backends expect; it may add facts to the ShapeEnv,
+            # which it finds in the tracing context (as under torch.compile: a backend callable
+            # such as inductor's compile_fx needs the symbols' ranges from it)
             example_inputs = [gi.fake for gi in self.graph_inputs]
+            context = torch._guards.tracing(torch._guards.TracingContext(self.fake_mode))
         else:
             example_inputs = [gi.example for gi in self.graph_inputs]
         start = time.perf_counter()

@@ -172,21 +172,25 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         return any(start <= offset < end and not self._lets_generator_exit_through(target)
                    for start, end, target, *_ in child.exception_entries())
 
-    def _lets_generator_exit_through(self, target: int) -> bool:
+    def _lets_generator_exit_through(self, target: int, depth: int = 0) -> bool:
+        """Does GeneratorExit, raised into the handler at ``target``, leave the generator with no
+        code run (``except <other class>:`` clauses, clean-ups), and so does every handler it is
+        re-raised into (a try/finally around a try/except runs its finally)?"""
         child = self.child
         insts, i = child.instructions, child.offset_to_index.get(target)
         if i is not None and bytecode_compat.is_pass_through_handler(insts, i):
             return True  # (3.12) a generator's own catch-all, an inlined comprehension's clean-up
         if i is not None and i + 2 < len(insts) and \
                 [inst.opname for inst in insts[i:i + 3]] == ["COPY", "POP_EXCEPT", "RERAISE"]:
-            return True  # the cleanup of an except clause being run: it restores the handled exception
+            # the cleanup of an except clause being run: it restores the handled exception
+            return self._reraised_through(i + 2, depth)
         if i is None or insts[i].opname != "PUSH_EXC_INFO":
             return False
         i += 1
         while i + 2 < len(insts):
             load, match, jump = insts[i], insts[i + 1], insts[i + 2]
             if load.opname == "RERAISE":
-                return True
+                return self._reraised_through(i, depth)
             if load.opname != "LOAD_GLOBAL" or match.opname != "CHECK_EXC_MATCH" or \
                     not jump.opname.startswith("POP_JUMP") or "IF_FALSE" not in jump.opname:
                 return False
@@ -196,6 +200,15 @@ class GeneratorObjectVariable(LazyIteratorVariable):
                 return False
             i = child.offset_to_index.get(jump.argval, len(insts))
         return False
+
+    def _reraised_through(self, index: int, depth: int) -> bool:
+        """Does the exception re-raised by the instruction at ``index`` leave the generator with
+        no code run?  It goes to the handler of the exception-table entry covering it, if any."""
+        if depth > 16:
+            return False
+        offset = self.child.instructions[index].offset
+        return all(self._lets_generator_exit_through(target, depth + 1)
+                   for start, end, target, *_ in self.child.exception_entries() if start <= offset < end)
 
     def call_method(self, tx, name, args, kwargs):
         if name == "send" and len(args) == 1 and not kwargs:

@@ -63,8 +63,9 @@ from .functions import (
 )
 from .methods import BoundMethodOfVariable
 from .iterators import (
-    EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily, ListReverseIteratorVariable,
-    ITERTOOLS_HANDLERS, ITERTOOLS_KEYWORDS, MapIteratorVariable, next_of, UserIteratorVariable, ZipIteratorVariable,
+    AccumulateIteratorVariable, EnumerateIteratorVariable, FilterIteratorVariable, iterate_lazily,
+    ITERTOOLS_HANDLERS, ITERTOOLS_KEYWORDS, ListReverseIteratorVariable, MapIteratorVariable, next_of,
+    UserIteratorVariable, ZipIteratorVariable,
 )
 from .exceptions import ExceptionVariable, PLAIN_INIT_EXCEPTIONS
 from .replayed import replay_print, replay_warn
@@ -1284,27 +1285,11 @@ def _partial_dict_is_null(tx, fn) -> bool:
     return null
 
 
-@_handler(itertools.chain)
-def _chain(tx, *iterables):
-    out = []
-    for it in iterables:
-        out.extend(_iter_items(tx, it))
-    return ListIteratorVariable(out)
-
-
 @_handler(itertools.product)
 def _product(tx, *iterables, repeat=None):
     lists = [_iter_items(tx, it) for it in iterables]
     r = repeat.as_python_constant() if repeat is not None else 1
     return ListIteratorVariable([TupleVariable(list(p)) for p in itertools.product(*lists, repeat=r)])
-
-
-@_handler(itertools.chain.from_iterable)
-def _chain_from_iterable(tx, iterable):
-    out = []
-    for it in _iter_items(tx, iterable):
-        out.extend(_iter_items(tx, it))
-    return ListIteratorVariable(out)
 
 
 def _combinatoric(fn):
@@ -1327,32 +1312,18 @@ _HANDLERS.update(ITERTOOLS_HANDLERS)  # lazy ones: count, cycle, islice, takewhi
 _KEYWORDS_OF.update(ITERTOOLS_KEYWORDS)
 
 
-@_handler(itertools.zip_longest)
-def _zip_longest(tx, *iterables, fillvalue=None):
-    lists = [_iter_items(tx, it) for it in iterables]
-    fill = fillvalue if fillvalue is not None else NONE
-    n = max((len(x) for x in lists), default=0)
-    return ListIteratorVariable([TupleVariable([x[i] if i < len(x) else fill for x in lists]) for i in range(n)])
-
-
 @_handler(itertools.accumulate)
 def _accumulate(tx, iterable, func=None, *, initial=None):
-    items = _iter_items(tx, iterable)
-    out = []
-    acc = initial
-    if acc is not None and not (acc.is_python_constant() and acc.as_python_constant() is None):
-        out.append(acc)
+    def none(v):
+        return v is None or (v.is_python_constant() and v.as_python_constant() is None)
+
+    if none(func):
+        def combine(tx, total, item):
+            return binary_op(tx, "+", total, item)
     else:
-        acc = None
-    for item in items:
-        if acc is None:
-            acc = item
-        elif func is None or (func.is_python_constant() and func.as_python_constant() is None):
-            acc = binary_op(tx, "+", acc, item)
-        else:
-            acc = func.call_function(tx, [acc, item], {})
-        out.append(acc)
-    return ListIteratorVariable(out)
+        def combine(tx, total, item):
+            return func.call_function(tx, [total, item], {})
+    return AccumulateIteratorVariable(tx, iterable.iter(tx), combine, None if none(initial) else initial)
 
 
 @_handler(itertools.repeat)
@@ -1360,11 +1331,6 @@ def _repeat(tx, obj, times=None):
     if times is None or not times.is_python_constant():
         raise GraphBreak(gb.VALUE_UNKNOWN, "itertools.repeat() without a known count")
     return ListIteratorVariable([obj] * max(0, times.as_python_constant()))
-
-
-@_handler(itertools.starmap)
-def _starmap(tx, fn, iterable):
-    return ListIteratorVariable([fn.call_function(tx, item.unpack(tx), {}) for item in _iter_items(tx, iterable)])
 
 
 @_handler(math.prod)

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import itertools
 import operator
-from typing import Iterator
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak
 from .base import same_object, VariableTracker
 from .constant import ConstantVariable
-from .sequences import LazyIteratorVariable, ListIteratorVariable, TupleVariable
+from .sequences import iterate_lazily, LazyIteratorVariable, ListIteratorVariable, TupleVariable
 
 
 class MapIteratorVariable(LazyIteratorVariable):
@@ -334,6 +333,142 @@ class IsliceIteratorVariable(_MadeInTrace):
         return item
 
 
+class ChainIteratorVariable(LazyIteratorVariable):
+    """itertools.chain(*iterables) and chain.from_iterable(iterable): ``iter()`` of each iterable
+    is called only when the one before it is exhausted, and items are read one at a time (a
+    generator in the chain runs as its items are asked for).  Rebuilt as
+    ``chain(<current iterator>, *<iterables not started>)`` (from_iterable:
+    ``chain(<current iterator>, chain.from_iterable(<outer iterator>))``)."""
+
+    def __init__(self, iterables: list, outer=None):
+        super().__init__(itertools.chain)
+        self.iterables = list(iterables)  # not started yet (chain(...)), in order
+        self.outer = outer  # the iterator of iterables (from_iterable), or None
+        self.current = None  # the iterator being read
+
+    def next_item(self, tx):
+        while True:
+            if self.current is not None:
+                item = self.current.next_item(tx)
+                if item is not None:
+                    return item
+                self.current = None
+            if self.outer is not None:
+                iterable = self.outer.next_item(tx)
+                if iterable is None:
+                    self.outer = None
+                    return None
+            elif self.iterables:
+                iterable = self.iterables.pop(0)
+            else:
+                return None
+            self.current = iterable.iter(tx)
+
+    def reconstruct(self, cg):
+        cg.load_callable(itertools.chain)
+        parts = [self.current] if self.current is not None else []
+        for p in parts + self.iterables:
+            cg.reconstruct(p)
+        if self.outer is not None:
+            cg.load_callable(itertools.chain.from_iterable)
+            cg.reconstruct(self.outer)
+            cg.call(1)
+        cg.call(len(parts) + len(self.iterables) + (self.outer is not None))
+
+    def _parts(self):
+        return [p for p in (self.current, self.outer) if p is not None] + self.iterables
+
+
+class ZipLongestIteratorVariable(LazyIteratorVariable):
+    """itertools.zip_longest(*iterables, fillvalue=...): an exhausted iterator is not asked again
+    (it gives ``fillvalue``); the first call with every iterator exhausted ends it for good.
+    Rebuilt with an empty iterator in place of each exhausted one (which a real zip_longest
+    also finds exhausted at once, with nothing run)."""
+
+    def __init__(self, iterators: list, fillvalue: VariableTracker):
+        super().__init__(itertools.zip_longest)
+        self.iterators = iterators
+        self.fillvalue = fillvalue
+        self.done = [False] * len(iterators)
+
+    def next_item(self, tx):
+        if self.exhausted or not self.iterators:
+            self.exhausted = True
+            return None
+        items = []
+        for i, it in enumerate(self.iterators):
+            item = None if self.done[i] else it.next_item(tx)
+            if item is None:
+                self.done[i] = True
+                if all(self.done):
+                    self.exhausted = True
+                    return None
+                item = self.fillvalue
+            items.append(item)
+        return TupleVariable(items)
+
+    def reconstruct(self, cg):
+        cg.load_callable(itertools.zip_longest)
+        for it, done in zip(self.iterators, self.done):
+            if done or self.exhausted:
+                cg.load_callable(iter)
+                cg.load_const(())
+                cg.call(1)
+            else:
+                cg.reconstruct(it)
+        cg.reconstruct(self.fillvalue)
+        cg.call(len(self.iterators) + 1, ("fillvalue",))
+
+    def _parts(self):
+        return [self.fillvalue] + [it for it, done in zip(self.iterators, self.done) if not done]
+
+
+class StarmapIteratorVariable(LazyIteratorVariable):
+    """itertools.starmap(fn, iterable): calls ``fn(*item)`` when an item is asked for."""
+
+    def __init__(self, fn: VariableTracker, iterator: VariableTracker):
+        super().__init__(itertools.starmap)
+        self.fn = fn
+        self.iterator = iterator
+
+    def next_item(self, tx):
+        item = self.iterator.next_item(tx)
+        if item is None:
+            return None
+        return self.fn.call_function(tx, item.unpack(tx), {})
+
+    def reconstruct(self, cg):
+        cg.load_callable(itertools.starmap)
+        cg.reconstruct(self.fn)
+        cg.reconstruct(self.iterator)
+        cg.call(2)
+
+    def _parts(self):
+        return [self.fn, self.iterator]
+
+
+class AccumulateIteratorVariable(_MadeInTrace):
+    """itertools.accumulate(iterable, func=None, *, initial=None): running totals on demand
+    (``func`` or ``+`` is applied when an item is asked for)."""
+
+    def __init__(self, tx, iterator, combine, initial):
+        super().__init__(itertools.accumulate, tx)
+        self.iterator = iterator
+        self.combine = combine  # (tx, total, item) -> the next total: func, or ``+``
+        self.total = None
+        self.pending = initial  # the initial value, given first
+
+    def next_item(self, tx):
+        if self.pending is not None:
+            self.total, self.pending = self.pending, None
+            return self.total
+        item = self.iterator.next_item(tx)
+        if item is None:
+            return None
+        self.total = item if self.total is None else self.combine(tx, self.total, item)
+        return self.total
+
+
 class TakewhileIteratorVariable(_MadeInTrace):
     """itertools.takewhile(predicate, iterable)."""
 
@@ -556,6 +691,23 @@ def _islice(tx, iterable, *bounds):
     return IsliceIteratorVariable(tx, iterable.iter(tx), sl.start or 0, sl.stop, sl.step or 1)
 
 
+def _chain(tx, *iterables):
+    return ChainIteratorVariable(list(iterables))
+
+
+def _chain_from_iterable(tx, iterable):
+    return ChainIteratorVariable([], outer=iterable.iter(tx))
+
+
+def _zip_longest(tx, *iterables, fillvalue=None):
+    return ZipLongestIteratorVariable([it.iter(tx) for it in iterables],
+                                      fillvalue if fillvalue is not None else ConstantVariable(None))
+
+
+def _starmap(tx, fn, iterable):
+    return StarmapIteratorVariable(fn, iterable.iter(tx))
+
+
 def _takewhile(tx, predicate, iterable):
     return TakewhileIteratorVariable(tx, predicate, iterable.iter(tx))
 
@@ -595,11 +747,15 @@ def _groupby(tx, iterable, key=None):
 ITERTOOLS_HANDLERS = {itertools.count: _count, itertools.cycle: _cycle, itertools.islice: _islice,
                       itertools.takewhile: _takewhile, itertools.dropwhile: _dropwhile,
                       itertools.pairwise: _pairwise, itertools.tee: _tee, itertools.groupby: _groupby,
-                      itertools.filterfalse: _filterfalse, itertools.compress: _compress}
+                      itertools.filterfalse: _filterfalse, itertools.compress: _compress,
+                      itertools.chain: _chain, itertools.chain.from_iterable: _chain_from_iterable,
+                      itertools.zip_longest: _zip_longest, itertools.starmap: _starmap}
 ITERTOOLS_KEYWORDS = {itertools.count: ("start", "step"), itertools.groupby: ("iterable", "key"),
                       itertools.cycle: (), itertools.takewhile: (), itertools.dropwhile: (),
                       itertools.pairwise: (), itertools.tee: (), itertools.islice: (), itertools.filterfalse: (),
-                      itertools.compress: ("data", "selectors")}
+                      itertools.compress: ("data", "selectors"), itertools.chain: (),
+                      itertools.chain.from_iterable: (), itertools.zip_longest: ("fillvalue",),
+                      itertools.starmap: ()}
 
 
 def next_of(tx, it: VariableTracker, default: list) -> VariableTracker:
@@ -622,21 +778,10 @@ def _list_reverse_iterator_at(lst: list, index: int):
     return it
 
 
-def iterate_lazily(tx, obj: VariableTracker) -> Iterator[VariableTracker]:
-    """The items of ``obj`` one at a time, for consumers that may stop early (any/all):
-    an iterator tracker is advanced only as far as the consumer goes."""
-    if isinstance(obj, ListIteratorVariable):
-        while True:
-            item = obj.next_item(tx)
-            if item is None:
-                return
-            yield item
-    else:
-        yield from obj.unpack(tx)
-
-
 __all__ = ["MapIteratorVariable", "FilterIteratorVariable", "EnumerateIteratorVariable",
            "ZipIteratorVariable", "ListReverseIteratorVariable", "UserIteratorVariable", "next_of", "iterate_lazily",
            "CountIteratorVariable", "CycleIteratorVariable", "IsliceIteratorVariable", "TakewhileIteratorVariable",
            "DropwhileIteratorVariable", "PairwiseIteratorVariable", "TeeIteratorVariable", "GroupbyIteratorVariable",
-           "FilterfalseIteratorVariable", "CompressIteratorVariable", "ITERTOOLS_HANDLERS", "ITERTOOLS_KEYWORDS"]
+           "FilterfalseIteratorVariable", "CompressIteratorVariable", "ChainIteratorVariable",
+           "ZipLongestIteratorVariable", "StarmapIteratorVariable", "AccumulateIteratorVariable", "ITERTOOLS_HANDLERS",
+           "ITERTOOLS_KEYWORDS"]

@@ -31,7 +31,7 @@ from .base import guard_distinct, IdentityKey, search_items, VariableTracker
 from .objects import IdVariable
 from .constant import ConstantVariable, NONE, ObservedConstant
 from .methods import ContainerMethodVariable
-from .sequences import LazyIteratorVariable, ListVariable, TupleVariable
+from .sequences import iterate_lazily, LazyIteratorVariable, ListVariable, TupleVariable
 
 
 class DictVariable(VariableTracker):
@@ -151,8 +151,8 @@ class DictVariable(VariableTracker):
                 as_mapping = mapping_items(tx, other, "dict.update()")
                 if as_mapping is not None:
                     self.items.update(as_mapping)
-                else:
-                    for pair in other.unpack(tx):
+                else:  # pairs, each stored before the next is asked for
+                    for pair in iterate_lazily(tx, other):
                         parts = pair.unpack(tx)
                         if len(parts) != 2:  # Python raises ValueError (after the earlier pairs)
                             raise GraphBreak(gb.OPERATION_RAISES, f"dict update sequence element has length {len(parts)}")

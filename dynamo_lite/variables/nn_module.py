@@ -56,8 +56,8 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, NthValueSource, TypeSource, attr_source
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import (classmethod_of_descriptor, mro_lookup, guard_class_attr, guard_function, NewObjectVariable,
-                           UserDefinedClassVariable)
+from .user_objects import (bind_class_attribute, classmethod_of_descriptor, mro_lookup, guard_class_attr,
+                           guard_function, NewObjectVariable, UserDefinedClassVariable)
 from .mappings import DictVariable
 from .sequences import ListIteratorVariable, TupleVariable
 from .sets import SetVariable
@@ -156,9 +156,7 @@ class NNModuleVariable(VariableTracker):
                                           fn_source=attr_source(cls_src, "__func__"))
             if isinstance(cls_attr, types.FunctionType):
                 return UserMethodVariable(cls_attr, self, fn_source=cls_src)
-            if hasattr(type(cls_attr), "__get__") and not isinstance(cls_attr, type) and not callable(cls_attr):
-                raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
-            return tx.wrap(cls_attr, cls_src)
+            return bind_class_attribute(tx, self, cls, name, cls_attr, cls_src, owner)
         getattr_fn, _ = mro_lookup(cls, "__getattr__")
         if getattr_fn is not nn.Module.__getattr__:
             if isinstance(getattr_fn, types.FunctionType):
@@ -166,8 +164,22 @@ class NNModuleVariable(VariableTracker):
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattr__")
         return self.module_getattr(tx, name)
 
+    def check_tables_unchanged(self, tx, *stores: str) -> None:
+        """The module's real ``_parameters`` / ``_buffers`` / ``_modules`` are read below: break if
+        the traced code wrote into one of them directly (``self._modules[k] = m``,
+        ``ModuleList.insert``, ``del module_dict[k]``: replayed after the graph, so the real table
+        is not yet what Python would read here)."""
+        output = tx.output
+        for store in stores:
+            table = self.value.__dict__.get(store)
+            held = output.object_cache.get(id(table))
+            if held is not None and held[0] is table and id(held[1]) in output.side_effects.mutated:
+                raise GraphBreak(gb.SIDE_EFFECT, f"{self.describe()}: reading {store} after the traced code "
+                                                 "changed it")
+
     def module_getattr(self, tx, name):
         """``nn.Module.__getattr__``: parameters, buffers and submodules."""
+        self.check_tables_unchanged(tx, "_parameters", "_buffers", "_modules")
         d = self.value.__dict__
         src = self.source
         for store in ("_parameters", "_buffers", "_modules"):
@@ -350,10 +362,12 @@ class NNModuleVariable(VariableTracker):
     def guard_keys(self, tx, store: str) -> None:
         """Guard the names in ``module.<store>`` (_modules, _parameters, _buffers): code that walked
         them (iteration, parameters(), len) must see a module added or removed later."""
+        self.check_tables_unchanged(tx, store)
         if self.source is not None:
             tx.output.add_guard(guards.DictKeysGuard(AttrSource(self.source, store), tuple(getattr(self.value, store))))
 
     def children_vars(self, tx) -> list[tuple[str, VariableTracker]]:
+        self.check_tables_unchanged(tx, "_modules")
         self.guard_keys(tx, "_modules")
         out = []
         for key, child in self.value._modules.items():

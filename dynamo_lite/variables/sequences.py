@@ -28,7 +28,7 @@ from __future__ import annotations
 import collections
 import functools
 import operator
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -269,9 +269,13 @@ class ListVariable(BaseListVariable):
             items.append(args[0])
             return NONE
         if name == "extend" and len(args) == 1:
-            new = args[0].unpack(tx)
+            if args[0] is self or isinstance(args[0], (ListVariable, TupleVariable)):
+                items.extend(args[0].unpack(tx))  # copied first (PySequence_Fast): x.extend(x)
+                se.mutate(self)
+                return NONE
             se.mutate(self)
-            items.extend(new)
+            for item in iterate_lazily(tx, args[0]):  # each item added before the next is made
+                items.append(item)
             return NONE
         if name == "insert" and len(args) == 2 and args[0].is_python_constant():
             idx = _list_index(args[0], "insert")
@@ -509,9 +513,11 @@ class DequeVariable(BaseListVariable):
             self._trim(right=name == "append")
             return NONE
         if name in ("extend", "extendleft") and len(args) == 1:
-            new = args[0].unpack(tx)
+            # one at a time, as deque does (maxlen applies to each; a generator reading the deque
+            # sees the items added so far); deque.extend(itself) iterates a copy
+            new = args[0].unpack(tx) if args[0] is self else iterate_lazily(tx, args[0])
             self._changed(tx)
-            for item in new:  # one at a time, as deque does (maxlen applies to each)
+            for item in new:
                 if name == "extend":
                     items.append(item)
                 else:
@@ -787,6 +793,21 @@ class SliceVariable(VariableTracker):
 
     def can_reconstruct(self):
         return all(p.can_reconstruct() for p in self.parts)
+
+
+def iterate_lazily(tx, obj: VariableTracker) -> Iterator[VariableTracker]:
+    """The items of ``obj`` one at a time, for consumers that may stop early (any/all) or that
+    add each item somewhere before the next is asked for (list.extend, set.update, dict.update
+    of a generator that reads what it extends): an iterator tracker is advanced only as far
+    as the consumer goes."""
+    if isinstance(obj, ListIteratorVariable):
+        while True:
+            item = obj.next_item(tx)
+            if item is None:
+                return
+            yield item
+    else:
+        yield from obj.unpack(tx)
 
 
 VariableTracker.snapshot_iterator = staticmethod(ListIteratorVariable)  # see VariableTracker.iter

@@ -19,7 +19,7 @@ from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
 from .mappings import checked_key, hash_key, identity_hash_kind
 from .methods import ContainerMethodVariable
-from .sequences import ListIteratorVariable
+from .sequences import iterate_lazily, ListIteratorVariable
 
 
 def _note_hash_order(tx, keys) -> None:
@@ -284,7 +284,8 @@ class SetVariable(VariableTracker):
         if name in ("update", "__ior__") and not self.frozen:
             added = []
             for a in args:
-                for item in a.unpack(tx):
+                # each item added before the next is asked for (a generator reading the set sees it)
+                for item in (a.unpack(tx) if a is self else iterate_lazily(tx, a)):
                     added.append(self._key(item, tx))
                     self._log("add", added[-1], item)
                     self.items.setdefault(added[-1], item)

@@ -554,6 +554,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     output.shapes.note()
     if _uses_default_dtype(example, fake_args, fake_kwargs):
         output.guard_default_dtype()
+    example = _undefined_outputs_as_none(target, fake_args, fake_kwargs, example)
     node = output.create_node(kind, target, node_args, node_kwargs)
     output.shapes.bind_data_dependent(node, example, _target_name(kind, target))
     if isinstance(example, torch.Tensor):
@@ -608,6 +609,17 @@ def _uses_default_dtype(example, fake_args, fake_kwargs) -> bool:
         if isinstance(f, torch.dtype) or isinstance(f, torch.Tensor) and (f.is_floating_point() or f.is_complex()):
             return False
     return True
+
+
+def _undefined_outputs_as_none(target: Any, fake_args: tuple, fake_kwargs: dict, example: Any) -> Any:
+    """Outputs an op leaves undefined (None in Python) where its fake kernel makes an empty
+    tensor: the attention weights of torch._native_multi_head_attention with need_weights=False
+    (nn.MultiheadAttention's inference fast path)."""
+    if target is torch._native_multi_head_attention and isinstance(example, tuple) and len(example) == 2:
+        need = fake_args[10] if len(fake_args) > 10 else fake_kwargs.get("need_weights", True)
+        if need is False:
+            return (example[0], None)
+    return example
 
 
 _INPLACE_BINARY_METHODS = {"mul_", "__imul__", "div_", "__itruediv__", "true_divide_", "add_", "__iadd__",

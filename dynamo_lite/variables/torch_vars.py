@@ -34,7 +34,7 @@ from .base import KnownValueVariable, VariableTracker
 from .collectives import call_collective, is_collective
 from .constant import ConstantVariable, InputConstantVariable
 from .objects import ObjectVariable
-from .sequences import SizeVariable
+from .sequences import ListVariable, SizeVariable
 from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable, PYTHON_FUNCTION_HANDLERS
 from .contexts import GlobalModeContextVariable, GlobalModeDecoratedVariable, GradModeVariable, inference_mode_context
@@ -165,6 +165,11 @@ def _is_tracing_status(fn) -> bool:
         return False
 
 
+# what these answer while no dispatch mode is active: a new empty list, no modes
+_NO_DISPATCH_MODES = {torch.utils._python_dispatch._get_current_dispatch_mode_stack: lambda: ListVariable([]),
+                      torch._C._len_torch_dispatch_stack: lambda: ConstantVariable(0)}
+
+
 class TorchVariable(KnownValueVariable):
     """A torch function, class or object reached through the torch namespace."""
 
@@ -255,6 +260,10 @@ class TorchVariable(KnownValueVariable):
         if fn is torch.get_default_dtype:
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())
+        if fn in _NO_DISPATCH_MODES and not args and not kwargs:
+            # no dispatch mode is active where compiled code runs (every entry's NoOtherTracerGuard):
+            # nn.MultiheadAttention's and TransformerEncoderLayer's fast-path checks ask
+            return _NO_DISPATCH_MODES[fn]()
         if fn is torch.inference_mode:
             return _inference_mode(tx, args, kwargs)
         if fn is torch.is_inference_mode_enabled and not args and not kwargs:

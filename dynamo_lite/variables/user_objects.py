@@ -146,27 +146,7 @@ class ObjectLike(VariableTracker):
                                           fn_source=attr_source(cls_src, "__func__"))
             if isinstance(cls_attr, types.FunctionType):
                 return UserMethodVariable(cls_attr, self, fn_source=cls_src)
-            if isinstance(cls_attr, functools._lru_cache_wrapper) and python_function_handler(cls_attr):
-                guard_class_attr(tx, cls_src, cls_attr)  # binds like a function; answered by its handler
-                return UserMethodVariable(cls_attr, self)
-            get = getattr(type(cls_attr), "__get__", None)
-            if isinstance(get, types.FunctionType) and not isinstance(cls_attr, type):
-                # a non-data descriptor written in Python (torch.distributions' lazy_property):
-                # Python calls type(d).__get__(d, obj, cls), and so does the trace (inlined)
-                guard_class_attr(tx, cls_src, cls_attr)
-                return UserFunctionVariable(get).call_function(
-                    tx, [tx.wrap(cls_attr, cls_src), self, tx.wrap(cls, None)], {})
-            if type(cls_attr) in (types.WrapperDescriptorType, types.MethodDescriptorType,
-                                  types.ClassMethodDescriptorType) and \
-                    getattr(owner, "__module__", None) == "builtins":
-                # a C method of a builtin base (object.__eq__, object.__reduce_ex__): the bound
-                # method (dir()-driven code reads every name); calling it is the object's own call
-                return CMethodOfObjectVariable(self, name, type(getattr(object(), "__eq__"))
-                                               if type(cls_attr) is types.WrapperDescriptorType
-                                               else types.BuiltinMethodType)
-            if get is not None and not isinstance(cls_attr, type):
-                raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
-            return tx.wrap(cls_attr, cls_src)
+            return bind_class_attribute(tx, self, cls, name, cls_attr, cls_src, owner)
         if owner is not None:  # a class attribute that is None (every class's __doc__ may be)
             self._guard_not_shadowed(tx, name)
             guard_class_attr(tx, self._class_attr_source(name), None)
@@ -713,6 +693,31 @@ def _new_dict_object(cls, base, items: dict, attrs: dict):
 # slot is MappingView's ``_mapping``, and they have no instance __dict__
 _MAPPING_VIEWS = (collections.abc.KeysView, collections.abc.ValuesView, collections.abc.ItemsView,
                   collections.abc.MappingView)
+
+
+def bind_class_attribute(tx, obj: VariableTracker, cls: type, name: str, cls_attr, cls_src, owner):
+    """``obj.name`` where ``name`` is found on ``obj``'s class (not the instance) and is not a
+    function, staticmethod, classmethod or property (those are the callers'): what Python's
+    attribute lookup gives, or a graph break for a descriptor the trace cannot run."""
+    if isinstance(cls_attr, functools._lru_cache_wrapper) and python_function_handler(cls_attr):
+        guard_class_attr(tx, cls_src, cls_attr)  # binds like a function; answered by its handler
+        return UserMethodVariable(cls_attr, obj)
+    get = getattr(type(cls_attr), "__get__", None)
+    if isinstance(get, types.FunctionType) and not isinstance(cls_attr, type):
+        # a non-data descriptor written in Python (torch.distributions' lazy_property, a decorator
+        # object that binds): Python calls type(d).__get__(d, obj, cls), and so does the trace (inlined)
+        guard_class_attr(tx, cls_src, cls_attr)
+        return UserFunctionVariable(get).call_function(tx, [tx.wrap(cls_attr, cls_src), obj, tx.wrap(cls, None)], {})
+    if type(cls_attr) in (types.WrapperDescriptorType, types.MethodDescriptorType,
+                          types.ClassMethodDescriptorType) and getattr(owner, "__module__", None) == "builtins":
+        # a C method of a builtin base (object.__eq__, object.__reduce_ex__): the bound
+        # method (dir()-driven code reads every name); calling it is the object's own call
+        return CMethodOfObjectVariable(obj, name, type(getattr(object(), "__eq__"))
+                                       if type(cls_attr) is types.WrapperDescriptorType else types.BuiltinMethodType)
+    if get is not None and not isinstance(cls_attr, type):
+        # a descriptor written in C (functools.partialmethod's, a dynamo_lite.disable'd method)
+        raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
+    return tx.wrap(cls_attr, cls_src)
 
 
 def classmethod_of_descriptor(tx, attr: classmethod, cls_var, name: str):

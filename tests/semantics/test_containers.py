@@ -577,3 +577,42 @@ def test_in_place_set_operators_on_a_set_argument_leave_eager_order():
             fn(torch.ones(1), eager)
             dynamo_lite.compile(fn, backend="eager")(torch.ones(1), compiled)
             assert list(compiled) == list(eager)
+
+
+def test_growing_a_container_from_a_generator_that_reads_it():
+    # list.extend, deque.extend/extendleft, set.update and dict.update take a generator's items
+    # one at a time, each added before the next is made (the generator sees the container grow);
+    # a list or tuple argument (and the container itself) is copied first
+    def f(x):
+        y = [1]
+        y.extend(y[-1] + z for z in range(3))
+        m = [1]
+        m.extend(map(lambda z: m[-1] + z, range(3)))
+        d = collections.deque([1])
+        d.extendleft(d[0] + z for z in range(3))
+        d.extend(d[-1] * 2 for _ in range(2))
+        s = {0}
+        s.update(len(s) + z for z in range(3))
+        kv = {"a": 0}
+        kv.update((str(z), len(kv)) for z in range(3))
+        same = [1, 2]
+        same.extend(same)
+        return x + 1, y, m, d, sorted(s), kv, same
+
+    check(f, torch.ones(2), breaks=0)
+
+
+def test_extend_from_a_generator_that_raises_keeps_the_items_before_it():
+    def f(x, log):
+        def items():
+            yield 1
+            yield 2
+            raise KeyError("third")
+
+        try:
+            log.extend(items())
+        except KeyError:
+            pass
+        return x + len(log)
+
+    check_calls(f, [(torch.ones(2), [])])

@@ -204,6 +204,36 @@ def test_generator_paused_in_try_finally_is_closed():
     assert log == ["closed"]
 
 
+def _except_inside_finally(t, log):
+    try:
+        try:
+            yield t.sin()
+        except ValueError:
+            log.append("except")
+            yield t.cos()
+        finally:
+            log.append("inner finally")
+    finally:
+        log.append("outer finally")
+
+
+@pytest.mark.parametrize("how", ["dropped", "closed", "thrown then dropped"])
+def test_closing_a_generator_paused_in_try_except_runs_the_finally_around_it(how):
+    # GeneratorExit passes `except ValueError:`, and is re-raised into the finally blocks
+    # around it (they ran no code here before: the except clause was taken to end it)
+    def f(x, log):
+        g = _except_inside_finally(x, log)
+        y = next(g)
+        if how == "closed":
+            g.close()
+        elif how == "thrown then dropped":
+            y = y + g.throw(ValueError)
+        log.append("returning")
+        return y * 2
+
+    check_calls(f, [(torch.ones(2), [])], graphs=None)
+
+
 def test_break_out_of_generator_runs_its_finally_before_following_code():
     # a graph break in the loop body: the loop runs in a resume function, which receives the
     # generator; breaking out drops the last reference right there, so its finally prints first

@@ -68,6 +68,18 @@ def test_global_counter_incremented():
     _same_g(f)
 
 
+def test_global_read_after_a_write_through_the_globals_dict():
+    # globals()["SCALE"] = v (or .update) then SCALE by name: Python reads the new value
+    # (torch.compile 2.13 reads the old one)
+    def f(x):
+        globals()["SCALE"] = SCALE + 3
+        y = x * SCALE
+        globals().update(NEWGLOBAL=y.sum().item() > 0, COUNTER=COUNTER + 1)
+        return y + COUNTER, NEWGLOBAL
+
+    _same_g(f)
+
+
 def test_global_counter_in_loop_with_print_and_list_append():
     def f(x):
         global COUNTER

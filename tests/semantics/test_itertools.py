@@ -10,7 +10,10 @@ import operator
 import pytest
 import torch
 
+import dynamo_lite
+
 from dynamo_lite.testing import check_breaks, check_calls
+from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
 def count_and_islice(x):
@@ -111,10 +114,56 @@ def itertools_with_tensors(x):
     return total, [t.sum() for t in it.islice(it.cycle([x, -x]), 3)]
 
 
+def _logged(tag, log, n=2):
+    for i in range(n):
+        log.append(f"{tag}{i}")
+        yield i
+
+
+def chain_reads_its_iterables_as_asked(x):
+    # a generator in a chain runs as its items are asked for; iter() of the next iterable is
+    # called only when the one before it is exhausted
+    log = []
+    for v in it.chain(_logged("a", log), _logged("b", log)):
+        log.append(f"use{v}")
+    for v in it.chain.from_iterable(_logged(t, log, 1) for t in "pq"):
+        log.append(f"got{v}")
+    source = iter([1, 2, 3])
+    first = next(it.chain(source))
+    nested = iter([[1], [2], [3]])
+    head = next(it.chain.from_iterable(nested))
+    return x + first + head, log, list(source), list(nested)
+
+
+def lazy_zip_longest_starmap_accumulate(x):
+    log = []
+
+    def power(a, b):
+        log.append((a, b))
+        return a ** b
+
+    source = iter([1, 2, 3])
+    z = next(it.zip_longest(source, "ab", fillvalue="-"))
+    pairs = iter([(2, 1), (2, 2), (2, 3)])
+    s = next(it.starmap(power, pairs))
+    nums = iter([1, 2, 3])
+    acc = it.accumulate(nums, lambda a, b: (log.append("acc"), a + b)[1], initial=10)
+    firsts = next(acc), next(acc)
+    done = it.zip_longest([1], [])
+    return (x + s, z, list(source), list(pairs), firsts, list(nums), log,
+            list(done), list(done), list(it.zip_longest("abc", [1], [], fillvalue=0)))
+
+
+def chain_with_an_endless_iterator(x):
+    # (the tracer hung here when chain read its iterables up front)
+    return x + 1, list(zip(range(3), it.chain(it.count(), [1]))), list(zip("ab", it.chain([9], it.cycle([2, 3]))))
+
+
 CASES = [count_and_islice, islice_reads_only_what_it_needs, cycle_with_a_bound, chain_product_and_friends,
          takewhile_and_dropwhile, takewhile_stops_reading, pairwise_and_tee, filterfalse_and_compress,
          groupby_keys_and_groups,
-         groupby_groups_expire, itertools_with_tensors]
+         groupby_groups_expire, itertools_with_tensors, chain_reads_its_iterables_as_asked,
+         lazy_zip_longest_starmap_accumulate, chain_with_an_endless_iterator]
 
 
 @pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
@@ -155,3 +204,44 @@ def test_islice_reads_the_source_as_cpython_does(bounds):
         return x + len(taken), taken, list(source)
 
     check_breaks(f, torch.ones(2), bounds, breaks=0)
+
+
+def test_chain_and_zip_longest_outlive_a_graph_break():
+    # rebuilt at the break: chain(<current iterator>, <iterables not started>), zip_longest with
+    # its exhausted iterators as empty ones; Python goes on with the real ones
+    def f(x):
+        c = it.chain([1, 2], iter([5, 6]), (7,))
+        z = it.zip_longest([1, 2, 3], "a", fillvalue=0)
+        fi = it.chain.from_iterable([[1, 2], [3]])
+        a, b, first_z, second_z, first_fi = next(c), next(c), next(z), next(z), next(fi)
+        y = x + a + b
+        print("break")
+        return y * 2, (a, b, first_z, second_z, first_fi), c, z, fi
+
+    expected = f(torch.ones(2))
+    info = dynamo_lite.explain(f)(torch.ones(2))
+    got = dynamo_lite.compile(f, backend="eager")(torch.ones(2))
+    assert info.graph_break_count == 1, info.break_reasons
+    assert torch.equal(expected[0], got[0]) and expected[1] == got[1]
+    assert [type(i) for i in expected[2:]] == [type(i) for i in got[2:]]
+    assert [list(i) for i in expected[2:]] == [list(i) for i in got[2:]]
+
+
+def returns_a_live_chain(x):
+    c = it.chain([1, 2], iter("ab"))
+    next(c)
+    return x + 1, c
+
+
+def returns_a_live_starmap(x):
+    s = it.starmap(pow, [(2, 1), (2, 2), (2, 3)])
+    next(s)
+    return x + 1, s
+
+
+@pytest.mark.parametrize("fn", [returns_a_live_chain, returns_a_live_starmap], ids=lambda f: f.__name__)
+def test_lazy_iterators_returned_continue_where_they_were(fn):
+    expected, got = fn(torch.ones(2)), dynamo_lite.compile(fn, backend="eager")(torch.ones(2))
+    assert type(expected[1]) is type(got[1])
+    assert list(expected[1]) == list(got[1])
+    assert torch.equal(expected[0], got[0])

@@ -1013,6 +1013,19 @@ def test_inductor_backward_and_channels_last_output():
     run(g, lambda: (rn(1, 3, 2, 2).to(memory_format=torch.channels_last),), backend="inductor")
 
 
+def test_inductor_given_as_a_callable_compiles_a_symbolic_graph():
+    # compile_fx passed as the backend (as PyTorch's own tests do) finds the trace's ShapeEnv in
+    # the tracing context, as under torch.compile ("vr must not be None for symbol s0" before)
+    from torch._inductor.compile_fx import compile_fx
+
+    def f(n):
+        return torch.ones(n, n).sum()
+
+    compiled = dynamo_lite.compile(f, backend=compile_fx)
+    for n in (3, 4, 5):  # (the second value makes n symbolic)
+        assert_same(f(n), compiled(n))
+
+
 # ---------------------------------------------------------------------------
 # known bugs (xfail strict: each passes once the bug is fixed)
 # ---------------------------------------------------------------------------

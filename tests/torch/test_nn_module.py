@@ -8,6 +8,8 @@ Every test compares the compiled run with eager (outputs, module state, gradient
 counts graphs and breaks.  Covers dynamo_lite/variables/nn_module.py.
 """
 import copy
+import functools
+import types
 
 import pytest
 import torch
@@ -16,7 +18,8 @@ from torch import nn
 import dynamo_lite
 from dynamo_lite.report import events
 from dynamo_lite.report.explain import build_explain_output
-from dynamo_lite.testing import CompileCounter, assert_same, assert_same_as_eager, check, check_module
+from dynamo_lite.testing import (CompileCounter, assert_same, assert_same_as_eager, check, check_breaks, check_calls,
+                                 check_module)
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")  # (tests/torch/conftest.py)
@@ -888,3 +891,96 @@ def test_module_setattr_changing_the_value_and_registering_a_submodule():
 
     check(lambda: f(*fresh()[0]), graphs=None)
     assert seen.count("scale") == 2  # once in eager, once compiled: never replayed twice
+
+
+class _BindsLikeAFunction:
+    """A decorator object whose __get__ (written in Python) binds it as a method."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+
+class _DecoratedMethods(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    @_BindsLikeAFunction
+    def scale(self, x):
+        return x * 3
+
+    @functools.lru_cache(maxsize=None)
+    def offset(self):
+        return 5
+
+    @dynamo_lite.disable
+    def eager_part(self, x):
+        return x - 1
+
+    @torch.compiler.disable
+    def torch_disabled(self, x):
+        return x + 2
+
+    def forward(self, x):
+        return self.eager_part(self.torch_disabled(self.scale(self.lin(x)) + self.offset()))
+
+
+def test_methods_wrapped_in_binding_decorators_get_self():
+    # decorator objects that bind through __get__ (in Python or in C: lru_cache, disable) are
+    # bound to the module as Python binds them (they were called without self)
+    run_module(_DecoratedMethods(), torch.randn(2, 3), calls=2)
+
+
+def _insert_then_run(m, x):
+    m.insert(1, nn.Tanh())
+    return m(x), len(m), [type(layer).__name__ for layer in m]
+
+
+def _update_then_delete(m, x):
+    m.update({"c": nn.Tanh()})
+    del m["a"]
+    return list(m.keys()), len(m), m["c"](x)
+
+
+def _write_the_table(m, x):
+    m._modules["1"] = nn.Tanh()
+    return len(m), [type(layer).__name__ for layer in m]
+
+
+def _replace_a_parameter(m, x):
+    m._parameters["weight"] = nn.Parameter(torch.zeros(2, 2))
+    return m(x), m.weight.sum()
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_insert_then_run, lambda: nn.Sequential(nn.ReLU(), nn.Identity())),
+    (_update_then_delete, lambda: nn.ModuleDict({"a": nn.ReLU()})),
+    (_write_the_table, lambda: nn.ModuleList([nn.ReLU()])),
+    (_replace_a_parameter, lambda: nn.Linear(2, 2)),
+], ids=["Sequential.insert", "ModuleDict.update+del", "_modules write", "_parameters write"])
+def test_module_tables_written_in_the_traced_code_are_read_as_written(fn, make):
+    # (they were read from the real, not yet updated tables: the inserted layer skipped)
+    check_calls(fn, [lambda: (make(), torch.tensor([-1.0, 2.0]))], graphs=None)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_attention_inference_fast_paths(need_weights):
+    # nn.MultiheadAttention in eval under no_grad runs torch._native_multi_head_attention, whose
+    # weights output is None with need_weights=False (its fake kernel makes an empty tensor:
+    # the graph's output check refused the None); TransformerEncoderLayer has a fast path too
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, batch_first=True).eval()
+
+    def f(x):
+        with torch.no_grad():
+            out, weights = attention(x, x, x, need_weights=need_weights)
+            return out.sum(), weights, weights is None, layer(out)
+
+    check_breaks(f, torch.randn(2, 3, 8), breaks=0)  # (their checks for a dispatch mode are answered)
