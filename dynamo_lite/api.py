@@ -149,7 +149,13 @@ def _compile_module(module: torch.nn.Module, converter: FrameConverter) -> torch
                                                                        "__module__": cls.__module__})
     opt_cls._dl_plain_call = cls.__call__ is _MODULE_CALL
     opt_cls._dl_call_with_hooks = _own_call_with_hooks(opt_cls.__name__)
-    new = object.__new__(opt_cls)
+    return _sharing_state(opt_cls, module)
+
+
+def _sharing_state(new_cls: type, module: torch.nn.Module) -> torch.nn.Module:
+    """An instance of ``new_cls`` (a subclass of the module's class) whose ``__dict__`` is the
+    module's own: parameters, buffers, submodules, hooks and attributes are the original's."""
+    new: torch.nn.Module = object.__new__(new_cls)
     shared: dict = module.__dict__
     # CPython 3.13 may keep an instance's attributes inside the instance ("inline values") with
     # its __dict__ only a view of them, which the garbage collector reaches through the instance
@@ -251,10 +257,41 @@ def disable(fn: Optional[Callable[..., Any]] = None, *, recursive: bool = True) 
         fn = getattr(fn, "__wrapped__")  # disable(compile(f)) is f, run without capture
     elif isinstance(fn, OptimizedModule):
         fn = fn._orig_mod
+    if isinstance(fn, torch.nn.Module):
+        return _disable_module(fn)
     wrapped = _C.CallWithHookOff(fn)
     functools.update_wrapper(wrapped, fn)
     wrapped._dynamo_lite_disabled = True  # the user's choice: compiled callers say so (variables/torch_vars.py)
     return wrapped
+
+
+class DisabledModule(torch.nn.Module):
+    """Mixin of the class returned by disable(module): a module (it can replace a submodule,
+    its parameters are the original's) whose calls run the original module without capture."""
+
+    # recognised by variables/nn_module.py (a compiled caller breaks the graph at its call)
+    _dynamo_lite_disabled_module = True
+    _dl_call_off: Callable  # _C.CallWithHookOff(the original module)
+
+    def __call__(self, *args, **kwargs):
+        return type(self).__dict__["_dl_call_off"](*args, **kwargs)
+
+    @property
+    def _orig_mod(self):
+        return self.__dict__["_dl_orig_mod"]
+
+
+def _disable_module(module: torch.nn.Module) -> torch.nn.Module:
+    """A module sharing ``module``'s state (as compile(module) makes one) whose call is the
+    original module's, run with capture off (torch.compiler.disable(module) returns a module too)."""
+    if isinstance(module, DisabledModule):
+        return module
+    cls = type(module)
+    call_off = _C.CallWithHookOff(module)
+    call_off._dynamo_lite_disabled = True
+    dis_cls: Any = type(f"Disabled{cls.__name__}", (DisabledModule, cls), {"_dl_call_off": call_off,
+                                                                         "__module__": cls.__module__})
+    return _sharing_state(dis_cls, module)
 
 
 class set_stance:

@@ -584,8 +584,8 @@ def _leaves_traces(node: torch.fx.Node) -> bool:
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     if not name or "dynamo_lite_opaque_call" in node.meta:
         return True  # unknown callable, or a user function called opaquely (allow_in_graph): assume the worst
-    if name.endswith("_") and not name.endswith("__"):
-        return True  # in-place variant (add_, copy_, requires_grad_, ...)
+    if name.endswith("_") and not name.endswith("__") and getattr(target, "__module__", None) != "_operator":
+        return True  # in-place variant (add_, copy_, requires_grad_, ...; not operator.or_/and_/not_)
     if name in _RANDOM_OPS or name in _MUTATING_OPS:
         return True
     if getattr(target, "namespace", None) == "_c10d_functional":

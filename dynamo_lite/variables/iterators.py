@@ -1,4 +1,5 @@
-"""Lazy iterators: map, filter, enumerate, zip, reversed(list) and user iterators.
+"""Lazy iterators: map, filter, enumerate, zip, reversed(list), user iterators and the iterators
+of itertools (chain, zip_longest, starmap, accumulate, count, cycle, islice, ...).
 
 Python's iterators compute nothing when they are created: ``map(f, l)`` calls
 ``f`` only when an item is asked for, reads ``l`` at that moment (items

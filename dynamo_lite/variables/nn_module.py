@@ -248,6 +248,9 @@ class NNModuleVariable(VariableTracker):
         module = self.value
         self.check_no_pending_hooks(tx, "a call")
         call = type(module).__call__
+        if getattr(type(module), "_dynamo_lite_disabled_module", False):  # (api.disable(module))
+            raise GraphBreak(gb.USER_DISABLED, f"module {type(module).__bases__[1].__name__} is marked dynamo_lite.disable: "
+                             "Python runs it without capture")
         # the class defines its own __call__ (an OptimizedModule's only switches capture on: inline forward;
         # api.OptimizedModule carries the marker, so this layer need not import the API)
         if call is not nn.Module.__call__ and not getattr(type(module), "_dynamo_lite_optimized_module", False):

@@ -274,7 +274,14 @@ class TensorVariable(VariableTracker):
             return self._input_fact(tx, name)
         if name in _METADATA_METHODS:
             fake_args, fake_kwargs = _fake_args(args), {k: fake_arg(v) for k, v in kwargs.items()}
-            value = getattr(self.example, name if name != "__len__" else "__len__")(*fake_args, **fake_kwargs)
+            try:
+                value = getattr(self.example, name)(*fake_args, **fake_kwargs)
+            except (IndexError, TypeError, ValueError) as e:
+                # a question about the guarded metadata (x.size(5): IndexError): raised in the trace,
+                # as Python raises it at this line (the traced code's except clauses see it)
+                if type(e) not in (IndexError, TypeError, ValueError):
+                    raise GraphBreak(gb.OPERATION_RAISES, f"Tensor.{name}() raised {type(e).__name__}") from e
+                tx.raise_builtin_exception(type(e), [ConstantVariable(str(e))])
             tx.output.shapes.note()
             return metadata_result(tx, self, name, tuple(fake_args), value)
         if name == "type" and not args and not kwargs:
@@ -568,6 +575,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
 
 
 _FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
+_SYM_NODE_LOG = logging.getLogger("torch.fx.experimental.sym_node")
 # Warnings a torch operation issues from its arguments' types alone, never from tensor data:
 # the fake run issues them exactly when the real one does, so they are replayed, not broken on
 # (torch.nn.functional's deprecated upsample* warn with stacklevel=2: the caller's line, the user's)
@@ -952,10 +960,15 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
     (its node made on use); anything else specialises the symbolic operands and folds."""
     if all(isinstance(a, SymNodeVariable) or isinstance(a, ConstantVariable) and type(a.value) in (int, float, bool)
            for a in args):
+        quiet = not _SYM_NODE_LOG.disabled  # (it logs a warning before raising: no user line of eager's)
+        _SYM_NODE_LOG.disabled = True
         try:
             example = fn(*[fake_arg(a) for a in args])
         except Exception:  # noqa: BLE001 - no symbolic rule for it: fold on plain values below
             example = None
+        finally:
+            if quiet:
+                _SYM_NODE_LOG.disabled = False
         tx.output.shapes.note()
         if isinstance(example, _SYM_TYPES):
             output = tx.output

@@ -38,7 +38,7 @@ from .sequences import ListVariable, SizeVariable
 from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable, PYTHON_FUNCTION_HANDLERS
 from .contexts import GlobalModeContextVariable, GlobalModeDecoratedVariable, GradModeVariable, inference_mode_context
-from .tensor import fake_arg, record_op, TensorVariable, warnings_issued
+from .tensor import fake_arg, record_op, SymNodeVariable, TensorVariable, warnings_issued
 from .numpy_arrays import numpy_scalar_to_torch, numpy_to_torch
 from .methods import BoundMethodOfVariable
 
@@ -165,6 +165,31 @@ def _is_tracing_status(fn) -> bool:
         return False
 
 
+def _torch_check(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    """``torch._check(cond, message)`` / ``torch._check_is_size(n)``: a condition known at trace
+    time passes (nothing to do) or fails (Python raises it at this line); on a symbolic number it
+    is asked of the ShapeEnv as torch.compile does (a guard on a size, a run-time check of a number
+    read from tensor data)."""
+    subject = args[0]
+    if not isinstance(subject, SymNodeVariable) and subject.is_python_constant():
+        value = subject.as_python_constant()
+        passes = value is True if fn is torch._check else type(value) is int and value >= 0
+        if passes and fn is torch._check and not kwargs.keys() - {"message"}:
+            return ConstantVariable(None)
+        raise GraphBreak(gb.OPERATION_RAISES, f"torch.{fn.__name__}() of {value!r}: Python raises it")
+    if isinstance(subject, SymNodeVariable) and len(args) <= 2 and not kwargs:
+        try:
+            with warnings_issued() as caught:
+                fn(fake_arg(subject))  # (the message is only made when the check fails)
+        except Exception as e:  # noqa: BLE001 - false for the values of this call: Python raises it
+            raise GraphBreak(gb.OPERATION_RAISES, f"torch.{fn.__name__}() failed at trace time") from e
+        tx.output.shapes.note()
+        for w in caught:  # (_check_is_size's FutureWarning): issued from the user's line after the graph
+            VariableTracker.replay_warning(tx, str(w.message), w.category)
+        return ConstantVariable(None)
+    raise GraphBreak(gb.UNSUPPORTED_CALL, f"torch.{fn.__name__}() of {subject.describe()}")
+
+
 # what these answer while no dispatch mode is active: a new empty list, no modes
 _NO_DISPATCH_MODES = {torch.utils._python_dispatch._get_current_dispatch_mode_stack: lambda: ListVariable([]),
                       torch._C._len_torch_dispatch_stack: lambda: ConstantVariable(0)}
@@ -260,6 +285,8 @@ class TorchVariable(KnownValueVariable):
         if fn is torch.get_default_dtype:
             tx.output.guard_default_dtype()
             return ConstantVariable(torch.get_default_dtype())
+        if fn in (torch._check, torch._check_is_size) and args:
+            return _torch_check(tx, fn, args, kwargs)
         if fn in _NO_DISPATCH_MODES and not args and not kwargs:
             # no dispatch mode is active where compiled code runs (every entry's NoOtherTracerGuard):
             # nn.MultiheadAttention's and TransformerEncoderLayer's fast-path checks ask

@@ -310,6 +310,27 @@ def test_disable_of_a_compiled_function_runs_it_eagerly():
     assert cnt.frame_count == 0
 
 
+def test_disable_of_a_module_is_a_module_run_without_capture():
+    # model.layer = disable(model.layer) (as with torch.compiler.disable): the result is a module
+    # of the layer's class sharing its state; a compiled caller breaks the graph at its call
+    class Doubler(torch.nn.Module):
+        def forward(self, x):
+            return x * 2, type(self).__name__
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), Doubler())
+    expected = model(X)
+    model[1] = dynamo_lite.disable(model[1])
+    assert isinstance(model[1], Doubler) and isinstance(model[1], torch.nn.Module)
+    assert list(model.state_dict()) == ["0.weight", "0.bias"]
+    cnt = CompileCounter()
+    got = dynamo_lite.compile(model, backend=cnt)(X)
+    assert_same(expected, got)
+    assert cnt.frame_count == 1  # the Linear; Doubler's forward ran without capture
+    info = dynamo_lite.explain(model)(X)
+    assert [r.break_id for r in info.break_reasons] == ["DL0067"], info.break_reasons
+    assert "module Doubler is marked dynamo_lite.disable" in info.break_reasons[0].reason
+
+
 def test_fullgraph_with_disabled_call_raises_unsupported():
     @dynamo_lite.disable
     def helper(t):

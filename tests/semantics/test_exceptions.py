@@ -546,3 +546,18 @@ def test_keyboard_interrupt_in_the_graph_is_not_answered_by_a_rerun():
     with pytest.raises(KeyboardInterrupt):
         dynamo_lite.compile(f, backend=backend)(torch.ones(2))
     assert calls == [1]
+
+
+@pytest.mark.parametrize("op", ["or", "and"])
+def test_error_of_operator_or_and_in_a_graph_is_raised_in_the_users_try(op):
+    # operator.or_ / operator.and_ were taken for in-place ops (their names end in "_"): the graph
+    # error was re-raised from the graph instead of the user's line, past `except RuntimeError`
+    def f(x, log):
+        log.append("before")
+        try:
+            return x | 1.5 if op == "or" else x & 1.5
+        except RuntimeError as e:  # (NotImplementedError: not implemented for 'Float')
+            log.append(type(e).__name__)
+            return x + 1
+
+    check_breaks(f, torch.ones(3, dtype=torch.int64), [], breaks=0)

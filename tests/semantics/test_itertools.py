@@ -1,6 +1,6 @@
 """itertools in compiled code, eager vs compiled, with no more graph breaks than torch.compile
-2.13 (none here).  count, cycle, islice, takewhile, dropwhile, pairwise, tee and groupby are
-lazy trackers (variables/iterators.py): items are computed, predicates and key functions
+2.13 (none here).  count, cycle, islice, takewhile, dropwhile, pairwise, tee, groupby, chain,
+chain.from_iterable, zip_longest, starmap and accumulate are lazy trackers (variables/iterators.py): items are computed, predicates and key functions
 called, and the argument iterators advanced exactly when CPython does it; one that must outlive
 the trace is made by Python (the trace stops where it was created).
 """

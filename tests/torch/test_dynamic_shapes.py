@@ -3,6 +3,7 @@
 Every case runs differentially against eager over many sizes (0, 1, sizes seen only after
 the symbolic compile) through the harness, and counts graphs.
 """
+import logging
 import math
 import random
 
@@ -841,3 +842,40 @@ def test_a_long_chain_of_symbolic_additions_does_not_recurse():
     compiled = dynamo_lite.compile(f, backend="eager")
     for n in (3, 4, 5):  # n symbolic from the second call
         assert torch.equal(compiled(torch.ones(2), n), f(torch.ones(2), n))
+
+
+def test_a_varying_float_in_python_arithmetic_logs_nothing():
+    # sympy cannot take mod() of two float constants: torch logged "failed to eval mod(...)" at
+    # WARNING while the trace tried it (eager logs nothing)
+    def f(x, s):
+        return x * s, str(s), s % 0.5
+
+    records: list = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    sym_log = logging.getLogger("torch.fx.experimental.sym_node")  # (torch's do not propagate)
+    sym_log.addHandler(handler)
+    try:
+        check_calls(f, [(torch.ones(2), s) for s in (1.5, 2.5, 3.25)], graphs=None, interleave=False)
+    finally:
+        sym_log.removeHandler(handler)
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
+
+
+def test_torch_check_stays_in_the_graph():
+    # torch._check / torch._check_is_size: known at trace time (nothing to do), or asked of the
+    # ShapeEnv (a guard on a size, a run-time check of a number read from tensor data), as in
+    # torch.compile; they broke the graph before
+    def f(x, n):
+        torch._check(x.shape[0] > 1)
+        torch._check(n > 0, lambda: "n must be positive")
+        k = x.sum().to(torch.int64).item()
+        torch._check_is_size(k)
+        torch._check(k < 100)
+        return x * n + k
+
+    counter = check_calls(f, [(torch.ones(4), 2), (torch.ones(4), 3), (torch.ones(5), 4),
+                              (-torch.ones(4), 2), (torch.full((4,), 30.0), 2)], graphs=None, interleave=False)
+    assert counter.frame_count <= 3  # (static, then n symbolic, then the size)
+    info = dynamo_lite.explain(f)(torch.ones(4), 2)
+    assert info.graph_break_count == 0, info.break_reasons

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import dynamo_lite
 from dynamo_lite.testing import assert_same
-from dynamo_lite.testing import check, check_calls
+from dynamo_lite.testing import check, check_breaks, check_calls
 
 
 def _compiled(fn, backend="eager"):
@@ -676,3 +676,20 @@ def test_non_leaf_input_under_aot_eager_issues_no_grad_warning():
         out = opt(torch.ones(3, requires_grad=True) * 2)
     assert_same(out, torch.ones(3, requires_grad=True) * 2 + 1)
     assert [str(w.message)[:40] for w in caught] == []
+
+
+def test_size_and_stride_of_a_dimension_out_of_range_raise_in_the_users_try():
+    # (an internal error before: the fake call's IndexError escaped the trace)
+    def f(x):
+        out = []
+        try:
+            out.append(x.size(5))
+        except IndexError as e:
+            out.append(("IndexError", e.args))
+        try:
+            out.append(x.stride(-4))
+        except IndexError as e:
+            out.append(("IndexError", e.args))
+        return x + 1, out
+
+    check_breaks(f, torch.ones(2, 3), breaks=0)
