@@ -25,7 +25,7 @@ from .. import graph_breaks as gb
 from .. import bytecode_compat, config
 from ..exc import GraphBreak
 from ..variables.base import VariableTracker
-from ..variables.constant import NONE
+from ..variables.constant import ConstantVariable, NONE
 from ..variables.sequences import LazyIteratorVariable
 from ..variables.functions import UserFunctionVariable, is_inlinable_function
 from ..variables.cells import CellVariable
@@ -70,6 +70,7 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         self.generator = child.code.co_name  # (ListIteratorVariable: send/throw/close/gi_* run eagerly)
         self.created_at_step = created_at_step
         self.started = False
+        self.running = False  # its code is being run (a next() from inside it is a ValueError)
 
     def describe(self):
         return f"generator {self.generator}()"
@@ -81,6 +82,7 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         """Resume the generator with ``sent`` (None: next()) as the value of its paused
         ``yield``; its next yielded item, or None when it returned (``returned()``)."""
         child = self.child
+        self._check_not_running(tx)
         if self.exhausted or child.done:
             self.exhausted = True
             return None
@@ -95,6 +97,7 @@ class GeneratorObjectVariable(LazyIteratorVariable):
         """``gen.throw(exc)`` at its paused ``yield`` (for a contextmanager's __exit__):
         ("yield", item), ("return", None), or ("raise", exception tracker) when it raised."""
         child = self.child
+        self._check_not_running(tx)
         if not self.started or self.exhausted or child.done or child.ip == 0:
             raise self._python_runs_it("is thrown an exception while not paused at a yield")
         if self._paused_in_yield_from():  # Python throws it into the sub-iterator first
@@ -105,12 +108,18 @@ class GeneratorObjectVariable(LazyIteratorVariable):
             return "raise", e.exc
         return ("return", None) if item is None else ("yield", item)
 
+    def _check_not_running(self, tx) -> None:
+        """Resumed from its own code (``next(g)`` inside g): Python raises ValueError there."""
+        if self.running:
+            tx.raise_builtin_exception(ValueError, [ConstantVariable("generator already executing")])
+
     def _resume(self, tx, throw: Optional[VariableTracker]) -> Optional[VariableTracker]:
         child = self.child
         root = tx.root()
         previous = root._active
         root._active = child
         child.parent = tx  # exceptions leaving the generator go to its consumer
+        self.running = True
         try:
             if throw is not None:
                 step = getattr(throw, "raised_at_step", None)
@@ -135,6 +144,7 @@ class GeneratorObjectVariable(LazyIteratorVariable):
             raise
         finally:
             root._active = previous
+            self.running = False
         if child.done:
             self.exhausted = True
             return None

@@ -758,7 +758,17 @@ def _sum(tx, iterable, start=None):
                                                                        (str, bytes, bytearray)):
         raise GraphBreak(gb.OPERATION_RAISES, "sum() can't sum strings or bytes (TypeError)")
     total = start if start is not None else ConstantVariable(0)
-    for item in _iter_items(tx, iterable):
+    items = _iter_items(tx, iterable)
+    # the leading plain numbers are summed by sum() itself: from 3.12 it adds floats with
+    # compensation (sum([0.1] * 10) == 1.0), which one + after another does not give
+    plain = 0
+    while plain < len(items) and type(items[plain]) is ConstantVariable and \
+            type(items[plain].value) in (int, float):
+        plain += 1
+    if plain and type(total) is ConstantVariable and type(total.value) in (int, float):
+        total = ConstantVariable(builtins.sum([item.value for item in items[:plain]], total.value))
+        items = items[plain:]
+    for item in items:
         total = binary_op(tx, "+", total, item)
     return total
 

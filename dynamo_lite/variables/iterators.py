@@ -62,13 +62,29 @@ class MapIteratorVariable(LazyIteratorVariable):
         return [self.fn, *self.iterators]
 
 
-class FilterIteratorVariable(LazyIteratorVariable):
+class _FunctionOverIterator(LazyIteratorVariable):
+    """``kind(fn, iterable)`` (filter, starmap): rebuilt as ``kind(fn, <its iterator>)``."""
+
+    def __init__(self, kind: type, fn: VariableTracker, iterator: VariableTracker):
+        super().__init__(kind)
+        self.fn = fn
+        self.iterator = iterator
+
+    def reconstruct(self, cg):
+        cg.load_callable(self.kind)
+        cg.reconstruct(self.fn)
+        cg.reconstruct(self.iterator)
+        cg.call(2)
+
+    def _parts(self):
+        return [self.fn, self.iterator]
+
+
+class FilterIteratorVariable(_FunctionOverIterator):
     """filter(fn_or_None, iterable): tests items when they are asked for."""
 
     def __init__(self, fn: VariableTracker, iterator: ListIteratorVariable):
-        super().__init__(filter)
-        self.fn = fn
-        self.iterator = iterator
+        super().__init__(filter, fn, iterator)
 
     def next_item(self, tx):
         plain = self.fn.is_python_constant() and self.fn.as_python_constant() is None
@@ -78,15 +94,6 @@ class FilterIteratorVariable(LazyIteratorVariable):
                 return None
             if (item if plain else self.fn.call_function(tx, [item], {})).bool(tx):
                 return item
-
-    def reconstruct(self, cg):
-        cg.load_callable(filter)
-        cg.reconstruct(self.fn)
-        cg.reconstruct(self.iterator)
-        cg.call(2)
-
-    def _parts(self):
-        return [self.fn, self.iterator]
 
 
 class EnumerateIteratorVariable(LazyIteratorVariable):
@@ -424,28 +431,17 @@ class ZipLongestIteratorVariable(LazyIteratorVariable):
         return [self.fillvalue] + [it for it, done in zip(self.iterators, self.done) if not done]
 
 
-class StarmapIteratorVariable(LazyIteratorVariable):
+class StarmapIteratorVariable(_FunctionOverIterator):
     """itertools.starmap(fn, iterable): calls ``fn(*item)`` when an item is asked for."""
 
     def __init__(self, fn: VariableTracker, iterator: VariableTracker):
-        super().__init__(itertools.starmap)
-        self.fn = fn
-        self.iterator = iterator
+        super().__init__(itertools.starmap, fn, iterator)
 
     def next_item(self, tx):
         item = self.iterator.next_item(tx)
         if item is None:
             return None
         return self.fn.call_function(tx, item.unpack(tx), {})
-
-    def reconstruct(self, cg):
-        cg.load_callable(itertools.starmap)
-        cg.reconstruct(self.fn)
-        cg.reconstruct(self.iterator)
-        cg.call(2)
-
-    def _parts(self):
-        return [self.fn, self.iterator]
 
 
 class AccumulateIteratorVariable(_MadeInTrace):

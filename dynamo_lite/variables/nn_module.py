@@ -130,6 +130,7 @@ class NNModuleVariable(VariableTracker):
             return UserDefinedClassVariable(cls)
         src = self.source
         d = module.__dict__
+        self._check_unchanged(tx, d, "__dict__")
         cls_attr, owner = mro_lookup(cls, name)
         # class attributes read below are guarded: `type(module).name` still holds the same object
         cls_src = AttrSource(TypeSource(src), name) if src is not None and cls_attr is not None else None
@@ -169,13 +170,14 @@ class NNModuleVariable(VariableTracker):
         the traced code wrote into one of them directly (``self._modules[k] = m``,
         ``ModuleList.insert``, ``del module_dict[k]``: replayed after the graph, so the real table
         is not yet what Python would read here)."""
-        output = tx.output
         for store in stores:
-            table = self.value.__dict__.get(store)
-            held = output.object_cache.get(id(table))
-            if held is not None and held[0] is table and id(held[1]) in output.side_effects.mutated:
-                raise GraphBreak(gb.SIDE_EFFECT, f"{self.describe()}: reading {store} after the traced code "
-                                                 "changed it")
+            self._check_unchanged(tx, self.value.__dict__.get(store), store)
+
+    def _check_unchanged(self, tx, table, what: str) -> None:
+        output = tx.output
+        held = output.object_cache.get(id(table))
+        if held is not None and held[0] is table and id(held[1]) in output.side_effects.mutated:
+            raise GraphBreak(gb.SIDE_EFFECT, f"{self.describe()}: reading {what} after the traced code changed it")
 
     def module_getattr(self, tx, name):
         """``nn.Module.__getattr__``: parameters, buffers and submodules."""

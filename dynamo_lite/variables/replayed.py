@@ -216,11 +216,54 @@ def _logging_handler(method_name: str, fn):
                 continue
             raise GraphBreak(gb.SIDE_EFFECT, f"{what} with {name}={value.describe()} (it names frames or an "
                              "exception the trace does not replay)")
+        _check_handlers_only_write(tx, logger, what)
         parts = [logger] + [snapshot(a, what) for a in args[1:]]
         options = {k: snapshot(v, what, containers=k == "extra") for k, v in kwargs.items()}
         return record(tx, fn, parts, options, what, gb.SIDE_EFFECT)
 
     return handler
+
+
+# Handlers and filters whose only trace of a record is output (a stream, a file, a socket, pytest's
+# capture read after the test's call): replaying the call after the graph is not observable by the
+# rest of the traced code.  A handler of another class (a list of records, a counter, a memory or
+# queue handler) or a filter of the user's own may be read by the code that follows: Python makes
+# the call where the code makes it.
+_OUTPUT_ONLY_HANDLERS = {(h.__module__, h.__qualname__) for h in (
+    logging.StreamHandler, logging.FileHandler, logging.NullHandler, type(logging.lastResort))} | {
+    ("logging.handlers", name) for name in ("RotatingFileHandler", "TimedRotatingFileHandler", "WatchedFileHandler",
+                                            "SocketHandler", "DatagramHandler", "SysLogHandler", "SMTPHandler",
+                                            "HTTPHandler")} | {
+    ("_pytest.logging", name) for name in ("LogCaptureHandler", "_LiveLoggingStreamHandler",
+                                           "_LiveLoggingNullHandler", "_FileHandler")}
+
+
+def handlers_only_write(logger: logging.Logger) -> bool:
+    """Do all the handlers and filters a record of ``logger`` reaches only write it out?"""
+    node: Optional[logging.Logger] = logger
+    while node is not None:
+        for f in node.filters:
+            if type(f) is not logging.Filter:
+                return False
+        for h in node.handlers:
+            if (type(h).__module__, type(h).__qualname__) not in _OUTPUT_ONLY_HANDLERS or \
+                    any(type(f) is not logging.Filter for f in h.filters):
+                return False
+        if not node.propagate:
+            break
+        node = node.parent
+    return True
+
+
+def _check_handlers_only_write(tx, logger_var, what: str) -> None:
+    logger = getattr(logger_var, "value", None)
+    src = logger_var.source
+    if not isinstance(logger, logging.Logger) or src is None:
+        return  # (a logger made in the trace has no handlers of its own yet)
+    if not handlers_only_write(logger):
+        raise GraphBreak(gb.SIDE_EFFECT, f"{what}: a logging handler or filter of your own sees the record when "
+                         "the call is made (the code after it may read what it kept)")
+    tx.output.add_guard(guards.ExprGuard("{f}(" + src.name() + ")", (("f", handlers_only_write),), src))
 
 
 for _name, _fn in _LOGGER_METHODS.items():

@@ -707,3 +707,13 @@ def test_min_max_of_one_tensor_compares_nothing():
 
     check(f, torch.randn(3), breaks=0)
     assert calls == [3, 3]  # the key ran once in each run (eager, compiled)
+
+
+def test_sum_of_floats_is_pythons_own():
+    # from CPython 3.12 sum() adds floats with compensation: sum([0.1] * 10) == 1.0 there (and
+    # 0.9999999999999999 before); the trace added them one by one
+    def f(x, vals):
+        return (x + 1, sum(vals), sum([0.1] * 10), sum((1e100, 1.0, -1e100)), sum([0.1, 0.2, 0.3], 0.5),
+                sum([1, 2, 0.1, 0.7]), sum([x.sum(), 0.1, 0.2]))
+
+    check(f, torch.ones(2), [0.1] * 10, breaks=0)

@@ -295,3 +295,18 @@ def next_through_yield_from(x):
 def test_next_raises_stop_iteration_with_the_generators_return_value(fn):
     out = assert_same_as_eager(fn, torch.ones(2))  # the drained list ends with the returned tensor
     assert out.exception is None
+
+
+def test_a_generator_resumed_from_its_own_code_raises_value_error():
+    # (the trace looped forever)
+    def f(x):
+        def gen():
+            yield next(g)
+
+        g = gen()
+        try:
+            next(g)
+        except ValueError as e:
+            return x + 1, e.args, list(g)
+
+    check_calls(f, [torch.ones(2)])

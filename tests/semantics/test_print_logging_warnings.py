@@ -100,3 +100,40 @@ def test_torch_op_warning_matches():
         return torch.nn.functional.softmax(x) * 2  # implicit dim warning
 
     check(f, torch.randn(3), graphs=None)
+
+
+class _KeepsRecords(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append(record.getMessage())
+
+
+def test_code_that_reads_what_its_own_handler_kept_sees_the_record():
+    # logging calls are replayed after the graph when every handler only writes the record out; a
+    # handler of the user's own (a list of records) sees it when the call is made, as the code
+    # after it may read (it read an empty list before); the decision is guarded
+    handler = _KeepsRecords()
+    kept = logging.getLogger("acceptance.kept")
+    kept.setLevel(logging.INFO)
+
+    def f(x):
+        handler.records.clear()
+        y = x * 2
+        kept.info("value %s", tuple(y.shape))
+        return y * len(handler.records), list(handler.records)
+
+    check(f, torch.ones(2), graphs=None)  # (no handler of its own: replayed)
+    kept.addHandler(handler)
+    try:
+        check(f, torch.ones(2), graphs=None)
+        compiled = dynamo_lite.compile(f, backend="eager")
+        kept.removeHandler(handler)
+        compiled(torch.ones(2))
+        kept.addHandler(handler)
+        out = compiled(torch.ones(2))  # (the guard: recompiled with the handler back)
+        assert out[1] == ["value (2,)"] and torch.equal(out[0], torch.full((2,), 2.0))
+    finally:
+        kept.removeHandler(handler)

@@ -953,6 +953,11 @@ def _write_the_table(m, x):
     return len(m), [type(layer).__name__ for layer in m]
 
 
+def _write_the_instance_dict(m, x):
+    m.__dict__["training"] = False
+    return m.training, m(x)
+
+
 def _replace_a_parameter(m, x):
     m._parameters["weight"] = nn.Parameter(torch.zeros(2, 2))
     return m(x), m.weight.sum()
@@ -963,7 +968,8 @@ def _replace_a_parameter(m, x):
     (_update_then_delete, lambda: nn.ModuleDict({"a": nn.ReLU()})),
     (_write_the_table, lambda: nn.ModuleList([nn.ReLU()])),
     (_replace_a_parameter, lambda: nn.Linear(2, 2)),
-], ids=["Sequential.insert", "ModuleDict.update+del", "_modules write", "_parameters write"])
+    (_write_the_instance_dict, lambda: nn.Dropout(0.5)),
+], ids=["Sequential.insert", "ModuleDict.update+del", "_modules write", "_parameters write", "__dict__ write"])
 def test_module_tables_written_in_the_traced_code_are_read_as_written(fn, make):
     # (they were read from the real, not yet updated tables: the inserted layer skipped)
     check_calls(fn, [lambda: (make(), torch.tensor([-1.0, 2.0]))], graphs=None)
