@@ -103,7 +103,7 @@ def redirect_to_dynamo_lite(keep_inductor: bool = False, lenient: bool = False) 
         return dynamo_lite.optimize(_backend(backend, keep_inductor), fullgraph=not lenient, dynamic=dynamic)
 
     def disable(fn=None, recursive=True, *, reason=None, wrapping=True):
-        return dynamo_lite.disable(fn)
+        return dynamo_lite.disable(fn, recursive=recursive)
 
     torch.compile = compile
     for mod in (torch._dynamo, torch._dynamo.testing, torch._dynamo.test_case):
@@ -114,6 +114,7 @@ def redirect_to_dynamo_lite(keep_inductor: bool = False, lenient: bool = False) 
     torch._dynamo.disable = disable
     torch._dynamo.graph_break = dynamo_lite.graph_break
     torch._dynamo.exc.Unsupported = dynamo_lite.exc.Unsupported
+    torch._dynamo.exc.BackendCompilerFailed = dynamo_lite.exc.BackendCompilerFailed
 
 
 class _Collector:

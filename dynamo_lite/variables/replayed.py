@@ -22,7 +22,10 @@ moment of the call).  A call is replayed only when that is exact:
   and draw no random numbers (checked when the graph is finished);
 - the logging call uses ``stacklevel=1``, no ``exc_info`` or ``stack_info``; ``warn`` uses
   ``stacklevel=1`` and no ``source`` (other stack levels name frames the trace does not
-  model).
+  model);
+- a logging call's records reach only handlers that write them out (streams, files, sockets,
+  pytest's capture) and plain ``logging.Filter`` name filters, guarded (a handler or filter of
+  the user's own may keep what it sees for the code after the call to read).
 Anything else breaks the graph as before (DL0014 for ``print``, DL0008 for the others), with
 the reason.  ``Logger.isEnabledFor``/``getEffectiveLevel`` are answered at trace time, guarded
 on the logger's ``disabled``, its manager's ``disable`` and the levels and parents they read.
