@@ -420,6 +420,12 @@ class OutputGraph:
         start = nodes.index(after) + 1 if after is not None and after in nodes else 0
         return any(_leaves_traces(node) for node in nodes[start:] if node.op in ("call_function", "call_method"))
 
+    def written_in_trace(self, obj: object) -> bool:
+        """Was the real container ``obj`` (a dict read from the inputs) written by the traced code?
+        Its writes are replayed after the graph, so the real object does not show them yet."""
+        held = self.object_cache.get(id(obj))
+        return held is not None and held[0] is obj and id(held[1]) in self.side_effects.mutated
+
     def release_examples(self) -> None:
         """After the backend compiled the graph: drop the real example inputs, and turn the
         FakeTensors in node metadata into ``ExampleSummary`` records, so the trace's

@@ -252,8 +252,7 @@ class InstructionTranslatorBase:
         pending = self.output.side_effects.load_global(name) if self.f_globals is self.output.f_globals else None
         if pending is not None:
             return pending
-        held = self.output.object_cache.get(id(self.f_globals))
-        if held is not None and held[0] is self.f_globals and id(held[1]) in self.output.side_effects.mutated:
+        if self.output.written_in_trace(self.f_globals):
             # the module's dict itself was written in the trace (globals()[name] = v, update()):
             # Python reads the name after those writes
             raise GraphBreak(gb.SIDE_EFFECT, f"reading global {name!r} after writing the module's globals() dict")

@@ -174,9 +174,7 @@ class NNModuleVariable(VariableTracker):
             self._check_unchanged(tx, self.value.__dict__.get(store), store)
 
     def _check_unchanged(self, tx, table, what: str) -> None:
-        output = tx.output
-        held = output.object_cache.get(id(table))
-        if held is not None and held[0] is table and id(held[1]) in output.side_effects.mutated:
+        if tx.output.written_in_trace(table):
             raise GraphBreak(gb.SIDE_EFFECT, f"{self.describe()}: reading {what} after the traced code changed it")
 
     def module_getattr(self, tx, name):
