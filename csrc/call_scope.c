@@ -59,7 +59,15 @@ scope_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
         dl_hook_acquire(); /* released when dl_callback_resume drops it */
         dl_tls_callback = Py_NewRef(callback);
     }
+    if (cb != NULL) {
+        /* this thread's callback waits for the call: with the hook off for it
+         * (CallWithHookOff) nothing in the call needs the hook */
+        dl_hook_pause();
+    }
     PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    if (cb != NULL) {
+        dl_hook_unpause();
+    }
     dl_callback_resume(cb);
     Py_DECREF(fn);
     return result;

@@ -233,6 +233,20 @@ dl_type_lookup(PyTypeObject *tp, PyObject *name)
     return _PyType_Lookup(tp, name);
 }
 
+/* hasattr(obj, name) as CPython's builtin does it: 1 found (*result a new
+ * reference), 0 not found (only an AttributeError is swallowed), -1 error.
+ * _PyObject_LookupAttr in 3.11/3.12, public as PyObject_GetOptionalAttr
+ * from 3.13. */
+static inline int
+dl_lookup_attr(PyObject *obj, PyObject *name, PyObject **result)
+{
+#if DL_PY313
+    return PyObject_GetOptionalAttr(obj, name, result);
+#else
+    return _PyObject_LookupAttr(obj, name, result);
+#endif
+}
+
 /* Does this dict's version change whenever its contents change?  3.11 and
  * 3.12: always.  3.13 keeps the attributes of most instances in "inline
  * values" that a materialised __dict__ shares (a split dict: ma_values points

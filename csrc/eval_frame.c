@@ -80,8 +80,11 @@ hook_uninstall(PyThreadState *tstate)
  * no callback were set, cached entries included. */
 static int force_eager = 0;
 
-/* Live callbacks over all threads (see eval_frame.h); the GIL guards it. */
+/* Live callbacks over all threads, and how many of them a CallWithHookOff
+ * has paused (see eval_frame.h); the GIL guards both. The hook is installed
+ * while live_callbacks > paused_callbacks. */
 static Py_ssize_t live_callbacks = 0;
+static Py_ssize_t paused_callbacks = 0;
 
 void
 dl_hook_acquire(void)
@@ -94,8 +97,24 @@ dl_hook_acquire(void)
 void
 dl_hook_release(void)
 {
-    if (live_callbacks > 0 && --live_callbacks == 0) {
+    if (live_callbacks > 0 && --live_callbacks <= paused_callbacks) {
         hook_uninstall(PyThreadState_Get());
+    }
+}
+
+void
+dl_hook_pause(void)
+{
+    if (++paused_callbacks >= live_callbacks) {
+        hook_uninstall(PyThreadState_Get());
+    }
+}
+
+void
+dl_hook_unpause(void)
+{
+    if (--paused_callbacks < live_callbacks) {
+        dl_hook_ensure_installed(PyThreadState_Get());
     }
 }
 

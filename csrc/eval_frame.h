@@ -34,6 +34,15 @@ DL_INTERNAL extern _Thread_local PyObject *dl_tls_callback;
 DL_INTERNAL void dl_hook_acquire(void);
 DL_INTERNAL void dl_hook_release(void);
 
+/* A call scope (call_scope.c) suspended this thread's live callback for the
+ * length of a call: pause it, and unpause it before putting it back
+ * (balanced). A paused callback does not need the hook: when every live
+ * callback is paused (a CallWithHookOff runs a graph or a runtime helper,
+ * code that is never captured), the previous eval-frame function is put
+ * back for the call, so its Python runs with CPython's inlined calls. */
+DL_INTERNAL void dl_hook_pause(void);
+DL_INTERNAL void dl_hook_unpause(void);
+
 /* Take this thread's callback out (hook off); returns the owned reference. */
 static inline PyObject *
 dl_callback_suspend(void)

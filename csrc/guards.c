@@ -20,7 +20,9 @@
  *                type's getset descriptor called directly, when the type's
  *                version says that is what getattr does; a function's
  *                __code__ is read from the function, raising no audit event)
- *   LOAD_ITEM    a = reg[b][obj]                 (exact dicts: no method call)
+ *   LOAD_ITEM    a = reg[b][obj]                 (exact dicts: no method call;
+ *                n = 1: dict.__getitem__ / tuple.__getitem__ of a subclass
+ *                instance, never its own __getitem__ or __missing__)
  *   (LOAD_ATTR through an instance __dict__ and LOAD_ITEM on an exact dict
  *   remember the value they found with the dict's version: an unchanged
  *   dict answers without a lookup; a 3.13 split dict, whose version does
@@ -60,6 +62,11 @@
  *                names in obj (a tuple of str) in its __dict__ (the type
  *                lookup CPython's attribute reads make, through its method
  *                cache: no metaclass or user code runs)
+ *   CHECK_NOT_HASATTR  not hasattr(reg[a], obj)  (obj a str; the lookup
+ *                builtins.hasattr makes, the class's own getattr included)
+ *   CHECK_DISTINCT  the registers in obj[0] (a tuple of register numbers)
+ *                hold pairwise different objects, none of whose id() is in
+ *                obj[1] (a frozenset of ints)
  *
  * Semantics equal the Python expressions evaluated left to right with
  * `and`: ops run in order, the first failing check ends the run (so later
@@ -112,6 +119,8 @@ enum {
     OP_CHECK_INT_EQ,
     OP_CHECK_INT_EXPR,
     OP_CHECK_CLASS_LACKS,
+    OP_CHECK_NOT_HASATTR,
+    OP_CHECK_DISTINCT,
     OP_COUNT
 };
 
@@ -141,6 +150,8 @@ static const char *const op_names[OP_COUNT] = {
     [OP_CHECK_INT_EQ] = "CHECK_INT_EQ",
     [OP_CHECK_INT_EXPR] = "CHECK_INT_EXPR",
     [OP_CHECK_CLASS_LACKS] = "CHECK_CLASS_LACKS",
+    [OP_CHECK_NOT_HASATTR] = "CHECK_NOT_HASATTR",
+    [OP_CHECK_DISTINCT] = "CHECK_DISTINCT",
 };
 
 /* What CHECK_TENSOR expects (owned by its op). */
@@ -161,8 +172,9 @@ typedef struct {
     Py_ssize_t n;
     PyObject *obj;          /* strong or NULL */
     TensorSpec *spec;       /* CHECK_TENSOR only (PyMem) */
-    int64_t *expr;          /* CHECK_INT_EXPR only (PyMem): code, arg pairs */
-    Py_ssize_t expr_len;    /* number of pairs */
+    int64_t *expr;          /* CHECK_INT_EXPR (PyMem): code, arg pairs;
+                               CHECK_DISTINCT: its register numbers */
+    Py_ssize_t expr_len;    /* number of pairs (registers) */
     int64_t hi;             /* CHECK_INT_RANGE: the upper bound */
     /* LOAD_ATTR only: instances of cache_type (strong or NULL) whose type
      * version is cache_version look the attribute up in their __dict__
@@ -584,14 +596,74 @@ load_attr(GuardOp *op, PyObject *obj)
 static PyObject *
 load_item(GuardOp *op, PyObject *container)
 {
-    if (PyDict_CheckExact(container)) {
+    if (PyDict_CheckExact(container) || (op->n == 1 && PyDict_Check(container))) {
         PyObject *v = dict_lookup_cached(op, container);
         if (v == NULL && !PyErr_Occurred()) {
             PyErr_SetObject(PyExc_KeyError, op->obj);
         }
         return v;
     }
+    if (op->n == 1) {
+        /* tuple.__getitem__(container, index) (an int key: parse_op) */
+        if (!PyTuple_Check(container)) {
+            return PyErr_Format(PyExc_TypeError, "not a dict or tuple");
+        }
+        Py_ssize_t i = PyLong_AsSsize_t(op->obj);
+        if (i == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (i < 0) {
+            i += PyTuple_GET_SIZE(container);
+        }
+        if (i < 0 || i >= PyTuple_GET_SIZE(container)) {
+            return PyErr_Format(PyExc_IndexError, "tuple index out of range");
+        }
+        PyObject *v = PyTuple_GET_ITEM(container, i);
+        Py_INCREF(v);
+        return v;
+    }
     return PyObject_GetItem(container, op->obj);
+}
+
+/* CHECK_NOT_HASATTR: 1 when obj has no attribute name (hasattr() False). */
+static int
+check_not_hasattr(PyObject *obj, PyObject *name)
+{
+    PyObject *found;
+    int r = dl_lookup_attr(obj, name, &found);
+    if (r < 0) {
+        return -1;
+    }
+    Py_XDECREF(found);
+    return !r;
+}
+
+/* CHECK_DISTINCT: 1 when the op's registers hold different objects whose
+ * ids are not in the frozenset op->obj[1]. */
+static int
+check_distinct(GuardOp *op, PyObject **regs)
+{
+    PyObject *fixed = PyTuple_GET_ITEM(op->obj, 1);
+    for (Py_ssize_t i = 0; i < op->expr_len; i++) {
+        PyObject *v = regs[op->expr[i]];
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (regs[op->expr[j]] == v) {
+                return 0;
+            }
+        }
+        if (PySet_GET_SIZE(fixed) > 0) {
+            PyObject *id = PyLong_FromVoidPtr(v);
+            if (id == NULL) {
+                return -1;
+            }
+            int in = PySet_Contains(fixed, id);
+            Py_DECREF(id);
+            if (in != 0) {
+                return in < 0 ? -1 : 0;
+            }
+        }
+    }
+    return 1;
 }
 
 static PyObject *
@@ -855,6 +927,40 @@ class_lacks(PyTypeObject *tp, PyObject *names)
     return 1;
 }
 
+/* Parse CHECK_DISTINCT's (registers, frozenset of ids); registers must be
+ * loaded. 0 or -1. */
+static int
+parse_distinct(GuardOp *out, PyObject *obj, Py_ssize_t nregs, const char *defined)
+{
+    if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 2 ||
+        !PyTuple_Check(PyTuple_GET_ITEM(obj, 0)) ||
+        !PyFrozenSet_CheckExact(PyTuple_GET_ITEM(obj, 1))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "CHECK_DISTINCT: a (registers tuple, frozenset) pair");
+        return -1;
+    }
+    PyObject *regs = PyTuple_GET_ITEM(obj, 0);
+    Py_ssize_t n = PyTuple_GET_SIZE(regs);
+    out->expr = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(int64_t));
+    if (out->expr == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    out->expr_len = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GET_ITEM(regs, i));
+        if (r == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (r < 0 || r >= nregs || !defined[r]) {
+            PyErr_Format(PyExc_ValueError, "CHECK_DISTINCT: register %zd read before it is loaded", r);
+            return -1;
+        }
+        out->expr[i] = r;
+    }
+    return 0;
+}
+
 /* Parse CHECK_INT_EXPR's program; registers must be loaded. 0 or -1. */
 static int
 parse_int_expr(GuardOp *out, PyObject *obj, Py_ssize_t nregs,
@@ -1007,6 +1113,12 @@ program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
             break;
         case OP_CHECK_CLASS_LACKS:
             ok = class_lacks(Py_TYPE(regs[op->a]), op->obj);
+            break;
+        case OP_CHECK_NOT_HASATTR:
+            ok = check_not_hasattr(regs[op->a], op->obj);
+            break;
+        case OP_CHECK_DISTINCT:
+            ok = check_distinct(op, regs);
             break;
         default:
             PyErr_SetString(PyExc_SystemError, "bad guard op");
@@ -1173,6 +1285,8 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
     }
 #undef BAD_REG
     if ((op == OP_LOAD_ATTR && !PyUnicode_Check(obj)) ||
+        (op == OP_CHECK_NOT_HASATTR && !PyUnicode_Check(obj)) ||
+        (op == OP_LOAD_ITEM && n == 1 && !PyUnicode_Check(obj) && !PyLong_CheckExact(obj)) ||
         (op == OP_LOAD_CELL && n < 0) ||
         (op == OP_CHECK_KEYS && !PyList_Check(obj)) ||
         (op == OP_CHECK_CLASS_LACKS && !all_str(obj))) {
@@ -1195,6 +1309,9 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
     }
     if (op == OP_CHECK_INT_EXPR &&
         parse_int_expr(out, obj, p->nregs, defined) < 0) {
+        return -1;
+    }
+    if (op == OP_CHECK_DISTINCT && parse_distinct(out, obj, p->nregs, defined) < 0) {
         return -1;
     }
     if (op == OP_CHECK_TENSOR) {

@@ -352,9 +352,7 @@ class OutputGraph:
             # be distinct among themselves and from those, a check as long as the structural ones)
             structural = [s for i, s in self.module_sources.items() if i in self.structural_modules]
             fixed = frozenset(i for i in self.module_sources if i not in self.structural_modules)
-            names = ", ".join(f"___builtins.id({s.name()})" for s in structural)
-            self.add_guard(guards.ExprGuard(f"len({{{names}}}) == {len(structural)} and "
-                                            f"{{fixed}}.isdisjoint({{{names}}})", (("fixed", fixed),)))
+            self.add_guard(guards.DistinctGuard.of(structural, fixed))
         return used
 
     def compile(self, backend, backend_name: str):

@@ -545,7 +545,7 @@ class NotInDictGuard(Guard):
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class AbsentAttrGuard(Guard):
-    """``not hasattr(s, name)``.  The C program has no getattr-or-default op: residual."""
+    """``not hasattr(s, name)`` (CHECK_NOT_HASATTR: the lookup hasattr makes, in C)."""
 
     kind: ClassVar[str] = "ABSENT_ATTR"
     source: Source
@@ -558,7 +558,7 @@ class AbsentAttrGuard(Guard):
         return self.exprs(None)[0]
 
     def emit(self, b):
-        b.residual(self, self.exprs(None)[0])
+        b.op("CHECK_NOT_HASATTR", b.reg(self.source), obj=self.name)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -803,9 +803,10 @@ class ClassLacksGuard(ExprGuard):
         return f"the class of {pretty_name(self.source.name())} now defines one of {', '.join(self.names)}"
 
 
-def distinct_objects(*objs) -> bool:
-    """No two of ``objs`` are one object."""
-    return len({id(o) for o in objs}) == len(objs)
+def distinct_objects(*objs, fixed: frozenset = frozenset()) -> bool:
+    """No two of ``objs`` are one object, and none is one of the objects whose ids are ``fixed``."""
+    ids = {id(o) for o in objs}
+    return len(ids) == len(objs) and fixed.isdisjoint(ids)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -818,9 +819,10 @@ class DistinctGuard(ExprGuard):
 
     kind: ClassVar[str] = "DISTINCT"
     sources: tuple = ()
+    fixed: frozenset = frozenset()  # ids of objects that none of them may be
 
     @classmethod
-    def of(cls, sources) -> "DistinctGuard":
+    def of(cls, sources, fixed: frozenset = frozenset()) -> "DistinctGuard":
         def depth(source) -> int:
             n = 0
             while getattr(source, "parent", None) is not None:
@@ -828,11 +830,17 @@ class DistinctGuard(ExprGuard):
             return n
 
         # anchored at the deepest source: it runs after the guards that make every source readable
-        return cls("{f}(" + ", ".join(s.name() for s in sources) + ")", (("f", distinct_objects),),
-                   max(sources, key=depth), tuple(sources))
+        tail, consts = ("", (("f", distinct_objects),)) if not fixed else \
+            (", fixed={fixed}", (("f", distinct_objects), ("fixed", frozenset(fixed))))
+        return cls("{f}(" + ", ".join(s.name() for s in sources) + tail + ")", consts,
+                   max(sources, key=depth), tuple(sources), frozenset(fixed))
 
     def reads(self):
         return list(self.sources)
+
+    def emit(self, b):
+        regs = tuple(b.reg(s) for s in self.sources)
+        b.op("CHECK_DISTINCT", regs[0], obj=(regs, self.fixed))
 
     def describe(self):
         return f"{', '.join(pretty_name(s.name()) for s in self.sources)} are {len(self.sources)} different objects"

@@ -40,8 +40,8 @@ from typing import Any, Callable, Optional
 from .. import _C, static
 import torch
 
-from ..source import (AttrSource, BuiltinSource, ClosureSource, DictValueSource, GenericAttrSource, GlobalSource,
-                      ItemSource, LocalSource,
+from ..source import (AttrSource, BuiltinSource, ClosureSource, DictItemSource, DictValueSource, GenericAttrSource,
+                      GlobalSource, ItemSource, LocalSource, TupleItemSource,
                       ModuleGlobalSource, TensorSizeSource, TensorStrideSource, TypeSource)
 from .kinds import EXPR_CODES, ExprGuard
 
@@ -279,6 +279,11 @@ class _Builder:
                 self.check(v)
             return
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            inner = node.operand
+            if (_is_builtin_call(inner, "hasattr", 2, self) and isinstance(inner.args[1], ast.Constant)
+                    and type(inner.args[1].value) is str):
+                self.ops.append(("CHECK_NOT_HASATTR", self.value(inner.args[0]), 0, 0, inner.args[1].value))
+                return
             self.ops.append(("CHECK_FALSY", self.value(node.operand), 0, 0, None))
             return
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
@@ -288,6 +293,12 @@ class _Builder:
 
     def _compare(self, left: ast.AST, op: ast.cmpop, right: ast.AST) -> None:
         is_const, const = self.constant(right)
+        if (isinstance(op, ast.Is) and is_const and type(const) is bool and isinstance(left, ast.Compare)
+                and len(left.ops) == 1 and isinstance(left.ops[0], (ast.In, ast.NotIn))):
+            # ``(k in d) is False``: ``in`` gives a bool, so this is ``k not in d``
+            inner = left.ops[0] if const else (ast.NotIn() if isinstance(left.ops[0], ast.In) else ast.In())
+            self._compare(left.left, inner, left.comparators[0])
+            return
         if isinstance(op, ast.Is):
             if is_const:
                 if _is_builtin_call(left, "type", 1, self):
@@ -310,6 +321,11 @@ class _Builder:
                     and isinstance(inner.func, ast.Attribute) and inner.func.attr == "keys"):
                 self.ops.append(("CHECK_KEYS", self.value(inner.func.value), 0, 0, const))
                 return
+            if (type(const) is list and isinstance(inner, ast.Call) and not inner.args and not inner.keywords
+                    and isinstance(inner.func, ast.Attribute) and inner.func.attr == "items"
+                    and all(type(p) is tuple and len(p) == 2 for p in const)):
+                self._items_equal(inner.func.value, const)
+                return
             self.ops.append(("CHECK_EQ", self.value(left), 0, 0, const))
             return
         if isinstance(op, ast.NotEq) and is_const:
@@ -321,6 +337,22 @@ class _Builder:
             self.ops.append((name, self.value(right), 0, 0, key))
             return
         raise Untranslatable(ast.unparse(ast.Compare(left, [op], [right])))
+
+    def _items_equal(self, node: ast.AST, pairs: list) -> None:
+        """``list(<node>.items()) == pairs`` for an exact dict (the TypeGuard before it): its keys
+        in order (CHECK_KEYS compares them as list ``==`` does), then each value as the tuples'
+        ``==`` compares it: by identity for a function or a class with type's ``==``, else ``==``."""
+        d = self.value(node)
+        self.ops.append(("CHECK_KEYS", d, 0, 0, [k for k, _ in pairs]))
+        for i, (k, v) in enumerate(pairs):
+            try:
+                hash(k)
+            except TypeError:
+                raise Untranslatable("an unhashable key") from None
+            reg = self._load(f"={ast.unparse(node)}.items()[{i}]", "LOAD_ITEM", d, 0, k)
+            by_identity = isinstance(v, types.FunctionType) or (
+                isinstance(v, type) and type(v).__eq__ is type.__eq__)
+            self.ops.append(("CHECK_ID" if by_identity else "CHECK_EQ", reg, 0, 0, v))
 
     def add_expr(self, guard, text: str) -> None:
         """Translate one expression of an ExprGuard, or send it (whole) to the residual."""
@@ -383,6 +415,10 @@ class _Builder:
             return self._load(key, "LOAD_ATTR", self.reg(source.parent), 1, source.attr)
         if kind is ItemSource and _faithful_key(source.key):
             return self._load(key, "LOAD_ITEM", self.reg(source.parent), 0, source.key)
+        if kind is DictItemSource and type(source.key) in (int, str):  # (n=1: dict's own lookup)
+            return self._load(key, "LOAD_ITEM", self.reg(source.parent), 1, source.key)
+        if kind is TupleItemSource and type(source.index) is int:  # (n=1: tuple's own lookup)
+            return self._load(key, "LOAD_ITEM", self.reg(source.parent), 1, source.index)
         if kind is DictValueSource:  # the keys guard makes parent[key] the value at index
             return self._load(key, "LOAD_ITEM", self.reg(source.parent), 0, source.key)
         if kind is ClosureSource and source.index >= 0:
@@ -474,7 +510,7 @@ def _inline_plan(check) -> Optional[list]:
     ops, keys = check.program_ops, check.program_regs
     plan = None
     if ops is not None and keys is not None and check.residual_source is None \
-            and not any(op[0] == "CHECK_INT_EXPR" for op in ops):  # (registers inside its postfix program)
+            and not any(op[0] in ("CHECK_INT_EXPR", "CHECK_DISTINCT") for op in ops):  # (registers in obj)
         key_of = {reg: key for key, reg in keys.items() if reg >= len(check.arg_names) + 2}
         plan = []
         for name, a, b, n, obj in ops:
@@ -559,7 +595,7 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
         elif name == "LOAD_ATTR":
             lines.append(f"r{a} = LOAD_ATTR r{b} .{obj}" + (" (generic)" if n == 1 else ""))
         elif name == "LOAD_ITEM":
-            lines.append(f"r{a} = LOAD_ITEM r{b} [{obj!r}]")
+            lines.append(f"r{a} = LOAD_ITEM r{b} [{obj!r}]" + (" (own lookup)" if n == 1 else ""))
         elif name == "LOAD_CELL":
             lines.append(f"r{a} = LOAD_CELL r{b} [{n}]")
         elif name in ("LOAD_TYPE", "LOAD_CALL0"):
@@ -572,6 +608,9 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
             lines.append(f"CHECK_INT_EXPR {_render_postfix(obj)}")
         elif name in ("CHECK_SAME", "CHECK_INT_EQ"):
             lines.append(f"{name} r{a} r{b}")
+        elif name == "CHECK_DISTINCT":
+            lines.append(f"CHECK_DISTINCT {' '.join(f'r{r}' for r in obj[0])}"
+                         + (f" not in {len(obj[1])} fixed" if obj[1] else ""))
         elif name == "CHECK_LEN":
             lines.append(f"CHECK_LEN r{a} {n}")
         elif name == "CHECK_TENSOR":

@@ -586,8 +586,9 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
     if not in_class and isinstance(getattr(value, "__dict__", None), dict) and (
             isinstance(value, torch.nn.Module) or mro_lookup(cls, "__getattr__")[0] is None):
         dicts = ["__dict__"] + (["_parameters", "_buffers", "_modules"] if isinstance(value, torch.nn.Module) else [])
+        generic = isinstance(obj, UserDefinedObjectVariable) and obj._own_getattribute()
         for d in dicts:
-            tx.output.add_guard(guards.NotInDictGuard(src, name, d))
+            tx.output.add_guard(guards.NotInDictGuard(src, name, d, generic=generic))
         # ... nor the class (a class attribute, a property, a __getattr__ set on it later)
         tx.output.add_guard(guards.ClassLacksGuard.of(
             src, (name,) if isinstance(value, torch.nn.Module) else (name, "__getattr__")))

@@ -516,7 +516,9 @@ class InstanceDictVariable(VariableTracker):
     """
 
     def __init__(self, obj: "ObjectLike"):
-        super().__init__(AttrSource(obj.source, "__dict__") if obj.source is not None else None)
+        # (read as object.__getattribute__ does when the class has a __getattribute__ of its own)
+        super().__init__(obj._attr_source("__dict__") if isinstance(obj, UserDefinedObjectVariable)
+                         else AttrSource(obj.source, "__dict__") if obj.source is not None else None)
         self.obj = obj
 
     def reconstruct(self, cg):

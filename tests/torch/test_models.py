@@ -243,6 +243,37 @@ def test_model_output_built_and_mutated_in_compiled_code():
 
 
 @needs_transformers
+def test_model_output_rebuilt_after_its_class_changed(monkeypatch):
+    # the rebuild sets the state the constructor leaves only while the class has the methods the
+    # trace modelled: a __post_init__ replaced later runs, as in eager
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    def f(x):
+        return CausalLMOutputWithPast(logits=x * 2, past_key_values=(x,))
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    x = torch.randn(2, 3)
+    for _ in range(2):
+        got, expected = compiled(x), f(x)
+        assert_same(expected, got)
+        assert list(got.keys()) == list(expected.keys()) == ["logits", "cache"]
+        assert list(vars(got)) == list(vars(expected))
+    original = CausalLMOutputWithPast.__post_init__
+    calls = []
+
+    def post_init(self):
+        calls.append(type(self).__name__)
+        original(self)
+
+    monkeypatch.setattr(CausalLMOutputWithPast, "__post_init__", post_init)  # (undone by deleting it again)
+    expected = f(x)
+    assert calls == ["CausalLMOutputWithPast"]
+    got = compiled(x)
+    assert calls == ["CausalLMOutputWithPast"] * 2
+    assert_same(expected, got)
+
+
+@needs_transformers
 def test_clip_output_with_its_own_to_tuple_is_one_graph():
     # CLIPOutput overrides to_tuple (nested outputs become tuples): the override is inlined, so
     # building it, out[0] / out[1:] and to_tuple() are traced (torch.compile: no break either)

@@ -1635,3 +1635,60 @@ def test_frames_of_monitoring_callbacks_are_not_captured(hook):
     assert seen == ["monitored"]
     assert hook.count(on_call) == 0 and hook.count(callback_body) == 0  # never handed to the callback
     assert hook.count(monitored) == 1
+
+
+def test_call_with_hook_off_puts_the_default_evaluator_back_for_the_call(hook):
+    # nothing a CallWithHookOff runs is captured: while no other callback needs the hook, the
+    # previous eval-frame function is back for the call (CPython inlines Python-to-Python calls
+    # again), and ours is back afterwards, also after an exception and around a nested scope
+    seen = []
+
+    def inner(fail=False):
+        seen.append(_C._is_installed())
+        _C.CallWithCallback(lambda: seen.append(_C._is_installed()), hook)()
+        seen.append(_C._is_installed())
+        if fail:
+            raise KeyError("x")
+        return 1
+
+    off = _C.CallWithHookOff(inner)
+    assert not _C._is_installed() or _C._live_callbacks() > 0
+    prev = _C.set_callback(hook)
+    try:
+        assert _C._is_installed()
+        assert off() == 1
+        assert seen == [False, True, False]
+        assert _C._is_installed() and _C.get_callback() is hook
+        with pytest.raises(KeyError):
+            off(True)
+        assert _C._is_installed() and _C.get_callback() is hook
+    finally:
+        _C.set_callback(prev)
+    assert _C._live_callbacks() == (0 if prev is None else 1)
+    seen.clear()
+    off()  # no callback of this thread to pause: nothing changes
+    assert seen == [_C._is_installed(), True, _C._is_installed()]
+
+
+def test_call_with_hook_off_keeps_the_hook_for_another_threads_callback(hook):
+    import threading
+
+    started, release, seen = threading.Event(), threading.Event(), []
+
+    def other():
+        prev = _C.set_callback(hook)  # another thread's live callback
+        started.set()
+        release.wait(10)
+        _C.set_callback(prev)
+
+    t = threading.Thread(target=other)
+    t.start()
+    started.wait(10)
+    prev = _C.set_callback(hook)
+    try:
+        _C.CallWithHookOff(lambda: seen.append(_C._is_installed()))()
+    finally:
+        _C.set_callback(prev)
+        release.set()
+        t.join()
+    assert seen == [True]

@@ -569,6 +569,73 @@ def test_class_lacks_follows_the_class_and_its_bases():
         _prog([("CHECK_CLASS_LACKS", 0, 0, 0, ["zz"])])  # the names are a tuple of str
 
 
+def test_not_hasattr_is_the_builtin_lookup():
+    calls = []
+
+    class Lazy:
+        def __getattr__(self, name):  # hasattr asks it, as eager's hasattr does
+            calls.append(name)
+            if name == "made":
+                return 1
+            raise AttributeError(name)
+
+    class Broken:
+        def __getattr__(self, name):
+            raise KeyError(name)  # not an AttributeError: hasattr raises, the guard fails
+
+    p = _prog([("CHECK_NOT_HASATTR", 0, 0, 0, "jax")])
+    assert p(Obj(), {}, None) is True
+    o = Obj()
+    o.jax = 0
+    assert p(o, {}, None) is False
+    assert p(Lazy(), {}, None) is True and calls == ["jax"]
+    assert _prog([("CHECK_NOT_HASATTR", 0, 0, 0, "made")])(Lazy(), {}, None) is False
+    assert p(Broken(), {}, None) is False
+    with pytest.raises(TypeError):
+        _prog([("CHECK_NOT_HASATTR", 0, 0, 0, 3)])
+
+
+def test_distinct_checks_identity_and_the_fixed_ids():
+    a, b, c = Obj(), Obj(), Obj()
+    ops = [("LOAD_ITEM", 3, 0, 0, 0), ("LOAD_ITEM", 4, 0, 0, 1), ("LOAD_ITEM", 5, 0, 0, 2),
+           ("CHECK_DISTINCT", 3, 0, 0, ((3, 4, 5), frozenset({id(c)})))]
+    p = _prog(ops)
+    assert p([a, b, Obj()], {}, None) is True
+    assert p([a, a, Obj()], {}, None) is False  # two are one object
+    assert p([a, b, c], {}, None) is False  # one is an object whose id is fixed
+    assert _prog(ops[:3] + [("CHECK_DISTINCT", 3, 0, 0, ((3, 4, 5), frozenset()))])([a, b, c], {}, None) is True
+    with pytest.raises(ValueError):
+        _prog([("CHECK_DISTINCT", 0, 0, 0, ((0, 6), frozenset()))])  # register 6 never loaded
+    with pytest.raises(TypeError):
+        _prog([("CHECK_DISTINCT", 0, 0, 0, ((0,), {1}))])  # a frozenset, not a set
+
+
+def test_load_item_own_lookup_skips_the_subclass_methods():
+    class Table(dict):
+        def __getitem__(self, key):  # the guard never runs this
+            raise AssertionError("override called")
+
+        def __missing__(self, key):
+            raise AssertionError("__missing__ called")
+
+    class Pair(tuple):
+        def __getitem__(self, i):
+            raise AssertionError("override called")
+
+    p = _prog([("LOAD_ITEM", 3, 0, 1, "gelu"), ("CHECK_EQ", 3, 0, 0, 1)])
+    t = Table(gelu=1)
+    assert p(t, {}, None) is True and p(t, {}, None) is True
+    dict.__setitem__(t, "gelu", 2)
+    assert p(t, {}, None) is False
+    assert p(Table(), {}, None) is False  # missing: the guard fails, __missing__ is not asked
+    q = _prog([("LOAD_ITEM", 3, 0, 1, -1), ("CHECK_EQ", 3, 0, 0, "b")])
+    assert q(Pair(("a", "b")), {}, None) is True
+    assert q(Pair(()), {}, None) is False
+    assert q(["a", "b"], {}, None) is False  # neither a dict nor a tuple
+    with pytest.raises(TypeError):
+        _prog([("LOAD_ITEM", 3, 0, 1, 1.5)])
+
+
 def test_program_eq_has_no_identity_shortcut():
     nan = float("nan")
     p = _prog([("CHECK_EQ", 0, 0, 0, nan)])
@@ -810,6 +877,13 @@ def _obj(**attrs):
 
 
 _SHARED = _Obj()
+
+
+class _Strict(dict):
+    """A dict subclass whose own lookup must not run in a guard."""
+
+    def __getitem__(self, key):
+        raise AssertionError("the subclass's __getitem__ ran")
 _HOLDER = _obj(v=_SHARED)
 _MOD = nn.Linear(1, 1)
 
@@ -817,7 +891,7 @@ _MOD = nn.Linear(1, 1)
 def _kind_cases():
     """(guard, arg names, passing args, failing args, globals of the failing call, in C?) per kind."""
     from dynamo_lite import guards as g
-    from dynamo_lite.source import AttrSource, GlobalSource, ItemSource, LocalSource
+    from dynamo_lite.source import AttrSource, DictItemSource, GlobalSource, ItemSource, LocalSource
 
     x, y = LocalSource("x"), LocalSource("y")
     t = torch.randn(2, 3)
@@ -842,7 +916,18 @@ def _kind_cases():
         "NOT_IN_DICT": (g.NotInDictGuard(x, "a"), ("x",), (_obj(b=1),), (_obj(a=1),), None, True),
         "NOT_IN_DICT_PARAMS": (g.NotInDictGuard(x, "weight", "_parameters"), ("x",), (nn.ReLU(),),
                                (nn.Linear(1, 1),), None, True),
-        "ABSENT_ATTR": (g.AbsentAttrGuard(x, "a"), ("x",), (_obj(),), (_obj(a=1),), None, False),
+        "ABSENT_ATTR": (g.AbsentAttrGuard(x, "a"), ("x",), (_obj(),), (_obj(a=1),), None, True),
+        "DISTINCT": (g.DistinctGuard.of((x, y)), ("x", "y"), (_Obj(), _Obj()), (_SHARED, _SHARED), None, True),
+        "DISTINCT_FIXED": (g.DistinctGuard.of((x, y), frozenset({id(_SHARED)})), ("x", "y"), (_Obj(), _Obj()),
+                           (_Obj(), _SHARED), None, True),
+        "EXPR_IN_IS_FALSE": (g.ExprGuard("('k' in x) is False"), ("x",), ({"j": 1},), ({"k": 1},), None, True),
+        "EXPR_ITEMS": (g.ExprGuard("list(x.items()) == {items}", (("items", [(int, _Obj), ("a", 1)]),)), ("x",),
+                       ({int: _Obj, "a": True},), ({int: _Obj, "a": 2},), None, True),
+        "EXPR_ITEMS_FUNC": (g.ExprGuard("list(x.items()) == {items}", (("items", [(int, _obj)]),)), ("x",),
+                            ({int: _obj},), ({int: lambda **kw: 0},), None, True),
+        "EXPR_NOT_HASATTR": (g.ExprGuard("not hasattr(x, 'a')"), ("x",), (_obj(),), (_obj(a=1),), None, True),
+        "DICT_ITEM_OWN": (g.ConstGuard(DictItemSource(x, "k"), 1), ("x",), (_Strict(k=1),), (_Strict(k=2),), None,
+                          True),
         "IS": (g.IsGuard(x, ("training",), True), ("x",), (nn.Linear(1, 1),), (nn.Linear(1, 1).eval(),), None, True),
         "IS_FUNC": (g.IsGuard(AttrSource(x, "f"), ("__func__",), _Obj.__init__), ("x",),
                     (_obj(f=types.MethodType(_Obj.__init__, 1)),), (_obj(f=types.MethodType(len, 1)),), None, True),
@@ -999,3 +1084,41 @@ r5 = LOAD_ATTR r0 .training
 CHECK_ID r5 True
 r6 = LOAD_ATTR r0 .weight
 CHECK_TENSOR r6 Parameter float32 cpu shape=[1, 1] stride=[1, 1] requires_grad=True"""
+
+
+class _SpecConfig:
+    """transformers' configs: a Python __getattribute__ that reads the instance dict through
+    object.__getattribute__ on every attribute read."""
+
+    def __init__(self):
+        self.hidden = 4
+
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None:
+            key = spec.get(key, key)
+        return super().__getattribute__(key)
+
+
+def _with_spec_config(x, config):
+    if hasattr(config, "vision_layers"):
+        x = x + 1
+    return x * config.hidden
+
+
+def test_guards_read_an_instance_dict_without_the_classs_getattribute():
+    # the dict the trace read through object.__getattribute__, and the dict that says hasattr()
+    # is False, are read the same way by the guards, in C: never through the user's method (the
+    # Python residual ran it on every call)
+    c = Case(_with_spec_config)
+    config = _SpecConfig()
+    c(torch.ones(2), config)
+    c(torch.ones(2), config)
+    guard = _program(c)
+    assert guard.residual_source is None, guard.residual_source
+    dict_loads = [line for line in guard.program_text().splitlines() if line.endswith(".__dict__")]
+    assert dict_loads == [], dict_loads  # (each is "... .__dict__ (generic)")
+    config._spec = {"hidden": "vision_layers"}
+    config.vision_layers = 5
+    c(torch.ones(2), config)
+    assert c.compiles == 2

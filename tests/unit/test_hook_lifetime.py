@@ -46,19 +46,27 @@ def test_installed_only_during_a_compiled_call():
     assert seen and all(s == (True, 1) for s in seen), seen
 
 
-def test_nested_compiled_calls_and_disabled_calls_keep_it_until_the_outermost_returns():
-    states = []
+def test_nested_compiled_calls_keep_it_until_the_outermost_returns_and_disabled_calls_pause_it():
+    # a disabled call (CallWithHookOff) captures nothing: the default evaluator is back for it
+    # (CPython inlines its calls), its callers' callbacks still live; the hook is back after it
+    states, around = [], []
 
     @dynamo_lite.disable
     def probe(x):
         states.append(_state())
         return x
 
+    def outer_fn(x):
+        y = inner(x)
+        around.append(_state())  # (a break: runs in Python, between the two calls)
+        return y + probe(x)
+
     inner = dynamo_lite.compile(lambda x: probe(x) * 2, backend="eager")
-    outer = dynamo_lite.compile(lambda x: inner(x) + probe(x), backend="eager")
+    outer = dynamo_lite.compile(outer_fn, backend="eager")
     outer(torch.ones(2))
     outer(torch.ones(2))
-    assert states and all(installed for installed, _ in states), states
+    assert states and all(not installed and live >= 1 for installed, live in states), states
+    assert around and all(installed and live == 1 for installed, live in around), around
     assert _state() == (False, 0)
 
 
