@@ -17,7 +17,7 @@ Supported: CPython 3.11, 3.12 and 3.13 (the C side: csrc/cpython_compat.h).  Wha
   instructions before a CALL that belong to it), ``OP_KW_NAMES``,
   ``OP_LOAD_METHOD``, ``OP_LIST_TO_TUPLE``, ``OP_LOAD_SUPER_ATTR``, ``RETURNS``,
   ``LOCAL_READS``, ``RESUMABLE``, ``UNSUPPORTED_OPS`` (version-only opcodes the
-  interpreter refuses, by kind);
+  interpreter refuses, by kind); ``MATCH_CLASS_NOT_A_CLASS`` (an error message of MATCH_CLASS);
 - code flags (``CO_*``) and MAKE_FUNCTION flag bits (``MF_*``);
 - decoding for the interpreter: ``instructions`` (``Instruction``s, dis's fields and values, without
   CACHE/EXTENDED_ARG), ``exception_table``, ``binary_op_name``, ``starts_line``,
@@ -251,6 +251,9 @@ else:
         "IMPORT_STAR": "import *",
         "PRINT_EXPR": "interactive",
     }
+
+# MATCH_CLASS's TypeError when the pattern's name is not a class (3.11 says "type")
+MATCH_CLASS_NOT_A_CLASS = "called match pattern must be a class" if _PY312 else "called match pattern must be a type"
 
 # Opcode names whose use is version knowledge: they exist in only some supported Pythons.  No
 # other module of dynamo_lite spells them, except as the names a handler registers for

@@ -135,8 +135,8 @@ MODULE_CREATED = _register("DL0016", "Module or parameter created",
                            "Create modules in __init__, not in forward.",
                            cause=DYNAMO_LITE, hints_only_in=("forward",))
 UNSUPPORTED_BYTECODE = _register("DL0017", "Unsupported bytecode",
-                                 "An instruction dynamo_lite does not interpret yet (match statements, async, "
-                                 "deleting attributes, module and class bodies).",
+                                 "An instruction dynamo_lite does not interpret yet (async code, deleting a global or "
+                                 "closure variable, except*, module and class bodies).",
                                  cause=DYNAMO_LITE)
 TRACE_TOO_LONG = _register("DL0018", "Trace too long",
                            "The frame executed more instructions than config.max_traced_instructions while tracing "
@@ -287,11 +287,11 @@ def f(x):
 """)
 _example(UNSUPPORTED_BYTECODE, """
 def f(x):
-    match x.shape:                 # a match statement with a sequence pattern
-        case (n, m):
-            return x * n
-        case _:
-            return x
+    y = x * 2
+    def scaled():
+        return y * 3
+    del y                          # deleting a closure variable
+    return x + 1
 """)
 _example(CALL_NOT_TRACED, """
 import json

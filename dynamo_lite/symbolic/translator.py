@@ -349,6 +349,17 @@ class InstructionTranslatorBase:
                 return None
             raise
 
+    def call_unless_raises(self, call, exc_type: type) -> Optional[VariableTracker]:
+        """``call()``, or None when it raised ``exc_type`` (or a subclass) in the trace and a C
+        caller in Python would clear it (getattr() in a class pattern: AttributeError is "no match")."""
+        try:
+            return call()
+        except SymbolicException as e:
+            raised = e.exc.python_type() if isinstance(e.exc, VariableTracker) else None
+            if isinstance(raised, type) and issubclass(raised, exc_type):
+                return None
+            raise
+
     def raise_builtin_exception(self, exc_type: type, args: list) -> None:
         """Raise ``exc_type(*args)`` in the trace, as a builtin would (handled by the traced
         code's own except clauses, or raised by Python if it leaves the frame)."""

@@ -39,4 +39,4 @@ def missing_handlers() -> list[str]:
                   and not n.startswith("<") and n != "CACHE")
 
 
-from . import load_store, stack, arith, build, calls, control, unsupported  # noqa: E402,F401
+from . import load_store, stack, arith, build, calls, control, match, unsupported  # noqa: E402,F401

@@ -25,10 +25,6 @@ UNSUPPORTED = {
     "SETUP_ANNOTATIONS": "module and class bodies are not traced",
     "DELETE_GLOBAL": "deleting a global",
     "DELETE_DEREF": "deleting a closure variable",
-    "MATCH_CLASS": "match statements are not traced",
-    "MATCH_MAPPING": "match statements are not traced",
-    "MATCH_SEQUENCE": "match statements are not traced",
-    "MATCH_KEYS": "match statements are not traced",
 }
 # the 3.11-only ones, named by bytecode_compat (by kind)
 _REASON_OF_KIND = {
