@@ -4,7 +4,8 @@ BINARY_OP (all 26 variants), COMPARE_OP, IS_OP, CONTAINS_OP, UNARY_* and the
 ``operator`` module all come here (``in`` is the trackers' ``contains``, truth their ``bool``:
 base.py's protocol).  Constants fold exactly; anything involving
 a tensor becomes a graph node; containers concatenate, repeat and compare
-element by element like CPython (identity first); builtin containers of
+element by element like CPython (identity first), builtins of different kinds (a dict and
+a str) are never equal; builtin containers of
 constants fold on copies; user objects (inputs and objects made in the trace)
 with operator dunders are inlined, ``!=`` falling back to ``not __eq__``.
 Tested by tests/semantics/test_builtins.py, tests/semantics/test_containers.py and tests/semantics/test_user_classes.py.
@@ -291,6 +292,10 @@ def _user_dunder(tx, fn, a, b):
         if opaque is not None:
             # e.g. np.int64(0) == 0 is True: identity is only the answer when neither type compares
             raise GraphBreak(gb.VALUE_UNKNOWN, f"{opaque.describe()} compares with its type's own {names[0]}")
+        if _never_equal_builtins(a, b):
+            # {"op": 1} == "add", [1] == 1: each type's == returns NotImplemented for the other,
+            # then identity, and objects of two types are never one object
+            return ConstantVariable(plain is operator.ne)
         # identity is the answer only when both types compare as object does (a dict, a list or
         # an int compares its contents: {"x": t} == {"x": t2} compares the tensors)
         same = same_object(a, b) if _compared_by_identity(a, b, names[0]) else None
@@ -303,6 +308,18 @@ def _user_dunder(tx, fn, a, b):
 
 # builtin types whose __eq__/__ne__ return NotImplemented for an operand of an unrelated type
 _FOREIGN_NOT_IMPLEMENTED = (int, float, complex, str, bytes, tuple, list, dict, set, frozenset, type(None))
+
+
+# exact builtin types whose == returns NotImplemented for an operand of another kind here (numbers
+# compare with numbers, sets with frozensets); bytes is left out (== with a str warns under -b)
+_EQ_KIND = {bool: "number", int: "number", float: "number", complex: "number", str: "str", tuple: "tuple",
+            list: "list", dict: "dict", set: "set", frozenset: "set", type(None): "None"}
+
+
+def _never_equal_builtins(a, b) -> bool:
+    """Are ``a`` and ``b`` of exact builtin types of different kinds (never ==)?"""
+    kind_a, kind_b = _EQ_KIND.get(type_or_none(a)), _EQ_KIND.get(type_or_none(b))
+    return kind_a is not None and kind_b is not None and kind_a != kind_b
 
 
 def _compared_by_identity(a, b, name: str) -> bool:

@@ -461,6 +461,15 @@ def test_container_equality_and_membership():
     check(f, x3, [1, 2])
 
 
+def test_equality_of_builtins_of_different_kinds():
+    # an input dict or list against a str or an int: each == returns NotImplemented, so False
+    # (match statements compare a subject with every literal pattern this way)
+    def f(x, d, lst):
+        return x + 1, d == "add", "add" != d, lst == 3, d == lst, lst != {1: 2}, d == 3.5
+
+    check(f, x3, {"op": x3}, [x3], breaks=0)
+
+
 def test_list_sum_of_lists_and_repetition():
     def f(x):
         a = [x + 1] * 3

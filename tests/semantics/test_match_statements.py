@@ -140,6 +140,21 @@ def test_mapping_patterns_with_rest(m):
     check_breaks(mappings, X, m, breaks=0)
 
 
+def test_literal_patterns_before_a_mapping_pattern():
+    def f(x, s):
+        match s:
+            case "add" | 3:
+                return x + 1
+            case {"op": op}:
+                return x + len(op)
+            case _:
+                return x - 1
+
+    _uses(f, "MATCH_MAPPING", "MATCH_KEYS")
+    for s in [{"op": "ab"}, {"z": 1}, [1, 2], "add", 3]:
+        check_breaks(f, X, s, breaks=0)  # a dict compared with "add" and 3 is not equal
+
+
 def test_mapping_pattern_does_not_create_keys_of_a_defaultdict():
     def f(x, d):
         match d:
