@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import pytest
 import torch
 
+import dynamo_lite
 from dynamo_lite.testing import check_breaks, check_calls, print_with_graph_break
 
 X = torch.ones(3)
@@ -436,3 +437,33 @@ def test_case_body_with_graph_break_resumes():
     _uses(f, "MATCH_MAPPING", "MATCH_KEYS")
     check_breaks(f, X, {"op": "a", "b": 1}, breaks=1)
     check_breaks(f, X, [3, 4], breaks=0)
+
+
+class _Registered:
+    """A class registered with collections.abc.Sequence after a function matched on it."""
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        return i * 10
+
+
+def test_a_class_registered_as_a_sequence_later_matches_then():
+    import collections.abc
+
+    def f(x, obj):
+        match obj:
+            case [a, b]:
+                return x + a + b
+            case _:
+                return x - 1
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    obj = _Registered()
+    assert torch.equal(compiled(torch.ones(2), obj), f(torch.ones(2), obj))
+    collections.abc.Sequence.register(_Registered)  # the class has the sequence flag from now on
+    assert torch.equal(f(torch.ones(2), obj), torch.ones(2) + 10)
+    assert torch.equal(compiled(torch.ones(2), obj), torch.ones(2) + 10)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ... import bytecode_compat
 from ... import graph_breaks as gb
+from ... import guards
 from ...exc import GraphBreak
 from ...variables.builtin import BuiltinVariable
 from ...variables.constant import ConstantVariable, NONE
@@ -67,9 +68,20 @@ def _subject_type(tx, subject) -> type:
     return cls.as_python_constant()
 
 
+def _flag_of(cls: type, flag: int) -> bool:
+    """Does ``cls`` have ``flag`` now (the guard of a class whose flags may change)?"""
+    return bool(_type_flags(cls) & flag)
+
+
 def _match_by_flag(flag: int):
     def handler(tx, inst):
-        tx.push(ConstantVariable(bool(_type_flags(_subject_type(tx, tx.peek())) & flag)))
+        cls = _subject_type(tx, tx.peek())
+        has = _flag_of(cls, flag)
+        if _type_flags(cls) & _TPFLAGS_HEAPTYPE:
+            # a class defined in Python gains the flag when registered with collections.abc later
+            tx.output.add_guard(guards.ExprGuard("{f}({c}, {n}) is {v}",
+                                                 (("f", _flag_of), ("c", cls), ("n", flag), ("v", has))))
+        tx.push(ConstantVariable(has))
     return handler
 
 
