@@ -30,7 +30,7 @@ from ..shapes import is_grad_of_non_leaf_warning, ShapeTracker
 from ..source import Source
 from ..variables.cells import CellVariable
 from ..variables.formatted_text import SNAPSHOT_META
-from ..variables.tensor import warnings_issued
+from ..variables.tensor import schema_writes, warnings_issued
 from .side_effects import SideEffects
 
 
@@ -594,7 +594,7 @@ def _leaves_traces(node: torch.fx.Node) -> bool:
         return True
     if getattr(target, "namespace", None) == "_c10d_functional":
         return True  # a collective: the other ranks took part in it, it cannot be run again
-    if "out" in node.kwargs or node.kwargs.get("inplace") is True:
+    if "out" in node.kwargs or node.kwargs.get("inplace") is True or schema_writes(target):
         return True
     if not isinstance(target, str) and getattr(target, "__module__", "") == "torch.nn.functional" \
             and any(a is True for a in node.args):

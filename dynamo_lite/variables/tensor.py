@@ -559,7 +559,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     if caught and kind == "call_function":
         target = _quiet(target)  # the graph's run must not issue it again (from the graph's code)
     output.shapes.note()
-    if _uses_default_dtype(example, fake_args, fake_kwargs):
+    if uses_default_dtype(example, fake_args, fake_kwargs):
         output.guard_default_dtype()
     example = _undefined_outputs_as_none(target, fake_args, fake_kwargs, example)
     node = output.create_node(kind, target, node_args, node_kwargs)
@@ -608,10 +608,12 @@ def _replayable_warning(w) -> bool:
     return any(w.category is cat and str(w.message).startswith(prefix) for cat, prefix in _REPLAYABLE_WARNINGS)
 
 
-def _uses_default_dtype(example, fake_args, fake_kwargs) -> bool:
-    """A floating result made without floating inputs or a dtype took torch.get_default_dtype()
-    (torch.ones(2), torch.tensor([1.5]), int_tensor / 2): the graph is only valid for it."""
-    if not isinstance(example, torch.Tensor) or not (example.is_floating_point() or example.is_complex()):
+def uses_default_dtype(example, fake_args, fake_kwargs) -> bool:
+    """A floating result (or dtype: ``torch.result_type(int_tensor, 1.0)``) made without floating
+    inputs or a dtype took torch.get_default_dtype() (torch.ones(2), torch.tensor([1.5]),
+    int_tensor / 2): the graph is only valid for it."""
+    dtype = example.dtype if isinstance(example, torch.Tensor) else example
+    if not isinstance(dtype, torch.dtype) or not (dtype.is_floating_point or dtype.is_complex):
         return False
     for f in [*fake_args, *fake_kwargs.values()]:
         if isinstance(f, torch.dtype) or isinstance(f, torch.Tensor) and (f.is_floating_point() or f.is_complex()):
@@ -698,7 +700,8 @@ def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
             output.remove_node(node)
         return ConstantVariable(example)
     if isinstance(example, (tuple, list)) and all(isinstance(e, (int, float, bool)) for e in example):
-        output.remove_node(node)
+        if not _has_side_effect(node):  # (an op that writes its arguments and returns ``()`` stays)
+            output.remove_node(node)
         items = [ConstantVariable(e) for e in example]
         return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
     output.remove_node(node)
@@ -737,12 +740,24 @@ _ASSERTS = frozenset({torch._assert_async, torch.ops.aten._assert_async.default,
 
 
 def _has_side_effect(node: torch.fx.Node) -> bool:
+    """Must the node stay in the graph although nothing uses its result?  An in-place op, an
+    ``out=`` variant (``torch.unbind_copy(x, out=[...])`` returns None), an operator whose schema
+    writes an argument (``mylib::fill(Tensor x, *, Tensor(a!) out) -> ()``), an assert."""
     target = node.target
     if node.op == "call_method":
         return isinstance(target, str) and target.endswith("_") and not target.endswith("__")
     name = getattr(target, "__name__", "")
     return name.endswith("_") and not name.endswith("__") or target is operator.setitem or \
-        (type(target) is not str and target in _ASSERTS)
+        (type(target) is not str and target in _ASSERTS) or "out" in node.kwargs or schema_writes(target)
+
+
+def schema_writes(target) -> bool:
+    """Does the operator (an OpOverload, or any overload of an OpOverloadPacket) write an argument?"""
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.is_mutable
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return any(getattr(target, name)._schema.is_mutable for name in target.overloads())
+    return False
 
 
 # ---- symbolic ints (dynamic shapes) ---------------------------------------------------

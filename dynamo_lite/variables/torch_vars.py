@@ -38,7 +38,7 @@ from .sequences import ListVariable, SizeVariable
 from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable, PYTHON_FUNCTION_HANDLERS
 from .contexts import GlobalModeContextVariable, GlobalModeDecoratedVariable, GradModeVariable, inference_mode_context
-from .tensor import fake_arg, record_op, SymNodeVariable, TensorVariable, warnings_issued
+from .tensor import fake_arg, record_op, SymNodeVariable, TensorVariable, uses_default_dtype, warnings_issued
 from .numpy_arrays import numpy_scalar_to_torch, numpy_to_torch
 from .methods import BoundMethodOfVariable
 
@@ -318,19 +318,24 @@ class TorchVariable(KnownValueVariable):
             return SizeVariable(items)
         if fn in (torch.device, torch.dtype, torch.finfo, torch.iinfo) or fn in _METADATA:
             if fn in _METADATA and any(isinstance(a, TensorVariable) for a in args):
+                fakes = [fake_arg(a) for a in args], {k: fake_arg(v) for k, v in kwargs.items()}
                 with tx.output.fake_mode:
-                    value = fn(*[fake_arg(a) for a in args], **{k: fake_arg(v) for k, v in kwargs.items()})
+                    value = fn(*fakes[0], **fakes[1])
+                if uses_default_dtype(value, *fakes):  # torch.result_type(int_tensor, 1.0)
+                    tx.output.guard_default_dtype()
                 return wrap_constant_result(value)
             if fn is torch.is_tensor and len(args) == 1 and not kwargs and not args[0].is_python_constant():
                 # torch.is_tensor(obj) is isinstance(obj, torch.Tensor): the type answers it
                 # (a list of tensors, a user object; python_type breaks when the type is unknown)
                 return ConstantVariable(issubclass(args[0].python_type(), torch.Tensor))
             if all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values()):
+                consts = [a.as_python_constant() for a in args], {k: v.as_python_constant() for k, v in kwargs.items()}
                 try:
-                    value = fn(*[a.as_python_constant() for a in args],
-                               **{k: v.as_python_constant() for k, v in kwargs.items()})
+                    value = fn(*consts[0], **consts[1])
                 except Exception as e:  # noqa: BLE001
                     raise GraphBreak(gb.OPERATION_RAISES, f"{self.describe()} raised {type(e).__name__}") from e
+                if fn in _METADATA and uses_default_dtype(value, *consts):  # torch.result_type(1, 2.5)
+                    tx.output.guard_default_dtype()
                 return ConstantVariable(value)
         if fn in _LEGACY_CONSTRUCTORS and len(args) == 1 and not kwargs and _number_sequence(args[0]):
             # torch.LongTensor([1, 2]): torch.tensor(data, dtype=...) (the sizes form,

@@ -1207,6 +1207,9 @@ class SuperVariable(VariableTracker):
         if self.obj.source is not None and obj_type is self.obj.python_type() and \
                 isinstance(self.obj, UserDefinedObjectVariable):
             mro_src = AttrSource(TypeSource(self.obj.source), "__mro__")
+        elif isinstance(self.obj, NewObjectVariable) and self.obj.class_source is not None and \
+                obj_type is self.obj.python_type():
+            mro_src = AttrSource(self.obj.class_source, "__mro__")  # (an object the trace made)
         for i, klass in enumerate(mro[start:], start):
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
@@ -1222,11 +1225,13 @@ class SuperVariable(VariableTracker):
                         guard_function(tx, fn_src, attr)
                     return UserMethodVariable(attr, self.obj, fn_source=fn_src)
                 if isinstance(attr, property):
+                    guard_class_attr(tx, fn_src, attr)
                     return UserFunctionVariable(attr.fget).call_function(tx, [self.obj], {})
                 if attr is object.__init__ or attr is object.__setattr__ or isinstance(
                         attr, (types.WrapperDescriptorType, types.MethodDescriptorType)):
                     return UserMethodVariable(BuiltinVariable(attr), self.obj)
-                return tx.wrap(attr, None)
+                # a plain class attribute (super().a): read, and guarded, where the lookup found it
+                return tx.wrap(attr, fn_src)
             if mro_src is not None:
                 tx.output.add_guard(guards.NotInDictGuard(ItemSource(mro_src, i), name))
         raise GraphBreak(gb.MISSING_ATTRIBUTE, f"super() has no attribute {name!r}")

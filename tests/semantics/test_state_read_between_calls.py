@@ -349,6 +349,17 @@ def test_module_class_attribute_and_submodule_swapped():
     scenario(f, [m1, m2])
 
 
+def test_result_type_follows_the_default_dtype():
+    # torch.result_type(int_tensor, 1.0) and of two numbers is the default dtype: answered at trace
+    # time, it had no guard on it
+    def f(x):
+        return torch.result_type(torch.tensor(1), 1.0), torch.result_type(2, 0.5), x + 1
+
+    old = torch.get_default_dtype()
+    scenario(f, [lambda: torch.set_default_dtype(torch.float64), lambda: torch.set_default_dtype(torch.float32)],
+             restore=lambda: torch.set_default_dtype(old))
+
+
 def test_grad_mode_and_default_dtype_changes():
     def f(x):
         return x + (1 if torch.is_grad_enabled() else 2), torch.ones(1).dtype

@@ -1119,3 +1119,40 @@ def test_isinstance_of_a_legacy_storage_class():
         return x + 1, isinstance(s, torch.BoolStorage), isinstance(s, torch.FloatStorage)
 
     check_breaks(f, torch.zeros(1), breaks=None)
+
+
+class _SuperBase:
+    a = 4
+
+    @property
+    def doubled(self):
+        return self.a * 2
+
+
+class _SuperChild(_SuperBase):
+    def read(self, x):
+        return super().a * x + super().doubled
+
+
+def test_class_attributes_read_through_super_follow_the_class():
+    # super().a was taken as a constant without a guard: a later A.a = 5 was not seen
+    def on_input(x, obj):
+        return obj.read(x)
+
+    def on_new_object(x):
+        return _SuperChild().read(x)
+
+    first = dynamo_lite.compile(on_input, backend="eager")
+    second = dynamo_lite.compile(on_new_object, backend="eager")
+    x = torch.ones(2)
+    try:
+        for value in (4, 5):
+            _SuperBase.a = value
+            assert torch.equal(first(x, _SuperChild()), on_input(x, _SuperChild()))
+            assert torch.equal(second(x), on_new_object(x))
+        _SuperBase.doubled = property(lambda self: -1)
+        assert torch.equal(first(x, _SuperChild()), on_input(x, _SuperChild()))
+        assert torch.equal(second(x), on_new_object(x))
+    finally:
+        _SuperBase.a = 4
+        _SuperBase.doubled = property(lambda self: self.a * 2)

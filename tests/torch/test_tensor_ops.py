@@ -407,6 +407,35 @@ def test_out_argument_returns_out_and_resizes_empty():
     check(f, torch.ones(3), torch.empty(3), torch.empty(0), graphs=None)
 
 
+def test_out_variants_that_return_nothing_still_write():
+    # torch.split_with_sizes_copy / unbind_copy with out=[...] return None: the call was dropped
+    # from the graph as if it were pure, and the out tensors were never written
+    def f(x, out, parts):
+        torch.split_with_sizes_copy(x, [1, 2], out=out)
+        torch.unbind_copy(x.view(3, 1), out=parts)
+        return out[1] * 2
+
+    check(f, torch.tensor([1.0, 2.0, 3.0]), [torch.zeros(1), torch.zeros(2)],
+          [torch.zeros(1), torch.zeros(1), torch.zeros(1)])
+
+
+def test_an_operator_whose_schema_writes_an_argument_stays_in_the_graph():
+    # a custom op ``(Tensor x, Tensor(a!) dst) -> ()`` named without a trailing underscore
+    def fill_into(x, dst):
+        dst.copy_(x)
+
+    with torch.library._scoped_library("dl_test_out", "FRAGMENT") as lib:
+        lib.define("fill_into(Tensor x, Tensor(a!) dst) -> ()")
+        lib.impl("fill_into", fill_into, "CompositeExplicitAutograd")
+
+        def f(x, out):
+            torch.ops.dl_test_out.fill_into(x + 1, out)
+            torch.ops.dl_test_out.fill_into.default(x[:1] * 3, out[1:])
+            return out.sum()
+
+        check(f, torch.tensor([1.0, 2.0]), torch.zeros(2))
+
+
 def test_resize_on_input_and_on_fresh_tensor():
     def f(x):
         y = torch.zeros(4)
