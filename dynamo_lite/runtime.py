@@ -21,13 +21,15 @@ import torch
 
 
 def numpy_array_of(t: torch.Tensor):
-    """The ndarray a graph output tensor stands for (the same memory, as Tensor.numpy())."""
-    return t.resolve_conj().resolve_neg().numpy()
+    """The ndarray a graph output tensor stands for (the same memory, as Tensor.numpy()); the
+    tensor may require grad (``torch.from_numpy(a).requires_grad_()`` shares a's memory, and in
+    the graph a's tensor is that tensor): the array is its data."""
+    return t.detach().resolve_conj().resolve_neg().numpy()
 
 
 def numpy_scalar_of(t: torch.Tensor):
     """The numpy scalar a 0-d graph output tensor stands for (np.float64, np.int64, np.bool_...)."""
-    return t.resolve_conj().resolve_neg().numpy()[()]
+    return t.detach().resolve_conj().resolve_neg().numpy()[()]
 
 
 def pick(mapping: dict, names: tuple) -> dict:

@@ -538,3 +538,19 @@ def test_numpy_result_whose_size_depends_on_the_values_breaks():
         return np.unique(x.numpy()), x + 1
 
     check_breaks(f, torch.tensor([3, 1, 3]), breaks=1)
+
+
+def test_array_shared_with_a_tensor_that_requires_grad_survives_a_break():
+    # einops' test_gradients_imperatives: torch.from_numpy(a) made to require grad shares a's
+    # memory (in the graph, a's tensor is that tensor); rebuilding the array at a break called
+    # .numpy() on a tensor that requires grad (RuntimeError) where eager has no error
+    def f():
+        a = np.arange(1, 25).reshape([2, 3, 4]).astype("float32")
+        t = torch.from_numpy(a)
+        t.requires_grad = True
+        print("a break")
+        t.sum().backward()
+        a[0, 0, 0] = 100.0  # written through the array: the tensor sees it
+        return a, t.detach().clone(), t.grad
+
+    check_breaks(f, breaks=None)
