@@ -341,13 +341,7 @@ class InstructionTranslatorBase:
     def call_until_stop_iteration(self, call) -> Optional[VariableTracker]:
         """``call()`` (an inlined ``__next__``), or None when it raised StopIteration in the
         trace (the iterator protocol's end: FOR_ITER, next(), list(...) take it as exhausted)."""
-        try:
-            return call()
-        except SymbolicException as e:
-            exc_type = e.exc.python_type() if isinstance(e.exc, VariableTracker) else None
-            if isinstance(exc_type, type) and issubclass(exc_type, StopIteration):
-                return None
-            raise
+        return self.call_unless_raises(call, StopIteration)
 
     def call_unless_raises(self, call, exc_type: type) -> Optional[VariableTracker]:
         """``call()``, or None when it raised ``exc_type`` (or a subclass) in the trace and a C
