@@ -383,6 +383,31 @@ move_to_front(PyObject *list, Py_ssize_t index, PyObject *entry)
     items[0] = entry;
 }
 
+/* Take list[index] out of the list, its reference passing to the caller
+ * (no refcount changes: nothing runs while a lookup walks the list). */
+static PyObject *
+take_out(PyObject *list, Py_ssize_t index)
+{
+    PyObject **items = ((PyListObject *)list)->ob_item;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    PyObject *entry = items[index];
+    memmove(&items[index], &items[index + 1],
+            (size_t)(n - index - 1) * sizeof(PyObject *));
+    Py_SET_SIZE(list, n - 1);
+    return entry;
+}
+
+/* An entry whose GuardProgram died (an object it held weakly is gone):
+ * it can never match again. */
+static inline int
+entry_dead(DLCacheEntry *entry)
+{
+    return Py_IS_TYPE(entry->check, &DLGuardProgramType) &&
+           dl_guard_program_dead(entry->check);
+}
+
+#define DL_MAX_DROPPED 8
+
 /* A raising check callable counts as a miss and is reported as unraisable;
  * a GuardProgram is run directly and only a non-Exception error (e.g.
  * KeyboardInterrupt) escapes it, which is returned as a failure. */
@@ -411,10 +436,18 @@ dl_cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
     size_t nargsf = (size_t)total | PY_VECTORCALL_ARGUMENTS_OFFSET;
 
     PyObject *found = NULL;
+    /* Entries found dead are dropped from the list and released after the
+     * walk (their release may run Python code). */
+    PyObject *dropped[DL_MAX_DROPPED];
+    int ndropped = 0;
     Py_INCREF(list);
     PyObject *cb = dl_callback_suspend();
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         DLCacheEntry *entry = (DLCacheEntry *)PyList_GET_ITEM(list, i);
+        if (ndropped < DL_MAX_DROPPED && entry_dead(entry)) {
+            dropped[ndropped++] = take_out(list, i--);
+            continue;
+        }
         if (entry->owner != Py_None && entry->owner != cb) {
             continue;
         }
@@ -452,6 +485,13 @@ dl_cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
             Py_DECREF(ok);
         }
         Py_DECREF(entry);
+    }
+    if (ndropped > 0) {
+        DLSavedError saved = dl_error_save();
+        while (ndropped > 0) {
+            Py_DECREF(dropped[--ndropped]);
+        }
+        dl_error_restore(saved);
     }
     dl_callback_resume(cb);
     Py_DECREF(list);
@@ -554,7 +594,23 @@ dl_cache_entries(PyObject *module, PyObject *code)
     if (extra == NULL || !PyList_CheckExact(extra)) {
         return PyList_New(0);
     }
-    return PyList_GetSlice(extra, 0, PyList_GET_SIZE(extra));
+    PyObject *live = PyList_New(0);
+    if (live == NULL) {
+        return NULL;
+    }
+    Py_INCREF(extra);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(extra); i++) {
+        PyObject *entry = PyList_GET_ITEM(extra, i);
+        if (entry_dead((DLCacheEntry *)entry)) { /* dropped, as a lookup does */
+            Py_DECREF(take_out(extra, i--));
+        }
+        else if (PyList_Append(live, entry) < 0) {
+            Py_CLEAR(live);
+            break;
+        }
+    }
+    Py_DECREF(extra);
+    return live;
 }
 
 static PyObject *

@@ -446,4 +446,59 @@ dl_set_next(PyObject *set, Py_ssize_t *pos, PyObject **key)
     return _PySet_NextEntry(set, pos, key, &hash);
 }
 
+/* The object weak reference `ref` points to (a new reference), or NULL with
+ * no error when it has died. PyWeakref_GetRef is new in 3.13, where
+ * PyWeakref_GET_OBJECT is deprecated. */
+static inline PyObject *
+dl_weakref_target(PyObject *ref)
+{
+#if DL_PY313
+    PyObject *target = NULL;
+    if (PyWeakref_GetRef(ref, &target) <= 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return target;
+#else
+    PyObject *target = PyWeakref_GET_OBJECT(ref);
+    return target == Py_None ? NULL : Py_NewRef(target);
+#endif
+}
+
+/* The error being raised (NULL: none), taken out so other code can run, and
+ * put back (3.12 replaced the fetch/restore triple by one object). */
+#if DL_PY311
+typedef struct {
+    PyObject *type, *value, *traceback;
+} DLSavedError;
+
+static inline DLSavedError
+dl_error_save(void)
+{
+    DLSavedError e;
+    PyErr_Fetch(&e.type, &e.value, &e.traceback);
+    return e;
+}
+
+static inline void
+dl_error_restore(DLSavedError e)
+{
+    PyErr_Restore(e.type, e.value, e.traceback);
+}
+#else
+typedef PyObject *DLSavedError;
+
+static inline DLSavedError
+dl_error_save(void)
+{
+    return PyErr_GetRaisedException();
+}
+
+static inline void
+dl_error_restore(DLSavedError e)
+{
+    PyErr_SetRaisedException(e);
+}
+#endif
+
 #endif /* DYNAMO_LITE_CPYTHON_COMPAT_H */

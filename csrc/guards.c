@@ -34,6 +34,9 @@
  *   LOAD_STRIDE  a = reg[b].stride(n)  is obj, else attribute reads)
  *   CHECK_TYPE   type(reg[a]) is obj
  *   CHECK_ID     reg[a] is obj
+ *                (n = 1: obj is a weakref.ref to the object; the program
+ *                holds it weakly: see "Weakly held objects" below; also
+ *                LOAD_CONST with n = 1)
  *   CHECK_NOT_ID reg[a] is not obj
  *   CHECK_SAME   reg[a] is reg[b]
  *   CHECK_EQ     bool(reg[a] == obj)              (no identity shortcut,
@@ -77,6 +80,15 @@
  * registered with _set_tensor_api() and codes is not None (program.py only
  * gives codes for types whose metadata getters are torch's own); otherwise
  * it reads the dtype, shape, stride(), requires_grad and device attributes.
+ *
+ * Weakly held objects: a guard must not keep a user's model (or any object
+ * it only compares by identity) alive. For an op given a weakref.ref with
+ * n = 1, the program keeps a borrowed pointer to the referent and a weak
+ * reference of its own whose callback is the program's DeathNotice. When any
+ * such object dies the notice is set (in the callback, before its memory can
+ * be reused) and every later run fails at once, so a new object at the old
+ * address can never pass; the cache drops an entry whose program died
+ * (csrc/cache_entry.c).
  *
  * Invariants: construction validates every register index and that each
  * register is loaded before it is read, so a run never reads an unset
@@ -195,7 +207,35 @@ typedef struct {
      * in its keys and that entry's key object (strong or NULL). */
     Py_ssize_t slot_index;
     PyObject *slot_key;
+    /* An op given a weakref (n = 1): obj is borrowed, and this weak
+     * reference (strong; its callback the program's notice) watches it. */
+    PyObject *watch;
 } GuardOp;
+
+/* Set (dead = 1) by the weak references of a program's weakly held objects
+ * when one of them dies: the program then fails every run. */
+typedef struct {
+    PyObject_HEAD
+    int dead;
+} DeathNotice;
+
+static PyObject *
+notice_call(DeathNotice *self, PyObject *Py_UNUSED(args),
+            PyObject *Py_UNUSED(kwds))
+{
+    self->dead = 1;
+    Py_RETURN_NONE;
+}
+
+static PyTypeObject DeathNoticeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynamo_lite._C.DeathNotice",
+    .tp_basicsize = sizeof(DeathNotice),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Called by a weak reference when a guarded object dies.",
+    .tp_call = (ternaryfunc)notice_call,
+    .tp_new = NULL,
+};
 
 typedef struct {
     PyObject_HEAD
@@ -206,6 +246,7 @@ typedef struct {
     GuardOp *ops;           /* PyMem array of nops */
     PyObject *residual;     /* callable(*args) -> True to pass, or NULL */
     PyObject *description;  /* the ops as given (tuple) */
+    DeathNotice *notice;    /* strong, or NULL: no weakly held object */
     PyObject *weakreflist;
 } GuardProgram;
 
@@ -1006,6 +1047,9 @@ parse_int_expr(GuardOp *out, PyObject *obj, Py_ssize_t nregs,
 static int
 program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (p->notice != NULL && p->notice->dead) {
+        return 0; /* an object it compares by identity is gone */
+    }
     if (nargs != p->nargs) {
         PyErr_Format(PyExc_TypeError,
                      "GuardProgram expects %zd arguments, got %zd",
@@ -1180,6 +1224,13 @@ dl_guard_program_check(PyObject *program, PyObject *const *args,
     return program_run((GuardProgram *)program, args, nargs);
 }
 
+int
+dl_guard_program_dead(PyObject *program)
+{
+    DeathNotice *notice = ((GuardProgram *)program)->notice;
+    return notice != NULL && notice->dead;
+}
+
 static PyObject *
 program_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                    PyObject *kwnames)
@@ -1224,7 +1275,12 @@ program_free_ops(GuardProgram *p)
     p->ops = NULL;
     p->nops = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_XDECREF(ops[i].obj);
+        if (ops[i].watch != NULL) {
+            Py_DECREF(ops[i].watch); /* obj was borrowed */
+        }
+        else {
+            Py_XDECREF(ops[i].obj);
+        }
         Py_XDECREF(ops[i].cache_type);
         Py_XDECREF(ops[i].cache_descr);
         Py_XDECREF(ops[i].slot_key);
@@ -1232,6 +1288,32 @@ program_free_ops(GuardProgram *p)
         PyMem_Free(ops[i].expr);
     }
     PyMem_Free(ops);
+}
+
+/* An op given weakref.ref `ref` (n = 1): hold its referent weakly. */
+static int
+watch_object(GuardProgram *p, GuardOp *out, PyObject *ref)
+{
+    PyObject *target = PyWeakref_Check(ref) ? dl_weakref_target(ref) : NULL;
+    if (target == NULL) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s with n=1: obj must be a weakref.ref to a live object",
+                     op_names[out->op]);
+        return -1;
+    }
+    if (p->notice == NULL) {
+        p->notice = PyObject_New(DeathNotice, &DeathNoticeType);
+        if (p->notice == NULL) {
+            Py_DECREF(target);
+            return -1;
+        }
+        p->notice->dead = 0;
+    }
+    out->watch = PyWeakref_NewRef(target, (PyObject *)p->notice);
+    /* borrowed: alive until the notice is set */
+    out->obj = out->watch != NULL ? target : NULL;
+    Py_DECREF(target);
+    return out->watch == NULL ? -1 : 0;
 }
 
 /* Parse one op tuple into *out; `defined` marks loaded registers. */
@@ -1321,7 +1403,12 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
         }
         obj = PyTuple_GET_ITEM(obj, 0); /* the op holds the expected type */
     }
-    if (op == OP_LOAD_ATTR || (op == OP_LOAD_ITEM && PyUnicode_CheckExact(obj))) {
+    if ((op == OP_CHECK_ID || op == OP_LOAD_CONST) && n == 1) {
+        if (watch_object(p, out, obj) < 0) {
+            return -1;
+        }
+    }
+    else if (op == OP_LOAD_ATTR || (op == OP_LOAD_ITEM && PyUnicode_CheckExact(obj))) {
         Py_INCREF(obj);
         PyUnicode_InternInPlace(&obj); /* usually the dict's own key object */
         out->obj = obj;
@@ -1400,7 +1487,12 @@ static int
 program_traverse(GuardProgram *p, visitproc visit, void *arg)
 {
     for (Py_ssize_t i = 0; i < p->nops; i++) {
-        Py_VISIT(p->ops[i].obj);
+        if (p->ops[i].watch != NULL) {
+            Py_VISIT(p->ops[i].watch);
+        }
+        else {
+            Py_VISIT(p->ops[i].obj);
+        }
         Py_VISIT(p->ops[i].cache_type);
         Py_VISIT(p->ops[i].cache_descr);
         if (p->ops[i].spec != NULL) {
@@ -1419,6 +1511,7 @@ program_clear(GuardProgram *p)
     program_free_ops(p);
     Py_CLEAR(p->residual);
     Py_CLEAR(p->description);
+    Py_CLEAR(p->notice);
     /* With no ops and no residual a run would pass: make it fail. */
     p->nargs = -1;
     return 0;
@@ -1434,6 +1527,7 @@ program_dealloc(GuardProgram *p)
     program_free_ops(p);
     Py_CLEAR(p->residual);
     Py_CLEAR(p->description);
+    Py_CLEAR(p->notice);
     Py_TYPE(p)->tp_free((PyObject *)p);
 }
 
@@ -1463,7 +1557,16 @@ program_get_residual(GuardProgram *p, void *Py_UNUSED(closure))
     return r;
 }
 
+static PyObject *
+program_get_dead(GuardProgram *p, void *Py_UNUSED(closure))
+{
+    return PyBool_FromLong(p->notice != NULL && p->notice->dead);
+}
+
 static PyGetSetDef program_getset[] = {
+    {"dead", (getter)program_get_dead, NULL,
+     "True once an object it holds weakly has died (every run fails).",
+     NULL},
     {"ops", (getter)program_get_ops, NULL, "The ops, as given.", NULL},
     {"residual", (getter)program_get_residual, NULL,
      "The residual Python check, or None.", NULL},
@@ -1579,7 +1682,8 @@ dl_guards_init(PyObject *module)
         Py_INCREF(descr);
         function_code_descr = descr;
     }
-    if (PyType_Ready(&DLGuardProgramType) < 0) {
+    if (PyType_Ready(&DeathNoticeType) < 0 ||
+        PyType_Ready(&DLGuardProgramType) < 0) {
         return -1;
     }
     if (PyModule_AddObjectRef(module, "GuardProgram",

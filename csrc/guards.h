@@ -22,6 +22,10 @@ extern PyTypeObject DLGuardProgramType;
 int dl_guard_program_check(PyObject *program, PyObject *const *args,
                            Py_ssize_t nargs);
 
+/* 1 if an object the GuardProgram holds weakly has died: it fails every
+ * run from then on, and its cache entry can be dropped. */
+int dl_guard_program_dead(PyObject *program);
+
 /* Add GuardProgram and _set_tensor_api to the module. 0 on success. */
 int dl_guards_init(PyObject *module);
 

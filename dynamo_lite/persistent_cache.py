@@ -80,6 +80,7 @@ import torch.fx.immutable_collections
 from . import _C, bytecode_compat, cache, config, static
 from .backends import TRACE_FAKES, registered_backend_name
 from .guards import BlockGuard, ConstAttrIsGuard, ExprGuard, Guard, GuardSet, IdGuard, IsGuard, TypeGuard, source_scope
+from .guards.kinds import held_object, hold
 from .guards.kinds import storage_groups
 from .exc import UserFrame
 from .report import events
@@ -561,7 +562,7 @@ class _Rebind:
         else:
             raise Miss(f"no rebinding for {self.cls.__name__}")
         _check(self.desc, obj, what)
-        fields[self.field] = obj
+        fields[self.field] = hold(obj) if self.field == "held" else obj
         return _make(self.cls, fields)
 
 
@@ -598,7 +599,12 @@ class _BlockRebind:
         return BlockGuard(self.source, gs.compile(self.arg_names), self.template_root, self.outside)
 
 
-_REBIND_FIELDS = {IdGuard: "obj", IsGuard: "obj", ConstAttrIsGuard: "value"}
+_REBIND_FIELDS = {IdGuard: "held", IsGuard: "held", ConstAttrIsGuard: "value"}
+
+
+def _rebound_value(guard: Guard, field: str):
+    """The object a guard's rebound field holds (``held``: the object ``hold`` keeps)."""
+    return held_object(guard.held) if field == "held" else getattr(guard, field)
 
 
 def _portable(guard: Guard):
@@ -618,7 +624,7 @@ def _portable(guard: Guard):
         field = "type"  # (a class found by the instance's type: compile(module)'s, one made at run time)
     if field is None:
         return guard
-    value = getattr(guard, field)
+    value = _rebound_value(guard, field)
     if value is None or type(value) is bool:
         return guard
     fields = {f.name: getattr(guard, f.name) for f in dataclasses.fields(guard) if f.name != field}
@@ -630,7 +636,7 @@ def _portable_set(guard_set) -> list:
     for g in guard_set:
         p = _portable(g)
         if isinstance(p, _Rebind):
-            p.alias = groups.setdefault(id(getattr(g, p.field)), len(groups))
+            p.alias = groups.setdefault(id(_rebound_value(g, p.field)), len(groups))
         items.append(p)
     return items
 

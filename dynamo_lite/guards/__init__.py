@@ -33,7 +33,7 @@ import torch
 
 from .. import torch_compat
 from ..source import Source, guard_local_name
-from .kinds import (AbsentAttrGuard, BlockGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatFactGuard, FloatReprGuard,
+from .kinds import (WeakConst, AbsentAttrGuard, BlockGuard, ConstAttrIsGuard, ConstGuard, DictKeysGuard, EmptyGuard, ExprGuard, FloatFactGuard, FloatReprGuard,
                     GlobalStateGuard, Guard, IdGuard, IsGuard, LengthGuard, NanGuard, NoOtherTracerGuard,
                     NotInDictGuard, NotInGlobalsGuard, SameObjectGuard, SetEqualsGuard, SetOrderGuard, ShapeEqGuard, ShapeGuardBase,
                     ShapeRangeGuard, ShapeRelGuard, TensorAliasingGuard, DistinctGuard, ClassLacksGuard, TensorGuard, TensorSpec, TypeGuard,
@@ -83,8 +83,11 @@ class GuardSet:
         parts: list[str] = []
         exprs: list[tuple[str, Guard]] = []
 
-        def const(obj) -> str:
+        def const(obj, weak: bool = False) -> str:
             name = f"___c{next(counter)}"
+            if weak and type(obj).__weakrefoffset__:  # (compared by identity: held weakly)
+                namespace[name] = WeakConst(obj)
+                return f"{name}()"
             namespace[name] = obj
             return name
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import weakref
 from typing import Any, Callable, ClassVar, Optional
 
 import torch
@@ -63,7 +64,7 @@ from ..source import AttrSource, GenericAttrSource, LocalSource, Source
 from . import tensor_api
 from .. import static
 
-Const = Callable[[Any], str]  # names a constant object in the check's namespace
+Const = Callable[..., str]  # const(obj, weak=False): names a constant object in the check's namespace
 _SINGLETONS = (None, True, False, Ellipsis)
 
 
@@ -106,6 +107,43 @@ def short_repr(obj) -> str:
     """How a constant appears in a readable guard line."""
     text = static.qualname(obj)  # (never an attribute read on a user object: its __getattr__ may run)
     return f"<{text}>" if not isinstance(obj, (int, float, str, bool, type(None))) else repr(obj)
+
+
+def hold(obj):
+    """How a guard keeps an object it compares by identity: a weak reference when the object
+    takes one (a compiled entry must not keep a user's model, module or function alive: the C
+    program watches it too and fails every run once it dies, csrc/guards.c), else ``(obj,)``."""
+    if type(obj).__weakrefoffset__:  # (a static read: no user code)
+        try:
+            return weakref.ref(obj)
+        except TypeError:
+            pass
+    return (obj,)
+
+
+def held_object(held):
+    """The object ``hold`` kept (None once a weakly held one has died)."""
+    return held() if type(held) is weakref.ReferenceType else held[0]
+
+
+def held_operand(held) -> tuple[int, Any]:
+    """(n, obj) of a CHECK_ID / LOAD_CONST op about the held object: n = 1 with the weak
+    reference (the program watches it), else 0 with the object."""
+    return (1, held) if type(held) is weakref.ReferenceType else (0, held[0])
+
+
+class WeakConst(weakref.ref):
+    """A constant of the Python check (``name()`` in its text) held weakly: the object, or a
+    marker no value is once it has died."""
+
+    __slots__ = ()
+
+    def __call__(self):
+        obj = super().__call__()
+        return _GONE if obj is None else obj
+
+
+_GONE = object()
 
 
 def _name(source: Optional[Source]) -> str:
@@ -194,18 +232,30 @@ class TypeGuard(Guard):
         b.op("CHECK_TYPE", b.reg(self.source), obj=self.type)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, init=False)
 class IdGuard(Guard):
     kind: ClassVar[str] = "ID"
     rank: ClassVar[int] = 1
     establishes: ClassVar[bool] = True
     local_priority: ClassVar[Optional[int]] = 0
-    _IDENTITY: ClassVar[tuple[str, ...]] = ("obj",)
     source: Source
-    obj: Any  # the object itself (kept alive by the guard)
+    held: Any  # the object, as ``hold`` keeps it (weakly when it can be)
+
+    def __init__(self, source: Source, obj: Any = None, *, held: Any = None):
+        object.__setattr__(self, "source", source)  # (held: as kept already, from dataclasses.replace)
+        object.__setattr__(self, "held", hold(obj) if held is None else held)
+
+    @property
+    def obj(self):
+        return held_object(self.held)
+
+    def _fields(self):
+        return [("source", self.source), ("obj", self.obj)]
+
+    _IDENTITY: ClassVar[tuple[str, ...]] = ("obj",)
 
     def exprs(self, const):
-        return [f"{self.source.name()} is {const(self.obj)}"]
+        return [f"{self.source.name()} is {const(self.obj, weak=True)}"]
 
     def describe(self):
         return f"{self.source.name()}: is the object {short_repr(self.obj)} (id {id(self.obj):#x})"
@@ -214,7 +264,8 @@ class IdGuard(Guard):
         return f"{pretty} is a different object than when compiled ({short_repr(actual)})"
 
     def emit(self, b):
-        b.op("CHECK_ID", b.reg(self.source), obj=self.obj)
+        n, obj = held_operand(self.held)
+        b.op("CHECK_ID", b.reg(self.source), n=n, obj=obj)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -561,7 +612,7 @@ class AbsentAttrGuard(Guard):
         b.op("CHECK_NOT_HASATTR", b.reg(self.source), obj=self.name)
 
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True, eq=False, init=False)
 class IsGuard(Guard):
     """``s.<attrs> is obj``: the object reached from ``source`` through an attribute path
     (``m.training is True``, ``f.__func__ is <fn>``); anchored (ordered) at ``source``."""
@@ -570,7 +621,19 @@ class IsGuard(Guard):
     _IDENTITY: ClassVar[tuple[str, ...]] = ("obj",)
     source: Source
     attrs: tuple  # attribute names, may be empty
-    obj: Any
+    held: Any  # the object, as ``hold`` keeps it (weakly when it can be)
+
+    def __init__(self, source: Source, attrs: tuple, obj: Any = None, *, held: Any = None):
+        object.__setattr__(self, "source", source)  # (held: as kept already, from dataclasses.replace)
+        object.__setattr__(self, "attrs", attrs)
+        object.__setattr__(self, "held", hold(obj) if held is None else held)
+
+    @property
+    def obj(self):
+        return held_object(self.held)
+
+    def _fields(self):
+        return [("source", self.source), ("attrs", self.attrs), ("obj", self.obj)]
 
     def _target(self) -> Source:
         src = self.source
@@ -579,7 +642,7 @@ class IsGuard(Guard):
         return src
 
     def exprs(self, const):
-        rhs = repr(self.obj) if _is_singleton(self.obj) else const(self.obj)
+        rhs = repr(self.obj) if _is_singleton(self.obj) else const(self.obj, weak=True)
         return [f"{self._target().name()} is {rhs}"]
 
     def describe(self):
@@ -589,7 +652,8 @@ class IsGuard(Guard):
         return [self._target()]
 
     def emit(self, b):
-        b.op("CHECK_ID", b.reg(self._target()), obj=self.obj)
+        n, obj = held_operand(self.held)
+        b.op("CHECK_ID", b.reg(self._target()), n=n, obj=obj)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

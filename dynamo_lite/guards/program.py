@@ -590,6 +590,8 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
     names = [*arg_names, "___G", "___F"]
     lines = ["  ".join(f"r{i} = {n}" for i, n in enumerate(names))]
     for name, a, b, n, obj in ops:
+        if n == 1 and name in ("CHECK_ID", "LOAD_CONST"):  # (held weakly)
+            obj = obj()
         if name == "LOAD_CONST":
             lines.append(f"r{a} = LOAD_CONST {_short_obj(obj)}")
         elif name == "LOAD_ATTR":
