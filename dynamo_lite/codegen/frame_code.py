@@ -15,7 +15,8 @@ Graph break before instruction k::
     <a copy of the original code>   # k runs natively, with its exception table
     ...after k: either a stub that calls __resume_at_<next>(stack..., locals...)
        and returns its result, or (inside loops) the loop calls its loop-body function
-       each iteration (loop_bodies.py), or the original code just goes on
+       each iteration (loop_bodies.py) and where it exits a stub calls a resume function
+       at the exit, or the original code just goes on
 
 Both are made with the `bytecode` package from the original code object;
 the new code takes all of the frame's arguments positionally (the calling
@@ -35,7 +36,7 @@ from .. import bytecode_compat
 from ..exc import BackendCompilerFailed
 from .. import runtime
 from ..source import RANDOM_DRAWS, AttrSource, ItemSource, LocalSource, Source
-from ..variables.base import VariableTracker
+from ..variables.base import NullVariable, VariableTracker
 from .pycodegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions, original_items
 from .liveness import flow_info
 from . import loop_bodies, resume as resume_mod
@@ -344,6 +345,32 @@ def _inert_prologue(code: types.CodeType, copy: list) -> list:
     return copy
 
 
+def _resume_after_loop(copy: list, exits: dict, state: FrameState, flow, info, line: int) -> list:
+    """Stubs that continue the frame in a resume function where the loop around the break
+    leaves to (``exits``: instruction number -> that instruction in ``copy``): every path to such
+    an instruction jumps to its stub first.  Where the code after the loop is inside another loop
+    (each of its iterations would nest one more frame) or just returns, it runs natively."""
+    code = state.code
+    stubs: list = []
+    for x, instr in exits.items():
+        if instr.name in bytecode_compat.RETURNS or resume_mod.in_loop(flow, x) \
+                or flow.depth[x] is None or flow.depth[x] > len(state.stack):
+            continue
+        nulls = tuple(isinstance(v, NullVariable) for v in state.stack[:flow.depth[x]])
+        # what the loop assigns and the rest reads is handed over as it is (unbound after no iteration)
+        assigned = tuple(sorted(set(info.writes) & flow.live_in[x]))
+        succ = resume_mod.Successor(x, True, nulls, assigned=assigned)
+        stub = PyCodegen(code, collecting=False)
+        stub.lineno = instr.lineno or line
+        succ.label = Label()
+        stub.label(succ.label)
+        resume_mod.emit_resume_call(stub, code, succ, state)
+        stubs.extend(stub.instrs)
+        at = next(i for i, y in enumerate(copy) if y is instr)
+        copy[at:at] = bytecode_compat.jump(succ.label, lineno=stub.lineno)
+    return stubs
+
+
 def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> list:
     """Jump into a copy of the original code at the break, with stubs after it."""
     code = state.code
@@ -376,9 +403,13 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
         info = loop_bodies.find_loop(code, flow, k)
         if info is not None:
             body = loop_bodies.make_body_code(code, flow, info)
+            exits = {x: copy[positions[x]] for x in loop_bodies.exit_targets(flow, info)}
             rewritten = loop_bodies.rewrite_parent_copy(copy, code, flow, info, body)
             if rewritten is not None:
-                return jump_in + rewritten  # the loop goes on natively, calling its body function
+                # the loop goes on natively, calling its body function; after it, the frame
+                # continues in a resume function (captured again)
+                stubs = _resume_after_loop(rewritten, exits, state, flow, info, cg.lineno)  # (edits rewritten)
+                return jump_in + rewritten + stubs
         return jump_in + copy  # the rest of the frame runs natively
     stubs: list = []
     inst_pos = positions[bytecode_compat.fused_truth_test([x.name for x in flow.instrs], k)]

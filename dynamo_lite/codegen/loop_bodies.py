@@ -17,7 +17,9 @@ loop body into a function of its own (named like the function, shown as
       2+i: store locals, go to exit i         break/exit i -> return (2+i, written)
 
 A while loop's repeat test (its conditional back-edge) is the end of B: taken
-it continues, falling through it is an exit.
+it continues, falling through it is an exit.  At each instruction the loop
+leaves to (``exit_targets``) the parent continues in a resume function
+(frame_code._resume_after_loop), unless that code is inside another loop.
 B is an ordinary function: the hook captures it, and a break inside it is an
 ordinary (non-loop) break with a resume function.  Exceptions propagate out
 of B into the parent (loops inside a try/with block of the parent are not
@@ -133,6 +135,19 @@ def find_loop(code: types.CodeType, flow: FlowInfo, k: int) -> Optional[LoopInfo
     # guarded (a loop over range(n) would otherwise recompile the body for each i)
     reads &= flow.live_in[entry]
     return LoopInfo(header, entry, last, is_for, tuple(exits), tuple(sorted(reads)), tuple(sorted(writes)), below)
+
+
+def exit_targets(flow: FlowInfo, info: LoopInfo) -> list:
+    """The instructions the loop leaves to: its body's exits and, for a for loop, the one its
+    exhausted FOR_ITER goes on at (past END_FOR on 3.12+)."""
+    out = list(info.exits)
+    if info.is_for:
+        t = flow.target[info.header]
+        if t is not None:
+            natural = t + bytecode_compat.FOR_ITER_EXIT_SKIP
+            if natural < len(flow) and natural not in out:
+                out.append(natural)
+    return out
 
 
 def _label_positions(items) -> dict:

@@ -66,7 +66,7 @@ class Successor:
     assigned: tuple = ()
 
 
-def _in_loop(flow: FlowInfo, k: int) -> bool:
+def in_loop(flow: FlowInfo, k: int) -> bool:
     return any(flow.is_backward_jump(j) and flow.target[j] <= k for j in range(k, len(flow)))
 
 
@@ -79,7 +79,7 @@ def plan_successors(flow: FlowInfo, k: int, stack: list) -> Optional[list]:
     before = tuple(isinstance(v, NullVariable) for v in stack)
     if k in flow.comprehensions:
         return _after_comprehension(flow, k, flow.comprehensions[k], before)
-    if _in_loop(flow, k) or k + 1 >= len(flow):
+    if in_loop(flow, k) or k + 1 >= len(flow):
         return None
     nxt = k + 1
     if name in bytecode_compat.CONDITIONAL_JUMPS:

@@ -1,0 +1,160 @@
+"""A graph break inside a loop: the code after the loop is captured again.
+
+The loop goes on natively, calling its body function each iteration (codegen/loop_bodies.py);
+where it leaves to (its end, a ``break``, the end of a while loop's test) the frame continues in
+a resume function, which the hook captures like any other (codegen/frame_code.py
+``_resume_after_loop``).  So ``for layer in layers: if <tensor test>: ...`` followed by the
+model's output object and loss is one more graph, not eager code (Hugging Face's LayerDrop
+loops: wav2vec2's encoder built its ``BaseModelOutput`` eagerly, and every write to it broke).
+Not done where the code after the loop is itself inside a loop (each outer iteration would nest
+one more frame) or only returns.  Each case compares everything observable with eager.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import dynamo_lite
+from dynamo_lite.report import events
+from dynamo_lite.testing import CompileCounter, check_calls
+
+
+def _graph_ops(counter: CompileCounter) -> list[set]:
+    return [{getattr(n.target, "__name__", str(n.target)) for n in gm.graph.nodes if n.op == "call_method"
+             or n.op == "call_function"} for gm in counter.graphs]
+
+
+def after_for(x, n):
+    acc = x * 2
+    for i in range(n):
+        if acc.sum() > 0:  # data-dependent: breaks inside the loop
+            acc = acc + i
+        else:
+            acc = acc - i
+    y = acc.sin()
+    return y.cos() + 1
+
+
+def test_code_after_a_for_loop_with_a_break_is_captured():
+    counter = check_calls(after_for, [(torch.ones(3), 3), (-torch.ones(3), 2), (torch.ones(3), 0)])
+    assert any({"sin", "cos"} <= ops for ops in _graph_ops(counter))
+
+
+def after_break_statement(x, limits):
+    found = None
+    for lim in limits:
+        if x.sum() > lim:
+            found = lim
+            break
+        x = x + 1
+    return x.relu() * 2, found
+
+
+@pytest.mark.parametrize("limits", [[5, 1, 0], [100, 200], []])
+def test_code_after_a_break_statement_is_captured(limits):
+    counter = check_calls(after_break_statement, [(torch.ones(3), limits)])
+    if limits:
+        assert any("relu" in ops for ops in _graph_ops(counter))
+
+
+def assigned_only_in_the_loop(x, n):
+    for i in range(n):
+        if x.sum() > 0:
+            last = i  # unbound after the loop when n == 0: eager raises UnboundLocalError
+        x = x * 2
+    return x + last
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_a_local_first_assigned_in_the_loop(n):
+    check_calls(assigned_only_in_the_loop, [(torch.ones(2), n)], graphs=None)
+
+
+def after_while(x):
+    steps = 0
+    while x.norm() < 10:  # a tensor test at the loop's head
+        x = x * 1.5
+        steps += 1
+    return x.tanh(), steps
+
+
+def test_code_after_a_while_loop_on_a_tensor_test():
+    check_calls(after_while, [(torch.ones(2),), (torch.full((2,), 20.0),)], graphs=None)
+
+
+def stack_under_the_loop(x, items):
+    # the loop runs inside a call's argument list: values below it on the stack
+    return torch.stack([x] + [x * k for k in items if x.sum() > k]) + 1
+
+
+def test_a_comprehension_loop_with_values_under_it():
+    check_calls(stack_under_the_loop, [(torch.ones(2), [0, 5, 1])], graphs=None)
+
+
+def nested(x, rows):
+    total = x
+    for row in rows:
+        for v in row:
+            if total.sum() > v:
+                total = total + v
+        total = total * 2  # after the inner loop, inside the outer one: runs natively
+    return total - 1
+
+
+def test_a_break_in_an_inner_loop():
+    check_calls(nested, [(torch.ones(2), [[1, 2], [3], []]), (torch.ones(2), [])], graphs=None)
+
+
+def with_print_after(x, n):
+    for i in range(n):
+        if x.max() > i:
+            x = x + 1
+    print("after the loop", n)  # stdout compared with eager's
+    return x * 3
+
+
+def test_a_break_after_the_loop_too():
+    check_calls(with_print_after, [(torch.zeros(2), 3)], graphs=None)
+
+
+@dataclasses.dataclass
+class Out:
+    hidden: torch.Tensor
+    count: int
+
+
+class LayerDropEncoder(torch.nn.Module):
+    """Hugging Face's LayerDrop loop, then the model's output object."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, h):
+        used = 0
+        for layer in self.layers:
+            if self.training and torch.rand([]) < 0.3:
+                continue
+            h = layer(h)
+            used += 1
+        return Out(hidden=h.relu(), count=used)
+
+
+def test_layerdrop_loop_builds_its_output_in_a_graph():
+    torch.manual_seed(0)
+    model = LayerDropEncoder().train()
+    x = torch.randn(2, 4)
+    torch.manual_seed(5)
+    expected = model(x)
+    seen: list = []
+    counter = CompileCounter()
+    with events.collecting(seen.append):
+        torch.manual_seed(5)
+        got = dynamo_lite.compile(model, backend=counter)(x)
+    torch.testing.assert_close(got.hidden, expected.hidden)
+    assert got.count == expected.count
+    assert any("relu" in ops for ops in _graph_ops(counter))
+    # the output object is built in the traced code: no frame of its own
+    assert not any(getattr(e, "frame", "") == "__init__" for e in seen)
