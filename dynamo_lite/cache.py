@@ -8,6 +8,7 @@ bookkeeping around them, and is the only module-level cache state of dynamo_lite
     _GENERATED        transformed code objects (marked SKIP in C: never captured themselves)
     _GENERATED_KIND   generated code -> (kind, where): resume functions and loop bodies, for
                       display_name() ("f (resumed at line 12)")
+    _IN_LOOP_BODY     loop bodies and the resume functions made from them
     _NOT_CAPTURED     code -> how many "nothing to capture" entries were made for it (at most
                       MAX_NOT_CAPTURED)
     _LIMIT_WARNED     codes that reached config.cache_size_limit and were reported
@@ -37,6 +38,7 @@ MAX_NOT_CAPTURED = 8  # "nothing to capture" entries per code (scalar argument t
 _TOUCHED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _GENERATED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _GENERATED_KIND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_IN_LOOP_BODY: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _NOT_CAPTURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LIMIT_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _BACKEND_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
@@ -78,9 +80,17 @@ def is_generated(code: types.CodeType) -> bool:
     return code in _GENERATED
 
 
-def register_generated(code: types.CodeType, kind: str, where: str) -> None:
-    """A resume function or loop body (captured like any frame): its kind and where it comes from."""
+def register_generated(code: types.CodeType, kind: str, where: str, parent: types.CodeType = None) -> None:
+    """A resume function or loop body (captured like any frame) made from ``parent``: its kind and
+    where it comes from."""
     _GENERATED_KIND[code] = (kind, where)
+    if kind == "loop body" or (parent is not None and parent in _IN_LOOP_BODY):
+        _IN_LOOP_BODY.add(code)
+
+
+def in_loop_body(code: types.CodeType) -> bool:
+    """A loop body, or a resume function of one (called once per iteration of its loop)."""
+    return code in _IN_LOOP_BODY
 
 
 def is_resume_code(code: types.CodeType) -> bool:

@@ -34,7 +34,7 @@ from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 
 from .. import bytecode_compat
 from ..exc import BackendCompilerFailed
-from .. import runtime
+from .. import cache, runtime
 from ..source import RANDOM_DRAWS, AttrSource, ItemSource, LocalSource, Source
 from ..variables.base import NullVariable, VariableTracker
 from .pycodegen import GRAPH_OUT, CodegenFailed, PyCodegen, assemble, original_instructions, original_items
@@ -349,9 +349,14 @@ def _resume_after_loop(copy: list, exits: dict, state: FrameState, flow, info, l
     """Stubs that continue the frame in a resume function where the loop around the break
     leaves to (``exits``: instruction number -> that instruction in ``copy``): every path to such
     an instruction jumps to its stub first.  Where the code after the loop is inside another loop
-    (each of its iterations would nest one more frame) or just returns, it runs natively."""
+    (each of its iterations would nest one more frame) or just returns, it runs natively; so it
+    does in a loop body function (and its resume functions), which runs once per iteration of the
+    outer loop: the rest of that iteration, whose values (a list the loop appends to) change
+    every time, would recompile at each."""
     code = state.code
     stubs: list = []
+    if cache.in_loop_body(code):
+        return stubs
     for x, instr in exits.items():
         if instr.name in bytecode_compat.RETURNS or resume_mod.in_loop(flow, x) \
                 or flow.depth[x] is None or flow.depth[x] > len(state.stack):

@@ -279,5 +279,5 @@ def make_resume_code(code: types.CodeType, index: int, nulls: tuple, live: tuple
     bc.freevars = freevars
     new_code = assemble(bc, code, len(prologue))
     remember_derived(code, key, new_code)
-    register_generated(new_code, "resume", f"resumed at line {target_line}")
+    register_generated(new_code, "resume", f"resumed at line {target_line}", parent=code)
     return new_code

@@ -158,3 +158,33 @@ def test_layerdrop_loop_builds_its_output_in_a_graph():
     assert any("relu" in ops for ops in _graph_ops(counter))
     # the output object is built in the traced code: no frame of its own
     assert not any(getattr(e, "frame", "") == "__init__" for e in seen)
+
+
+def integrate(y, ts):
+    # torchsde's solver loop: a tensor test in an inner while, a list appended after it
+    ys = [y]
+    t = ts[0]
+    for out_t in ts[1:]:
+        while t < out_t:
+            t = t + 0.25
+            y = y * 1.1
+        ys.append(y + out_t)
+    return torch.stack(ys)
+
+
+def test_the_rest_of_an_outer_iteration_stays_in_its_loop_body():
+    """The loop body function runs once per outer iteration: the code after its inner loop runs
+    natively there (a resume function would see ``ys`` one longer each time and recompile)."""
+    seen: list = []
+    with events.collecting(seen.append):
+        counter = check_calls(integrate, [(torch.ones(2), torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0]))], graphs=None)
+    import inspect
+
+    lines, first = inspect.getsourcelines(integrate)
+    append_line = first + next(i for i, text in enumerate(lines) if "ys.append" in text)
+    stack_line = first + next(i for i, text in enumerate(lines) if "torch.stack" in text)
+    frames = {getattr(e, "frame", "") for e in seen}
+    assert f"integrate (resumed at line {append_line})" not in frames, frames
+    # after the outer loop, in the frame itself: captured
+    assert f"integrate (resumed at line {stack_line})" in frames, frames
+    assert any("stack" in ops for ops in _graph_ops(counter))
