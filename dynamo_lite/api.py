@@ -209,12 +209,31 @@ def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: 
     if isinstance(model, type):
         return model
 
+    target = _code_of(model)
+    if target is not None:
+        cache.mark_compile_target(target)
     # a C-level wrapper: it sets the callback around the call and adds no Python frame
     # (warnings' stacklevel, tracebacks and sys._getframe() see the caller directly)
     compiled: Any = functools.update_wrapper(_C.CallWithCallback(model, converter), model)
     compiled._dl_compiled = True
     compiled._dl_converter = converter
     return compiled
+
+
+def _code_of(fn) -> Optional[types.CodeType]:
+    """The code of the first frame a call of ``fn`` runs, found statically (a function, a bound
+    method, a functools.partial of one, an object with a Python ``__call__``), or None."""
+    for _ in range(8):
+        if isinstance(fn, types.FunctionType):
+            return fn.__code__
+        if isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        elif isinstance(fn, functools.partial):
+            fn = fn.func
+        else:
+            call = inspect.getattr_static(type(fn), "__call__", None)
+            return call.__code__ if isinstance(call, types.FunctionType) else None
+    return None
 
 
 class optimize(enable):
@@ -229,6 +248,9 @@ class optimize(enable):
         attributes stay reachable, as TorchDynamo's optimize keeps them for a module)."""
         if isinstance(fn, torch.nn.Module):
             return _compile_module(fn, self.callback)
+        target = _code_of(fn)
+        if target is not None:
+            cache.mark_compile_target(target)
         return super().__call__(fn)
 
 

@@ -9,6 +9,8 @@ bookkeeping around them, and is the only module-level cache state of dynamo_lite
     _GENERATED_KIND   generated code -> (kind, where): resume functions and loop bodies, for
                       display_name() ("f (resumed at line 12)")
     _IN_LOOP_BODY     loop bodies and the resume functions made from them
+    _COMPILE_TARGETS  codes of the functions given to compile() (kept across reset(): the user's
+                      choice; convert_frame looks inside their arguments for tensors)
     _NOT_CAPTURED     code -> how many "nothing to capture" entries were made for it (at most
                       MAX_NOT_CAPTURED)
     _LIMIT_WARNED     codes that reached config.cache_size_limit and were reported
@@ -39,6 +41,7 @@ _TOUCHED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _GENERATED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _GENERATED_KIND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _IN_LOOP_BODY: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_COMPILE_TARGETS: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _NOT_CAPTURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LIMIT_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _BACKEND_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
@@ -86,6 +89,20 @@ def register_generated(code: types.CodeType, kind: str, where: str, parent: type
     _GENERATED_KIND[code] = (kind, where)
     if kind == "loop body" or (parent is not None and parent in _IN_LOOP_BODY):
         _IN_LOOP_BODY.add(code)
+
+
+def mark_compile_target(code: types.CodeType) -> None:
+    _COMPILE_TARGETS.add(code)
+
+
+def is_compile_target(code: types.CodeType) -> bool:
+    return code in _COMPILE_TARGETS
+
+
+def generated_kind(code: types.CodeType):
+    """"resume" or "loop body" for a code made from another, else None."""
+    entry = _GENERATED_KIND.get(code)
+    return None if entry is None else entry[0]
 
 
 def in_loop_body(code: types.CodeType) -> bool:

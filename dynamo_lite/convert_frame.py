@@ -138,7 +138,8 @@ class FrameConverter:
             breaks_log.debug("%s runs natively: %s is active", display_name(code), tracer)
             return RUN_EAGER
         existing = cache.entries(code, self)
-        capturable = self.fullgraph or _has_tensor_or_module(f_locals, func)
+        capturable = self.fullgraph or _has_tensor_or_module(
+            f_locals, func, look_inside=cache.is_compile_target(code) or cache.generated_kind(code) is not None)
         now = stance.current()
         if now == "eager_on_recompile":
             return RUN_EAGER  # compiled code runs when its guards pass (C); a miss runs eagerly
@@ -565,6 +566,27 @@ def _code_frame(code) -> UserFrame:
 _SCALAR_TYPES = frozenset({int, float, bool, complex, str, bytes, type(None)})
 
 
+def _attribute_values(v) -> list:
+    """Some values of ``v``'s instance dict and slots, read as the interpreter stores them
+    (object.__getattribute__: never a class's own __getattribute__ or __getattr__)."""
+    values = []
+    try:
+        d = object.__getattribute__(v, "__dict__")
+    except Exception:  # noqa: BLE001 - no instance dict (or an odd descriptor): nothing to read
+        d = None
+    if type(d) is dict:
+        values.extend(itertools.islice(dict.values(d), 32))
+    for klass in type(v).__mro__[:4]:  # __slots__ (dataclass(slots=True), ...)
+        slots = klass.__dict__.get("__slots__", ())
+        for slot in ([slots] if type(slots) is str else list(slots)[:16] if type(slots) in (tuple, list) else []):
+            if type(slot) is str and slot not in ("__dict__", "__weakref__"):
+                try:
+                    values.append(object.__getattribute__(v, slot))
+                except Exception:  # noqa: BLE001 - an unset slot
+                    pass
+    return values
+
+
 def _traced_empty_before(code, owner) -> bool:
     """``code`` has compiled entries and none of them holds a graph: an earlier trace of it captured
     nothing either (see ``_compile_inner``: a second such trace makes the code SKIP)."""
@@ -590,32 +612,33 @@ def _nothing_to_capture(code, f_locals):
     return _C.CacheEntry(guards.compile(tuple(names)).fn, None)
 
 
-def _has_tensor_or_module(f_locals: dict, func) -> bool:
-    """Is there anything to capture?  Tensors, modules or ndarrays in the arguments (two levels deep),
-    globals it names that are torch or numpy modules, tensors or modules, or closure cells
-    holding them (or functions).  A frame with none of these (a config's ``__getattribute__``
-    called by a natively run ``deepcopy``) runs as it is: compiling it would only specialise
-    it on its arguments until the cache limit."""
+def _has_tensor_or_module(f_locals: dict, func, look_inside: bool = True) -> bool:
+    """Is there anything to capture?  Tensors, modules or ndarrays in the arguments (two levels deep
+    in lists, tuples and dicts), globals it names that are torch or numpy modules, tensors or
+    modules, or closure cells holding them; with ``look_inside``, also in the attributes of an
+    argument object (its instance dict and slots, read statically: no user code runs) and
+    closure cells holding functions.  A frame with none of these (a config's ``__getattribute__`` called by a
+    natively run ``deepcopy``) runs as it is: compiling it would only specialise it on its
+    arguments until the cache limit.
+
+    ``look_inside`` is for what the user compiled (and its resume functions and loop bodies):
+    ``compile(f)(holder)`` captures ``f`` when ``holder`` holds the tensors.  Another frame
+    reached natively (a callee run at a graph break) is captured only as torch.compile would:
+    a helper whose arguments only hold tensors in their attributes, or a recursive closure
+    (torchsde's interval tree walking its nodes), would otherwise be traced, broken and
+    recompiled per node."""
     def interesting(v, depth=0):
-        if isinstance(v, (torch.Tensor, torch.nn.Module, np.ndarray)):  # numpy code is traced too
+        t = type(v)
+        if issubclass(t, (torch.Tensor, torch.nn.Module, np.ndarray)):  # numpy code is traced too
             return True
-        if depth < 2 and isinstance(v, (list, tuple)):
+        if depth < 2 and issubclass(t, (list, tuple)):
             # the base type's iteration: a subclass's own __getitem__/__iter__ is user code
-            items = (tuple if isinstance(v, tuple) else list).__iter__(v)
+            items = (tuple if issubclass(t, tuple) else list).__iter__(v)
             return any(interesting(x, depth + 1) for x in itertools.islice(items, 16))
-        if depth < 2 and isinstance(v, dict):
+        if depth < 2 and issubclass(t, dict):
             return any(interesting(x, depth + 1) for x in itertools.islice(dict.values(v), 16))
-        if depth < 1 and not isinstance(v, (type, str, bytes, int, float, bool, type(None))):
-            try:
-                values = list(vars(v).values())[:32] if hasattr(v, "__dict__") else []
-                for klass in type(v).__mro__[:4]:  # __slots__ (dataclass(slots=True), ...)
-                    slots = klass.__dict__.get("__slots__", ())
-                    for slot in ([slots] if isinstance(slots, str) else list(slots)[:16]):
-                        if slot not in ("__dict__", "__weakref__") and hasattr(v, slot):
-                            values.append(getattr(v, slot))
-                return any(interesting(x, depth + 1) for x in values)
-            except Exception:  # noqa: BLE001 - arbitrary user objects (custom __getattribute__, ...)
-                return True  # cannot look inside: let the trace decide
+        if look_inside and depth < 1 and not issubclass(t, (type, str, bytes, int, float, bool, type(None))):
+            return any(interesting(x, depth + 1) for x in _attribute_values(v))
         return False
 
     if any(interesting(v) for v in f_locals.values()):
@@ -635,6 +658,6 @@ def _has_tensor_or_module(f_locals: dict, func) -> bool:
             contents = cell.cell_contents
         except ValueError:
             continue
-        if interesting(contents) or isinstance(contents, (types.FunctionType, types.MethodType)):
+        if interesting(contents) or (look_inside and isinstance(contents, (types.FunctionType, types.MethodType))):
             return True
     return False

@@ -12,7 +12,7 @@ import torch
 import dynamo_lite
 from dynamo_lite import config
 from dynamo_lite.report import events
-from dynamo_lite.testing import CompileCounter, assert_same
+from dynamo_lite.testing import CompileCounter, assert_same, print_with_graph_break
 from dynamo_lite.testing import recording as _recording
 
 pytest_plugins = ["pytester"]
@@ -365,3 +365,92 @@ def test_a_call_with_nothing_to_capture_is_not_a_recompile():
     with rec:
         _calls(lambda node, k: node.scaled(k), [(root, 2), (leaf, 2), (leaf, 3), (leaf, 4), (root, 2)])
     assert [e for e in seen if isinstance(e, events.RecompileEvent)] == []
+
+
+class _Tree:
+    """A tree whose nodes hold tensors only through their root (torchsde's interval tree)."""
+
+    def __init__(self, parent=None, depth=0):
+        self.parent, self.depth = parent, depth
+        self.root = self if parent is None else parent.root
+        self.scale = torch.ones(3) if parent is None else None
+
+    def child(self):
+        return _Tree(self, self.depth + 1)
+
+
+def _walk(node, n):
+    # a helper its caller's trace cannot inline (it prints): Python runs it, its frame reaches the
+    # hook, and its arguments hold tensors only in attributes
+    print_with_graph_break("walking", n)
+    for _ in range(n):
+        node = node.child()
+    return node
+
+
+def test_a_helper_reached_natively_whose_arguments_hold_tensors_only_in_attributes_runs_as_it_is():
+    """As torch.compile: such a frame (run by Python at a graph break) is not captured, so it is
+    not specialised, broken and recompiled per node; what the user compiled still is."""
+    def f(tree, x, n):
+        y = x * 2
+        node = _walk(tree, n)  # a break: Python calls _walk, the rest resumes
+        return y + node.root.scale * node.depth
+
+    seen, rec = _recording()
+    with rec:
+        cnt = _calls(f, [(_Tree(), X[0], k) for k in range(1, 6)])
+    frames = {getattr(e, "frame", "") for e in seen}
+    assert "_walk" not in frames and "child" not in frames, frames  # (__init__ names torch: captured)
+    assert [e for e in seen if isinstance(e, events.RecompileEvent) and e.frame.startswith("_walk")] == []
+    assert cnt.frame_count >= 2  # f and its resume function
+
+
+def test_what_the_user_compiled_is_captured_when_its_arguments_hold_the_tensors():
+    class Holder:
+        def __init__(self, t):
+            self.t = t
+
+    class Slotted:
+        __slots__ = ("t",)
+
+        def __init__(self, t):
+            self.t = t
+
+    def f(h):
+        return h.t.sin() + 1
+
+    for make in (Holder, Slotted):
+        cnt = _calls(f, [(make(X),)])
+        assert cnt.frame_count == 1
+        dynamo_lite.reset()
+
+    class Calls:
+        def __init__(self, t):
+            self.t = t
+
+        def __call__(self, k):
+            return self.t * k
+
+    cnt = CompileCounter()
+    assert_same(dynamo_lite.compile(Calls(X), backend=cnt)(3), X * 3)
+    assert cnt.frame_count == 1
+
+
+def test_a_recursive_closure_reached_natively_runs_as_it_is():
+    """torchsde's BrownianInterval._set_points: a recursive closure over a float and itself,
+    called on each node of a tree: not captured when Python runs it at a break."""
+    def f(tree, x):
+        limit = 2
+
+        def visit(node):
+            print_with_graph_break("visit", node.depth)  # Python runs visit, and visit calls itself
+            if node.depth < limit:
+                visit(node.child())
+
+        visit(tree)
+        return x * 2
+
+    seen, rec = _recording()
+    with rec:
+        _calls(f, [(_Tree(), X[0]), (_Tree(), X[1])])
+    assert not any(getattr(e, "frame", "").startswith("visit") for e in seen), {getattr(e, "frame", "") for e in seen}

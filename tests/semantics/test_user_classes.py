@@ -528,9 +528,9 @@ def test_frozen_dataclass_assignment_raises_like_eager():
         fr.k = 5
         return x
 
-    # the break runs STORE_ATTR in Python; the dataclass's generated __setattr__ is then
-    # captured as a frame of its own, which breaks at its `raise`
-    check(f, Frozen(torch.randn(3)), x3, breaks=2)
+    # the break runs STORE_ATTR in Python; the dataclass's generated __setattr__ then runs as it
+    # is (its arguments hold tensors only in attributes: not captured, as torch.compile skips it)
+    check(f, Frozen(torch.randn(3)), x3, breaks=1)
 
 
 def test_dataclass_fields_and_replace():
