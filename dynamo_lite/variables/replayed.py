@@ -151,9 +151,11 @@ def _passes_exceptions(frame, target: int, depth: int) -> bool:
     return isinstance(exit_fn, GradModeExitVariable) and exit_fn.ctx.lets_exceptions_through()
 
 
-def record(tx, fn, args: list, kwargs: dict, what: str, break_id: str) -> VariableTracker:
-    """Log ``fn(*args, **kwargs)`` (snapshot trackers) to run after the graph; returns None's tracker."""
-    blocker = replay_blocker(tx)
+def record(tx, fn, args: list, kwargs: dict, what: str, break_id: str, may_raise: bool = True) -> VariableTracker:
+    """Log ``fn(*args, **kwargs)`` (snapshot trackers) to run after the graph; returns None's tracker.
+    ``may_raise=False``: the trace knows the call cannot raise, so no ``try`` block can tell it was
+    made later."""
+    blocker = replay_blocker(tx) if may_raise else None
     if blocker is not None:
         raise GraphBreak(break_id, f"{what} is not replayed after the graph: {blocker}")
     nodes = tx.output.graph.nodes
@@ -491,7 +493,8 @@ def enable_grad_after_graph(tx, tensor) -> VariableTracker:
     what = "Tensor.requires_grad_()"
     if not (tensor.example.is_floating_point() or tensor.example.is_complex()):
         raise GraphBreak(gb.OPERATION_RAISES, f"{what} on a {tensor.example.dtype} tensor (RuntimeError)")
-    record(tx, torch.Tensor.requires_grad_, [tensor], {}, what, gb.SIDE_EFFECT)
+    # (a float tensor that does not require grad is a leaf: the call cannot raise)
+    record(tx, torch.Tensor.requires_grad_, [tensor], {}, what, gb.SIDE_EFFECT, may_raise=False)
     tensor.grad_enabled_later = True
     return tensor
 

@@ -372,7 +372,8 @@ def test_requires_grad_set_on_input_inside():
 
 
 @pytest.mark.parametrize("case", ["gradcheck_var", "detached_list", "used_after", "printed", "int_tensor",
-                                  "already_requires", "flag_false", "setattr_on_view", "in_no_grad"])
+                                  "already_requires", "flag_false", "setattr_on_view", "in_no_grad",
+                                  "inside_try", "int_tensor_inside_try"])
 def test_requires_grad_on_a_tensor_made_in_the_graph_is_replayed_after_it(case):
     # kornia's testing helper `tensor.type(torch.float64).requires_grad_(True)` and torchsde's
     # `p.detach().requires_grad_(True)` broke the graph (torch.compile breaks too: "intermediate
@@ -400,11 +401,20 @@ def test_requires_grad_on_a_tensor_made_in_the_graph_is_replayed_after_it(case):
             h = x[:, None]
             h.requires_grad = True
             return h, h.requires_grad
+        if case in ("inside_try", "int_tensor_inside_try"):
+            # (wav2vec2's feature encoder, inside transformers' output-capturing try block): on a
+            # float tensor the call cannot raise, so the handler cannot tell it was made later
+            h = x[:, None] if case == "inside_try" else x.long()
+            try:
+                h.requires_grad = True
+            except RuntimeError as e:
+                return str(e)
+            return h, x * 2
         with torch.no_grad():
             return (x * 2).requires_grad_()
 
     from dynamo_lite.testing import check_breaks
-    breaks = {"used_after": 1, "int_tensor": None}.get(case, 0)
+    breaks = {"used_after": 1, "int_tensor": None, "int_tensor_inside_try": None}.get(case, 0)
     check_breaks(f, torch.randn(2, 3), torch.randn(3, requires_grad=True), breaks=breaks, need_graph=False)
 
 
