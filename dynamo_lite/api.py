@@ -220,7 +220,7 @@ def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: 
     return compiled
 
 
-def _code_of(fn) -> Optional[types.CodeType]:
+def _code_of(fn: Any) -> Optional[types.CodeType]:
     """The code of the first frame a call of ``fn`` runs, found statically (a function, a bound
     method, a functools.partial of one, an object with a Python ``__call__``), or None."""
     for _ in range(8):
