@@ -13,6 +13,8 @@ bookkeeping around them, and is the only module-level cache state of dynamo_lite
                       choice; convert_frame looks inside their arguments for tensors)
     _NOT_CAPTURED     code -> how many "nothing to capture" entries were made for it (at most
                       MAX_NOT_CAPTURED)
+    _MADE             code -> how many compiled entries were made for it (dropped(): those C let
+                      go of because an object their guard held weakly died)
     _LIMIT_WARNED     codes that reached config.cache_size_limit and were reported
     _BACKEND_WARNED   codes whose graph a backend failed to compile, warned about (suppress_errors)
     _FRAME_IDS        code -> the frame number in compile ids ("3/1": frame 3, its entry 1)
@@ -42,6 +44,7 @@ _GENERATED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _GENERATED_KIND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _IN_LOOP_BODY: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _COMPILE_TARGETS: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_MADE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _NOT_CAPTURED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LIMIT_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 _BACKEND_WARNED: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
@@ -62,14 +65,25 @@ def entries(code: types.CodeType, owner=None) -> list:
 
 
 def record(code: types.CodeType, answer) -> None:
-    """The callback answered ``answer`` for ``code``: remember the code if C will keep something."""
+    """The callback answered ``answer`` for ``code``: remember the code if C will keep something
+    (and count the compiled entries made for it)."""
     if answer is not _C.RUN_EAGER:
         _TOUCHED.add(code)
+    if type(answer) is _C.CacheEntry and answer.guard is not None:
+        _MADE[code] = _MADE.get(code, 0) + 1
+
+
+def dropped(code: types.CodeType) -> int:
+    """How many compiled entries of ``code`` C dropped because an object their guard held weakly
+    died (csrc/cache_entry.c): made since reset() and not in the cache any more."""
+    live = sum(1 for e in _C.cache_entries(code) if e.guard is not None)
+    return max(0, _MADE.get(code, 0) - live)
 
 
 def clear(code: types.CodeType) -> None:
     """Forget ``code``'s C cache (its next call asks the callback again)."""
     _C.set_cache(code, None)
+    _MADE.pop(code, None)
 
 
 # ---- generated code -------------------------------------------------------------
@@ -186,6 +200,7 @@ def reset() -> None:
         _C.set_cache(code, None)
     _TOUCHED.clear()
     _NOT_CAPTURED.clear()
+    _MADE.clear()
     _LIMIT_WARNED.clear()
     _BACKEND_WARNED.clear()
     _FRAME_IDS.clear()

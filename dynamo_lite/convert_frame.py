@@ -166,14 +166,20 @@ class FrameConverter:
                 return loaded
         if now == "fail_on_recompile" and capturable:
             raise RecompileError(_recompile_message(code, reasons if existing else []))
-        if existing:
-            if len(existing) >= config.cache_size_limit:
+        # entries C dropped because an object their guard held weakly died count too, beyond the
+        # limit (a model rebuilt and dropped drops one entry; an object made anew for every call
+        # would otherwise recompile on every call)
+        gone = cache.dropped(code)
+        if existing or gone >= config.cache_size_limit:
+            if len(existing) >= config.cache_size_limit or gone >= config.cache_size_limit:
+                if not existing:
+                    reasons = [f"the objects {gone} entries compared by identity died between calls"]
                 if cache.first_limit_hit(code):
                     # loop bodies made for graph breaks in loops are specialised per iteration
                     # value and expected to reach the limit: not worth a warning; nor is a frame
                     # none of whose entries captured a graph (no tensor work is left to eager:
                     # e.g. transformers installing hooks, recursively, on every submodule)
-                    quiet = is_loop_body(code) or all(e.graph_module is None for e in existing)
+                    quiet = is_loop_body(code) or bool(existing) and all(e.graph_module is None for e in existing)
                     level = logging.INFO if quiet else logging.WARNING
                     log.log(level, "dynamo_lite: %s (%s:%d) hit config.cache_size_limit=%d; it now runs eagerly "
                                 "when no compiled entry matches. Last guard failure: %s%s",
@@ -186,11 +192,9 @@ class FrameConverter:
                 return _C.CacheEntry(_C.ALWAYS, None, self)
         if not capturable:
             return _nothing_to_capture(code, f_locals)
+        compile_id = f"{cache.frame_id(code)}/{len(existing) + gone}"
         if existing:
-            compile_id = f"{cache.frame_id(code)}/{len(existing)}"
             _note_recompile(code, compile_id, reasons)
-        else:
-            compile_id = f"{cache.frame_id(code)}/0"
         if torch._C._len_torch_function_stack():
             # a torch-function mode is active (a default device, `with torch.device(...)`, a user
             # mode): it decides what torch calls do, and traces do not model it; run eagerly

@@ -145,3 +145,26 @@ def test_models_rebuilt_one_after_another_stay_compiled_and_are_freed(monkeypatc
         assert len(alive) == 0
     assert len(runs) == 6  # every call ran a captured graph
     assert 1 <= len(compiled) <= 6
+
+
+def test_an_object_made_anew_for_every_call_does_not_recompile_forever():
+    """An argument guarded by identity that dies after each call (here a class made per call)
+    drops its entry every time: the dropped entries count toward the cache limit, so the frame
+    stops compiling (as when the entries kept it alive) instead of compiling on every call."""
+    from dynamo_lite.report import events
+
+    def f(cls, x):
+        return x * cls.k
+
+    counter = CompileCounter()
+    cf = dynamo_lite.compile(f, backend=counter)
+    seen: list = []
+    with events.collecting(seen.append):
+        for _ in range(3 * config.cache_size_limit):
+            made = type("Made", (), {"k": 3})
+            torch.testing.assert_close(cf(made, torch.ones(2)), f(made, torch.ones(2)))
+            del made
+            gc.collect()
+    assert counter.frame_count <= config.cache_size_limit
+    limits = [e for e in seen if isinstance(e, events.CacheLimitEvent)]
+    assert limits and "died between calls" in limits[0].reasons[0]
