@@ -92,8 +92,9 @@ class BaseListVariable(VariableTracker):
                 return self.clone_with(self.items[key])
             return self.items[key.__index__() if not isinstance(key, int) else key]
         except IndexError as e:
-            if self.python_type() in (list, tuple):  # "list index out of range": raised in the trace
-                self.raise_in_trace(tx, IndexError, [ConstantVariable(str(e))])
+            if self.python_type() in (list, tuple):  # "tuple index out of range": raised in the trace
+                message = f"{self.python_type().__name__} index out of range"  # (the items are a list)
+                self.raise_in_trace(tx, IndexError, [ConstantVariable(message)])
             raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__} index raised IndexError") from e
         except (TypeError, AttributeError, ValueError) as e:
             raise GraphBreak(gb.OPERATION_RAISES, f"{self.python_type().__name__} index raised {type(e).__name__}") from e

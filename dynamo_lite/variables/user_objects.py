@@ -43,7 +43,7 @@ from .. import bytecode_compat, guards, runtime
 from ..exc import GraphBreak
 from .base import checked_len, IdentityKey, mro_lookup, type_or_none, VariableTracker
 from .constant import ConstantVariable, NONE
-from ..source import AttrSource, GenericAttrSource, ItemSource, TypeSource, attr_source
+from ..source import AttrSource, GenericAttrSource, ItemSource, TupleItemSource, TypeSource, attr_source
 from .mappings import (
     ChainMapVariable, CounterVariable, DefaultDictVariable, dict_from_args, DictVariable, FrozenDictVariable,
     MappingProxyVariable,
@@ -346,6 +346,45 @@ class UserDefinedObjectVariable(ObjectLike):
 
     def python_type(self):
         return self.value_type
+
+    # ---- a tuple subclass from the frame, read through tuple's own methods ----------------
+    def _tuple_items(self, tx, dunder: str) -> Optional[TupleVariable]:
+        """The items of an instance of a tuple subclass (not a namedtuple) read from the frame,
+        when the class leaves ``dunder`` to tuple: each an input at its place (read with
+        ``tuple.__getitem__``, never a method of the class), the length guarded.  None otherwise."""
+        if self.source is None or not issubclass(self.value_type, tuple) or \
+                mro_lookup(self.value_type, dunder)[1] is not tuple:
+            return None
+        n = tuple.__len__(self.value)
+        tx.output.add_guard(guards.ExprGuard(f"___builtins.tuple.__len__({self.source.name()}) == {n}", (),
+                                             self.source))
+        return TupleVariable([tx.wrap(tuple.__getitem__(self.value, i), TupleItemSource(self.source, i))
+                              for i in range(n)])
+
+    def getitem(self, tx, key):
+        items = self._tuple_items(tx, "__getitem__")
+        return super().getitem(tx, key) if items is None else items.getitem(tx, key)
+
+    def len(self, tx):
+        items = self._tuple_items(tx, "__len__")
+        return super().len(tx) if items is None else items.len(tx)
+
+    def has_len(self):
+        if issubclass(self.value_type, tuple) and mro_lookup(self.value_type, "__len__")[1] is tuple:
+            return True
+        return super().has_len()
+
+    def contains(self, tx, item):
+        items = self._tuple_items(tx, "__contains__")
+        return super().contains(tx, item) if items is None else items.contains(tx, item)
+
+    def iter(self, tx):
+        items = self._tuple_items(tx, "__iter__")
+        return super().iter(tx) if items is None else items.iter(tx)
+
+    def unpack(self, tx):
+        items = self._tuple_items(tx, "__iter__")
+        return super().unpack(tx) if items is None else items.unpack(tx)
 
     def _own_getattribute(self) -> bool:
         """Does the class define ``__getattribute__`` in Python?  Then what the trace reads through
