@@ -461,8 +461,12 @@ def pytest_runtest_call(item):
         return (yield)
     try:
         if state.dl:
-            from .api import optimize  # lazy: the plugin imports torch only once --dl or a dl fixture is used
+            from .api import _code_of, optimize  # lazy: the plugin imports torch only once --dl or a dl fixture is used
+            from . import cache
 
+            body = _code_of(getattr(item, "obj", None))
+            if body is not None:  # the test body is what --dl compiles (convert_frame looks inside its arguments)
+                cache.mark_compile_target(body)
             _CaptureTimer.install()
             with optimize(state.backend):
                 result = yield

@@ -132,3 +132,24 @@ def test_plugin_dl_caplog_test_still_passes(inner_pytest):
     assert inner_pytest(INNER_CAPLOG).ret == 0  # passes without --dl
     result = inner_pytest(INNER_CAPLOG, "--dl")
     result.assert_outcomes(passed=1)
+
+
+INNER_HOLDER = '''import pytest, torch
+
+class Holder:
+    def __init__(self, t):
+        self.t = t
+
+@pytest.fixture
+def holder():
+    return Holder(torch.ones(3))
+
+def test_body(holder):
+    assert (holder.t * 2).sum().item() == 6.0  # (the body names no torch global: its argument holds the tensor)
+'''
+
+
+def test_plugin_dl_captures_a_test_body_whose_fixture_holds_the_tensors(inner_pytest):
+    result = inner_pytest(INNER_HOLDER, "--dl")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["1 of 1 test compiled code: 1 frame, 1 graph,*"])
