@@ -1077,6 +1077,12 @@ program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
         int ok;
         switch (op->op) {
         case OP_LOAD_CONST:
+            if (op->watch != NULL && p->notice->dead) {
+                /* held weakly and gone (a collection inside this run may
+                 * free it): the borrowed pointer must not be used */
+                result = 0;
+                goto done;
+            }
             Py_INCREF(op->obj);
             regs[op->a] = op->obj;
             continue;

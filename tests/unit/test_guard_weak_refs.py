@@ -129,3 +129,22 @@ def test_cache_drops_an_entry_whose_object_died():
     gc.collect()
     assert _C.cache_entries(code) == []  # dropped: its submodule is gone
     dynamo_lite.reset()
+
+
+def test_an_object_dying_during_a_run_is_never_used():
+    """A property the program reads drops the last reference to an object the program holds
+    weakly and loads later in the same run: the run fails, the freed object is not touched."""
+    holder = [Obj()]
+    holder[0].a = 1
+
+    class Reader:
+        @property
+        def p(self):
+            holder.clear()
+            gc.collect()
+            return 1
+
+    p = _C.GuardProgram(3, 6, [("LOAD_ATTR", 3, 0, 0, "p"), ("LOAD_CONST", 4, 0, 1, weakref.ref(holder[0])),
+                               ("LOAD_ATTR", 5, 4, 0, "a"), ("CHECK_EQ", 5, 0, 0, 1)], None)
+    assert p(Reader(), {}, None) is False
+    assert p.dead
