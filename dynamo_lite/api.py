@@ -209,9 +209,7 @@ def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: 
     if isinstance(model, type):
         return model
 
-    target = _code_of(model)
-    if target is not None:
-        cache.mark_compile_target(target)
+    _mark_target(model)
     # a C-level wrapper: it sets the callback around the call and adds no Python frame
     # (warnings' stacklevel, tracebacks and sys._getframe() see the caller directly)
     compiled: Any = functools.update_wrapper(_C.CallWithCallback(model, converter), model)
@@ -236,6 +234,13 @@ def _code_of(fn: Any) -> Optional[types.CodeType]:
     return None
 
 
+def _mark_target(fn: Any) -> None:
+    """``fn`` is what the user compiled: convert_frame looks inside its arguments for tensors."""
+    code = _code_of(fn)
+    if code is not None:
+        cache.mark_compile_target(code)
+
+
 class optimize(enable):
     """Capture every frame that starts inside the block (or the decorated function)."""
 
@@ -248,9 +253,7 @@ class optimize(enable):
         attributes stay reachable, as TorchDynamo's optimize keeps them for a module)."""
         if isinstance(fn, torch.nn.Module):
             return _compile_module(fn, self.callback)
-        target = _code_of(fn)
-        if target is not None:
-            cache.mark_compile_target(target)
+        _mark_target(fn)
         return super().__call__(fn)
 
 

@@ -461,12 +461,9 @@ def pytest_runtest_call(item):
         return (yield)
     try:
         if state.dl:
-            from .api import _code_of, optimize  # lazy: the plugin imports torch only once --dl or a dl fixture is used
-            from . import cache
+            from .api import _mark_target, optimize  # lazy: the plugin imports torch only once --dl or a dl fixture is used
 
-            body = _code_of(getattr(item, "obj", None))
-            if body is not None:  # the test body is what --dl compiles (convert_frame looks inside its arguments)
-                cache.mark_compile_target(body)
+            _mark_target(getattr(item, "obj", None))  # the test body is what --dl compiles
             _CaptureTimer.install()
             with optimize(state.backend):
                 result = yield
