@@ -444,10 +444,6 @@ dl_cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
     PyObject *cb = dl_callback_suspend();
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
         DLCacheEntry *entry = (DLCacheEntry *)PyList_GET_ITEM(list, i);
-        if (ndropped < DL_MAX_DROPPED && entry_dead(entry)) {
-            dropped[ndropped++] = take_out(list, i--);
-            continue;
-        }
         if (entry->owner != Py_None && entry->owner != cb) {
             continue;
         }
@@ -464,6 +460,14 @@ dl_cache_lookup(PyObject *list, PyObject **args, Py_ssize_t nargs,
                 move_to_front(list, i, (PyObject *)entry);
                 found = (PyObject *)entry; /* keeps the reference taken */
                 break;
+            }
+            if (r == 0 && ndropped < DL_MAX_DROPPED &&
+                dl_guard_program_dead(check) && i < PyList_GET_SIZE(list) &&
+                PyList_GET_ITEM(list, i) == (PyObject *)entry) {
+                /* (a dead program always fails: asked only then) */
+                Py_DECREF(entry);
+                dropped[ndropped++] = take_out(list, i--);
+                continue;
             }
             Py_DECREF(entry);
             if (r < 0) {

@@ -125,11 +125,11 @@ def in_loop_body(code: types.CodeType) -> bool:
 
 
 def is_resume_code(code: types.CodeType) -> bool:
-    return _GENERATED_KIND.get(code, ("",))[0] == "resume"
+    return generated_kind(code) == "resume"
 
 
 def is_loop_body(code: types.CodeType) -> bool:
-    return _GENERATED_KIND.get(code, ("",))[0] == "loop body"
+    return generated_kind(code) == "loop body"
 
 
 def display_name(code: types.CodeType) -> str:

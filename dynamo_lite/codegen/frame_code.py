@@ -365,15 +365,21 @@ def _resume_after_loop(copy: list, exits: dict, state: FrameState, flow, info, l
         # what the loop assigns and the rest reads is handed over as it is (unbound after no iteration)
         assigned = tuple(sorted(set(info.writes) & flow.live_in[x]))
         succ = resume_mod.Successor(x, True, nulls, assigned=assigned)
-        stub = PyCodegen(code, collecting=False)
-        stub.lineno = instr.lineno or line
-        succ.label = Label()
-        stub.label(succ.label)
-        resume_mod.emit_resume_call(stub, code, succ, state)
-        stubs.extend(stub.instrs)
+        stubs.extend(_resume_stub(state, succ, instr.lineno or line))
         at = next(i for i, y in enumerate(copy) if y is instr)
-        copy[at:at] = bytecode_compat.jump(succ.label, lineno=stub.lineno)
+        copy[at:at] = bytecode_compat.jump(succ.label, lineno=instr.lineno or line)
     return stubs
+
+
+def _resume_stub(state: FrameState, succ, line: int) -> list:
+    """The instructions, under a new label (``succ.label``), that continue the frame in the
+    resume function at ``succ`` and return its result."""
+    stub = PyCodegen(state.code, collecting=False)
+    stub.lineno = line
+    succ.label = Label()
+    stub.label(succ.label)
+    resume_mod.emit_resume_call(stub, state.code, succ, state)
+    return stub.instrs
 
 
 def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> list:
@@ -422,13 +428,7 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     # a line for every instruction made here, even after an artificial one (no line: cleanup code)
     k_line = k_inst.lineno or cg.lineno
     for succ in plan:
-        stub_label = Label()
-        stub = PyCodegen(code, collecting=False)
-        stub.lineno = k_line
-        stub.label(stub_label)
-        resume_mod.emit_resume_call(stub, code, succ, state)
-        stubs.extend(stub.instrs)
-        succ.label = stub_label
+        stubs.extend(_resume_stub(state, succ, k_line))
     jump_succ = next((s for s in plan if s.is_jump_target), None)
     fall_succ = next((s for s in plan if not s.is_jump_target), None)
     if jump_succ is not None:

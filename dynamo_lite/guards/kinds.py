@@ -232,8 +232,18 @@ class TypeGuard(Guard):
         b.op("CHECK_TYPE", b.reg(self.source), obj=self.type)
 
 
+class _HoldsObject:
+    """A guard kind whose ``held`` field keeps an object compared by identity (``hold``)."""
+
+    held: Any
+
+    @property
+    def obj(self):
+        return held_object(self.held)
+
+
 @dataclasses.dataclass(frozen=True, eq=False, init=False)
-class IdGuard(Guard):
+class IdGuard(_HoldsObject, Guard):
     kind: ClassVar[str] = "ID"
     rank: ClassVar[int] = 1
     establishes: ClassVar[bool] = True
@@ -244,10 +254,6 @@ class IdGuard(Guard):
     def __init__(self, source: Source, obj: Any = None, *, held: Any = None):
         object.__setattr__(self, "source", source)  # (held: as kept already, from dataclasses.replace)
         object.__setattr__(self, "held", hold(obj) if held is None else held)
-
-    @property
-    def obj(self):
-        return held_object(self.held)
 
     def _fields(self):
         return [("source", self.source), ("obj", self.obj)]
@@ -613,7 +619,7 @@ class AbsentAttrGuard(Guard):
 
 
 @dataclasses.dataclass(frozen=True, eq=False, init=False)
-class IsGuard(Guard):
+class IsGuard(_HoldsObject, Guard):
     """``s.<attrs> is obj``: the object reached from ``source`` through an attribute path
     (``m.training is True``, ``f.__func__ is <fn>``); anchored (ordered) at ``source``."""
 
@@ -627,10 +633,6 @@ class IsGuard(Guard):
         object.__setattr__(self, "source", source)  # (held: as kept already, from dataclasses.replace)
         object.__setattr__(self, "attrs", attrs)
         object.__setattr__(self, "held", hold(obj) if held is None else held)
-
-    @property
-    def obj(self):
-        return held_object(self.held)
 
     def _fields(self):
         return [("source", self.source), ("attrs", self.attrs), ("obj", self.obj)]
