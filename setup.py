@@ -55,7 +55,7 @@ if torch is not None:
             include_dirs=["csrc", *include_paths()],
             library_dirs=[torch_lib],
             runtime_library_dirs=[torch_lib],
-            libraries=["c10"],
+            libraries=["c10", "torch_cpu"],
             extra_compile_args=["-O2", "-std=c++20", "-w",  # (torch 2.15 headers need C++20; torch builds with it)
                                 f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"],
             language="c++",

@@ -145,11 +145,21 @@ def write_json(name: str, data: dict) -> str:
     return path
 
 
-def run_subprocess_json(args: list[str], timeout: float = 1800, env_extra: dict = None) -> dict:
-    """Run ``python args...`` in a fresh interpreter; its last stdout line is JSON."""
+def worker_env(env_extra: dict = None) -> dict:
+    """The environment of a bench worker process: one OpenMP thread, and dynamo_lite's persistent
+    capture cache off unless asked for (bench/warm_start.py measures it): a capture timed is a
+    capture, and a warm-up really warms up (a warm-up loaded from the disk cache would leave
+    torch's one-time imports, about 0.5 s, to the first capture timed)."""
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("DYNAMO_LITE_PERSISTENT_CACHE", "0")
     env.update(env_extra or {})
+    return env
+
+
+def run_subprocess_json(args: list[str], timeout: float = 1800, env_extra: dict = None) -> dict:
+    """Run ``python args...`` in a fresh interpreter (``worker_env``); its last stdout line is JSON."""
+    env = worker_env(env_extra)
     proc = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env)
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout)[-2000:]}

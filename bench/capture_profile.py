@@ -41,6 +41,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 THIS_CHECKOUT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import _timing  # noqa: E402
 WORKLOADS = ("gpt2", "llama", "breaks")
 PHASES = ("trace", "codegen", "backend", "guards")
 _CLOCK = time.perf_counter_ns if os.environ.get("BENCH_CLOCK") == "wall" else time.thread_time_ns
@@ -224,7 +226,7 @@ def worker(workload, system, checkout, profile=False) -> dict:
 
 # ---- driver -----------------------------------------------------------------------------
 def _run_worker(workload, system, checkout, timeout=900):
-    env = dict(os.environ)
+    env = _timing.worker_env()
     if checkout:
         env["PYTHONPATH"] = os.path.abspath(checkout) + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", workload, system, checkout or ""]

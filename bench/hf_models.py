@@ -34,7 +34,9 @@ import warnings
 
 # the checkout this file is in, not whatever dynamo_lite is installed (workers inherit it)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _timing  # noqa: E402
 import torch  # noqa: E402
 
 SYSTEMS = ("dynamo_lite", "torch.compile")
@@ -306,7 +308,7 @@ def run(models=MODELS, modes=MODES, systems=SYSTEMS, timeout=600) -> list[dict]:
             for system in systems:
                 cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, mode, system]
                 try:
-                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_timing.worker_env())
                     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
                     row = json.loads(lines[-1]) if lines else {
                         "model": name, "mode": mode, "system": system,

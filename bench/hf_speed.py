@@ -31,13 +31,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _timing  # noqa: E402
+
 SYSTEMS = ("dynamo_lite", "torch.compile")
 
 
 def worker(name: str, system: str, rounds: int) -> dict:
     import torch
 
-    import _timing
     import hf_models
 
     torch.set_num_threads(1)
@@ -119,7 +120,8 @@ def main(argv=None) -> None:
     for name in args.models.split(","):
         for system in args.systems.split(","):
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", name, system,
-                                   "--rounds", str(args.rounds)], capture_output=True, text=True, timeout=1200)
+                                   "--rounds", str(args.rounds)], capture_output=True, text=True, timeout=1200,
+                                  env=_timing.worker_env())
             if proc.returncode != 0:
                 raise SystemExit(f"worker {name} {system} failed:\n{proc.stderr[-3000:]}")
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))

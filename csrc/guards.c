@@ -32,6 +32,10 @@
  *   LOAD_CALL0   a = reg[b]()
  *   LOAD_SIZE    a = reg[b].size(n)   (int; the C++ reader when reg[b]'s type
  *   LOAD_STRIDE  a = reg[b].stride(n)  is obj, else attribute reads)
+ *   LOAD_TORCH_STATE  a = torch's thread-local state n (DL_STATE_*,
+ *                tensor_meta.h), read by the C++ reader with no Python: a
+ *                bool, a stack length, or None / True (another tracer is
+ *                off / on); without a registered reader the run fails
  *   CHECK_TYPE   type(reg[a]) is obj
  *   CHECK_ID     reg[a] is obj
  *                (n = 1: obj is a weakref.ref to the object; the program
@@ -113,6 +117,7 @@ enum {
     OP_LOAD_CALL0,
     OP_LOAD_SIZE,
     OP_LOAD_STRIDE,
+    OP_LOAD_TORCH_STATE,
     OP_FIRST_CHECK, /* ops from here on are checks */
     OP_CHECK_TYPE = OP_FIRST_CHECK,
     OP_CHECK_ID,
@@ -145,6 +150,7 @@ static const char *const op_names[OP_COUNT] = {
     [OP_LOAD_CALL0] = "LOAD_CALL0",
     [OP_LOAD_SIZE] = "LOAD_SIZE",
     [OP_LOAD_STRIDE] = "LOAD_STRIDE",
+    [OP_LOAD_TORCH_STATE] = "LOAD_TORCH_STATE",
     [OP_CHECK_TYPE] = "CHECK_TYPE",
     [OP_CHECK_ID] = "CHECK_ID",
     [OP_CHECK_NOT_ID] = "CHECK_NOT_ID",
@@ -1043,6 +1049,30 @@ parse_int_expr(GuardOp *out, PyObject *obj, Py_ssize_t nregs,
     return 0;
 }
 
+/* LOAD_TORCH_STATE n: torch's thread-local state n (DL_STATE_*) as its
+ * Python function returns it: a bool (grad mode, any autocast), an int (the
+ * lengths of the mode stacks), or for the other tracers None when none runs
+ * and True when one does (program.py only compares those with None). NULL
+ * without an error when the C++ reader is not registered. */
+static PyObject *
+load_torch_state(Py_ssize_t which)
+{
+    int64_t value;
+    if (tensor_api == NULL || tensor_api->state((int)which, &value) != 1) {
+        return NULL;
+    }
+    switch (which) {
+    case DL_STATE_TF_STACK:
+    case DL_STATE_DISPATCH_STACK:
+        return PyLong_FromLongLong(value);
+    case DL_STATE_JIT_TRACING:
+    case DL_STATE_FUNCTORCH:
+        return Py_NewRef(value ? Py_True : Py_None);
+    default:
+        return Py_NewRef(value ? Py_True : Py_False);
+    }
+}
+
 /* One run; see guards.h for the result codes. */
 static int
 program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
@@ -1107,6 +1137,13 @@ program_run(GuardProgram *p, PyObject *const *args, Py_ssize_t nargs)
             goto loaded;
         case OP_LOAD_STRIDE:
             v = load_dim(regs[op->b], op->n, 1, op->obj);
+            goto loaded;
+        case OP_LOAD_TORCH_STATE:
+            v = load_torch_state(op->n);
+            if (v == NULL && !PyErr_Occurred()) {
+                result = 0; /* no C++ reader (unregistered since): recompile */
+                goto done;
+            }
             goto loaded;
         case OP_CHECK_TYPE:
             ok = (PyObject *)Py_TYPE(regs[op->a]) == op->obj;
@@ -1354,7 +1391,8 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
                          "%s: bad destination register %d", op_names[op], a);
             return -1;
         }
-        if (op != OP_LOAD_CONST && (BAD_REG(b) || !defined[b])) {
+        if (op != OP_LOAD_CONST && op != OP_LOAD_TORCH_STATE &&
+            (BAD_REG(b) || !defined[b])) {
             PyErr_Format(PyExc_ValueError,
                          "%s: register %d read before it is loaded",
                          op_names[op], b);
@@ -1380,6 +1418,10 @@ parse_op(GuardProgram *p, PyObject *item, GuardOp *out, char *defined)
         (op == OP_CHECK_CLASS_LACKS && !all_str(obj))) {
         PyErr_Format(PyExc_TypeError, "%s: bad operand %R", op_names[op],
                      obj);
+        return -1;
+    }
+    if (op == OP_LOAD_TORCH_STATE && (n < 0 || n >= DL_STATE_COUNT)) {
+        PyErr_Format(PyExc_ValueError, "LOAD_TORCH_STATE: no state %zd", n);
         return -1;
     }
     if ((op == OP_LOAD_SIZE || op == OP_LOAD_STRIDE) && n < 0) {

@@ -8,8 +8,12 @@
  * the TensorImpl costs a few nanoseconds. Models guard every parameter on
  * every call, so this is most of the cache-hit cost of a large module.
  *
- * Only c10/core/TensorImpl.h is included (the file builds in about a
- * second), and nothing assumes torch's Python object layout at build time:
+ * It also reads the pieces of torch's per-thread state every guard program
+ * checks (grad mode, autocast, mode stacks, other tracers: state()), which
+ * through torch's Python functions cost about a quarter microsecond per call.
+ *
+ * Only light c10 headers and one ATen header are included (the file builds
+ * in seconds), and nothing assumes torch's Python object layout at build time:
  * a tensor object holds its TensorImpl pointer at a fixed offset, which
  * guards/tensor_api.py finds at run time by comparing the words of probe
  * tensors with `tensor._cdata` (the TensorImpl address torch reports), then
@@ -24,11 +28,31 @@
  */
 #include <Python.h>
 
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
+
+#include <memory>
+#include <vector>
 
 extern "C" {
 #include "tensor_meta.h"
 }
+
+/* Two accessors of libtorch_cpu whose headers would pull in much of ATen:
+ * declared here as torch declares them (the return type is not part of the
+ * symbol; only emptiness is read). A torch without them fails to load this
+ * module, and guards read everything through Python (tensor_api.py). */
+namespace torch::jit::tracer {
+struct TracingState;
+TORCH_API const std::shared_ptr<TracingState> &getTracingState();
+} // namespace torch::jit::tracer
+namespace at::functorch {
+struct DynamicLayer;
+TORCH_API const std::vector<DynamicLayer> &getDynamicLayerStack();
+} // namespace at::functorch
 
 namespace {
 
@@ -104,7 +128,59 @@ int dim(PyObject *obj, int d, int stride, int64_t *out) {
     }
 }
 
-DLTensorAPI api = {DL_TENSOR_API_VERSION, check, dim};
+/* torch's per-thread state (tensor_meta.h DL_STATE_*), as its Python
+ * functions report it: autocast is on for a device while its Autocast key is
+ * not excluded on the thread (at::autocast::is_autocast_enabled). */
+int state(int which, int64_t *out) {
+    try {
+        switch (which) {
+        case DL_STATE_GRAD_ENABLED:
+            *out = c10::GradMode::is_enabled();
+            return 1;
+        case DL_STATE_ANY_AUTOCAST: {
+            c10::DispatchKeySet excluded =
+                c10::impl::tls_local_dispatch_key_set().excluded_;
+            *out = (excluded & c10::autocast_dispatch_keyset) !=
+                   c10::autocast_dispatch_keyset;
+            return 1;
+        }
+        case DL_STATE_TF_STACK:
+            *out = at::impl::PythonTorchFunctionTLS::stack_len();
+            return 1;
+        case DL_STATE_DISPATCH_STACK:
+            *out = c10::impl::TorchDispatchModeTLS::stack_len();
+            return 1;
+        case DL_STATE_JIT_TRACING:
+            *out = static_cast<bool>(torch::jit::tracer::getTracingState());
+            return 1;
+        case DL_STATE_FUNCTORCH:
+            *out = !at::functorch::getDynamicLayerStack().empty();
+            return 1;
+        default:
+            return -1;
+        }
+    } catch (...) {
+        return -1;
+    }
+}
+
+DLTensorAPI api = {DL_TENSOR_API_VERSION, check, dim, state};
+
+/* state(which) -> int: what DLTensorAPI.state reads (for the checks of
+ * guards/program.py and the tests). */
+PyObject *state_py(PyObject *, PyObject *arg) {
+    long which = PyLong_AsLong(arg);
+    if (which == -1 && PyErr_Occurred()) {
+        return nullptr;
+    }
+    int64_t value;
+    if (which < 0 || which >= DL_STATE_COUNT ||
+        state(static_cast<int>(which), &value) != 1) {
+        PyErr_Format(PyExc_ValueError, "no torch state %ld", which);
+        return nullptr;
+    }
+    return PyLong_FromLongLong(value);
+}
 
 /* read(t) -> (scalar_type, device_type, device_index, requires_grad,
  *             sizes, strides): the codes a DLTensorExpect holds. */
@@ -163,6 +239,9 @@ PyMethodDef methods[] = {
     {"configure", configure, METH_O,
      "configure(offset)\n\nByte offset of the c10::TensorImpl pointer in a "
      "tensor object (found by guards/tensor_api.py)."},
+    {"state", state_py, METH_O,
+     "state(which) -> int: torch's thread-local state `which` (DL_STATE_* "
+     "in csrc/tensor_meta.h), read in C++."},
     {"read", read, METH_O,
      "read(t) -> (scalar_type, device_type, device_index, requires_grad, "
      "sizes, strides) as the C++ library sees the tensor."},

@@ -17,7 +17,27 @@
 #include <stdint.h>
 
 #define DL_TENSOR_API_NAME "dynamo_lite._tensor_meta._C_API"
-#define DL_TENSOR_API_VERSION 2
+#define DL_TENSOR_API_VERSION 3
+
+/* Pieces of torch's per-thread state the guards check on every call
+ * (DLTensorAPI.state; guards/program.py checks at program build that each
+ * answers as torch's Python function does before it uses it):
+ *   GRAD_ENABLED    torch.is_grad_enabled()                     0 / 1
+ *   ANY_AUTOCAST    torch._C._is_any_autocast_enabled()         0 / 1
+ *   TF_STACK        torch._C._len_torch_function_stack()        a length
+ *   DISPATCH_STACK  torch._C._len_torch_dispatch_stack()        a length
+ *   JIT_TRACING     torch._C._get_tracing_state() is not None   0 / 1
+ *   FUNCTORCH       torch._C._functorch.peek_interpreter_stack()
+ *                   is not None                                 0 / 1 */
+enum {
+    DL_STATE_GRAD_ENABLED = 0,
+    DL_STATE_ANY_AUTOCAST,
+    DL_STATE_TF_STACK,
+    DL_STATE_DISPATCH_STACK,
+    DL_STATE_JIT_TRACING,
+    DL_STATE_FUNCTORCH,
+    DL_STATE_COUNT
+};
 
 /* What a tensor check expects, in the C++ library's own codes
  * (c10::ScalarType, c10::DeviceType, device index -1 = none). */
@@ -45,6 +65,10 @@ typedef struct {
      * -1: cannot tell without Python (dim out of range, symbolic sizes);
      * no Python error is set. */
     int (*dim)(PyObject *t, int dim, int stride, int64_t *out);
+    /* 1: *out is the value of state `which` (DL_STATE_*) on this thread;
+     * -1: unknown state or the read failed; no Python error is set. Reads
+     * torch's thread-local state directly: no Python runs. */
+    int (*state)(int which, int64_t *out);
 } DLTensorAPI;
 
 #endif /* DYNAMO_LITE_TENSOR_META_H */

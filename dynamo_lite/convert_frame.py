@@ -156,7 +156,7 @@ class FrameConverter:
                 return RUN_EAGER  # another thread compiled a matching entry while this one waited
         if (persistent_cache.enabled() or persistent_cache.has_packages()) \
                 and len(existing) < config.cache_size_limit and not self._static_retry \
-                and capturable \
+                and capturable and not torch._C._len_torch_function_stack() \
                 and split_backend(self.backend) is self.backend:
             loaded = persistent_cache.load(self, code, f_locals, func,
                                            f"{cache.frame_id(code)}/{len(existing)}")

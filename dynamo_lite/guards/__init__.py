@@ -196,7 +196,13 @@ class CompiledGuard:
         return self._py_fn
 
     def explain_failure(self, args: tuple, f_globals: dict, func) -> Optional[str]:
-        """The first failing fact, in words; None when the guard passes."""
+        """The first failing fact, in words; None when the guard passes.  Evaluated with the
+        thread's torch-function modes set aside: a mode the user entered must not see the reads
+        of the guard expressions (``x.dtype``, ``x.stride()``), which eager never makes."""
+        with torch_function_modes_off():
+            return self._explain_failure(args, f_globals, func)
+
+    def _explain_failure(self, args: tuple, f_globals: dict, func) -> Optional[str]:
         scope = dict(self._namespace)
         scope.update(zip(self._arg_names, args))
         scope["___G"] = f_globals
@@ -209,6 +215,19 @@ class CompiledGuard:
             if not ok:
                 return _failure_text(guard, scope)
         return None
+
+
+class torch_function_modes_off:
+    """Take this thread's torch-function modes off torch's stack, and put them back on exit (the
+    raw stack operations: no mode's ``__enter__``/``__exit__`` runs)."""
+
+    def __enter__(self):
+        self._modes = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack())]
+
+    def __exit__(self, *exc):
+        for mode in reversed(self._modes):
+            torch._C._push_on_torch_function_stack(mode)
+        self._modes = []
 
 
 def _failure_text(guard: Guard, scope) -> str:

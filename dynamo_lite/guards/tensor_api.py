@@ -144,6 +144,42 @@ def _load():
                     type(e).__name__, e)
 
 
+# torch's state functions the C++ reader answers for (csrc/tensor_meta.h DL_STATE_*): function ->
+# (code, kind); "value": the reader gives what the function returns (a bool, a stack length);
+# "presence": only whether it returns None (another tracer), so only ``... is None`` may use it
+def _state_functions() -> dict:
+    return {torch.is_grad_enabled: (0, "value"), torch._C._is_any_autocast_enabled: (1, "value"),
+            torch._C._len_torch_function_stack: (2, "value"), torch._C._len_torch_dispatch_stack: (3, "value"),
+            torch._C._get_tracing_state: (4, "presence"),
+            torch._C._functorch.peek_interpreter_stack: (5, "presence")}
+
+
+_STATE_FUNCTIONS: dict = {}
+
+
+def torch_state(fn, kind: str) -> Optional[int]:
+    """The code of LOAD_TORCH_STATE that reads what torch's state query ``fn`` tells (kind "value":
+    its result; "presence": whether its result is None), or None: no C++ reader, another function,
+    or the reader does not agree with ``fn`` right now (read both; a guard then calls ``fn``)."""
+    if _meta is None or not _C._has_tensor_api():  # (programs read through the registered reader)
+        return None
+    if not _STATE_FUNCTIONS:
+        _STATE_FUNCTIONS.update(_state_functions())
+    try:
+        code, fn_kind = _STATE_FUNCTIONS.get(fn, (None, None))
+    except TypeError:  # (an unhashable object)
+        return None
+    if code is None or fn_kind != kind:
+        return None
+    try:
+        read, told = _meta.state(code), fn()
+    except Exception:  # noqa: BLE001 - the guard calls fn instead
+        return None
+    if kind == "presence":
+        return code if read == (told is not None) else None
+    return code if type(told) in (bool, int) and read == told else None
+
+
 @functools.lru_cache(maxsize=None)
 def _codes_cached(dtype, device, meta):
     t = torch.empty(0, dtype=dtype, device=device)
