@@ -257,11 +257,6 @@ class _Builder:
                 state = self._torch_state(node.func, "value")
                 if state is not None:  # read in C++, no call (about 0.25 us less per state per check)
                     return self._load(key, "LOAD_TORCH_STATE", 0, state, None)
-                fixed = self._torch_function(node.func) if isinstance(node.func, ast.Attribute) else None
-                if (isinstance(fixed, functools.partial) and fixed.func is getattr and not fixed.keywords
-                        and len(fixed.args) == 2 and isinstance(fixed.args[0], types.ModuleType)
-                        and type(fixed.args[1]) is str):  # a module flag (torch_compat.is_fx_tracing)
-                    return self._load(key, "LOAD_ATTR", self.const(fixed.args[0]), 0, fixed.args[1])
                 return self._load(key, "LOAD_CALL0", self.value(node.func), 0, None)
         raise Untranslatable(ast.unparse(node))
 
@@ -601,6 +596,11 @@ class _Lazy:
         return self.fn(*self.args)
 
 
+# LOAD_TORCH_STATE's states (csrc/tensor_meta.h DL_STATE_*), as render_program shows them
+_STATE_NAMES = ("grad_enabled", "any_autocast", "torch_function_stack_len", "dispatch_stack_len",
+                "jit_tracing", "functorch_transform")
+
+
 def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional[str] = None) -> str:
     """The register program as text, one op a line (the ``+guards`` log; docs/how-it-works.md)::
 
@@ -625,6 +625,8 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
             lines.append(f"r{a} = {name} r{b}")
         elif name in ("LOAD_SIZE", "LOAD_STRIDE"):
             lines.append(f"r{a} = {name} r{b} {n}")
+        elif name == "LOAD_TORCH_STATE":
+            lines.append(f"r{a} = LOAD_TORCH_STATE {_STATE_NAMES[n]}")
         elif name == "CHECK_INT_RANGE":
             lines.append(f"CHECK_INT_RANGE r{a} {n}..{obj}")
         elif name == "CHECK_INT_EXPR":
