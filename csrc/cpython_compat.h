@@ -177,7 +177,9 @@ dl_function_rebind(PyObject *fn, PyObject *globals, PyObject *builtins,
     f->func_builtins = builtins;
     f->func_closure = closure;
 #if DL_PY313
-    _PyFunction_SetVersion(f, 0); /* also drops it from the version cache */
+    if (f->func_version != 0) { /* (0 stays 0: no call specialises on fn) */
+        _PyFunction_SetVersion(f, 0); /* also drops it from the version cache */
+    }
 #else
     f->func_version = 0;
 #endif
