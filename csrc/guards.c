@@ -35,7 +35,9 @@
  *   LOAD_TORCH_STATE  a = torch's thread-local state n (DL_STATE_*,
  *                tensor_meta.h), read by the C++ reader with no Python: a
  *                bool, a stack length, or None / True (another tracer is
- *                off / on); without a registered reader the run fails
+ *                off / on); without a registered reader the run fails.
+ *                torch.fx's tracing flag (FX_TRACING) is read here, from
+ *                where _set_fx_tracing_flag() said, with no call
  *   CHECK_TYPE   type(reg[a]) is obj
  *   CHECK_ID     reg[a] is obj
  *                (n = 1: obj is a weakref.ref to the object; the program
@@ -1054,10 +1056,54 @@ parse_int_expr(GuardOp *out, PyObject *obj, Py_ssize_t nregs,
  * lengths of the mode stacks), or for the other tracers None when none runs
  * and True when one does (program.py only compares those with None). NULL
  * without an error when the C++ reader is not registered. */
+/* Where torch.fx keeps its "symbolic tracing runs" flag (set by
+ * torch_compat through _C._set_fx_tracing_flag): a module's dict and the
+ * global's name (torch 2.13), or a threading.local and its attribute (2.14+;
+ * unset in a thread that never traced: False). Strong references. */
+static PyObject *fx_flag_holder = NULL;
+static PyObject *fx_flag_name = NULL;
+static int fx_flag_is_local = 0;
+
+/* The flag's value, as torch_compat.is_fx_tracing() returns it; NULL
+ * without an error when nothing was registered (or the global is gone). */
+static PyObject *
+load_fx_tracing(void)
+{
+    if (fx_flag_holder == NULL) {
+        return NULL;
+    }
+    PyObject *dict = fx_flag_holder;
+    if (fx_flag_is_local) {
+        /* a threading.local answers "__dict__" with this thread's own dict */
+        dict = PyObject_GetAttrString(fx_flag_holder, "__dict__");
+        if (dict == NULL) {
+            return NULL;
+        }
+        if (!PyDict_Check(dict)) {
+            Py_DECREF(dict);
+            return NULL;
+        }
+    }
+    PyObject *value = PyDict_GetItemWithError(dict, fx_flag_name); /* borrowed */
+    if (value != NULL) {
+        Py_INCREF(value);
+    }
+    else if (!PyErr_Occurred() && fx_flag_is_local) {
+        value = Py_NewRef(Py_False); /* never set in this thread */
+    }
+    if (fx_flag_is_local) {
+        Py_DECREF(dict);
+    }
+    return value;
+}
+
 static PyObject *
 load_torch_state(Py_ssize_t which)
 {
     int64_t value;
+    if (which == DL_STATE_FX_TRACING) {
+        return load_fx_tracing();
+    }
     if (tensor_api == NULL || tensor_api->state((int)which, &value) != 1) {
         return NULL;
     }
@@ -1671,6 +1717,41 @@ set_tensor_api(PyObject *module, PyObject *capsule)
 }
 
 static PyObject *
+set_fx_tracing_flag(PyObject *module, PyObject *const *argv, Py_ssize_t argc)
+{
+    if (argc != 3 || !PyUnicode_Check(argv[1]) || !PyBool_Check(argv[2]) ||
+        (argv[2] == Py_False && !PyDict_Check(argv[0]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_set_fx_tracing_flag(holder, name, is_local): a dict "
+                        "(or a threading.local when is_local), a str, a bool");
+        return NULL;
+    }
+    Py_XSETREF(fx_flag_holder, Py_NewRef(argv[0]));
+    Py_XSETREF(fx_flag_name, Py_NewRef(argv[1]));
+    fx_flag_is_local = argv[2] == Py_True;
+    Py_RETURN_NONE;
+}
+
+/* _torch_state(which): what LOAD_TORCH_STATE loads (None: not readable). */
+static PyObject *
+torch_state_py(PyObject *module, PyObject *arg)
+{
+    Py_ssize_t which = PyLong_AsSsize_t(arg);
+    if (which == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (which < 0 || which >= DL_STATE_COUNT) {
+        PyErr_Format(PyExc_ValueError, "no torch state %zd", which);
+        return NULL;
+    }
+    PyObject *v = load_torch_state(which);
+    if (v == NULL && !PyErr_Occurred()) {
+        Py_RETURN_NONE;
+    }
+    return v;
+}
+
+static PyObject *
 has_tensor_api(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return PyBool_FromLong(tensor_api != NULL);
@@ -1680,6 +1761,14 @@ static PyMethodDef guard_methods[] = {
     {"_set_tensor_api", set_tensor_api, METH_O,
      "_set_tensor_api(capsule or None)\n\nUse the C++ tensor reader of "
      "dynamo_lite._tensor_meta for CHECK_TENSOR (None: attribute reads)."},
+    {"_set_fx_tracing_flag", (PyCFunction)(void (*)(void))set_fx_tracing_flag,
+     METH_FASTCALL,
+     "_set_fx_tracing_flag(holder, name, is_local)\n\nWhere LOAD_TORCH_STATE "
+     "reads torch.fx's tracing flag: holder[name] (a module's dict), or "
+     "this thread's `name` in the threading.local holder (False if unset)."},
+    {"_torch_state", torch_state_py, METH_O,
+     "_torch_state(which) -> what LOAD_TORCH_STATE which loads, or None "
+     "when it cannot be read (no reader registered)."},
     {"_has_tensor_api", has_tensor_api, METH_NOARGS,
      "_has_tensor_api() -> True if a C++ tensor reader is registered."},
     {NULL, NULL, 0, NULL},

@@ -28,7 +28,10 @@
  *   DISPATCH_STACK  torch._C._len_torch_dispatch_stack()        a length
  *   JIT_TRACING     torch._C._get_tracing_state() is not None   0 / 1
  *   FUNCTORCH       torch._C._functorch.peek_interpreter_stack()
- *                   is not None                                 0 / 1 */
+ *                   is not None                                 0 / 1
+ *   FX_TRACING      torch.fx's "symbolic tracing runs" flag (a Python
+ *                   value, torch_compat.is_fx_tracing): guards.c reads it
+ *                   from where _C._set_fx_tracing_flag says; state() -1 */
 enum {
     DL_STATE_GRAD_ENABLED = 0,
     DL_STATE_ANY_AUTOCAST,
@@ -36,6 +39,7 @@ enum {
     DL_STATE_DISPATCH_STACK,
     DL_STATE_JIT_TRACING,
     DL_STATE_FUNCTORCH,
+    DL_STATE_FX_TRACING,
     DL_STATE_COUNT
 };
 

@@ -52,9 +52,12 @@ SUPPORTED = ((2, 13), (2, 14), (2, 15))
 # flag is unset in a thread that never traced) no AttributeError made and dropped each time.
 if hasattr(_fx_symbolic_trace, "_is_fx_tracing_flag"):  # one module global
     is_fx_tracing = functools.partial(getattr, _fx_symbolic_trace, "_is_fx_tracing_flag")
+    _C._set_fx_tracing_flag(vars(_fx_symbolic_trace), "_is_fx_tracing_flag", False)
 else:  # thread-local (what torch's _get_is_fx_tracing() reads)
     is_fx_tracing = functools.partial(_C.thread_local_get, _fx_symbolic_trace._is_fx_tracing_tls, "flag", False)
+    _C._set_fx_tracing_flag(_fx_symbolic_trace._is_fx_tracing_tls, "flag", True)
 is_fx_tracing.__name__ = "is_fx_tracing"  # (how a guard program shows it)
+# (guard programs read the same flag from C, with no call: LOAD_TORCH_STATE fx_tracing)
 
 
 # ---- ShapeEnv's user-frame lookup ------------------------------------------------------

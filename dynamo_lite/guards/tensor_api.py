@@ -144,25 +144,33 @@ def _load():
                     type(e).__name__, e)
 
 
-# torch's state functions the C++ reader answers for (csrc/tensor_meta.h DL_STATE_*): function ->
-# (code, kind); "value": the reader gives what the function returns (a bool, a stack length);
-# "presence": only whether it returns None (another tracer), so only ``... is None`` may use it
+# torch's state queries a guard program reads with LOAD_TORCH_STATE (csrc/tensor_meta.h DL_STATE_*):
+# function -> (code, kind); "value": the op loads what the function returns (a bool, a stack length,
+# torch.fx's flag); "presence": only whether it returns None (another tracer), so only ``... is None``
+# may use it.  The C++ reader (this module's _meta) reads all but FX_TRACING, which C reads itself.
+_FX_TRACING = 6
+
+
 def _state_functions() -> dict:
     return {torch.is_grad_enabled: (0, "value"), torch._C._is_any_autocast_enabled: (1, "value"),
             torch._C._len_torch_function_stack: (2, "value"), torch._C._len_torch_dispatch_stack: (3, "value"),
             torch._C._get_tracing_state: (4, "presence"),
-            torch._C._functorch.peek_interpreter_stack: (5, "presence")}
+            torch._C._functorch.peek_interpreter_stack: (5, "presence"),
+            torch_compat.is_fx_tracing: (_FX_TRACING, "value")}
 
 
 _STATE_FUNCTIONS: dict = {}
 
 
+def _read_state(code: int):
+    return _C._torch_state(code)
+
+
 def torch_state(fn, kind: str) -> Optional[int]:
     """The code of LOAD_TORCH_STATE that reads what torch's state query ``fn`` tells (kind "value":
-    its result; "presence": whether its result is None), or None: no C++ reader, another function,
-    or the reader does not agree with ``fn`` right now (read both; a guard then calls ``fn``)."""
-    if _meta is None or not _C._has_tensor_api():  # (programs read through the registered reader)
-        return None
+    its result; "presence": whether its result is None), or None: another function, no reader for
+    it, or the op does not load what ``fn`` returns right now (both are read; a guard then calls
+    ``fn``)."""
     if not _STATE_FUNCTIONS:
         _STATE_FUNCTIONS.update(_state_functions())
     try:
@@ -171,13 +179,15 @@ def torch_state(fn, kind: str) -> Optional[int]:
         return None
     if code is None or fn_kind != kind:
         return None
+    if code != _FX_TRACING and (_meta is None or not _C._has_tensor_api()):
+        return None  # (programs read through the registered C++ reader)
     try:
-        read, told = _meta.state(code), fn()
+        read, told = _read_state(code), fn()
     except Exception:  # noqa: BLE001 - the guard calls fn instead
         return None
-    if kind == "presence":
-        return code if read == (told is not None) else None
-    return code if type(told) in (bool, int) and read == told else None
+    if kind == "presence":  # (None: no tracer; True: one runs)
+        return code if (read is None) == (told is None) else None
+    return code if read is not None and type(read) is type(told) and read == told else None
 
 
 @functools.lru_cache(maxsize=None)

@@ -10,20 +10,22 @@ each state, the programs built, and compiled calls under each state against eage
 """
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import dynamo_lite
-from dynamo_lite import _C
+from dynamo_lite import _C, torch_compat
 from dynamo_lite.convert_frame import entries_for
 from dynamo_lite.guards import tensor_api
 from dynamo_lite.testing import CompileCounter, assert_same
 
 needs_reader = pytest.mark.skipif(tensor_api._meta is None, reason="dynamo_lite._tensor_meta is not built")
 
-GRAD, AUTOCAST, TF_STACK, DISPATCH_STACK, JIT_TRACING, FUNCTORCH = range(6)
+GRAD, AUTOCAST, TF_STACK, DISPATCH_STACK, JIT_TRACING, FUNCTORCH, FX_TRACING = range(7)
 
 
 class Recording(TorchFunctionMode):
@@ -46,17 +48,19 @@ def _python_states():
     return [int(torch.is_grad_enabled()), int(torch._C._is_any_autocast_enabled()),
             torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack(),
             int(torch._C._get_tracing_state() is not None),
-            int(torch._C._functorch.peek_interpreter_stack() is not None)]
+            int(torch._C._functorch.peek_interpreter_stack() is not None),
+            int(bool(torch_compat.is_fx_tracing()))]
 
 
 def _reader_states():
-    return [tensor_api._meta.state(i) for i in range(6)]
+    """What the C++ reader says (and C, for torch.fx's flag)."""
+    return [tensor_api._meta.state(i) for i in range(6)] + [int(bool(_C._torch_state(FX_TRACING)))]
 
 
 @needs_reader
 def test_the_reader_agrees_with_torch_in_each_state():
     seen = {}
-    assert _reader_states() == _python_states() == [1, 0, 0, 0, 0, 0]
+    assert _reader_states() == _python_states() == [1, 0, 0, 0, 0, 0, 0]
     with torch.no_grad():
         seen["no_grad"] = (_reader_states(), _python_states())
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -79,15 +83,28 @@ def test_the_reader_agrees_with_torch_in_each_state():
         return x * 2
 
     torch.vmap(mapped)(torch.randn(3, 2))
+
+    def other_thread():  # (torch 2.14+ keeps the fx flag per thread: unset there, False)
+        seen["thread"] = (_reader_states(), _python_states())
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    def fx_traced(x):
+        seen["fx"] = (_reader_states(), _python_states())
+        return x * 2
+
+    torch.fx.symbolic_trace(fx_traced)
     for name, (reader, python) in seen.items():
         assert reader == python, name
+    assert seen["fx"][0][FX_TRACING] == 1
     assert seen["no_grad"][0][GRAD] == 0
     assert seen["autocast"][0][AUTOCAST] == 1 and seen["autocast off"][0][AUTOCAST] == 0
     assert seen["two torch-function modes"][0][TF_STACK] == 2
     assert seen["dispatch mode"][0][DISPATCH_STACK] == 1
     assert seen["jit trace"][0][JIT_TRACING] == 1
     assert seen["vmap"][0][FUNCTORCH] == 1
-    assert _reader_states() == [1, 0, 0, 0, 0, 0]  # all back
+    assert _reader_states() == [1, 0, 0, 0, 0, 0, 0]  # all back
 
 
 def _f(x):
@@ -103,25 +120,25 @@ def test_a_program_reads_the_states_without_calling_python():
     dynamo_lite.reset()
     dynamo_lite.compile(_f, backend="eager")(torch.randn(3, 3))
     names = _op_names(_f)
-    assert names.count("LOAD_TORCH_STATE") == 6
-    assert names.count("LOAD_CALL0") == 1  # only torch.fx's tracing flag (torch_compat.is_fx_tracing)
+    assert names.count("LOAD_TORCH_STATE") == 7
+    assert "LOAD_CALL0" not in names
 
 
 @needs_reader
 def test_a_state_the_reader_gets_wrong_is_checked_by_calling_torch(monkeypatch):
-    class Wrong:
-        """The real reader, but for grad mode, which it reports inverted."""
+    real = tensor_api._read_state
 
-        def state(self, which, real=tensor_api._meta):
-            value = real.state(which)
-            return 1 - value if which == GRAD else value
+    def wrong(which):
+        """The real reads, but grad mode inverted."""
+        value = real(which)
+        return (not value) if which == GRAD else value
 
-    monkeypatch.setattr(tensor_api, "_meta", Wrong())
+    monkeypatch.setattr(tensor_api, "_read_state", wrong)
     dynamo_lite.reset()
     dynamo_lite.compile(_f, backend="eager")(torch.randn(3, 3))
     names = _op_names(_f)
-    assert names.count("LOAD_TORCH_STATE") == 5
-    assert names.count("LOAD_CALL0") == 2  # grad mode, and torch.fx's tracing flag as always
+    assert names.count("LOAD_TORCH_STATE") == 6
+    assert names.count("LOAD_CALL0") == 1  # grad mode: torch.is_grad_enabled() is called
     dynamo_lite.reset()
 
 
