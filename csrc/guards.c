@@ -498,6 +498,17 @@ tensor_spec_free(TensorSpec *s)
 static inline int
 compare_true(PyObject *a, PyObject *b, int op)
 {
+    if ((op == Py_EQ || op == Py_NE) && PyLong_CheckExact(a) &&
+        PyLong_CheckExact(b)) {
+        /* int's own ==, no user code (the stack lengths every program
+         * checks): compare the values when both fit */
+        int oa = 0, ob = 0;
+        long long x = PyLong_AsLongLongAndOverflow(a, &oa);
+        long long y = PyLong_AsLongLongAndOverflow(b, &ob);
+        if (!oa && !ob) {
+            return (x == y) == (op == Py_EQ);
+        }
+    }
     PyObject *res = PyObject_RichCompare(a, b, op);
     if (res == NULL) {
         return -1;

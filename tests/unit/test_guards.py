@@ -645,6 +645,24 @@ def test_program_eq_has_no_identity_shortcut():
     assert q(3, {}, None) is True and q(3.0, {}, None) is True and q(4, {}, None) is False
 
 
+def test_program_int_eq_and_ne_are_ints_own_comparison():
+    # exact ints compare by value in C; past 64 bits, bools and int subclasses by Python's ==
+    big = 2 ** 70
+
+    class Loose(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    eq, ne = _prog([("CHECK_EQ", 0, 0, 0, 0)]), _prog([("CHECK_NE", 0, 0, 0, 0)])
+    assert [eq(v, {}, None) for v in (0, 1, -1, False, True, big, Loose(5))] == \
+        [True, False, False, True, False, False, True]
+    assert [ne(v, {}, None) for v in (0, 1, big, False)] == [False, True, True, False]
+    assert _prog([("CHECK_EQ", 0, 0, 0, big)])(2 ** 70, {}, None) is True
+    assert _prog([("CHECK_EQ", 0, 0, 0, -2 ** 63)])(-2 ** 63, {}, None) is True
+
+
 def test_program_wrong_argument_count_fails():
     p = _prog([])
     assert p(1, {}, None) is True
