@@ -327,7 +327,10 @@ class FrameConverter:
             compiled_fn.owner = compiled  # the first result is checked, then the check is dropped
         if output.shapes.used:
             self._shape_guards(output)  # again: the backend may have relied on more
-        if compiled is None and brk is None and _traced_empty_before(code, self):
+        # (a trace that answered torch.compiler.is_compiling() True took the compiler's path: running
+        # the frame as it is would take the other one, so its code stays, as torch.compile keeps it)
+        asked_compiling = bool(output.compiling_queries)
+        if compiled is None and brk is None and not asked_compiling and _traced_empty_before(code, self):
             # traced again and again nothing to capture (no tensor work, no break): from now on the
             # frame runs as it is, as Python runs it (torch.compile skips such a frame at once);
             # einx's shape solver and code generator would otherwise recompile until the limit
@@ -338,7 +341,8 @@ class FrameConverter:
         output_index = {node: i for i, node in enumerate(outputs)}
         state.prologue_calls = list(output.prologue_calls)
         if compiled is None and brk is None and output.side_effects.is_empty() and not state.root_cells \
-                and state.grad_mode is None and not state.prologue_calls and not output.modelled_library_code:
+                and state.grad_mode is None and not state.prologue_calls and not output.modelled_library_code \
+                and not asked_compiling:
             new_code = None  # nothing captured: guards pass -> run the original frame
         else:
             new_code = frame_code.build_code(state, compiled, graph_inputs, output_index,

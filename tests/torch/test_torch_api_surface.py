@@ -764,6 +764,30 @@ def test_is_compiling_answers_true_inside_a_trace():
     assert torch.equal(dynamo_lite.compile(f, backend="eager")(x), x * 2)
 
 
+def test_is_compiling_answers_the_same_on_every_call_of_a_frame_with_no_tensor_work():
+    """A frame whose trace asked is_compiling() and captured no graph keeps its generated code (it
+    took the compiler's path): later calls answer as the first did, as under torch.compile (a first
+    version ran such a frame as it is from the second call on: True once, then False)."""
+    import dynamo_lite
+
+    counts = {"compiled": 0, "eager": 0}
+
+    def counting(x):
+        counts["compiled" if torch.compiler.is_compiling() else "eager"] += 1
+        return x
+
+    def constant(x):
+        return 1 if torch.compiler.is_compiling() else 2
+
+    c, k = dynamo_lite.compile(counting, backend="eager"), dynamo_lite.compile(constant, backend="eager")
+    x = torch.ones(1)
+    assert [k(x) for _ in range(3)] == [1, 1, 1]
+    for _ in range(4):
+        c(x)
+    assert counts == {"compiled": 4, "eager": 0}
+    dynamo_lite.reset()
+
+
 GAPS = {name for name, (_, ours, theirs, _) in CASES.items() if ours > theirs}
 
 
