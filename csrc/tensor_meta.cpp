@@ -8,11 +8,11 @@
  * the TensorImpl costs a few nanoseconds. Models guard every parameter on
  * every call, so this is most of the cache-hit cost of a large module.
  *
- * It also reads the pieces of torch's per-thread state every guard program
- * checks (grad mode, autocast, mode stacks, other tracers: state()), which
+ * It also reads the pieces of torch's state every guard program checks (grad
+ * mode, autocast, mode stacks, other tracers, cuBLAS TF32: state()), which
  * through torch's Python functions cost about a quarter microsecond per call.
  *
- * Only light c10 headers and one ATen header are included (the file builds
+ * Only light c10 headers and two ATen headers are included (the file builds
  * in seconds), and nothing assumes torch's Python object layout at build time:
  * a tensor object holds its TensorImpl pointer at a fixed offset, which
  * guards/tensor_api.py finds at run time by comparing the words of probe
@@ -28,6 +28,7 @@
  */
 #include <Python.h>
 
+#include <ATen/Context.h>
 #include <ATen/PythonTorchFunctionTLS.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/TensorImpl.h>
@@ -155,6 +156,9 @@ int state(int which, int64_t *out) {
             return 1;
         case DL_STATE_FUNCTORCH:
             *out = !at::functorch::getDynamicLayerStack().empty();
+            return 1;
+        case DL_STATE_CUBLAS_TF32:
+            *out = at::globalContext().allowTF32CuBLAS();
             return 1;
         default:
             return -1;

@@ -31,7 +31,8 @@
  *                   is not None                                 0 / 1
  *   FX_TRACING      torch.fx's "symbolic tracing runs" flag (a Python
  *                   value, torch_compat.is_fx_tracing): guards.c reads it
- *                   from where _C._set_fx_tracing_flag says; state() -1 */
+ *                   from where _C._set_fx_tracing_flag says; state() -1
+ *   CUBLAS_TF32     torch._C._get_cublas_allow_tf32()           0 / 1 */
 enum {
     DL_STATE_GRAD_ENABLED = 0,
     DL_STATE_ANY_AUTOCAST,
@@ -40,6 +41,7 @@ enum {
     DL_STATE_JIT_TRACING,
     DL_STATE_FUNCTORCH,
     DL_STATE_FX_TRACING,
+    DL_STATE_CUBLAS_TF32,
     DL_STATE_COUNT
 };
 

@@ -598,7 +598,7 @@ class _Lazy:
 
 # LOAD_TORCH_STATE's states (csrc/tensor_meta.h DL_STATE_*), as render_program shows them
 _STATE_NAMES = ("grad_enabled", "any_autocast", "torch_function_stack_len", "dispatch_stack_len",
-                "jit_tracing", "functorch_transform", "fx_tracing")
+                "jit_tracing", "functorch_transform", "fx_tracing", "cublas_allow_tf32")
 
 
 def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional[str] = None) -> str:

@@ -156,7 +156,7 @@ def _state_functions() -> dict:
             torch._C._len_torch_function_stack: (2, "value"), torch._C._len_torch_dispatch_stack: (3, "value"),
             torch._C._get_tracing_state: (4, "presence"),
             torch._C._functorch.peek_interpreter_stack: (5, "presence"),
-            torch_compat.is_fx_tracing: (_FX_TRACING, "value")}
+            torch_compat.is_fx_tracing: (_FX_TRACING, "value"), torch._C._get_cublas_allow_tf32: (7, "value")}
 
 
 _STATE_FUNCTIONS: dict = {}

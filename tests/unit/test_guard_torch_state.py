@@ -25,7 +25,7 @@ from dynamo_lite.testing import CompileCounter, assert_same
 
 needs_reader = pytest.mark.skipif(tensor_api._meta is None, reason="dynamo_lite._tensor_meta is not built")
 
-GRAD, AUTOCAST, TF_STACK, DISPATCH_STACK, JIT_TRACING, FUNCTORCH, FX_TRACING = range(7)
+GRAD, AUTOCAST, TF_STACK, DISPATCH_STACK, JIT_TRACING, FUNCTORCH, FX_TRACING, CUBLAS_TF32 = range(8)
 
 
 class Recording(TorchFunctionMode):
@@ -49,18 +49,19 @@ def _python_states():
             torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack(),
             int(torch._C._get_tracing_state() is not None),
             int(torch._C._functorch.peek_interpreter_stack() is not None),
-            int(bool(torch_compat.is_fx_tracing()))]
+            int(bool(torch_compat.is_fx_tracing())), int(torch._C._get_cublas_allow_tf32())]
 
 
 def _reader_states():
     """What the C++ reader says (and C, for torch.fx's flag)."""
-    return [tensor_api._meta.state(i) for i in range(6)] + [int(bool(_C._torch_state(FX_TRACING)))]
+    return ([tensor_api._meta.state(i) for i in range(6)] + [int(bool(_C._torch_state(FX_TRACING)))]
+            + [tensor_api._meta.state(CUBLAS_TF32)])
 
 
 @needs_reader
 def test_the_reader_agrees_with_torch_in_each_state():
     seen = {}
-    assert _reader_states() == _python_states() == [1, 0, 0, 0, 0, 0, 0]
+    assert _reader_states() == _python_states() == [1, 0, 0, 0, 0, 0, 0, 0]
     with torch.no_grad():
         seen["no_grad"] = (_reader_states(), _python_states())
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -71,6 +72,12 @@ def test_the_reader_agrees_with_torch_in_each_state():
         seen["two torch-function modes"] = (_reader_states(), _python_states())
     with Passing():
         seen["dispatch mode"] = (_reader_states(), _python_states())
+    old_tf32 = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        seen["tf32"] = (_reader_states(), _python_states())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old_tf32
 
     def traced(x):
         seen["jit trace"] = (_reader_states(), _python_states())
@@ -98,13 +105,14 @@ def test_the_reader_agrees_with_torch_in_each_state():
     for name, (reader, python) in seen.items():
         assert reader == python, name
     assert seen["fx"][0][FX_TRACING] == 1
+    assert seen["tf32"][0][CUBLAS_TF32] == 1
     assert seen["no_grad"][0][GRAD] == 0
     assert seen["autocast"][0][AUTOCAST] == 1 and seen["autocast off"][0][AUTOCAST] == 0
     assert seen["two torch-function modes"][0][TF_STACK] == 2
     assert seen["dispatch mode"][0][DISPATCH_STACK] == 1
     assert seen["jit trace"][0][JIT_TRACING] == 1
     assert seen["vmap"][0][FUNCTORCH] == 1
-    assert _reader_states() == [1, 0, 0, 0, 0, 0, 0]  # all back
+    assert _reader_states() == [1, 0, 0, 0, 0, 0, 0, 0]  # all back
 
 
 def _f(x):
@@ -120,7 +128,7 @@ def test_a_program_reads_the_states_without_calling_python():
     dynamo_lite.reset()
     dynamo_lite.compile(_f, backend="eager")(torch.randn(3, 3))
     names = _op_names(_f)
-    assert names.count("LOAD_TORCH_STATE") == 7
+    assert names.count("LOAD_TORCH_STATE") == 8
     assert "LOAD_CALL0" not in names
 
 
@@ -137,7 +145,7 @@ def test_a_state_the_reader_gets_wrong_is_checked_by_calling_torch(monkeypatch):
     dynamo_lite.reset()
     dynamo_lite.compile(_f, backend="eager")(torch.randn(3, 3))
     names = _op_names(_f)
-    assert names.count("LOAD_TORCH_STATE") == 6
+    assert names.count("LOAD_TORCH_STATE") == 7
     assert names.count("LOAD_CALL0") == 1  # grad mode: torch.is_grad_enabled() is called
     dynamo_lite.reset()
 
@@ -200,4 +208,32 @@ def test_compiled_calls_under_each_state_behave_as_eager():
     for call in (plain, no_grad, autocast):
         call(compiled)
     assert counter.frame_count == frames  # each state seen before: a hit
+    dynamo_lite.reset()
+
+
+def test_a_graph_compiled_without_tf32_is_not_reused_with_it():
+    """cuBLAS TF32 is global state a backend may bake into its kernels (inductor picks the matmul
+    precision at compile time): switching it recompiles, as torch.compile does, and switching it
+    back hits the first entry again."""
+    seen = []
+
+    def backend(gm, example_inputs):
+        flag = torch.backends.cuda.matmul.allow_tf32  # read when compiling, as inductor does
+
+        def run(*args):
+            seen.append(flag)
+            return gm(*args)
+
+        return run
+
+    dynamo_lite.reset()
+    compiled = dynamo_lite.compile(lambda x: x + 1, backend=backend)
+    old = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for flag in (False, True, False, True):
+            torch.backends.cuda.matmul.allow_tf32 = flag
+            compiled(torch.ones(2))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    assert seen == [False, True, False, True]
     dynamo_lite.reset()
