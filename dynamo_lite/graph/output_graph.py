@@ -135,13 +135,13 @@ class OutputGraph:
         # torch-function modes (torch.set_default_device, `with torch.device(...)`) change what
         # factory functions make; traces run only without any (convert_frame), and stay so
         self.add_guard(guards.GlobalStateGuard("___torch._C._len_torch_function_stack() == 0"))
-        # autocast entered outside the frame changes what its ops compute (dtypes): one cheap
-        # check, and the device/dtype state itself when some autocast is on
         # matmul precision a backend may bake into its kernels (inductor picks TF32 or not at compile
         # time): a graph compiled under one setting is not reused under the other (torch.compile's
         # global-state guard checks it too)
         self.add_guard(guards.GlobalStateGuard(
                        f"___torch._C._get_cublas_allow_tf32() is {torch._C._get_cublas_allow_tf32()!r}"))
+        # autocast entered outside the frame changes what its ops compute (dtypes): one cheap
+        # check, and the device/dtype state itself when some autocast is on
         any_autocast = torch._C._is_any_autocast_enabled()
         self.add_guard(guards.GlobalStateGuard(f"___torch._C._is_any_autocast_enabled() is {any_autocast!r}"))
         if any_autocast:
