@@ -479,38 +479,13 @@ static PyObject *
 dl_thread_local_get_py(PyObject *module, PyObject *const *argv,
                        Py_ssize_t argc)
 {
-    static PyObject *dict_name = NULL; /* "__dict__", interned once */
     if (argc != 3 || !PyUnicode_Check(argv[1])) {
         PyErr_SetString(PyExc_TypeError,
                         "thread_local_get(local, name, default) takes a "
                         "threading.local, a str and a default");
         return NULL;
     }
-    if (dict_name == NULL) {
-        dict_name = PyUnicode_InternFromString("__dict__");
-        if (dict_name == NULL) {
-            return NULL;
-        }
-    }
-    /* a threading.local answers "__dict__" with this thread's own dict */
-    PyObject *d = PyObject_GetAttr(argv[0], dict_name);
-    if (d == NULL) {
-        return NULL;
-    }
-    if (!PyDict_Check(d)) {
-        Py_DECREF(d);
-        PyErr_SetString(PyExc_TypeError,
-                        "thread_local_get: the object's __dict__ is not a dict");
-        return NULL;
-    }
-    PyObject *value = PyDict_GetItemWithError(d, argv[1]); /* borrowed */
-    if (value == NULL) {
-        Py_DECREF(d);
-        return PyErr_Occurred() ? NULL : Py_NewRef(argv[2]);
-    }
-    Py_INCREF(value);
-    Py_DECREF(d);
-    return value;
+    return dl_thread_local_get(argv[0], argv[1], argv[2]);
 }
 
 static PyMethodDef dl_methods[] = {

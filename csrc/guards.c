@@ -1062,11 +1062,32 @@ parse_int_expr(GuardOp *out, PyObject *obj, Py_ssize_t nregs,
     return 0;
 }
 
-/* LOAD_TORCH_STATE n: torch's thread-local state n (DL_STATE_*) as its
- * Python function returns it: a bool (grad mode, any autocast), an int (the
- * lengths of the mode stacks), or for the other tracers None when none runs
- * and True when one does (program.py only compares those with None). NULL
- * without an error when the C++ reader is not registered. */
+PyObject *
+dl_thread_local_get(PyObject *local, PyObject *name, PyObject *dflt)
+{
+    static PyObject *dict_name = NULL; /* "__dict__", interned once */
+    if (dict_name == NULL &&
+        (dict_name = PyUnicode_InternFromString("__dict__")) == NULL) {
+        return NULL;
+    }
+    /* a threading.local answers "__dict__" with this thread's own dict */
+    PyObject *d = PyObject_GetAttr(local, dict_name);
+    if (d == NULL) {
+        return NULL;
+    }
+    if (!PyDict_Check(d)) {
+        Py_DECREF(d);
+        PyErr_SetString(PyExc_TypeError,
+                        "thread_local_get: the object's __dict__ is not a dict");
+        return NULL;
+    }
+    PyObject *value = PyDict_GetItemWithError(d, name); /* borrowed */
+    value = value != NULL ? Py_NewRef(value)
+                          : PyErr_Occurred() ? NULL : Py_NewRef(dflt);
+    Py_DECREF(d);
+    return value;
+}
+
 /* Where torch.fx keeps its "symbolic tracing runs" flag (set by
  * torch_compat through _C._set_fx_tracing_flag): a module's dict and the
  * global's name (torch 2.13), or a threading.local and its attribute (2.14+;
@@ -1083,31 +1104,19 @@ load_fx_tracing(void)
     if (fx_flag_holder == NULL) {
         return NULL;
     }
-    PyObject *dict = fx_flag_holder;
     if (fx_flag_is_local) {
-        /* a threading.local answers "__dict__" with this thread's own dict */
-        dict = PyObject_GetAttrString(fx_flag_holder, "__dict__");
-        if (dict == NULL) {
-            return NULL;
-        }
-        if (!PyDict_Check(dict)) {
-            Py_DECREF(dict);
-            return NULL;
-        }
+        return dl_thread_local_get(fx_flag_holder, fx_flag_name, Py_False);
     }
-    PyObject *value = PyDict_GetItemWithError(dict, fx_flag_name); /* borrowed */
-    if (value != NULL) {
-        Py_INCREF(value);
-    }
-    else if (!PyErr_Occurred() && fx_flag_is_local) {
-        value = Py_NewRef(Py_False); /* never set in this thread */
-    }
-    if (fx_flag_is_local) {
-        Py_DECREF(dict);
-    }
-    return value;
+    PyObject *value = PyDict_GetItemWithError(fx_flag_holder, fx_flag_name);
+    return Py_XNewRef(value); /* borrowed -> new */
 }
 
+/* LOAD_TORCH_STATE n: torch's state n (DL_STATE_*) as its Python function
+ * returns it: a bool (grad mode, any autocast, TF32, the fx flag as torch
+ * keeps it), an int (the lengths of the mode stacks), or for the other
+ * tracers None when none runs and True when one does (program.py only
+ * compares those with None). NULL without an error when it cannot be read
+ * (no C++ reader registered, no fx flag). */
 static PyObject *
 load_torch_state(Py_ssize_t which)
 {

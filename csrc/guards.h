@@ -26,6 +26,12 @@ int dl_guard_program_check(PyObject *program, PyObject *const *args,
  * run from then on, and its cache entry can be dropped. */
 int dl_guard_program_dead(PyObject *program);
 
+/* getattr(local, name, dflt) for a threading.local `local` (name a str):
+ * this thread's value, read from its per-thread dict, with no
+ * AttributeError made and dropped when the name is unset. New reference, or
+ * NULL with an error set. */
+PyObject *dl_thread_local_get(PyObject *local, PyObject *name, PyObject *dflt);
+
 /* Add GuardProgram and _set_tensor_api to the module. 0 on success. */
 int dl_guards_init(PyObject *module);
 

@@ -596,11 +596,6 @@ class _Lazy:
         return self.fn(*self.args)
 
 
-# LOAD_TORCH_STATE's states (csrc/tensor_meta.h DL_STATE_*), as render_program shows them
-_STATE_NAMES = ("grad_enabled", "any_autocast", "torch_function_stack_len", "dispatch_stack_len",
-                "jit_tracing", "functorch_transform", "fx_tracing", "cublas_allow_tf32")
-
-
 def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional[str] = None) -> str:
     """The register program as text, one op a line (the ``+guards`` log; docs/how-it-works.md)::
 
@@ -626,7 +621,7 @@ def render_program(ops: list, arg_names: tuple[str, ...], residual_src: Optional
         elif name in ("LOAD_SIZE", "LOAD_STRIDE"):
             lines.append(f"r{a} = {name} r{b} {n}")
         elif name == "LOAD_TORCH_STATE":
-            lines.append(f"r{a} = LOAD_TORCH_STATE {_STATE_NAMES[n]}")
+            lines.append(f"r{a} = LOAD_TORCH_STATE {tensor_api.STATE_NAMES[n]}")
         elif name == "CHECK_INT_RANGE":
             lines.append(f"CHECK_INT_RANGE r{a} {n}..{obj}")
         elif name == "CHECK_INT_EXPR":

@@ -144,19 +144,25 @@ def _load():
                     type(e).__name__, e)
 
 
-# torch's state queries a guard program reads with LOAD_TORCH_STATE (csrc/tensor_meta.h DL_STATE_*):
-# function -> (code, kind); "value": the op loads what the function returns (a bool, a stack length,
-# torch.fx's flag); "presence": only whether it returns None (another tracer), so only ``... is None``
-# may use it.  The C++ reader (this module's _meta) reads all but FX_TRACING, which C reads itself.
-_FX_TRACING = 6
+# LOAD_TORCH_STATE's states, by code (csrc/tensor_meta.h DL_STATE_*, in the same order)
+STATE_NAMES = ("grad_enabled", "any_autocast", "torch_function_stack_len", "dispatch_stack_len",
+               "jit_tracing", "functorch_transform", "fx_tracing", "cublas_allow_tf32")
+_FX_TRACING = STATE_NAMES.index("fx_tracing")  # (read by C itself, not the C++ reader)
 
 
 def _state_functions() -> dict:
-    return {torch.is_grad_enabled: (0, "value"), torch._C._is_any_autocast_enabled: (1, "value"),
-            torch._C._len_torch_function_stack: (2, "value"), torch._C._len_torch_dispatch_stack: (3, "value"),
-            torch._C._get_tracing_state: (4, "presence"),
-            torch._C._functorch.peek_interpreter_stack: (5, "presence"),
-            torch_compat.is_fx_tracing: (_FX_TRACING, "value"), torch._C._get_cublas_allow_tf32: (7, "value")}
+    """torch's state queries -> (code, kind); "value": the op loads what the function returns (a
+    bool, a stack length, torch.fx's flag); "presence": only whether it returns None (another
+    tracer), so only ``... is None`` may use it."""
+    queries = {"grad_enabled": (torch.is_grad_enabled, "value"),
+               "any_autocast": (torch._C._is_any_autocast_enabled, "value"),
+               "torch_function_stack_len": (torch._C._len_torch_function_stack, "value"),
+               "dispatch_stack_len": (torch._C._len_torch_dispatch_stack, "value"),
+               "jit_tracing": (torch._C._get_tracing_state, "presence"),
+               "functorch_transform": (torch._C._functorch.peek_interpreter_stack, "presence"),
+               "fx_tracing": (torch_compat.is_fx_tracing, "value"),
+               "cublas_allow_tf32": (torch._C._get_cublas_allow_tf32, "value")}
+    return {fn: (STATE_NAMES.index(name), kind) for name, (fn, kind) in queries.items()}
 
 
 _STATE_FUNCTIONS: dict = {}

@@ -25,7 +25,10 @@ from dynamo_lite.testing import CompileCounter, assert_same
 
 needs_reader = pytest.mark.skipif(tensor_api._meta is None, reason="dynamo_lite._tensor_meta is not built")
 
-GRAD, AUTOCAST, TF_STACK, DISPATCH_STACK, JIT_TRACING, FUNCTORCH, FX_TRACING, CUBLAS_TF32 = range(8)
+GRAD, AUTOCAST, TF_STACK, DISPATCH_STACK, JIT_TRACING, FUNCTORCH, FX_TRACING, CUBLAS_TF32 = (
+    tensor_api.STATE_NAMES.index(name) for name in (
+        "grad_enabled", "any_autocast", "torch_function_stack_len", "dispatch_stack_len", "jit_tracing",
+        "functorch_transform", "fx_tracing", "cublas_allow_tf32"))
 
 
 class Recording(TorchFunctionMode):
