@@ -176,7 +176,8 @@ class OutputGraph:
             return
         by_type: dict[type, list] = {}
         for value, var in self.object_cache.values():
-            if var.source is not None and not isinstance(value, torch.Tensor):
+            # (by type: isinstance would read a user __getattribute__'s __class__)
+            if var.source is not None and not issubclass(type(value), torch.Tensor):
                 by_type.setdefault(type(value), []).append(var)
         changed_ids = {id(v) for v in changed}
         for objects in by_type.values():

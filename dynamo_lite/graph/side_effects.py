@@ -29,7 +29,7 @@ from .. import _C, cache
 from ..exc import GraphBreak, InternalError
 from ..variables.base import VariableTracker
 from ..variables.mappings import DictVariable
-from ..variables.sequences import DequeVariable, ListVariable
+from ..variables.sequences import DequeVariable, InputListVariable, ListVariable
 from ..variables.sets import SetVariable
 
 
@@ -244,7 +244,16 @@ class SideEffects:
                 var = self.mutated[key]
                 # the targets are rebuilt through cg.reconstruct, which uses the value
                 # preloaded before the replay when an earlier effect may overwrite the source
-                if isinstance(var, ListVariable):
+                if isinstance(var, InputListVariable) and not var.realized:
+                    # appends to a list whose entry contents the trace never read: real.extend(...)
+                    cg.reconstruct(var)
+                    cg.load_method("extend")
+                    for item in var.appended:
+                        cg.reconstruct(item)
+                    cg.emit("BUILD_TUPLE", len(var.appended))
+                    cg.call_method(1)
+                    cg.emit("POP_TOP")
+                elif isinstance(var, ListVariable):
                     cg.reconstruct_contents(var)
                     cg.reconstruct(var)
                     cg.load_const(None)

@@ -42,7 +42,7 @@ from .mappings import (
     CounterVariable, DefaultDictVariable, DictVariable, FrozenDictVariable, hash_key, is_frozendict_class,
 )
 from .numpy_arrays import check_tensor_input, wrap_numpy_value
-from .sequences import DequeVariable, ListVariable, SizeVariable, TupleVariable
+from .sequences import DequeVariable, InputListVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
 from .functions import PartialVariable, python_function_handler, UserFunctionVariable, UserMethodVariable
@@ -229,11 +229,15 @@ def _wrap(tx, value, source):
             return TupleVariable(items, source)
         return NamedTupleVariable(type(value), items, source)
     if type(value) is list:
+        def items():
+            guard(guards.LengthGuard(source, len(value)))
+            return [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+
         def make():
             guard(guards.TypeGuard(source, list))
-            guard(guards.LengthGuard(source, len(value)))
-            items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
-            return ListVariable(items, source)
+            if source is None:
+                return ListVariable(items(), source)
+            return InputListVariable(source, items)  # length and items guarded when first read
         return _aliased(tx, value, source, make)
     if type(value) is collections.deque:
         def make():

@@ -54,7 +54,7 @@ from .mappings import (
     CounterVariable, DefaultDictVariable, dict_from_args, DictIteratorVariable, DictVariable, DictViewVariable,
     MappingProxyVariable,
 )
-from .sequences import CmpToKeyVariable, ListIteratorVariable, ListVariable, sort_items, TupleVariable
+from .sequences import CmpToKeyVariable, LIST_TRACKERS, ListIteratorVariable, ListVariable, sort_items, TupleVariable
 from .sets import SetVariable
 from .folding import raise_folded, wrap_constant_result
 from .functions import (
@@ -687,7 +687,7 @@ def _zip(tx, *iterables, strict=None):
 def _reversed(tx, seq):
     if isinstance(seq, TensorVariable):
         return seq.call_method(tx, "__reversed__", [], {})  # a tensor: x.flip(0), a copy (x itself for 0-d)
-    if type(seq) is ListVariable:
+    if type(seq) in LIST_TRACKERS:
         return ListReverseIteratorVariable(seq)  # reads the list live
     if isinstance(seq, DictVariable):
         return DictIteratorVariable(seq, "keys", reverse=True)
@@ -891,7 +891,7 @@ def user_object_text(tx, obj, dunder, args=()):
 
 def _container_text(fn, obj):
     """str() / repr() / ascii() of a list, tuple, dict or set of constants (computed on a copy)."""
-    if type(obj) not in (ListVariable, TupleVariable, DictVariable, SetVariable, CounterVariable):
+    if type(obj) not in (*LIST_TRACKERS, TupleVariable, DictVariable, SetVariable, CounterVariable):
         return None
     try:
         value = obj.constant_copy()
@@ -1443,8 +1443,9 @@ def _dc_inner(tx, obj, as_dict: bool, memo: dict):
         if as_dict:
             return DictVariable({f.name: v for f, v in zip(dataclasses.fields(cls), values)})
         return TupleVariable(values)
-    if type(obj) in (ListVariable, TupleVariable):
-        return type(obj)([_dc_inner(tx, i, as_dict, memo) for i in obj.items])
+    if type(obj) in (*LIST_TRACKERS, TupleVariable):
+        return (TupleVariable if type(obj) is TupleVariable else ListVariable)(
+            [_dc_inner(tx, i, as_dict, memo) for i in obj.items])
     if type(obj) is DictVariable and obj.dict_type is dict:
         if any(not isinstance(k, (str, int, bool, float, type(None))) for k in obj.items):
             raise GraphBreak(gb.UNSUPPORTED_CALL, "dataclasses.asdict() of a dict with non-constant keys")

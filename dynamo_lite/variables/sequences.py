@@ -358,6 +358,57 @@ class ListVariable(BaseListVariable):
         return NONE
 
 
+class InputListVariable(ListVariable):
+    """A list the frame reads from outside (an argument, a global, an attribute, a loop body's
+    local): its length and items are read, and guarded, when the trace first needs them.
+
+    Until then ``append`` only records the new items (``appended``), replayed after the graph as
+    ``real.extend(...)``: code that collects results (``outs.append(f(x))``, in a loop whose body
+    is a function of its own or a resume function called once per iteration) does not depend on
+    how long the list already is, and is not compiled again for each length.  Any other use reads
+    ``items`` (the entry contents, then the appends), which guards the length and the items as an
+    eagerly wrapped list would.
+    """
+
+    def __init__(self, source, realize):
+        super().__init__([], source)
+        self._items = None  # (set by the base class)
+        self._realize = realize
+        self.appended: list = []
+
+    @property
+    def items(self):
+        if self._items is None:
+            self._items = self._realize() + self.appended
+            self.appended = []
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._items = value
+
+    @property
+    def realized(self) -> bool:
+        return self._items is not None
+
+    def _repr_body(self):
+        if not self.realized:  # (describing it must not guard it)
+            return f"<entry items>{', ...' if self.appended else ''}"
+        return super()._repr_body()
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "append" and len(args) == 1 and not kwargs and not self.realized:
+            tx.output.side_effects.mutate(self)
+            self.appended.append(args[0])
+            return NONE
+        return super().call_method(tx, name, args, kwargs)
+
+
+
+# the exact list trackers (a list made in the trace, a list read from outside); their subclasses
+# model other types
+LIST_TRACKERS = (ListVariable, InputListVariable)
+
 
 def _list_index(v: VariableTracker, method: str) -> int:
     """A list method's index argument (a constant) as an int; TypeError breaks (Python raises it)."""

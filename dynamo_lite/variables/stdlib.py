@@ -90,7 +90,7 @@ from .functions import PYTHON_FUNCTION_MATCHERS, BaseUserFunctionVariable, Neste
 from .mappings import DefaultDictVariable, DictVariable, MappingProxyVariable
 from .methods import BoundMethodOfVariable, ContainerMethodVariable
 from .nn_module import NNModuleVariable
-from .sequences import ListVariable, SizeVariable, TupleVariable
+from .sequences import LIST_TRACKERS, ListVariable, SizeVariable, TupleVariable
 from .sets import SetVariable
 from .tensor import SymNodeVariable, TensorVariable
 from .user_objects import (
@@ -377,7 +377,7 @@ def _copy_value(tx, obj, deep, memo):
         if type(obj) is NamedTupleVariable:
             return NamedTupleVariable(obj.tuple_type, items)
         return SizeVariable(items)
-    if type(obj) is ListVariable:
+    if type(obj) in LIST_TRACKERS:
         new = ListVariable([])
         memo[id(obj)] = new  # before the items: a list that contains itself
         new.items = [copy_value(tx, i, deep, memo) if deep else i for i in obj.items]
@@ -789,7 +789,7 @@ class RandomObjectVariable(VariableTracker):
         raise GraphBreak(gb.RANDOM_NOT_REPLAYED, f"attribute {name!r} of a random.Random made in the frame")
 
     def call_method(self, tx, name, args, kwargs):
-        if name == "shuffle" and len(args) == 1 and not kwargs and type(args[0]) is ListVariable:
+        if name == "shuffle" and len(args) == 1 and not kwargs and type(args[0]) in LIST_TRACKERS:
             # the generator is known, so the order is: shuffle the indices as the list would be
             # shuffled (shuffle draws by the length only), then reorder the list's items
             lst = args[0]

@@ -188,3 +188,27 @@ def test_the_rest_of_an_outer_iteration_stays_in_its_loop_body():
     # after the outer loop, in the frame itself: captured
     assert f"integrate (resumed at line {stack_line})" in frames, frames
     assert any("stack" in ops for ops in _graph_ops(counter))
+
+
+def collect(x, n):
+    outs = []
+    for i in range(n):
+        y = x * i
+        if y.sum() > 0:  # data-dependent: a break in the loop body
+            y = y + 1
+        outs.append(y.sin())
+    return torch.stack(outs)
+
+
+def test_a_list_collected_across_iterations_does_not_recompile_the_loop_body():
+    """The loop body and the resume function after the break append to ``outs``, one item
+    longer at every iteration: they do not read its length, so they are not compiled again for
+    each length (only once more, when ``i`` turns out to change and becomes dynamic)."""
+    seen: list = []
+    with events.collecting(seen.append):
+        counter = check_calls(collect, [(torch.ones(2), 3), (torch.ones(2), 9)], graphs=None)
+    reasons = [r for e in seen for r in getattr(e, "reasons", ()) or ()]
+    assert not any("len(___locals" in r for r in reasons), reasons  # the loop body's
+    # the resume function's: none; after the loop, torch.stack reads it: once, for the new n
+    assert sum("len(outs)" in r for r in reasons) <= 1, reasons
+    assert counter.frame_count <= 8, counter.frame_count

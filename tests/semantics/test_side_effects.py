@@ -399,3 +399,76 @@ def test_distinct_objects_changed_and_read_stay_one_entry():
         return x + b.v
 
     check_calls(f, [lambda: (torch.zeros(1), _Box(), _Box())] * 3, hits=[1, 2])
+
+
+# ---- appends to a list read from outside ------------------------------------------------
+# Appending does not read how long the list already is: the compiled code extends the real list
+# and is not compiled again for each length (results collected in a list across calls, or across
+# the iterations of a loop whose body is a function of its own).
+
+def test_appends_to_an_input_list_serve_every_length_from_one_entry():
+    def f(x, acc):
+        acc.append(x + 1)
+        acc.append(x * 2)
+        return x.sin()
+
+    cnt = check_calls(f, [(torch.ones(2), []), (torch.ones(2), [1]), (torch.ones(2), [1, "a", None])],
+                      hits=[1, 2])
+    assert cnt.frame_count == 1
+
+
+def test_an_input_list_read_after_appends_sees_them_and_guards_its_length():
+    def f(x, acc):
+        acc.append(x)
+        acc.append(3)
+        return x + len(acc), acc[0], acc[-2]
+
+    cnt = check_calls(f, [(torch.ones(2), [5]), (torch.ones(2), [5]), (torch.ones(2), [5, 8])], hits=[1])
+    assert cnt.frame_count == 2  # the length read: one entry per length
+
+
+def test_an_input_list_extended_sorted_and_iterated_after_an_append():
+    def f(x, acc):
+        acc.append(4)
+        acc.extend([2, 3])
+        acc.sort()
+        return x * sum(acc), [v for v in acc]
+
+    check_calls(f, [(torch.ones(2), [9, 1]), (torch.ones(2), [])])
+
+
+def test_an_input_list_printed_between_appends():
+    def f(x, acc):
+        acc.append(x + 1)
+        print(len(acc), acc)
+        acc.append(x + 2)
+        return x
+
+    check_calls(f, [(torch.ones(2), [0]), (torch.ones(2), [])], graphs=None)
+
+
+def test_appends_on_both_sides_of_a_graph_break_and_to_the_list_itself():
+    def f(x, acc):
+        acc.append(x + 1)
+        print("between")
+        acc.append(acc)
+        acc.append(x * 3)
+        return acc[-1]
+
+    for n in (0, 2):
+        acc_eager, acc_comp = [None] * n, [None] * n
+        expected = f(torch.ones(2), acc_eager)
+        got = dynamo_lite.compile(f, backend="eager")(torch.ones(2), acc_comp)
+        assert_same(got, expected)
+        assert len(acc_comp) == len(acc_eager) == n + 3 and acc_comp[n + 1] is acc_comp
+        assert_same(acc_comp[n], acc_eager[n])
+        assert_same(acc_comp[n + 2], acc_eager[n + 2])
+
+
+def test_one_list_appended_through_two_names():
+    def f(x, a, b):
+        a.append(x)
+        b.append(x + 1)
+        return x
+
+    check_calls(f, [lambda: (lambda l: (torch.ones(2), l, l))([1]), lambda: (torch.ones(2), [], [2])])
