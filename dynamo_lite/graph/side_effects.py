@@ -5,7 +5,9 @@ that outlive it (list/dict/set contents, object and module attributes,
 globals, closure cells) is logged here during tracing and replayed by
 generated code after the graph runs, in the order it happened, so that
 compiled and eager runs leave the world in the same state.
-Objects created during the trace are rebuilt only if they escape.
+Objects created during the trace are rebuilt only if they escape.  A container's new contents
+replace its old ones (``lst[:] = [...]``, ``d.clear(); d.update(...)``), except a list from
+outside that was only appended to, never read (``InputListVariable``): ``lst.extend(new)``.
 
 Replayed calls (``print``, logging calls, ``warnings.warn``: variables/replayed.py decides
 which) are logged here too, in the same order as the mutations, and generated code makes the

@@ -472,3 +472,30 @@ def test_one_list_appended_through_two_names():
         return x
 
     check_calls(f, [lambda: (lambda l: (torch.ones(2), l, l))([1]), lambda: (torch.ones(2), [], [2])])
+
+
+def test_a_module_logging_into_a_list_attribute_compiles_once():
+    class Logged(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3)
+            self.history = []
+
+        def forward(self, x):
+            y = self.lin(x)
+            self.history.append(y.detach().sum())
+            return y.relu()
+
+    torch.manual_seed(0)
+    eager = Logged()
+    compiled_module = copy.deepcopy(eager)
+    from dynamo_lite.testing import CompileCounter
+    cnt = CompileCounter()
+    compiled = dynamo_lite.compile(compiled_module, backend=cnt)
+    for i in range(12):  # (each call used to recompile on the list's length, up to the cache limit)
+        x = torch.randn(2, 3)
+        assert_same(compiled(x), eager(x))
+    assert cnt.frame_count == 1
+    assert len(compiled_module.history) == 12
+    for a, b in zip(compiled_module.history, eager.history):
+        assert_same(a, b)
