@@ -35,6 +35,17 @@ from ..variables.sequences import DequeVariable, InputListVariable, ListVariable
 from ..variables.sets import SetVariable
 
 
+def _call_with_items(cg, var: VariableTracker, method: str, items: list) -> None:
+    """Code for ``var.method((item, ...))`` (its result dropped)."""
+    cg.reconstruct(var)
+    cg.load_method(method)
+    for item in items:
+        cg.reconstruct(item)
+    cg.emit("BUILD_TUPLE", len(items))
+    cg.call_method(1)
+    cg.emit("POP_TOP")
+
+
 def _check_replayable(var: VariableTracker) -> None:
     """A change to a real object the trace has no source for breaks: it could not be replayed
     (the graph would drop it)."""
@@ -248,13 +259,7 @@ class SideEffects:
                 # preloaded before the replay when an earlier effect may overwrite the source
                 if isinstance(var, InputListVariable) and not var.realized:
                     # appends to a list whose entry contents the trace never read: real.extend(...)
-                    cg.reconstruct(var)
-                    cg.load_method("extend")
-                    for item in var.appended:
-                        cg.reconstruct(item)
-                    cg.emit("BUILD_TUPLE", len(var.appended))
-                    cg.call_method(1)
-                    cg.emit("POP_TOP")
+                    _call_with_items(cg, var, "extend", var.appended)
                 elif isinstance(var, ListVariable):
                     cg.reconstruct_contents(var)
                     cg.reconstruct(var)
@@ -267,13 +272,7 @@ class SideEffects:
                     cg.load_method("clear")
                     cg.call_method(0)
                     cg.emit("POP_TOP")
-                    cg.reconstruct(var)
-                    cg.load_method("extend")
-                    for item in var.items:
-                        cg.reconstruct(item)
-                    cg.emit("BUILD_LIST", len(var.items))
-                    cg.call_method(1)
-                    cg.emit("POP_TOP")
+                    _call_with_items(cg, var, "extend", var.items)
                 elif isinstance(var, SetVariable) and var.replay_log is not None:
                     # the logged calls, in order: the real table goes through what eager's did
                     for op, item in var.replay_log:
