@@ -7,7 +7,8 @@ generated code after the graph runs, in the order it happened, so that
 compiled and eager runs leave the world in the same state.
 Objects created during the trace are rebuilt only if they escape.  A container's new contents
 replace its old ones (``lst[:] = [...]``, ``d.clear(); d.update(...)``), except a list from
-outside that was only appended to, never read (``InputListVariable``): ``lst.extend(new)``.
+outside that was only appended to, never read (``InputListVariable``): ``lst.extend(new)``,
+and such a deque (``InputDequeVariable``): ``extend`` / ``extendleft`` of each run of appends.
 
 Replayed calls (``print``, logging calls, ``warnings.warn``: variables/replayed.py decides
 which) are logged here too, in the same order as the mutations, and generated code makes the
@@ -23,6 +24,7 @@ Tested by tests/semantics/test_side_effects.py and tests/semantics/test_replayed
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import types
 from typing import Any, Optional
 
@@ -31,7 +33,7 @@ from .. import _C, cache
 from ..exc import GraphBreak, InternalError
 from ..variables.base import VariableTracker
 from ..variables.mappings import DictVariable
-from ..variables.sequences import DequeVariable, InputListVariable, ListVariable
+from ..variables.sequences import DequeVariable, InputDequeVariable, InputListVariable, ListVariable
 from ..variables.sets import SetVariable
 
 
@@ -260,6 +262,11 @@ class SideEffects:
                 if isinstance(var, InputListVariable) and not var.realized:
                     # appends to a list whose entry contents the trace never read: real.extend(...)
                     _call_with_items(cg, var, "extend", var.appended)
+                elif isinstance(var, InputDequeVariable) and not var.realized:
+                    # appends at either end of a deque the trace never read: the same items
+                    # through extend / extendleft, in order (the real deque applies its maxlen)
+                    for name, run in itertools.groupby(var.pending, key=lambda p: p[0]):
+                        _call_with_items(cg, var, name.replace("append", "extend"), [item for _, item in run])
                 elif isinstance(var, ListVariable):
                     cg.reconstruct_contents(var)
                     cg.reconstruct(var)

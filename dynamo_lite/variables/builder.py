@@ -42,7 +42,7 @@ from .mappings import (
     CounterVariable, DefaultDictVariable, DictVariable, FrozenDictVariable, hash_key, is_frozendict_class,
 )
 from .numpy_arrays import check_tensor_input, wrap_numpy_value
-from .sequences import DequeVariable, InputListVariable, ListVariable, SizeVariable, TupleVariable
+from .sequences import DequeVariable, InputDequeVariable, InputListVariable, ListVariable, SizeVariable, TupleVariable
 from .user_objects import NamedTupleVariable
 from .sets import SetVariable
 from .functions import PartialVariable, python_function_handler, UserFunctionVariable, UserMethodVariable
@@ -240,13 +240,16 @@ def _wrap(tx, value, source):
             return InputListVariable(source, items)  # length and items guarded when first read
         return _aliased(tx, value, source, make)
     if type(value) is collections.deque:
+        def deque_items():
+            guard(guards.LengthGuard(source, len(value)))
+            return [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+
         def make():
             guard(guards.TypeGuard(source, collections.deque))
-            guard(guards.LengthGuard(source, len(value)))
-            if source is not None:
-                guard(guards.ExprGuard(f"{source.name()}.maxlen == {value.maxlen!r}", (), source))
-            items = [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
-            return DequeVariable(items, value.maxlen, source)
+            if source is None:
+                return DequeVariable(deque_items(), value.maxlen, source)
+            guard(guards.ExprGuard(f"{source.name()}.maxlen == {value.maxlen!r}", (), source))
+            return InputDequeVariable(value.maxlen, source, deque_items)  # length, items: when first read
         return _aliased(tx, value, source, make)
     if type(value) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         if all(type(k) in (str, int, bool, type(None), float) for k in value):

@@ -626,6 +626,51 @@ class DequeVariable(BaseListVariable):
         cg.call(2)
 
 
+class InputDequeVariable(DequeVariable):
+    """A deque the frame reads from outside, wrapped lazily as InputListVariable is (its maxlen is
+    guarded at once): ``append``/``appendleft`` on a deque never read are recorded (``pending``)
+    and replayed as ``extend``/``extendleft`` of the same items, in order, on the real deque,
+    which drops what its maxlen drops.  A rolling buffer (``self.recent.append(x)``) is not
+    compiled again for each length it goes through."""
+
+    def __init__(self, maxlen, source, realize):
+        self._realize = None  # (the base class trims its empty items before realize is set)
+        super().__init__([], maxlen, source)
+        self._items = None
+        self._realize = realize
+        self.pending: list = []  # ("append" | "appendleft", item), in order
+
+    @property
+    def items(self):
+        if self._items is None and self._realize is not None:
+            self._items = self._realize()
+            pending, self.pending = self.pending, []
+            for name, item in pending:
+                self._items.append(item) if name == "append" else self._items.insert(0, item)
+                self._trim(right=name == "append")
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._items = value
+
+    @property
+    def realized(self) -> bool:
+        return self._items is not None
+
+    def _repr_body(self):
+        if not self.realized:  # (describing it must not guard it)
+            return f"<entry items>{', ...' if self.pending else ''}"
+        return super()._repr_body()
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("append", "appendleft") and len(args) == 1 and not kwargs and not self.realized:
+            self._changed(tx)
+            self.pending.append((name, args[0]))
+            return NONE
+        return super().call_method(tx, name, args, kwargs)
+
+
 _RANGE_ITERATOR = type(iter(range(0)))
 
 

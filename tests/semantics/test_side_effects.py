@@ -499,3 +499,35 @@ def test_a_module_logging_into_a_list_attribute_compiles_once():
     assert len(compiled_module.history) == 12
     for a, b in zip(compiled_module.history, eager.history):
         assert_same(a, b)
+
+
+def test_a_rolling_buffer_deque_appended_at_both_ends_compiles_once():
+    import collections
+
+    def f(x, buf):
+        buf.append(x + 1)
+        buf.append(x * 2)
+        buf.appendleft(x - 1)
+        buf.append(x.sin())
+        return x.cos()
+
+    def calls():
+        out = []
+        for n, maxlen in ((0, 3), (1, 3), (3, 3), (2, None)):
+            out.append(lambda n=n, maxlen=maxlen: (torch.ones(2) * 0.5, collections.deque(range(n), maxlen)))
+        return out
+
+    cnt = check_calls(f, calls(), hits=[1, 2])
+    assert cnt.frame_count == 2  # one entry per maxlen (guarded), none per length
+
+
+def test_a_deque_read_after_appends_sees_them_trimmed_to_its_maxlen():
+    import collections
+
+    def f(x, buf):
+        buf.append(x + 1)
+        buf.appendleft(x * 2)
+        return x + len(buf), list(buf)[-1], buf[0]
+
+    check_calls(f, [lambda: (torch.ones(2), collections.deque([1, 2], 2)),
+                    lambda: (torch.ones(2), collections.deque([], 3))])
