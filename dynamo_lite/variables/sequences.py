@@ -358,7 +358,36 @@ class ListVariable(BaseListVariable):
         return NONE
 
 
-class InputListVariable(ListVariable):
+class _ReadWhenNeeded:
+    """Items of a container read from outside, read (and guarded) when the trace first needs
+    them: ``_realize()`` gives the entry contents, ``_apply_pending()`` adds what was recorded
+    before.  Until then ``realized`` is False and describing the container reads nothing."""
+
+    _items = None
+    _realize = None
+
+    @property
+    def items(self):
+        if self._items is None and self._realize is not None:
+            self._items = self._realize()
+            self._apply_pending()
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._items = value
+
+    @property
+    def realized(self) -> bool:
+        return self._items is not None
+
+    def _repr_body(self):
+        if not self.realized:
+            return "<entry items>, ..."
+        return super()._repr_body()
+
+
+class InputListVariable(_ReadWhenNeeded, ListVariable):
     """A list the frame reads from outside (an argument, a global, an attribute, a loop body's
     local): its length and items are read, and guarded, when the trace first needs them.
 
@@ -376,25 +405,9 @@ class InputListVariable(ListVariable):
         self._realize = realize
         self.appended: list = []
 
-    @property
-    def items(self):
-        if self._items is None:
-            self._items = self._realize() + self.appended
-            self.appended = []
-        return self._items
-
-    @items.setter
-    def items(self, value):
-        self._items = value
-
-    @property
-    def realized(self) -> bool:
-        return self._items is not None
-
-    def _repr_body(self):
-        if not self.realized:  # (describing it must not guard it)
-            return f"<entry items>{', ...' if self.appended else ''}"
-        return super()._repr_body()
+    def _apply_pending(self):
+        self._items += self.appended
+        self.appended = []
 
     def call_method(self, tx, name, args, kwargs):
         if name == "append" and len(args) == 1 and not kwargs and not self.realized:
@@ -402,7 +415,6 @@ class InputListVariable(ListVariable):
             self.appended.append(args[0])
             return NONE
         return super().call_method(tx, name, args, kwargs)
-
 
 
 # the exact list trackers (a list made in the trace, a list read from outside); their subclasses
@@ -626,7 +638,7 @@ class DequeVariable(BaseListVariable):
         cg.call(2)
 
 
-class InputDequeVariable(DequeVariable):
+class InputDequeVariable(_ReadWhenNeeded, DequeVariable):
     """A deque the frame reads from outside, wrapped lazily as InputListVariable is (its maxlen is
     guarded at once): ``append``/``appendleft`` on a deque never read are recorded (``pending``)
     and replayed as ``extend``/``extendleft`` of the same items, in order, on the real deque,
@@ -634,34 +646,16 @@ class InputDequeVariable(DequeVariable):
     compiled again for each length it goes through."""
 
     def __init__(self, maxlen, source, realize):
-        self._realize = None  # (the base class trims its empty items before realize is set)
         super().__init__([], maxlen, source)
-        self._items = None
+        self._items = None  # (set by the base class)
         self._realize = realize
         self.pending: list = []  # ("append" | "appendleft", item), in order
 
-    @property
-    def items(self):
-        if self._items is None and self._realize is not None:
-            self._items = self._realize()
-            pending, self.pending = self.pending, []
-            for name, item in pending:
-                self._items.append(item) if name == "append" else self._items.insert(0, item)
-                self._trim(right=name == "append")
-        return self._items
-
-    @items.setter
-    def items(self, value):
-        self._items = value
-
-    @property
-    def realized(self) -> bool:
-        return self._items is not None
-
-    def _repr_body(self):
-        if not self.realized:  # (describing it must not guard it)
-            return f"<entry items>{', ...' if self.pending else ''}"
-        return super()._repr_body()
+    def _apply_pending(self):
+        pending, self.pending = self.pending, []
+        for name, item in pending:
+            self._items.append(item) if name == "append" else self._items.insert(0, item)
+            self._trim(right=name == "append")
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("append", "appendleft") and len(args) == 1 and not kwargs and not self.realized:
