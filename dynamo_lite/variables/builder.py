@@ -228,28 +228,19 @@ def _wrap(tx, value, source):
         if type(value) is tuple:
             return TupleVariable(items, source)
         return NamedTupleVariable(type(value), items, source)
-    if type(value) is list:
-        def items():
+    if type(value) in (list, collections.deque):
+        def entry_items():  # (read when the trace first needs them: the lazy trackers below)
             guard(guards.LengthGuard(source, len(value)))
             return [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
 
         def make():
-            guard(guards.TypeGuard(source, list))
+            guard(guards.TypeGuard(source, type(value)))
+            if type(value) is list:
+                return ListVariable(entry_items()) if source is None else InputListVariable(source, entry_items)
             if source is None:
-                return ListVariable(items(), source)
-            return InputListVariable(source, items)  # length and items guarded when first read
-        return _aliased(tx, value, source, make)
-    if type(value) is collections.deque:
-        def deque_items():
-            guard(guards.LengthGuard(source, len(value)))
-            return [wrap(tx, v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
-
-        def make():
-            guard(guards.TypeGuard(source, collections.deque))
-            if source is None:
-                return DequeVariable(deque_items(), value.maxlen, source)
+                return DequeVariable(entry_items(), value.maxlen)
             guard(guards.ExprGuard(f"{source.name()}.maxlen == {value.maxlen!r}", (), source))
-            return InputDequeVariable(value.maxlen, source, deque_items)  # length, items: when first read
+            return InputDequeVariable(value.maxlen, source, entry_items)
         return _aliased(tx, value, source, make)
     if type(value) in (dict, collections.OrderedDict, collections.defaultdict, collections.Counter):
         if all(type(k) in (str, int, bool, type(None), float) for k in value):

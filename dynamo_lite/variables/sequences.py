@@ -366,6 +366,11 @@ class _ReadWhenNeeded:
     _items = None
     _realize = None
 
+    def _read_later(self, realize) -> None:
+        """Called at the end of __init__ (the base classes set empty items)."""
+        self._items = None
+        self._realize = realize
+
     @property
     def items(self):
         if self._items is None and self._realize is not None:
@@ -401,8 +406,7 @@ class InputListVariable(_ReadWhenNeeded, ListVariable):
 
     def __init__(self, source, realize):
         super().__init__([], source)
-        self._items = None  # (set by the base class)
-        self._realize = realize
+        self._read_later(realize)
         self.appended: list = []
 
     def _apply_pending(self):
@@ -647,8 +651,7 @@ class InputDequeVariable(_ReadWhenNeeded, DequeVariable):
 
     def __init__(self, maxlen, source, realize):
         super().__init__([], maxlen, source)
-        self._items = None  # (set by the base class)
-        self._realize = realize
+        self._read_later(realize)
         self.pending: list = []  # ("append" | "appendleft", item), in order
 
     def _apply_pending(self):
