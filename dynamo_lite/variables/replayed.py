@@ -489,13 +489,20 @@ def enable_grad_after_graph(tx, tensor) -> VariableTracker:
     ``p.detach().requires_grad_(True)``): the graph computes the tensor, and the call is replayed
     after it on the tensor the graph returns (or the input itself), in order with the other
     replayed effects.  Until then the trace's tensor does not require grad: any later use of it in
-    the trace breaks (TensorVariable.grad_enabled_later), so Python sees the leaf from there on."""
+    the trace ends the graph before this call when the frame's own code made it
+    (TensorVariable.grad_enabled_later), so Python makes it and the code after it (a resume function)
+    gets the leaf as an input: everything it then does with the tensor is captured there, not broken
+    at each use in nested calls (wav2vec2's feature encoder); made in a function the frame calls, the
+    graph ends at the use."""
     what = "Tensor.requires_grad_()"
     if not (tensor.example.is_floating_point() or tensor.example.is_complex()):
         raise GraphBreak(gb.OPERATION_RAISES, f"{what} on a {tensor.example.dtype} tensor (RuntimeError)")
     # (a float tensor that does not require grad is a leaf: the call cannot raise)
     record(tx, torch.Tensor.requires_grad_, [tensor], {}, what, gb.SIDE_EFFECT, may_raise=False)
-    tensor.grad_enabled_later = True
+    # (made by the frame's own code, not a function it calls: restarting at the call of such a
+    # function would make it a frame of its own, torchsde's get_state, returning the leaf to code
+    # that uses it at once)
+    tensor.grad_enabled_later = (tx.root().steps if tx is tx.root() else None, tx.user_stack())
     return tensor
 
 

@@ -161,13 +161,23 @@ class TensorVariable(VariableTracker):
                 for i in range(SymNodeVariable.concrete(tx.output.shapes, self.example.shape[0]))]
 
     # ``requires_grad_()`` replayed after the graph (replayed.enable_grad_after_graph): the real tensor
-    # will require grad, this trace's does not; what the trace would do with it next breaks
-    grad_enabled_later = False
+    # will require grad, this trace's does not.  Holds (root step or None, user stack) of the call:
+    # what the trace would do with the tensor next ends the graph before that call (made by the
+    # root frame's own code) or before that use, where Python goes on with the tensor requiring grad
+    grad_enabled_later: Any = None
 
     def _check_grad_enabled_later(self, what: str) -> None:
         if self.grad_enabled_later:
-            raise GraphBreak(gb.SIDE_EFFECT, f"{what} of a tensor after its requires_grad_(): Python goes on "
-                             "from here with the tensor requiring grad")
+            step, where = self.grad_enabled_later
+            if step is None:
+                raise GraphBreak(gb.SIDE_EFFECT, f"{what} of a tensor after its requires_grad_(): Python goes on "
+                                 "from here with the tensor requiring grad")
+            brk = GraphBreak(gb.SIDE_EFFECT, f"requires_grad_() on a tensor the graph computed, which is then "
+                             f"used ({what}): the graph ends before the call, Python makes it and goes on with "
+                             "the tensor requiring grad")
+            brk.restart_step = step
+            brk.user_stack = list(where)
+            raise brk
 
     def setattr(self, tx, name, value):
         if name == "requires_grad" and value.is_python_constant() and type(value.as_python_constant()) is bool:

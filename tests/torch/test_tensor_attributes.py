@@ -10,6 +10,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 import dynamo_lite
 from dynamo_lite.testing import CompileCounter, assert_same
@@ -575,3 +576,35 @@ def test_device_kind_properties_are_constants():
         return x + 1, flags
 
     check_breaks(f, torch.randn(3), breaks=0)
+
+
+def test_requires_grad_set_on_a_computed_tensor_then_used_ends_the_graph_at_the_setattr():
+    # wav2vec2's feature encoder: ``h = x[:, None]; h.requires_grad = True`` then its conv layers.
+    # The graph ends at the flag, which Python sets; the code after it is captured with the leaf as
+    # an input, in one graph (it broke at the first use instead, inside each nested conv call, and
+    # captured every call level and loop iteration on its own)
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv1d(1, 1, 3, padding=1)
+
+        def forward(self, h):
+            return torch.nn.functional.gelu(self.conv(h))
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Layer(), Layer(), Layer()])
+
+        def forward(self, x):
+            h = x[:, None]
+            h.requires_grad = True
+            for layer in self.layers:
+                h = layer(h)
+            return h.sum(), h.requires_grad
+
+    torch.manual_seed(0)
+    enc = Encoder()
+    counter = check_calls(enc, [(torch.randn(2, 16),), (torch.randn(2, 16),)], backward=True, hits=[1])
+    assert counter.frame_count == 2
+    assert {n.target.__name__ for n in counter.graphs[1].graph.nodes if n.op == "call_function"} >= {"conv1d", "gelu"}
