@@ -93,6 +93,14 @@ def _is_torch_callable(value) -> bool:
     return False
 
 
+def _submodule_of_structural(output, source: Source) -> bool:
+    """``source`` is ``m._modules[name]`` of a module ``m`` guarded by its structure."""
+    if type(source) is not ItemSource or type(source.parent) is not AttrSource or source.parent.attr != "_modules":
+        return False
+    parent = output.source_cache.get(source.parent.parent)
+    return parent is not None and id(getattr(parent, "value", None)) in output.structural_modules
+
+
 def wrap(tx, value: Any, source: Optional[Source]) -> VariableTracker:
     """The tracker for a real ``value`` found at ``source`` (None: a trusted constant place)."""
     output = tx.output
@@ -312,6 +320,7 @@ def _wrap(tx, value, source):
         if source is not None and (is_stateless_torch_module(value) or from_resume_stack(source)
                                    or (type(source) is LocalSource and not getattr(
                                        type(value), "_dynamo_lite_optimized_module", False))
+                                   or _submodule_of_structural(output, source)
                                    or output.shapes.object_changed(source, value)):
             # often made anew on every call (a loss built in forward, or any module whose
             # construction broke the graph and is handed to the resume function with its
@@ -319,7 +328,8 @@ def _wrap(tx, value, source):
             # module of that structure may come next, as torch.compile assumes; not the module
             # compile(module) made, called again and again, nor its submodules), or found to be
             # another module than at an earlier compile (the layers of a model read in turn from
-            # a global or an attribute): guard its type and structure, not its identity; the
+            # a global or an attribute), or a submodule of one so guarded (the next layer's
+            # submodules are other objects too): guard its type and structure, not its identity; the
             # Python attributes the trace reads are guarded through their sources, and parameters
             # and buffers are graph inputs guarded as tensors
             origin = runtime.MADE_CLASSES.get(type(value))

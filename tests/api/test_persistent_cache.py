@@ -190,7 +190,7 @@ def test_each_change_is_a_miss_with_its_reason_never_a_stale_hit(warm):
         "code_changes": "the code of the function changed",
         "reads_global": "SCALE changed from 2.0 to 3.0",
         "inlined_helper_changes": "function inlined changed (its code or defaults)",
-        "module_structure": "parameters, buffers or submodules changed",
+        "module_structure": "len(self.layers._modules) changed from 2 to 3",
         "dtype_changes": "dtype",
         "grad_mode_changes": "is_grad_enabled",
         "closure_value_changes": "changed from 2 to 5",

@@ -169,6 +169,34 @@ def test_another_module_argument_of_the_same_structure_reuses_the_graph():
     assert counter.frame_count == 2  # other shapes: another graph
 
 
+def test_submodules_of_a_module_argument_are_guarded_by_structure_too():
+    # the next block of a model passed to the same function has other submodules as well: guarding
+    # them by identity recompiled the function once for the second block (wav2vec2's encoder
+    # layers, each run through one resume function after its LayerDrop branch)
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+            self.out = nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.out(self.inner(x) + x)
+
+    counter = CompileCounter()
+
+    def f(block, x):
+        return block(x) * 2
+
+    cf = dynamo_lite.compile(f, backend=counter)
+    blocks = [Block() for _ in range(3)]
+    for b in blocks + blocks[:1]:
+        torch.testing.assert_close(cf(b, x8), f(b, x8))
+    assert counter.frame_count == 1
+    blocks[1].inner.append(nn.ReLU())  # a submodule's structure changed: compiled again
+    torch.testing.assert_close(cf(blocks[1], x8), f(blocks[1], x8))
+    assert counter.frame_count == 2
+
+
 def test_super_forward_and_helper_methods():
     class Base(nn.Module):
         def __init__(self):
