@@ -182,6 +182,14 @@ LOAD_FAST_OF_CELL_IS_CLOSURE = _PY313
 # classmethod.__get__ chains to the wrapped object's __get__ (``@classmethod @property``) before 3.13
 CLASSMETHOD_CHAINS_DESCRIPTORS = not _PY313
 
+# Instructions that only move values between locals and the stack, or jump: code made of these
+# alone does no work a graph could capture (frame_code.iteration_start).
+VALUE_MOVES = frozenset({
+    "NOP", "RESUME", "CACHE", "EXTENDED_ARG", "LOAD_FAST", "LOAD_CONST", "STORE_FAST", "POP_TOP", "COPY", "SWAP",
+    "PUSH_NULL", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+    *(("LOAD_FAST_CHECK",) if _PY312 else ()),
+    *(("LOAD_FAST_LOAD_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST") if _PY313 else ()),
+})
 # Instructions that end the frame with a return.
 RETURNS = ("RETURN_VALUE", "RETURN_CONST") if _PY312 else ("RETURN_VALUE",)
 # Fast-local reads (liveness): instructions whose argument is a local they read (3.13's

@@ -278,7 +278,13 @@ class FrameConverter:
         break_event = None
         tx, brk = self._trace(code, f_locals, func, None)
         step = tx.break_step if brk is not None else None
+        step_ips, tx_first = tx.step_ips, tx
         for _ in range(8):
+            if step is not None and step < len(step_ips):
+                # a break inside a loop run through its body function: the graph ends where the
+                # iteration began, so the body's capture serves this iteration too
+                begun = frame_code.iteration_start(code, step_ips[step], step_ips, step, tx_first.iteration_locals)
+                step = step if begun is None else begun
             tx, state = self._frame_state(code, f_locals, func, tx, brk, step)
             if state is None:
                 return RUN_EAGER

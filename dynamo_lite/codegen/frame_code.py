@@ -382,6 +382,43 @@ def _resume_stub(state: FrameState, succ, line: int) -> list:
     return stub.instrs
 
 
+def _work_after(flow, k: int, last: int) -> bool:
+    """Instructions k+1..last do more than move values (an iteration's rest after a break)."""
+    return any(x.name not in bytecode_compat.VALUE_MOVES for x in flow.instrs[k + 1:last + 1])
+
+
+def iteration_start(code: types.CodeType, k: int, step_ips: list, step: int,
+                    iteration_locals: dict) -> Optional[int]:
+    """For a break at instruction ``k`` (root step ``step``) inside a loop that the generated code
+    runs through its loop-body function: the root step at which the iteration around the break
+    began (its FOR_ITER, or a while loop's first body instruction), or None.  The graph then ends
+    there, and every iteration, the current one included, runs through the body function and its
+    resume functions: one capture of the loop body serves them all, where the rest of the current
+    iteration would otherwise run natively and capture each function it calls as a frame of its own
+    (a second graph of the same code: wav2vec2's encoder layers after its LayerDrop branch).
+    Only where that iteration starts as later ones will (``iteration_locals``: the locals bound
+    then): every local the body reads is bound and no two are one object; and not for the last
+    iteration of a loop over known items.  A first iteration
+    that starts otherwise (``prev = curr = t0``, a local the body assigns later) would compile the
+    body once for itself and again for the rest (torchsde's integration loops)."""
+    flow = flow_info(code)
+    kk = bytecode_compat.fused_truth_test([x.name for x in flow.instrs], k)
+    if flow.instrs[kk].name in resume_mod.NO_SUCCESSOR or kk in flow.comprehensions or not resume_mod.in_loop(flow, kk):
+        return None
+    info = loop_bodies.find_loop(code, flow, k)
+    if info is None or k == info.header or not _work_after(flow, kk, info.last):
+        return None  # (nothing but moving values after the break: the graph keeps the iteration)
+    body = loop_bodies.make_body_code(code, flow, info)
+    if loop_bodies.rewrite_parent_copy(original_instructions(code), code, flow, info, body) is None:
+        return None  # (the frame runs natively after the break: the graph keeps what it can)
+    begun = next((s for s in range(min(step, len(step_ips)) - 1, -1, -1) if step_ips[s] == info.header), None)
+    bound, left = iteration_locals.get(begun, (None, None))
+    if bound is None or not set(info.reads) <= set(bound) or (left is not None and left < 2):
+        return None  # (the last iteration: the body function would serve no other)
+    objects = [bound[name] for name in info.reads if bound[name] is not None]
+    return begun if len(set(objects)) == len(objects) else None
+
+
 def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> list:
     """Jump into a copy of the original code at the break, with stubs after it."""
     code = state.code
@@ -439,4 +476,4 @@ def _continue_at_break(cg: PyCodegen, state: FrameState, rerun_label: Label) -> 
     return jump_in + copy + stubs
 
 
-__all__ = ["FrameState", "collect_graph_outputs", "build_code"]
+__all__ = ["FrameState", "collect_graph_outputs", "build_code", "iteration_start"]

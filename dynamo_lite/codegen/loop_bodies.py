@@ -8,15 +8,17 @@ loop body into a function of its own (named like the function, shown as
 
     parent (generated code)                 loop body function B(item, locals)
     ------------------------                ---------------------------------
-    graph for the code before the break     prologue: restore the locals the
-    rest of that iteration runs natively      body reads, push placeholders for
+    graph for the code before the           prologue: restore the locals the
+      iteration the break is in               body reads, push placeholders for
     for loops: FOR_ITER runs natively         the stack below, push the item
     each iteration: tag, v = B(item, reads) the original body bytecode, with
       0: store written locals, next           continue -> return (0, written)
       1: return v                             return v -> return (1, v)
       2+i: store locals, go to exit i         break/exit i -> return (2+i, written)
 
-A while loop's repeat test (its conditional back-edge) is the end of B: taken
+The graph ends where the iteration around the break began (convert_frame asks
+frame_code.iteration_start), so B runs that iteration too: one capture of the body serves
+them all.  A while loop's repeat test (its conditional back-edge) is the end of B: taken
 it continues, falling through it is an exit.  At each instruction the loop
 leaves to (``exit_targets``) the parent continues in a resume function
 (frame_code._resume_after_loop), unless that code is inside another loop.

@@ -51,7 +51,7 @@ _RESUMABLE = frozenset({
     "GET_LEN", "LOAD_DEREF", "STORE_DEREF", "LOAD_FAST", "MAKE_FUNCTION",
     "STORE_FAST", "DELETE_FAST", "POP_TOP",
 }) | bytecode_compat.RESUMABLE
-_NO_SUCCESSOR = (*bytecode_compat.RETURNS, "RAISE_VARARGS", "RERAISE")
+NO_SUCCESSOR = (*bytecode_compat.RETURNS, "RAISE_VARARGS", "RERAISE")
 
 
 @dataclasses.dataclass
@@ -74,7 +74,7 @@ def plan_successors(flow: FlowInfo, k: int, stack: list) -> Optional[list]:
     k = bytecode_compat.fused_truth_test([x.name for x in flow.instrs], k)
     inst = flow.instrs[k]
     name = inst.name
-    if name in _NO_SUCCESSOR:
+    if name in NO_SUCCESSOR:
         return []
     before = tuple(isinstance(v, NullVariable) for v in stack)
     if k in flow.comprehensions:

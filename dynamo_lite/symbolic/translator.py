@@ -30,6 +30,7 @@ from ..variables.base import UnreadArgumentVariable, VariableTracker
 from ..variables.constant import ConstantVariable
 from ..variables.cells import CellVariable
 from ..variables.exceptions import ExceptionVariable
+from ..variables.sequences import ListIteratorVariable
 from .opcodes import HANDLERS
 from ..variables.builder import wrap, wrap_builtin_name
 
@@ -373,6 +374,8 @@ class InstructionTranslator(InstructionTranslatorBase):
         func: the real function object of the frame (for closures and guards).
         stop_at_step: stop before the root step with this number (graph break).
         steps: root instructions executed so far; total_steps counts inlined ones too.
+        step_ips: the instruction index each root step ran; iteration_locals: the bound locals
+            at each step that began a loop iteration (frame_code.iteration_start).
         stopped: True when tracing stopped for a graph break.
     """
 
@@ -386,6 +389,14 @@ class InstructionTranslator(InstructionTranslatorBase):
         self.total_steps = 0
         self.stopped = False
         self.break_step: Optional[int] = None
+        # the instruction (index) each root step ran: where a loop's iteration around a break began;
+        # and at each step that began an iteration (a backward jump's target), the bound locals
+        # (name -> id of the tracker; None for a constant): what the iteration started from, and
+        # how many iterations were left (a for loop over known items; else None)
+        self.step_ips: list[int] = []
+        self.iteration_locals: dict[int, dict] = {}
+        self._loop_heads = {self.offset_to_index[i.argval] for i in self.instructions
+                            if "BACKWARD" in i.opname and i.argval in self.offset_to_index}
         # 3.12's inlined comprehensions (PEP 709): FOR_ITER index -> END_FOR index, and the ones
         # being run as (FOR_ITER index, END_FOR index, root step of their first FOR_ITER).  A
         # break inside one stops before it: Python runs the whole comprehension, and the frame
@@ -446,6 +457,9 @@ class InstructionTranslator(InstructionTranslatorBase):
                     return
                 if self._comprehensions:
                     self._track_comprehensions()
+                self.step_ips.append(self.ip)
+                if self.ip in self._loop_heads:
+                    self._record_iteration_locals()
                 self.count_step()
                 self.step()
                 self.steps += 1
@@ -468,6 +482,22 @@ class InstructionTranslator(InstructionTranslatorBase):
             restart = e.restart_step
             self.break_step = min([self.steps if restart is None else restart, *self._comprehension_start()])
             raise
+
+    def _record_iteration_locals(self) -> None:
+        bound = {name: None if isinstance(var, ConstantVariable) else id(var)
+                 for name, var in self.symbolic_locals.items()}
+        for name in self.unread_arguments:
+            bound[name] = id(self.unread_arguments[name])
+        # iterations left, this one included, where the iterator's items are known; counted one
+        # less when they are constants (numbers the body is compiled for by value at first: the
+        # second iteration compiles it again, for any value, and only a third one gains)
+        left = None
+        if self.instructions[self.ip].opname == "FOR_ITER" and self.stack:
+            it = self.stack[-1]
+            if type(it) is ListIteratorVariable and not it.exhausted:
+                rest = it.items[it.index:]
+                left = len(rest) - all(isinstance(item, ConstantVariable) for item in rest)
+        self.iteration_locals[self.steps] = (bound, left)
 
     def _track_comprehensions(self) -> None:
         """Before each root step: which inlined comprehensions is the frame inside of?"""

@@ -212,3 +212,97 @@ def test_a_list_collected_across_iterations_does_not_recompile_the_loop_body():
     # the resume function's: none; after the loop, torch.stack reads it: once, for the new n
     assert sum("len(outs)" in r for r in reasons) <= 1, reasons
     assert counter.frame_count <= 8, counter.frame_count
+
+
+class _Layer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.tanh(self.lin(x)) + x
+
+
+class _LayerDropEncoder(torch.nn.Module):
+    """Hugging Face's LayerDrop loop (wav2vec2, hubert): a draw, a branch on it, then the layer."""
+
+    def __init__(self, n):
+        super().__init__()
+        self.layers = torch.nn.ModuleList([_Layer() for _ in range(n)])
+        self.layerdrop = 0.0  # (a tensor test all the same: the draw is made and compared)
+
+    def forward(self, x):
+        x = x * 2
+        for layer in self.layers:
+            skip = torch.rand([]) < self.layerdrop
+            if not skip:
+                x = layer(x)
+        return x.sum()
+
+
+@pytest.mark.parametrize("n", [2, 5])
+def test_every_iteration_of_a_loop_that_breaks_runs_through_one_capture_of_its_body(n):
+    # the graph ends where the iteration around the break began, so the first iteration runs
+    # through the loop-body function and its resume function as the others do: the layer is
+    # captured once, inside the resume function, for every layer; the rest of the first iteration
+    # used to run natively, which captured the layer's forward as a frame of its own (a second
+    # graph of the same code), and each layer's submodules recompiled the resume function
+    torch.manual_seed(0)
+    enc = _LayerDropEncoder(n)
+    calls = [lambda: (torch.randn(2, 4, requires_grad=True),)] * 2
+    counter = check_calls(enc, calls, rng=True, backward=True, hits=[1])
+    # before the loop, the body up to the branch, the rest of the body, after the loop
+    assert [ops for ops in _graph_ops(counter)] == [{"mul"}, {"rand", "lt"}, {"linear", "tanh", "add"}, {"sum"}]
+
+
+def test_the_last_iteration_of_a_loop_that_breaks_stays_in_the_frames_graph():
+    # no iteration after it: the body function would serve none, so the graph keeps the
+    # iteration up to the break, and the layer is called from the rest of it, natively
+    torch.manual_seed(0)
+    enc = _LayerDropEncoder(1)
+    counter = check_calls(enc, [lambda: (torch.randn(2, 4, requires_grad=True),)] * 2, rng=True, backward=True,
+                          hits=[1])
+    assert [ops for ops in _graph_ops(counter)] == [{"mul", "rand", "lt"}, {"linear", "tanh", "add"}, {"sum"}]
+
+
+def _step(y, t):
+    return torch.sin(y) * t + y
+
+
+def integrate_from_one_state(y0, ts):
+    # torchsde's integration loop: the first iteration starts with ``prev`` and ``curr`` one object
+    prev = curr = y0
+    for t in ts:
+        if curr.abs().sum() > 1e9:  # a tensor test: breaks in every iteration
+            curr = curr * 0
+        prev, curr = curr, _step(curr, t) + (curr - prev) / 2
+    return prev, curr
+
+
+def test_a_first_iteration_that_starts_unlike_the_others_stays_in_the_frames_graph():
+    # where the locals the body reads are one object at the first iteration (or not all bound),
+    # running that iteration through the body function too would compile it once for the first
+    # iteration and again for the others: the graph ends at the break there, as before
+    seen: list = []
+    with events.collecting(seen.append):
+        check_calls(integrate_from_one_state, [(torch.ones(3), torch.tensor([0.1, 0.2, 0.3, 0.4]))], graphs=None)
+    recompiled = [e.frame for e in seen if type(e).__name__ == "RecompileEvent"]
+    assert not any("loop body" in frame for frame in recompiled), recompiled
+
+
+def scaled(x, scales):
+    for s in scales:
+        if x.abs().sum() > 1e9:  # a tensor test: breaks in every iteration
+            x = x * 0
+        x = torch.sin(x) * s
+    return x
+
+
+def test_a_loop_over_two_numbers_compiles_its_body_once():
+    # the body is compiled for its number by value at first, and again for any value at the next
+    # one: running the first of two iterations through it too would compile it twice
+    seen: list = []
+    with events.collecting(seen.append):
+        check_calls(scaled, [(torch.ones(3), [0.5, 2.0])], graphs=None)
+    recompiled = [e.frame for e in seen if type(e).__name__ == "RecompileEvent"]
+    assert not any("loop body" in frame for frame in recompiled), recompiled
