@@ -258,6 +258,8 @@ class ShapeTracker:
         # symbols of float arguments (automatic dynamic): a float has no guard kind of ours, so a
         # fact about one (a branch, a specialisation) traces the frame again with static inputs
         self.float_symbols: set = set()
+        self.float_values: dict = {}  # float argument symbol -> the argument's value in this trace
+        self.float_comparisons: list = []  # FloatFactGuards of exact_float_comparison
         self.user_frame: Callable[[], Optional[UserFrame]] = lambda: None
         self.data_dependent = False
         self.data_values: dict[sympy.Symbol, str] = {}
@@ -375,6 +377,7 @@ class ShapeTracker:
             return None
         if type(value) is float:
             self.float_symbols.add(sym)
+            self.float_values[sym] = value
             return self.env.create_symfloatnode(sym, hint=value, source=TorchSource(source))
         return self.env.create_symintnode(sym, hint=value, source=TorchSource(source))
 
@@ -392,10 +395,27 @@ class ShapeTracker:
         return expr is not None and bool(expr.free_symbols & self.float_symbols)
 
     def refuse_computed_float_comparison(self, fn) -> None:
-        """A comparison of a float computed from float arguments (``ta + dt > tb``): the guard
-        would be sympy's form of it (``(a + b) - a`` is ``b``; sums reassociated), which Python's
-        float arithmetic can answer otherwise near the boundary: trace again with static inputs."""
+        """A comparison of a float computed from float arguments (``ta + dt > tb``) whose Python
+        arithmetic the trace did not record (``python_number``): the guard would be sympy's form of
+        it (``(a + b) - a`` is ``b``; sums reassociated), which Python's float arithmetic can answer
+        otherwise near the boundary: trace again with static inputs."""
         raise CannotSymbolize(f"{getattr(fn, '__name__', fn)} of a float computed from float arguments")
+
+    def python_number(self, sym) -> Optional[tuple]:
+        """For an input symbol: (guard text, pretty text, (source,), its value in this trace), the
+        leaf of an ``arith.PyArith`` (None: not an input's)."""
+        source = self.symbol_source(sym)
+        if source is None:
+            return None
+        value = self.float_values[sym] if sym in self.float_values else self.hint(sym)
+        return source.name(), guards.kinds.pretty_source(source), (source,), value
+
+    def exact_float_comparison(self, text: str, pretty: str, sources: tuple) -> None:
+        """Guard a comparison of floats computed from float arguments as Python evaluates it (the
+        text repeats the traced code's own operations on the sources, in its order): the branch
+        the trace took holds exactly when the guard passes."""
+        self.float_comparisons.append(guards.FloatFactGuard(text, (), sources[0], pretty,
+                                                            _where(self.user_frame()), sources))
 
     def _float_fact(self, expr, where: str):
         """The guard for a relation over float arguments (and int inputs), written only where
@@ -601,6 +621,8 @@ class ShapeTracker:
             rel = self.lower(expr)
             sources = guards.kinds.expr_sources(rel)
             add(guards.ShapeRelGuard(rel, self.where.get(i, ""), sources[0] if sources else None))
+        for g in self.float_comparisons:
+            add(g)
         return out
 
     def symbol_source(self, sym) -> Optional[Source]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import operator
 import re
 import warnings
@@ -795,6 +796,9 @@ class SymNodeVariable(VariableTracker):
     symbolic = True
 
     float_computed = False  # computed from symbolic float arguments (sym_operator)
+    # (guard text, pretty text, sources, value): the Python arithmetic that computed it from input
+    # symbols and constants, in the traced code's order (sym_operator), or None
+    py_number: Optional[tuple] = None
 
     def __init__(self, value, shapes, node=None, make_node=None, source=None):
         super().__init__(source)
@@ -980,6 +984,64 @@ def _sym_metadata(tx, tensor, name, args, value) -> VariableTracker:
 _COMPARISONS = frozenset({operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne})
 
 
+_PY_ARITHMETIC = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+                  operator.neg: "-"}
+_COMPARISON_TEXT = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=", operator.eq: "==",
+                    operator.ne: "!="}
+
+
+def _py_term(shapes, var) -> Optional[tuple]:
+    """(guard text, pretty text, sources, value) of a number as Python computes it, or None."""
+    if isinstance(var, ConstantVariable):
+        v = var.value
+        return (repr(v), repr(v), (), v) if type(v) in (int, float) and math.isfinite(v) else None
+    if not isinstance(var, SymNodeVariable):
+        return None
+    if var.py_number is not None:
+        return var.py_number
+    expr = getattr(getattr(var.value, "node", None), "expr", None)
+    return shapes.python_number(expr) if isinstance(expr, sympy.Symbol) else None
+
+
+def _py_arithmetic(shapes, fn, args) -> Optional[tuple]:
+    """The Python arithmetic of ``fn(*args)`` over terms that have theirs (exact: the same float
+    operations on the same values, in the same order), or None."""
+    terms = [_py_term(shapes, a) for a in args]
+    if any(t is None for t in terms):
+        return None
+    op = _PY_ARITHMETIC[fn]
+    try:
+        value = fn(*[t[3] for t in terms])
+    except ArithmeticError:
+        return None
+    sources = tuple(dict.fromkeys(src for t in terms for src in t[2]))
+    if len(terms) == 1:
+        return f"({op}{terms[0][0]})", f"({op}{terms[0][1]})", sources, value
+    (ta, pa, _, _), (tb, pb, _, _) = terms
+    return f"({ta} {op} {tb})", f"({pa} {op} {pb})", sources, value
+
+
+def _exact_float_comparison(shapes, fn, args) -> Optional[VariableTracker]:
+    """A comparison of floats computed from float arguments, decided as Python decides it and
+    guarded by the same Python arithmetic (shapes.exact_float_comparison), or None."""
+    if len(args) != 2:
+        return None
+    terms = [_py_term(shapes, a) for a in args]
+    if any(t is None for t in terms):
+        return None
+    (ta, pa, sa, va), (tb, pb, sb, vb) = terms
+    sources = tuple(dict.fromkeys((*sa, *sb)))
+    if not sources:
+        return None
+    result = bool(fn(va, vb))
+    op = _COMPARISON_TEXT[fn]
+    text, pretty = f"{ta} {op} {tb}", f"{pa} {op} {pb}"
+    if not result:
+        text, pretty = f"not ({text})", f"not ({pretty})"
+    shapes.exact_float_comparison(text, pretty, sources)
+    return ConstantVariable(result)
+
+
 def sym_operator(tx, fn, args: list) -> VariableTracker:
     """``fn`` (an ``operator`` function) on symbolic ints and plain numbers: a symbolic result
     (its node made on use); anything else specialises the symbolic operands and folds."""
@@ -999,13 +1061,19 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
             output = tx.output
             computed = [a for a in args if isinstance(a, SymNodeVariable) and a.float_computed]
             if computed and fn in _COMPARISONS:
-                output.shapes.refuse_computed_float_comparison(fn)
+                exact = _exact_float_comparison(output.shapes, fn, args)
+                if exact is None:
+                    output.shapes.refuse_computed_float_comparison(fn)
+                return exact
             result = SymNodeVariable(example, output.shapes, make_node=lambda: output.create_node(
                 "call_function", fn, tuple(_node_arg(a) for a in args), {}))
             result.lazy_operands = tuple(args)  # made before it (as_node)
-            # a float computed from float arguments: comparing it is refused (shapes.py)
+            # a float computed from float arguments: comparing it is guarded as Python computes it,
+            # or refused (shapes.py)
             result.float_computed = bool(computed) or isinstance(example, torch.SymFloat) and any(
                 isinstance(a, SymNodeVariable) and output.shapes.is_float_input(a.value) for a in args)
+            if result.float_computed and fn in _PY_ARITHMETIC:
+                result.py_number = _py_arithmetic(output.shapes, fn, args)
             return result
         if example is not None and type(example) in (int, float, bool):
             return ConstantVariable(example)

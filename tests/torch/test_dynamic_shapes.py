@@ -668,8 +668,8 @@ _FLOAT_BRANCHES = {
     # comparisons of the float arguments themselves: guarded on the relation, not the values
     "interval": lambda x, a, b: x * (b - a) if a < b else (x * 0 if a == b else x - 1),
     "clip": lambda x, a, b: x + (1.0 if a > 1.0 else a) + (b if b <= 2 else 2.0),
-    # a float computed from them: the branch traces static (sympy would guard `b > 0` for
-    # `(a + b) - a > 0`, which is 0 for a = 1e20, b = 1 in Python)
+    # a float computed from them: guarded by the same Python arithmetic (sympy would guard
+    # `b > 0` for `(a + b) - a > 0`, which is 0 for a = 1e20, b = 1 in Python)
     "computed": lambda x, a, b: x + 1 if (a + b) - a > 0.0 else x - 1,
     "midpoint": lambda x, a, b: x * 2 if (a + b) / 2 < b else x * 3,
 }
@@ -702,6 +702,34 @@ def test_a_branch_on_float_arguments_compiles_two_graphs_and_names_the_relation(
     reasons = [r for e in recorded if isinstance(e, events.RecompileEvent) for r in e.reasons]
     assert reasons[0].startswith("a changed from 0.0 to 0.1")
     assert "a = 0.9, b = 0.2 but the graph needs a <= b" in reasons[1]
+
+
+def test_a_branch_on_floats_computed_from_float_arguments_is_guarded_as_python_computes_them():
+    # torchsde's interval tree compares midpoints and step ends computed from the query times:
+    # each such branch traced static, one compile per new time until the cache limit.  The guard
+    # now repeats the traced code's arithmetic in Python, so rounding decides it as in eager
+    # ((a + 0.1) - a > 0.1 is True for a = 0.3 and False for a = 0.4)
+    from dynamo_lite.report import events
+    cnt = CompileCounter()
+
+    def f(x, a, b):
+        if (a + b) / 2 < 0.5:
+            return x * 2
+        if (a + 0.1) - a > 0.1:
+            return x + 1
+        return x - 1
+
+    opt = dynamo_lite.compile(f, backend=cnt)
+    recorded = []
+    values = [(0.1, 0.3), (0.2, 0.4), (0.15, 0.35), (0.05, 0.2), (0.3, 0.9), (0.4, 1.2), (0.7, 1.1), (0.3, 0.8)]
+    with events.collecting(recorded.append):
+        for a, b in values:
+            assert_same(opt(torch.ones(2), a, b), f(torch.ones(2), a, b))
+    # the first values; symbolic ones; the second branch taken (True), then not (False)
+    assert cnt.frame_count == 4
+    reasons = [r for e in recorded if isinstance(e, events.RecompileEvent) for r in e.reasons]
+    assert any("the graph needs ((a + b) / 2) < 0.5" in r for r in reasons), reasons
+    assert any("the graph needs ((a + 0.1) - a) > 0.1" in r for r in reasons), reasons
 
 
 def test_a_float_used_only_in_tensor_arithmetic_compiles_two_graphs():
