@@ -396,9 +396,10 @@ class ShapeTracker:
 
     def refuse_computed_float_comparison(self, fn) -> None:
         """A comparison of a float computed from float arguments (``ta + dt > tb``) whose Python
-        arithmetic the trace did not record (``python_number``): the guard would be sympy's form of
-        it (``(a + b) - a`` is ``b``; sums reassociated), which Python's float arithmetic can answer
-        otherwise near the boundary: trace again with static inputs."""
+        arithmetic the trace did not record (``python_number``), or float arithmetic sympy folded
+        to a number (``s * 0.0``): the guard or the value would be sympy's form of it (``(a + b) - a``
+        is ``b``; sums reassociated; ``-0.0`` is ``0``), which Python's float arithmetic can answer
+        otherwise: trace again with static inputs."""
         raise CannotSymbolize(f"{getattr(fn, '__name__', fn)} of a float computed from float arguments")
 
     def python_number(self, sym) -> Optional[tuple]:

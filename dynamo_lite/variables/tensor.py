@@ -1059,6 +1059,11 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
         tx.output.shapes.note()
         if isinstance(example, _SYM_TYPES):
             output = tx.output
+            if example.node.expr.is_number and any(isinstance(a, SymNodeVariable) and isinstance(a.value, torch.SymFloat)
+                                                   for a in args):
+                # sympy's algebra folded float arithmetic to a number (``s * 0.0`` is 0, which is
+                # -0.0 for a negative s): traced again with static inputs
+                output.shapes.refuse_computed_float_comparison(fn)
             computed = [a for a in args if isinstance(a, SymNodeVariable) and a.float_computed]
             if computed and fn in _COMPARISONS:
                 exact = _exact_float_comparison(output.shapes, fn, args)
@@ -1076,6 +1081,9 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
                 result.py_number = _py_arithmetic(output.shapes, fn, args)
             return result
         if example is not None and type(example) in (int, float, bool):
+            if any(isinstance(a, SymNodeVariable) and isinstance(a.value, torch.SymFloat) for a in args):
+                # (the same, folded to a plain number: ``(a + b) - a == b`` is True)
+                tx.output.shapes.refuse_computed_float_comparison(fn)
             return ConstantVariable(example)
     values = [a.as_python_constant() for a in args]
     try:
