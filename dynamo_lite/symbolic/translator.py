@@ -490,13 +490,16 @@ class InstructionTranslator(InstructionTranslatorBase):
             bound[name] = id(self.unread_arguments[name])
         # iterations left, this one included, where the iterator's items are known; counted one
         # less when they are constants (numbers the body is compiled for by value at first: the
-        # second iteration compiles it again, for any value, and only a third one gains)
+        # second iteration compiles it again, for any value, and only a third one gains), and
+        # none when this one is 0 or 1 (always compiled for by value: range(n)'s first item)
         left = None
         if self.instructions[self.ip].opname == "FOR_ITER" and self.stack:
             it = self.stack[-1]
             if type(it) is ListIteratorVariable and not it.exhausted:
                 rest = it.items[it.index:]
-                left = len(rest) - all(isinstance(item, ConstantVariable) for item in rest)
+                constants = all(isinstance(item, ConstantVariable) for item in rest)
+                first = rest[0].value if constants and rest else None
+                left = 0 if type(first) in (int, float, bool) and first in (0, 1) else len(rest) - constants
         self.iteration_locals[self.steps] = (bound, left)
 
     def _track_comprehensions(self) -> None:

@@ -306,3 +306,24 @@ def test_a_loop_over_two_numbers_compiles_its_body_once():
         check_calls(scaled, [(torch.ones(3), [0.5, 2.0])], graphs=None)
     recompiled = [e.frame for e in seen if type(e).__name__ == "RecompileEvent"]
     assert not any("loop body" in frame for frame in recompiled), recompiled
+
+
+def erode(x, n):
+    # kornia's HausdorffERLoss.perform_erosion: `for k in range(self.k)` around a tensor test
+    out = torch.zeros_like(x)
+    for k in range(n):
+        x = torch.relu(x - 0.5)
+        if x.any():
+            x = x / 2
+        out = out + x * (k + 1)
+    return out
+
+
+def test_a_range_loop_whose_first_item_is_0_keeps_it_in_the_frames_graph():
+    # the body function is compiled for 0 and for 1 by value (always static), and only then for
+    # any k: running the first iteration (k = 0) through it too would compile it once more
+    seen: list = []
+    with events.collecting(seen.append):
+        check_calls(erode, [(torch.ones(3), 6)], graphs=None)
+    body = [e for e in seen if type(e).__name__ in ("GraphEvent", "RecompileEvent") and "loop body" in e.frame]
+    assert sum(type(e).__name__ == "RecompileEvent" for e in body) <= 1, [getattr(e, "reasons", None) for e in body]
