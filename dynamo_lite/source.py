@@ -287,6 +287,28 @@ class TupleItemSource(_CallAtSource):
 
 
 @dataclasses.dataclass(frozen=True)
+class KeyedItemSource(Source):
+    """``dict.__getitem__(parent, <the object at key>)``: the value a dict keyed by objects holds
+    for an object the frame reads (``cache[self]``; variables/mappings.py ObjectKeyedDictVariable).
+    The lookup is dict's own, hashing the key by identity (its type is guarded)."""
+
+    parent: Source
+    key: Source
+
+    def name(self):
+        return f"___builtins.dict.__getitem__({self.parent.name()}, {self.key.name()})"
+
+    def reconstruct(self, cg):
+        cg.load_callable(dict.__getitem__)
+        self.parent.reconstruct(cg)
+        self.key.reconstruct(cg)
+        cg.call(2)
+
+    def base(self):
+        return self.parent.base()
+
+
+@dataclasses.dataclass(frozen=True)
 class DictValueSource(ItemSource):
     """The value at ``key`` of a plain dict whose keys are classes (no faithful repr):
     ``list(parent.values())[index]`` in guard text, ``parent[key]`` when loaded (ItemSource's

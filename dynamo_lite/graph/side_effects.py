@@ -32,7 +32,7 @@ from .. import graph_breaks as gb
 from .. import _C, cache
 from ..exc import GraphBreak, InternalError
 from ..variables.base import VariableTracker
-from ..variables.mappings import DictVariable
+from ..variables.mappings import DictVariable, ObjectKeyedDictVariable
 from ..variables.sequences import DequeVariable, InputDequeVariable, InputListVariable, ListVariable
 from ..variables.sets import SetVariable
 
@@ -267,6 +267,8 @@ class SideEffects:
                     # through extend / extendleft, in order (the real deque applies its maxlen)
                     for name, run in itertools.groupby(var.pending, key=lambda p: p[0]):
                         _call_with_items(cg, var, name.replace("append", "extend"), [item for _, item in run])
+                elif isinstance(var, ObjectKeyedDictVariable):
+                    var.replay(cg)  # dict.__setitem__ / __delitem__ of each write, in order
                 elif isinstance(var, ListVariable):
                     cg.reconstruct_contents(var)
                     cg.reconstruct(var)
@@ -359,6 +361,9 @@ class SideEffects:
         for kind, key in self.order:
             if kind == "container":
                 var = self.mutated[key]
+                if isinstance(var, ObjectKeyedDictVariable):
+                    out.extend(var.replayed_values())
+                    continue
                 out.extend(var.items.values() if isinstance(var.items, dict) else var.items)
             elif kind == "attr":
                 out.extend(self.attr_values[key].values())

@@ -39,7 +39,8 @@ from .constant import ConstantVariable, InputConstantVariable, is_constant_value
 from ..skipfiles import skip_reason
 from .builtin import BuiltinVariable, has_handler, is_builtin_callable
 from .mappings import (
-    CounterVariable, DefaultDictVariable, DictVariable, FrozenDictVariable, hash_key, is_frozendict_class,
+    CounterVariable, DefaultDictVariable, DictVariable, FrozenDictVariable, hash_key, hashes_by_identity,
+    is_frozendict_class, ObjectKeyedDictVariable,
 )
 from .numpy_arrays import check_tensor_input, wrap_numpy_value
 from .sequences import DequeVariable, InputDequeVariable, InputListVariable, ListVariable, SizeVariable, TupleVariable
@@ -72,6 +73,12 @@ def _identity_hashed(key) -> bool:
     if isinstance(key, type):
         return type(key).__eq__ is type.__eq__ and type(key).__hash__ is type.__hash__
     return is_constant_value(key) and not isinstance(key, (float, complex))  # NaN != NaN
+
+
+def _keyed_by_objects(d: dict) -> bool:
+    """Does the dict hold a key hashed by identity that is not a class (an object: a memo
+    table's)?  Read by dict's own iteration and the keys' types, no key's code."""
+    return any(hashes_by_identity(type(k)) and not isinstance(k, type) for k in dict.keys(d))
 
 
 def _immutable_value(value) -> bool:
@@ -284,6 +291,12 @@ def _wrap(tx, value, source):
                          for i, (k, v) in enumerate(value.items())}
                 return DictVariable(items, source)
             return _aliased(tx, value, source, make)
+        if type(value) is dict and source is not None and _keyed_by_objects(value):
+            # a memo table (``cache[self]``): each key the trace looks up is guarded, not the whole
+            def make():
+                guard(guards.TypeGuard(source, dict))
+                return ObjectKeyedDictVariable(value, source)
+            return _aliased(tx, value, source, make)
         guard(guards.TypeGuard(source, type(value)))
         return ObjectVariable(value, source)
     if is_frozendict_class(type(value)) and source is not None and \
@@ -444,6 +457,12 @@ def _wrap(tx, value, source):
             guard(guards.DictKeysGuard(source, tuple(dict.keys(value))))
             items = {k: wrap(tx, dict.__getitem__(value, k), item_source(source, k)) for k in dict.keys(value)}
             return DictSubclassObjectVariable(value, DictVariable(items, source, dict_type=dict_base), source)
+        return _aliased(tx, value, source, make)
+    if dict_base is dict and source is not None and mro_lookup(type(value), "__missing__")[1] is None and \
+            _keyed_by_objects(value):
+        def make():  # a dict subclass keyed by objects (torchsde's _LRUDict): looked up key by key
+            guard(guards.TypeGuard(source, type(value)))
+            return DictSubclassObjectVariable(value, ObjectKeyedDictVariable(value, source), source)
         return _aliased(tx, value, source, make)
     guard(guards.TypeGuard(source, type(value)))
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):

@@ -2,7 +2,8 @@
 
 Dicts are mutable: their trackers are mutated in place, and when they came
 from the frame's inputs (they have a source) the side-effect log records that
-the real dict must be updated after the graph runs.  Keys are constants by
+the real dict must be updated after the graph runs.  A dict from outside keyed by
+objects (a memo table) is looked up key by key instead (``ObjectKeyedDictVariable``).  Keys are constants by
 value or objects by identity (``hash_key``): value-hashed objects and
 unhashable keys break.  ``id(obj)`` of an object whose address is not known is keyed by the
 object's identity (``IdKey``) while every object involved is alive, and never next to a number
@@ -22,12 +23,14 @@ import collections
 import sys
 import operator
 import types
+from typing import Optional
 
 import torch
 
 from .. import graph_breaks as gb
 from ..exc import GraphBreak, SkipFrame
 from .base import guard_distinct, IdentityKey, search_items, VariableTracker
+from ..source import DictItemSource, KeyedItemSource
 from .objects import IdVariable
 from .constant import ConstantVariable, NONE, ObservedConstant
 from .methods import ContainerMethodVariable
@@ -222,6 +225,161 @@ class DictVariable(VariableTracker):
 
     def can_reconstruct(self):
         return all(v.can_reconstruct() for v in self.items.values())
+
+
+_ABSENT = object()
+
+
+class ObjectKeyedDictVariable(VariableTracker):
+    """A dict read from outside with keys that are objects hashed by identity (a memo table,
+    ``cache[self]``; torchsde's LRU cache of intervals, a dict subclass whose ``storage`` this
+    is), never read whole.  Each key the trace looks up is looked up in the real dict then, by
+    dict's own lookup, and guarded there: present or not, and its value an input at
+    ``dict.__getitem__(d, key)``; ``len()`` guards the size.  Writes and deletions are recorded
+    (``pending``) and replayed after the graph by dict's own ``__setitem__`` / ``__delitem__``, in
+    order.  Anything that needs the whole contents (iteration, views, copy, ``==``) breaks: their
+    keys could only be guarded one by one, holding every key object."""
+
+    def __init__(self, value: dict, source):
+        super().__init__(source)
+        self.value = value  # the real dict, read by dict's own methods only
+        self.pending: list = []  # ("set", key tracker, value tracker) or ("del", key tracker, None)
+        self.local: dict = {}  # hash key -> the value as the trace left it (_ABSENT: not there)
+        self.size_delta = 0
+        self.read_size: Optional[int] = None
+
+    dict_type = dict  # (the semantics of its methods, as a DictVariable storage's)
+
+    def _repr_body(self):
+        return f"{len(self.local)} keys looked up, {len(self.pending)} changes"
+
+    def _whole(self, what: str) -> GraphBreak:
+        return GraphBreak(gb.UNSUPPORTED_CALL, f"{what} of a dict keyed by objects reads its whole contents")
+
+    def iter(self, tx):
+        raise self._whole("iteration")
+
+    def unpack(self, tx):
+        raise self._whole("unpacking")
+
+    def python_type(self):
+        return dict
+
+    def describe(self):
+        return "dict keyed by objects"
+
+    def has_len(self):
+        return True
+
+    def _lookup(self, tx, key_var) -> tuple:
+        """(hash key, the value tracker or _ABSENT), looked up and guarded once per key."""
+        if key_var.is_tensor():
+            raise GraphBreak(gb.DATA_DEPENDENT, "indexing a Python container with a tensor")
+        k = hash_key(key_var, "dict key")
+        if k in self.local:
+            return k, self.local[k]
+        if isinstance(k, IdentityKey):
+            if k.ident[0] != "obj":  # an object made in the trace: no real dict holds it yet
+                self.local[k] = _ABSENT
+                return k, _ABSENT
+            real = getattr(k.var, "value", _ABSENT)
+            if real is _ABSENT or id(real) != k.ident[1] or key_var.source is None:
+                raise GraphBreak(gb.VALUE_UNKNOWN, f"dict key {key_var.describe()}: no place to read it again from")
+            key_text = key_var.source.name()
+        elif type(k) in (str, int, bool, type(None)):
+            real, key_text = k, repr(k)
+        else:
+            raise GraphBreak(gb.VALUE_UNKNOWN, f"dict key {key_var.describe()} in a dict keyed by objects")
+        present = dict.__contains__(self.value, real)
+        tx.output.add_expr_guard(f"___builtins.dict.__contains__({self.source.name()}, {key_text}) is {present!r}")
+        if not present:
+            self.local[k] = _ABSENT
+            return k, _ABSENT
+        item = KeyedItemSource(self.source, key_var.source) if isinstance(k, IdentityKey) else \
+            DictItemSource(self.source, real)
+        self.local[k] = tx.wrap(dict.__getitem__(self.value, real), item)
+        return k, self.local[k]
+
+    def getitem(self, tx, key):
+        value = self._lookup(tx, key)[1]
+        if value is _ABSENT:
+            self.raise_in_trace(tx, KeyError, [key])
+        return value
+
+    def contains(self, tx, item):
+        return self._lookup(tx, item)[1] is not _ABSENT
+
+    def len(self, tx):
+        if self.read_size is None:
+            self.read_size = dict.__len__(self.value)
+            tx.output.add_expr_guard(f"___builtins.dict.__len__({self.source.name()}) == {self.read_size}")
+        return self.read_size + self.size_delta
+
+    def truthiness(self, tx):
+        return self.len(tx) > 0
+
+    def _write(self, tx, key_var, value) -> None:
+        """``self[key] = value`` (value None: ``del self[key]``, the key known present)."""
+        if not key_var.can_reconstruct() or (value is not None and not value.can_reconstruct()):
+            raise GraphBreak(gb.SIDE_EFFECT, "a dict keyed by objects stores a value Python could not be given again")
+        k, before = self._lookup(tx, key_var)
+        tx.output.side_effects.mutate(self)
+        self.size_delta += (before is _ABSENT) if value is not None else -1
+        self.local[k] = _ABSENT if value is None else value
+        self.pending.append(("set" if value is not None else "del", key_var, value))
+
+    def var_getattr(self, tx, name):
+        if callable(getattr(dict, name, None)):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        n = len(args)
+        if kwargs:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"dict.{name}() with keyword arguments")
+        if name == "__getitem__" and n == 1:
+            return self.getitem(tx, args[0])
+        if name == "__contains__" and n == 1:
+            return ConstantVariable(self.contains(tx, args[0]))
+        if name == "__len__" and n == 0:
+            return ConstantVariable(self.len(tx))
+        if name in ("get", "pop", "setdefault") and 1 <= n <= 2:
+            value = self._lookup(tx, args[0])[1]
+            if value is not _ABSENT:
+                if name == "pop":
+                    self._write(tx, args[0], None)
+                return value
+            if name == "pop" and n == 1:
+                self.raise_in_trace(tx, KeyError, [args[0]])
+            default = args[1] if n == 2 else NONE
+            if name == "setdefault":
+                self._write(tx, args[0], default)
+            return default
+        if name == "__setitem__" and n == 2:
+            self._write(tx, args[0], args[1])
+            return NONE
+        if name == "__delitem__" and n == 1:
+            if self._lookup(tx, args[0])[1] is _ABSENT:
+                self.raise_in_trace(tx, KeyError, [args[0]])
+            self._write(tx, args[0], None)
+            return NONE
+        if name == "__getattribute__":
+            return super().call_method(tx, name, args, kwargs)
+        raise self._whole(f"dict.{name}()")
+
+    def replay(self, cg) -> None:
+        """The recorded writes, in order, by dict's own methods on the real dict."""
+        for op, key, value in self.pending:
+            cg.load_callable(dict.__setitem__ if op == "set" else dict.__delitem__)
+            cg.reconstruct(self)
+            cg.reconstruct(key)
+            if value is not None:
+                cg.reconstruct(value)
+            cg.call(3 if value is not None else 2)
+            cg.emit("POP_TOP")
+
+    def replayed_values(self) -> list:
+        return [v for _, key, value in self.pending for v in (key, value) if v is not None]
 
 
 class DefaultDictVariable(DictVariable):

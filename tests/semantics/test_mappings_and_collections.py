@@ -738,3 +738,115 @@ def test_dicts_and_lists_of_tensors_compared_with_eq_are_not_compared_by_identit
         return x + 1, o == 3, 3 == o, o != None, o == o, {"k": 1} == {"k": 1}  # noqa: E711
 
     check_breaks(g, torch.ones(2), Plain(), breaks=0)
+
+
+# ---- dicts keyed by objects, read from outside: looked up key by key -------------------------
+
+class _Node:
+    """Hashed by identity (object's __hash__ / __eq__), as torchsde's intervals are."""
+
+
+class _LRUCache(dict):
+    """torchsde's ``_LRUDict``: a dict subclass whose Python ``__setitem__`` evicts the oldest."""
+
+    def __init__(self, max_size):
+        super().__init__()
+        self._max_size = max_size
+        self._keys = []
+
+    def __setitem__(self, key, value):
+        if key in self:
+            self._keys.remove(key)
+        elif len(self) >= self._max_size:
+            del self[self._keys.pop(0)]
+        super().__setitem__(key, value)
+        self._keys.append(key)
+
+
+def _memo(x, cache, node):
+    try:
+        return x + cache[node]
+    except KeyError:
+        value = x * 2
+        cache[node] = value
+        return value
+
+
+def _memo_get(x, cache, node, other):
+    hit = cache.get(node)
+    if other in cache:
+        cache.pop(other)
+    return x * 3 if hit is None else x + hit
+
+
+@pytest.mark.parametrize("make", [dict, lambda: _LRUCache(2)], ids=["dict", "lru_subclass"])
+def test_a_dict_keyed_by_objects_is_looked_up_key_by_key(make):
+    # a memo table keyed by objects broke at every lookup (dict's __getitem__ of it, and the
+    # subclass's __contains__ / __len__ / dict.__setitem__: torchsde's interval cache, 283 + 146
+    # breaks in its selection); each looked-up key is guarded (present or not, its value an input)
+    # and the writes are replayed with dict's own __setitem__ / __delitem__, so the compiled calls
+    # return, mutate and evict as eager, and a grown table is not compiled again for its size
+    import dynamo_lite
+    from dynamo_lite.report import events
+    from dynamo_lite.testing import CompileCounter
+
+    sides = {}
+    for side in ("eager", "compiled"):
+        nodes = [_Node() for _ in range(4)]
+        cache = make()
+        cache[nodes[3]] = torch.full((2,), 7.0)
+        counter = CompileCounter()
+        fn = _memo if side == "eager" else dynamo_lite.compile(_memo, backend=counter)
+        seen: list = []
+        with events.collecting(seen.append):
+            outs = [fn(torch.ones(2) * i, cache, nodes[j]) for i, j in enumerate([0, 1, 0, 2, 1, 3, 0])]
+        state = [(nodes.index(k), v) for k, v in dict.items(cache)]
+        sides[side] = (outs, state, getattr(cache, "_keys", None) and [nodes.index(k) for k in cache._keys])
+        if side == "compiled":
+            breaks = [e for e in seen if type(e).__name__ in ("GraphBreakEvent", "FallbackEvent")]
+            assert not breaks, [e.reason for e in breaks]
+            assert counter.frame_count <= 4, counter.frame_count  # miss / hit, not one per key or size
+    (eo, es, ek), (co, cs, ck) = sides["eager"], sides["compiled"]
+    assert len(eo) == len(co) and all(torch.equal(a, b) for a, b in zip(eo, co))
+    assert [i for i, _ in es] == [i for i, _ in cs] and all(torch.equal(a, b) for (_, a), (_, b) in zip(es, cs))
+    assert ek == ck
+
+
+def _run_both(fn, make_args, calls):
+    """(eager, compiled) results of ``calls`` (argument index tuples into ``make_args()``), each side
+    on its own objects; the dict (argument 1) as (node index or key, value) pairs after them."""
+    import dynamo_lite
+
+    out = []
+    for compiled in (False, True):
+        args = make_args()
+        f = dynamo_lite.compile(fn, backend="eager") if compiled else fn
+        results = [f(*[args[i] for i in call]) for call in calls]
+        nodes = args[-1]
+        state = [(nodes.index(k) if k in nodes else k, v) for k, v in dict.items(args[1])]
+        out.append((results, state))
+    return out
+
+
+def test_dict_keyed_by_objects_get_in_and_pop():
+    def make():
+        nodes = [_Node() for _ in range(3)]
+        return torch.ones(2), {nodes[0]: torch.ones(2), nodes[1]: torch.zeros(2), "tag": 1}, nodes[0], nodes[1], \
+            nodes[2], nodes
+
+    (eo, es), (co, cs) = _run_both(_memo_get, make, [(0, 1, 2, 3), (0, 1, 4, 2), (0, 1, 2, 4)])
+    assert all(torch.equal(a, b) for a, b in zip(eo, co))
+    assert [k for k, _ in es] == [k for k, _ in cs] == ["tag"]  # 1 and 0 popped by the first two calls
+
+
+def test_iterating_a_dict_keyed_by_objects_breaks_and_python_runs_it():
+    import dynamo_lite
+
+    def total(x, cache):
+        return x + sum(v for v in cache.values())
+
+    nodes = [_Node() for _ in range(2)]
+    cache = {nodes[0]: torch.ones(2), nodes[1]: torch.ones(2)}
+    info = dynamo_lite.explain(total, torch.ones(2), cache)
+    assert info.graph_break_count >= 1 and "reads its whole contents" in info.break_reasons[0].reason
+    assert torch.equal(dynamo_lite.compile(total, backend="eager")(torch.ones(2), cache), torch.full((2,), 3.0))
