@@ -1042,6 +1042,18 @@ def _exact_float_comparison(shapes, fn, args) -> Optional[VariableTracker]:
     return ConstantVariable(result)
 
 
+def _refuse_float_fold(shapes, fn, args) -> None:
+    """Sympy's algebra folded arithmetic on a symbolic float to a number (``s * 0.0`` is 0, which
+    Python computes as -0.0 for a negative s): a float argument's frame is traced again with static
+    inputs; a float read from tensor data (``t.item()``) breaks, and Python computes it."""
+    floats = [a for a in args if isinstance(a, SymNodeVariable) and isinstance(a.value, torch.SymFloat)]
+    if any(shapes.is_float_input(a.value) for a in floats):
+        shapes.refuse_computed_float_comparison(fn)
+    if floats:
+        raise GraphBreak(gb.DATA_DEPENDENT, f"{getattr(fn, '__name__', fn)} of a float read from tensor data, "
+                         "which the graph's symbolic algebra would round otherwise")
+
+
 def sym_operator(tx, fn, args: list) -> VariableTracker:
     """``fn`` (an ``operator`` function) on symbolic ints and plain numbers: a symbolic result
     (its node made on use); anything else specialises the symbolic operands and folds."""
@@ -1059,11 +1071,8 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
         tx.output.shapes.note()
         if isinstance(example, _SYM_TYPES):
             output = tx.output
-            if example.node.expr.is_number and any(isinstance(a, SymNodeVariable) and isinstance(a.value, torch.SymFloat)
-                                                   for a in args):
-                # sympy's algebra folded float arithmetic to a number (``s * 0.0`` is 0, which is
-                # -0.0 for a negative s): traced again with static inputs
-                output.shapes.refuse_computed_float_comparison(fn)
+            if example.node.expr.is_number:
+                _refuse_float_fold(output.shapes, fn, args)
             computed = [a for a in args if isinstance(a, SymNodeVariable) and a.float_computed]
             if computed and fn in _COMPARISONS:
                 exact = _exact_float_comparison(output.shapes, fn, args)
@@ -1081,9 +1090,7 @@ def sym_operator(tx, fn, args: list) -> VariableTracker:
                 result.py_number = _py_arithmetic(output.shapes, fn, args)
             return result
         if example is not None and type(example) in (int, float, bool):
-            if any(isinstance(a, SymNodeVariable) and isinstance(a.value, torch.SymFloat) for a in args):
-                # (the same, folded to a plain number: ``(a + b) - a == b`` is True)
-                tx.output.shapes.refuse_computed_float_comparison(fn)
+            _refuse_float_fold(tx.output.shapes, fn, args)  # (``(a + b) - a == b`` is True)
             return ConstantVariable(example)
     values = [a.as_python_constant() for a in args]
     try:

@@ -300,3 +300,13 @@ def test_squeeze_of_a_masked_selection_keeps_eager_shapes():
 
     check_calls(f, [(torch.tensor([-1.0, 2.0, -3.0]), torch.ones(3)),
                     (torch.tensor([1.0, 2.0, -3.0]), torch.ones(3))], graphs=None)
+
+
+def test_float_arithmetic_on_a_value_read_from_tensor_data_that_sympy_folds_is_pythons():
+    # bench/fuzz.py on 3.13 (seed 2027): `0.0 * t.item()` folded to 0 by the graph's symbolic
+    # algebra (Python gives -0.0 for a negative value); it breaks there now, and Python computes it
+    def f(y):
+        v = y[..., -1].sum().item()
+        return torch.cos(y), 0.0 * v, f"{0.0 * v}"
+
+    check_calls(f, [(torch.ones(2, 3),), (-torch.ones(2, 3),)], graphs=None)
