@@ -398,9 +398,10 @@ def iteration_start(code: types.CodeType, k: int, step_ips: list, step: int,
     (a second graph of the same code: wav2vec2's encoder layers after its LayerDrop branch).
     Only where that iteration starts as later ones will (``iteration_locals``: the locals bound
     then): every local the body reads is bound and no two are one object; and not for the last
-    iteration of a loop over known items.  A first iteration
-    that starts otherwise (``prev = curr = t0``, a local the body assigns later) would compile the
-    body once for itself and again for the rest (torchsde's integration loops)."""
+    iteration of a loop over known items, nor one whose item is 0 or 1 (the translator counts
+    those as no iteration left).  A first iteration that starts otherwise (``prev = curr = t0``, a
+    local the body assigns later) would compile the body once for itself and again for the rest
+    (torchsde's integration loops)."""
     flow = flow_info(code)
     kk = bytecode_compat.fused_truth_test([x.name for x in flow.instrs], k)
     if flow.instrs[kk].name in resume_mod.NO_SUCCESSOR or kk in flow.comprehensions or not resume_mod.in_loop(flow, kk):
@@ -413,8 +414,10 @@ def iteration_start(code: types.CodeType, k: int, step_ips: list, step: int,
         return None  # (the frame runs natively after the break: the graph keeps what it can)
     begun = next((s for s in range(min(step, len(step_ips)) - 1, -1, -1) if step_ips[s] == info.header), None)
     bound, left = iteration_locals.get(begun, (None, None))
-    if bound is None or not set(info.reads) <= set(bound) or (left is not None and left < 2):
-        return None  # (the last iteration: the body function would serve no other)
+    if bound is None or not set(info.reads) <= set(bound):
+        return None  # (a local the body reads is not bound yet at this iteration)
+    if left is not None and left < 2:
+        return None  # (the last iteration, or one the body would be compiled for alone)
     objects = [bound[name] for name in info.reads if bound[name] is not None]
     return begun if len(set(objects)) == len(objects) else None
 

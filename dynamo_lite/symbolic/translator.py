@@ -394,9 +394,9 @@ class InstructionTranslator(InstructionTranslatorBase):
         # (name -> id of the tracker; None for a constant): what the iteration started from, and
         # how many iterations were left (a for loop over known items; else None)
         self.step_ips: list[int] = []
-        self.iteration_locals: dict[int, dict] = {}
+        self.iteration_locals: dict[int, tuple] = {}
         self._loop_heads = {self.offset_to_index[i.argval] for i in self.instructions
-                            if "BACKWARD" in i.opname and i.argval in self.offset_to_index}
+                            if i.opname in bytecode_compat.BACKWARD_JUMPS and i.argval in self.offset_to_index}
         # 3.12's inlined comprehensions (PEP 709): FOR_ITER index -> END_FOR index, and the ones
         # being run as (FOR_ITER index, END_FOR index, root step of their first FOR_ITER).  A
         # break inside one stops before it: Python runs the whole comprehension, and the frame
