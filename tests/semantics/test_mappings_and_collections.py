@@ -816,12 +816,17 @@ def _run_both(fn, make_args, calls):
     """(eager, compiled) results of ``calls`` (argument index tuples into ``make_args()``), each side
     on its own objects; the dict (argument 1) as (node index or key, value) pairs after them."""
     import dynamo_lite
+    from dynamo_lite.report import events
 
     out = []
     for compiled in (False, True):
         args = make_args()
         f = dynamo_lite.compile(fn, backend="eager") if compiled else fn
-        results = [f(*[args[i] for i in call]) for call in calls]
+        seen: list = []
+        with events.collecting(seen.append):
+            results = [f(*[args[i] for i in call]) for call in calls]
+        if compiled:  # looked up key by key: no break (every lookup broke before)
+            assert not [e.reason for e in seen if type(e).__name__ in ("GraphBreakEvent", "FallbackEvent")]
         nodes = args[-1]
         state = [(nodes.index(k) if k in nodes else k, v) for k, v in dict.items(args[1])]
         out.append((results, state))
