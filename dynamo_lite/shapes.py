@@ -57,7 +57,7 @@ from torch.utils._sympy.value_ranges import ValueRanges
 from . import config, guards, torch_compat
 from . import graph_breaks as gb
 from .exc import DynamicDimSpecialized, GraphBreak, InternalError, UserFrame
-from .source import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
+from .source import AttrSource, ClosureSource, DictLenSource, GlobalSource, ItemSource, LocalSource, LOOP_BODY_LOCALS, Source, TensorOffsetSource, TensorSizeSource, TensorStrideSource
 
 MARKS_ATTR = "_dynamo_lite_marks"  # on a tensor: {dim: ("dynamic", min, max) | ("maybe",) | ("static",)}
 STATIC_ATTR = "_dynamo_lite_static"  # on a module or class: its frames' inputs stay static
@@ -175,8 +175,9 @@ def _eligible_source(source: Optional[Source]) -> bool:
 def _eligible_int_source(source: Optional[Source]) -> bool:
     """An int argument of the frame, an int in one of its closure cells (a function made anew
     around another value on every call of its maker), an int local handed to a loop-body
-    function, an item or attribute of an argument (``cfg.k``, ``d["k"]``), or a closure cell of a
-    function argument (``fn.__closure__[0].cell_contents``)."""
+    function, an item or attribute of an argument (``cfg.k``, ``d["k"]``), a closure cell of a
+    function argument (``fn.__closure__[0].cell_contents``), or the size of a dict keyed by
+    objects found there (an LRU cache's ``len(self)``)."""
     if type(source) is ItemSource and isinstance(source.parent, LocalSource) and \
             source.parent.local_name == LOOP_BODY_LOCALS:
         return isinstance(source.key, str)
@@ -184,6 +185,8 @@ def _eligible_int_source(source: Optional[Source]) -> bool:
         cells = source.parent.parent
         return type(cells) is AttrSource and cells.attr == "__closure__" and \
             isinstance(cells.parent, (LocalSource, ClosureSource))
+    if type(source) is DictLenSource:  # the size of a dict keyed by objects found the same way
+        source = source.parent
     # the argument itself, or reached from it through a few items and attributes (``cfg.k``,
     # ``d["lr"]``, ``sizes[0]``, ``opts.inner.k``, a bound method's ``fn.__self__.k``), as
     # torch.compile's automatic dynamic treats any int it can find again

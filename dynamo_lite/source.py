@@ -309,6 +309,26 @@ class KeyedItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class DictLenSource(Source):
+    """``dict.__len__(parent)``: the size of a dict keyed by objects (variables/mappings.py
+    ObjectKeyedDictVariable), read by dict's own method (a subclass's ``__len__`` is not run).
+    An int input like an int argument: guarded by value, symbolic once it changed (shapes.py)."""
+
+    parent: Source
+
+    def name(self):
+        return f"___builtins.dict.__len__({self.parent.name()})"
+
+    def reconstruct(self, cg):
+        cg.load_callable(dict.__len__)
+        self.parent.reconstruct(cg)
+        cg.call(1)
+
+    def base(self):
+        return self.parent.base()
+
+
+@dataclasses.dataclass(frozen=True)
 class DictValueSource(ItemSource):
     """The value at ``key`` of a plain dict whose keys are classes (no faithful repr):
     ``list(parent.values())[index]`` in guard text, ``parent[key]`` when loaded (ItemSource's

@@ -198,6 +198,11 @@ class VariableTracker:
                 raise GraphBreak(gb.OPERATION_RAISES, f"len() of {type(value).__name__}") from e
         return checked_len(self.call_method(tx, "__len__", [], {}))
 
+    def len_tracker(self, tx) -> "VariableTracker":
+        """``len(self)`` as a tracker (``len()``): a constant, except where the size is an input
+        that can be symbolic (a dict keyed by objects)."""
+        return self.wrap_constant(self.len(tx))
+
     def iter(self, tx) -> "VariableTracker":
         """``iter(self)`` (GET_ITER, ``iter()``, the argument iterators of map/zip/...): an iterator
         tracker (sequences.ListIteratorVariable or a subclass).  Default: an iterator over a snapshot

@@ -400,7 +400,7 @@ def _build_class(tx, func, name, *bases):
 
 @_handler(builtins.len)
 def _len(tx, obj):
-    return ConstantVariable(obj.len(tx))
+    return obj.len_tracker(tx)
 
 
 def _python_type(tx, obj):

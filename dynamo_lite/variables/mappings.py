@@ -30,7 +30,7 @@ import torch
 from .. import graph_breaks as gb
 from ..exc import GraphBreak, SkipFrame
 from .base import guard_distinct, IdentityKey, search_items, VariableTracker
-from ..source import DictItemSource, KeyedItemSource
+from ..source import DictItemSource, DictLenSource, KeyedItemSource
 from .objects import IdVariable
 from .constant import ConstantVariable, NONE, ObservedConstant
 from .methods import ContainerMethodVariable
@@ -235,7 +235,7 @@ class ObjectKeyedDictVariable(VariableTracker):
     ``cache[self]``; torchsde's LRU cache of intervals, a dict subclass whose ``storage`` this
     is), never read whole.  Each key the trace looks up is looked up in the real dict then, by
     dict's own lookup, and guarded there: present or not, and its value an input at
-    ``dict.__getitem__(d, key)``; ``len()`` guards the size.  Writes and deletions are recorded
+    ``dict.__getitem__(d, key)``; ``len()`` is an int input at ``dict.__len__(d)``.  Writes and deletions are recorded
     (``pending``) and replayed after the graph by dict's own ``__setitem__`` / ``__delitem__``, in
     order.  Anything that needs the whole contents (iteration, views, copy, ``==``) breaks: their
     keys could only be guarded one by one, holding every key object."""
@@ -246,7 +246,7 @@ class ObjectKeyedDictVariable(VariableTracker):
         self.pending: list = []  # ("set", key tracker, value tracker) or ("del", key tracker, None)
         self.local: dict = {}  # hash key -> the value as the trace left it (_ABSENT: not there)
         self.size_delta = 0
-        self.read_size: Optional[int] = None
+        self.read_size: Optional[VariableTracker] = None  # the size when first read (constant or symbolic)
 
     dict_type = dict  # (the semantics of its methods, as a DictVariable storage's)
 
@@ -309,14 +309,20 @@ class ObjectKeyedDictVariable(VariableTracker):
     def contains(self, tx, item):
         return self._lookup(tx, item)[1] is not _ABSENT
 
-    def len(self, tx):
+    def len_tracker(self, tx):
         if self.read_size is None:
-            self.read_size = dict.__len__(self.value)
-            tx.output.add_expr_guard(f"___builtins.dict.__len__({self.source.name()}) == {self.read_size}")
-        return self.read_size + self.size_delta
+            # an int input like an int argument: guarded by value, symbolic once it changed
+            # between compiles (an LRU cache filling up compiles twice, not once per size)
+            self.read_size = tx.wrap(dict.__len__(self.value), DictLenSource(self.source))
+        if not self.size_delta:
+            return self.read_size
+        return self.apply_operator(tx, operator.add, [self.read_size, ConstantVariable(self.size_delta)])
+
+    def len(self, tx):
+        return self.len_tracker(tx).as_python_constant()
 
     def truthiness(self, tx):
-        return self.len(tx) > 0
+        return self.apply_operator(tx, operator.gt, [self.len_tracker(tx), ConstantVariable(0)]).truthiness(tx)
 
     def _write(self, tx, key_var, value) -> None:
         """``self[key] = value`` (value None: ``del self[key]``, the key known present)."""
@@ -342,7 +348,7 @@ class ObjectKeyedDictVariable(VariableTracker):
         if name == "__contains__" and n == 1:
             return ConstantVariable(self.contains(tx, args[0]))
         if name == "__len__" and n == 0:
-            return ConstantVariable(self.len(tx))
+            return self.len_tracker(tx)
         if name in ("get", "pop", "setdefault") and 1 <= n <= 2:
             value = self._lookup(tx, args[0])[1]
             if value is not _ABSENT:

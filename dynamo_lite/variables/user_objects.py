@@ -521,6 +521,9 @@ class DictStorageMixin:
     def len(self, tx):
         return self.storage.len(tx) if self.dict_method("__len__") else super().len(tx)
 
+    def len_tracker(self, tx):
+        return self.storage.len_tracker(tx) if self.dict_method("__len__") else super().len_tracker(tx)
+
     def has_len(self):
         return True
 

@@ -812,6 +812,44 @@ def test_a_dict_keyed_by_objects_is_looked_up_key_by_key(make):
     assert ek == ck
 
 
+def _memo_sized(x, cache, node):
+    if not cache:
+        scale = 1
+    else:
+        scale = len(cache)
+    try:
+        return x * scale + cache[node]
+    except KeyError:
+        cache[node] = x * 2
+        return x * scale
+
+
+def test_the_size_of_a_dict_keyed_by_objects_becomes_symbolic_once_it_changed():
+    # an LRU cache filling up changed its size on every call, and the size was guarded by value:
+    # one compile per size until it was full (torchsde's interval cache: 103 recompiles in its
+    # selection); now the size is an int input like an int argument, symbolic after one change
+    import dynamo_lite
+    from dynamo_lite.testing import CompileCounter
+
+    sides = {}
+    for side in ("eager", "compiled"):
+        nodes = [_Node() for _ in range(9)]
+        cache = _LRUCache(6)
+        counter = CompileCounter()
+        fn = _memo_sized if side == "eager" else dynamo_lite.compile(_memo_sized, backend=counter)
+        order = [0, 1, 2, 3, 4, 5, 6, 7, 8, 8, 7, 2, 0]
+        outs = [fn(torch.ones(2) * i, cache, nodes[j]) for i, j in enumerate(order)]
+        sides[side] = (outs, [(nodes.index(k), v) for k, v in dict.items(cache)], [nodes.index(k) for k in cache._keys])
+        if side == "compiled":
+            # empty (no object keys yet), 1 key, any size below the limit, the full cache missed
+            # and hit (before: one more compile for each of the sizes 2 to 5)
+            assert counter.frame_count <= 5, counter.frame_count
+    (eo, es, ek), (co, cs, ck) = sides["eager"], sides["compiled"]
+    assert all(torch.equal(a, b) for a, b in zip(eo, co))
+    assert [i for i, _ in es] == [i for i, _ in cs] and all(torch.equal(a, b) for (_, a), (_, b) in zip(es, cs))
+    assert ek == ck
+
+
 def _run_both(fn, make_args, calls):
     """(eager, compiled) results of ``calls`` (argument index tuples into ``make_args()``), each side
     on its own objects; the dict (argument 1) as (node index or key, value) pairs after them."""
