@@ -112,7 +112,9 @@ class FrameConverter:
         self.inductor_patches: dict = {}
         self.fullgraph = fullgraph
         self.dynamic = dynamic
-        self._static_retry = False  # tracing again with static shapes (a shape fact we cannot guard)
+        # tracing again after a shape fact we cannot guard: "floats" (static floats) or "all"
+        # (static shapes); "" when not
+        self._static_retry = ""
 
     def __call__(self, code: types.CodeType, f_locals: dict, func):
         with _CONVERT_LOCK:  # threads convert one frame at a time (cache limit, no duplicate entries)
@@ -227,13 +229,14 @@ class FrameConverter:
             try:
                 return self._compile_inner(code, f_locals, func, compile_id)
             except CannotSymbolize as e:
-                # a shape fact with no guard kind of ours: never guess, trace again with static shapes
-                log.info("dynamo_lite: %s: %s; tracing again with static shapes", display_name(code), e)
-                self._static_retry = True
+                # a shape fact with no guard kind of ours: never guess, trace again with static
+                # floats when only a float fact was refused (symbolic ints and sizes kept: an
+                # int that changes between calls would otherwise compile once per value), else
+                # with static shapes
                 try:
-                    return self._compile_inner(code, f_locals, func, compile_id)
-                finally:
-                    self._static_retry = False
+                    return self._retry(code, f_locals, func, compile_id, e, "floats" if e.floats else "all")
+                except CannotSymbolize as again:
+                    return self._retry(code, f_locals, func, compile_id, again, "all")
         except Unsupported:
             raise
         except SkipFrame as e:
@@ -418,9 +421,20 @@ class FrameConverter:
             state.grad_mode = output.grad_enabled
         return tx, state
 
+    def _retry(self, code, f_locals, func, compile_id, why: CannotSymbolize, static: str):
+        """Trace again with static floats (``static="floats"``) or static shapes (``"all"``)."""
+        what = "static floats" if static == "floats" else "static shapes"
+        log.info("dynamo_lite: %s: %s; tracing again with %s", display_name(code), why, what)
+        self._static_retry = static
+        try:
+            return self._compile_inner(code, f_locals, func, compile_id)
+        finally:
+            self._static_retry = ""
+
     def _trace(self, code, f_locals, func, stop_at_step):
-        dynamic = False if self._static_retry else self.dynamic
-        shapes = ShapeTracker(dynamic, cache.frame_sizes(code, FrameSizes), static=frame_is_static(f_locals, code))
+        dynamic = False if self._static_retry == "all" else self.dynamic
+        shapes = ShapeTracker(dynamic, cache.frame_sizes(code, FrameSizes), static=frame_is_static(f_locals, code),
+                              static_floats=self._static_retry == "floats")
         output = OutputGraph(code, func.__globals__, func, "", shapes)
         output.add_guard(NoOtherTracerGuard())  # so a cached entry never runs under another tracer
         grad = torch.is_grad_enabled()

@@ -88,7 +88,12 @@ def no_grad_of_non_leaf_warning():
 
 class CannotSymbolize(Exception):
     """A fact of the ShapeEnv has no guard kind of ours: the frame is traced again with static
-    shapes (convert_frame), never guessed."""
+    shapes (convert_frame), never guessed.  ``floats``: the fact is about float arguments only,
+    so the trace is first tried again with static floats (symbolic ints and sizes kept)."""
+
+    def __init__(self, reason: str, floats: bool = False):
+        super().__init__(reason)
+        self.floats = floats
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,6 +236,7 @@ class ShapeTracker:
         dynamic: compile()'s ``dynamic`` (None: automatic).
         sizes: the code's FrameSizes (automatic dynamic), or None (no memory: resume of a probe).
         static: every input stays static (mark_static on the frame's module/class).
+        static_floats: float arguments stay static (traced again after a refused float fact).
         inputs: (source, fake) of each input tensor with a symbolic dimension.
         marked: symbol -> (source, min, max) of mark_dynamic dimensions.
         input_sources: symbol -> the mark_dynamic size it stands for (guards name it so).
@@ -243,13 +249,15 @@ class ShapeTracker:
             f.py:12 in g"), for the break where Python needs it.
     """
 
-    def __init__(self, dynamic: Optional[bool], sizes: Optional[FrameSizes], static: bool = False):
+    def __init__(self, dynamic: Optional[bool], sizes: Optional[FrameSizes], static: bool = False,
+                 static_floats: bool = False):
         self.env = ShapeEnv(allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops,
                             allow_scalar_outputs=config.capture_scalar_outputs)
         torch_compat.skip_user_frame_lookup(self.env)
         self.dynamic = dynamic
         self.sizes = sizes
         self.static = static or dynamic is False
+        self.static_floats = static_floats  # float arguments stay static (a float fact was refused)
         self.inputs: list[tuple[Source, torch.Tensor]] = []
         self.marked: dict[sympy.Symbol, tuple] = {}
         self.input_sources: dict[sympy.Symbol, Source] = {}  # symbol -> the size of the input that marked it
@@ -371,7 +379,7 @@ class ShapeTracker:
         if type(value) is float and not math.isfinite(value):
             return None  # (nan, inf: guarded as they are)
         changed = self.sizes.merge_int(source.name(), value) if self.sizes is not None else False
-        if self.static or value in (0, 1):
+        if self.static or value in (0, 1) or (type(value) is float and self.static_floats):
             return None
         if not (self.dynamic is True or changed):
             return None
@@ -390,7 +398,7 @@ class ShapeTracker:
         for a in args:
             expr = getattr(getattr(a, "node", None), "expr", None) if isinstance(a, torch.SymFloat) else None
             if expr is not None and expr.free_symbols & self.float_symbols:
-                raise CannotSymbolize(f"an operation on the symbolic float {expr} failed")
+                raise CannotSymbolize(f"an operation on the symbolic float {expr} failed", floats=True)
 
     def is_float_input(self, value) -> bool:
         """Does the SymFloat ``value`` depend on a float argument made symbolic?"""
@@ -403,7 +411,7 @@ class ShapeTracker:
         to a number (``s * 0.0``): the guard or the value would be sympy's form of it (``(a + b) - a``
         is ``b``; sums reassociated; ``-0.0`` is ``0``), which Python's float arithmetic can answer
         otherwise: trace again with static inputs."""
-        raise CannotSymbolize(f"{getattr(fn, '__name__', fn)} of a float computed from float arguments")
+        raise CannotSymbolize(f"{getattr(fn, '__name__', fn)} of a float computed from float arguments", floats=True)
 
     def python_number(self, sym) -> Optional[tuple]:
         """For an input symbol: (guard text, pretty text, (source,), its value in this trace), the
@@ -445,7 +453,7 @@ class ShapeTracker:
             if isinstance(e, sympy.Add) and len(e.args) == 2:
                 (a, pa), (b, pb) = term(e.args[0]), term(e.args[1])
                 return f"({a} + {b})", f"{pa} + {pb}"
-            raise CannotSymbolize(f"a fact about a float argument: {expr}")
+            raise CannotSymbolize(f"a fact about a float argument: {expr}", floats=True)
 
         def fact(e) -> tuple:
             if e is sympy.true or e is sympy.false:
@@ -459,7 +467,7 @@ class ShapeTracker:
                 return f"not ({t})", f"not ({p})"
             op = _FLOAT_RELATIONS.get(type(e))
             if op is None:
-                raise CannotSymbolize(f"a fact about a float argument: {expr}")
+                raise CannotSymbolize(f"a fact about a float argument: {expr}", floats=True)
             (a, pa), (b, pb) = term(e.args[0]), term(e.args[1])
             return f"{a} {op} {b}", f"{pa} {op} {pb}"
 
@@ -563,7 +571,7 @@ class ShapeTracker:
                 continue  # drawn anew on every call: never guarded (note() broke where it was needed)
             if sym in self.float_symbols:
                 if env.simplify(sym) != sym or len(tsources) > 1:
-                    raise CannotSymbolize(f"the float argument {sym} was specialised")
+                    raise CannotSymbolize(f"the float argument {sym} was specialised", floats=True)
                 continue  # its type is guarded (builder); any fact about it is refused in lower()
             if sym in self.input_sources:  # (its sources through a view's _base name the same size)
                 sources = [self.input_sources[sym]]
@@ -664,7 +672,7 @@ class ShapeTracker:
         """A sympy expression of input symbols -> the integer-expression tree of guards/kinds.py."""
         if isinstance(e, sympy.Symbol):
             if e in self.float_symbols:
-                raise CannotSymbolize(f"a fact about the float argument {e}")
+                raise CannotSymbolize(f"a fact about the float argument {e}", floats=True)
             return ("src", self._source_of(e))
         if e.is_Integer:
             return ("int", int(e))

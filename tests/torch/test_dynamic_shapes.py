@@ -732,6 +732,24 @@ def test_a_branch_on_floats_computed_from_float_arguments_is_guarded_as_python_c
     assert any("the graph needs not ((a * 3) > 0.9)" in r for r in reasons), reasons
 
 
+def test_a_refused_float_fact_keeps_int_arguments_symbolic():
+    # a fact about a float argument no guard can state (abs() of it) traces the frame again with
+    # static inputs; the retry made the ints static too, so an int that changes on every call
+    # (torchsde's cache size beside its query times) compiled once per value until the limit
+    cnt = CompileCounter()
+
+    def f(x, ta, tb, n):
+        if abs(tb - ta) > 0.1:
+            x = x + 1
+        return x * n
+
+    opt = dynamo_lite.compile(f, backend=cnt)
+    for i in range(2, 9):
+        tb = 0.5 + (i % 2) * 0.03
+        assert_same(opt(torch.ones(2), 0.5, tb, i), f(torch.ones(2), 0.5, tb, i))
+    assert cnt.frame_count == 3  # static floats: one entry per tb; n symbolic from its change on
+
+
 def test_float_arithmetic_sympy_folds_to_a_number_is_pythons():
     # bench/fuzz.py (seed 2027): f"{s * 0.0:.3f}" printed 0.000 for s = -1.5 on the entry where s
     # is symbolic: sympy folds s * 0.0 to 0, which Python computes as -0.0
