@@ -309,6 +309,24 @@ class KeyedItemSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class WeakRefCallSource(Source):
+    """``parent()``: the object a ``weakref.ref`` at ``parent`` refers to (None once dead).
+    Calling a plain weakref runs no user code."""
+
+    parent: Source
+
+    def name(self):
+        return f"{self.parent.name()}()"
+
+    def reconstruct(self, cg):
+        self.parent.reconstruct(cg)
+        cg.call(0)
+
+    def base(self):
+        return self.parent.base()
+
+
+@dataclasses.dataclass(frozen=True)
 class DictLenSource(Source):
     """``dict.__len__(parent)``: the size of a dict keyed by objects (variables/mappings.py
     ObjectKeyedDictVariable), read by dict's own method (a subclass's ``__len__`` is not run).

@@ -23,14 +23,15 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
 
 from .. import config, runtime
-from ..exc import BackendCompilerFailed
+from .. import graph_breaks as gb
+from ..exc import BackendCompilerFailed, GraphBreak
 from .. import guards
 from ..guards import Guard, GuardSet
 from ..shapes import is_grad_of_non_leaf_warning, ShapeTracker
 from ..source import Source
 from ..variables.cells import CellVariable
 from ..variables.formatted_text import SNAPSHOT_META
-from ..variables.tensor import schema_writes, warnings_issued
+from ..variables.tensor import schema_writes, untraced_tensor_kind, warnings_issued
 from .side_effects import SideEffects
 
 
@@ -197,6 +198,10 @@ class OutputGraph:
         metadata: (node, fake example value).  The caller makes the tracker and registers
         the real value with ``set_real_value``.  Dimensions that are symbolic in this trace
         (shapes.py) are left out of the TENSOR guard: the shape guards check them."""
+        kind = untraced_tensor_kind(value)
+        if kind is not None:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{source.name()} is {kind}, which graphs do not hold: Python "
+                             "runs the code that uses it")
         fake, shape, stride = self.shapes.fake_input(self.fake_mode, value, source)
         self.add_guard(guards.TensorGuard.of(source, value, shape, stride))
         node = self._placeholder(_node_name(source), source, value, fake)

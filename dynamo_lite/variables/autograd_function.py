@@ -35,7 +35,7 @@ from ..source import AttrSource
 from .base import VariableTracker, HeldValueVariable
 from .constant import ConstantVariable
 from .sequences import TupleVariable
-from .tensor import TensorVariable, record_op
+from .tensor import RUNS_USER_CODE, TensorVariable, record_op
 
 
 def is_autograd_function_class(value) -> bool:
@@ -136,6 +136,7 @@ def applier(cls):
             return cls.apply(*args)
 
         fn.__name__ = fn.__qualname__ = f"{cls.__name__}_apply"
+        setattr(fn, RUNS_USER_CODE, True)
         _APPLIERS[cls] = fn
     return fn
 
@@ -380,6 +381,8 @@ def _closure_function(fn_var):
     holds anything else (or defaults are not constants)."""
     code = getattr(fn_var, "code", None)
     closure = getattr(fn_var, "closure", None)
+    if closure is None and isinstance(code, types.CodeType) and not code.co_freevars:
+        closure = ()  # (a lambda made in the trace that reads only globals)
     if not isinstance(code, types.CodeType) or closure is None or getattr(fn_var, "kwdefaults", None) is not None:
         return None
     defaults = getattr(fn_var, "defaults", None)
@@ -407,7 +410,7 @@ def _closure_function(fn_var):
     def make(values):
         cells = tuple(types.CellType(values[v]) if kind == "tensor" else types.CellType(v) if kind == "const"
                       else types.CellType() for kind, v in slots)
-        return types.FunctionType(code, f_globals, name, defaults, cells)
+        return types.FunctionType(code, f_globals, name, defaults, cells or None)
     return make, free
 
 
@@ -483,6 +486,7 @@ class TransformedFunctionVariable(VariableTracker):
 
         label = getattr(fn, "__name__", None) or getattr(self.fn_var, "code", None) and self.fn_var.code.co_name or "fn"
         run.__name__ = run.__qualname__ = f"{name}_{label}".replace("<", "_").replace(">", "_")
+        setattr(run, RUNS_USER_CODE, True)
         return record_op(tx, "call_function", run, [*args, *free], dict(kwargs))
 
     def _samples(self, tx, args):

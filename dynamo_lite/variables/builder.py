@@ -22,6 +22,7 @@ import os
 import random
 import sys
 import types
+import weakref
 from typing import Any, Optional
 
 import numpy as np
@@ -49,7 +50,7 @@ from .sets import SetVariable
 from .functions import PartialVariable, python_function_handler, UserFunctionVariable, UserMethodVariable
 from .stdlib import is_random_module_function, library_variable
 from .contexts import GradModeExitVariable, GradModeVariable
-from .objects import ObjectVariable
+from .objects import ObjectVariable, WeakRefVariable
 from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable, is_stateless_torch_module
@@ -465,6 +466,8 @@ def _wrap(tx, value, source):
             return DictSubclassObjectVariable(value, ObjectKeyedDictVariable(value, source), source)
         return _aliased(tx, value, source, make)
     guard(guards.TypeGuard(source, type(value)))
+    if type(value) is weakref.ReferenceType and source is not None:
+        return _aliased(tx, value, source, lambda: WeakRefVariable(value, source))
     if type(value).__module__ == "builtins" or not hasattr(value, "__dict__") and not hasattr(type(value), "__slots__"):
         if source is not None:  # (one tracker per object: `a is b` is known, and guarded)
             return _aliased(tx, value, source, lambda: ObjectVariable(value, source))

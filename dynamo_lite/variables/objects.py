@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import HeldValueVariable, IdentityKey, VariableTracker
+from ..source import WeakRefCallSource
 
 
 class ObjectVariable(HeldValueVariable):
@@ -27,6 +28,17 @@ class ObjectVariable(HeldValueVariable):
 
     def describe(self):
         return f"{type(self.value).__name__} object"
+
+
+class WeakRefVariable(ObjectVariable):
+    """A ``weakref.ref`` read from outside (nn.RNNBase's ``_flat_weight_refs``).  Calling it
+    reads the object it refers to now, at ``ref()`` (WeakRefCallSource): the guards then hold
+    what the trace saw of that object (None once it died, or which object it is)."""
+
+    def call_function(self, tx, args, kwargs):
+        if args or kwargs or self.source is None:
+            return super().call_function(tx, args, kwargs)
+        return tx.wrap(self.value(), WeakRefCallSource(self.source))
 
 
 class IdVariable(VariableTracker):

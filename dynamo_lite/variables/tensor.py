@@ -23,6 +23,7 @@ import logging
 import math
 import operator
 import re
+import types
 import warnings
 from typing import Any, Optional
 
@@ -528,6 +529,10 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
     node_kwargs = {k: _node_arg(v) for k, v in kwargs.items()}
     fake_args = _fake_args(args)
     fake_kwargs = {k: fake_arg(v) for k, v in kwargs.items()}
+    if any(isinstance(a, torch.dtype) and a in _QUANTIZED_DTYPES for a in (*fake_args, *fake_kwargs.values())):
+        # (the fake kernel of torch.quantize_per_tensor answers float32)
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{_target_name(kind, target)} makes a quantized tensor, which graphs "
+                         "do not hold: Python runs it")
     if _squeezes_data_dependent_size(kind, target, fake_args, fake_kwargs):
         # the fake run assumes such a size is not 1 (and keeps the dimension): a mask's single
         # hit squeezes to a 0-d tensor in eager, so the graph's shapes would be wrong from here
@@ -540,7 +545,8 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         _FAKE_LOG.disabled = True
         # the Python dispatcher, as torch.compile's fake runs have it: composite kernels (pad's
         # constant_pad_nd) take symbolic sizes only through their Python decompositions
-        with output.fake_mode, enable_python_dispatcher(), warnings_issued() as caught:
+        with output.fake_mode, enable_python_dispatcher(), warnings_issued() as caught, \
+                _reading_real_tensors(output.fake_mode, runs_user_code(target)):
             _check_inplace_cast(kind, target, fake_args)
             if kind == "call_method":
                 example = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
@@ -583,6 +589,30 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
                 node.meta["example_value"] = example
                 return arg
     return wrap_op_result(tx, node, example)
+
+
+# A graph node's target that runs the user's Python at run time (an autograd.Function's apply,
+# a function under a torch.func transform: variables/autograd_function.py) carries this attribute.
+# Its code may read real tensors (a global weight) that the trace guarded in its dry run: the
+# fake run meets them as they are, and the real run reads them as eager does.
+RUNS_USER_CODE = "_dynamo_lite_runs_user_code"
+
+
+def runs_user_code(target) -> bool:
+    return type(target) is types.FunctionType and target.__dict__.get(RUNS_USER_CODE, False) is True
+
+
+@contextlib.contextmanager
+def _reading_real_tensors(mode, on: bool):
+    if not on:
+        yield
+        return
+    saved = mode.allow_non_fake_inputs
+    mode.allow_non_fake_inputs = True
+    try:
+        yield
+    finally:
+        mode.allow_non_fake_inputs = saved
 
 
 _FAKE_LOG = logging.getLogger("torch._subclasses.fake_tensor")
@@ -668,32 +698,64 @@ def _check_inplace_cast(kind: str, target: Any, fake_args: tuple) -> None:
         raise RuntimeError(f"result type {result} can't be cast to the desired output type {fake_args[0].dtype}")
 
 
+def untraced_tensor_kind(t: torch.Tensor) -> Optional[str]:
+    """What makes ``t`` a tensor traces do not model ("a sparse_coo tensor", "a quantized
+    tensor", "a nested tensor"), or None.  Their fake kernels are not exact (a sparse tensor's
+    number of stored values is data; dequantize() keeps the quantized dtype), so Python runs
+    what makes or uses one."""
+    if t.is_nested:
+        return "a nested tensor"
+    if t.layout is not torch.strided:
+        return f"a {str(t.layout).replace('torch.', '')} tensor"
+    if t.is_quantized or t.dtype in _QUANTIZED_DTYPES:  # (a fake's is_quantized is False)
+        return "a quantized tensor"
+    return None
+
+
+_QUANTIZED_DTYPES = (torch.qint8, torch.quint8, torch.qint32, torch.quint4x2, torch.quint2x4)
+
+
+def _untraced_result(example: Any) -> Optional[str]:
+    for leaf in torch.utils._pytree.tree_leaves(example):
+        if isinstance(leaf, torch.Tensor):
+            kind = untraced_tensor_kind(leaf)
+            if kind is not None:
+                return kind
+    return None
+
+
 def wrap_op_result(tx, node: torch.fx.Node, example: Any) -> VariableTracker:
     output = tx.output
+    kind = _untraced_result(example)
+    if kind is not None:
+        output.remove_node(node)
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{_target_name(node.op, node.target)} makes {kind}, which graphs "
+                         "do not hold: Python runs it")
     if isinstance(example, torch.Tensor):
         node.meta["example_value"] = example
         return TensorVariable(node, example)
     if isinstance(example, _SYM_TYPES):
         node.meta["example_value"] = example
         return SymNodeVariable(example, output.shapes, node=node)
-    if isinstance(example, (torch.Size, tuple, list)) and any(isinstance(e, _SYM_TYPES) for e in example):
+    if isinstance(example, torch.Size) and any(isinstance(e, _SYM_TYPES) for e in example):
         node.meta["example_value"] = example
-        items = [SymNodeVariable(e, output.shapes, make_node=functools.partial(
-                     output.create_node, "call_function", operator.getitem, (node, i), {}))
-                 if isinstance(e, _SYM_TYPES) else ConstantVariable(e) for i, e in enumerate(example)]
-        if isinstance(example, torch.Size):
-            return SizeVariable(items)
-        return ListVariable(items) if isinstance(example, list) else TupleVariable(items)
+        return SizeVariable([SymNodeVariable(e, output.shapes, make_node=functools.partial(
+            output.create_node, "call_function", operator.getitem, (node, i), {}))
+            if isinstance(e, _SYM_TYPES) else ConstantVariable(e) for i, e in enumerate(example)])
     if isinstance(example, torch.Size):
         output.remove_node(node)
         return SizeVariable([ConstantVariable(int(s)) for s in example])
-    if isinstance(example, (tuple, list)) and any(isinstance(e, torch.Tensor) for e in example):
+    if isinstance(example, (tuple, list)) and any(isinstance(e, (torch.Tensor, *_SYM_TYPES)) for e in example):
+        # (an autograd.Function's forward returning a tensor and a size: each item from the node)
         node.meta["example_value"] = example
         items = []
         for i, ex in enumerate(example):
             if isinstance(ex, torch.Tensor):
                 sub = output.create_node("call_function", operator.getitem, (node, i), {})
                 items.append(wrap_op_result(tx, sub, ex))
+            elif isinstance(ex, _SYM_TYPES):
+                items.append(SymNodeVariable(ex, output.shapes, make_node=functools.partial(
+                    output.create_node, "call_function", operator.getitem, (node, i), {})))
             elif ex is None or isinstance(ex, (int, float, bool)):
                 items.append(ConstantVariable(ex))
             else:

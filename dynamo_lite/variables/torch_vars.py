@@ -53,7 +53,10 @@ _USER_LIKE_TORCH_PACKAGES = ("torch.distributions.",)
 
 
 def is_user_like_torch_class(value) -> bool:
-    return isinstance(value, type) and static.module_name(value).startswith(_USER_LIKE_TORCH_PACKAGES)
+    """A class of torch's that is traced as user code (torch.distributions), or an instance of
+    one (a callable ``Transform``: its Python ``__call__`` is inlined, as a user object's)."""
+    cls = value if isinstance(value, type) else type(value)
+    return static.module_name(cls).startswith(_USER_LIKE_TORCH_PACKAGES)
 
 
 def is_torch_class(value) -> bool:
@@ -188,6 +191,21 @@ def _torch_check(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             VariableTracker.replay_warning(tx, str(w.message), w.category)
         return ConstantVariable(None)
     raise GraphBreak(gb.UNSUPPORTED_CALL, f"torch.{fn.__name__}() of {subject.describe()}")
+
+
+def _torch_assert(tx, args: list, kwargs: dict) -> VariableTracker:
+    """``torch._assert(condition, message)`` is ``assert condition, message``: a condition known at
+    trace time (a constant, a fact about sizes, guarded) passes, or Python raises the
+    AssertionError at this line; a tensor's truth breaks as a branch on it does."""
+    if len(args) != 2 or kwargs or not (isinstance(args[0], (SymNodeVariable, TensorVariable))
+                                        or args[0].is_python_constant()):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, "torch._assert() of a value other than a bool, a number or a tensor")
+    if args[0].bool(tx):
+        return ConstantVariable(None)
+    raise GraphBreak(gb.OPERATION_RAISES, "torch._assert() fails: Python raises its AssertionError")
+
+
+TORCH_CALL_HANDLERS[id(torch._assert)] = _torch_assert
 
 
 # what these answer while no dispatch mode is active: a new empty list, no modes

@@ -165,6 +165,68 @@ def test_custom_function_non_differentiable_and_python_outputs():
                 backward=True, graphs=None)
 
 
+class _DoubleAndSize(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2, x.shape[0]
+
+    @staticmethod
+    def backward(ctx, g, _):
+        return g * 2
+
+
+def test_custom_function_returning_a_tensor_and_a_symbolic_size():
+    # with the size symbolic (the second length, or dynamic=True) the tensor beside it in the
+    # result tuple was the fake example value: the compiled call returned a FakeTensor
+    def f(x):
+        y, n = _DoubleAndSize.apply(x)
+        return y * n, n, _DoubleAndSize.apply(x)
+
+    for dynamic in (None, True):
+        check_calls(f, [(torch.randn(n, requires_grad=True),) for n in (2, 3, 5)], backward=True, graphs=None,
+                    dynamic=dynamic)
+
+
+_W = torch.randn(3, 3)
+
+
+class _TimesGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x @ _W
+
+    @staticmethod
+    def backward(ctx, g):
+        return g @ _W.T
+
+
+def test_function_and_vmap_reading_a_global_tensor_are_one_graph():
+    # the graph node runs the real forward / function, which reads the global weight: its fake
+    # run met a real tensor (FakeTensorMode's "convert all Tensors to FakeTensors" error, reported
+    # as the user's code raising, and the graph broke)
+    from torch.func import vmap
+    global _W
+
+    def f(x):
+        return _TimesGlobal.apply(x) + 1, vmap(lambda r: _W @ r)(x)
+
+    check_calls(f, [(torch.randn(4, 3, requires_grad=True),), (torch.randn(2, 3, requires_grad=True),)],
+                backward=True, graphs=1)
+    cnt = CompileCounter()
+    opt = dynamo_lite.compile(f, backend=cnt)
+    x = torch.randn(2, 3)
+    saved = _W
+    try:
+        for weight in (_W * 2, torch.randn(3, 3, dtype=torch.float64)):  # another value, then another dtype
+            _W = weight
+            xs = x.to(weight.dtype)
+            for a, b in zip(opt(xs), f(xs)):
+                assert_same(a, b)
+    finally:
+        _W = saved
+    assert cnt.frame_count == 2  # the dtype of the weight is guarded; its values are read when it runs
+
+
 def test_custom_function_with_data_dependent_forward_and_prints():
     def f(x):
         return _NormByMax.apply(x).sum()

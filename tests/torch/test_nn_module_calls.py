@@ -406,3 +406,29 @@ def test_compiled_module_whose_hook_raises_raises_as_eager():
             assert str(e) == "no"
         else:
             raise AssertionError("the hook's error was not raised")
+
+
+def test_recurrent_modules_are_one_graph_and_follow_a_replaced_weight():
+    # nn.RNNBase.forward asks whether its weights changed by calling the weakrefs it keeps
+    # (`ref() is not weight`): calling a weakref broke the graph twice on every LSTM/GRU call
+    from dynamo_lite.testing import check_calls
+
+    for cls in (nn.LSTM, nn.GRU):
+        torch.manual_seed(0)
+        m = cls(4, 5, num_layers=2, batch_first=True, bidirectional=True)
+
+        def f(x):
+            out, h = m(x)
+            return out.sum(1), h
+
+        info = dynamo_lite.explain(f, torch.randn(2, 3, 4))
+        assert (info.graph_count, info.graph_break_count) == (1, 0), [b.reason for b in info.break_reasons]
+        check_calls(f, [(torch.randn(2, 3, 4),), (torch.randn(2, 6, 4),)], backward=True, graphs=1)
+        eager_m = copy.deepcopy(m)
+        compiled = dynamo_lite.compile(lambda x: m(x)[0], backend="eager")
+        x = torch.randn(2, 3, 4)
+        assert_same(compiled(x), eager_m(x)[0])
+        new = torch.randn_like(m.weight_ih_l0)
+        m.weight_ih_l0 = nn.Parameter(new.clone())  # the weakref now points elsewhere (or nowhere)
+        eager_m.weight_ih_l0 = nn.Parameter(new.clone())
+        assert_same(compiled(x), eager_m(x)[0])

@@ -637,6 +637,18 @@ def kl_normal_normal(x):
     return D.kl_divergence(p, q), D.kl_divergence(c, D.Categorical(logits=x.flip(0), validate_args=False))
 
 
+_EXP = D.transforms.ExpTransform()
+_AFFINE = D.transforms.AffineTransform(loc=1.0, scale=2.0)
+
+
+@case(0, 0)
+def transform_objects_called(x):
+    # a Transform is a callable object whose class defines __eq__ only (unhashable): it was taken
+    # for a torch callable, and the lookup of it in a table raised TypeError (internal error)
+    both = D.transforms.ComposeTransform([_EXP, _AFFINE])
+    return _EXP(x) + 1, both(x), both.inv(both(x)), _AFFINE.log_abs_det_jacobian(x, _AFFINE(x))
+
+
 def test_kl_divergence_follows_register_kl():
     import dynamo_lite
 
@@ -786,6 +798,24 @@ def test_is_compiling_answers_the_same_on_every_call_of_a_frame_with_no_tensor_w
         c(x)
     assert counts == {"compiled": 4, "eager": 0}
     dynamo_lite.reset()
+
+
+@case(0, 0)
+def assert_on_sizes(x):
+    # (torchvision's and Hugging Face's shape checks): broke the graph at every call
+    torch._assert(x.shape[0] > 1, "need a batch")
+    torch._assert(x.dim() == 2, f"expected 2-d, got {x.dim()}")
+    return x + 1
+
+
+def test_a_failing_torch_assert_raises_at_its_line():
+    def f(x):
+        y = x * 2
+        torch._assert(x.shape[1] == 3, "expected 3 columns")
+        return y
+
+    check_breaks(f, torch.randn(2, 4), breaks=None, raises=AssertionError)
+    check_breaks(f, torch.randn(2, 3), breaks=0, raises=None)
 
 
 GAPS = {name for name, (_, ours, theirs, _) in CASES.items() if ours > theirs}
