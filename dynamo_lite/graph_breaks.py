@@ -397,7 +397,10 @@ LRU_CACHE_CALL = _register("DL0052", "Call of a functools.lru_cache function wit
                            "and its side effects, where eager answers from the cache, and return a new object where "
                            "eager returns the cached one. Python calls it: a hit is quick, a miss runs the function "
                            "as its own frame. The same when it is called with constants but changes state outside "
-                           "itself (appends to a global list, prints, logs): eager does that on a miss only.",
+                           "itself (appends to a global list, prints, logs): eager does that on a miss only; when it "
+                           "returns a tensor, list or dict (eager returns the cached object, whose identity and "
+                           "mutations persist); or when its cache holds another answer than its body gives now "
+                           "(it read state that has changed since).",
                            "If the cached function only computes plain values, pass it constants (strings, "
                            "numbers, tuples of them), or call it outside the compiled code and pass its result in.",
                            cause=DYNAMO_LITE)

@@ -9,9 +9,10 @@ Two questions, asked with the code's file name:
 torch.nn's module code (``forward`` of nn.Linear, nn.Sequential, ...) is
 traced like user code, so its tensor work enters the graph, except
 ``torch/nn/modules/module.py`` (``Module.__call__`` and its hook machinery).
-``torch/distributions`` and ``torch/nn/utils/parametrize.py``/``parametrizations.py`` (a
-parametrized weight's property, e.g. ``weight_norm``) are inlined when traced code calls them
-(their frames entered on their own run eagerly).
+``torch/distributions``, ``torch/nn/utils/parametrize.py``/``parametrizations.py`` (a
+parametrized weight's property, e.g. ``weight_norm``), ``rnn.py`` (pad_sequence),
+``clip_grad.py``, ``convert_parameters.py`` and ``torch/utils/_foreach_utils.py`` are inlined when
+traced code calls them (their frames entered on their own run eagerly).
 
 Third-party model libraries (transformers, ...) are traced like user code.
 A few files of untraced libraries are pure Python over their arguments and may be
@@ -45,6 +46,10 @@ _TORCH_INLINE_ONLY_DIRS = (
     # ParametrizationList forward it calls are plain module code over the original tensors
     os.path.join(_TORCH_DIR, "nn", "utils", "parametrize.py"),
     os.path.join(_TORCH_DIR, "nn", "utils", "parametrizations.py"),
+    os.path.join(_TORCH_DIR, "nn", "utils", "rnn.py"),
+    os.path.join(_TORCH_DIR, "nn", "utils", "clip_grad.py"),
+    os.path.join(_TORCH_DIR, "nn", "utils", "convert_parameters.py"),
+    os.path.join(_TORCH_DIR, "utils", "_foreach_utils.py"),
 )
 _MODULE_PY = os.path.join("nn", "modules", "module.py")  # Module.__call__ machinery: never traced
 # dynamo_lite files holding user-style model code (the demo's nanoGPT): traced like user code

@@ -381,8 +381,6 @@ def _closure_function(fn_var):
     holds anything else (or defaults are not constants)."""
     code = getattr(fn_var, "code", None)
     closure = getattr(fn_var, "closure", None)
-    if closure is None and isinstance(code, types.CodeType) and not code.co_freevars:
-        closure = ()  # (a lambda made in the trace that reads only globals)
     if not isinstance(code, types.CodeType) or closure is None or getattr(fn_var, "kwdefaults", None) is not None:
         return None
     defaults = getattr(fn_var, "defaults", None)
@@ -410,7 +408,7 @@ def _closure_function(fn_var):
     def make(values):
         cells = tuple(types.CellType(values[v]) if kind == "tensor" else types.CellType(v) if kind == "const"
                       else types.CellType() for kind, v in slots)
-        return types.FunctionType(code, f_globals, name, defaults, cells or None)
+        return types.FunctionType(code, f_globals, name, defaults, cells)
     return make, free
 
 
@@ -420,6 +418,9 @@ def real_function(fn_var):
     fn = getattr(fn_var, "fn", None)
     if isinstance(fn, types.FunctionType):
         return fn
+    if isinstance(fn_var, TransformedFunctionVariable):  # vmap(grad(f)): the inner transform, made again
+        inner = real_function(fn_var.fn_var)
+        return None if inner is None else fn_var.transform(inner, **fn_var.options)
     if fn_var.is_python_constant() and callable(fn_var.as_python_constant()):
         return fn_var.as_python_constant()  # a torch function (vmap(torch.sin))
     code = getattr(fn_var, "code", None)

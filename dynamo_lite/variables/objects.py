@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from .base import HeldValueVariable, IdentityKey, VariableTracker
 from ..source import WeakRefCallSource
 
@@ -32,13 +34,19 @@ class ObjectVariable(HeldValueVariable):
 
 class WeakRefVariable(ObjectVariable):
     """A ``weakref.ref`` read from outside (nn.RNNBase's ``_flat_weight_refs``).  Calling it
-    reads the object it refers to now, at ``ref()`` (WeakRefCallSource): the guards then hold
-    what the trace saw of that object (None once it died, or which object it is)."""
+    reads the object it refers to now, at ``ref()`` (WeakRefCallSource), when that is None or a
+    parameter or module: the guards then hold what the trace saw of it."""
 
     def call_function(self, tx, args, kwargs):
         if args or kwargs or self.source is None:
             return super().call_function(tx, args, kwargs)
-        return tx.wrap(self.value(), WeakRefCallSource(self.source))
+        referent = self.value()
+        # a dead one, or a parameter or module (their owner keeps them alive as eager's run
+        # would); another object may be alive now only through what the compiler holds while it
+        # works (a tensor the frame deleted): Python calls that weakref
+        if referent is not None and not isinstance(referent, (torch.nn.Parameter, torch.nn.Module)):
+            return super().call_function(tx, args, kwargs)
+        return tx.wrap(referent, WeakRefCallSource(self.source))
 
 
 class IdVariable(VariableTracker):

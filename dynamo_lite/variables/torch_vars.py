@@ -24,6 +24,7 @@ import types
 
 import torch
 import torch.distributions.kl
+import torch.utils._foreach_utils
 
 from .. import _C
 from .. import graph_breaks as gb
@@ -34,7 +35,8 @@ from .base import KnownValueVariable, VariableTracker
 from .collectives import call_collective, is_collective
 from .constant import ConstantVariable, InputConstantVariable
 from .objects import ObjectVariable
-from .sequences import ListVariable, SizeVariable
+from .sequences import ListVariable, SizeVariable, TupleVariable
+from .mappings import DictVariable
 from .folding import wrap_constant_result
 from .functions import BaseUserFunctionVariable, PYTHON_FUNCTION_HANDLERS
 from .contexts import GlobalModeContextVariable, GlobalModeDecoratedVariable, GradModeVariable, inference_mode_context
@@ -206,6 +208,64 @@ def _torch_assert(tx, args: list, kwargs: dict) -> VariableTracker:
 
 
 TORCH_CALL_HANDLERS[id(torch._assert)] = _torch_assert
+
+
+def _group_tensors_by_device_and_dtype(tx, args: list, kwargs: dict) -> VariableTracker:
+    """``torch._C._group_tensors_by_device_and_dtype(tensorlistlist, with_indices)`` (clip_grad_norm_,
+    the foreach optimizers): grouping by metadata, which the fake tensors answer as the real ones
+    will; the groups hold the callers' own tensor trackers."""
+    if kwargs or not 1 <= len(args) <= 2 or not all(isinstance(a, TensorVariable) or a.is_python_constant()
+                                                    for lst in args[0].unpack(tx) for a in lst.unpack(tx)):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, "torch._C._group_tensors_by_device_and_dtype of values other than "
+                         "lists of tensors")
+    trackers = {}
+    fakes = []
+    for lst in args[0].unpack(tx):
+        row = []
+        for a in lst.unpack(tx):
+            fake = fake_arg(a)
+            if isinstance(a, TensorVariable):
+                trackers[id(fake)] = a
+            row.append(fake)
+        fakes.append(row)
+    with_indices = args[1].as_python_constant() if len(args) == 2 else False
+    try:
+        with tx.output.fake_mode:
+            grouped = torch._C._group_tensors_by_device_and_dtype(fakes, with_indices)
+    except Exception as e:  # noqa: BLE001 - Python raises it
+        raise GraphBreak(gb.OPERATION_RAISES, f"torch._C._group_tensors_by_device_and_dtype raised "
+                         f"{type(e).__name__}") from e
+
+    def back(value):
+        if isinstance(value, torch.Tensor):
+            return trackers[id(value)]
+        if isinstance(value, list):
+            return ListVariable([back(v) for v in value])
+        if isinstance(value, tuple):
+            return TupleVariable([back(v) for v in value])
+        return ConstantVariable(value)
+
+    return DictVariable({key: back(value) for key, value in grouped.items()})
+
+
+TORCH_CALL_HANDLERS[id(torch._C._group_tensors_by_device_and_dtype)] = _group_tensors_by_device_and_dtype
+# (its Python wrapper, under no_grad: grouping records nothing autograd would see)
+TORCH_CALL_HANDLERS[id(torch.utils._foreach_utils._group_tensors_by_device_and_dtype)] = \
+    _group_tensors_by_device_and_dtype
+
+
+def _privateuse1_backend_name(tx, args: list, kwargs: dict) -> VariableTracker:
+    """``torch._C._get_privateuse1_backend_name()`` (the device-type lists of foreach support and
+    of parameters_to_vector): the process's name for it, guarded."""
+    if args or kwargs:
+        raise GraphBreak(gb.BAD_ARGUMENTS, "torch._C._get_privateuse1_backend_name() takes no arguments")
+    name = torch._C._get_privateuse1_backend_name()
+    tx.output.add_guard(guards.GlobalStateGuard("___torch._C._get_privateuse1_backend_name() == {n}",
+                                                (("n", name),)))
+    return ConstantVariable(name)
+
+
+TORCH_CALL_HANDLERS[id(torch._C._get_privateuse1_backend_name)] = _privateuse1_backend_name
 
 
 # what these answer while no dispatch mode is active: a new empty list, no modes

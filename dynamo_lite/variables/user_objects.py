@@ -38,6 +38,8 @@ import threading
 import types
 from typing import Any, Optional
 
+import torch
+
 from .. import graph_breaks as gb
 from .. import bytecode_compat, guards, runtime
 from ..exc import GraphBreak
@@ -230,9 +232,9 @@ class ObjectLike(VariableTracker):
                 and all(map(_lru_argument_known, [*args, *kwargs.values()])):
             # an @lru_cache function called with constants (a config helper), or with objects
             # made in this trace (einops: the recipe an earlier cached call, traced through, made;
-            # eager passes that call's cached object and hits): the wrapped function gives the
-            # cached answer.  If it breaks the graph, the call site breaks and Python calls the
-            # real cached function.
+            # eager passes that call's cached object and hits): the wrapped function is traced,
+            # and its answer used where it is the one eager's call gives (_cached_answer).  If it
+            # breaks the graph, the call site breaks and Python calls the real cached function.
             wrapped = self.value.__wrapped__
             constants = all(a.is_python_constant() for a in [*args, *kwargs.values()])
             if constants and getattr(wrapped, "_dynamo_marked_constant", False) is True and self.source is not None:
@@ -256,7 +258,7 @@ class ObjectLike(VariableTracker):
                 name = getattr(self.value, "__qualname__", None) or f"a {type(wrapped).__name__}"
                 raise GraphBreak(gb.LRU_CACHE_CALL, f"{name} is wrapped in functools.lru_cache and changes state "
                                  "outside itself when it runs: Python calls it (a hit does not run it again)")
-            return result
+            return _cached_answer(tx, self, result, args, kwargs, constants)
         if self.value_type is functools._lru_cache_wrapper:
             wrapped = getattr(self.value, "__wrapped__", None)  # (a partial has no __qualname__)
             name = getattr(self.value, "__qualname__", None) or f"a {type(wrapped).__name__}"
@@ -308,6 +310,45 @@ def raise_setattr_error(tx, cls: type, name: str) -> None:
     if error is None or type(error) is not AttributeError or tx.handling_step() is not None:
         raise GraphBreak(gb.OPERATION_RAISES, f"{cls.__name__!r} object has no __dict__ to set {name!r} (AttributeError)")
     tx.raise_exception(ExceptionVariable(AttributeError, [ConstantVariable(str(error))]))
+
+
+def _cached_answer(tx, cached_fn: VariableTracker, result: VariableTracker, args: list, kwargs: dict,
+                   constants: bool) -> VariableTracker:
+    """What an @lru_cache function's traced body answered, if eager's call answers the same.
+    Eager returns the cached object: an immutable constant equal to the one the real cache holds
+    (the real function is called now with the constant arguments, as eager calls it here: a hit
+    runs nothing, a miss runs the body the trace proved pure), or an object made in the trace
+    (einops' recipe: eager's is the one object the cache holds; by convention never changed, so
+    a new one made by the traced body is used alike, unless compared by identity).  Anything else is
+    the cached object itself (a tensor, a list: identity and mutations persist in eager), or a
+    stale one (the body reads state that changed since): Python calls it."""
+    if not constants:  # keyed by objects made in the trace: its body made what the key stands for
+        return result
+    name = getattr(cached_fn.value, "__qualname__", None) or "an lru_cache function"
+    if result.is_python_constant() and _immutable_constant(result.as_python_constant()):
+        if cached_fn.source is not None:  # (None: read from a place trusted constant, torch.backends)
+            tx.output.add_guard(guards.IdGuard(cached_fn.source, cached_fn.value))
+        try:
+            real = cached_fn.value(*[a.as_python_constant() for a in args],
+                                   **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except Exception as e:  # noqa: BLE001 - Python raises it when it runs the call
+            raise GraphBreak(gb.OPERATION_RAISES, f"{name}() raised {type(e).__name__}") from e
+        value = result.as_python_constant()
+        if type(real) is not type(value) or not _immutable_constant(real) or real != value:
+            raise GraphBreak(gb.LRU_CACHE_CALL, f"{name} is wrapped in functools.lru_cache and its cache holds "
+                             "another answer than its body gives now: Python calls it")
+        return result
+    if isinstance(result, NewObjectVariable):
+        return result
+    raise GraphBreak(gb.LRU_CACHE_CALL, f"{name} is wrapped in functools.lru_cache and returns "
+                     f"{result.describe()}: Python calls it (eager returns the cached object itself)")
+
+
+def _immutable_constant(value) -> bool:
+    """None, a bool, number, string, dtype or device, or a tuple / frozenset of those."""
+    if isinstance(value, (tuple, frozenset)):
+        return all(map(_immutable_constant, value))
+    return value is None or type(value) in (bool, int, float, complex, str, bytes, torch.dtype, torch.device)
 
 
 def _lru_argument_known(var: VariableTracker) -> bool:

@@ -11,7 +11,7 @@ import torch
 
 import dynamo_lite
 
-from dynamo_lite.testing import check_breaks, check_calls
+from dynamo_lite.testing import assert_same, check_breaks, check_calls
 from dynamo_lite.testing import print_with_graph_break as print  # noqa: A001 - a graph break at each print
 
 
@@ -674,3 +674,59 @@ def test_wraps_of_a_bound_method_reads_its_function():
                 _UPDATER.update.__module__, _Updater().update == _UPDATER.update, _UPDATER.update != _UPDATER.update)
 
     check_breaks(f, X, breaks=0)
+
+
+# ---- functools.lru_cache: eager's call answers from the real cache ---------------------------
+
+_SCALE = 1
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_scale(n):
+    return _SCALE * n
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_list(n):
+    return [0.0] * n
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_mask(n):
+    return torch.ones(n, n).triu()
+
+
+def test_lru_cache_answers_as_the_real_cache_does():
+    # the traced body of an lru_cache function stood in for the call: a global read after the
+    # answer was cached gave the new value (eager: the cached one), a cached list or tensor was a
+    # new object on every call (eager: the same object, mutations kept), and the cache stayed empty
+    import dynamo_lite
+    global _SCALE
+
+    def scaled(x):
+        return x * _cached_scale(2)
+
+    def appended(x):
+        acc = _cached_list(2)
+        acc.append(float(len(acc)))
+        return x + len(acc)
+
+    def masked(x):
+        m = _cached_mask(3)
+        m.mul_(2)
+        return x * m.sum(), _cached_mask(3) is m
+
+    results = {}
+    for side in ("eager", "compiled"):
+        for fn in (_cached_scale, _cached_list, _cached_mask):
+            fn.cache_clear()
+        _SCALE = 1
+        run = (lambda f: f) if side == "eager" else (lambda f: dynamo_lite.compile(f, backend="eager"))
+        s, a, m = run(scaled), run(appended), run(masked)
+        out = [s(torch.ones(1))]
+        _SCALE = 5  # the cache keeps the answer it has
+        out.append(s(torch.ones(1)))
+        out += [a(torch.ones(1)) for _ in range(3)] + [m(torch.ones(1)) for _ in range(3)]
+        results[side] = (out, _cached_scale.cache_info().currsize, _cached_list(2), _cached_mask(3).sum())
+    _SCALE = 1
+    assert_same(results["compiled"], results["eager"])

@@ -227,6 +227,20 @@ def test_function_and_vmap_reading_a_global_tensor_are_one_graph():
     assert cnt.frame_count == 2  # the dtype of the weight is guarded; its values are read when it runs
 
 
+def test_vmap_of_grad_is_one_graph():
+    # per-sample gradients: the function vmap is given is grad's own result, which has no real
+    # function to hand the graph node; it broke with a reason about closures the lambda does
+    # not have.  The inner transform is made again around the real function
+    from torch.func import grad, vmap
+
+    def per_sample(w, xs):
+        return vmap(grad(lambda w, x: (w * x).sin().sum()), in_dims=(None, 0))(w, xs)
+
+    info = dynamo_lite.explain(per_sample, torch.randn(3), torch.randn(4, 3))
+    assert (info.graph_count, info.graph_break_count) == (1, 0), [b.reason for b in info.break_reasons]
+    check_calls(per_sample, [(torch.randn(3), torch.randn(4, 3)), (torch.randn(3), torch.randn(6, 3))], graphs=1)
+
+
 def test_custom_function_with_data_dependent_forward_and_prints():
     def f(x):
         return _NormByMax.apply(x).sum()

@@ -818,6 +818,52 @@ def test_a_failing_torch_assert_raises_at_its_line():
     check_breaks(f, torch.randn(2, 3), breaks=0, raises=None)
 
 
+def _small_mlp():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    m[2].bias.requires_grad_(False)  # (a parameter without a grad)
+    return m
+
+
+@pytest.mark.parametrize("options", [{}, {"norm_type": float("inf")}, {"foreach": False}, {"foreach": True},
+                                     {"norm_type": 1.0, "error_if_nonfinite": True}])
+def test_clip_grad_norm_is_traced(options):
+    # torch.nn.utils' Python functions were calls of torch the graph refused ("not a tensor
+    # operation"): clip_grad_norm_ broke a compiled training step once more than torch.compile
+    # (only backward breaks now); its grouping of the grads by device and dtype is answered by
+    # the fake tensors
+    def step(m, x):
+        m(x).sum().backward()
+        total = torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5, **options)
+        torch.nn.utils.clip_grad_value_(m.parameters(), 0.1)
+        return total, [p.grad for p in m.parameters()]
+
+    check_calls(step, [(_small_mlp(), torch.randn(2, 3)), (_small_mlp(), torch.randn(5, 3) * 100)], graphs=None)
+    info = dynamo_lite.explain(step, _small_mlp(), torch.randn(2, 3))
+    expected = ["Tensor.backward() runs autograd outside the graph"]
+    if options.get("error_if_nonfinite"):  # (`if ...isnan(total_norm)`: a branch on the norm's value)
+        expected.append("branch on a tensor value (data-dependent control flow)")
+    assert [b.reason for b in info.break_reasons] == expected
+
+
+def test_pad_sequence_and_parameter_vectors_are_traced():
+    from torch.nn.utils.rnn import pad_sequence, unpad_sequence
+
+    def pad(seqs):
+        p = pad_sequence(seqs, batch_first=True, padding_value=-1.0)
+        return p * 2, unpad_sequence(p, torch.tensor([len(s) for s in seqs]), batch_first=True)
+
+    def vectors(m, vec):
+        torch.nn.utils.vector_to_parameters(vec, m.parameters())
+        return torch.nn.utils.parameters_to_vector(m.parameters()) * 2
+
+    check_calls(pad, [([torch.randn(3, 2), torch.randn(5, 2)],), ([torch.randn(1, 2), torch.randn(4, 2)],)],
+                graphs=1)
+    info = dynamo_lite.explain(pad, [torch.randn(3, 2), torch.randn(5, 2)])
+    assert (info.graph_count, info.graph_break_count) == (1, 0), [b.reason for b in info.break_reasons]
+    check_calls(vectors, [(_small_mlp(), torch.randn(30))], graphs=None)
+
+
 GAPS = {name for name, (_, ours, theirs, _) in CASES.items() if ours > theirs}
 
 
