@@ -223,6 +223,53 @@ scope_get_callback(CallScopeObject *self, void *Py_UNUSED(closure))
     return Py_NewRef(self->callback != NULL ? self->callback : Py_None);
 }
 
+/* Copies are the object itself, as for a function (copy.deepcopy of a module
+ * that holds a compiled function: the EMA or teacher copy). */
+static PyObject *
+scope_copy(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *
+scope_deepcopy(PyObject *self, PyObject *Py_UNUSED(memo))
+{
+    return Py_NewRef(self);
+}
+
+/* Pickled by reference, as a function is: its module and __qualname__ (set
+ * by functools.update_wrapper) name it, and pickle checks that the name
+ * finds this very object. */
+static PyObject *
+scope_reduce(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *name = NULL;
+    PyObject *key = PyUnicode_FromString("__qualname__");
+    if (key == NULL) {
+        return NULL;
+    }
+    int found = dl_lookup_attr(self, key, &name);
+    Py_DECREF(key);
+    if (found < 0) {
+        return NULL;
+    }
+    if (name == NULL || !PyUnicode_Check(name)) {
+        Py_XDECREF(name);
+        PyErr_Format(PyExc_TypeError, "cannot pickle '%s' object without "
+                     "a __qualname__", Py_TYPE(self)->tp_name);
+        return NULL;
+    }
+    return name;
+}
+
+static PyMethodDef scope_methods[] = {
+    {"__copy__", scope_copy, METH_NOARGS, "The object itself."},
+    {"__deepcopy__", scope_deepcopy, METH_O, "The object itself."},
+    {"__reduce__", scope_reduce, METH_NOARGS,
+     "Pickled by reference (module and __qualname__), as a function."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef hook_off_getset[] = {
     {"__wrapped__", (getter)scope_get_wrapped, (setter)scope_set_wrapped,
      "The wrapped callable.", NULL},
@@ -249,6 +296,7 @@ static PyGetSetDef with_callback_getset[] = {
     .tp_vectorcall_offset = offsetof(CallScopeObject, vectorcall),           \
     .tp_call = PyVectorcall_Call,                                            \
     .tp_descr_get = scope_descr_get,                                         \
+    .tp_methods = scope_methods,                                             \
     .tp_repr = (reprfunc)scope_repr,                                         \
     .tp_dictoffset = offsetof(CallScopeObject, dict),                        \
     .tp_weaklistoffset = offsetof(CallScopeObject, weakreflist)

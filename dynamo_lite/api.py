@@ -172,17 +172,21 @@ def _sharing_state(new_cls: type, module: torch.nn.Module) -> torch.nn.Module:
 
 @overload
 def compile(model: _M, *, backend: Optional[Backend] = None, fullgraph: bool = False,
-            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> _M: ...
+            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None,
+            disable: bool = False) -> _M: ...
 @overload
 def compile(model: _F, *, backend: Optional[Backend] = None, fullgraph: bool = False,
-            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> _F: ...
+            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None,
+            disable: bool = False) -> _F: ...
 @overload
 def compile(model: None = None, *, backend: Optional[Backend] = None, fullgraph: bool = False,
-            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> Callable[[_F], _F]: ...
+            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None,
+            disable: bool = False) -> Callable[[_F], _F]: ...
 
 
 def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: bool = False,
-            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None) -> Any:
+            dynamic: Optional[bool] = None, mode: Optional[str] = None, options: Optional[dict[str, Any]] = None,
+            disable: bool = False) -> Any:
     """Capture ``model``'s tensor work into graphs compiled by ``backend``.
 
     Returns a callable with the same behaviour (or a module sharing the
@@ -190,8 +194,11 @@ def compile(model: Any = None, *, backend: Optional[Backend] = None, fullgraph: 
     ``dynamo_lite.Unsupported`` instead of falling back.  ``dynamic``: None
     (automatic: sizes and int arguments that change between compiles become
     symbolic), True (symbolic from the first compile) or False (never); see
-    shapes.py and docs/recompiles.md.
+    shapes.py and docs/recompiles.md.  ``disable=True`` returns ``model`` itself (a
+    decorator that does), as torch.compile does.
     """
+    if disable:
+        return model if model is not None else (lambda m: m)
     if model is None:
         _make_converter(backend, fullgraph, dynamic, mode, options)  # (bad arguments fail here, not at use)
         return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,

@@ -164,3 +164,43 @@ def test_nested_compiled_functions():
     for _ in range(2):
         assert_same(co(torch.ones(1)), torch.full((1,), 3.))
     assert cnt2.frame_count >= 1
+
+
+@dynamo_lite.compile(backend="eager")
+def _module_level_compiled(x):
+    return x * 2 + 1
+
+
+def test_a_compiled_function_copies_and_pickles_as_a_function_does():
+    # copy.deepcopy of a module holding a compiled function (an EMA or teacher copy) and pickling
+    # a decorated module-level function raised "cannot pickle 'dynamo_lite._C.CallWithCallback'"
+    import copy
+    import pickle
+
+    class Holder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(2, 2)
+            self.act = _module_level_compiled
+
+        def forward(self, x):
+            return self.act(self.lin(x))
+
+    held = Holder()
+    twin = copy.deepcopy(held)
+    x = torch.randn(3, 2)
+    assert twin.act is held.act and copy.copy(_module_level_compiled) is _module_level_compiled
+    assert torch.equal(twin(x), held(x))
+    again = pickle.loads(pickle.dumps(_module_level_compiled))
+    assert again is _module_level_compiled
+    assert torch.equal(again(x), x * 2 + 1)
+
+
+def test_compile_with_disable_returns_the_model_itself():
+    def f(x):
+        return x + 1
+
+    module = torch.nn.Linear(2, 2)
+    assert dynamo_lite.compile(f, disable=True) is f
+    assert dynamo_lite.compile(module, backend="eager", disable=True) is module
+    assert dynamo_lite.compile(disable=True)(f) is f
