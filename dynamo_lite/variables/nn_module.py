@@ -464,12 +464,33 @@ class NNModuleVariable(VariableTracker):
             return ListIteratorVariable(items)
         if name == "__setattr__" and len(args) == 2 and args[0].is_python_constant():
             return self.setattr(tx, args[0].as_python_constant(), args[1])
+        if name == "eval" and not args and not kwargs:  # self.train(False): the class's own, if it has one
+            return self.var_getattr(tx, "train").call_function(tx, [ConstantVariable(False)], {})
+        if name == "train" and not kwargs:
+            mode = _training_mode(args)
+            if mode is not None:
+                return self._set_training(tx, mode)
         if name in ("train", "eval", "to", "cuda", "cpu", "apply", "zero_grad", "register_buffer",
                     "register_parameter", "add_module", "requires_grad_", "half", "float", "double"):
             raise GraphBreak(gb.SIDE_EFFECT, f"Module.{name}() changes module state")
         if name in _MODULE_METHODS:  # var_getattr sends these here: never back to var_getattr
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"Module.{name}() with these arguments")
         return super().call_method(tx, name, args, kwargs)
+
+    def _set_training(self, tx, mode: bool) -> VariableTracker:
+        """``nn.Module.train(mode)``: ``training`` set here (replayed after the graph, as any module
+        attribute), then each child's own ``train(mode)`` called (an override of it is inlined)."""
+        module = self.value
+        self.guard_keys(tx, "_modules")  # (which children there are)
+        self.setattr(tx, "training", ConstantVariable(mode))
+        for key, child in module._modules.items():
+            if child is None:
+                continue
+            child_var = self.var_getattr(tx, key)
+            if not isinstance(child_var, NNModuleVariable):
+                raise GraphBreak(gb.SIDE_EFFECT, f"Module.train() reaching {child_var.describe()} ({key})")
+            child_var.var_getattr(tx, "train").call_function(tx, [ConstantVariable(mode)], {})
+        return self
 
     def _descendant(self, tx, path: str) -> "NNModuleVariable":
         var = self
@@ -596,6 +617,17 @@ def _module_call_handler(tx, obj=None, *args, **kwargs):
     return obj.module_call(tx, list(args), kwargs)
 
 
+def _module_train(tx, obj, args: list, kwargs: dict):
+    """``nn.Module.train(m, mode)`` called as a function (``super().train(mode)`` in a class that
+    overrides it to keep a part frozen), on a module built in the trace or one from outside."""
+    if isinstance(obj, NewModuleVariable):
+        return obj.module_train(tx, args, kwargs)
+    if isinstance(obj, NNModuleVariable) and not kwargs:
+        mode = _training_mode(args)
+        return None if mode is None else obj._set_training(tx, mode)
+    return None
+
+
 # nn.Module.__getattr__/__setattr__/__call__ called as functions (``nn.Module.__getattr__(self, name)``):
 # builtin.py registers these in functions.PYTHON_FUNCTION_HANDLERS
 MODULE_FUNCTION_HANDLERS = {
@@ -604,11 +636,10 @@ MODULE_FUNCTION_HANDLERS = {
     nn.Module.__setattr__: _module_dunder_handler("set"),
     nn.Module.register_buffer: lambda tx, obj=None, *args, **kwargs: (
         obj.register_buffer(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
-    nn.Module.train: lambda tx, obj=None, *args, **kwargs: (
-        obj.module_train(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
+    nn.Module.train: lambda tx, obj=None, *args, **kwargs: _module_train(tx, obj, list(args), kwargs),
     nn.Module.eval: lambda tx, obj=None, *args, **kwargs: (  # ``return self.train(False)``
         obj.var_getattr(tx, "train").call_function(tx, [ConstantVariable(False)], {})
-        if isinstance(obj, NewModuleVariable) and not args and not kwargs else None),
+        if isinstance(obj, (NewModuleVariable, NNModuleVariable)) and not args and not kwargs else None),
     nn.Module.to: lambda tx, obj=None, *args, **kwargs: (
         obj.module_to(tx, list(args), kwargs) if isinstance(obj, NewModuleVariable) else None),
 }
@@ -620,6 +651,16 @@ _MODULE_METHODS = frozenset({
     "children", "named_children", "train", "eval", "to", "cuda", "cpu", "apply", "zero_grad",
     "register_buffer", "register_parameter", "add_module", "requires_grad_", "half", "float", "double",
 })
+
+
+def _training_mode(args: list) -> Optional[bool]:
+    """The mode of ``m.train(...)`` when the trace knows it as a bool (None: Python runs the
+    call, which raises for a mode that is not a bool)."""
+    if not args:
+        return True
+    if len(args) == 1 and args[0].is_python_constant() and type(args[0].as_python_constant()) is bool:
+        return args[0].as_python_constant()
+    return None
 
 
 def _dedupe_by_identity(items, named):
@@ -1032,3 +1073,4 @@ class NewModuleVariable(NewObjectVariable):
                                                    ConstantVariable(non_blocking)], {})
                 buffers.call_method(tx, "__setitem__", [ConstantVariable(key), moved], {})
         return self
+

@@ -697,3 +697,45 @@ def test_parametrized_weights(kind):
         return nn.Sequential(lin)  # parametrized classes are made per instance: compare through a container
 
     check_module(factory, [lambda m: m(X4)] * 2, backward=True, graphs=None)
+
+
+class _FrozenNorm(torch.nn.Module):
+    """Overrides train() to keep its norm in eval mode (a common fine-tuning idiom)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(4)
+        self.drop = torch.nn.Dropout(0.5)
+        self.lin = torch.nn.Linear(4, 4)
+
+    def train(self, mode=True):
+        super().train(mode)
+        self.bn.eval()
+        return self
+
+    def forward(self, x):
+        return self.lin(self.drop(self.bn(x)))
+
+
+def test_train_and_eval_inside_compiled_code_are_one_graph():
+    # model.eval() ... model.train() in an evaluation step broke the graph twice ("changes module
+    # state"); the flags are set in the trace and replayed on the modules, an override of train()
+    # inlined (its super().train(mode) too)
+    from dynamo_lite.testing import check_calls
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4), torch.nn.Dropout(0.3),
+                                   _FrozenNorm())
+
+    def evaluate(m, x):
+        m.eval()
+        with torch.no_grad():
+            y = m(x)
+        m.train()
+        return y, m(x), [s.training for s in m.modules()]
+
+    check_calls(evaluate, [(make(), torch.randn(5, 4)), (make(), torch.randn(6, 4))], graphs=None, rng=True)
+    info = dynamo_lite.explain(evaluate, make(), torch.randn(5, 4))
+    assert (info.graph_count, info.graph_break_count) == (1, 0), [b.reason for b in info.break_reasons]
+    check_calls(lambda m: m.train("yes"), [(make(),)], graphs=None)  # ValueError, as eager
