@@ -29,7 +29,7 @@ from ..source import STACK_PREFIX, AttrSource, ClosureSource, GlobalSource, Loca
 from ..variables.base import UnreadArgumentVariable, VariableTracker
 from ..variables.constant import ConstantVariable
 from ..variables.cells import CellVariable
-from ..variables.exceptions import ExceptionVariable
+from ..variables.exceptions import chain_to_handled, ExceptionVariable
 from ..variables.sequences import ListIteratorVariable
 from .opcodes import HANDLERS
 from ..variables.builder import wrap, wrap_builtin_name
@@ -358,7 +358,9 @@ class InstructionTranslatorBase:
     def raise_builtin_exception(self, exc_type: type, args: list) -> None:
         """Raise ``exc_type(*args)`` in the trace, as a builtin would (handled by the traced
         code's own except clauses, or raised by Python if it leaves the frame)."""
-        self.raise_exception(ExceptionVariable.create(self, exc_type, list(args), {}))
+        exc = ExceptionVariable.create(self, exc_type, list(args), {})
+        chain_to_handled(self, exc)
+        self.raise_exception(exc)
 
     # ---- calls ------------------------------------------------------------
     def inline_user_function(self, fn_var, args: list, kwargs: dict) -> VariableTracker:

@@ -578,6 +578,12 @@ def _guard_attribute_absent(tx, obj, name: str) -> None:
             for missing in (name, "__getattr__"):
                 tx.output.add_guard(guards.NotInDictGuard(src, missing, "__dict__"))
         return
+    if isinstance(obj, UserDefinedClassVariable):
+        # a class lacks it along its MRO (read from the classes' own dicts): ``K.x = 1`` later adds it
+        where = src.name() if src is not None else "{c}"
+        tx.output.add_guard(guards.ExprGuard("{f}(" + where + ", {n})", (("f", guards.kinds.class_lacks),
+                                             ("n", (name,)), *((("c", obj.value),) if src is None else ())), src))
+        return
     if src is None or not isinstance(obj, (UserDefinedObjectVariable, NNModuleVariable)):
         return  # no source: nothing outside the trace can add it; other kinds: fixed by their type
     value = obj.value

@@ -197,14 +197,20 @@ def raise_in_trace(tx, exc_type: type, args: list) -> None:
     uncaught, the graph breaks at the operation and Python raises it.  Raised while another
     traced exception is handled, that one becomes its ``__context__`` (implicit chaining)."""
     exc = ExceptionVariable(exc_type, list(args))
+    chain_to_handled(tx, exc)
+    tx.raise_exception(exc)
+
+
+def chain_to_handled(tx, exc: "ExceptionVariable") -> None:
+    """Raised while a traced exception is handled (in this frame or one that called it), ``exc``
+    gets that one as its ``__context__``, as Python chains it."""
     handler_tx = tx
     while handler_tx is not None and not handler_tx.handling:
         handler_tx = handler_tx.parent
     if handler_tx is not None:
         exc.context = handler_tx.handling[-1]
-    tx.raise_exception(exc)
 
 
 VariableTracker.raise_in_trace = staticmethod(raise_in_trace)  # see VariableTracker.raise_in_trace
 
-__all__ = ["ExceptionVariable", "raise_in_trace"]
+__all__ = ["chain_to_handled", "ExceptionVariable", "raise_in_trace"]

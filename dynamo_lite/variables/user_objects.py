@@ -250,9 +250,13 @@ class ObjectLike(VariableTracker):
                 return VariableTracker.wrap_constant(value)
             src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
             effects = tx.output.side_effects
-            changes_before = len(effects.order)
-            result = tx.wrap(wrapped, src).call_function(tx, args, kwargs)
-            if len(effects.order) != changes_before:
+            events: list = []  # every change the body makes (each mutation, not only an object's first)
+            effects.recorders.append(events)
+            try:
+                result = tx.wrap(wrapped, src).call_function(tx, args, kwargs)
+            finally:
+                effects.recorders.remove(events)
+            if any(_changes_outside_the_call(e) for e in events):
                 # eager runs the body only on a miss: what it changed (a list append, a print, a
                 # log call) would happen on every call of the compiled code
                 name = getattr(self.value, "__qualname__", None) or f"a {type(wrapped).__name__}"
@@ -342,6 +346,16 @@ def _cached_answer(tx, cached_fn: VariableTracker, result: VariableTracker, args
         return result
     raise GraphBreak(gb.LRU_CACHE_CALL, f"{name} is wrapped in functools.lru_cache and returns "
                      f"{result.describe()}: Python calls it (eager returns the cached object itself)")
+
+
+def _changes_outside_the_call(event: tuple) -> bool:
+    """A side-effect event (graph/side_effects.py recorders) that changes what existed before an
+    @lru_cache body ran: a real object, a global or cell, a replayed call (print, logging).  The
+    body's own new objects (a list it builds, the recipe it makes) change nothing outside."""
+    kind = event[0]
+    if kind in ("mutate", "store"):
+        return event[1].source is not None
+    return kind == "external"
 
 
 def _immutable_constant(value) -> bool:
@@ -1017,9 +1031,13 @@ class UserDefinedClassVariable(VariableTracker):
             return classmethod_of_descriptor(tx, attr, self, name)
         if isinstance(attr, classmethod):
             return UserMethodVariable(attr.__func__, self)
-        if attr is None:
-            if hasattr(self.value, name):
-                return tx.wrap(getattr(self.value, name), None)
+        if owner is None:  # not in the class's MRO (a class attribute that is None is found: guarded below)
+            if hasattr(self.value, name):  # (from the metaclass: __mro__, __bases__, ...)
+                value = getattr(self.value, name)
+                if self.source is None:
+                    guard_attr_value(tx, self.value, name, value)
+                    return tx.wrap(value, None)
+                return tx.wrap(value, AttrSource(self.source, name))
             raise GraphBreak(gb.MISSING_ATTRIBUTE, f"class {self.value.__name__} has no attribute {name!r}")
         value = getattr(self.value, name)
         if self.source is None:  # a class met without a source: guard the attribute through the class itself

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import dynamo_lite
-from dynamo_lite.testing import assert_same_as_eager
+from dynamo_lite.testing import assert_same_as_eager, check_calls
 
 
 def _captured_whole(fn, *args):
@@ -341,3 +341,24 @@ def test_exception_caught_and_raised_again_keeps_its_first_traceback():
             fn(torch.ones(2))
         except _CodedError as e:
             assert traceback.extract_tb(e.__traceback__)[-1].name == "fail"
+
+
+def test_builtin_errors_raised_in_a_handler_chain_to_the_handled_exception():
+    # 1/0, int("q"), math.sqrt(-1) raised inside an except block had no __context__ (a user
+    # raise, a missing key did): e.__context__.__context__ then failed with AttributeError
+    import math
+
+    def f(x, text):
+        try:
+            try:
+                try:
+                    raise KeyError("a")
+                except KeyError:
+                    int(text)
+            except ValueError:
+                math.sqrt(-1.0)
+        except ValueError as e:
+            return x + 1, repr(e), repr(e.__context__), repr(e.__context__.__context__)
+        return x - 1, "", "", ""
+
+    check_calls(f, [(torch.ones(1), "abc"), (torch.ones(2), "q")], graphs=None)

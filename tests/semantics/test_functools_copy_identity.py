@@ -730,3 +730,39 @@ def test_lru_cache_answers_as_the_real_cache_does():
         results[side] = (out, _cached_scale.cache_info().currsize, _cached_list(2), _cached_mask(3).sum())
     _SCALE = 1
     assert_same(results["compiled"], results["eager"])
+
+
+_CALLS: list = []
+
+
+@functools.lru_cache(maxsize=None)
+def _logged_square(n):
+    _CALLS.append(f"sq{n}")
+    return n * n
+
+
+@functools.lru_cache(maxsize=None)
+def _logged_fib(n):
+    _CALLS.append(n)
+    return n if n < 2 else _logged_fib(n - 1) + _logged_fib(n - 2)
+
+
+def test_lru_cache_body_changing_a_list_the_caller_changed_too_is_called_by_python():
+    # the check for side effects of the cached body counted only the first change of each
+    # object: appending to a list the caller had appended to already looked pure, so the append
+    # was replayed on every compiled call (and the cache hit and miss counts went wrong)
+    import dynamo_lite
+
+    def f(x):
+        _CALLS.append("start")
+        return x * _logged_square(3) + _logged_fib(4)
+
+    results = {}
+    for side in ("eager", "compiled"):
+        _CALLS.clear()
+        _logged_square.cache_clear()
+        _logged_fib.cache_clear()
+        fn = f if side == "eager" else dynamo_lite.compile(f, backend="eager")
+        outs = [fn(torch.ones(1)) for _ in range(3)]
+        results[side] = (outs, list(_CALLS), _logged_square.cache_info(), _logged_fib.cache_info())
+    assert_same(results["compiled"], results["eager"])

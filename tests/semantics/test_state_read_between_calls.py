@@ -754,3 +754,62 @@ def test_module_attribute_absent_then_added():
         mod.__getattr__ = lambda name: 10
 
     scenario(f, [add, add_other, add_module_getattr])
+
+
+class _WithNoneFlag:
+    flag = None
+
+
+class _InheritsNoneFlag(_WithNoneFlag):
+    pass
+
+
+class _Empty:
+    pass
+
+
+class _Single:
+    _inst = None
+
+    def __new__(cls):
+        if cls._inst is None:
+            cls._inst = object.__new__(cls)
+        return cls._inst
+
+
+def test_class_attributes_that_are_none_or_absent_are_guarded():
+    # a class attribute whose value is None (and one the class lacks) was read without a guard:
+    # after `K.flag = 5` (or `K.x = 1`) the compiled call took the branch of the first call, and a
+    # singleton's `if cls._inst is None` made a new object on every call
+    import torch
+
+    def flag_of(cls, obj, t):
+        a = t + 1 if cls.flag is None else t - 1
+        b = t * 2 if type(obj).flag is None else t * 3
+        c = t + 10 if hasattr(_Empty, "x") else t - 10
+        d = t * 5 if getattr(_Empty, "y", None) is None else t * 7
+        return a, b, c, d
+
+    def single(t):
+        a, b = _Single(), _Single()
+        return a is b, _Single._inst is a, t + 1
+
+    compiled = dynamo_lite.compile(flag_of, backend="eager")
+    compiled_single = dynamo_lite.compile(single, backend="eager")
+    obj = _InheritsNoneFlag()
+    try:
+        for change in (None, lambda: setattr(_WithNoneFlag, "flag", 5),
+                       lambda: (setattr(_Empty, "x", 1), setattr(_Empty, "y", 2))):
+            if change is not None:
+                change()
+            for a, b in zip(compiled(_WithNoneFlag, obj, torch.zeros(1)), flag_of(_WithNoneFlag, obj, torch.zeros(1))):
+                assert torch.equal(a, b)
+        _Single._inst = None
+        assert compiled_single(torch.zeros(1))[:2] == (True, True)
+        first = _Single._inst
+        assert compiled_single(torch.zeros(1))[:2] == (True, True) and _Single._inst is first
+    finally:
+        _WithNoneFlag.flag = None
+        for name in ("x", "y"):
+            if name in vars(_Empty):
+                delattr(_Empty, name)
