@@ -78,7 +78,7 @@ from .torch_vars import TorchVariable
 from .user_objects import (
     _DICT_METHODS, mro_lookup, ObjectLike, class_of, guard_class_attr, DataclassFieldVariable, DictStorageMixin,
     NewObjectVariable, SuperVariable,
-    UserDefinedClassVariable, UserDefinedObjectVariable,
+    UserDefinedClassVariable, UserDefinedObjectVariable, _is_plain_meta,
 )
 
 _HANDLERS: dict[Any, Callable] = {}
@@ -520,6 +520,17 @@ def _missing_on_builtin(obj, name: str) -> bool:
 # builtin types whose __getattribute__ is the generic lookup (type, class, instance dict) and no more
 _GENERIC_GETATTR = frozenset({object, set, frozenset, list, tuple, dict, int, float, complex, str, bytes, range,
                               slice, types.MethodWrapperType, types.BuiltinMethodType})
+
+
+@_handler(object.__new__)
+def _object_new(tx, cls, *args):
+    """``object.__new__(cls)`` in a class's own ``__new__`` (``super().__new__(cls)``): a new
+    instance of a plain class (abstract classes and extra arguments: Python raises)."""
+    if args or not isinstance(cls, UserDefinedClassVariable) or getattr(cls.value, "__abstractmethods__", None) \
+            or (type(cls.value) is not type and not _is_plain_meta(cls.value)):
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"object.__new__() of {cls.describe()}"
+                         + (" with more arguments" if args else ""))
+    return cls.new_instance(tx)
 
 
 @_handler(builtins.hasattr)

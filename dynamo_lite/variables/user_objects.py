@@ -1176,10 +1176,24 @@ class UserDefinedClassVariable(VariableTracker):
                 raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} has a custom metaclass")
             # a metaclass that only shapes class creation: instances are made as for any class
         new_fn, _ = mro_lookup(cls, "__new__")
+        if isinstance(new_fn, staticmethod) and isinstance(new_fn.__func__, types.FunctionType):
+            return self._construct_with_own_new(tx, new_fn.__func__, args, kwargs)
         if new_fn is not None and new_fn is not object.__new__ and not isinstance(new_fn, staticmethod):
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
         if isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__:
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
+        obj = self.new_instance(tx)
+        init, _ = mro_lookup(cls, "__init__")
+        if isinstance(init, types.FunctionType):
+            UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
+        elif (args or kwargs) and init is object.__init__:
+            raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}() takes no arguments")
+        return obj
+
+    def new_instance(self, tx) -> VariableTracker:
+        """``object.__new__(cls)``: a new instance, its attributes kept by the trace, for a class
+        whose instances are plain objects (no __slots__ storage, no builtin base)."""
+        cls = self.value
         for base in cls.__mro__[:-1]:
             # empty __slots__ (collections.abc mixins, ABCs) add no storage: fine; so do the
             # Mapping views' (only ``_mapping``, set by MappingView.__init__)
@@ -1192,11 +1206,25 @@ class UserDefinedClassVariable(VariableTracker):
         else:
             obj = NewObjectVariable(cls, self.source)
         tx.output.side_effects.track_new_object(obj)
-        init, _ = mro_lookup(cls, "__init__")
+        return obj
+
+    def _construct_with_own_new(self, tx, new_fn, args, kwargs):
+        """``cls(...)`` of a class whose ``__new__`` is Python (a singleton, a cache of instances):
+        type.__call__'s steps, its ``__new__`` inlined, then the ``__init__`` of what it returned
+        when that is an instance of ``cls`` (an object it made, one it kept from an earlier call)."""
+        cls = self.value
+        obj = UserFunctionVariable(new_fn).call_function(tx, [self, *args], kwargs)
+        try:
+            made = obj.python_type()
+        except GraphBreak:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{cls.__name__}.__new__ returned {obj.describe()}") from None
+        if not (isinstance(made, type) and issubclass(made, cls)):
+            return obj  # (not an instance: its __init__ is not called, as type.__call__ skips it)
+        init, _ = mro_lookup(made, "__init__")
         if isinstance(init, types.FunctionType):
             UserFunctionVariable(init).call_function(tx, [obj, *args], kwargs)
-        elif (args or kwargs) and init is object.__init__:
-            raise GraphBreak(gb.BAD_ARGUMENTS, f"{cls.__name__}() takes no arguments")
+        elif init is not object.__init__:
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"{made.__name__}.__init__ is not a Python function")
         return obj
 
     def _new_dict_object(self, tx, cls, args, kwargs):

@@ -1156,3 +1156,44 @@ def test_class_attributes_read_through_super_follow_the_class():
     finally:
         _SuperBase.a = 4
         _SuperBase.doubled = property(lambda self: self.a * 2)
+
+
+class _PointMadeByNew:
+    def __new__(cls, x, y):
+        obj = super().__new__(cls)
+        obj.made = "new"
+        return obj
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+
+class _SubOfPointMadeByNew(_PointMadeByNew):
+    def __init__(self, x, y):
+        super().__init__(x, y)
+        self.extra = 1
+
+
+class _NotAnInstanceFromNew:
+    def __new__(cls, v):
+        return v * 2  # not an instance of the class: its __init__ is not called
+
+    def __init__(self, v):
+        raise AssertionError("not called")
+
+
+def test_classes_with_their_own_python_new_are_traced():
+    # a class defining __new__ broke the graph at every instantiation (torch.compile traces it):
+    # its __new__ is inlined, object.__new__(cls) makes the instance, and __init__ runs when the
+    # result is an instance of the class, as type.__call__ does
+    import dynamo_lite
+    from dynamo_lite.testing import check_calls
+
+    def f(t):
+        p = _PointMadeByNew(t, 2)
+        q = _SubOfPointMadeByNew(t * 2, 3)
+        return p.x + p.y, p.made, q.x, q.extra, q.made, _NotAnInstanceFromNew(t), type(q).__name__
+
+    check_calls(f, [(torch.ones(1),), (torch.ones(2),)], graphs=1)
+    info = dynamo_lite.explain(f, torch.ones(1))
+    assert (info.graph_count, info.graph_break_count) == (1, 0), [b.reason for b in info.break_reasons]
