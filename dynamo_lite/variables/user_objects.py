@@ -1213,6 +1213,8 @@ class UserDefinedClassVariable(VariableTracker):
         type.__call__'s steps, its ``__new__`` inlined, then the ``__init__`` of what it returned
         when that is an instance of ``cls`` (an object it made, one it kept from an earlier call)."""
         cls = self.value
+        if self.source is not None:  # (``K.__new__ = other`` later: the entry must not run this one)
+            tx.output.add_guard(guards.IdGuard(AttrSource(self.source, "__new__"), new_fn))
         obj = UserFunctionVariable(new_fn).call_function(tx, [self, *args], kwargs)
         try:
             made = obj.python_type()
