@@ -701,7 +701,7 @@ def _check_inplace_cast(kind: str, target: Any, fake_args: tuple) -> None:
 def untraced_tensor_kind(t: torch.Tensor) -> Optional[str]:
     """What makes ``t`` a tensor traces do not model ("a sparse_coo tensor", "a quantized
     tensor", "a nested tensor"), or None.  Their fake kernels are not exact (a sparse tensor's
-    number of stored values is data; dequantize() keeps the quantized dtype), so Python runs
+    number of stored values is data; the fake of quantize_per_tensor is float32), so Python runs
     what makes or uses one."""
     if t.is_nested:
         return "a nested tensor"
