@@ -108,6 +108,8 @@ class SideEffects:
         cell_stores: id(cell tracker) -> (cell tracker, value tracker), for
             cells outside the trace (the frame's free variables, real cells).
         new_objects: objects created during the trace, in creation order.
+        classes: id(class) -> the tracker of a real class whose attributes the trace wrote
+            (the first one used: a class reached by two paths has two trackers).
     """
 
     def __init__(self):
@@ -120,6 +122,7 @@ class SideEffects:
         self.global_stores: dict[str, VariableTracker] = {}
         self.cell_stores: dict[int, tuple] = {}
         self.new_objects: list[VariableTracker] = []
+        self.classes: dict[int, VariableTracker] = {}
         self.order: list[tuple[str, int]] = []  # ("attr"|"container"|"global"|"cell"|"call", key)
         self._noted: dict = {}  # entry of order -> number of replayed calls logged before it
         self.calls: list[ReplayedCall] = []
@@ -194,6 +197,25 @@ class SideEffects:
         if value is not None and self.recorders:
             self._record("read_attr", obj, name, value)
         return value
+
+    def store_class_attr(self, cls_var: VariableTracker, name: str, value: VariableTracker) -> None:
+        """``cls.name = value`` on a real class (``cls_var.value``; replayed by STORE_ATTR)."""
+        self.store_attr(self.classes.setdefault(id(cls_var.value), cls_var), name, value)
+
+    def load_class_attr(self, cls: type, name: str) -> Optional[VariableTracker]:
+        """The value the trace stored as ``name`` on ``cls`` or on the class of its MRO that
+        lookup finds first (None: the real classes answer)."""
+        if not self.classes:
+            return None
+        for klass in type.__dict__["__mro__"].__get__(cls):
+            var = self.classes.get(id(klass))
+            if var is not None:
+                value = self.load_attr(var, name)
+                if value is not None:
+                    return value
+            if name in type.__dict__["__dict__"].__get__(klass):
+                return None
+        return None
 
     def delete_new_object_attr(self, obj: VariableTracker, name: str) -> bool:
         """``del obj.name`` of an object made in the trace (nothing to replay: it is rebuilt

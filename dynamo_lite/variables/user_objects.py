@@ -117,6 +117,13 @@ class ObjectLike(VariableTracker):
                     isinstance(self, NewObjectVariable):
                 return InstanceDictVariable(self)
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, "reading an object's __dict__")
+        stored = tx.output.side_effects.load_class_attr(cls, name)
+        if stored is not None:  # the class attribute written earlier in the trace (never a descriptor)
+            inst = self._instance_attr(tx, name)
+            if inst is not None:
+                return inst
+            self._guard_not_shadowed(tx, name)
+            return stored
         cls_attr, owner = mro_lookup(cls, name)
         cls_src = self._class_attr_source(name) if cls_attr is not None else None
         if isinstance(cls_attr, property):
@@ -868,6 +875,8 @@ def class_of(tx, obj: VariableTracker, cls: type) -> VariableTracker:
     source = getattr(obj, "source", None)
     if source is not None:
         return tx.wrap(cls, TypeSource(source))
+    if isinstance(obj, NewObjectVariable) and obj.class_source is not None and obj.value_type is cls:
+        return tx.wrap(cls, obj.class_source)  # an object made in the trace: the class it was made from
     return tx.wrap(cls, None)
 
 
@@ -979,6 +988,19 @@ class NamedTupleVariable(TupleVariable):
         cg.call(2)
 
 
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE
+
+
+def _binds_on_read(value: VariableTracker) -> bool:
+    """Would ``value``, stored on a class, be a descriptor there (a function, a property, an
+    object whose class defines ``__get__``)?  Unknown kinds count as yes."""
+    try:
+        kind = value.python_type()
+    except Exception:  # noqa: BLE001  (a tracker that cannot name its type)
+        return True
+    return mro_lookup(kind, "__get__")[0] is not None
+
+
 class UserDefinedClassVariable(VariableTracker):
     """A user class (calling it creates a NewObjectVariable and inlines __init__).
 
@@ -1019,6 +1041,9 @@ class UserDefinedClassVariable(VariableTracker):
         if name == "_make" and is_namedtuple_class(self.value) and \
                 getattr(getattr(self.value._make, "__func__", None), "__code__", None) is _NAMEDTUPLE_MAKE_CODE:
             return BoundMethodOfVariable(self, "_make")
+        stored = tx.output.side_effects.load_class_attr(self.value, name)
+        if stored is not None:  # written earlier in the trace (setattr below)
+            return stored
         attr, owner = mro_lookup(self.value, name)
         if isinstance(attr, (staticmethod, classmethod)) and self.source is not None:
             # cls.name gives the function (static) or a new bound method (class): guard the function
@@ -1044,6 +1069,31 @@ class UserDefinedClassVariable(VariableTracker):
             guard_attr_value(tx, self.value, name, value)
             return tx.wrap(value, None)
         return tx.wrap(value, AttrSource(self.source, name))
+
+    def setattr(self, tx, name, value):
+        """``cls.name = value`` (a counter, a singleton's ``cls._inst``, a registry): replayed on
+        the real class after the graph; later reads in the trace, through the class, a subclass or
+        an instance, see it.  Breaks where the store would do more than set an entry of the class's
+        ``__dict__``: a dunder (type slots), a metaclass with its own ``__setattr__`` or a data
+        descriptor for the name, a builtin or extension type (TypeError), a method, property or other
+        descriptor replaced or stored (it would bind on instance reads), a class without a source."""
+        cls = self.value
+        why = None
+        if self.source is None:
+            why = "the trace reached it by no path it can load again"
+        elif name.startswith("__") and name.endswith("__"):
+            why = "a dunder attribute (it may change the type's slots)"
+        elif mro_lookup(type(cls), "__setattr__")[0] is not type.__dict__["__setattr__"] or \
+                hasattr(type(mro_lookup(type(cls), name)[0]), "__set__"):
+            why = f"its metaclass {type(cls).__name__} answers the store"
+        elif type.__dict__["__flags__"].__get__(cls) & _IMMUTABLE_TYPE:
+            why = "a builtin or extension type (TypeError)"
+        elif hasattr(type(mro_lookup(cls, name)[0]), "__get__") or _binds_on_read(value):
+            why = "a method, property or other descriptor (it binds when read through an instance)"
+        if why is not None:
+            raise GraphBreak(gb.SIDE_EFFECT, f"setting attribute {name!r} on {self.describe()}: {why}")
+        tx.output.side_effects.store_class_attr(self, name, value)
+        return NONE
 
     def call_method(self, tx, name, args, kwargs):
         if name == "_make" and len(args) == 1 and not kwargs and is_namedtuple_class(self.value):

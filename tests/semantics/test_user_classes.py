@@ -1197,3 +1197,122 @@ def test_classes_with_their_own_python_new_are_traced():
     check_calls(f, [(torch.ones(1),), (torch.ones(2),)], graphs=1)
     info = dynamo_lite.explain(f, torch.ones(1))
     assert (info.graph_count, info.graph_break_count) == (1, 0), [b.reason for b in info.break_reasons]
+
+
+# ---- class attributes written in compiled code --------------------------------------------
+
+
+class _Counted:
+    made = 0
+    registry = None
+    shared = [1]
+
+    def __init__(self, w):
+        type(self).made += 1
+        self.w = w
+
+    def scale(self, x):
+        return x * self.w + self.made
+
+
+class _CountedChild(_Counted):
+    pass
+
+
+class _Singleton:
+    _inst = None
+
+    def __new__(cls):
+        if cls._inst is None:
+            cls._inst = object.__new__(cls)
+        return cls._inst
+
+
+class _WithProperty:
+    @property
+    def p(self):
+        return 1
+
+
+def _reset_counted():
+    _Counted.made = 0
+    _Counted.registry = None
+    _Counted.shared = [1]
+    for name in ("made", "extra"):
+        if name in vars(_CountedChild):
+            delattr(_CountedChild, name)
+    _Singleton._inst = None
+
+
+def _counted_state():
+    return (_Counted.made, _Counted.registry, _Counted.shared, dict(vars(_CountedChild)).get("made"),
+            _CountedChild.made, _Singleton._inst is not None)
+
+
+def test_class_attributes_written_in_compiled_code_are_replayed_and_read_back():
+    # `type(self).made += 1`, a registry made on first use, a singleton's `cls._inst = ...`:
+    # each broke the graph; now replayed on the real class after the graph, and reads after the
+    # store (through the class, a subclass and an instance) see the new value
+    from dynamo_lite.testing import check_calls
+
+    def counters(x, n):
+        a = _Counted(2.0)
+        b = _CountedChild(3.0)          # the subclass increments its own attribute
+        if _Counted.registry is None:
+            _Counted.registry = {}
+        _Counted.registry[n] = _Counted.made
+        old = _Counted.shared
+        _Counted.shared = [n]
+        _CountedChild.extra = n        # a new attribute of the subclass
+        return a.scale(x), b.scale(x), _CountedChild.made, _Counted.made, old, _CountedChild.extra, \
+            _Singleton() is _Singleton()
+
+    check_calls(counters, [(torch.ones(2), 1), (torch.ones(3), 2), (torch.ones(2), 3)],
+                interleave=False, reset=_reset_counted, snapshot=_counted_state, graphs=1)
+    _reset_counted()
+    try:
+        assert dynamo_lite.explain(counters)(torch.ones(2), 1).graph_break_count == 0
+    finally:
+        _reset_counted()
+
+
+def test_class_attribute_stores_that_would_do_more_break():
+    # replacing a property or a method, storing a function (it would bind on instance reads), a
+    # dunder, an Enum class (its metaclass refuses) and a builtin type (TypeError): Python runs them
+    import enum as enum_mod
+
+    class Color(enum_mod.Enum):
+        RED = 1
+
+    def replace_property(x):
+        _WithProperty.p = 5
+        return x + _WithProperty().p
+
+    def store_function(x):
+        _WithProperty.f = lambda self: 7
+        return x + _WithProperty().f()
+
+    def store_on_enum(x):
+        try:
+            Color.RED = 2
+        except AttributeError as e:
+            return x - 1, str(e)
+        return x, ""
+
+    def store_on_int(x):
+        try:
+            int.extra = 1
+        except TypeError as e:
+            return x - 1, str(e)
+        return x, ""
+
+    def reset():
+        _WithProperty.p = property(lambda s: 1)
+        if "f" in vars(_WithProperty):
+            del _WithProperty.f
+
+    try:
+        for fn in (replace_property, store_function, store_on_enum, store_on_int):
+            dynamo_lite.testing.check(fn, torch.ones(2), reset=reset, graphs=None)
+    finally:
+        reset()
