@@ -56,7 +56,7 @@ from ..exc import GraphBreak
 from ..source import AttrSource, ItemSource, NthValueSource, TypeSource, attr_source
 from .base import IdentityKey, VariableTracker
 from .constant import ConstantVariable, NONE
-from .user_objects import (bind_class_attribute, classmethod_of_descriptor, mro_lookup, guard_class_attr,
+from .user_objects import (bind_class_attribute, class_of, classmethod_of_descriptor, mro_lookup, guard_class_attr,
                            guard_function, NewObjectVariable, UserDefinedClassVariable)
 from .mappings import DictVariable
 from .sequences import ListIteratorVariable, TupleVariable
@@ -127,7 +127,7 @@ class NNModuleVariable(VariableTracker):
         if mro_lookup(cls, "__getattribute__")[0] is not object.__getattribute__:
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"{cls.__name__} defines __getattribute__")
         if name == "__class__":
-            return UserDefinedClassVariable(cls)
+            return class_of(tx, self, cls)
         src = self.source
         d = module.__dict__
         self._check_unchanged(tx, d, "__dict__")
@@ -143,6 +143,9 @@ class NNModuleVariable(VariableTracker):
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, f"descriptor {name!r} of {cls.__name__}")
         if name in d:
             return tx.wrap(d[name], AttrSource(src, name) if src else None)
+        stored = tx.output.side_effects.load_class_attr(cls, name)
+        if stored is not None:  # the class attribute written earlier in the trace (never a descriptor)
+            return stored
         if cls_attr is not None:
             if name in _MODULE_METHODS and owner.__module__.startswith("torch.nn.modules"):
                 return BoundMethodOfVariable(self, name)  # answered by call_method

@@ -1316,3 +1316,35 @@ def test_class_attribute_stores_that_would_do_more_break():
             dynamo_lite.testing.check(fn, torch.ones(2), reset=reset, graphs=None)
     finally:
         reset()
+
+
+class _CountingModule(torch.nn.Module):
+    calls = 0
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        type(self).calls += 1
+        self.__class__.calls += 1
+        return self.lin(x) * self.calls, self.calls
+
+
+def test_class_attribute_written_by_a_module_is_read_back_through_the_module():
+    # `type(self).calls += 1` in forward, then `self.calls`: the module's own lookup read the
+    # class's old value (a silent wrong result once the store no longer broke the graph)
+    from dynamo_lite.testing import check_calls
+
+    m = _CountingModule()
+
+    def reset():
+        _CountingModule.calls = 0
+
+    try:
+        check_calls(m, [(torch.ones(2),), (torch.ones(2),), (torch.ones(1, 2),)], interleave=False, reset=reset,
+                    snapshot=lambda: _CountingModule.calls, graphs=1)
+        reset()
+        assert dynamo_lite.explain(m)(torch.ones(2)).graph_break_count == 0
+    finally:
+        reset()
