@@ -379,11 +379,14 @@ class ShapeTracker:
         if type(value) is float and not math.isfinite(value):
             return None  # (nan, inf: guarded as they are)
         changed = self.sizes.merge_int(source.name(), value) if self.sizes is not None else False
-        if self.static or value in (0, 1) or (type(value) is float and self.static_floats):
+        if self.static or (type(value) is float and (value in (0, 1) or self.static_floats)):
             return None
         if not (self.dynamic is True or changed):
             return None
-        sym = self.env.create_symbol(value, TorchSource(source), DimDynamic.DYNAMIC, positive=None)
+        # an int argument is not a size: 0 and 1 stay symbolic (torch.compile's unspecialized ints),
+        # so a counter or an index passing 0, 1, 2 compiles twice, not three times
+        sym = self.env.create_symbol(value, TorchSource(source), DimDynamic.DYNAMIC, positive=None,
+                                     do_not_specialize_zero_one=type(value) is int)
         if not isinstance(sym, sympy.Symbol):
             return None
         if type(value) is float:

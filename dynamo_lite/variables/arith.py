@@ -129,7 +129,12 @@ def apply_operator(tx, fn, args: list) -> VariableTracker:
     if any(isinstance(a, SymNodeVariable) for a in args) and fn not in (operator.is_, operator.is_not):
         if fn is operator.not_:
             return ConstantVariable(not args[0].bool(tx))  # a guard on the branch, not a constant
-        return sym_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), args)
+        if all(isinstance(a, SymNodeVariable) or a.is_python_constant() for a in args):
+            return sym_operator(tx, _INPLACE_TO_PLAIN.get(fn, fn), args)
+        # a symbolic int with a container or an object (`[x] * n`, `seq[n:]` through __getitem__):
+        # the int is specialised and the other operand's own operator answers
+        return apply_operator(tx, fn, [ConstantVariable(a.as_python_constant()) if isinstance(a, SymNodeVariable)
+                                       else a for a in args])
     if all(a.is_python_constant() for a in args):
         values = [a.as_python_constant() for a in args]
         if any(isinstance(v, np.generic) for v in values):  # overflow warnings are numpy's, at run time

@@ -319,9 +319,9 @@ def range_loop(x, n):
 def test_range_loop_with_a_break_keeps_one_body_graph_for_every_n():
     cnt = check_calls(range_loop, [(torch.zeros(3), n) for n in _LOOP_NS], hits=range(4, len(_LOOP_NS) - 1))
     # the frame: n == 1 (one iteration in the graph), then symbolic n: every iteration is a
-    # call of the body (0 < n is not known for every n), which compiles for i == 0, i == 1 (sizes
-    # 0 and 1 stay specialised) and a symbolic i
-    assert cnt.frame_count == 4, cnt.frame_count
+    # call of the body (0 < n is not known for every n), which compiles for i == 0, then for a
+    # symbolic i (an int argument, not a size: 1 does not stay specialised, as in torch.compile)
+    assert cnt.frame_count == 3, cnt.frame_count
     # entries of the frame: n == 1 and symbolic n (n = 0 and n = -2 too: the native loop runs no body)
     assert len(dynamo_lite.cache.entries(range_loop.__code__)) == 2
 
@@ -329,9 +329,9 @@ def test_range_loop_with_a_break_keeps_one_body_graph_for_every_n():
 def test_range_loop_dynamic_true_compiles_each_frame_once():
     cnt = check_calls(range_loop, [(torch.zeros(3), n) for n in [3, 5, 2, 9, 4, 12]], dynamic=True,
                       hits=range(1, 6))
-    # the frame once (symbolic n, no tensor work before the loop: no graph); the body for i == 0,
-    # i == 1 (0 and 1 stay specialised) and a symbolic i
-    assert cnt.frame_count == 3
+    # the frame once (symbolic n, no tensor work before the loop: no graph); the body once, for a
+    # symbolic i (ints are not sizes: 0 and 1 are symbolic too)
+    assert cnt.frame_count == 1
 
 
 def test_range_loop_body_reading_n_and_an_int_accumulator_stays_symbolic():
@@ -935,3 +935,47 @@ def test_torch_check_stays_in_the_graph():
     assert counter.frame_count <= 3  # (static, then n symbolic, then the size)
     info = dynamo_lite.explain(f)(torch.ones(4), 2)
     assert info.graph_break_count == 0, info.break_reasons
+
+
+_INT_USES = {
+    "index": lambda x, n: x[n],
+    "zeros": lambda x, n: torch.zeros(n) + n,
+    "range": lambda x, n: sum((x * i for i in range(n)), torch.zeros(4, 5)),
+    "truth": lambda x, n: x + 1 if n else x - 1,
+    "repeat": lambda x, n: x.repeat(n, 1),
+    "slice": lambda x, n: x[:n],
+    "arange": lambda x, n: torch.arange(n),
+    "unsqueeze": lambda x, n: x.unsqueeze(n),
+    "sum_dim": lambda x, n: x.sum(n),
+    "expand": lambda x, n: x[:1].expand(n + 1, 5),
+    "divide": lambda x, n: x / n,
+    "pow": lambda x, n: x ** n,
+    "narrow": lambda x, n: x.narrow(0, n, 2),
+    "chunk": lambda x, n: x.chunk(n + 1),
+    "list_times": lambda x, n: [x] * n,
+    "tuple_times": lambda x, n: (x, 1) * n + (n,),
+    "tuple_item": lambda x, n: (x, x + 1, x + 2)[n],
+    "compare": lambda x, n: (n == 0, n < 1, x),
+    "int_ops": lambda x, n: (n + 1, -n, abs(n), n << 1, n & 1, str(n), float(n), x),
+    "zero_division": lambda x, n: 10 // n,
+    "negative_size": lambda x, n: torch.zeros(n - 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_INT_USES))
+def test_int_arguments_0_and_1_are_symbolic_once_the_argument_changed(name):
+    # torch.compile's unspecialised ints: 0 and 1 are not sizes, so an int argument that changed
+    # stays symbolic at 0 and 1 (a counter passing 0, 1, 2, 3 compiled three graphs, not two);
+    # `[x] * n` with a symbolic n raised an internal error
+    x = torch.randn(4, 5)
+    for seq in ([0, 1, 2, 1, 0, 3], [2, 0, 1]):
+        dynamo_lite.reset()
+        check_calls(_INT_USES[name], [(x, n) for n in seq], graphs=None, interleave=False)
+
+
+def test_an_int_argument_counting_from_0_compiles_two_graphs():
+    counter = CompileCounter()
+    fn = dynamo_lite.compile(lambda x, n: x * n + n, backend=counter)
+    for n in range(6):
+        assert torch.equal(fn(torch.ones(3), n), torch.ones(3) * n + n)
+    assert counter.frame_count == 2
