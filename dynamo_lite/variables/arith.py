@@ -273,13 +273,18 @@ def _user_dunder(tx, fn, a, b):
         result = a.call_method(tx, "__i" + names[0][2:], [b], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result  # (NotImplemented: Python falls back to __add__ / __radd__, as below)
+    reflected_first = _reflected_first(plain, a, b, names)
+    if reflected_first:  # the right operand's class is a subclass of the left's: it answers first
+        result = b.call_method(tx, names[1], [a], {})
+        if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
+            return result
     if _has_user_dunder(a, names[0]):
         result = a.call_method(tx, names[0], [b], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
     elif isinstance(a, ObjectLike) and a.has_class_attr(names[0]) and not _object_default(a, names[0]):
         raise GraphBreak(gb.VALUE_UNKNOWN, f"{a.describe()}.{names[0]} is not a Python function")
-    if _has_user_dunder(b, names[1]):
+    if not reflected_first and _has_user_dunder(b, names[1]):
         result = b.call_method(tx, names[1], [a], {})
         if not (result.is_python_constant() and result.as_python_constant() is NotImplemented):
             return result
@@ -349,6 +354,19 @@ def _compares_in_c(v, name: str) -> bool:
     if not isinstance(v, ObjectVariable):
         return False
     return getattr(type(v.value), name, None) is not getattr(object, name)
+
+
+def _reflected_first(plain, a, b, names) -> bool:
+    """Does Python try ``b``'s reflected method before ``a``'s own?  When ``type(b)`` is a proper
+    subclass of ``type(a)`` (by the MRO, as PyType_IsSubtype: no ``__subclasscheck__``): always for
+    comparisons (do_richcompare), and for arithmetic when the subclass overrides the reflected
+    method (the binary slots' ``method_is_overloaded``)."""
+    if not (isinstance(a, ObjectLike) and isinstance(b, ObjectLike)) or not _has_user_dunder(b, names[1]):
+        return False
+    ta, tb = a.value_type, b.value_type
+    if ta is tb or ta not in type.__dict__["__mro__"].__get__(tb):
+        return False
+    return plain in _COMPARE_DUNDER or mro_lookup(tb, names[1])[0] is not mro_lookup(ta, names[1])[0]
 
 
 def _has_user_dunder(v, name: str) -> bool:

@@ -1233,6 +1233,13 @@ def _id(tx, obj):
 
 
 @_handler(builtins.hash)
+def _hash_of_dunder_result(value: int) -> int:
+    """What ``hash(obj)`` makes of an int its class's ``__hash__`` returned (slot_tp_hash): the
+    value itself when it fits in a Py_ssize_t, else the int's own hash; -1 becomes -2."""
+    h = value if -(1 << 63) <= value < (1 << 63) else hash(value)
+    return -2 if h == -1 else h
+
+
 def _hash(tx, obj):
     if obj.is_python_constant():
         if type(obj.as_python_constant()) not in (int, bool, float, type(None)):
@@ -1246,7 +1253,7 @@ def _hash(tx, obj):
             result = UserMethodVariable(fn, obj).call_function(tx, [], {})
             if not result.is_python_constant() or type(result.as_python_constant()) not in (int, bool):
                 raise GraphBreak(gb.VALUE_UNKNOWN, "__hash__() result not known at trace time, or not an int")
-            return ConstantVariable(hash(result.as_python_constant()))  # what hash() makes of it
+            return ConstantVariable(_hash_of_dunder_result(int(result.as_python_constant())))
         if fn is object.__hash__:
             value = _real_object(tx, obj)
             if value is not None:

@@ -902,12 +902,14 @@ class NamedTupleVariable(TupleVariable):
         return TupleVariable(items)
 
     def as_python_constant(self):
-        return self.tuple_type(*[i.as_python_constant() for i in self.items])
+        # tuple.__new__, as reconstruct: a class's own __new__ (Stride(h) doubling h) made the
+        # items already and must not run again
+        return tuple.__new__(self.tuple_type, [i.as_python_constant() for i in self.items])
 
     def constant_copy(self):
         if self.is_python_constant():
             return self.as_python_constant()
-        return self.tuple_type(*[i.constant_copy() for i in self.items])
+        return tuple.__new__(self.tuple_type, [i.constant_copy() for i in self.items])
 
     def _override(self, dunder):
         """The class's own ``dunder`` where it replaces tuple's (None when tuple's is used)."""
