@@ -280,10 +280,13 @@ class GlobalModeDecoratedVariable(VariableTracker):
         return result
 
     def reconstruct(self, cg):
+        # ctx_type(*args)(fn): the context made by the first call is the callable of the second
+        cg.null_before_callable()
         cg.load_callable(self.ctx.ctx_type)
         for a in self.ctx.args:
             cg.load_const(a)
         cg.call(len(self.ctx.args))
+        cg.null_after_callable()
         cg.reconstruct(self.fn)
         cg.call(1)
 

@@ -134,3 +134,32 @@ def test_grad_mode_class_called_on_a_function_decorates_it():
         return out, mode, out2, mode2, out2.requires_grad, torch.is_grad_enabled()
 
     check(fn, torch.ones(3, requires_grad=True), fullgraph=True)
+
+
+def test_a_local_function_decorated_with_a_torch_mode_context_survives_a_graph_break():
+    # `@torch.inference_mode()` / `@torch.autocast(...)` on a local function, then a graph break:
+    # the code rebuilding the function called the new context without its NULL
+    # (UnboundLocalError from the generated code)
+    def inference_off(x):
+        @torch.inference_mode(False)
+        def inner(t):
+            return t * 2
+        a = inner(x)
+        return a.grad_fn is not None, a
+
+    def inference_on(x):
+        @torch.inference_mode()
+        def inner(t):
+            return t * 2
+        a = inner(x)
+        return a.grad_fn is None, a.is_inference()
+
+    def autocast(x):
+        @torch.autocast("cpu", dtype=torch.bfloat16)
+        def inner(t):
+            return t @ t
+        a = inner(x)
+        return a.grad_fn is not None, a.dtype, inner(x).float()
+
+    for fn in (inference_off, inference_on, autocast):
+        check(fn, torch.ones(2, 2, requires_grad=True), graphs=None)
