@@ -91,6 +91,7 @@ class OutputGraph:
         self.structural_modules: set[int] = set()  # ids of the modules guarded by structure, not identity
         self.side_effects = SideEffects()
         self.side_effects.leaves_traces_after = self.leaves_traces_after
+        self.side_effects.unrecoverable_after = self.unrecoverable_after
         self.cells: dict[int, Any] = {}
         self.initial_grad_enabled = torch.is_grad_enabled()
         self.grad_enabled = self.initial_grad_enabled
@@ -429,6 +430,14 @@ class OutputGraph:
         start = nodes.index(after) + 1 if after is not None and after in nodes else 0
         return any(_leaves_traces(node) for node in nodes[start:] if node.op in ("call_function", "call_method"))
 
+    def unrecoverable_after(self, after: Optional[torch.fx.Node]) -> bool:
+        """Is there an op after ``after`` (None, or a node no longer in the graph: any node) that may
+        raise while the frame cannot be run again on an error (``can_rerun_on_error``)?"""
+        nodes = list(self.graph.nodes)
+        start = nodes.index(after) + 1 if after is not None and after in nodes else 0
+        return any(node.op in ("call_function", "call_method") for node in nodes[start:]) and \
+            not self.can_rerun_on_error()
+
     def written_in_trace(self, obj: object) -> bool:
         """Was the real container ``obj`` (a dict read from the inputs) written by the traced code?
         Its writes are replayed after the graph, so the real object does not show them yet."""
@@ -587,7 +596,14 @@ _RANDOM_OPS = frozenset((
     "feature_alpha_dropout", "feature_dropout", "native_dropout", "rrelu", "gumbel_softmax",
     "fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
     "fractional_max_pool3d_with_indices", "scaled_dot_product_attention", "manual_seed", "seed",
-    "set_rng_state"))
+    "set_rng_state", "binomial", "_standard_gamma", "_sample_dirichlet", "cauchy", "exponential", "geometric",
+    "log_normal", "uniform", "random", "normal_functional", "rrelu_with_noise", "rrelu_with_noise_functional",
+    "_fused_dropout", "lstm", "gru", "rnn_tanh", "rnn_relu", "multi_head_attention_forward",
+    "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable"))
+# (every aten op tagged nondeterministic_seeded that runs on the CPU: tests/unit/test_graph_rerun.py
+# checks the list against the tags of the installed torch)
 _MUTATING_OPS = frozenset(("setitem", "__setitem__", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod",
                            "ipow", "iand", "ior", "ixor", "ilshift", "irshift", "imatmul", "batch_norm",
                            "instance_norm"))

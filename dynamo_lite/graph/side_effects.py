@@ -128,6 +128,9 @@ class SideEffects:
         self.calls: list[ReplayedCall] = []
         # set by OutputGraph: does any graph node after this one (None: any node) leave traces?
         self.leaves_traces_after = lambda node: True
+        # set by OutputGraph: may a graph op after this node raise where the frame cannot be run
+        # again (an earlier node left traces)?  A replayed call before it would then be lost
+        self.unrecoverable_after = lambda node: True
         # bumped by every mutation, of traced-only objects too (generator inlining checks it)
         self.version = 0
         # lists that see every mutation and every read this log answers, as events (a block call being
@@ -362,6 +365,15 @@ class SideEffects:
             brk = GraphBreak(gb.SIDE_EFFECT, f"{call.what} is followed by graph operations that change tensors in "
                              "place or draw random numbers: replaying it after the graph would not be exact if it "
                              "raised")
+            brk.restart_step = call.step
+            brk.user_stack = list(call.user_stack)
+            raise ReplayNotExact(brk)
+        if cg.collecting and self.unrecoverable_after(call.after_node):
+            # an op after it may raise in a graph that cannot be run again (an in-place op or a random
+            # draw came first): the replay after the graph would never happen, where eager made the call
+            brk = GraphBreak(gb.SIDE_EFFECT, f"{call.what} is followed by graph operations that may raise, in a "
+                             "graph that changes tensors in place or draws random numbers: the call would be lost "
+                             "if they raised")
             brk.restart_step = call.step
             brk.user_stack = list(call.user_stack)
             raise ReplayNotExact(brk)

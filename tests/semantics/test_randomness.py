@@ -342,3 +342,45 @@ def test_numpy_integer_argument_used_in_the_graph_is_guarded_by_value():
 
     cnt = check_calls(f, [(torch.ones(2), np.uint32(s)) for s in (3, 4, 3)], graphs=None, hits=(2,))
     assert cnt.frame_count == 2
+
+
+@pytest.mark.parametrize("draw", ["binomial", "gamma", "dirichlet", "exponential_", "mha_dropout"])
+def test_a_graph_with_a_random_draw_is_not_run_again_when_it_raises(draw):
+    # the frame's bytecode runs again when its graph raises, unless the graph drew random numbers:
+    # binomial, _standard_gamma, _sample_dirichlet and the dropout of multi-head attention were not
+    # known as draws, so the rerun drew again (an index eager found out of range was in range)
+    mha = torch.nn.MultiheadAttention(4, 1, dropout=0.5)
+
+    def f(x, idx):
+        if draw == "binomial":
+            k = torch.binomial(torch.full((1,), 10.0), torch.full((1,), 0.5))
+        elif draw == "gamma":
+            k = torch._standard_gamma(torch.full((1,), 3.0)) * 3
+        elif draw == "dirichlet":
+            k = torch._sample_dirichlet(torch.full((2,), 1.0))[:1] * 10
+        elif draw == "exponential_":
+            k = torch.empty(1).exponential_() * 5
+        else:
+            k = mha(x[None, None, :4], x[None, None, :4], x[None, None, :4])[0].reshape(-1)[:1].abs() * 10
+        return x[k.long().clamp(min=0)] + idx
+
+    for seed in range(6):
+        check_calls(f, [(torch.arange(6.0), 1)], seed=seed, rng=True, graphs=None)
+
+
+def test_the_seeded_ops_are_known_as_draws():
+    # every aten op torch tags nondeterministic_seeded (CPU kernels) is in the list of draws
+    from dynamo_lite.graph.output_graph import _RANDOM_OPS
+
+    missing = set()
+    names = {n.split("::")[1].split(".")[0] for n in torch._C._dispatch_get_all_op_names() if n.startswith("aten::")}
+    for name in names:
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is None or name.startswith(("_cudnn", "miopen", "_flash", "_efficient", "_triton", "_lstm_mps",
+                                              "_nested", "_fill_mem_eff", "_fused_sdp")) or "backward" in name \
+                or name.endswith("_for_mps"):
+            continue
+        if any(torch.Tag.nondeterministic_seeded in getattr(packet, o).tags for o in packet.overloads()):
+            if name.rstrip("_") not in _RANDOM_OPS:
+                missing.add(name)
+    assert not missing, sorted(missing)

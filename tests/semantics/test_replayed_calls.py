@@ -540,3 +540,24 @@ def test_api_usage_log_is_replayed_in_a_graph(tmp_path, mode):
     assert lines == ["PYTORCH_API_USAGE mylib.metric.a", "PYTORCH_API_USAGE mylib.call.a",
                      "PYTORCH_API_USAGE mylib.metric.b", "PYTORCH_API_USAGE mylib.call.b",
                      "PYTORCH_API_USAGE mylib.call.a"]
+
+
+def test_a_call_before_an_op_that_raises_in_a_graph_that_cannot_run_again_is_made():
+    # x.add_(1) (or a random draw) makes the graph impossible to run again on an error; a print,
+    # log call or warning after it was replayed after the graph, so an index error raised by a
+    # later op in the graph lost it (eager made the call, then raised)
+    def mutated(x, idx):
+        x.add_(1)
+        print("mutated", x.shape)
+        log.warning("logged %s", x.shape[0])
+        warnings.warn("warned")
+        return x[idx]
+
+    def drew(x, idx):
+        noise = torch.rand(3)
+        print("drew noise")
+        return (x + noise)[idx]
+
+    for fn in (mutated, drew):
+        check_calls(fn, [(torch.zeros(3), torch.tensor([1])), (torch.zeros(3), torch.tensor([5]))], graphs=None,
+                    rng=True)
