@@ -328,8 +328,12 @@ def _graph_error_handler(code, handler: Label, rerun_label: Label, rerun: bool, 
 
 def _rerun_after(exc: BaseException) -> bool:
     """Does the original code run again after the graph raised ``exc``?  Not for
-    KeyboardInterrupt and the like, nor for a backend's failure (the user must see it)."""
-    return isinstance(exc, Exception) and not isinstance(exc, BackendCompilerFailed)
+    KeyboardInterrupt and the like, nor for a backend's failure (the user must see it), nor
+    while saved-tensor hooks are installed: the graph's ops called them (user Python: offloading,
+    counters, checkpoint's bookkeeping, whose early stop of a recomputation is an exception raised
+    from its pack hook), and the rerun would call them again."""
+    return isinstance(exc, Exception) and not isinstance(exc, BackendCompilerFailed) and \
+        torch._C._autograd._top_saved_tensors_default_hooks(False) is None
 
 
 def _inert_prologue(code: types.CodeType, copy: list) -> list:

@@ -749,3 +749,46 @@ AUTOGRAD_ERRORS = {
 @pytest.mark.parametrize("name", sorted(AUTOGRAD_ERRORS))
 def test_autograd_errors_and_allowed_cases_match(name):
     check(AUTOGRAD_ERRORS[name], rg(2), graphs=None)
+
+
+def test_a_compiled_module_inside_eager_checkpointing():
+    # non-reentrant checkpoint stops its recomputation early with an exception raised from its
+    # pack hook, inside the compiled graph: the generated code ran the frame again on that error,
+    # which called the hook again ("Unexpected state: target_frame.early_stop is set")
+    import torch.utils.checkpoint as cp
+
+    torch.manual_seed(0)
+    block = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 4))
+    compiled = dynamo_lite.compile(block, backend="eager")
+    grads = []
+    for run in (block, compiled):
+        x = torch.randn(2, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
+        for _ in range(2):
+            cp.checkpoint(run, x, use_reentrant=False).sum().backward()
+        grads.append((x.grad.clone(), [p.grad.clone() for p in block.parameters()]))
+        block.zero_grad()
+    assert_same(grads[0], grads[1])
+
+
+def test_an_error_in_a_graph_under_saved_tensor_hooks_does_not_call_them_again():
+    # the frame ran again after its graph raised, so the pack hooks the graph's ops had called
+    # ran twice (offloading, counters)
+    calls = []
+
+    def pack(t):
+        calls.append(1)
+        return t
+
+    def f(x, a):
+        y = x.exp() * x
+        return torch.linalg.cholesky(a) + y.sum()
+
+    compiled = dynamo_lite.compile(f, backend="eager")
+    counts = []
+    for fn in (f, compiled):
+        calls.clear()
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            with pytest.raises(torch.linalg.LinAlgError):
+                fn(torch.ones(2, requires_grad=True), -torch.eye(2))
+        counts.append(len(calls))
+    assert counts[0] == counts[1] > 0
