@@ -512,6 +512,27 @@ def _tensors_in(v: VariableTracker, depth: int = 0):
             yield from _tensors_in(item, depth + 1)
 
 
+def _not_held_by_graphs(kind: str, target, fake_args, fake_kwargs) -> Optional[str]:
+    """Why a graph would not compute this op as eager does under a compiling backend (AOTAutograd's
+    functionalization and decompositions), or None.  torch.compile breaks at each of these too."""
+    name = target if kind == "call_method" else getattr(target, "__name__", "")
+    out = fake_kwargs.get("out")
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if any(isinstance(o, torch.Tensor) and not o.is_contiguous() for o in outs):
+        return "out= a tensor that is not contiguous (functionalized as a contiguous one)"
+    if name in ("lstm", "gru", "rnn_tanh", "rnn_relu") and torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in torch.utils._pytree.tree_leaves(fake_args)):
+        return "a recurrent network's fused op with gradients (AOTAutograd cannot save what its backward needs)"
+    if name in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
+        # (input, hx, params, has_biases, num_layers, dropout, train, ...): the decomposition skips dropout
+        for i, a in enumerate(fake_args[:-1]):
+            if type(a) is float and a > 0 and fake_args[i + 1] is True:
+                return "dropout between the layers of a recurrent network in training (its decomposition skips it)"
+    if name == "random_" and (len(fake_args) > 1 or fake_kwargs):
+        return "random_(from, to) (its graph code does not compile: `from` is a keyword)"
+    return None
+
+
 def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableTracker:
     """Run ``target`` on fake values and record it as an FX node.
 
@@ -533,6 +554,9 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         # (the fake kernel of torch.quantize_per_tensor answers float32)
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{_target_name(kind, target)} makes a quantized tensor, which graphs "
                          "do not hold: Python runs it")
+    held = _not_held_by_graphs(kind, target, fake_args, fake_kwargs)
+    if held is not None:
+        raise GraphBreak(gb.UNSUPPORTED_CALL, f"{_target_name(kind, target)}: {held}: Python runs it")
     if _squeezes_data_dependent_size(kind, target, fake_args, fake_kwargs):
         # the fake run assumes such a size is not 1 (and keeps the dimension): a mask's single
         # hit squeezes to a 0-d tensor in eager, so the graph's shapes would be wrong from here
