@@ -430,6 +430,19 @@ class OutputGraph:
         start = nodes.index(after) + 1 if after is not None and after in nodes else 0
         return any(_leaves_traces(node) for node in nodes[start:] if node.op in ("call_function", "call_method"))
 
+    def effects_after(self, after: Optional[torch.fx.Node]) -> set:
+        """What the nodes recorded after ``after`` (None: all) would repeat if run twice: "draws"
+        (random numbers), "writes" (in-place ops, out=, anything else _leaves_traces names)."""
+        nodes = list(self.graph.nodes)
+        start = nodes.index(after) + 1 if after is not None and after in nodes else 0
+        found = set()
+        for node in nodes[start:]:
+            if node.op in ("call_function", "call_method") and _leaves_traces(node):
+                target = node.target
+                name = target if isinstance(target, str) else getattr(target, "__name__", "")
+                found.add("draws" if name in _RANDOM_OPS else "writes")
+        return found
+
     def unrecoverable_after(self, after: Optional[torch.fx.Node]) -> bool:
         """Is there an op after ``after`` (None, or a node no longer in the graph: any node) that may
         raise while the frame cannot be run again on an error (``can_rerun_on_error``)?"""

@@ -185,19 +185,26 @@ def _dry_run(tx, fn_class: AutogradFunctionClassVariable, args: list) -> None:
     speculate(tx, body, f"{fn_class.describe()}: forward/backward not traceable as one graph node")
 
 
-def speculate(tx, body, what: str):
+def speculate(tx, body, what: str, repeated: frozenset = frozenset()):
     """Run ``body()`` (interpreting user code over trackers) as a dry run: its graph nodes are
     removed afterwards and grad mode restored; a graph break or a side effect in it becomes a
-    GraphBreak ``what (reason); Python runs it``.  Returns body's result (its trackers refer
-    to removed nodes: only inspect them)."""
+    GraphBreak ``what (reason); Python runs it``.  ``repeated``: graph effects eager would make
+    again (``"writes"``: in-place ops on tensors; ``"draws"``: random numbers), which break too.
+    Returns body's result (its trackers refer to removed nodes: only inspect them)."""
     output = tx.output
     before = set(output.graph.nodes)
+    last = next(reversed(output.graph.nodes), None)
     effects = output.side_effects.version
     prev_grad = output.grad_enabled
     try:
         result = body()
         if output.side_effects.version != effects:
             raise GraphBreak(gb.SIDE_EFFECT, "it mutates objects or globals")
+        made = output.effects_after(last) & repeated
+        if made:
+            raise GraphBreak(gb.SIDE_EFFECT, " and ".join(sorted({"writes": "it changes tensors in place",
+                                                                  "draws": "it draws random numbers"}[m]
+                                                                 for m in made)))
     except GraphBreak as e:
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{what} ({e.reason}); Python runs it") from e
     finally:
@@ -302,7 +309,10 @@ class CheckpointVariable(HeldValueVariable):
     def call_function(self, tx, args, kwargs):
         kwargs = dict(kwargs)
         reentrant = kwargs.pop("use_reentrant", None)
-        kwargs.pop("preserve_rng_state", None)  # nothing is recomputed: the RNG is drawn once, as eager's forward
+        # preserved (the default), the recomputation draws what the forward drew and puts the RNG back:
+        # drawn once here, as eager's forward; not preserved, it draws anew (other masks, the RNG moves)
+        preserve = kwargs.pop("preserve_rng_state", None)
+        preserved = preserve is None or (preserve.is_python_constant() and bool(preserve.as_python_constant()))
         options = {k: kwargs.pop(k) for k in list(kwargs) if k in _CHECKPOINT_DEFAULTS}
         plain = reentrant is not None and reentrant.is_python_constant() and reentrant.as_python_constant() is False
         for k, v in options.items():
@@ -317,7 +327,7 @@ class CheckpointVariable(HeldValueVariable):
         fn, fn_args = args[0], list(args[1:])
         speculate(tx, lambda: fn.call_function(tx, fn_args, dict(kwargs)),
                   f"{self.describe()} of {fn.describe()}: a side effect or break in it (eager repeats the "
-                  "function in backward)")
+                  "function in backward)", repeated=frozenset({"writes"} if preserved else {"writes", "draws"}))
         return fn.call_function(tx, fn_args, dict(kwargs))
 
 

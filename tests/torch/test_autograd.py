@@ -792,3 +792,43 @@ def test_an_error_in_a_graph_under_saved_tensor_hooks_does_not_call_them_again()
                 fn(torch.ones(2, requires_grad=True), -torch.eye(2))
         counts.append(len(calls))
     assert counts[0] == counts[1] > 0
+
+
+class _CountingBuffer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls.add_(1)
+        return x * self.calls
+
+
+def test_checkpointed_functions_whose_recomputation_eager_would_repeat_run_in_python():
+    # non-reentrant checkpoint runs its function again in backward: a function that writes a
+    # buffer in place (a counter, BatchNorm's running statistics) or draws random numbers without
+    # preserve_rng_state was traced as a plain call, so the second run's effects were missing
+    # (running stats updated once, gradients of the first run's values, other dropout masks)
+    import torch.utils.checkpoint as cp
+
+    def run(make, fn_of, x_shape, **options):
+        results = []
+        for compiled in (False, True):
+            torch.manual_seed(0)
+            m = make()
+            fn = fn_of(m)
+            if compiled:
+                fn = dynamo_lite.compile(fn, backend="eager")
+            x = torch.randn(*x_shape, requires_grad=True)
+            torch.manual_seed(1)
+            fn(x).sum().backward()
+            results.append((x.grad, [b.clone() for b in m.buffers()], torch.rand(2)))
+        assert_same(results[0], results[1])
+
+    run(_CountingBuffer, lambda m: lambda x: cp.checkpoint(m, x, use_reentrant=False), (3,))
+    run(lambda: torch.nn.BatchNorm1d(3), lambda m: lambda x: cp.checkpoint(m, x, use_reentrant=False), (4, 3))
+    run(lambda: torch.nn.Dropout(0.5), lambda m: lambda x: cp.checkpoint(m, x, use_reentrant=False,
+                                                                         preserve_rng_state=False), (8,))
+    # preserved (the default): the recomputation draws what the forward drew, so one graph holds it
+    drop = torch.nn.Dropout(0.5)
+    check(lambda x: cp.checkpoint(drop, x, use_reentrant=False).sum(), rg(8), backward=True)
