@@ -172,7 +172,13 @@ class FrameSizes:
 
 
 def _eligible_source(source: Optional[Source]) -> bool:
-    while type(source) is ItemSource:  # not DictValueSource: values of class-keyed tables stay static
+    """A tensor argument, or one reached from an argument through items and attributes (a list's
+    item, ``cache.layers[0].keys``, ``self.past``: a KV cache growing by a token per call), as
+    torch.compile's automatic dynamic; not a module's parameter (static, as torch.compile's) nor a
+    value of a class-keyed table (DictValueSource)."""
+    while type(source) in (ItemSource, AttrSource):
+        if type(source) is AttrSource and (source.attr == "_parameters" or source.attr.startswith("__")):
+            return False
         source = source.parent
     return isinstance(source, LocalSource)
 
@@ -206,7 +212,7 @@ def _eligible_int_source(source: Optional[Source]) -> bool:
 
 def _eligible_tensor(value: torch.Tensor) -> bool:
     return (type(value) is torch.Tensor and value.layout is torch.strided and value.dim() > 0
-            and not value._is_view() and not value.is_nested)
+            and not value.is_nested)
 
 
 def frame_is_static(f_locals: dict, code) -> bool:
@@ -291,6 +297,10 @@ class ShapeTracker:
                 return fake_mode.from_tensor(value, static_shapes=True), None, None
         if dims is None:
             dims = [None] * value.dim()
+        if base_context is None and value._is_view():
+            # a view (a slice of a larger tensor) with sizes of its own: its base stays static (the
+            # base's symbols would be named through ``x._base``, which no guard reads)
+            base_context = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.STATIC] * value._base.dim())
         kinds = [DimDynamic.DYNAMIC if d is not None else DimDynamic.STATIC for d in dims]
         context = StatelessSymbolicContext(dynamic_sizes=kinds, view_base_context=base_context)
         marked = [i for i, d in enumerate(dims) if d is not None and d[0] == "dynamic"]

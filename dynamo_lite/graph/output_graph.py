@@ -27,7 +27,7 @@ from .. import graph_breaks as gb
 from ..exc import BackendCompilerFailed, GraphBreak
 from .. import guards
 from ..guards import Guard, GuardSet
-from ..shapes import is_grad_of_non_leaf_warning, ShapeTracker
+from ..shapes import CannotSymbolize, is_grad_of_non_leaf_warning, ShapeTracker
 from ..source import Source
 from ..variables.cells import CellVariable
 from ..variables.formatted_text import SNAPSHOT_META
@@ -356,7 +356,14 @@ class OutputGraph:
         self.graph_inputs = used
         self.graph.lint()
         if len(used) > 1 and _mutates_an_input(self.graph):
-            self.add_guard(guards.TensorAliasingGuard.of([gi.source for gi in used], [gi.example for gi in used]))
+            aliasing = guards.TensorAliasingGuard.of([gi.source for gi in used], [gi.example for gi in used])
+            shared = aliasing.groups is not None and any(g != i for i, g in enumerate(aliasing.groups))
+            if shared and any(isinstance(d, torch.SymInt) for gi in used if isinstance(gi.fake, torch.Tensor)
+                              for d in (*gi.fake.shape, *gi.fake.stride())):
+                # inputs that share storage (a view beside its base), one written in place, with
+                # symbolic sizes: AOTAutograd's synthetic base needs every size as a graph input
+                raise CannotSymbolize("tensor inputs that share storage, one written in place, with symbolic sizes")
+            self.add_guard(aliasing)
         if self.structural_modules and len(self.module_sources) > 1 and self.side_effects.order:
             # the trace changed state with its modules distinct: they must be distinct objects
             # again (two modules guarded by structure may be one object in another call)

@@ -144,7 +144,7 @@ def test_cache_size_limit_results_stay_right_and_warn_once(caplog):
     def add_step(x, step):
         return x + step
 
-    f = dynamo_lite.compile(add_step, backend=cnt)
+    f = dynamo_lite.compile(add_step, backend=cnt, dynamic=False)  # (one entry per value)
     seen, rec = _recording()
     with config.patch(cache_size_limit=2), rec, caplog.at_level(logging.WARNING, logger="dynamo_lite"):
         for step in list(range(6)) + [0, 1, 5]:

@@ -979,3 +979,85 @@ def test_an_int_argument_counting_from_0_compiles_two_graphs():
     for n in range(6):
         assert torch.equal(fn(torch.ones(3), n), torch.ones(3) * n + n)
     assert counter.frame_count == 2
+
+
+_VIEW_CASES = {
+    "slice": (lambda x: (x * 2).sum(-1), lambda n: (torch.arange(80.).reshape(4, 20)[:, :n],)),
+    "offset": (lambda x: x.cumsum(0), lambda n: (torch.arange(40.)[n:2 * n],)),
+    "transposed": (lambda x: x @ x.T, lambda n: (torch.arange(60.).reshape(20, 3)[:n].t(),)),
+    "written_in_place": (lambda x: x.add_(1).sum(), lambda n: (torch.zeros(4, 20)[:, :n],)),
+    "two_views": (lambda a, b: a + b, lambda n: (lambda base: (base[:n], base[1:n + 1]))(torch.arange(30.))),
+    "view_and_its_base": (lambda a, b: (a.mul_(2), b.sum()),
+                          lambda n: (lambda base: (base[:n], base))(torch.arange(30.))),
+    "stepped": (lambda x: x * 3, lambda n: (torch.arange(60.)[::2][:n],)),
+    "expanded": (lambda x: x.sum(0), lambda n: (torch.arange(5.).expand(n, 5),)),
+    "viewed_again": (lambda x: x.reshape(-1), lambda n: (torch.arange(80.).reshape(4, 20)[:, :n],)),
+}
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("name", sorted(_VIEW_CASES))
+def test_view_arguments_whose_sizes_change_become_dynamic(name, backend):
+    # a slice of a larger tensor never became dynamic: one graph per size up to the cache limit,
+    # then eager (torch.compile: two); a view beside its base, written in place, stays static
+    fn, make = _VIEW_CASES[name]
+    calls = [lambda n=n: make(n) for n in (3, 4, 5, 7, 2, 9)]
+    counter = CompileCounter(lookup_backend(backend)[0])
+    check_calls(fn, calls, graphs=None, interleave=False, backend=counter)
+    assert counter.frame_count <= (6 if name == "view_and_its_base" else 2), counter.frame_count
+
+
+class _GrowingCache(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.past = torch.zeros(1, 0, 4)
+
+    def forward(self, x):
+        self.past = torch.cat([self.past, self.lin(x)], dim=1)
+        return self.past.sum(1)
+
+
+class _Layer:
+    def __init__(self, keys):
+        self.keys = keys
+
+
+class _Cache:
+    def __init__(self, n):
+        self.layers = [_Layer(torch.ones(1, n, 4))]
+
+
+def test_tensors_reached_through_attributes_become_dynamic():
+    # a module attribute growing by a token per call (a KV cache) and a tensor found in an argument
+    # object's attributes (transformers' cache.layers[0].keys) recompiled at every size up to the cache
+    # limit (HF generate(): one graph per new token); torch.compile: automatic dynamic
+    m = _GrowingCache()
+    counter = CompileCounter()
+    compiled = dynamo_lite.compile(m, backend=counter)
+    eager_m = _GrowingCache()
+    eager_m.load_state_dict(m.state_dict())
+    for step in range(8):
+        x = torch.randn(1, 1, 4, generator=torch.Generator().manual_seed(step))
+        assert_same(eager_m(x), compiled(x))
+    assert_same(eager_m.past, m.past)
+    assert counter.frame_count <= 3, counter.frame_count
+
+    check_calls(lambda x, cache: x + cache.layers[0].keys.sum(1), [(torch.ones(4), _Cache(n)) for n in range(2, 9)],
+                graphs=None)
+    counter = CompileCounter()
+    fn = dynamo_lite.compile(lambda x, cache: x + cache.layers[0].keys.sum(1), backend=counter)
+    for n in range(2, 9):
+        fn(torch.ones(4), _Cache(n))
+    assert counter.frame_count == 2
+
+
+def test_a_module_parameter_stays_static_when_modules_of_other_sizes_come():
+    counter = CompileCounter()
+    fn = dynamo_lite.compile(lambda m, x: m(x), backend=counter)
+    for n in (2, 3, 4, 5):
+        m = nn.Linear(n, 2)
+        assert_same(fn(m, torch.ones(1, n)), m(torch.ones(1, n)))
+    # the input x is dynamic after the change; the weight's shape is guarded as it is (torch.compile's
+    # static parameters): one graph per module size
+    assert counter.frame_count == 4

@@ -115,10 +115,13 @@ def test_lowering_sympy_facts():
     assert "a.size(0) >= 2" in texts and "a.size(1) >= 2" in texts and "a.stride(0) == a.size(1)" in texts
 
 
-def test_symbols_of_zero_and_one_stay_static():
+def test_sizes_of_zero_and_one_stay_static_ints_of_zero_and_one_do_not():
+    # sizes 0 and 1 are specialised (torch's rule); an int argument is not a size: torch.compile's
+    # unspecialised ints are symbolic at 0 and 1 too
     st = ShapeTracker(True, None)
     mode = FakeTensorMode(shape_env=st.env, static_shapes=True)
     fx, shape, _ = st.fake_input(mode, torch.randn(1, 0, 5), A)
     assert shape[0] == 1 and shape[1] == 0 and type(shape[2]) is str
-    assert st.int_symbol(1, B) is None and st.int_symbol(0, B) is None
+    assert isinstance(st.int_symbol(1, B), torch.SymInt) and isinstance(st.int_symbol(0, B), torch.SymInt)
     assert isinstance(st.int_symbol(7, B), torch.SymInt)
+    assert st.int_symbol(1.0, B) is None and st.int_symbol(0.0, B) is None  # (floats 0.0 and 1.0 stay static)
