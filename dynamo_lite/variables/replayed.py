@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
+import types
 import warnings
 from typing import Optional
 
@@ -44,8 +46,8 @@ from .. import graph_breaks as gb
 from .. import bytecode_compat
 from .. import guards
 from ..exc import GraphBreak
-from ..source import AttrSource, ItemSource as guards_item
-from .base import VariableTracker
+from ..source import AttrSource, ItemSource as guards_item, ModuleGlobalSource
+from .base import mro_lookup, VariableTracker
 from .constant import ConstantVariable, NONE
 from .autograd_function import real_function, speculate
 from .contexts import GradModeExitVariable
@@ -169,6 +171,13 @@ def record(tx, fn, args: list, kwargs: dict, what: str, break_id: str, may_raise
 
 # ---- print ------------------------------------------------------------------------------------
 
+def _writes_in_python(stream) -> bool:
+    """Is ``stream.write`` Python code (a tee, a counter, a user's stream: its state changes when
+    print or a log handler writes)?  Unknown streams (no class ``write``) count as yes."""
+    write = mro_lookup(type(stream), "write")[0]
+    return write is None or isinstance(write, types.FunctionType)
+
+
 def replay_print(tx, args: list, kwargs: dict) -> VariableTracker:
     what = "print()"
     parts = [snapshot(a, what, containers=True) for a in args]
@@ -188,11 +197,20 @@ def replay_print(tx, args: list, kwargs: dict) -> VariableTracker:
             if value.is_python_constant() and value.as_python_constant() is None:
                 options[name] = SnapshotVariable(None)
             elif value.source is not None and not value.is_tensor():
+                if _writes_in_python(getattr(value, "value", None)):  # (its type is guarded where it was read)
+                    raise GraphBreak(gb.PRINT, f"print(file={value.describe()}): the stream's write() is Python "
+                                     "code of your own, whose state the code after the print may read")
                 options[name] = value  # loaded again after the graph (sys.stderr, a module's stream)
             else:
                 raise GraphBreak(gb.PRINT, f"print(file={value.describe()}): a stream made in the traced code")
         else:
             raise GraphBreak(gb.PRINT, f"print() got an unexpected keyword argument {name!r} (TypeError)")
+    if "file" not in options or isinstance(options["file"], SnapshotVariable):  # sys.stdout, read by print
+        stdout = sys.stdout
+        if _writes_in_python(stdout) and stdout is not None:
+            raise GraphBreak(gb.PRINT, f"print() to sys.stdout, a {type(stdout).__name__} whose write() is Python "
+                             "code of your own (its state may be read by the code after the print)")
+        tx.output.add_guard(guards.TypeGuard(ModuleGlobalSource("sys", "stdout"), type(stdout)))
     try:
         return record(tx, print, parts, options, what, gb.PRINT)
     except GraphBreak as e:
@@ -243,6 +261,11 @@ _OUTPUT_ONLY_HANDLERS = {(h.__module__, h.__qualname__) for h in (
                                            "_LiveLoggingNullHandler", "_FileHandler")}
 
 
+# formatters that keep nothing of the records they format (a formatter of the user's own may count them)
+_PLAIN_FORMATTERS = {("builtins", "NoneType"), ("logging", "Formatter")} | {
+    ("_pytest.logging", name) for name in ("ColoredLevelFormatter", "DatetimeFormatter")}
+
+
 def handlers_only_write(logger: logging.Logger) -> bool:
     """Do all the handlers and filters a record of ``logger`` reaches only write it out?"""
     node: Optional[logging.Logger] = logger
@@ -252,7 +275,9 @@ def handlers_only_write(logger: logging.Logger) -> bool:
                 return False
         for h in node.handlers:
             if (type(h).__module__, type(h).__qualname__) not in _OUTPUT_ONLY_HANDLERS or \
-                    any(type(f) is not logging.Filter for f in h.filters):
+                    any(type(f) is not logging.Filter for f in h.filters) or \
+                    (type(h.formatter).__module__, type(h.formatter).__qualname__) not in _PLAIN_FORMATTERS or \
+                    (isinstance(h, logging.StreamHandler) and h.stream is not None and _writes_in_python(h.stream)):
                 return False
         if not node.propagate:
             break

@@ -561,3 +561,62 @@ def test_a_call_before_an_op_that_raises_in_a_graph_that_cannot_run_again_is_mad
     for fn in (mutated, drew):
         check_calls(fn, [(torch.zeros(3), torch.tensor([1])), (torch.zeros(3), torch.tensor([5]))], graphs=None,
                     rng=True)
+
+
+class _CountingStream:
+    def __init__(self):
+        self.lines = []
+
+    def write(self, s):
+        self.lines.append(s)
+
+    def flush(self):
+        pass
+
+
+_STREAM = _CountingStream()
+
+
+class _CountingFormatter(logging.Formatter):
+    seen = 0
+
+    def format(self, record):
+        type(self).seen += 1
+        return super().format(record)
+
+
+def test_calls_whose_stream_or_formatter_is_python_code_are_made_where_eager_makes_them():
+    # print(file=<a stream of the user's>), print with sys.stdout replaced by a tee, and a log
+    # handler with a formatter of the user's own were replayed after the graph: code after them
+    # reading the stream's or formatter's state saw the state before the call
+    def to_stream(x):
+        print("step", x.shape, file=_STREAM)
+        return x + len(_STREAM.lines)
+
+    def to_stdout(x):
+        print("step")
+        return x + len(sys.stdout.lines)
+
+    counted = logging.getLogger("acceptance.replayed.counted")
+    handler = logging.StreamHandler(_CountingStream())
+    handler.setFormatter(_CountingFormatter())
+    counted.addHandler(handler)
+    counted.propagate = False
+
+    def logged(x):
+        counted.warning("step %s", x.shape[0])
+        return x + _CountingFormatter.seen
+
+    try:
+        check_calls(to_stream, [torch.zeros(1)] * 3, interleave=False, reset=_STREAM.lines.clear, graphs=None)
+        real = sys.stdout
+        for fn in (to_stdout, logged):
+            def reset():
+                _CountingFormatter.seen = 0
+                sys.stdout = _CountingStream()
+            try:
+                check_calls(fn, [torch.zeros(1)] * 3, interleave=False, reset=reset, graphs=None)
+            finally:
+                sys.stdout = real
+    finally:
+        counted.removeHandler(handler)
