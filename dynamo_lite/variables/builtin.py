@@ -73,7 +73,8 @@ from .stdlib import build_class, copy_value
 from .objects import IdVariable
 from .nn_module import MODULE_FUNCTION_HANDLERS, NNModuleVariable
 from .python_modules import PythonModuleVariable
-from .tensor import make_range, record_op, TensorVariable
+from .tensor import make_range, record_op, SymNodeVariable, TensorVariable
+from .formatted_text import FormattedTextVariable
 from .torch_vars import TorchVariable
 from .user_objects import (
     _DICT_METHODS, mro_lookup, ObjectLike, class_of, guard_class_attr, DataclassFieldVariable, DictStorageMixin,
@@ -961,6 +962,11 @@ def _scalar_conversion(fn):
         if fn is int and len(args) == 1 and not kwargs and isinstance(args[0], InputConstantVariable) and \
                 args[0].convert is None:
             return args[0].converted(int)  # int(seed): still read from the input when the frame runs
+        if fn is str and len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable) and \
+                isinstance(args[0].value, (torch.SymInt, torch.SymFloat)):
+            # a symbolic number's text, made after the graph from the value it returns (as f"{n}"):
+            # the entry is not specialised on it ("rows=" + str(n))
+            return FormattedTextVariable([(args[0], 1)])
         if fn is str and len(args) == 1 and not kwargs:
             text = _exception_text(str, args[0])
             if text is None:

@@ -135,10 +135,10 @@ class TensorVariable(VariableTracker):
         return True
 
     def getitem(self, tx, key):
-        if isinstance(key, SymNodeVariable) and key.python_type() is int and free_unbacked_symbols(key.value) \
-                and self.example.dim() > 0:
-            # an index read from tensor data (t[int(t.argmax())]): Tensor.__getitem__ would need its
-            # value; torch.select takes it symbolically (and checks the bounds when the graph runs)
+        if isinstance(key, SymNodeVariable) and key.python_type() is int and self.example.dim() > 0:
+            # a symbolic index: an int read from tensor data (t[int(t.argmax())]), or one computed from
+            # sizes (x[n - 1]): Tensor.__getitem__ would specialise it; torch.select takes it
+            # symbolically (and checks the bounds when the graph runs)
             return record_op(tx, "call_function", torch.select, [self, ConstantVariable(0), key], {})
         return record_op(tx, "call_function", operator.getitem, [self, key], {})
 

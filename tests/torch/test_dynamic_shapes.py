@@ -1061,3 +1061,32 @@ def test_a_module_parameter_stays_static_when_modules_of_other_sizes_come():
     # the input x is dynamic after the change; the weight's shape is guarded as it is (torch.compile's
     # static parameters): one graph per module size
     assert counter.frame_count == 4
+
+
+def test_an_index_or_text_of_a_symbolic_int_does_not_specialise_it():
+    # x[n - 1] (n a size) and x[i] (i an int argument) specialised the int through Tensor.__getitem__,
+    # and str(n) / str(f) made the text at trace time: one graph per size or value up to the cache
+    # limit (torch.compile: two)
+    def last_row(x):
+        n = x.shape[0]
+        return x[n - 1] * 2 + x[n // 2]
+
+    def tagged(x):
+        n = x.shape[0]
+        return x * 2, "rows=" + str(n)
+
+    def scaled(x, f):
+        return x * f, "scale=" + str(f)
+
+    def picked(x, i):
+        return x[i] * 2
+
+    cases = [(last_row, [(torch.randn(k, 2),) for k in (3, 5, 8, 12)]),
+             (tagged, [(torch.randn(k),) for k in (3, 5, 8, 12)]),
+             (scaled, [(torch.randn(3), v) for v in (1.5, 2.5, 3.25, 4.5)]),
+             (picked, [(torch.arange(12.).reshape(6, 2), i) for i in (0, 1, 3, -1, -6, 5, 6, -7, 2)])]
+    for fn, calls in cases:
+        counter = CompileCounter()
+        check_calls(fn, calls, graphs=None, interleave=False, backend=counter)
+        # (picked: also the out-of-range indices, which raise: guarded apart)
+        assert counter.frame_count <= (4 if fn is picked else 2), (fn.__name__, counter.frame_count)
