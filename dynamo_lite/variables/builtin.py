@@ -1238,7 +1238,6 @@ def _id(tx, obj):
     return IdVariable(obj)
 
 
-@_handler(builtins.hash)
 def _hash_of_dunder_result(value: int) -> int:
     """What ``hash(obj)`` makes of an int its class's ``__hash__`` returned (slot_tp_hash): the
     value itself when it fits in a Py_ssize_t, else the int's own hash; -1 becomes -2."""
@@ -1246,6 +1245,7 @@ def _hash_of_dunder_result(value: int) -> int:
     return -2 if h == -1 else h
 
 
+@_handler(builtins.hash)
 def _hash(tx, obj):
     if obj.is_python_constant():
         if type(obj.as_python_constant()) not in (int, bool, float, type(None)):
