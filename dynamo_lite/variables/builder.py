@@ -73,6 +73,12 @@ def _identity_hashed(key) -> bool:
         return all(map(_identity_hashed, key))
     if isinstance(key, type):
         return type(key).__eq__ is type.__eq__ and type(key).__hash__ is type.__hash__
+    if type(key) is types.FunctionType or (type(key) is types.BuiltinFunctionType and (
+            key.__self__ is None or isinstance(key.__self__, types.ModuleType))):
+        return True  # a function (torch.relu, a user's activation): equal only to itself
+    if isinstance(key, enum.Enum):  # a member (equal only to itself; hashed by its name)
+        return mro_lookup(type(key), "__eq__")[1] in (object, enum.Enum) and \
+            mro_lookup(type(key), "__hash__")[1] is enum.Enum
     return is_constant_value(key) and not isinstance(key, (float, complex))  # NaN != NaN
 
 

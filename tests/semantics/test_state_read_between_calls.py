@@ -813,3 +813,30 @@ def test_class_attributes_that_are_none_or_absent_are_guarded():
         for name in ("x", "y"):
             if name in vars(_Empty):
                 delattr(_Empty, name)
+
+
+class _Act(enum.Enum):
+    RELU = "relu"
+    GELU = "gelu"
+
+
+_ACTS = {_Act.RELU: torch.relu, _Act.GELU: torch.nn.functional.gelu}
+_SCALES = {torch.relu: 1.0, torch.tanh: 2.0}
+
+
+def test_tables_keyed_by_enum_members_or_functions_are_read_without_a_break_and_follow_changes():
+    # a registry keyed by Enum members or by functions broke the graph at every lookup
+    # (`__getitem__ of dict object is not supported`); torch.compile reads it
+    from dynamo_lite.testing import check_breaks
+
+    def act(x, a):
+        return _ACTS[a](x) * _SCALES.get(torch.relu, 0.0), _Act.GELU in _ACTS, len(_ACTS)
+
+    check_breaks(act, X, _Act.GELU, breaks=0)
+    old_acts, old_scales = dict(_ACTS), dict(_SCALES)
+    try:
+        scenario(lambda x: act(x, _Act.RELU),
+                 [lambda: _ACTS.__setitem__(_Act.RELU, torch.tanh), lambda: _SCALES.__setitem__(torch.relu, 3.0),
+                  lambda: _ACTS.pop(_Act.GELU)])
+    finally:
+        _ACTS.clear(), _ACTS.update(old_acts), _SCALES.clear(), _SCALES.update(old_scales)
