@@ -54,7 +54,8 @@ from .contexts import GradModeExitVariable
 from .nn_module import NNModuleVariable
 from .functions import PYTHON_FUNCTION_HANDLERS, PYTHON_FUNCTION_MATCHERS
 from .formatted_text import FormattedTextVariable
-from .tensor import TensorVariable, record_op
+from .tensor import SymNodeVariable, TensorVariable, record_op
+from .sequences import SizeVariable
 from .torch_vars import TORCH_CALL_HANDLERS
 
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
@@ -101,6 +102,9 @@ def snapshot(arg: VariableTracker, what: str, containers: bool = False) -> Varia
         return arg
     if isinstance(arg, FormattedTextVariable):
         return arg  # formatted after the graph from snapshots taken where the text was made
+    if (isinstance(arg, SymNodeVariable) and isinstance(arg.value, (torch.SymInt, torch.SymFloat))) or (
+            isinstance(arg, SizeVariable) and any(getattr(i, "symbolic", False) for i in arg.items)):
+        return arg  # a symbolic number or shape (immutable): the values the graph returns
     try:
         value = arg.constant_copy()
     except (NotImplementedError, GraphBreak):

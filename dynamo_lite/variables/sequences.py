@@ -191,7 +191,16 @@ class SizeVariable(TupleVariable):
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, cg):
-        cg.load_const(self.as_python_constant())
+        if not any(getattr(i, "symbolic", False) for i in self.items):
+            cg.load_const(self.as_python_constant())
+            return
+        # symbolic sizes (a shape returned or kept once shapes are dynamic): torch.Size of the values
+        # the graph returns, so the entry is not specialised on them
+        cg.load_callable(torch.Size)
+        for i in self.items:
+            cg.reconstruct(i)
+        cg.emit("BUILD_TUPLE", len(self.items))
+        cg.call(1)
 
 
 class StructSeqVariable(TupleVariable):

@@ -1090,3 +1090,28 @@ def test_an_index_or_text_of_a_symbolic_int_does_not_specialise_it():
         check_calls(fn, calls, graphs=None, interleave=False, backend=counter)
         # (picked: also the out-of-range indices, which raise: guarded apart)
         assert counter.frame_count <= (4 if fn is picked else 2), (fn.__name__, counter.frame_count)
+
+
+def test_a_symbolic_shape_returned_printed_logged_or_formatted_does_not_specialise_it(caplog):
+    # y.shape rebuilt as the constant torch.Size of the trace: every new size compiled again, up to
+    # the cache limit (returned: 8 graphs for 8 sizes, an f-string: 15; torch.compile: 2)
+    log = logging.getLogger("dynamic_shapes.shape_text")
+
+    def returned(x):
+        y = x * 2
+        return y.relu(), y.shape, y.shape[1:]
+
+    def printed(x):
+        y = x * 2
+        print("shape", y.shape)
+        log.warning("shape %s", y.shape)
+        return y.relu()
+
+    def formatted(x):
+        y = x * 2
+        return y.relu(), f"shape {y.shape}", "rows " + str(y.shape[0])
+
+    for fn, most in ((returned, 2), (printed, 2), (formatted, 2)):
+        counter = CompileCounter()
+        check_calls(fn, [(torch.randn(n, 2),) for n in range(3, 11)], graphs=None, backend=counter)
+        assert counter.frame_count <= most, (fn.__name__, counter.frame_count)

@@ -9,7 +9,7 @@ from ...variables.builtin import user_object_text
 from ...variables.constant import ConstantVariable
 from ...variables.formatted_text import can_format_later, FormattedTextVariable
 from ...variables.mappings import DictVariable
-from ...variables.sequences import ListVariable, SliceVariable, TupleVariable
+from ...variables.sequences import ListVariable, SizeVariable, SliceVariable, TupleVariable
 from ...variables.sets import SetVariable
 from ...variables.tensor import SymNodeVariable
 from . import register
@@ -110,10 +110,11 @@ def _format_field(tx, value, conv: int, spec: str):
     1: str, 2: repr, 3: ascii), as a tracker."""
     if can_format_later(value, spec):
         return FormattedTextVariable.of_field(tx, value, conv)  # formatted from the tensor after the graph
-    if isinstance(value, SymNodeVariable) and not spec:
-        # a symbolic number (an int argument that varies, a size): its text is made after the graph
-        # from the value the graph returns, so the entry is not specialised on it (a training
-        # loop's f"step {step}")
+    if (isinstance(value, SymNodeVariable) or isinstance(value, SizeVariable) and any(
+            getattr(i, "symbolic", False) for i in value.items)) and not spec:
+        # a symbolic number (an int argument that varies, a size) or a shape holding one: its text is
+        # made after the graph from the values the graph returns, so the entry is not specialised on
+        # it (a training loop's f"step {step}", f"shape {y.shape}")
         return FormattedTextVariable([(value, conv)])
     if isinstance(value, FormattedTextVariable) and conv in (0, 1) and not spec:
         return value  # format(text, "") / str(text): the same text (3.13's CONVERT_VALUE, then FORMAT_SIMPLE)
