@@ -42,6 +42,7 @@ Tested by tests/torch/test_nn_module.py (and the models of tests/torch/test_mode
 from __future__ import annotations
 
 import collections
+import inspect
 import types
 import warnings
 
@@ -473,12 +474,32 @@ class NNModuleVariable(VariableTracker):
             mode = _training_mode(args)
             if mode is not None:
                 return self._set_training(tx, mode)
+        if name == "zero_grad" and self._zero_grad_to_none(tx, args, kwargs):
+            return NONE
         if name in ("train", "eval", "to", "cuda", "cpu", "apply", "zero_grad", "register_buffer",
                     "register_parameter", "add_module", "requires_grad_", "half", "float", "double"):
             raise GraphBreak(gb.SIDE_EFFECT, f"Module.{name}() changes module state")
         if name in _MODULE_METHODS:  # var_getattr sends these here: never back to var_getattr
             raise GraphBreak(gb.UNSUPPORTED_CALL, f"Module.{name}() with these arguments")
         return super().call_method(tx, name, args, kwargs)
+
+    def _zero_grad_to_none(self, tx, args, kwargs) -> bool:
+        """``module.zero_grad(set_to_none=True)`` (the default): ``p.grad = None`` for every parameter
+        whose grad is set, replayed after the graph.  False (Python runs it) for ``set_to_none=False``
+        (grads zeroed in place), a replica's call (it warns) or a class with its own ``zero_grad``."""
+        flag = kwargs.get("set_to_none", args[0] if args else None)
+        if len(args) + len(kwargs) > 1 or (kwargs and "set_to_none" not in kwargs) or (
+                flag is not None and not (flag.is_python_constant() and flag.as_python_constant() is True)):
+            return False
+        module = self.value
+        if mro_lookup(type(module), "zero_grad")[1] is not nn.Module or \
+                inspect.getattr_static(module, "_is_replica", False):
+            return False
+        for p in self.call_method(tx, "parameters", [], {}).unpack(tx):
+            grad = p.var_getattr(tx, "grad")
+            if not (grad.is_python_constant() and grad.as_python_constant() is None):
+                p.setattr(tx, "grad", NONE)
+        return True
 
     def _set_training(self, tx, mode: bool) -> VariableTracker:
         """``nn.Module.train(mode)``: ``training`` set here (replayed after the graph, as any module

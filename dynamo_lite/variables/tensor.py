@@ -182,6 +182,11 @@ class TensorVariable(VariableTracker):
             raise brk
 
     def setattr(self, tx, name, value):
+        if name == "grad" and self.source is not None and self._grad_store_matches(value):
+            # ``p.grad = None`` / ``p.grad = g`` on a tensor read from outside (zero_grad, a manual
+            # optimizer step): replayed after the graph; reads of .grad in the trace see it
+            tx.output.side_effects.store_attr(self, "grad", value)
+            return NONE
         if name == "requires_grad" and value.is_python_constant() and type(value.as_python_constant()) is bool:
             flag = value.as_python_constant()
             if flag and not self.example.requires_grad and not self.grad_enabled_later:
@@ -190,6 +195,19 @@ class TensorVariable(VariableTracker):
             if flag == self.example.requires_grad and not self.grad_enabled_later and self.example.grad_fn is None:
                 return NONE  # (a leaf: the flag it already has)
         return super().setattr(tx, name, value)
+
+    def _grad_store_matches(self, value) -> bool:
+        """Would ``self.grad = value`` succeed in eager, for None or a tensor like this one (same
+        sizes, dtype, device and layout, not requiring grad)?  Anything else breaks (eager raises,
+        or checks what the trace cannot)."""
+        if value.is_python_constant() and value.as_python_constant() is None:
+            return True
+        if not isinstance(value, TensorVariable):
+            return False
+        a, b = self.example, value.example
+        return (type(a.shape[0] if a.dim() else 0) is int and a.shape == b.shape and a.dtype == b.dtype
+                and a.device == b.device and a.layout == b.layout and not b.requires_grad
+                and all(type(d) is int for d in (*a.shape, *b.shape)))
 
     def _requires_grad_(self, tx, args, kwargs):
         """``requires_grad_(flag=True)``: the flag it already has returns the tensor; turning it on
@@ -238,6 +256,9 @@ class TensorVariable(VariableTracker):
                 return record_op(tx, "call_function", torch._C._autograd._get_data_attr, [self], {})
             return record_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
+            stored = tx.output.side_effects.load_attr(self, "grad")
+            if stored is not None:  # written earlier in the trace (setattr)
+                return stored
             if self.source is not None:
                 return tx.wrap(getattr(tx.output.real_value_of(self), "grad"), AttrSource(self.source, "grad"))
             raise GraphBreak(gb.UNSUPPORTED_ATTRIBUTE, ".grad of a tensor computed in the graph")

@@ -832,3 +832,32 @@ def test_checkpointed_functions_whose_recomputation_eager_would_repeat_run_in_py
     # preserved (the default): the recomputation draws what the forward drew, so one graph holds it
     drop = torch.nn.Dropout(0.5)
     check(lambda x: cp.checkpoint(drop, x, use_reentrant=False).sum(), rg(8), backward=True)
+
+
+def test_grads_set_to_none_or_assigned_in_compiled_code():
+    # module.zero_grad() (set_to_none) and `p.grad = ...` broke the graph; they are replayed after
+    # it, and reads of .grad in the trace see them
+    import copy
+
+    def step(m, x, g):
+        m.zero_grad()
+        none_now = all(p.grad is None for p in m.parameters())
+        first = next(m.parameters())
+        first.grad = g * 2
+        return m(x).sum(), none_now, first.grad + 1
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 1))
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    twin = copy.deepcopy(model)
+    compiled = dynamo_lite.compile(step, backend="eager")
+    x, g = torch.ones(2, 3), torch.arange(9.).reshape(3, 3)
+    for _ in range(2):
+        assert_same(step(model, x, g), compiled(twin, x, g))
+        assert_same([p.grad for p in model.parameters()], [p.grad for p in twin.parameters()])
+    assert dynamo_lite.explain(step)(twin, x, g).graph_break_count == 0
+    # a grad of another shape: eager raises, so does the compiled call
+    check(lambda p: setattr(p, "grad", torch.ones(4)), rg(3), graphs=None)
+    # zero_grad(set_to_none=False) zeroes in place: Python runs it
+    check(lambda m, x: (m.zero_grad(set_to_none=False), m(x))[1], torch.nn.Linear(2, 2), torch.ones(2), graphs=None)
