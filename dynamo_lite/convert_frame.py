@@ -436,6 +436,7 @@ class FrameConverter:
         shapes = ShapeTracker(dynamic, cache.frame_sizes(code, FrameSizes), static=frame_is_static(f_locals, code),
                               static_floats=self._static_retry == "floats")
         output = OutputGraph(code, func.__globals__, func, "", shapes)
+        output.backend_runs_graph_as_is = _runs_graph_as_is(self.backend)
         output.add_guard(NoOtherTracerGuard())  # so a cached entry never runs under another tracer
         grad = torch.is_grad_enabled()
         try:
@@ -450,6 +451,24 @@ class FrameConverter:
             output.leave_global_modes()
             torch._C._set_grad_enabled(grad)
         return tx, None
+
+
+def _runs_graph_as_is(backend) -> bool:
+    """Does the backend run the graph's ops as they are (``eager``, or a counter around it), not
+    functionalized and decomposed by AOTAutograd (a user's own backend may be anything: no)?"""
+    from .backends import lookup_backend
+
+    while True:
+        inner = getattr(backend, "backend", _NO_INNER) if type(backend).__name__ == "CompileCounter" else _NO_INNER
+        if inner is _NO_INNER:
+            break
+        if inner is None:
+            return True  # (a counter alone returns the graph's forward)
+        backend = inner
+    return backend is lookup_backend("eager")[0]
+
+
+_NO_INNER = object()
 
 
 def foreign_tracer() -> Optional[str]:

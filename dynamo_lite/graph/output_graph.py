@@ -89,6 +89,9 @@ class OutputGraph:
         # its structure, not its identity: another call may then pass one object twice
         self.module_sources: dict[int, Source] = {}
         self.structural_modules: set[int] = set()  # ids of the modules guarded by structure, not identity
+        # does the backend run the graph's ops as they are (backend "eager"), not through
+        # AOTAutograd's functionalization and decompositions? (set by convert_frame)
+        self.backend_runs_graph_as_is = False
         self.side_effects = SideEffects()
         self.side_effects.leaves_traces_after = self.leaves_traces_after
         self.side_effects.unrecoverable_after = self.unrecoverable_after

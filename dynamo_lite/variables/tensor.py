@@ -535,7 +535,8 @@ def _tensors_in(v: VariableTracker, depth: int = 0):
 
 def _not_held_by_graphs(kind: str, target, fake_args, fake_kwargs) -> Optional[str]:
     """Why a graph would not compute this op as eager does under a compiling backend (AOTAutograd's
-    functionalization and decompositions), or None.  torch.compile breaks at each of these too."""
+    functionalization and decompositions), or None.  torch.compile breaks at each of these too;
+    with backend "eager" (the graph's ops run as they are) they stay in the graph."""
     name = target if kind == "call_method" else getattr(target, "__name__", "")
     out = fake_kwargs.get("out")
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -575,7 +576,7 @@ def record_op(tx, kind: str, target: Any, args: list, kwargs: dict) -> VariableT
         # (the fake kernel of torch.quantize_per_tensor answers float32)
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{_target_name(kind, target)} makes a quantized tensor, which graphs "
                          "do not hold: Python runs it")
-    held = _not_held_by_graphs(kind, target, fake_args, fake_kwargs)
+    held = None if tx.output.backend_runs_graph_as_is else _not_held_by_graphs(kind, target, fake_args, fake_kwargs)
     if held is not None:
         raise GraphBreak(gb.UNSUPPORTED_CALL, f"{_target_name(kind, target)}: {held}: Python runs it")
     if _squeezes_data_dependent_size(kind, target, fake_args, fake_kwargs):
