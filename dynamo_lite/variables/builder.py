@@ -51,6 +51,7 @@ from .functions import PartialVariable, python_function_handler, UserFunctionVar
 from .stdlib import is_random_module_function, library_variable
 from .contexts import GradModeExitVariable, GradModeVariable
 from .objects import ObjectVariable, WeakRefVariable
+from .methods import ContainerMethodVariable
 from .python_modules import PythonModuleVariable
 from .model_output import is_model_output_class, ModelOutputClassVariable, ModelOutputVariable
 from .nn_module import NNModuleVariable, is_stateless_torch_module
@@ -184,6 +185,13 @@ def _wrap(tx, value, source):
             (type(value) is random.Random and source is not None):
         guard(guards.IdGuard(source, value))
         return library_variable(value, source)
+    if type(value) is types.BuiltinMethodType and source is not None and \
+            type(value.__self__) in (list, dict, set, collections.deque, collections.OrderedDict):
+        # a container's method loaded before a graph break (``out.append(f(x))`` with the break in
+        # f): the resume function gets the bound method; it is that container's method, traced
+        guard(guards.TypeGuard(source, types.BuiltinMethodType))
+        guard(guards.ConstGuard(AttrSource(source, "__name__"), value.__name__))
+        return ContainerMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
     if callable(value) and not isinstance(value, type) and _has_builtin_handler(value):
         guard(guards.IdGuard(source, value))
         return BuiltinVariable(value, source)

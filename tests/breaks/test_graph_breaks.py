@@ -501,3 +501,25 @@ def test_locals_after_a_break_lists_the_locals_nothing_else_reads():
 
     counter = check_calls(f, [(torch.ones(2), 3), (torch.arange(2.0), 4)])
     assert any("add" in {getattr(n.target, "__name__", "") for n in gm.graph.nodes} for gm in counter.graphs)
+
+
+def test_a_container_method_loaded_before_a_break_is_traced_in_the_resume_function():
+    # out.append(inner(y)) with a break inside inner: the resume function received the bound
+    # builtin method and broke again at the call ("builtin list.append() with arguments ...")
+    from dynamo_lite.testing import check_breaks
+
+    def inner(y):
+        y = y * 2
+        dynamo_lite.graph_break()
+        return y + 1
+
+    def collect(x):
+        out, table = [], {}
+        out.append(inner(x))
+        table.setdefault("k", []).append(inner(x + 1))
+        out.extend([inner(x - 1), x])
+        return out, table, len(out)
+
+    check_breaks(collect, torch.ones(3), breaks=None)
+    info = dynamo_lite.explain(collect)(torch.ones(3))
+    assert not [b for b in info.break_reasons if "builtin" in b.reason], [b.reason for b in info.break_reasons]
