@@ -513,8 +513,8 @@ def _squeezes_data_dependent_size(kind, target, fake_args, fake_kwargs) -> bool:
 def _mask_assignment_with_grad(tx, target, args) -> bool:
     """``target[index] = value`` with a boolean tensor in the index, grad mode on and the target or
     the value requiring grad."""
-    if len(args) != 2 or not tx.output.grad_enabled:
-        return False
+    if len(args) != 2 or not tx.output.grad_enabled or tx.output.backend_runs_graph_as_is:
+        return False  # (backend eager runs the assignment as it is: its backward is autograd's own)
     index, value = args
     if not any(t.example.dtype == torch.bool for t in _tensors_in(index)):
         return False

@@ -1127,6 +1127,23 @@ def test_boolean_mask_assignment_with_grad_under_autograd_backends(backend):
     check_calls(f, [lambda: args()[0]], backend=backend, backward=True, graphs=None)
 
 
+def test_boolean_mask_assignment_with_grad_is_one_graph_under_backend_eager():
+    # the break above is for AOTAutograd only: backend eager runs the assignment as it is, and
+    # autograd makes its backward (wav2vec2's `hidden[~mask] = 0` broke its forward in two)
+    def f(x, b, y):
+        x = x.clone()
+        x[b] = y
+        x[~b] = 0
+        return x * 3
+
+    def args():
+        return (torch.randn(4, requires_grad=True), torch.tensor([True, False, True, False]),
+                torch.randn(2, requires_grad=True))
+
+    check_calls(f, [args, args], backward=True, graphs=1)
+    assert dynamo_lite.explain(f)(*args()).graph_break_count == 0
+
+
 @pytest.mark.usefixtures("inductor_imported")
 def test_aot_eager_decomp_partition_runs_forward_and_backward():
     def f(x, w):
