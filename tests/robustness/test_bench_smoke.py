@@ -58,7 +58,9 @@ def test_hf_models_worker_reports_a_training_step():
     out = _run(os.path.join(BENCH, "hf_models.py"), "--worker", "gpt2", "train", "dynamo_lite")
     row = json.loads(out.strip().splitlines()[-1])
     assert row["correct"] and row["recompiles"] == 0 and row["limit_warns"] == 0
-    assert (row["graphs"], row["breaks"]) == (1, 0)
+    # (the warning transformers logs before the loss: made before the loss, which may raise in a
+    # graph that drew dropout's numbers; torch.compile: 2 graphs, 3 breaks too)
+    assert (row["graphs"], row["breaks"]) == (2, 3)
 
 
 def test_hf_models_wide_set_builds_and_a_worker_reports_a_vision_model():

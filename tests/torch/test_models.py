@@ -178,12 +178,14 @@ def test_hf_model_use_cache_matches_eager(name):
 
 @needs_transformers
 def test_gpt2_with_labels_train_mode_loss_and_grads():
-    # transformers logs a warning (logger.warning_once) while picking the loss function: it is
-    # replayed after the graph (torch.compile breaks there once), so the step is one graph
+    # transformers logs a warning (logger.warning_once) while picking the loss function; the loss
+    # after it may raise at run time (a label out of range) in a graph that drew dropout's random
+    # numbers, so it cannot run again: the warning is made where eager makes it, and the graph ends
+    # there (torch.compile: 2 graphs, 3 breaks, the same)
     model = hf_model("gpt2")
     kwargs = hf_inputs("gpt2", use_cache=False)
     kwargs["labels"] = kwargs["input_ids"]
-    compile_and_compare(model, kwargs, train=True, loss=lambda out: out.loss, graphs=1, breaks=0)
+    compile_and_compare(model, kwargs, train=True, loss=lambda out: out.loss, graphs=2, breaks=3)
 
 
 @needs_transformers
