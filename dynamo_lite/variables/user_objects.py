@@ -1230,10 +1230,12 @@ class UserDefinedClassVariable(VariableTracker):
         new_fn, _ = mro_lookup(cls, "__new__")
         if isinstance(new_fn, staticmethod) and isinstance(new_fn.__func__, types.FunctionType):
             return self._construct_with_own_new(tx, new_fn.__func__, args, kwargs)
-        if new_fn is not None and new_fn is not object.__new__ and not isinstance(new_fn, staticmethod):
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
-        if isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__:
-            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} defines __new__")
+        if (new_fn is not None and new_fn is not object.__new__ and not isinstance(new_fn, staticmethod)) or (
+                isinstance(new_fn, staticmethod) and new_fn.__func__ is not object.__new__):
+            owner = next(k for k in type.__dict__["__mro__"].__get__(cls) if "__new__" in vars(k))
+            what = "defines __new__" if owner is cls else \
+                f"is made by {owner.__qualname__}.__new__ (an instance of a builtin type's subclass)"
+            raise GraphBreak(gb.UNSUPPORTED_CALL, f"class {cls.__name__} {what}")
         obj = self.new_instance(tx)
         init, _ = mro_lookup(cls, "__init__")
         if isinstance(init, types.FunctionType):
