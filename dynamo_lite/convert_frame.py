@@ -57,6 +57,7 @@ from .graph.output_graph import OutputGraph
 from .graph.side_effects import ReplayNotExact
 from .guards import GuardSet, NoOtherTracerGuard, TypeGuard
 from .report import events
+from .backends import lookup_backend
 from .backends.ddp import split_backend
 from .shapes import CannotSymbolize, FrameSizes, ShapeTracker, frame_is_static
 from .cache import display_name, is_loop_body
@@ -456,8 +457,6 @@ class FrameConverter:
 def _runs_graph_as_is(backend) -> bool:
     """Does the backend run the graph's ops as they are (``eager``, or a counter around it), not
     functionalized and decomposed by AOTAutograd (a user's own backend may be anything: no)?"""
-    from .backends import lookup_backend
-
     while True:
         inner = getattr(backend, "backend", _NO_INNER) if type(backend).__name__ == "CompileCounter" else _NO_INNER
         if inner is _NO_INNER:

@@ -187,12 +187,20 @@ def loop_over_nonzero_rows(x):
     return out
 
 
-@pytest.mark.parametrize("fn", [branch_on_item, range_of_item, print_item, loop_over_nonzero_rows])
+@pytest.mark.parametrize("fn", [branch_on_item, range_of_item, loop_over_nonzero_rows])
 def test_a_use_of_the_value_in_python_breaks_and_every_value_is_right(fn):
     calls = [(torch.randn(5) + shift,) for shift in (3.0, -3.0, 0.5)]  # both branches, several counts
     check_calls(fn, calls)
     _graphs, breaks, _frames = _counts(fn, calls[:1])
     assert breaks == 1
+
+
+def test_a_value_read_from_data_is_printed_from_the_graph_without_a_break():
+    # print(m) of m = x.max().item(): the replayed print gets the value the graph returns
+    calls = [(torch.randn(5) + shift,) for shift in (3.0, -3.0, 0.5)]
+    check_calls(print_item, calls)
+    _graphs, breaks, _frames = _counts(print_item, calls[:1])
+    assert breaks == 0
 
 
 def test_the_branch_break_names_the_value_read_from_data():
