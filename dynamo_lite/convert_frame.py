@@ -107,6 +107,7 @@ class FrameConverter:
     def __init__(self, backend, backend_name: str, fullgraph: bool = False, dynamic=None):
         self.backend = backend
         self.backend_name = backend_name
+        self._graph_as_is = _runs_graph_as_is(backend)
         # what compile() was given: the backend before mode= / options= were applied, and the
         # inductor config patches they make (api.py; a pickled compiled module keeps them)
         self.base_backend = backend
@@ -434,10 +435,13 @@ class FrameConverter:
 
     def _trace(self, code, f_locals, func, stop_at_step):
         dynamic = False if self._static_retry == "all" else self.dynamic
+        # float arguments stay static for a backend that runs AOTAutograd: its pass turning symbolic
+        # floats into tensors fails on some ops and then keeps process-wide state that would
+        # specialise later graphs' floats without a guard (a stale constant)
         shapes = ShapeTracker(dynamic, cache.frame_sizes(code, FrameSizes), static=frame_is_static(f_locals, code),
-                              static_floats=self._static_retry == "floats")
+                              static_floats=self._static_retry == "floats" or not self._graph_as_is)
         output = OutputGraph(code, func.__globals__, func, "", shapes)
-        output.backend_runs_graph_as_is = _runs_graph_as_is(self.backend)
+        output.backend_runs_graph_as_is = self._graph_as_is
         output.add_guard(NoOtherTracerGuard())  # so a cached entry never runs under another tracer
         grad = torch.is_grad_enabled()
         try:

@@ -413,6 +413,10 @@ class OutputGraph:
                 if not is_grad_of_non_leaf_warning(w):
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         except Exception as e:  # noqa: BLE001 - reported with the backend's name
+            if type(e).__name__ == "TensorifyScalarRestartAnalysis":
+                # AOTAutograd could not turn a symbolic float into a tensor: trace again with the
+                # floats static (torch.compile restarts the same way)
+                raise CannotSymbolize("the backend cannot compile a symbolic float here", floats=True) from e
             raise BackendCompilerFailed(
                 f"backend {backend_name!r} raised {type(e).__name__}: {e} while compiling graph "
                 f"{self.compile_id} ({self.count_ops()} ops) of {self.code.co_name} "

@@ -1144,6 +1144,37 @@ def test_boolean_mask_assignment_with_grad_is_one_graph_under_backend_eager():
     assert dynamo_lite.explain(f)(*args()).graph_break_count == 0
 
 
+@pytest.mark.parametrize("name", ["mask_assign", "masked_fill", "clamp", "loop"])
+def test_float_arguments_under_aot_autograd_backends(name):
+    # AOTAutograd's pass that turns symbolic floats into tensors fails on masked_fill / clamp /
+    # index_put (TensorifyScalarRestartAnalysis: BackendCompilerFailed where eager returns) and
+    # keeps process-wide state that specialised later graphs' floats without a guard (inductor
+    # returned a stale constant): floats stay static under such backends
+    def mask_assign(x, v):
+        x = x.clone()
+        x[x < 0] = v
+        return x * 2
+
+    def masked_fill(x, v):
+        return x.masked_fill(x < 0, v), torch.where(x > 2, v, x)
+
+    def clamp(x, v):
+        return x.clamp(min=v), torch.full_like(x, v)
+
+    def loop(x, a):
+        tol, err, n = 1e-6, 1.0, 0
+        while err > tol:  # a float read from data, handed to the resumed frame
+            nx = 0.5 * (x + a / x)
+            err = (nx - x).abs().item()
+            x, n = nx, n + 1
+        return x, n
+
+    fn = {"mask_assign": mask_assign, "masked_fill": masked_fill, "clamp": clamp, "loop": loop}[name]
+    x = torch.tensor([1.0, -2.0, 3.0]) if name != "loop" else torch.tensor(1.0)
+    check_calls(fn, [(x, v) for v in (0.5, -1.0, 2.5, 4.0)], backend="aot_eager", graphs=None)
+    check_calls(fn, [(x, v) for v in (0.5, -1.0, 2.5, 4.0)], backend="aot_eager", graphs=None, dynamic=True)
+
+
 @pytest.mark.usefixtures("inductor_imported")
 def test_aot_eager_decomp_partition_runs_forward_and_backward():
     def f(x, w):
