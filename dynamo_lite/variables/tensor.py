@@ -1162,9 +1162,30 @@ def _refuse_float_fold(shapes, fn, args) -> None:
                          "which the graph's symbolic algebra would round otherwise")
 
 
+def _may_be_complex_power(base, exponent) -> bool:
+    """``base ** exponent`` with a symbolic float base not known to be >= 0 and an exponent that
+    is not an integer constant (Python's float power is complex for a negative base)."""
+    if not (isinstance(base, SymNodeVariable) and isinstance(base.value, torch.SymFloat)):
+        return False
+    if isinstance(exponent, ConstantVariable) and type(exponent.value) in (int, bool):
+        return False
+    if isinstance(exponent, ConstantVariable) and type(exponent.value) is float and exponent.value.is_integer():
+        return False
+    expr = base.value.node.expr
+    return not bool(getattr(expr, "is_nonnegative", False))
+
+
 def sym_operator(tx, fn, args: list) -> VariableTracker:
     """``fn`` (an ``operator`` function) on symbolic ints and plain numbers: a symbolic result
     (its node made on use); anything else specialises the symbolic operands and folds."""
+    if fn in (operator.pow, operator.ipow) and len(args) == 2 and _may_be_complex_power(*args):
+        # a negative float to a fractional power is complex in Python; the graph's symbolic float
+        # would stay real: Python computes it (a float argument: traced again with static floats)
+        base = args[0]
+        if isinstance(base, SymNodeVariable) and tx.output.shapes.is_float_input(base.value):
+            tx.output.shapes.refuse_computed_float_comparison(fn)
+        raise GraphBreak(gb.DATA_DEPENDENT, "a float read from tensor data to a fractional power (complex if it "
+                         "is negative)")
     if all(isinstance(a, SymNodeVariable) or isinstance(a, ConstantVariable) and type(a.value) in (int, float, bool)
            for a in args):
         quiet = not _SYM_NODE_LOG.disabled  # (it logs a warning before raising: no user line of eager's)

@@ -318,3 +318,19 @@ def test_float_arithmetic_on_a_value_read_from_tensor_data_that_sympy_folds_is_p
         return torch.cos(y), 0.0 * v, f"{0.0 * v}"
 
     check_calls(f, [(torch.ones(2, 3),), (-torch.ones(2, 3),)], graphs=None)
+
+
+def test_a_float_read_from_data_to_a_fractional_power_is_computed_by_python():
+    # (-8.0) ** 0.5 is complex in Python; the graph's symbolic float stayed real, so the compiled
+    # call raised (the backend's outputs were float where eager's were complex)
+    def f(t):
+        v = t.item()
+        return torch.ones(2) * (v ** 0.5), v ** 2, v ** 2.0
+
+    def g(x, s):
+        return x * (s ** 0.5)
+
+    for order in ([-8.0, 4.0], [4.0, -8.0]):
+        dynamo_lite.reset()
+        check_calls(f, [(torch.tensor(v),) for v in order], graphs=None)
+    check_calls(g, [(torch.ones(2), s) for s in (4.0, 9.0, -4.0, 2.0)], graphs=None)
