@@ -360,23 +360,22 @@ class SideEffects:
                     cg.emit("STORE_ATTR", "cell_contents")
 
     def _codegen_call(self, cg, call: ReplayedCall) -> None:
-        if cg.collecting and self.leaves_traces_after(call.after_node):
-            # if the call raises, the graph ran ops after it that leave traces (in-place, random)
-            brk = GraphBreak(gb.SIDE_EFFECT, f"{call.what} is followed by graph operations that change tensors in "
-                             "place or draw random numbers: replaying it after the graph would not be exact if it "
-                             "raised")
-            brk.restart_step = call.step
-            brk.user_stack = list(call.user_stack)
-            raise ReplayNotExact(brk)
-        if cg.collecting and self.unrecoverable_after(call.after_node):
-            # an op after it may raise in a graph that cannot be run again (an in-place op or a random
-            # draw came first): the replay after the graph would never happen, where eager made the call
-            brk = GraphBreak(gb.SIDE_EFFECT, f"{call.what} is followed by graph operations that may raise, in a "
-                             "graph that changes tensors in place or draws random numbers: the call would be lost "
-                             "if they raised")
-            brk.restart_step = call.step
-            brk.user_stack = list(call.user_stack)
-            raise ReplayNotExact(brk)
+        if cg.collecting:
+            why = None
+            if self.leaves_traces_after(call.after_node):
+                # if the call raises, the graph ran ops after it that leave traces (in-place, random)
+                why = ("is followed by graph operations that change tensors in place or draw random numbers: "
+                       "replaying it after the graph would not be exact if it raised")
+            elif self.unrecoverable_after(call.after_node):
+                # an op after it may raise in a graph that cannot be run again (an in-place op or a
+                # random draw came first): the replay after the graph would never happen
+                why = ("is followed by graph operations that may raise, in a graph that changes tensors in place "
+                       "or draws random numbers: the call would be lost if they raised")
+            if why is not None:
+                brk = GraphBreak(gb.SIDE_EFFECT, f"{call.what} {why}")
+                brk.restart_step = call.step
+                brk.user_stack = list(call.user_stack)
+                raise ReplayNotExact(brk)
         cg.load_callable(trampoline(call.filename, call.lineno, call.name, call.f_globals))
         cg.load_const(call.fn)
         for a in call.args:
