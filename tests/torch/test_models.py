@@ -539,3 +539,23 @@ def test_rnn_loop_over_time_steps():
     torch.manual_seed(0)
     x = torch.randn(3, 7, 6)
     compile_and_compare(LoopRNN(), {"x": x}, train=True, loss=first_tensor_loss)
+
+
+@needs_transformers
+@pytest.mark.parametrize("name", ["gpt2", "llama", "t5"])
+def test_generate_with_a_compiled_forward_compiles_a_few_graphs_for_all_tokens(name):
+    # the KV cache grows by a token per step, reached through attributes of the cache object:
+    # each new length compiled a graph up to the cache limit, then the rest decoded eagerly
+    from dynamo_lite.testing import CompileCounter
+
+    model = hf_model(name).eval()
+    twin = copy.deepcopy(model)
+    counter = CompileCounter()
+    twin.forward = dynamo_lite.compile(twin.forward, backend=counter)
+    ids = hf_inputs(name)["input_ids"]
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = model.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0)
+        got = twin.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0)
+    assert torch.equal(expected, got)
+    assert counter.frame_count <= 3, counter.frame_count
