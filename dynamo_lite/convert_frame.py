@@ -459,19 +459,10 @@ class FrameConverter:
 
 
 def _runs_graph_as_is(backend) -> bool:
-    """Does the backend run the graph's ops as they are (``eager``, or a counter around it), not
-    functionalized and decomposed by AOTAutograd (a user's own backend may be anything: no)?"""
-    while True:
-        inner = getattr(backend, "backend", _NO_INNER) if type(backend).__name__ == "CompileCounter" else _NO_INNER
-        if inner is _NO_INNER:
-            break
-        if inner is None:
-            return True  # (a counter alone returns the graph's forward)
-        backend = inner
-    return backend is lookup_backend("eager")[0]
-
-
-_NO_INNER = object()
+    """Does the backend run the graph's ops as they are (``eager``, or a backend that says so with
+    ``runs_graph_as_is``, as testing.CompileCounter around it does), not functionalized and decomposed by
+    AOTAutograd (a user's own backend may be anything: no)?"""
+    return backend is lookup_backend("eager")[0] or getattr(backend, "runs_graph_as_is", False) is True
 
 
 def foreign_tracer() -> Optional[str]:

@@ -63,6 +63,7 @@ import torch
 
 import dynamo_lite
 
+from .backends import lookup_backend
 from .report import events
 from .report.explain import build_explain_output
 
@@ -88,6 +89,13 @@ class CompileCounter:
         self.frame_count = 0
         self.op_count = 0
         self.graphs: list[torch.fx.GraphModule] = []
+
+    @property
+    def runs_graph_as_is(self) -> bool:
+        """Are the graph's ops run as they are (no backend, or backend eager)?  convert_frame asks,
+        to keep in the graph what only AOTAutograd would compute otherwise."""
+        return self.backend is None or self.backend is lookup_backend("eager")[0] or \
+            getattr(self.backend, "runs_graph_as_is", False) is True
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         self.frame_count += 1

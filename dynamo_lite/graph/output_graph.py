@@ -437,33 +437,26 @@ class OutputGraph:
         return not any(_leaves_traces(node) for node in self.graph.nodes
                        if node.op in ("call_function", "call_method"))
 
-    def leaves_traces_after(self, after: Optional[torch.fx.Node]) -> bool:
-        """Does a node recorded after ``after`` (None, or a node no longer in the graph: any
-        node) leave an observable trace (see _leaves_traces)?"""
+    def _ops_after(self, after: Optional[torch.fx.Node]) -> list:
+        """The call nodes recorded after ``after`` (None, or a node no longer in the graph: all)."""
         nodes = list(self.graph.nodes)
         start = nodes.index(after) + 1 if after is not None and after in nodes else 0
-        return any(_leaves_traces(node) for node in nodes[start:] if node.op in ("call_function", "call_method"))
+        return [n for n in nodes[start:] if n.op in ("call_function", "call_method")]
+
+    def leaves_traces_after(self, after: Optional[torch.fx.Node]) -> bool:
+        """Does a node recorded after ``after`` leave an observable trace (see _leaves_traces)?"""
+        return any(map(_leaves_traces, self._ops_after(after)))
 
     def effects_after(self, after: Optional[torch.fx.Node]) -> set:
-        """What the nodes recorded after ``after`` (None: all) would repeat if run twice: "draws"
-        (random numbers), "writes" (in-place ops, out=, anything else _leaves_traces names)."""
-        nodes = list(self.graph.nodes)
-        start = nodes.index(after) + 1 if after is not None and after in nodes else 0
-        found = set()
-        for node in nodes[start:]:
-            if node.op in ("call_function", "call_method") and _leaves_traces(node):
-                target = node.target
-                name = target if isinstance(target, str) else getattr(target, "__name__", "")
-                found.add("draws" if name in _RANDOM_OPS else "writes")
-        return found
+        """What the nodes recorded after ``after`` would repeat if run twice: "draws" (random
+        numbers), "writes" (in-place ops, out=, anything else _leaves_traces names)."""
+        return {"draws" if (n.target if isinstance(n.target, str) else getattr(n.target, "__name__", ""))
+                in _RANDOM_OPS else "writes" for n in self._ops_after(after) if _leaves_traces(n)}
 
     def unrecoverable_after(self, after: Optional[torch.fx.Node]) -> bool:
-        """Is there an op after ``after`` (None, or a node no longer in the graph: any node) that may
-        raise while the frame cannot be run again on an error (``can_rerun_on_error``)?"""
-        nodes = list(self.graph.nodes)
-        start = nodes.index(after) + 1 if after is not None and after in nodes else 0
-        return any(node.op in ("call_function", "call_method") for node in nodes[start:]) and \
-            not self.can_rerun_on_error()
+        """Is there an op after ``after`` that may raise while the frame cannot be run again on an
+        error (``can_rerun_on_error``)?"""
+        return bool(self._ops_after(after)) and not self.can_rerun_on_error()
 
     def written_in_trace(self, obj: object) -> bool:
         """Was the real container ``obj`` (a dict read from the inputs) written by the traced code?

@@ -205,9 +205,8 @@ class TensorVariable(VariableTracker):
         if not isinstance(value, TensorVariable):
             return False
         a, b = self.example, value.example
-        return (type(a.shape[0] if a.dim() else 0) is int and a.shape == b.shape and a.dtype == b.dtype
-                and a.device == b.device and a.layout == b.layout and not b.requires_grad
-                and all(type(d) is int for d in (*a.shape, *b.shape)))
+        return (all(type(d) is int for d in (*a.shape, *b.shape)) and a.shape == b.shape and a.dtype == b.dtype
+                and a.device == b.device and a.layout == b.layout and not b.requires_grad)
 
     def _requires_grad_(self, tx, args, kwargs):
         """``requires_grad_(flag=True)``: the flag it already has returns the tensor; turning it on
